@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The one list of system packages glassdesk needs. Used by `make setup` on a Debian host and by
+# docker/Dockerfile, so the tested path and the container path install the same things.
+# Idempotent: installs only what is missing. Needs root (or sudo).
+set -euo pipefail
+
+PACKAGES=(
+  # the display and the desktop
+  xvfb xauth x11-utils x11-xserver-utils dbus-x11
+  xfce4-session xfwm4 xfdesktop4 xfce4-panel xfce4-settings xfconf
+  # the browser the agent drives
+  chromium
+  # input and window control
+  xdotool wmctrl
+  # the live view: x11vnc + the noVNC web client (served by websockify from PyPI)
+  x11vnc novnc
+  # fonts so pages and non-Latin text render legibly
+  fonts-dejavu-core fonts-noto-cjk fonts-noto-color-emoji
+  # process tools the tests and the supervisor rely on
+  procps psmisc
+  # Python venv support for the project itself
+  python3-venv
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "system packages: all present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "system packages: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
