@@ -1,0 +1,192 @@
+"""Desktop actions in display pixels: what the desktop can execute.
+
+These pydantic models are the single description of an action, used by the REST primitives, by the
+xdotool argv builder and (extended with model-only actions) by the vision loop. Validation happens
+here, before anything runs: a coordinate off the 1920x1080 screen or an unknown key name is refused
+with a message that says what was wrong.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from desktop import keys
+
+SCREEN_WIDTH = 1920
+SCREEN_HEIGHT = 1080
+
+X = Annotated[int, Field(ge=0, le=SCREEN_WIDTH - 1, description="display pixels, 0..1919")]
+Y = Annotated[int, Field(ge=0, le=SCREEN_HEIGHT - 1, description="display pixels, 0..1079")]
+Button = Literal["left", "right", "middle", "back", "forward"]
+Direction = Literal["up", "down", "left", "right"]
+
+
+class Point(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    x: X
+    y: Y
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _OptionalPoint(_Action):
+    """x and y together, or neither (then the action happens where the pointer is)."""
+
+    x: X | None = None
+    y: Y | None = None
+
+    @model_validator(mode="after")
+    def _both_or_neither(self):
+        if (self.x is None) != (self.y is None):
+            raise ValueError("give both x and y, or neither to act at the current pointer")
+        return self
+
+
+def _known_keys(value: list[str]) -> list[str]:
+    for name in value:
+        keys.keysym(name)
+    return value
+
+
+class _WithModifiers(_OptionalPoint):
+    modifiers: list[str] = Field(default_factory=list, description="keys held during the action")
+
+    _known_modifiers = field_validator("modifiers")(_known_keys)
+
+
+class Click(_WithModifiers):
+    action: Literal["click"] = "click"
+    button: Button = "left"
+
+
+class DoubleClick(_WithModifiers):
+    action: Literal["double_click"] = "double_click"
+    button: Button = "left"
+
+
+class TripleClick(_WithModifiers):
+    action: Literal["triple_click"] = "triple_click"
+    button: Button = "left"
+
+
+class Move(_Action):
+    action: Literal["move"] = "move"
+    x: X
+    y: Y
+
+
+class MouseDown(_OptionalPoint):
+    action: Literal["mouse_down"] = "mouse_down"
+    button: Button = "left"
+
+
+class MouseUp(_OptionalPoint):
+    action: Literal["mouse_up"] = "mouse_up"
+    button: Button = "left"
+
+
+class Drag(_Action):
+    action: Literal["drag"] = "drag"
+    path: list[Point] = Field(min_length=2, max_length=200, description="press at the first point, release at the last")
+    button: Button = "left"
+    modifiers: list[str] = Field(default_factory=list)
+
+    _known_modifiers = field_validator("modifiers")(_known_keys)
+
+
+class Scroll(_WithModifiers):
+    action: Literal["scroll"] = "scroll"
+    direction: Direction = "down"
+    amount: int = Field(default=3, ge=1, le=50, description="wheel notches")
+
+
+class Type(_Action):
+    action: Literal["type"] = "type"
+    text: str = Field(min_length=1, max_length=20_000)
+
+
+class Key(_Action):
+    action: Literal["key"] = "key"
+    keys: list[str] = Field(min_length=1, max_length=100, description='chords in order, e.g. ["ctrl+a", "Delete"]')
+
+    @field_validator("keys", mode="before")
+    @classmethod
+    def _split(cls, value):
+        return value.split() if isinstance(value, str) else value
+
+    @field_validator("keys")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        keys.chords(value)
+        return value
+
+
+class HoldKey(_Action):
+    action: Literal["hold_key"] = "hold_key"
+    keys: str = Field(min_length=1, description='one chord, e.g. "shift" or "ctrl+alt"')
+    duration_ms: int = Field(default=500, ge=0, le=10_000)
+
+    @field_validator("keys")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        keys.chord(value)
+        return value
+
+
+class Wait(_Action):
+    action: Literal["wait"] = "wait"
+    duration_ms: int = Field(default=1000, ge=0, le=30_000)
+
+
+InputAction = Annotated[
+    Union[Click, DoubleClick, TripleClick, Move, MouseDown, MouseUp, Drag, Scroll, Type, Key, HoldKey, Wait],
+    Field(discriminator="action"),
+]
+
+INPUT_ACTIONS: dict[str, type[_Action]] = {
+    cls.model_fields["action"].default: cls
+    for cls in (Click, DoubleClick, TripleClick, Move, MouseDown, MouseUp, Drag, Scroll, Type, Key, HoldKey, Wait)
+}
+
+
+class Region(BaseModel):
+    """A rectangle in display pixels, [x0, y0) to [x1, y1)."""
+
+    model_config = ConfigDict(extra="forbid")
+    x0: Annotated[int, Field(ge=0, le=SCREEN_WIDTH - 1)]
+    y0: Annotated[int, Field(ge=0, le=SCREEN_HEIGHT - 1)]
+    x1: Annotated[int, Field(ge=1, le=SCREEN_WIDTH)]
+    y1: Annotated[int, Field(ge=1, le=SCREEN_HEIGHT)]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_list(cls, value):
+        if isinstance(value, (list, tuple)):
+            if len(value) != 4:
+                raise ValueError("region is [x0, y0, x1, y1]")
+            return dict(zip(("x0", "y0", "x1", "y1"), value))
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.x1 <= self.x0 or self.y1 <= self.y0:
+            raise ValueError("region needs x0 < x1 and y0 < y1")
+        return self
+
+    @property
+    def width(self) -> int:
+        return self.x1 - self.x0
+
+    @property
+    def height(self) -> int:
+        return self.y1 - self.y0
+
+
+class Zoom(_Action):
+    action: Literal["zoom"] = "zoom"
+    region: Region
+    scale: float = Field(default=1.0, gt=0, le=4, description="output size relative to the region")
