@@ -1,0 +1,210 @@
+"""Input: a desktop action in display pixels -> xdotool argv lists -> executed on the display.
+
+Building argv is pure (``argv_for``), so what runs can be tested and shown without X. Every
+command is an argv list, never a shell string: text like ``$HOME; rm -rf /`` is typed, not run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass
+
+from desktop import keys
+from desktop.actions import (
+    Click, DoubleClick, Drag, HoldKey, Key, MouseDown, MouseUp, Move, Scroll, TripleClick, Type,
+    Wait, _Action,
+)
+
+BUTTONS = {"left": "1", "middle": "2", "right": "3", "back": "8", "forward": "9"}
+WHEEL = {"up": "4", "down": "5", "left": "6", "right": "7"}
+
+# xdotool's default 12 ms per key drops nothing in Chromium and XFCE apps on Xvfb. A character
+# that is not on the keyboard map is the risk: xdotool remaps a scratch key for each one, and an
+# app that reads the key before it has seen the new mapping types nothing (seen here under load).
+# So such characters are first bound to spare keycodes in one xmodmap call, then typed as keys
+# that are on the map; the short pause lets apps take in the new mapping.
+TYPE_DELAY_MS = 12
+TYPE_CHUNK = 50
+MAPPING_PAUSE_S = "0.05"
+# Repeated clicks need a gap apps can see, well inside the double-click time (400 ms in GTK).
+MULTI_CLICK_DELAY_MS = 40
+DRAG_STEP_PX = 25
+
+
+def _moves(x: int | None, y: int | None) -> list[str]:
+    return [] if x is None or y is None else ["mousemove", str(x), str(y)]
+
+
+def _held(modifiers: list[str]) -> tuple[list[str], list[str]]:
+    syms = [keys.keysym(m) for m in modifiers]
+    down = ["keydown", *syms] if syms else []
+    up = ["keyup", *reversed(syms)] if syms else []
+    return down, up
+
+
+def _click(action: Click | DoubleClick | TripleClick, repeat: int) -> list[str]:
+    down, up = _held(action.modifiers)
+    delay = "0" if repeat == 1 else str(MULTI_CLICK_DELAY_MS)
+    click = ["click", "--repeat", str(repeat), "--delay", delay, BUTTONS[action.button]]
+    return ["xdotool", *_moves(action.x, action.y), *down, *click, *up]
+
+
+def _interpolate(path) -> list[tuple[int, int]]:
+    """Intermediate points every ~25 px, so apps see a drag as motion, not a jump."""
+    points = [(path[0].x, path[0].y)]
+    for a, b in zip(path, path[1:]):
+        steps = max(1, round(max(abs(b.x - a.x), abs(b.y - a.y)) / DRAG_STEP_PX))
+        for i in range(1, steps + 1):
+            points.append((round(a.x + (b.x - a.x) * i / steps), round(a.y + (b.y - a.y) * i / steps)))
+    return points
+
+
+@dataclass
+class Keymap:
+    """What the X keyboard map holds: keysym names present, and keycodes free to bind."""
+
+    present: set[str]
+    spare: list[int]
+    bound: dict[int, str]
+
+    @classmethod
+    def parse(cls, pke: str) -> "Keymap":
+        """Parse ``xmodmap -pke`` output."""
+        present, spare = set(), []
+        for line in pke.splitlines():
+            head, _, syms = line.partition("=")
+            if not head.startswith("keycode"):
+                continue
+            code = int(head.split()[1])
+            names = syms.split()
+            if names:
+                present.update(names)
+            elif code > 8:
+                spare.append(code)
+        return cls(present, spare, {})
+
+    def bind(self, names: list[str]) -> list[str]:
+        """Bind keysyms to spare keycodes, reusing the least recently bound; xmodmap expressions."""
+        expressions = []
+        for name in names:
+            code = self.spare.pop(0)
+            self.spare.append(code)
+            self.present.discard(self.bound.get(code, ""))
+            self.bound[code] = name
+            self.present.add(name)
+            expressions += ["-e", f"keycode {code} = {name} {name}"]
+        return expressions
+
+
+def _unmapped(text: str, keymap: Keymap) -> list[str]:
+    names = dict.fromkeys(keys.keysym(c) for c in text if not c.isascii())
+    return [n for n in names if n not in keymap.present]
+
+
+def plan_type(text: str, keymap: Keymap | None = None) -> list[list[str]]:
+    """argv lists that type ``text``: chunks of xdotool type, each preceded, when a keymap is
+    known and the chunk has characters not on it, by the xmodmap call that binds them."""
+    commands, start = [], 0
+    while start < len(text):
+        end = min(start + TYPE_CHUNK, len(text))
+        if keymap is not None:
+            # Shrink the chunk until its new characters fit the spare keycodes.
+            while end - start > 1 and len(_unmapped(text[start:end], keymap)) > len(keymap.spare):
+                end = start + (end - start) // 2
+            needed = _unmapped(text[start:end], keymap)
+            if needed and keymap.spare:
+                commands += [["xmodmap", *keymap.bind(needed)], ["sleep", MAPPING_PAUSE_S]]
+        commands.append(["xdotool", "type", "--delay", str(TYPE_DELAY_MS), "--", text[start:end]])
+        start = end
+    return commands
+
+
+def argv_for(action: _Action) -> list[list[str]]:
+    """The xdotool commands that perform ``action``, in order. Wait runs nothing."""
+    match action:
+        case Click():
+            return [_click(action, 1)]
+        case DoubleClick():
+            return [_click(action, 2)]
+        case TripleClick():
+            return [_click(action, 3)]
+        case Move():
+            return [["xdotool", "mousemove", str(action.x), str(action.y)]]
+        case MouseDown():
+            return [["xdotool", *_moves(action.x, action.y), "mousedown", BUTTONS[action.button]]]
+        case MouseUp():
+            return [["xdotool", *_moves(action.x, action.y), "mouseup", BUTTONS[action.button]]]
+        case Drag():
+            down, up = _held(action.modifiers)
+            points = _interpolate(action.path)
+            argv = ["xdotool", "mousemove", str(points[0][0]), str(points[0][1]), *down,
+                    "mousedown", BUTTONS[action.button]]
+            for x, y in points[1:]:
+                argv += ["sleep", "0.01", "mousemove", str(x), str(y)]
+            return [argv + ["sleep", "0.02", "mouseup", BUTTONS[action.button], *up]]
+        case Scroll():
+            down, up = _held(action.modifiers)
+            return [["xdotool", *_moves(action.x, action.y), *down,
+                     "click", "--repeat", str(action.amount), "--delay", "10", WHEEL[action.direction], *up]]
+        case Type():
+            return plan_type(action.text)
+        case Key():
+            chords = [keys.xdotool_chord(c) for c in keys.chords(action.keys)]
+            return [["xdotool", "key", "--delay", "10", *chords]]
+        case HoldKey():
+            chord = keys.xdotool_chord(keys.chord(action.keys))
+            return [["xdotool", "keydown", chord, "sleep", f"{action.duration_ms / 1000:g}", "keyup", chord]]
+        case Wait():
+            return []
+    raise TypeError(f"not a desktop input action: {action!r}")
+
+
+class ActionFailed(RuntimeError):
+    def __init__(self, message: str, argv: list[str], stderr: str):
+        super().__init__(message)
+        self.argv = argv
+        self.stderr = stderr
+
+
+@dataclass
+class Executed:
+    argv: list[list[str]]
+    duration_ms: float
+
+
+class Executor:
+    """Runs argv lists on one display."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        self._keymap: Keymap | None = None
+
+    def run(self, action: _Action) -> Executed:
+        start = time.perf_counter()
+        if isinstance(action, Type) and not action.text.isascii():
+            if self._keymap is None:
+                self._keymap = Keymap.parse(self._run(["xmodmap", "-pke"]))
+            commands = plan_type(action.text, self._keymap)
+        else:
+            commands = argv_for(action)
+        for argv in commands:
+            self._run(argv)
+        if isinstance(action, Wait):
+            time.sleep(action.duration_ms / 1000)
+        return Executed(commands, (time.perf_counter() - start) * 1000)
+
+    def _run(self, argv: list[str]) -> str:
+        try:
+            done = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ActionFailed(f"{argv[0]} could not run: {exc}", argv, "") from exc
+        if done.returncode != 0:
+            stderr = done.stderr.strip()
+            raise ActionFailed(f"{argv[0]} exited with {done.returncode}: {stderr or 'no message'}", argv, stderr)
+        return done.stdout
+
+    def cursor(self) -> tuple[int, int]:
+        out = self._run(["xdotool", "getmouselocation", "--shell"])
+        values = dict(line.split("=", 1) for line in out.split() if "=" in line)
+        return int(values["X"]), int(values["Y"])
