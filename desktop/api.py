@@ -1,0 +1,164 @@
+"""The desktop REST primitives: sessions, screenshot, one route per input action, and windows.
+
+Handlers are plain ``def``: they block on X and xdotool, and FastAPI runs them in its threadpool.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Query, Request, Response, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from desktop.actions import INPUT_ACTIONS, Region, _Action
+from desktop.errors import GlassdeskError, InvalidAction, describe_errors
+from desktop.sessions import Performed, Session, SessionInfo, SessionManager
+from desktop.windows import Window, WindowError
+
+
+class ActionResponse(BaseModel):
+    ok: bool = True
+    action: str
+    executed: list[list[str]] = Field(description="the exact argv lists that ran, to replay by hand")
+    duration_ms: float
+    settle_ms: int
+    screenshot: str | None = Field(None, description="settled screenshot, base64 PNG, with ?screenshot=true")
+    result: dict[str, Any] | None = None
+
+
+class CreateSession(BaseModel):
+    id: str | None = Field(None, description="a name for the session; generated when omitted")
+
+
+class ZoomRequest(BaseModel):
+    region: Region = Field(description="[x0, y0, x1, y1] in display pixels")
+    scale: float = Field(1.0, gt=0, le=4)
+
+
+class LaunchRequest(BaseModel):
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+
+
+class OpenRequest(BaseModel):
+    url: str = Field(min_length=1)
+
+
+class FocusRequest(BaseModel):
+    window_id: str
+
+
+class Cursor(BaseModel):
+    x: int
+    y: int
+
+
+def _respond(action: str, performed: Performed, screenshot: bool, result: dict | None = None) -> ActionResponse:
+    return ActionResponse(
+        action=action, executed=performed.executed, duration_ms=round(performed.duration_ms, 1),
+        settle_ms=performed.settle_ms, result=result,
+        screenshot=base64.b64encode(performed.frame.png).decode() if screenshot else None,
+    )
+
+
+def _window_op(session: Session, fn):
+    try:
+        return session.settled_after(fn)
+    except WindowError as exc:
+        raise InvalidAction(str(exc)) from exc
+
+
+def desktop_router(manager: SessionManager) -> APIRouter:
+    router = APIRouter(prefix="/api/v1")
+    WantShot = Query(False, description="include the settled screenshot as base64 PNG")
+
+    @router.post("/sessions", status_code=status.HTTP_201_CREATED, response_model=SessionInfo, tags=["sessions"])
+    def create_session(body: CreateSession | None = None) -> SessionInfo:
+        return manager.create(body.id if body else None).info()
+
+    @router.get("/sessions", response_model=list[SessionInfo], tags=["sessions"])
+    def list_sessions() -> list[SessionInfo]:
+        return [s.info() for s in manager.list()]
+
+    @router.get("/sessions/{session_id}", response_model=SessionInfo, tags=["sessions"])
+    def get_session(session_id: str) -> SessionInfo:
+        return manager.get(session_id).info()
+
+    @router.delete("/sessions/{session_id}", status_code=status.HTTP_204_NO_CONTENT, tags=["sessions"])
+    def delete_session(session_id: str) -> Response:
+        manager.delete(session_id)
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+    @router.get("/sessions/{session_id}/desktop/screenshot", tags=["desktop"],
+                responses={200: {"content": {"image/png": {}}}}, response_class=Response)
+    def screenshot(session_id: str) -> Response:
+        return Response(manager.get(session_id).capture().png, media_type="image/png")
+
+    def input_route(name: str, model: type[_Action]):
+        def handler(session_id: str, body: model, screenshot: bool = WantShot) -> ActionResponse:  # type: ignore[valid-type]
+            return _respond(name, manager.get(session_id).perform(body), screenshot)
+
+        handler.__name__ = f"desktop_{name}"
+        router.add_api_route(f"/sessions/{{session_id}}/desktop/{name}", handler, methods=["POST"],
+                             response_model=ActionResponse, tags=["desktop"],
+                             summary=f"{name.replace('_', ' ')} on the visible desktop")
+
+    for name, model in INPUT_ACTIONS.items():
+        input_route(name, model)
+
+    @router.post("/sessions/{session_id}/desktop/zoom", response_model=ActionResponse, tags=["desktop"])
+    def zoom(session_id: str, body: ZoomRequest) -> ActionResponse:
+        frame = manager.get(session_id).capture()
+        png = frame.crop_png(body.region, body.scale)
+        return ActionResponse(action="zoom", executed=[], duration_ms=0, settle_ms=0,
+                              result={"image": base64.b64encode(png).decode(), "width": round(body.region.width * body.scale),
+                                      "height": round(body.region.height * body.scale)})
+
+    @router.post("/sessions/{session_id}/desktop/launch", response_model=ActionResponse, tags=["desktop"])
+    def launch(session_id: str, body: LaunchRequest, screenshot: bool = WantShot) -> ActionResponse:
+        session = manager.get(session_id)
+        pid: list[int] = []
+
+        def run():
+            argv, started = session.windows.launch(body.command, body.args)
+            pid.append(started)
+            return argv
+
+        return _respond("launch", _window_op(session, run), screenshot, {"pid": pid[0]})
+
+    @router.post("/sessions/{session_id}/desktop/open", response_model=ActionResponse, tags=["desktop"])
+    def open_url(session_id: str, body: OpenRequest, screenshot: bool = WantShot) -> ActionResponse:
+        session = manager.get(session_id)
+        return _respond("open", _window_op(session, lambda: session.windows.open_url(body.url)), screenshot)
+
+    @router.post("/sessions/{session_id}/desktop/focus", response_model=ActionResponse, tags=["desktop"])
+    def focus(session_id: str, body: FocusRequest, screenshot: bool = WantShot) -> ActionResponse:
+        session = manager.get(session_id)
+        return _respond("focus", _window_op(session, lambda: session.windows.focus(body.window_id)), screenshot)
+
+    @router.get("/sessions/{session_id}/desktop/windows", response_model=list[Window], tags=["desktop"])
+    def windows(session_id: str) -> list[Window]:
+        return manager.get(session_id).windows.list()
+
+    @router.get("/sessions/{session_id}/desktop/cursor", response_model=Cursor, tags=["desktop"])
+    def cursor(session_id: str) -> Cursor:
+        x, y = manager.get(session_id).executor.cursor()
+        return Cursor(x=x, y=y)
+
+    return router
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Every error leaves as ``{"error": {"code", "message"}}`` with the right status."""
+
+    @app.exception_handler(GlassdeskError)
+    async def glassdesk_error(_: Request, exc: GlassdeskError) -> JSONResponse:
+        return JSONResponse({"error": exc.to_dict()}, status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        message = describe_errors(exc.errors())
+        return JSONResponse({"error": {"code": "invalid_action", "message": message}}, status_code=422)

@@ -1,0 +1,253 @@
+"""Sessions: one visible desktop each, isolated (display, ports, profile, temp dir), supervised.
+
+The manager allocates, limits and expires sessions; a supervisor thread restarts what dies. A
+session runs one input action at a time, so a screenshot taken after an action shows that action.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from desktop.actions import _Action
+from desktop.errors import (
+    ActionFailedError, InvalidAction, ScreenshotFailed, SessionLimit, SessionNotFound, SessionUnavailable,
+)
+from desktop.input import ActionFailed, Executor
+from desktop.screen import Frame, Screen, ScreenshotError
+from desktop.stack import DesktopStack, StackConfig, StackError
+from desktop.windows import Windows
+
+log = logging.getLogger("glassdesk.sessions")
+
+SESSION_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+Status = Literal["starting", "ready", "restarting", "failed", "stopped"]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class SessionInfo(BaseModel):
+    id: str
+    display: str
+    status: Status
+    novnc_url: str
+    created_at: datetime
+    last_used_at: datetime
+    restarts: int
+    events: list[str]
+
+
+@dataclass
+class Performed:
+    """The outcome of one action: what ran, how long it took, and the settled screen after it."""
+
+    executed: list[list[str]]
+    duration_ms: float
+    settle_ms: int
+    frame: Frame
+
+
+@dataclass
+class Session:
+    id: str
+    stack: DesktopStack
+    created_at: datetime = field(default_factory=_now)
+    last_used_at: datetime = field(default_factory=_now)
+    status: Status = "starting"
+    # Set by whoever runs a long job on the session (the vision loop): never expire it meanwhile.
+    busy: bool = False
+
+    def __post_init__(self):
+        self.action_lock = threading.RLock()
+        self._bind()
+
+    def _bind(self) -> None:
+        """(Re)create the handles on the display; after a whole-stack restart it may be new."""
+        env = self.stack.env()
+        self.screen = Screen(self.stack.display) if self.stack.display else None
+        self.executor = Executor(env)
+        self.windows = Windows(env, self.stack.devtools_port)
+
+    def touch(self) -> None:
+        self.last_used_at = _now()
+
+    def info(self) -> SessionInfo:
+        return SessionInfo(
+            id=self.id, display=self.stack.display, status=self.status,
+            novnc_url=self.stack.novnc_url() if self.stack.web_port else "",
+            created_at=self.created_at, last_used_at=self.last_used_at,
+            restarts=sum(c.restarts for c in self.stack.children.values()), events=self.stack.events[-20:],
+        )
+
+    def _require_ready(self) -> None:
+        if self.status != "ready":
+            raise SessionUnavailable(f"session {self.id} is {self.status}; try again in a few seconds")
+
+    def capture(self) -> Frame:
+        self._require_ready()
+        self.touch()
+        try:
+            return self.screen.capture()
+        except ScreenshotError as exc:
+            raise ScreenshotFailed(str(exc)) from exc
+
+    def perform(self, action: _Action, *, before: Frame | None = None, settle: bool = True) -> Performed:
+        """Execute one action and wait for the screen to settle. ``before`` is the frame from
+        before the action if the caller has it (the loop does), saving one capture."""
+        self._require_ready()
+        self.touch()
+        with self.action_lock:
+            try:
+                before = before or self.screen.capture()
+                executed = self.executor.run(action)
+                if settle:
+                    frame, settle_ms = self.screen.settle(before=before)
+                else:
+                    frame, settle_ms = self.screen.capture(), 0
+            except ActionFailed as exc:
+                raise ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
+            except ScreenshotError as exc:
+                raise ScreenshotFailed(str(exc)) from exc
+        return Performed(executed.argv, executed.duration_ms, settle_ms, frame)
+
+    def settled_after(self, run, before: Frame | None = None) -> Performed:
+        """Run a non-input side effect (open, focus, launch) and settle like an action."""
+        self._require_ready()
+        self.touch()
+        with self.action_lock:
+            before = before or self.screen.capture()
+            start = time.perf_counter()
+            executed = run()
+            duration = (time.perf_counter() - start) * 1000
+            frame, settle_ms = self.screen.settle(before=before, first_change_ms=400)
+        return Performed(executed, duration, settle_ms, frame)
+
+    def heal(self) -> list[str]:
+        if self.status not in ("ready", "restarting"):
+            return []
+        dead = [n for n, c in self.stack.children.items() if not c.alive]
+        if not dead:
+            return []
+        self.status = "restarting"
+        try:
+            with self.action_lock:
+                events = self.stack.heal()
+                self._bind()
+            self.status = "ready"
+            return events
+        except StackError as exc:
+            self.status = "failed"
+            self.stack.events.append(f"restart failed: {exc}")
+            log.error("session %s could not be restarted: %s", self.id, exc)
+            return [str(exc)]
+
+    def close(self) -> None:
+        self.status = "stopped"
+        if self.screen:
+            self.screen.close()
+        self.stack.stop()
+
+
+class SessionManager:
+    """The registry of sessions, their limits and expiry, and the supervisor that heals them."""
+
+    def __init__(self, *, root: Path | None = None, max_sessions: int = 10, idle_ttl_s: float = 1800,
+                 stack_config: StackConfig | None = None, supervise_every_s: float = 0.5):
+        self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="glassdesk-"))
+        self.max_sessions = max_sessions
+        self.idle_ttl_s = idle_ttl_s
+        self.stack_config = stack_config or StackConfig()
+        self.sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._supervise_every_s = supervise_every_s
+        self._supervisor = threading.Thread(target=self._supervise, name="glassdesk-supervisor", daemon=True)
+        self._supervisor.start()
+        # Sessions that must not expire while idle (the one `glassdesk up` starts).
+        self.pinned: set[str] = set()
+
+    def create(self, session_id: str | None = None, *, pinned: bool = False) -> Session:
+        if session_id is not None and not SESSION_ID.match(session_id):
+            raise InvalidAction("id: use 1-32 lower-case letters, digits, '-' or '_', starting with a letter or digit")
+        with self._lock:
+            if session_id in self.sessions:
+                raise InvalidAction(f"id: a session named {session_id!r} already exists")
+            if len(self.sessions) >= self.max_sessions:
+                raise SessionLimit(f"all {self.max_sessions} sessions are in use; delete one or raise --max-sessions")
+            session_id = session_id or f"s-{secrets.token_hex(4)}"
+            workdir = self.root / session_id
+            session = Session(session_id, DesktopStack(workdir, self.stack_config))
+            self.sessions[session_id] = session
+            if pinned:
+                self.pinned.add(session_id)
+        try:
+            session.stack.start()
+        except StackError:
+            with self._lock:
+                self.sessions.pop(session_id, None)
+            session.status = "failed"
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        session._bind()
+        session.status = "ready"
+        log.info("session %s ready on %s", session_id, session.stack.display)
+        return session
+
+    def get(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise SessionNotFound(f"no session {session_id!r}; GET /api/v1/sessions lists them")
+        return session
+
+    def list(self) -> list[Session]:
+        return list(self.sessions.values())
+
+    def delete(self, session_id: str) -> None:
+        with self._lock:
+            session = self.get(session_id)
+            del self.sessions[session_id]
+            self.pinned.discard(session_id)
+        session.close()
+        shutil.rmtree(session.stack.workdir, ignore_errors=True)
+        log.info("session %s deleted", session_id)
+
+    def close(self) -> None:
+        self._stop.set()
+        for session_id in list(self.sessions):
+            try:
+                self.delete(session_id)
+            except SessionNotFound:
+                pass
+
+    def _supervise(self) -> None:
+        while not self._stop.wait(self._supervise_every_s):
+            for session in list(self.sessions.values()):
+                try:
+                    session.heal()
+                    self._expire(session)
+                except Exception:  # the supervisor must outlive any one session's trouble
+                    log.exception("supervising session %s", session.id)
+
+    def _expire(self, session: Session) -> None:
+        if session.id in self.pinned or session.busy:
+            return
+        idle = (_now() - session.last_used_at).total_seconds()
+        if idle > self.idle_ttl_s:
+            log.info("session %s idle for %.0fs; expiring", session.id, idle)
+            try:
+                self.delete(session.id)
+            except SessionNotFound:
+                pass

@@ -1,0 +1,412 @@
+"""The processes of one visible desktop: start order, readiness polling, supervision, teardown.
+
+Order: Xvfb -> dbus -> XFCE -> Chromium -> x11vnc -> websockify (noVNC). Each step waits for a
+real readiness signal, never a fixed sleep. Every process gets its own process group and an
+environment tag, so teardown can find and end everything the session started, including the
+daemons XFCE and dbus fork off.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
+
+log = logging.getLogger("glassdesk.stack")
+
+ASSETS = Path(__file__).parent / "assets"
+NOVNC_DIRS = (Path("/usr/share/novnc"), Path("/usr/share/webapps/novnc"))
+TAG_VAR = "GLASSDESK_SESSION_TAG"
+CHROMIUM = os.environ.get("GLASSDESK_CHROMIUM", "/usr/bin/chromium")
+# Autostart entries that would add noise or dialogs to the desktop the model sees.
+HIDDEN_AUTOSTART = ("xscreensaver", "light-locker", "xfce4-screensaver", "xfce4-power-manager",
+                    "at-spi-dbus-bus", "xdg-user-dirs", "nm-applet", "blueman", "update-notifier",
+                    "polkit-gnome-authentication-agent-1", "xfce4-notifyd")
+
+
+class StackError(RuntimeError):
+    """A part of the desktop failed to start; the message names it and quotes its log."""
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = predicate()
+        except Exception:
+            result = None
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise StackError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _tcp_banner(port: int) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+        return sock.recv(12)
+
+
+def _http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=1) as response:
+        return response.status == 200
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def novnc_dir() -> Path:
+    for path in NOVNC_DIRS:
+        if (path / "vnc.html").exists():
+            return path
+    raise StackError("noVNC web client not found (install Debian's novnc package: docker/install-system-deps.sh)")
+
+
+@dataclass
+class Child:
+    """One supervised process."""
+
+    name: str
+    popen: subprocess.Popen
+    log_path: Path
+    restarts: int = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+def kill_group(popen: subprocess.Popen, grace: float = 3.0) -> None:
+    if popen.poll() is not None:
+        return
+    try:
+        os.killpg(popen.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        popen.wait(grace)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        popen.wait(grace)
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Every live process whose environment carries this session's tag."""
+    needle = f"{TAG_VAR}={tag}".encode()
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+@dataclass
+class StackConfig:
+    listen_host: str = "127.0.0.1"   # where the noVNC web port listens
+    public_host: str | None = None   # host name put in novnc_url (defaults to listen_host)
+    start_url: str = "about:blank"
+    start_timeout: float = 30.0
+
+
+@dataclass
+class DesktopStack:
+    """One session's processes. ``start()`` brings them up; ``heal()`` restarts what died."""
+
+    workdir: Path
+    config: StackConfig = field(default_factory=StackConfig)
+    tag: str = field(default_factory=lambda: secrets.token_hex(8))
+    display: str = ""
+    vnc_port: int = 0
+    web_port: int = 0
+    devtools_port: int = 0
+    vnc_password: str = field(default_factory=lambda: secrets.token_urlsafe(6)[:8])
+    view_password: str = field(default_factory=lambda: secrets.token_urlsafe(6)[:8])
+    children: dict[str, Child] = field(default_factory=dict)
+    events: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.workdir = Path(self.workdir)
+        self.home = self.workdir / "home"
+        self.logs = self.workdir / "logs"
+        self.profile = self.workdir / "chromium-profile"
+        self._dbus_address = ""
+        self._lock = threading.RLock()
+
+    # ---------------------------------------------------------------- environment
+
+    def env(self) -> dict[str, str]:
+        """The environment every process of this session runs in."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DBUS_", "XDG_", "WAYLAND"))}
+        env.update({
+            TAG_VAR: self.tag,
+            "DISPLAY": self.display,
+            "HOME": str(self.home),
+            "XDG_CONFIG_HOME": str(self.home / ".config"),
+            "XDG_CACHE_HOME": str(self.home / ".cache"),
+            "XDG_DATA_HOME": str(self.home / ".local/share"),
+            "XDG_RUNTIME_DIR": str(self.workdir / "run"),
+            "XDG_CURRENT_DESKTOP": "XFCE",
+            "NO_AT_BRIDGE": "1",          # no accessibility bus: one less daemon per session
+            "GTK_A11Y": "none",
+        })
+        if self._dbus_address:
+            env["DBUS_SESSION_BUS_ADDRESS"] = self._dbus_address
+        return env
+
+    def _prepare_dirs(self) -> None:
+        for path in (self.home, self.logs, self.profile, self.workdir / "run"):
+            path.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "run").chmod(0o700)
+        xfconf = self.home / ".config/xfce4/xfconf/xfce-perchannel-xml"
+        xfconf.mkdir(parents=True, exist_ok=True)
+        for asset in ASSETS.glob("*.xml"):
+            shutil.copy(asset, xfconf / asset.name)
+        autostart = self.home / ".config/autostart"
+        autostart.mkdir(parents=True, exist_ok=True)
+        for name in HIDDEN_AUTOSTART:
+            (autostart / f"{name}.desktop").write_text("[Desktop Entry]\nType=Application\nHidden=true\n")
+        # x11vnc: the first password gives control, the one after the marker only a view.
+        passwd = self.workdir / "vnc.passwd"
+        passwd.write_text(f"{self.vnc_password}\n__BEGIN_VIEWONLY__\n{self.view_password}\n")
+        passwd.chmod(0o600)
+
+    def _spawn(self, name: str, argv: list[str], pass_fds: tuple[int, ...] = ()) -> Child:
+        log_path = self.logs / f"{name}.log"
+        with open(log_path, "ab") as log_file:
+            popen = subprocess.Popen(
+                argv, env=self.env(), stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                start_new_session=True, pass_fds=pass_fds, cwd=self.home,
+            )
+        previous = self.children.get(name)
+        child = Child(name, popen, log_path, restarts=previous.restarts + 1 if previous else 0)
+        self.children[name] = child
+        return child
+
+    def _fail(self, name: str, why: str) -> StackError:
+        child = self.children.get(name)
+        detail = _tail(child.log_path) if child else ""
+        return StackError(f"{name} failed to start: {why}" + (f"\n--- {name} log ---\n{detail}" if detail else ""))
+
+    def _await(self, name: str, predicate: Callable[[], object], what: str, timeout: float | None = None):
+        child = self.children[name]
+        deadline = time.monotonic() + (timeout or self.config.start_timeout)
+        while True:
+            if not child.alive:
+                raise self._fail(name, f"exited with code {child.popen.returncode}")
+            try:
+                result = predicate()
+            except Exception:
+                result = None
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise self._fail(name, f"not ready after {timeout or self.config.start_timeout:.0f}s ({what})")
+            time.sleep(0.02)
+
+    # ---------------------------------------------------------------- the parts, in order
+
+    def _start_xvfb(self) -> None:
+        read_fd, write_fd = os.pipe()
+        try:
+            self._spawn("xvfb", ["Xvfb", "-displayfd", str(write_fd), "-screen", "0",
+                                 f"{SCREEN_WIDTH}x{SCREEN_HEIGHT}x24", "-nolisten", "tcp",
+                                 "-dpms", "-s", "0", "-noreset"], pass_fds=(write_fd,))
+        finally:
+            os.close(write_fd)
+        # Xvfb picks a free display itself and writes its number once it accepts clients.
+        with os.fdopen(read_fd) as pipe:
+            number = pipe.readline().strip()
+        if not number.isdigit():
+            raise self._fail("xvfb", "did not report a display number")
+        self.display = f":{number}"
+
+    def _start_dbus(self) -> None:
+        read_fd, write_fd = os.pipe()
+        try:
+            self._spawn("dbus", ["dbus-daemon", "--session", "--nofork", "--nopidfile",
+                                 f"--address=unix:dir={self.workdir / 'run'}",
+                                 f"--print-address={write_fd}"], pass_fds=(write_fd,))
+        finally:
+            os.close(write_fd)
+        with os.fdopen(read_fd) as pipe:
+            self._dbus_address = pipe.readline().strip()
+        if not self._dbus_address:
+            raise self._fail("dbus", "did not report its address")
+
+    def _start_xfce(self) -> None:
+        self._spawn("xfce", ["xfce4-session"])
+        self._await("xfce", lambda: self._run(["wmctrl", "-m"]).returncode == 0, "a window manager")
+        self._await("xfce", lambda: "xfce4-panel" in self._run(["wmctrl", "-l"]).stdout, "the panel")
+
+    def chromium_argv(self) -> list[str]:
+        argv = [
+            CHROMIUM, f"--user-data-dir={self.profile}",
+            "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--disable-default-apps",
+            "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication",
+            "--hide-crash-restore-bubble", "--noerrdialogs", "--password-store=basic",
+            "--test-type",  # suppresses the "unsupported command-line flag" infobar
+            "--force-device-scale-factor=1", "--start-maximized", "--window-position=0,0",
+            "--remote-debugging-address=127.0.0.1", f"--remote-debugging-port={self.devtools_port}",
+            "--disable-dev-shm-usage",
+        ]
+        # The sandbox needs unprivileged user namespaces; root never has it.
+        if os.geteuid() == 0 or os.environ.get("GLASSDESK_CHROMIUM_NO_SANDBOX") == "1":
+            argv.append("--no-sandbox")
+        return [*argv, self.config.start_url]
+
+    def _mark_clean_exit(self) -> None:
+        """After a crash Chromium offers to restore tabs in a bubble; tell it the exit was clean."""
+        prefs = self.profile / "Default" / "Preferences"
+        try:
+            data = json.loads(prefs.read_text())
+        except (OSError, ValueError):
+            return
+        data.setdefault("profile", {}).update(exit_type="Normal", exited_cleanly=True)
+        prefs.write_text(json.dumps(data))
+
+    def chromium_window(self) -> str | None:
+        out = self._run(["xdotool", "search", "--onlyvisible", "--class", "chromium"]).stdout.split()
+        return out[-1] if out else None
+
+    def _start_chromium(self) -> None:
+        self._mark_clean_exit()
+        self._spawn("chromium", self.chromium_argv())
+        self._await("chromium", lambda: _http_ok(f"http://127.0.0.1:{self.devtools_port}/json/version"), "DevTools")
+        window = self._await("chromium", self.chromium_window, "a visible window")
+        self._run(["wmctrl", "-i", "-r", window, "-b", "add,maximized_vert,maximized_horz"])
+        self._await("chromium", lambda: self._window_at_origin(window), "the maximised window")
+
+    def _window_at_origin(self, window: str) -> bool:
+        out = self._run(["xdotool", "getwindowgeometry", "--shell", window]).stdout
+        geometry = dict(line.split("=", 1) for line in out.split() if "=" in line)
+        return geometry.get("X") == "0" and geometry.get("Y") == "0" and geometry.get("WIDTH") == str(SCREEN_WIDTH)
+
+    def _start_x11vnc(self) -> None:
+        self._spawn("x11vnc", ["x11vnc", "-display", self.display, "-rfbport", str(self.vnc_port),
+                               "-localhost", "-passwdfile", str(self.workdir / "vnc.passwd"),
+                               "-forever", "-shared", "-norc", "-quiet", "-noxrecord"])
+        self._await("x11vnc", lambda: _tcp_banner(self.vnc_port).startswith(b"RFB"), "its RFB port")
+
+    def _start_websockify(self) -> None:
+        self._spawn("websockify", [sys.executable, "-m", "websockify", "--web", str(novnc_dir()),
+                                   f"{self.config.listen_host}:{self.web_port}", f"127.0.0.1:{self.vnc_port}"])
+        host = "127.0.0.1" if self.config.listen_host in ("0.0.0.0", "::") else self.config.listen_host
+        self._await("websockify", lambda: _http_ok(f"http://{host}:{self.web_port}/vnc.html"), "the noVNC page")
+
+    STARTERS = {"chromium": "_start_chromium", "x11vnc": "_start_x11vnc", "websockify": "_start_websockify"}
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        with self._lock:
+            self._prepare_dirs()
+            self.vnc_port = free_port()
+            self.web_port = free_port(self.config.listen_host)
+            self.devtools_port = free_port()
+            try:
+                self._start_xvfb()
+                self._start_dbus()
+                self._start_xfce()
+                self._start_chromium()
+                self._start_x11vnc()
+                self._start_websockify()
+            except BaseException:
+                self.stop()
+                raise
+
+    def heal(self) -> list[str]:
+        """Restart the parts that died. Returns what was done, for the session's event log.
+
+        Chromium, x11vnc and websockify restart alone. If Xvfb, dbus or XFCE died the whole
+        desktop is gone with them, so the stack restarts whole.
+        """
+        with self._lock:
+            dead = [name for name, child in self.children.items() if not child.alive]
+            if not dead:
+                return []
+            if any(name not in self.STARTERS for name in dead):
+                reason = f"{', '.join(dead)} exited; restarted the whole desktop"
+                self.stop()
+                self.children.clear()
+                self.start()
+                self._note(reason)
+                return [reason]
+            done = []
+            for name in dead:
+                code = self.children[name].popen.returncode
+                kill_group(self.children[name].popen)
+                getattr(self, self.STARTERS[name])()
+                done.append(self._note(f"{name} exited (code {code}); restarted"))
+            return done
+
+    def _note(self, text: str) -> str:
+        self.events.append(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {text}")
+        log.warning("session stack %s: %s", self.display, text)
+        return text
+
+    def stop(self) -> None:
+        """End every process this session started, children of children included."""
+        with self._lock:
+            for child in reversed(list(self.children.values())):
+                kill_group(child.popen)
+            for _ in range(3):
+                pids = tagged_pids(self.tag)
+                if not pids:
+                    break
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                time.sleep(0.05)
+            for child in self.children.values():
+                if child.popen.poll() is None:
+                    child.popen.wait(1)
+
+    def _run(self, argv: list[str], timeout: float = 5) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, env=self.env(), capture_output=True, text=True, timeout=timeout)
+
+    # ---------------------------------------------------------------- what the session reports
+
+    def novnc_url(self, *, control: bool = False) -> str:
+        host = self.config.public_host or self.config.listen_host
+        if host in ("0.0.0.0", "::"):
+            host = socket.gethostname()
+        password = self.vnc_password if control else self.view_password
+        view_only = "false" if control else "true"
+        return (f"http://{host}:{self.web_port}/vnc.html?autoconnect=true&resize=scale"
+                f"&view_only={view_only}&password={password}")

@@ -1,0 +1,112 @@
+"""Windows on the display: list, focus, launch a program, open a URL in the session's Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import urllib.request
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+from websockets.sync.client import connect
+
+WINDOW_ID = re.compile(r"^(0x[0-9a-fA-F]{1,8}|[0-9]{1,10})$")
+URL_SCHEMES = ("http://", "https://", "file://", "about:", "data:", "chrome://")
+
+
+class Window(BaseModel):
+    id: str
+    pid: int | None
+    x: int
+    y: int
+    width: int
+    height: int
+    wm_class: str
+    title: str
+
+
+class WindowError(ValueError):
+    """Bad input: an unknown window, program or URL. Nothing was changed."""
+
+
+def parse_wmctrl(out: str) -> list[Window]:
+    """Parse ``wmctrl -lGpx``: id desktop pid x y w h class host title..."""
+    windows = []
+    for line in out.splitlines():
+        parts = line.split(None, 9)
+        if len(parts) < 9:
+            continue
+        wid, _desk, pid, x, y, w, h, wm_class = parts[:8]
+        title = parts[9] if len(parts) > 9 else ""
+        windows.append(Window(id=wid, pid=int(pid) or None, x=int(x), y=int(y), width=int(w),
+                              height=int(h), wm_class=wm_class, title=title))
+    return windows
+
+
+@dataclass
+class Windows:
+    env: dict[str, str]
+    devtools_port: int
+
+    def _run(self, argv: list[str]) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=10)
+
+    def list(self) -> list[Window]:
+        return parse_wmctrl(self._run(["wmctrl", "-lGpx"]).stdout)
+
+    def focus(self, window_id: str) -> list[list[str]]:
+        if not WINDOW_ID.match(window_id):
+            raise WindowError(f"window_id {window_id!r} is not an X window id (hex like 0x01a00003 or decimal)")
+        wanted = int(window_id, 0)
+        if not any(int(w.id, 16) == wanted for w in self.list()):
+            raise WindowError(f"no window {window_id} on this desktop; GET .../desktop/windows lists them")
+        argv = ["wmctrl", "-i", "-a", hex(wanted)]
+        done = self._run(argv)
+        if done.returncode != 0:
+            raise RuntimeError(f"wmctrl could not focus {window_id}: {done.stderr.strip()}")
+        return [argv]
+
+    def launch(self, command: str, args: list[str]) -> tuple[list[list[str]], int]:
+        """Start a program on the desktop, detached; it ends with the session (it is tagged)."""
+        path = shutil.which(command, path=self.env.get("PATH"))
+        if path is None:
+            raise WindowError(f"program {command!r} not found on PATH")
+        argv = [command, *args]
+        popen = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True, cwd=self.env.get("HOME"))
+        return [argv], popen.pid
+
+    # ------------------------------------------------------------ Chromium, through DevTools
+
+    def _pages(self) -> list[dict]:
+        url = f"http://127.0.0.1:{self.devtools_port}/json/list"
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return [t for t in json.load(response) if t.get("type") == "page"]
+
+    def page_url(self) -> str | None:
+        """The URL of the tab in front (DevTools lists the most recently active page first)."""
+        try:
+            pages = self._pages()
+        except OSError:
+            return None
+        return pages[0]["url"] if pages else None
+
+    def open_url(self, url: str) -> list[list[str]]:
+        if not url.startswith(URL_SCHEMES):
+            raise WindowError(f"url {url!r} must start with one of {', '.join(URL_SCHEMES)}")
+        pages = self._pages()
+        if not pages:
+            raise RuntimeError("Chromium has no open tab to navigate")
+        with connect(pages[0]["webSocketDebuggerUrl"], open_timeout=5, max_size=None) as ws:
+            ws.send(json.dumps({"id": 1, "method": "Page.navigate", "params": {"url": url}}))
+            reply = json.loads(ws.recv(timeout=10))
+        error = reply.get("error") or reply.get("result", {}).get("errorText")
+        if error:
+            raise WindowError(f"Chromium could not open {url}: {error}")
+        # Bring Chromium to the front so the operator and the model see the page.
+        window = self._run(["xdotool", "search", "--onlyvisible", "--class", "chromium"]).stdout.split()
+        if window:
+            self._run(["wmctrl", "-i", "-a", window[-1]])
+        return [["cdp", "Page.navigate", url]]
