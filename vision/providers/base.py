@@ -1,0 +1,131 @@
+"""The small interface every model provider implements.
+
+A provider owns one conversation with one model. The loop calls ``turn`` with the current
+observation and the results of the calls the model made last turn; the provider builds the request
+in its model's own terms (image size, coordinate space, tool format), calls its SDK, and returns the
+model's calls already converted to display-pixel Actions. Coordinates are converted at this edge,
+with vision.coords, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+from desktop.screen import Frame
+from vision.actions import Action
+
+
+@dataclass
+class Observation:
+    """What the model is shown: the settled full-resolution frame, plus page context."""
+
+    frame: Frame
+    url: str | None = None
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, other: "Usage") -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+
+
+@dataclass
+class ToolCall:
+    """One call as the model made it, and what it means on the display.
+
+    ``raw`` is the model's own arguments (model coordinate space), kept for the trace. ``actions``
+    are display-pixel Actions to run in order (OpenAI GA batches several in one call). If the call
+    could not be understood or is off-screen, ``error`` says why and nothing is executed; the error
+    is reported back to the model in the next turn.
+    """
+
+    id: str
+    name: str
+    raw: dict[str, Any]
+    actions: list[Action] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class SafetyCheck:
+    id: str
+    code: str
+    message: str
+
+
+@dataclass
+class ModelTurn:
+    calls: list[ToolCall] = field(default_factory=list)
+    text: str = ""
+    reasoning: str = ""
+    usage: Usage = field(default_factory=Usage)
+    # The model ended its turn without calls (Anthropic end_turn, OpenAI message): done.
+    done: bool = False
+    answer: str | None = None
+    # OpenAI pending_safety_checks: the loop stops with needs_confirmation.
+    safety_checks: list[SafetyCheck] = field(default_factory=list)
+    # The reply could not be parsed at all (chat models): the text of the problem.
+    parse_error: str | None = None
+    # Model-space image size the model saw this turn (for the trace).
+    image_size: tuple[int, int] | None = None
+
+
+@dataclass
+class CallResult:
+    """What happened when the loop ran one ToolCall; sent back with the next observation."""
+
+    call_id: str
+    ok: bool
+    error: str | None = None
+    # Text output (cursor position, a note), and for zoom the cropped image as PNG.
+    output: str | None = None
+    image_png: bytes | None = None
+
+
+class ModelCallError(Exception):
+    """The model API call failed. ``transient`` ones (429, 5xx, timeout) are retried by the loop."""
+
+    def __init__(self, message: str, *, transient: bool = False, retry_after: float | None = None,
+                 status: int | None = None):
+        super().__init__(message)
+        self.transient = transient
+        self.retry_after = retry_after
+        self.status = status
+
+
+class Provider(abc.ABC):
+    """One conversation with one model about one instruction."""
+
+    #: "family/model", e.g. "anthropic/claude-sonnet-4-5"
+    name: str
+
+    def __init__(self, instruction: str, *, model: str, system: str):
+        self.instruction = instruction
+        self.model = model
+        self.system = system
+
+    @abc.abstractmethod
+    def turn(self, observation: Observation, results: list[CallResult], note: str | None = None) -> ModelTurn:
+        """Send the observation (and last turn's results) and return the model's next turn.
+
+        ``note`` is extra text for the model, e.g. why its previous reply could not be parsed.
+        Raises ModelCallError on API failure.
+        """
+
+    def acknowledge(self, safety_check_ids: list[str]) -> None:
+        """The operator approved these pending safety checks; the provider sends them back."""
+        raise NotImplementedError(f"{self.name} raises no safety checks")
