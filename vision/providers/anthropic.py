@@ -1,0 +1,528 @@
+"""Claude's computer tool over the Anthropic Messages API (beta), as a Provider.
+
+Claude is sent a screenshot downscaled to the API's image budget, and that size is declared as the
+display: the model answers in pixels of the image it saw, converted here to display pixels. The
+conversation is kept in the API's own shape: each tool_use is answered by a tool_result with the
+same id, the newest screenshot rides on the last result, old screenshots are pruned in chunks, and
+cache breakpoints sit on the system prompt and the newest user turns.
+
+Three tool generations, chosen by model (MODEL_TOOL_VERSIONS) or the ``tool_version`` kwarg:
+
+- ``computer_20250124``: one ``computer`` tool, the action in ``input.action``; beta header.
+- ``computer_20251124``: the same plus ``zoom`` (``enable_zoom``); beta header.
+- ``computer_toolset_20260801``: GA, no beta header, no declared display size (coordinates are
+  pixels of the screenshot); each action is its own tool_use named after it, with
+  ``toolset_name == "computer"``, which its tool_result must echo.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any, Mapping
+
+import anthropic
+from pydantic import ValidationError
+
+from desktop.actions import (
+    SCREEN_HEIGHT, SCREEN_WIDTH, Click, DoubleClick, Drag, HoldKey, Key, MouseDown, MouseUp, Move, Point,
+    Region, Scroll, TripleClick, Type, Wait, Zoom,
+)
+from vision import coords
+from vision.actions import Action, CursorPosition, Fail, Screenshot
+from vision.providers.base import (
+    CallResult, ModelCallError, ModelTurn, Observation, Provider, ToolCall, Usage,
+)
+
+# --- tool versions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolVersion:
+    type: str
+    beta: str | None = None
+    zoom: bool = False
+    toolset: bool = False
+
+
+COMPUTER_20250124 = ToolVersion("computer_20250124", beta="computer-use-2025-01-24")
+COMPUTER_20251124 = ToolVersion("computer_20251124", beta="computer-use-2025-11-24", zoom=True)
+COMPUTER_TOOLSET_20260801 = ToolVersion("computer_toolset_20260801", zoom=True, toolset=True)
+TOOL_VERSIONS: dict[str, ToolVersion] = {
+    v.type: v for v in (COMPUTER_20250124, COMPUTER_20251124, COMPUTER_TOOLSET_20260801)
+}
+
+# Model name -> tool version, first match wins (re.match on the bare model name). From Anthropic's
+# computer-use docs: 20251124 is Opus 4.5+ and Sonnet 4.6+; Sonnet/Haiku 4.5 and older stay on
+# 20250124; from the 5.5 generation the beta tool is refused and the GA toolset is required.
+MODEL_TOOL_VERSIONS: tuple[tuple[str, ToolVersion], ...] = (
+    (r"claude-(sonnet|haiku)-4-5", COMPUTER_20250124),
+    (r"claude-3-7-sonnet|claude-(opus|sonnet)-4(-[01])?(-\d{8})?$", COMPUTER_20250124),
+    (r"claude-[a-z]+-(5-[5-9]|[6-9])(?!\d)", COMPUTER_TOOLSET_20260801),
+    (r"claude-[a-z]+-(4-[5-9]|5)(?!\d)", COMPUTER_20251124),
+)
+DEFAULT_TOOL_VERSION = COMPUTER_20251124
+
+
+def tool_version_for(model: str) -> ToolVersion:
+    model = model.removeprefix("anthropic/")
+    for pattern, version in MODEL_TOOL_VERSIONS:
+        if re.match(pattern, model):
+            return version
+    return DEFAULT_TOOL_VERSION
+
+
+# --- model space ------------------------------------------------------------------------------
+
+
+def model_space(width: int = SCREEN_WIDTH, height: int = SCREEN_HEIGHT, *,
+                max_pixels: int = coords.ANTHROPIC_MAX_PIXELS, max_edge: int = coords.ANTHROPIC_MAX_EDGE) -> coords.Space:
+    """Pixels of the screenshot Claude is sent: the display scaled into the image budget."""
+    return coords.pixels(*coords.anthropic_size(width, height, max_pixels=max_pixels, max_edge=max_edge))
+
+
+def region_to_display(region: Any, space: coords.Space) -> Region:
+    """A zoom region [x0, y0, x1, y1] in model pixels -> the display Region that covers it.
+
+    Edges, not pixels: x1 may equal the image width. Rounded outwards so nothing asked for is lost.
+    """
+    if not (isinstance(region, (list, tuple)) and len(region) == 4 and all(_is_number(v) for v in region)):
+        raise InputError(f"region must be [x0, y0, x1, y1], got {region!r}")
+    x0, y0, x1, y1 = region
+    if not (0 <= x0 < x1 <= space.width and 0 <= y0 < y1 <= space.height):
+        raise InputError(f"region {list(region)} is not inside the {space.width}x{space.height} screen "
+                         "with x0 < x1 and y0 < y1")
+    sx, sy = SCREEN_WIDTH / space.width, SCREEN_HEIGHT / space.height
+    return Region(x0=math.floor(x0 * sx), y0=math.floor(y0 * sy),
+                  x1=min(SCREEN_WIDTH, math.ceil(x1 * sx)), y1=min(SCREEN_HEIGHT, math.ceil(y1 * sy)))
+
+
+# --- tool input -> Actions (pure) ---------------------------------------------------------------
+
+
+class InputError(ValueError):
+    """A computer-tool call that cannot run as given; the text goes back to the model."""
+
+
+_CLICKS: dict[str, tuple[type, str]] = {
+    "left_click": (Click, "left"),
+    "right_click": (Click, "right"),
+    "middle_click": (Click, "middle"),
+    "double_click": (DoubleClick, "left"),
+    "triple_click": (TripleClick, "left"),
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _point(args: Mapping[str, Any], key: str, space: coords.Space, *, required: bool) -> dict[str, int]:
+    """``args[key]`` ([x, y] in model pixels) -> {"x", "y"} in display pixels; {} when absent."""
+    value = args.get(key)
+    if value is None:
+        if required:
+            raise InputError(f"{key} is required")
+        return {}
+    if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(_is_number(v) for v in value)):
+        raise InputError(f"{key} must be [x, y] numbers, got {value!r}")
+    try:
+        x, y = space.to_display(*value)
+    except coords.OffScreen:
+        raise InputError(f"{key} {list(value)} is off the {space.width}x{space.height} screen: x must be "
+                         f"0..{space.max_x} and y 0..{space.max_y}") from None
+    return {"x": x, "y": y}
+
+
+def _text(args: Mapping[str, Any], key: str = "text") -> str:
+    value = args.get(key)
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{key} must be a non-empty string")
+    return value
+
+
+def _modifiers(args: Mapping[str, Any]) -> list[str]:
+    """Keys held during a click or scroll: "ctrl+shift" in ``text`` (or ``key``, as some models send)."""
+    held = args.get("text") or args.get("key")
+    if held is None:
+        return []
+    if not isinstance(held, str):
+        raise InputError(f"modifier keys must be a string like 'ctrl+shift', got {held!r}")
+    return [name for name in re.split(r"[+\s]+", held.strip()) if name]
+
+
+def _ms(args: Mapping[str, Any], key: str, default: float | None = None) -> int:
+    """A duration in seconds -> milliseconds."""
+    value = args.get(key, default)
+    if not _is_number(value) or value < 0:
+        raise InputError(f"{key} must be a number of seconds >= 0, got {value!r}")
+    return round(value * 1000)
+
+
+def to_actions(action: Any, args: Mapping[str, Any], space: coords.Space) -> list[Action]:
+    """One computer-tool call in model pixels -> the display-pixel Actions it means.
+
+    Raises InputError, or pydantic's ValidationError for values the desktop refuses (both are
+    ValueErrors).
+    """
+    if action in _CLICKS:
+        cls, button = _CLICKS[action]
+        return [cls(button=button, modifiers=_modifiers(args), **_point(args, "coordinate", space, required=False))]
+    match action:
+        case "mouse_move":
+            return [Move(**_point(args, "coordinate", space, required=True))]
+        case "left_click_drag":
+            start = _point(args, "start_coordinate", space, required=True)
+            end = _point(args, "coordinate", space, required=True)
+            return [Drag(path=[Point(**start), Point(**end)], modifiers=_modifiers(args))]
+        case "left_mouse_down":
+            return [MouseDown(**_point(args, "coordinate", space, required=False))]
+        case "left_mouse_up":
+            return [MouseUp(**_point(args, "coordinate", space, required=False))]
+        case "scroll":
+            direction = args.get("scroll_direction")
+            if direction not in ("up", "down", "left", "right"):
+                raise InputError(f"scroll_direction must be up, down, left or right, got {direction!r}")
+            return [Scroll(direction=direction, amount=args.get("scroll_amount", 3), modifiers=_modifiers(args),
+                           **_point(args, "coordinate", space, required=False))]
+        case "key":
+            repeat = args.get("repeat") or 1
+            if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
+                raise InputError(f"repeat must be a positive integer, got {repeat!r}")
+            return [Key(keys=_text(args).split() * repeat)]
+        case "type":
+            return [Type(text=_text(args))]
+        case "hold_key":
+            return [HoldKey(keys=_text(args), duration_ms=_ms(args, "duration"))]
+        case "wait":
+            return [Wait(duration_ms=_ms(args, "duration", default=1))]
+        case "screenshot":
+            return [Screenshot()]
+        case "cursor_position":
+            return [CursorPosition()]
+        case "zoom":
+            region = region_to_display(args.get("region"), space)
+            # Fill at most a screenshot's worth of pixels: the budget the model reads images in.
+            scale = min(4.0, space.width / region.width, space.height / region.height)
+            return [Zoom(region=region, scale=scale)]
+    raise InputError(f"unknown action {action!r}")
+
+
+def explain(exc: Exception) -> str:
+    """A short sentence for the model from an InputError or a pydantic ValidationError."""
+    if isinstance(exc, ValidationError):
+        parts = []
+        for error in exc.errors():
+            msg = error["msg"].removeprefix("Value error, ")
+            loc = ".".join(str(p) for p in error["loc"])
+            parts.append(f"{loc}: {msg}" if loc else msg)
+        return "; ".join(parts)
+    return str(exc)
+
+
+def parse_tool_use(id: str, name: str, input: Mapping[str, Any], space: coords.Space, *,
+                   toolset_name: str | None = None) -> ToolCall:
+    """One tool_use block -> a ToolCall, with ``error`` set (nothing to run) if it makes no sense."""
+    raw = dict(input)
+    if toolset_name is not None:
+        action = name if toolset_name == "computer" else None
+    else:
+        action = raw.get("action") if name == "computer" else None
+    if action is None:
+        return ToolCall(id, name, raw, error=f"unknown tool {name!r}: only the computer tool is available")
+    try:
+        return ToolCall(id, name, raw, actions=to_actions(action, raw, space))
+    except ValueError as exc:
+        return ToolCall(id, name, raw, error=explain(exc))
+
+
+# --- conversation helpers (pure) -----------------------------------------------------------------
+
+EPHEMERAL = {"type": "ephemeral"}
+PRUNED_IMAGE = "[older screenshot removed to save context]"
+
+
+def image_block(png: bytes) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                        "data": base64.b64encode(png).decode("ascii")}}
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _image_slots(messages: list[dict[str, Any]]) -> list[tuple[list[dict[str, Any]], int]]:
+    """Where each image sits, oldest first: (the content list holding it, its index)."""
+    slots = []
+    for message in messages:
+        content = message["content"]
+        if message["role"] != "user" or not isinstance(content, list):
+            continue
+        for i, block in enumerate(content):
+            if block.get("type") == "image":
+                slots.append((content, i))
+            elif block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                slots.extend((block["content"], j) for j, inner in enumerate(block["content"])
+                             if inner.get("type") == "image")
+    return slots
+
+
+def prune_images(messages: list[dict[str, Any]], max_images: int, chunk: int) -> int:
+    """Keep at most ``max_images`` images, replacing the oldest with a text placeholder, in place.
+
+    Once over the limit, it drops down to ``max_images - chunk`` at once rather than one per turn:
+    the prefix then stays identical for ``chunk`` turns, so the prompt cache keeps hitting.
+    Returns how many images were removed.
+    """
+    slots = _image_slots(messages)
+    if len(slots) <= max_images:
+        return 0
+    keep = max(1, max_images - chunk)
+    dropped = slots[: len(slots) - keep]
+    for content, i in dropped:
+        content[i] = text_block(PRUNED_IMAGE)
+    return len(dropped)
+
+
+def with_cache_breakpoints(messages: list[dict[str, Any]], turns: int = 2) -> list[dict[str, Any]]:
+    """A copy with cache_control on the last block of the newest ``turns`` user messages.
+
+    The newest writes the cache for the next request; the one before reads what the previous
+    request wrote. With the system prompt's, that is 3 of the API's 4 breakpoints. The history
+    itself is never marked, or breakpoints would pile up.
+    """
+    marked = list(messages)
+    for i in range(len(marked) - 1, -1, -1):
+        if turns == 0:
+            break
+        message = marked[i]
+        if message["role"] == "user" and isinstance(message["content"], list) and message["content"]:
+            *rest, last = message["content"]
+            marked[i] = {**message, "content": [*rest, {**last, "cache_control": EPHEMERAL}]}
+            turns -= 1
+    return marked
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait, from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    try:
+        if ms := headers.get("retry-after-ms"):
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def model_call_error(exc: anthropic.AnthropicError, secret: str | None = None) -> ModelCallError:
+    """An SDK error -> ModelCallError: 408/409/429/5xx/529 and network failures are transient."""
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        error = exc.body.get("error") if isinstance(exc.body, dict) else None
+        error = error if isinstance(error, dict) else {}
+        message = f"Anthropic API returned HTTP {status}"
+        if error.get("type"):
+            message += f" ({error['type']})"
+        if error.get("message"):
+            message += f": {error['message']}"
+        if status in (401, 403):
+            message += " - check the API key (ANTHROPIC_API_KEY) and its permissions"
+        transient = status in (408, 409, 429) or status >= 500
+        return ModelCallError(_redact(message, secret), transient=transient, status=status,
+                              retry_after=retry_after(exc.response.headers))
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ModelCallError("Anthropic API call timed out", transient=True)
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ModelCallError("could not reach the Anthropic API", transient=True)
+    return ModelCallError(_redact(f"Anthropic SDK error: {exc}", secret))
+
+
+def _redact(text: str, secret: str | None) -> str:
+    return text.replace(secret, "[redacted]") if secret else text
+
+
+# --- the provider ---------------------------------------------------------------------------------
+
+ENVIRONMENT = """\
+You operate a Linux computer with an XFCE desktop through the computer tool. Chromium is already \
+open and maximised: use it for anything on the web. The screen is {width}x{height} pixels; every \
+coordinate you give is a pixel of that screen, (0, 0) at the top-left. After your actions you \
+receive a new screenshot: check that each step had the effect you wanted before going on. When \
+the task is complete, reply with the answer or a short summary and no tool call; if it cannot be \
+done, say why, also with no tool call."""
+
+
+class AnthropicProvider(Provider):
+    """One conversation with Claude about one instruction.
+
+    ``api_key`` / ``base_url`` default to ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL. ``tool_version``
+    overrides the model table (a key of TOOL_VERSIONS). ``system`` is appended to the environment
+    prompt. ``max_images`` / ``prune_chunk`` bound the screenshots kept in the conversation.
+    ``thinking`` is passed through to the API as is, e.g. {"type": "adaptive"}.
+    """
+
+    def __init__(self, instruction: str, *, model: str, system: str = "", api_key: str | None = None,
+                 base_url: str | None = None, tool_version: str | None = None, max_tokens: int = 4096,
+                 timeout: float = 120.0, max_images: int = 10, prune_chunk: int = 5,
+                 thinking: dict[str, Any] | None = None, max_pixels: int = coords.ANTHROPIC_MAX_PIXELS,
+                 max_edge: int = coords.ANTHROPIC_MAX_EDGE):
+        model = model.removeprefix("anthropic/")
+        super().__init__(instruction, model=model, system=system)
+        self.name = f"anthropic/{model}"
+        if tool_version is not None and tool_version not in TOOL_VERSIONS:
+            raise ValueError(f"unknown tool_version {tool_version!r}; known: {', '.join(TOOL_VERSIONS)}")
+        self.tool = TOOL_VERSIONS[tool_version] if tool_version else tool_version_for(model)
+        if max_images < 1:
+            raise ValueError("max_images must be at least 1")
+        self.max_tokens, self.max_images, self.prune_chunk, self.thinking = max_tokens, max_images, prune_chunk, thinking
+        self.space = model_space(max_pixels=max_pixels, max_edge=max_edge)
+
+        # Resolved here rather than by the SDK, which would otherwise go looking for profiles on disk.
+        self._api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not self._api_key:
+            raise ModelCallError("no Anthropic API key: set ANTHROPIC_API_KEY or pass api_key")
+        # Retries belong to the loop, which knows the budget; the SDK would retry twice on its own.
+        self._client = anthropic.Anthropic(api_key=self._api_key, base_url=base_url, max_retries=0, timeout=timeout)
+
+        environment = ENVIRONMENT.format(width=self.space.width, height=self.space.height)
+        self.system_prompt = f"{environment}\n\n{system}" if system else environment
+        self._history: list[dict[str, Any]] = []
+        # Last turn's tool_use blocks, each to be answered: (the call, its toolset_name).
+        self._pending: list[tuple[ToolCall, str | None]] = []
+
+    # The tools[] entry: the declared display is the image Claude is sent.
+    def tool_param(self) -> dict[str, Any]:
+        if self.tool.toolset:
+            # Every member, zoom included, is on by default, and we serve them all: no configs needed.
+            return {"type": self.tool.type}
+        param: dict[str, Any] = {"type": self.tool.type, "name": "computer",
+                                 "display_width_px": self.space.width, "display_height_px": self.space.height}
+        if self.tool.zoom:
+            param["enable_zoom"] = True
+        return param
+
+    def turn(self, observation: Observation, results: list[CallResult], note: str | None = None) -> ModelTurn:
+        user = self._user_message(observation, results, note)
+        messages = [*self._history, user]
+        prune_images(messages, self.max_images, self.prune_chunk)
+        message = self._create(messages)
+        # Committed only after a successful call, so a retried turn does not repeat the user message.
+        content = [block.model_dump(exclude_none=True) for block in message.content]
+        self._history = [*messages, {"role": "assistant", "content": content or [text_block("(no reply)")]}]
+        return self._parse(message)
+
+    def _create(self, messages: list[dict[str, Any]]):
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": [{**text_block(self.system_prompt), "cache_control": EPHEMERAL}],
+            "tools": [self.tool_param()],
+            "messages": with_cache_breakpoints(messages),
+        }
+        if self.tool.beta:
+            kwargs["betas"] = [self.tool.beta]
+        if self.thinking:
+            kwargs["thinking"] = self.thinking
+        try:
+            return self._client.beta.messages.create(**kwargs)
+        except anthropic.AnthropicError as exc:
+            raise model_call_error(exc, self._api_key) from exc
+
+    def _user_message(self, observation: Observation, results: list[CallResult], note: str | None) -> dict[str, Any]:
+        screenshot = image_block(observation.frame.scaled_png(self.space.width, self.space.height))
+        if not self._history:
+            content = [text_block(self.instruction), screenshot]
+        elif self._pending:
+            content = self._tool_results(results, screenshot)
+        else:
+            content = [screenshot]
+        if note:
+            content.append(text_block(note))
+        return {"role": "user", "content": content}
+
+    def _tool_results(self, results: list[CallResult], screenshot: dict[str, Any]) -> list[dict[str, Any]]:
+        """One tool_result per pending tool_use, same ids; the screenshot goes on the last only."""
+        by_id = {r.call_id: r for r in results}
+        blocks = []
+        for i, (call, toolset_name) in enumerate(self._pending):
+            content, is_error = self._result_content(call, by_id.get(call.id))
+            if i == len(self._pending) - 1:
+                if any(b["type"] == "image" for b in content):  # a zoom: say which image is which
+                    content.append(text_block("The screen now:"))
+                content.append(screenshot)
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id}
+            if content:
+                block["content"] = content
+            if is_error:
+                block["is_error"] = True
+            if toolset_name is not None:
+                block["toolset_name"] = toolset_name
+            blocks.append(block)
+        return blocks
+
+    def _result_content(self, call: ToolCall, result: CallResult | None) -> tuple[list[dict[str, Any]], bool]:
+        if result is None:
+            return [text_block(call.error or "not run: an earlier action of this turn failed")], True
+        if not result.ok:
+            return [text_block(result.error or call.error or "the action failed")], True
+        content = []
+        if result.output:
+            is_cursor = any(isinstance(a, CursorPosition) for a in call.actions)
+            content.append(text_block(self._cursor_text(result.output) if is_cursor else result.output))
+        if result.image_png:
+            content.append(image_block(result.image_png))
+        return content, False
+
+    def _cursor_text(self, output: str) -> str:
+        """The loop reports the pointer in display pixels; Claude reads "X=..,Y=.." in its own."""
+        found = re.findall(r"-?\d+", output)
+        if len(found) < 2:
+            return output
+        try:
+            x, y = self.space.from_display(int(found[0]), int(found[1]))
+        except coords.OffScreen:
+            return output
+        return f"X={x},Y={y}"
+
+    def _parse(self, message: Any) -> ModelTurn:
+        calls, texts, thoughts = [], [], []
+        self._pending = []
+        for block in message.content:
+            if block.type == "text":
+                texts.append(block.text)
+            elif block.type == "thinking":
+                thoughts.append(block.thinking)
+            elif block.type == "tool_use":
+                toolset_name = getattr(block, "toolset_name", None)
+                call = parse_tool_use(block.id, block.name, block.input, self.space, toolset_name=toolset_name)
+                calls.append(call)
+                self._pending.append((call, toolset_name))
+        text = "\n".join(texts).strip()
+        usage = message.usage
+        turn = ModelTurn(
+            calls=calls, text=text, reasoning="\n".join(thoughts).strip(),
+            usage=Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                        cache_read_tokens=usage.cache_read_input_tokens or 0,
+                        cache_write_tokens=usage.cache_creation_input_tokens or 0),
+            image_size=(self.space.width, self.space.height),
+        )
+        if not calls:
+            if message.stop_reason in ("end_turn", "stop_sequence"):
+                turn.done, turn.answer = True, text or None
+            elif message.stop_reason == "refusal":
+                # Not a tool_use, so nothing is owed back; the loop stops on Fail.
+                turn.calls = [ToolCall(message.id, "refusal", {},
+                                       actions=[Fail(reason=text or "the model declined to continue")])]
+            else:
+                turn.parse_error = f"the reply ended ({message.stop_reason}) without a computer action"
+        return turn
