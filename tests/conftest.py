@@ -1,0 +1,92 @@
+"""Shared fixtures: the real desktop stack, the event-recording page, and the API server."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx2
+import pytest
+import uvicorn
+
+from desktop.sessions import SessionManager
+from desktop.stack import free_port
+from tests.fakes.testpage import TestPage
+
+
+@pytest.fixture(scope="session")
+def manager(tmp_path_factory):
+    manager = SessionManager(root=tmp_path_factory.mktemp("sessions"), max_sessions=4)
+    yield manager
+    manager.close()
+
+
+@pytest.fixture(scope="session")
+def desk(manager):
+    """One real visible desktop (Xvfb + XFCE + Chromium + x11vnc + websockify) for the run."""
+    return manager.create("itest")
+
+
+@pytest.fixture(scope="session")
+def page_server():
+    server = TestPage()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def page(desk, page_server):
+    """The test page freshly loaded in the session's Chromium, with its event log cleared."""
+    page_server.clear()
+    desk.settled_after(lambda: desk.windows.open_url(page_server.url))
+    page_server.wait_for(lambda e: e.get("type") == "loaded")
+    page_server.clear()
+    return page_server
+
+
+@pytest.fixture(scope="session")
+def viewport(desk, page_server):
+    """Where the page's (0,0) is on the display: clicked once and measured, never assumed."""
+    from desktop.actions import Click
+
+    page_server.clear()
+    desk.settled_after(lambda: desk.windows.open_url(page_server.url))
+    page_server.wait_for(lambda e: e.get("type") == "loaded")
+    desk.perform(Click(x=960, y=700))
+    event = page_server.wait_for(lambda e: e.get("type") == "click")
+    return event["screenX"] - event["clientX"], event["screenY"] - event["clientY"]
+
+
+class LiveServer:
+    def __init__(self, app):
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                    lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("API server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(5)
+
+
+@pytest.fixture(scope="session")
+def api(manager, desk):
+    """The real API server (uvicorn, loopback, no token) over the session manager."""
+    from vision.app import Settings, create_app
+
+    with LiveServer(create_app(manager, Settings(token=None))) as server:
+        with httpx2.Client(base_url=server.url, timeout=60) as client:
+            yield client

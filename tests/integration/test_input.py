@@ -1,0 +1,111 @@
+"""Pixel-exact input on the real desktop: the page records what arrived, we compare."""
+
+from __future__ import annotations
+
+import pytest
+
+from desktop.actions import Click, DoubleClick, Drag, Key, Move, Point, Scroll, TripleClick, Type
+
+pytestmark = pytest.mark.x11
+
+
+def _at(viewport, cx, cy):
+    """A page coordinate (CSS px) -> display pixels."""
+    return viewport[0] + cx, viewport[1] + cy
+
+
+@pytest.mark.parametrize("x,y", [(960, 700), (5, 200), (1890, 1040), (333, 777)])
+def test_click_arrives_at_the_exact_pixel(desk, page, x, y):
+    desk.perform(Click(x=x, y=y))
+    event = page.wait_for(lambda e: e["type"] == "click")
+    assert (event["screenX"], event["screenY"]) == (x, y)
+    assert event["button"] == 0 and event["detail"] == 1
+
+
+def test_right_and_middle_click(desk, page):
+    desk.perform(Click(x=800, y=800, button="right"))
+    event = page.wait_for(lambda e: e["type"] == "contextmenu")
+    assert (event["screenX"], event["screenY"], event["button"]) == (800, 800, 2)
+    desk.perform(Click(x=820, y=810, button="middle"))
+    event = page.wait_for(lambda e: e["type"] == "auxclick" and e["button"] == 1)
+    assert (event["screenX"], event["screenY"]) == (820, 810)
+
+
+def test_click_with_held_modifier(desk, page):
+    desk.perform(Click(x=900, y=900, modifiers=["ctrl"]))
+    event = page.wait_for(lambda e: e["type"] == "click")
+    assert event["ctrlKey"] is True and event["shiftKey"] is False
+
+
+def test_double_click_selects_a_word_and_triple_click_a_line(desk, page, viewport):
+    x, y = _at(viewport, 200, 140)  # inside "bravo" of "alpha bravo charlie delta"
+    desk.perform(DoubleClick(x=x, y=y))
+    assert page.wait_for(lambda e: e["type"] == "dblclick")["detail"] == 2
+    page.wait_for(lambda e: e["type"] == "selection" and e["selection"].strip() == "bravo")
+    page.clear()
+    desk.perform(TripleClick(x=x, y=y))
+    page.wait_for(lambda e: e["type"] == "click" and e["detail"] == 3)
+    page.wait_for(lambda e: e["type"] == "selection" and e["selection"].strip() == "alpha bravo charlie delta")
+
+
+def test_drag_moves_the_slider(desk, page, viewport):
+    start = _at(viewport, 108, 372)
+    end = _at(viewport, 700, 372)
+    desk.perform(Drag(path=[Point(x=start[0], y=start[1]), Point(x=end[0], y=end[1])]))
+    assert page.last("change")["slider"] >= 95
+
+
+def test_scroll_moves_the_page(desk, page):
+    desk.perform(Scroll(x=960, y=600, direction="down", amount=5))
+    wheel = page.wait_for(lambda e: e["type"] == "wheel")
+    assert wheel["deltaY"] > 0 and (wheel["screenX"], wheel["screenY"]) == (960, 600)
+    assert page.last("scrolled")["scrollY"] > 0
+    page.clear()
+    desk.perform(Scroll(x=960, y=600, direction="up", amount=10))
+    assert page.last("scrolled")["scrollY"] == 0
+
+
+def assert_field(page, text):
+    try:
+        page.wait_for(lambda e: e["type"] == "input" and e["field"] == text)
+    except AssertionError:
+        raise AssertionError(f"typed {text!r}, field holds {page.last('input')['field']!r}") from None
+
+
+HOSTILE = 'héllo wörld ✓ 日本語 "quotes" $HOME; rm -rf /'
+
+
+def test_typing_arrives_verbatim(desk, page, viewport):
+    desk.perform(Click(x=_at(viewport, 300, 280)[0], y=_at(viewport, 300, 280)[1]))
+    desk.perform(Type(text=HOSTILE))
+    assert_field(page, HOSTILE)
+
+
+def test_long_text_is_typed_in_chunks_without_loss(desk, page, viewport):
+    text = "The quick brown fox jumps over the lazy dog 0123456789. " * 4 + "-dash --start"
+    x, y = _at(viewport, 300, 280)
+    desk.perform(Click(x=x, y=y))
+    desk.perform(Type(text=text))
+    assert_field(page, text)
+
+
+def test_hotkeys_select_replace_and_escape(desk, page, viewport):
+    x, y = _at(viewport, 300, 280)
+    desk.perform(Click(x=x, y=y))
+    desk.perform(Type(text="hello world"))
+    desk.perform(Key(keys=["ctrl+a"]))
+    desk.perform(Type(text="replaced"))
+    page.wait_for(lambda e: e["type"] == "input" and e["field"] == "replaced")
+    desk.perform(Key(keys=["shift+Left", "shift+Left", "BackSpace"]))
+    page.wait_for(lambda e: e["type"] == "input" and e["field"] == "replac")
+    desk.perform(Key(keys="Escape"))
+    assert page.wait_for(lambda e: e["type"] == "keydown" and e["key"] == "Escape")
+
+
+def test_move_and_cursor_position(desk, page):
+    desk.perform(Move(x=1234, y=567))
+    assert desk.executor.cursor() == (1234, 567)
+    # Clicking where the pointer already is must not hang (xdotool --sync would).
+    desk.perform(Click(x=1234, y=567))
+    event = page.wait_for(lambda e: e["type"] == "click")
+    assert (event["screenX"], event["screenY"]) == (1234, 567)

@@ -1,0 +1,146 @@
+"""HTML and JUnit renderers: pure functions over meta + steps."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from PIL import Image
+
+from desktop.screen import Frame
+from vision.report import describe_action, render_html, render_junit, write_report
+from vision.trace import StepRecord, TraceMeta, TraceStore
+
+T0 = datetime(2025, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+HOSTILE = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'
+
+
+def step(index: int, **fields) -> StepRecord:
+    start = T0 + timedelta(seconds=2 * index)
+    return StepRecord(index=index, started_at=start, finished_at=start + timedelta(seconds=1.5),
+                      before_png=f"step-{index:04d}-before.png", after_png=f"step-{index:04d}-after.png", **fields)
+
+
+def meta(status: str = "done", **fields) -> TraceMeta:
+    return TraceMeta(trace_id="20250501T120000000000Z-abcd1234", instruction="Open the settings", model="scripted/test",
+                     started_at=T0, finished_at=T0 + timedelta(seconds=9), status=status, steps=3, **fields)
+
+
+STEPS = [
+    step(1, text="Clicking the gear icon.", actions=[{"action": "click", "x": 960, "y": 540, "button": "left"}],
+         argv=[["xdotool", "mousemove", "960", "540", "click", "--delay", "0", "1"]], model_ms=1234, exec_ms=9,
+         settle_ms=77, usage={"input_tokens": 1500, "output_tokens": 42}),
+    step(2, text=HOSTILE, actions=[
+        {"action": "drag", "path": [{"x": 0, "y": 0}, {"x": 480, "y": 270}, {"x": 1919, "y": 1079}]},
+        {"action": "type", "text": "it's a 'quote'"},
+    ], argv=[["xdotool", "type", "--", "it's a 'quote'"]]),
+    step(3, text="Scrolling.", actions=[{"action": "scroll", "x": 192, "y": 108, "direction": "down", "amount": 5}],
+         results=[{"call_id": "c9", "ok": False, "error": "window vanished"}],
+         error={"code": "action_failed", "message": "xdotool exited 1"}),
+]
+
+
+def test_html_has_every_step_and_the_header() -> None:
+    page = render_html(meta(answer="Settings are open", usage={"input_tokens": 1500, "output_tokens": 42}), STEPS)
+    assert page.startswith("<!doctype html>")
+    for index in (1, 2, 3):
+        assert f'id="step-{index}"' in page and f"Step {index}<" in page
+    assert "Open the settings" in page and "scripted/test" in page and "Settings are open" in page
+    assert "9.0 s" in page and "1,500 / 42" in page
+    assert "model 1,234 ms · exec 9 ms · settle 77 ms · 1,500 in / 42 out tokens" in page
+    assert "click at (960, 540)" in page
+
+
+def test_markers_sit_at_percentages_of_the_display() -> None:
+    page = render_html(meta(), STEPS)
+    assert re.search(r'class="mark click" style="left:50\.000%;top:50\.000%"', page)
+    assert re.search(r'class="mark scroll" style="left:10\.000%;top:10\.000%"', page)
+    # a drag: a polyline in display pixels plus marks at press and release
+    assert 'points="0,0 480,270 1919,1079"' in page
+    assert 'class="mark drag" style="left:0.000%;top:0.000%"' in page
+    assert 'class="mark drag end" style="left:99.948%;top:99.907%"' in page
+
+
+def test_images_come_from_the_callback() -> None:
+    page = render_html(meta(), STEPS, image_url=lambda i, which: f"files/{i}-{which}.png")
+    assert 'src="files/1-before.png"' in page and 'src="files/3-after.png"' in page
+    default = render_html(meta(), STEPS)
+    assert 'src="/api/v1/traces/20250501T120000000000Z-abcd1234/steps/2/before.png"' in default
+
+
+def test_hostile_model_text_is_escaped() -> None:
+    page = render_html(meta(), STEPS)
+    assert "<script>" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_no_external_resources() -> None:
+    page = render_html(meta(), STEPS, image_url=lambda i, which: f"{i}.png")
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+    assert "<script" not in page and "@import" not in page
+
+
+def test_argv_is_a_copyable_command_line() -> None:
+    page = render_html(meta(), STEPS)
+    assert "xdotool mousemove 960 540 click --delay 0 1" in page
+    # shlex.join quoting, then HTML-escaped
+    assert "xdotool type -- &#x27;it&#x27;&quot;&#x27;&quot;&#x27;s a &#x27;&quot;&#x27;&quot;&#x27;quote&#x27;" in page
+
+
+def test_errors_are_highlighted() -> None:
+    page = render_html(meta("failed", error={"code": "model_call_failed", "message": "HTTP 500"}), STEPS)
+    assert 'class="step failed" id="step-3"' in page
+    assert "action_failed: xdotool exited 1" in page and "c9: window vanished" in page
+    assert "model_call_failed:" in page and "HTTP 500" in page
+
+
+def test_describe_action() -> None:
+    assert describe_action({"action": "click", "x": 1, "y": 2, "button": "right", "modifiers": ["ctrl"]}) == \
+        "ctrl+click at (1, 2) button=right"
+    assert describe_action({"action": "key", "keys": ["ctrl+a", "Delete"]}) == "key ctrl+a Delete"
+    assert describe_action({"action": "done", "answer": "42"}) == "done — 42"
+
+
+def test_junit_counts_cases_and_failures() -> None:
+    root = ET.fromstring(render_junit(meta(), STEPS))
+    suite = root.find("testsuite")
+    assert suite is not None and len(root.findall("testsuite")) == 1
+    cases = suite.findall("testcase")
+    assert len(cases) == 4 and suite.get("tests") == "4"
+    assert [c.find("failure") is not None for c in cases] == [False, False, True, False]
+    assert suite.get("failures") == "1" and root.get("failures") == "1"
+    assert cases[2].find("failure").get("type") == "action_failed"
+    assert cases[0].get("name") == "step 0001: click at (960, 540)" and cases[0].get("time") == "1.500"
+    assert cases[3].get("name") == "result"
+
+
+def test_junit_fails_the_result_unless_done() -> None:
+    xml = render_junit(meta("max_steps", error={"code": "max_steps", "message": "gave up after 3 steps"}), STEPS[:1])
+    cases = ET.fromstring(xml).find("testsuite").findall("testcase")
+    failure = cases[-1].find("failure")
+    assert failure is not None and failure.get("message") == "max_steps: gave up after 3 steps"
+
+
+def test_junit_survives_control_characters() -> None:
+    hostile = [step(1, text="bell\x07 and <tags> & \x00 nul", actions=[{"action": "type", "text": "\x1b[31m"}])]
+    root = ET.fromstring(render_junit(meta(), hostile))
+    assert "<tags>" in root.find("testsuite/testcase/system-out").text
+
+
+def test_write_report_links_relative_files(tmp_path: Path) -> None:
+    store = TraceStore(tmp_path)
+    writer = store.create("Click the middle", model="m")
+    img = Image.new("RGB", (1920, 1080), "white")
+    shot = Frame(img.convert("RGBA").tobytes("raw", "BGRA"), 1920, 1080)
+    writer.record_step(before=shot, after=shot, actions=[{"action": "click", "x": 960, "y": 540}])
+    writer.record_step(before=shot, actions=[{"action": "move", "x": 10, "y": 10}])
+    writer.finish("done")
+    path = write_report(store, writer.trace_id)
+    assert path == store.trace_dir(writer.trace_id) / "report.html"
+    page = path.read_text()
+    assert 'src="step-0001-before.png"' in page and 'src="step-0001-after.png"' in page
+    assert page.count('src="step-0001-after.png"') == 2  # step 2's before is step 1's after
+    assert "Evidence verified" in page
+    assert store.verify(writer.trace_id).ok  # the report is not part of the evidence
