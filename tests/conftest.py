@@ -90,3 +90,22 @@ def api(manager, desk):
     with LiveServer(create_app(manager, Settings(token=None))) as server:
         with httpx2.Client(base_url=server.url, timeout=60) as client:
             yield client
+
+
+@pytest.fixture(scope="session")
+def services(manager, tmp_path_factory):
+    """The shared vision services (trace store in a temp data dir, default config)."""
+    from vision.app import Services, Settings
+    from vision.config import VisionConfig
+
+    return Services.build(manager, Settings(data_dir=str(tmp_path_factory.mktemp("data"))), VisionConfig())
+
+
+@pytest.fixture(scope="session")
+def vision_api(manager, desk, services):
+    """The real API server with the vision routes, over the shared services."""
+    from vision.app import Settings, create_app
+
+    with LiveServer(create_app(manager, Settings(token=None), services)) as server:
+        with httpx2.Client(base_url=server.url, timeout=120) as client:
+            yield client

@@ -10,7 +10,12 @@ from fastapi import FastAPI
 
 from desktop.api import add_error_handlers, desktop_router
 from desktop.sessions import SessionManager
+from vision.api import vision_router
 from vision.auth import BearerAuth
+from vision.config import VisionConfig
+from vision.events import EventBus
+from vision.loop import Runners
+from vision.trace import TraceStore
 
 
 @dataclass
@@ -20,9 +25,30 @@ class Settings:
     token: str | None = field(default_factory=lambda: os.environ.get("GLASSDESK_TOKEN") or None)
     max_sessions: int = 10
     idle_ttl_s: float = 1800
+    data_dir: str | None = None  # default: $GLASSDESK_DATA_DIR, else ./data
 
 
-def create_app(manager: SessionManager, settings: Settings) -> FastAPI:
+@dataclass
+class Services:
+    """Everything the interfaces (HTTP, MCP, console) share."""
+
+    manager: SessionManager
+    store: TraceStore
+    config: VisionConfig
+    bus: EventBus
+    runners: Runners
+
+    @classmethod
+    def build(cls, manager: SessionManager, settings: Settings, config: VisionConfig | None = None) -> "Services":
+        store = TraceStore(settings.data_dir)
+        config = config or VisionConfig.load()
+        bus = EventBus()
+        return cls(manager, store, config, bus, Runners(manager, store, config, bus))
+
+
+def create_app(manager: SessionManager, settings: Settings, services: Services | None = None) -> FastAPI:
+    services = services or Services.build(manager, settings)
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
         try:
@@ -32,8 +58,10 @@ def create_app(manager: SessionManager, settings: Settings) -> FastAPI:
 
     app = FastAPI(title="glassdesk", version="0.1.0", lifespan=lifespan,
                   description="A visible Linux desktop for vision-mode computer-use agents.")
+    app.state.services = services
     add_error_handlers(app)
     app.include_router(desktop_router(manager))
+    app.include_router(vision_router(services.runners, services.store))
 
     @app.get("/healthz", tags=["meta"])
     def healthz() -> dict:

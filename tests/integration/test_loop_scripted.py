@@ -1,0 +1,51 @@
+"""The vision loop end to end with the scripted provider on the real desktop."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import pytest
+from PIL import Image
+
+pytestmark = pytest.mark.x11
+
+
+def _at(viewport, cx, cy):
+    return viewport[0] + cx, viewport[1] + cy
+
+
+def test_scripted_run_clicks_types_and_finishes_with_a_trace(vision_api, page, viewport, services):
+    bx, by = _at(viewport, 1260, 145)   # the Sign in button
+    fx, fy = _at(viewport, 300, 280)    # the text field
+    script = [
+        {"action": "click", "x": bx, "y": by},
+        {"action": "click", "x": fx, "y": fy},
+        {"action": "type", "text": "hi {{word}}"},
+        {"action": "done", "answer": "signed in"},
+    ]
+    r = vision_api.post("/api/v1/sessions/itest/vision/act",
+                        json={"instruction": "sign in", "model": "scripted", "script": script,
+                              "secrets": {"word": "s3cr3t-value"}})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["status"] == "done" and body["answer"] == "signed in"
+    assert [s["index"] for s in body["steps"]] == [1, 2, 3, 4]
+    click = page.wait_for(lambda e: e["type"] == "click" and e["target"] == "signin")
+    assert (click["screenX"], click["screenY"]) == (bx, by)
+    page.wait_for(lambda e: e["type"] == "input" and e["field"] == "hi s3cr3t-value")
+    assert body["steps"][0]["executed"][0][0] == "xdotool"
+    shot = Image.open(io.BytesIO(base64.b64decode(body["final_screenshot"])))
+    assert shot.size == (1920, 1080)
+    # The typed secret reached the page, but not the response or the trace.
+    assert "s3cr3t-value" not in r.text
+    trace_dir = services.store.trace_dir(body["trace_id"])
+    for file in trace_dir.iterdir():
+        assert b"s3cr3t-value" not in file.read_bytes(), file.name
+    assert services.store.verify(body["trace_id"]).ok
+    trace = vision_api.get(f"/api/v1/traces/{body['trace_id']}").json()
+    assert trace["meta"]["status"] == "done" and len(trace["steps"]) == 4
+    png = vision_api.get(f"/api/v1/traces/{body['trace_id']}/steps/1/after.png")
+    assert png.headers["content-type"] == "image/png"
+    report = vision_api.get(f"/api/v1/traces/{body['trace_id']}/report")
+    assert report.status_code == 200 and "sign in" in report.text

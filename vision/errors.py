@@ -1,0 +1,17 @@
+"""Error codes of the vision layer, in the same shape as the desktop's (desktop.errors)."""
+
+from desktop.errors import GlassdeskError
+
+
+class InvalidRequest(GlassdeskError):
+    code, status = "invalid_request", 422
+
+
+class ModelUnavailable(GlassdeskError):
+    """The model cannot be used as configured (no API key, unknown provider)."""
+
+    code, status = "model_unavailable", 422
+
+
+class TraceNotFoundError(GlassdeskError):
+    code, status = "trace_not_found", 404

@@ -1,0 +1,453 @@
+"""The vision loop: observe -> think -> act -> settle, until done, a budget, or a cancel.
+
+One Runner per session runs at most one run at a time. The settled screenshot after a step is the
+next step's observation: the screen is captured once per step, not twice. A run can stop part-way
+and be continued by a later call: in step mode (``autopilot: false``) after each model turn, and
+when the model raises safety checks that an operator must acknowledge.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import random
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Literal
+
+from pydantic import BaseModel, Field
+
+from desktop.actions import Type
+from desktop.errors import GlassdeskError, SessionBusy
+from desktop.screen import Frame
+from desktop.sessions import Session
+from vision.actions import CursorPosition, Done, Fail, Screenshot, Zoom
+from vision.config import VisionConfig, create_provider
+from vision.errors import InvalidRequest, ModelUnavailable
+from vision.events import EventBus
+from vision.providers.base import CallResult, ModelCallError, ModelTurn, Observation, Provider, Usage
+from vision.trace import ErrorInfo, TokenUsage, TraceStore, TraceWriter, redact
+
+log = logging.getLogger("glassdesk.loop")
+
+MAX_STEPS_CAP = 50
+MODEL_RETRIES = 3
+MAX_RETRY_WAIT_S = 60.0
+Status = Literal["running", "done", "failed", "max_steps", "budget_exceeded", "needs_confirmation", "cancelled"]
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+class ActRequest(BaseModel):
+    instruction: str | None = Field(None, min_length=1, max_length=10_000,
+                                    description="what to do; may be omitted to continue a paused run")
+    model: str | None = Field(None, description="provider/model, e.g. anthropic/claude-sonnet-4-5, openai/computer-use-preview, "
+                                                "chat/<model>, ocr, scripted; default from config or API keys")
+    max_steps: int = Field(10, ge=1, le=MAX_STEPS_CAP)
+    budget_tokens: int | None = Field(None, ge=1, description="stop once this many tokens are used")
+    budget_seconds: float = Field(600, gt=0, le=3600, description="wall-clock budget for the run")
+    autopilot: bool = Field(True, description="false: one model turn per call (step mode)")
+    acknowledged_safety_checks: list[str] = Field(default_factory=list,
+                                                  description="ids of pending safety checks the operator approves")
+    script: list[dict] | None = Field(None, description="actions to replay, for model 'scripted'")
+    secrets: dict[str, str] = Field(default_factory=dict,
+                                    description="values typed where the model writes {{name}}; never sent to the model "
+                                                "nor written to the trace")
+
+
+class StepSummary(BaseModel):
+    index: int
+    text: str = ""
+    actions: list[dict] = Field(default_factory=list)
+    executed: list[list[str]] = Field(default_factory=list)
+    error: dict | None = None
+    model_ms: int = 0
+    exec_ms: int = 0
+    settle_ms: int = 0
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    url: str | None = None
+
+
+class SafetyCheckOut(BaseModel):
+    id: str
+    code: str
+    message: str
+
+
+class ActResult(BaseModel):
+    trace_id: str
+    status: Status
+    answer: str | None = None
+    error: dict | None = None
+    steps: list[StepSummary]
+    usage: TokenUsage
+    pending_safety_checks: list[SafetyCheckOut] = Field(default_factory=list)
+    final_screenshot: str | None = Field(None, description="base64 PNG of the screen when the call returned")
+    report_url: str
+
+
+@dataclass
+class RunState:
+    """A run in progress or paused between calls."""
+
+    request: ActRequest
+    instruction: str
+    provider: Provider
+    trace: TraceWriter
+    frame: Frame
+    started: float = field(default_factory=time.monotonic)
+    results: list[CallResult] = field(default_factory=list)
+    note: str | None = None
+    parse_failures: int = 0
+    usage: Usage = field(default_factory=Usage)
+    steps: list[StepSummary] = field(default_factory=list)
+    pending: ModelTurn | None = None  # a turn held for safety-check approval
+    status: Status = "running"
+    answer: str | None = None
+    error: dict | None = None
+
+
+class Stop(Exception):
+    """Ends the run with a status (and maybe an error)."""
+
+    def __init__(self, status: Status, message: str | None = None, code: str | None = None, answer: str | None = None):
+        super().__init__(message or status)
+        self.status = status
+        self.error = {"code": code or status, "message": message} if message else None
+        self.answer = answer
+
+
+def _utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def fill_placeholders(text: str, secrets: dict[str, str]) -> str:
+    """``{{password}}`` -> the secret; an unknown name is an error the model can correct."""
+    def value(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in secrets:
+            raise InvalidRequest(f"placeholder {{{{{name}}}}} has no value; known: {', '.join(sorted(secrets)) or 'none'}")
+        return secrets[name]
+    return PLACEHOLDER.sub(value, text)
+
+
+def backoff_s(attempt: int, retry_after: float | None) -> float:
+    """Seconds to wait before retry ``attempt`` (1-based): Retry-After if given, else exponential."""
+    if retry_after is not None:
+        return min(max(retry_after, 0.0), MAX_RETRY_WAIT_S)
+    return min(0.5 * 2 ** (attempt - 1), 8.0) * (0.8 + 0.4 * random.random())
+
+
+class Runner:
+    """Runs vision/act on one session."""
+
+    def __init__(self, session: Session, store: TraceStore, config: VisionConfig, bus: EventBus | None = None):
+        self.session = session
+        self.store = store
+        self.config = config
+        self.bus = bus or EventBus()
+        self.state: RunState | None = None
+        self._lock = threading.Lock()
+        self._cancel = threading.Event()
+        self._resume = threading.Event()
+        self._resume.set()
+        self.pause_reason: str | None = None
+
+    # ------------------------------------------------------------------ controls (any thread)
+
+    @property
+    def active(self) -> bool:
+        return self._lock.locked()
+
+    def cancel(self) -> bool:
+        """Stop the active run, or end a paused one. True if there was something to stop."""
+        if self.active:
+            self._cancel.set()
+            self._resume.set()
+            return True
+        if self.state is not None:
+            self._finish(self.state, Stop("cancelled", "cancelled by the operator", code="cancelled"))
+            return True
+        return False
+
+    def pause(self, reason: str = "paused by the operator") -> None:
+        self.pause_reason = reason
+        self._resume.clear()
+        self._publish("paused", reason=reason)
+
+    def resume(self) -> None:
+        self.pause_reason = None
+        self._resume.set()
+        self._publish("resumed")
+
+    # ------------------------------------------------------------------ the run
+
+    def act(self, request: ActRequest, on_step: Callable[[StepSummary], None] | None = None) -> ActResult:
+        if not self._lock.acquire(blocking=False):
+            raise SessionBusy(f"session {self.session.id} is already running an instruction; wait for it, or POST "
+                              f"/api/v1/sessions/{self.session.id}/vision/cancel")
+        try:
+            self.session.busy = True
+            self._cancel.clear()
+            state = self._continue_or_start(request)
+            return self._drive(state, request, on_step)
+        finally:
+            self.session.busy = False
+            self._lock.release()
+
+    def _continue_or_start(self, request: ActRequest) -> RunState:
+        state = self.state
+        if state is not None:
+            same = request.instruction in (None, state.instruction)
+            if state.pending is not None and request.acknowledged_safety_checks and same:
+                pending_ids = {c.id for c in state.pending.safety_checks}
+                unknown = set(request.acknowledged_safety_checks) - pending_ids
+                if unknown:
+                    raise InvalidRequest(f"acknowledged_safety_checks: {', '.join(sorted(unknown))} not pending; "
+                                         f"pending: {', '.join(sorted(pending_ids))}")
+                if set(request.acknowledged_safety_checks) != pending_ids:
+                    raise InvalidRequest("acknowledged_safety_checks: acknowledge every pending check, or cancel the run")
+                state.provider.acknowledge(request.acknowledged_safety_checks)
+                self._publish("acknowledged", trace_id=state.trace.trace_id, checks=request.acknowledged_safety_checks)
+                return state
+            if state.pending is None and same and not state.request.autopilot:
+                state.request = state.request.model_copy(update={"autopilot": request.autopilot})
+                return state
+            # A new instruction (or a refusal to approve) ends the paused run.
+            reason = "the operator did not approve the safety checks" if state.pending else "replaced by a new instruction"
+            self._finish(state, Stop("cancelled", reason, code="cancelled"))
+        if request.acknowledged_safety_checks:
+            raise InvalidRequest("acknowledged_safety_checks: no run on this session is waiting for approval")
+        if not request.instruction:
+            raise InvalidRequest("instruction: required to start a run")
+        return self._start(request)
+
+    def _start(self, request: ActRequest) -> RunState:
+        name = self.config.resolve(request.model)
+        try:
+            provider = create_provider(name, request.instruction, self.config, script=request.script)
+        except ModelCallError as exc:
+            raise ModelUnavailable(str(exc)) from exc
+        frame = self.session.capture()
+        trace = self.store.create(request.instruction, model=provider.name, session_id=self.session.id,
+                                  max_steps=request.max_steps, secrets=request.secrets.values())
+        state = RunState(request=request, instruction=request.instruction, provider=provider, trace=trace, frame=frame)
+        self.state = state
+        self._publish("run_started", trace_id=trace.trace_id, instruction=request.instruction, model=provider.name,
+                      max_steps=request.max_steps)
+        return state
+
+    def _drive(self, state: RunState, request: ActRequest, on_step) -> ActResult:
+        turns_this_call = 0
+        try:
+            while True:
+                self._checkpoint(state)
+                if state.pending is not None:
+                    turn, model_ms = state.pending, 0
+                    state.pending = None
+                else:
+                    if len(state.steps) >= state.request.max_steps:
+                        raise Stop("max_steps", f"stopped after {state.request.max_steps} steps without finishing",
+                                   code="max_steps")
+                    if not state.request.autopilot and turns_this_call >= 1:
+                        return self._result(state)  # step mode: one model turn per call
+                    turn, model_ms = self._think(state)
+                    turns_this_call += 1
+                    state.usage.add(turn.usage)
+                    if turn.parse_error is not None:
+                        self._parse_failed(state, turn, model_ms, on_step)
+                        continue
+                    if turn.safety_checks:
+                        self._hold_for_approval(state, turn, model_ms, on_step)
+                        return self._result(state)
+                terminal = self._act(state, turn, model_ms, on_step)
+                if terminal:
+                    raise terminal
+                if turn.done:
+                    raise Stop("done", answer=turn.answer or turn.text or None)
+                budget = state.request.budget_tokens
+                if budget is not None and state.usage.total >= budget:
+                    raise Stop("budget_exceeded", f"used {state.usage.total} tokens of a budget of {budget}",
+                               code="budget_exceeded")
+        except Stop as stop:
+            self._finish(state, stop)
+            return self._result(state)
+
+    def _checkpoint(self, state: RunState) -> None:
+        """Between steps: honour pause, cancel and the wall-clock budget."""
+        while not self._resume.wait(0.2):
+            if self._cancel.is_set():
+                break
+        if self._cancel.is_set():
+            raise Stop("cancelled", "cancelled by the operator", code="cancelled")
+        elapsed = time.monotonic() - state.started
+        if elapsed > state.request.budget_seconds:
+            raise Stop("budget_exceeded", f"ran {elapsed:.0f}s of a {state.request.budget_seconds:.0f}s budget",
+                       code="budget_exceeded")
+
+    def _think(self, state: RunState) -> tuple[ModelTurn, int]:
+        """One model turn, retrying transient failures with backoff that honours Retry-After."""
+        observation = Observation(frame=state.frame, url=self.session.windows.page_url())
+        for attempt in range(1, MODEL_RETRIES + 2):
+            start = time.perf_counter()
+            try:
+                turn = state.provider.turn(observation, state.results, state.note)
+                state.results, state.note = [], None
+                return turn, round((time.perf_counter() - start) * 1000)
+            except ModelCallError as exc:
+                if not exc.transient or attempt > MODEL_RETRIES:
+                    tries = f" after {attempt} attempts" if attempt > 1 else ""
+                    raise Stop("failed", f"{exc}{tries}", code="model_call_failed") from exc
+                delay = backoff_s(attempt, exc.retry_after)
+                self._publish("retrying", trace_id=state.trace.trace_id, attempt=attempt, wait_s=round(delay, 2),
+                              reason=str(exc))
+                if self._cancel.wait(delay):
+                    raise Stop("cancelled", "cancelled by the operator", code="cancelled") from exc
+            except Exception as exc:  # a provider bug must end the run cleanly, with a trace
+                log.exception("provider %s failed", state.provider.name)
+                raise Stop("failed", f"{state.provider.name} failed: {exc}", code="model_call_failed") from exc
+        raise AssertionError("unreachable")
+
+    def _parse_failed(self, state: RunState, turn: ModelTurn, model_ms: int, on_step) -> None:
+        state.parse_failures += 1
+        error = {"code": "model_parse_failed", "message": turn.parse_error}
+        self._record(state, turn, model_ms, before=state.frame, after=None, error=error, on_step=on_step)
+        if state.parse_failures > 1:
+            raise Stop("failed", f"the model's reply could not be understood twice: {turn.parse_error}",
+                       code="model_parse_failed")
+        state.note = (f"Your last reply could not be understood: {turn.parse_error}. "
+                      "Reply again, following the required format exactly.")
+
+    def _hold_for_approval(self, state: RunState, turn: ModelTurn, model_ms: int, on_step) -> None:
+        state.pending = turn
+        checks = [c.__dict__ for c in turn.safety_checks]
+        text = "; ".join(f"[{c.code}] {c.message}" for c in turn.safety_checks)
+        self._record(state, turn, model_ms, before=state.frame, after=None, on_step=on_step,
+                     error={"code": "needs_confirmation", "message": text})
+        state.status = "needs_confirmation"
+        self._publish("needs_confirmation", trace_id=state.trace.trace_id, checks=checks)
+
+    def _act(self, state: RunState, turn: ModelTurn, model_ms: int, on_step) -> Stop | None:
+        """Execute the turn's calls in order; the results go back to the model next turn."""
+        before = frame = state.frame
+        executed: list[list[str]] = []
+        exec_ms = settle_ms = 0.0
+        terminal: Stop | None = None
+        results = []
+        for call in turn.calls:
+            if call.error:
+                results.append(CallResult(call.id, ok=False, error=call.error))
+                continue
+            result = CallResult(call.id, ok=True)
+            for action in call.actions:
+                self._publish("action", trace_id=state.trace.trace_id, step=len(state.steps) + 1,
+                              action=action.model_dump())
+                try:
+                    if isinstance(action, Done):
+                        terminal = Stop("done", answer=action.answer or turn.text or None)
+                    elif isinstance(action, Fail):
+                        terminal = Stop("failed", action.reason, code="model_gave_up")
+                    elif isinstance(action, Screenshot):
+                        pass
+                    elif isinstance(action, CursorPosition):
+                        x, y = self.session.executor.cursor()
+                        result.output = f"X={x},Y={y}"
+                    elif isinstance(action, Zoom):
+                        result.image_png = frame.crop_png(action.region, action.scale)
+                    else:
+                        if isinstance(action, Type) and state.request.secrets:
+                            action = action.model_copy(update={"text": fill_placeholders(action.text, state.request.secrets)})
+                        done = self.session.perform(action, before=frame)
+                        frame = done.frame
+                        executed += done.executed
+                        exec_ms += done.duration_ms
+                        settle_ms += done.settle_ms
+                except GlassdeskError as exc:
+                    result.ok, result.error = False, f"{exc.code}: {exc.message}"
+                    break  # the rest of this call depends on what failed
+            results.append(result)
+            if terminal:
+                break
+        state.frame = frame
+        state.results = results
+        errors = [r.error for r in results if not r.ok]
+        error = {"code": "action_failed", "message": "; ".join(errors)} if errors else None
+        self._record(state, turn, model_ms, before=before, after=frame, executed=executed, exec_ms=exec_ms,
+                     settle_ms=settle_ms, results=results, error=error, on_step=on_step)
+        return terminal
+
+    def _record(self, state: RunState, turn: ModelTurn, model_ms: int, *, before: Frame, after: Frame | None,
+                on_step, executed=(), exec_ms=0.0, settle_ms=0.0, results=(), error=None) -> None:
+        actions = [a.model_dump() for call in turn.calls for a in call.actions]
+        url = self.session.windows.page_url()
+        started = datetime.fromtimestamp(before.taken_at, timezone.utc)
+        state.trace.record_step(
+            before=before, after=after, started_at=started, finished_at=_utc(), text=turn.text,
+            reasoning=turn.reasoning, tool_calls=turn.calls, actions=actions, argv=executed, results=results,
+            error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms), usage=turn.usage,
+            url=url, model_image_size=turn.image_size,
+        )
+        summary = StepSummary(index=len(state.steps) + 1, text=turn.text, actions=actions, executed=list(executed),
+                              error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms),
+                              usage=TokenUsage(**turn.usage.__dict__), url=url)
+        # What leaves the process must not carry typed secrets either.
+        summary = StepSummary.model_validate(redact(summary.model_dump(), state.request.secrets.values()))
+        state.steps.append(summary)
+        self._publish("step", trace_id=state.trace.trace_id, step=summary.model_dump(), max_steps=state.request.max_steps,
+                      tokens=state.usage.total)
+        if on_step:
+            on_step(summary)
+
+    def _finish(self, state: RunState, stop: Stop) -> None:
+        state.status = stop.status
+        state.pending = None
+        error = ErrorInfo(**stop.error) if stop.error else None
+        state.trace.finish(stop.status, answer=stop.answer, error=error)
+        state.answer, state.error = stop.answer, stop.error
+        if self.state is state:
+            self.state = None
+        self._publish("run_finished", trace_id=state.trace.trace_id, status=stop.status, answer=stop.answer,
+                      error=stop.error, steps=len(state.steps), tokens=state.usage.total, model=state.provider.name)
+
+    def _result(self, state: RunState) -> ActResult:
+        try:
+            screenshot = self.session.capture()
+        except GlassdeskError:
+            screenshot = state.frame
+        pending = state.pending.safety_checks if state.pending else []
+        return ActResult(
+            trace_id=state.trace.trace_id, status=state.status, answer=state.answer,
+            error=state.error, steps=state.steps, usage=TokenUsage(**state.usage.__dict__),
+            pending_safety_checks=[SafetyCheckOut(**c.__dict__) for c in pending],
+            final_screenshot=base64.b64encode(screenshot.png).decode(),
+            report_url=f"/api/v1/traces/{state.trace.trace_id}/report",
+        )
+
+    def _publish(self, kind: str, **data) -> None:
+        self.bus.publish(kind, session_id=self.session.id, **data)
+
+
+class Runners:
+    """One Runner per session, made on first use and dropped with the session."""
+
+    def __init__(self, manager, store: TraceStore, config: VisionConfig, bus: EventBus):
+        self.manager = manager
+        self.store = store
+        self.config = config
+        self.bus = bus
+        self._runners: dict[str, Runner] = {}
+        self._lock = threading.Lock()
+
+    def get(self, session_id: str) -> Runner:
+        session = self.manager.get(session_id)
+        with self._lock:
+            runner = self._runners.get(session_id)
+            if runner is None or runner.session is not session:
+                runner = self._runners[session_id] = Runner(session, self.store, self.config, self.bus)
+            return runner
+
+    def existing(self) -> dict[str, Runner]:
+        with self._lock:
+            return {sid: r for sid, r in self._runners.items() if sid in self.manager.sessions}
