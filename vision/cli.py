@@ -47,6 +47,71 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _act(args: argparse.Namespace) -> int:
+    """Run an instruction on a running server's session, printing a line per step."""
+    import json
+
+    import httpx2
+
+    token = os.environ.get("GLASSDESK_TOKEN")
+    headers = {"accept": "text/event-stream", **({"authorization": f"Bearer {token}"} if token else {})}
+    body = {"instruction": args.instruction, "max_steps": args.max_steps}
+    if args.model:
+        body["model"] = args.model
+    url = f"{args.url.rstrip('/')}/api/v1/sessions/{args.session}/vision/act"
+    result = None
+    try:
+        with httpx2.Client(timeout=httpx2.Timeout(30, read=None)) as client, \
+                client.stream("POST", url, json=body, headers=headers) as response:
+            if response.status_code != 200:
+                error = json.loads(response.read() or b"{}").get("error", {})
+                console.print(f"[red]{error.get('code', response.status_code)}:[/red] {error.get('message', '')}")
+                return 2
+            event = None
+            for line in response.iter_lines():
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: "):
+                    data = json.loads(line[6:])
+                    if event == "step":
+                        _print_step(data, args.max_steps)
+                    elif event == "result":
+                        result = data
+                    elif event == "error":
+                        error = data["error"]
+                        console.print(f"[red]{error['code']}:[/red] {error['message']}")
+                        return 2
+    except httpx2.ConnectError:
+        console.print(f"[red]no glassdesk server at {args.url}[/red]; start one with `glassdesk up` "
+                      "(or set GLASSDESK_URL)")
+        return 2
+    if result is None:
+        console.print("[red]the server closed the stream before the result[/red]")
+        return 2
+    colour = "green" if result["status"] == "done" else "yellow" if result["status"] == "running" else "red"
+    console.print(f"[bold {colour}]{result['status']}[/bold {colour}] after {len(result['steps'])} steps, "
+                  f"{result['usage']['input_tokens'] + result['usage']['output_tokens']} tokens")
+    if result.get("answer"):
+        console.print(f"answer: {result['answer']}")
+    if result.get("error"):
+        console.print(f"error: {result['error']['code']}: {result['error']['message']}")
+    console.print(f"report: {args.url.rstrip('/')}{result['report_url']}")
+    if result.get("report_path"):
+        console.print(f"        {result['report_path']}")
+    return 0 if result["status"] == "done" else 1
+
+
+def _print_step(step: dict, max_steps: int) -> None:
+    from vision.report import describe_action
+
+    actions = ", ".join(describe_action(a) for a in step["actions"]) or "no action"
+    error = f"  [red]{step['error']['code']}[/red]" if step.get("error") else ""
+    console.print(f"step {step['index']}/{max_steps}  {actions}  "
+                  f"[dim]model {step['model_ms']} ms · exec {step['exec_ms']} ms · settle {step['settle_ms']} ms[/dim]{error}")
+    if step.get("text"):
+        console.print(f"  [dim]{step['text'][:200]}[/dim]")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="glassdesk", description="A visible Linux desktop for computer-use agents.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -60,6 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--ttl", type=float, default=30, help="minutes an idle session lives (default 30)")
     up.add_argument("--log-level", default="info")
     up.set_defaults(func=_up)
+
+    act = sub.add_parser("act", help="run an instruction on the visible desktop of a running server")
+    act.add_argument("instruction")
+    act.add_argument("--model", help="provider/model (default: config, else by API key, else ocr)")
+    act.add_argument("--max-steps", type=int, default=10)
+    act.add_argument("--session", default="default")
+    act.add_argument("--url", default=os.environ.get("GLASSDESK_URL", "http://127.0.0.1:8080"))
+    act.set_defaults(func=_act)
     return parser
 
 

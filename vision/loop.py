@@ -29,6 +29,7 @@ from vision.config import VisionConfig, create_provider
 from vision.errors import InvalidRequest, ModelUnavailable
 from vision.events import EventBus
 from vision.providers.base import CallResult, ModelCallError, ModelTurn, Observation, Provider, Usage
+from vision.report import write_report
 from vision.trace import ErrorInfo, TokenUsage, TraceStore, TraceWriter, redact
 
 log = logging.getLogger("glassdesk.loop")
@@ -81,11 +82,13 @@ class ActResult(BaseModel):
     status: Status
     answer: str | None = None
     error: dict | None = None
+    report_path: str | None = None
     steps: list[StepSummary]
     usage: TokenUsage
     pending_safety_checks: list[SafetyCheckOut] = Field(default_factory=list)
     final_screenshot: str | None = Field(None, description="base64 PNG of the screen when the call returned")
     report_url: str
+    report_path: str | None = Field(None, description="report.html on the server's disk, once the run has ended")
 
 
 @dataclass
@@ -406,6 +409,10 @@ class Runner:
         error = ErrorInfo(**stop.error) if stop.error else None
         state.trace.finish(stop.status, answer=stop.answer, error=error)
         state.answer, state.error = stop.answer, stop.error
+        try:
+            state.report_path = str(write_report(self.store, state.trace.trace_id))
+        except OSError as exc:  # the trace itself is safe; only the convenience copy is missing
+            log.warning("could not write the report of %s: %s", state.trace.trace_id, exc)
         if self.state is state:
             self.state = None
         self._publish("run_finished", trace_id=state.trace.trace_id, status=stop.status, answer=stop.answer,
@@ -422,7 +429,7 @@ class Runner:
             error=state.error, steps=state.steps, usage=TokenUsage(**state.usage.__dict__),
             pending_safety_checks=[SafetyCheckOut(**c.__dict__) for c in pending],
             final_screenshot=base64.b64encode(screenshot.png).decode(),
-            report_url=f"/api/v1/traces/{state.trace.trace_id}/report",
+            report_url=f"/api/v1/traces/{state.trace.trace_id}/report", report_path=state.report_path,
         )
 
     def _publish(self, kind: str, **data) -> None:

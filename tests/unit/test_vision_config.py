@@ -1,0 +1,111 @@
+"""Model resolution, config loading, placeholders and backoff: pure, no X."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from desktop.screen import Frame
+from vision.config import VisionConfig, create_provider
+from vision.errors import InvalidRequest, ModelUnavailable
+from vision.events import EventBus
+from vision.loop import ActRequest, backoff_s, fill_placeholders
+from vision.providers.base import Observation
+
+
+@pytest.fixture
+def no_keys(monkeypatch):
+    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GLASSDESK_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_default_model_follows_the_api_keys(no_keys, monkeypatch):
+    config = VisionConfig()
+    assert config.resolve(None) == "ocr"
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    assert config.resolve(None).startswith("openai/")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    assert config.resolve(None).startswith("anthropic/")
+
+
+def test_aliases_and_default_from_the_config_file(no_keys, tmp_path):
+    file = tmp_path / "glassdesk.toml"
+    file.write_text('default_model = "claude"\n[aliases]\nclaude = "anthropic/claude-sonnet-4-5-20250929"\n'
+                    '[models."chat/qwen"]\nbase_url = "http://127.0.0.1:9/v1"\n')
+    config = VisionConfig.load(file)
+    assert config.resolve(None) == "anthropic/claude-sonnet-4-5-20250929"
+    assert config.models["chat/qwen"]["base_url"].endswith("/v1")
+
+
+def test_config_file_refuses_api_keys(tmp_path):
+    file = tmp_path / "glassdesk.toml"
+    file.write_text('[models."openai/x"]\napi_key = "sk-123"\n')
+    with pytest.raises(SystemExit, match="environment"):
+        VisionConfig.load(file)
+
+
+@pytest.mark.parametrize("name", ["gpt-4o", "anthropic", "bogus/model"])
+def test_unknown_or_incomplete_model_names_are_refused(no_keys, name):
+    with pytest.raises(ModelUnavailable):
+        VisionConfig().resolve(name)
+
+
+def test_missing_api_key_is_reported_not_sent(no_keys):
+    with pytest.raises(Exception, match="ANTHROPIC_API_KEY"):
+        create_provider("anthropic/claude-sonnet-4-5", "do it", VisionConfig())
+
+
+def test_scripted_provider_validates_its_script_up_front():
+    with pytest.raises(InvalidRequest, match=r"script\[1\]: x"):
+        create_provider("scripted", "x", VisionConfig(), script=[{"action": "wait"}, {"action": "click", "x": 5000, "y": 1}])
+    with pytest.raises(InvalidRequest, match="non-empty"):
+        create_provider("scripted", "x", VisionConfig(), script=[])
+
+
+def test_scripted_provider_replays_then_finishes():
+    provider = create_provider("scripted", "x", VisionConfig(), script=[{"action": "move", "x": 3, "y": 4}])
+    obs = Observation(frame=Frame(bytes(1920 * 1080 * 4), 1920, 1080))
+    first = provider.turn(obs, [])
+    assert [a.action for c in first.calls for a in c.actions] == ["move"] and not first.done
+    assert provider.turn(obs, []).done
+
+
+def test_placeholders_are_filled_and_unknown_ones_refused():
+    assert fill_placeholders("user {{ name }} pw {{pw}}", {"name": "ann", "pw": "x$1"}) == "user ann pw x$1"
+    assert fill_placeholders("no placeholders", {}) == "no placeholders"
+    with pytest.raises(InvalidRequest, match="pw"):
+        fill_placeholders("{{pw}}", {"other": "v"})
+
+
+def test_backoff_honours_retry_after_and_grows_otherwise():
+    assert backoff_s(1, 2.5) == 2.5
+    assert backoff_s(1, 10_000) == 60.0
+    assert backoff_s(1, None) < backoff_s(3, None) <= 8.0 * 1.2
+
+
+def test_act_request_limits():
+    assert ActRequest(instruction="x").max_steps == 10
+    with pytest.raises(ValueError):
+        ActRequest(instruction="x", max_steps=51)
+    with pytest.raises(ValueError):
+        ActRequest(instruction="")
+
+
+def test_event_bus_delivers_across_threads_and_replays_recent():
+    bus = EventBus(keep=3)
+
+    async def main():
+        queue = bus.subscribe()
+        import threading
+        threading.Thread(target=lambda: bus.publish("step", n=1)).start()
+        event = await asyncio.wait_for(queue.get(), 5)
+        bus.unsubscribe(queue)
+        return event
+
+    event = asyncio.run(main())
+    assert event["kind"] == "step" and event["n"] == 1
+    for i in range(5):
+        bus.publish("x", i=i)
+    assert [e["i"] for e in bus.recent()] == [2, 3, 4]
+    assert [e["i"] for e in bus.recent(after_seq=bus.recent()[-2]["seq"])] == [4]
