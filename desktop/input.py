@@ -6,6 +6,7 @@ command is an argv list, never a shell string: text like ``$HOME; rm -rf /`` is 
 
 from __future__ import annotations
 
+import math
 import subprocess
 import time
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ TYPE_CHUNK = 50
 MAPPING_PAUSE_S = "0.05"
 # Repeated clicks need a gap apps can see, well inside the double-click time (400 ms in GTK).
 MULTI_CLICK_DELAY_MS = 40
+MODIFIER_PAUSE_S = "0.02"
 DRAG_STEP_PX = 25
 
 
@@ -37,10 +39,13 @@ def _moves(x: int | None, y: int | None) -> list[str]:
 
 
 def _held(modifiers: list[str]) -> tuple[list[str], list[str]]:
+    """keydown/keyup around a pointer action. Chromium tracks modifier state apart from the
+    pointer event, so under load a click sent right after keydown arrived without ctrl: a short
+    pause on each side keeps the order apps see."""
     syms = [keys.keysym(m) for m in modifiers]
-    down = ["keydown", *syms] if syms else []
-    up = ["keyup", *reversed(syms)] if syms else []
-    return down, up
+    if not syms:
+        return [], []
+    return ["keydown", *syms, "sleep", MODIFIER_PAUSE_S], ["sleep", MODIFIER_PAUSE_S, "keyup", *reversed(syms)]
 
 
 def _click(action: Click | DoubleClick | TripleClick, repeat: int) -> list[str]:
@@ -160,6 +165,51 @@ def argv_for(action: _Action) -> list[list[str]]:
     raise TypeError(f"not a desktop input action: {action!r}")
 
 
+# The visible pointer glide: before a pointer action the pointer travels to its target in a few
+# steps, so a person watching the live view sees where the agent is about to act. Costs about
+# GLIDE_MS per pointer action; GLASSDESK_POINTER_GLIDE_MS=0 turns it off (benchmarks, CI speed).
+GLIDE_MS = 150
+GLIDE_FRAME_MS = 15     # one intermediate pointer position per ~frame
+GLIDE_MIN_PX = 8        # closer than this: just go there
+
+
+def glide_ms_from(env: dict[str, str]) -> int:
+    """GLASSDESK_POINTER_GLIDE_MS from an environment (default GLIDE_MS, 0 disables, capped at 2 s)."""
+    raw = env.get("GLASSDESK_POINTER_GLIDE_MS", "")
+    try:
+        return max(0, min(int(raw), 2000)) if raw.strip() else GLIDE_MS
+    except ValueError:
+        return GLIDE_MS
+
+
+def pointer_target(action: _Action) -> tuple[int, int] | None:
+    """Where a pointer action first puts the pointer, if it moves it at all."""
+    match action:
+        case Drag():
+            return action.path[0].x, action.path[0].y
+        case Click() | DoubleClick() | TripleClick() | Move() | MouseDown() | MouseUp() | Scroll():
+            return (action.x, action.y) if action.x is not None and action.y is not None else None
+    return None
+
+
+def glide_argv(start: tuple[int, int], end: tuple[int, int], ms: int) -> list[str] | None:
+    """One xdotool command moving the pointer from ``start`` towards ``end`` over ~``ms``, eased,
+    stopping one step short: the action's own argv makes the final move. None when not worth it."""
+    distance = math.dist(start, end)
+    steps = ms // GLIDE_FRAME_MS
+    if ms <= 0 or steps < 2 or distance < GLIDE_MIN_PX:
+        return None
+    argv = ["xdotool"]
+    pause = f"{ms / steps / 1000:.3f}"
+    for i in range(1, steps):
+        t = i / steps
+        eased = t * t * (3 - 2 * t)  # smoothstep: starts and lands gently
+        x = round(start[0] + (end[0] - start[0]) * eased)
+        y = round(start[1] + (end[1] - start[1]) * eased)
+        argv += ["mousemove", str(x), str(y), "sleep", pause]
+    return argv
+
+
 class ActionFailed(RuntimeError):
     def __init__(self, message: str, argv: list[str], stderr: str):
         super().__init__(message)
@@ -179,6 +229,7 @@ class Executor:
     def __init__(self, env: dict[str, str]):
         self.env = env
         self._keymap: Keymap | None = None
+        self.glide_ms = glide_ms_from(env)
 
     def run(self, action: _Action) -> Executed:
         start = time.perf_counter()
@@ -188,6 +239,10 @@ class Executor:
             commands = plan_type(action.text, self._keymap)
         else:
             commands = argv_for(action)
+        target = pointer_target(action) if self.glide_ms else None
+        if target is not None:
+            glide = glide_argv(self.cursor(), target, self.glide_ms)
+            commands = [glide, *commands] if glide else commands
         for argv in commands:
             self._run(argv)
         if isinstance(action, Wait):

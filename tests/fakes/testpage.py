@@ -14,6 +14,7 @@ PAGE = Path(__file__).parent.parent / "assets" / "testpage.html"
 class TestPage:
     def __init__(self):
         self.events: list[dict] = []
+        self.current_load: str | None = None  # the id of the latest page load
         self._cond = threading.Condition()
         page = self
 
@@ -34,7 +35,10 @@ class TestPage:
                 length = int(self.headers.get("content-length") or 0)
                 event = json.loads(self.rfile.read(length) or b"{}")
                 with page._cond:
-                    page.events.append(event)
+                    if event.get("type") == "loaded":
+                        page.current_load = event.get("load")
+                    if event.get("load") == page.current_load:  # drop stragglers of older loads
+                        page.events.append(event)
                     page._cond.notify_all()
                 self.send_response(204)
                 self.end_headers()

@@ -43,9 +43,11 @@ def test_double_click_selects_a_word_and_triple_click_a_line(desk, page, viewpor
     assert page.wait_for(lambda e: e["type"] == "dblclick")["detail"] == 2
     page.wait_for(lambda e: e["type"] == "selection" and e["selection"].strip() == "bravo")
     page.clear()
+    # Another line: clicks at the same spot within the double-click time would continue the count.
+    x, y = _at(viewport, 180, 198)  # inside "second line of text"
     desk.perform(TripleClick(x=x, y=y))
     page.wait_for(lambda e: e["type"] == "click" and e["detail"] == 3)
-    page.wait_for(lambda e: e["type"] == "selection" and e["selection"].strip() == "alpha bravo charlie delta")
+    page.wait_for(lambda e: e["type"] == "selection" and e["selection"].strip() == "second line of text")
 
 
 def test_drag_moves_the_slider(desk, page, viewport):
