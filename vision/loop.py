@@ -82,7 +82,6 @@ class ActResult(BaseModel):
     status: Status
     answer: str | None = None
     error: dict | None = None
-    report_path: str | None = None
     steps: list[StepSummary]
     usage: TokenUsage
     pending_safety_checks: list[SafetyCheckOut] = Field(default_factory=list)
@@ -110,6 +109,8 @@ class RunState:
     status: Status = "running"
     answer: str | None = None
     error: dict | None = None
+    report_path: str | None = None  # report.html written when the run ends
+    url: str | None = None  # the page URL read when ``frame`` was last recorded: the next observation's
 
 
 class Stop(Exception):
@@ -292,7 +293,9 @@ class Runner:
 
     def _think(self, state: RunState) -> tuple[ModelTurn, int]:
         """One model turn, retrying transient failures with backoff that honours Retry-After."""
-        observation = Observation(frame=state.frame, url=self.session.windows.page_url())
+        # The last step's record read the URL right after ``state.frame`` settled: no second DevTools call.
+        url = state.url if state.url is not None else self.session.windows.page_url()
+        observation = Observation(frame=state.frame, url=url)
         for attempt in range(1, MODEL_RETRIES + 2):
             start = time.perf_counter()
             try:
@@ -384,7 +387,7 @@ class Runner:
     def _record(self, state: RunState, turn: ModelTurn, model_ms: int, *, before: Frame, after: Frame | None,
                 on_step, executed=(), exec_ms=0.0, settle_ms=0.0, results=(), error=None) -> None:
         actions = [a.model_dump() for call in turn.calls for a in call.actions]
-        url = self.session.windows.page_url()
+        url = state.url = self.session.windows.page_url()
         started = datetime.fromtimestamp(before.taken_at, timezone.utc)
         state.trace.record_step(
             before=before, after=after, started_at=started, finished_at=_utc(), text=turn.text,
