@@ -214,6 +214,8 @@ class Runner:
                 if set(request.acknowledged_safety_checks) != pending_ids:
                     raise InvalidRequest("acknowledged_safety_checks: acknowledge every pending check, or cancel the run")
                 state.provider.acknowledge(request.acknowledged_safety_checks)
+                state.status = "running"
+                state.trace.hold("running")
                 self._publish("acknowledged", trace_id=state.trace.trace_id, checks=request.acknowledged_safety_checks)
                 return state
             if state.pending is None and same and not state.request.autopilot:
@@ -333,6 +335,7 @@ class Runner:
         self._record(state, turn, model_ms, before=state.frame, after=None, on_step=on_step,
                      error={"code": "needs_confirmation", "message": text})
         state.status = "needs_confirmation"
+        state.trace.hold("needs_confirmation")
         self._publish("needs_confirmation", trace_id=state.trace.trace_id, checks=checks)
 
     def _act(self, state: RunState, turn: ModelTurn, model_ms: int, on_step) -> Stop | None:

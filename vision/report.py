@@ -199,7 +199,8 @@ def _shots(step: StepRecord, image_url: ImageUrl) -> str:
 
 
 def _step_html(step: StepRecord, image_url: ImageUrl, t0: datetime) -> str:
-    offset = (step.started_at - t0).total_seconds()
+    # The first observation is taken just before the trace opens: never show a negative offset.
+    offset = max(0.0, (step.started_at - t0).total_seconds())
     tokens = f"{step.usage.input_tokens:,} in / {step.usage.output_tokens:,} out tokens"
     size = f" · model image {step.model_image_size[0]}×{step.model_image_size[1]}" if step.model_image_size else ""
     metrics = (f"+{offset:.1f} s · model {_ms(step.model_ms)} · exec {_ms(step.exec_ms)} · "

@@ -405,13 +405,21 @@ class TraceWriter:
             self._update_meta(steps=index, head_hash=stored["hash"], usage=self._meta.usage.plus(record.usage))
             return StepRecord.model_validate(stored)
 
+    def hold(self, status: TraceStatus) -> None:
+        """Mark a run that is paused between calls (``needs_confirmation``), or ``running`` again,
+        so a reader of the store sees why it is not moving."""
+        with self._lock:
+            if self._meta.finished_at is not None:
+                raise RuntimeError(f"trace {self.trace_id} is already finished ({self._meta.status})")
+            self._update_meta(status=status)
+
     def finish(self, status: TraceStatus, answer: str | None = None,
                error: ErrorInfo | dict[str, str] | None = None) -> TraceMeta:
         """Close the trace with its final status. Call once."""
         if status == "running":
             raise ValueError("finish needs a final status, not 'running'")
         with self._lock:
-            if self._meta.status != "running":
+            if self._meta.finished_at is not None:
                 raise RuntimeError(f"trace {self.trace_id} is already finished ({self._meta.status})")
             final = redact({"answer": answer, "error": _plain(error)}, self._secrets)
             self._update_meta(status=status, finished_at=_now(), **final)

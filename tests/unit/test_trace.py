@@ -251,3 +251,17 @@ def test_naive_times_are_taken_as_utc(store: TraceStore) -> None:
     naive = datetime(2025, 1, 1, 12, 0, 0)
     step = writer.record_step(started_at=naive, finished_at=naive)
     assert step.started_at.tzinfo is not None and step.started_at.hour == 12
+
+
+def test_a_held_run_shows_its_status_on_disk_and_can_resume_and_finish(tmp_path):
+    store = TraceStore(tmp_path)
+    writer = store.create("pay the bill", model="openai/computer-use-preview")
+    writer.record_step(text="asks for approval")
+    writer.hold("needs_confirmation")
+    assert store.meta(writer.trace_id).status == "needs_confirmation"
+    writer.hold("running")
+    writer.record_step(text="approved, continues")
+    writer.finish("done", answer="paid")
+    assert store.meta(writer.trace_id).status == "done" and store.verify(writer.trace_id).ok
+    with pytest.raises(RuntimeError):
+        writer.hold("running")
