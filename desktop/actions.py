@@ -108,6 +108,14 @@ class Type(_Action):
     action: Literal["type"] = "type"
     text: str = Field(min_length=1, max_length=20_000)
 
+    @field_validator("text")
+    @classmethod
+    def _typeable(cls, value: str) -> str:
+        # An argv element cannot hold NUL: it would fail inside the executor as a crash, not a refusal.
+        if "\x00" in value:
+            raise ValueError("a NUL character cannot be typed")
+        return value
+
 
 class Key(_Action):
     action: Literal["key"] = "key"

@@ -14,7 +14,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from desktop.actions import INPUT_ACTIONS, Region, _Action
-from desktop.errors import GlassdeskError, InvalidAction, describe_errors
+from desktop.errors import ActionFailedError, GlassdeskError, InvalidAction, ScreenshotFailed, describe_errors
+from desktop.screen import ScreenshotError
 from desktop.sessions import Performed, Session, SessionInfo, SessionManager
 from desktop.windows import Window, WindowError
 
@@ -69,6 +70,10 @@ def _window_op(session: Session, fn):
         return session.settled_after(fn)
     except WindowError as exc:
         raise InvalidAction(str(exc)) from exc
+    except ScreenshotError as exc:
+        raise ScreenshotFailed(str(exc)) from exc
+    except (RuntimeError, OSError) as exc:  # wmctrl failed, DevTools unreachable, exec failed
+        raise ActionFailedError(str(exc)) from exc
 
 
 def desktop_router(manager: SessionManager) -> APIRouter:
@@ -101,6 +106,8 @@ def desktop_router(manager: SessionManager) -> APIRouter:
         def handler(session_id: str, body: model, screenshot: bool = WantShot) -> ActionResponse:  # type: ignore[valid-type]
             return _respond(name, manager.get(session_id).perform(body), screenshot)
 
+        # Annotations are strings here (PEP 563) and "model" is a local: give FastAPI the class.
+        handler.__annotations__["body"] = model
         handler.__name__ = f"desktop_{name}"
         router.add_api_route(f"/sessions/{{session_id}}/desktop/{name}", handler, methods=["POST"],
                              response_model=ActionResponse, tags=["desktop"],

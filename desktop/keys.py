@@ -63,7 +63,10 @@ class KeyNameError(ValueError):
 
 
 def _is_keysym(name: str) -> bool:
-    return XK.string_to_keysym(name) != XK.NoSymbol
+    if XK.string_to_keysym(name) != XK.NoSymbol:
+        return True
+    # python-xlib spells the XF86 keysyms "XF86_AudioMute"; X and xdotool take "XF86AudioMute" too.
+    return name.startswith("XF86") and XK.string_to_keysym("XF86_" + name[4:]) != XK.NoSymbol
 
 
 def keysym(name: str) -> str:

@@ -202,6 +202,7 @@ class SessionManager:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
         session._bind()
+        session.touch()  # idle time counts from when it can be used, not from before it started
         session.status = "ready"
         log.info("session %s ready on %s", session_id, session.stack.display)
         return session
@@ -242,7 +243,7 @@ class SessionManager:
                     log.exception("supervising session %s", session.id)
 
     def _expire(self, session: Session) -> None:
-        if session.id in self.pinned or session.busy:
+        if session.id in self.pinned or session.busy or session.status in ("starting", "restarting"):
             return
         idle = (_now() - session.last_used_at).total_seconds()
         if idle > self.idle_ttl_s:

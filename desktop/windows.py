@@ -31,15 +31,25 @@ class WindowError(ValueError):
     """Bad input: an unknown window, program or URL. Nothing was changed."""
 
 
+# After the class wmctrl prints "%-20s " and " %*s %s": two or more spaces, the host, one space,
+# the title. The class itself may hold a space: Chromium's is "chromium (<profile dir>).Chromium".
+_CLASS_HOST_TITLE = re.compile(r"^(?P<cls>.*?\S)\s{2,}(?P<host>\S+)(?: (?P<title>.*))?$")
+
+
 def parse_wmctrl(out: str) -> list[Window]:
     """Parse ``wmctrl -lGpx``: id desktop pid x y w h class host title..."""
     windows = []
     for line in out.splitlines():
-        parts = line.split(None, 9)
-        if len(parts) < 9:
+        parts = line.split(None, 7)
+        if len(parts) < 8:
             continue
-        wid, _desk, pid, x, y, w, h, wm_class = parts[:8]
-        title = parts[9] if len(parts) > 9 else ""
+        wid, _desk, pid, x, y, w, h, rest = parts
+        match = _CLASS_HOST_TITLE.match(rest)
+        if match:
+            wm_class, title = match["cls"], match["title"] or ""
+        else:  # a single space somewhere: fall back to whitespace fields
+            fields = rest.split(None, 2)
+            wm_class, title = fields[0], fields[2] if len(fields) > 2 else ""
         windows.append(Window(id=wid, pid=int(pid) or None, x=int(x), y=int(y), width=int(w),
                               height=int(h), wm_class=wm_class, title=title))
     return windows
