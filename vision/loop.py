@@ -283,11 +283,15 @@ class Runner:
 
     def _checkpoint(self, state: RunState) -> None:
         """Between steps: honour pause, cancel and the wall-clock budget."""
+        waited = False
         while not self._resume.wait(0.2):
+            waited = True
             if self._cancel.is_set():
                 break
         if self._cancel.is_set():
             raise Stop("cancelled", "cancelled by the operator", code="cancelled")
+        if waited:  # the operator may have changed the screen meanwhile: look again
+            state.frame, state.url = self.session.capture(), None
         elapsed = time.monotonic() - state.started
         if elapsed > state.request.budget_seconds:
             raise Stop("budget_exceeded", f"ran {elapsed:.0f}s of a {state.request.budget_seconds:.0f}s budget",

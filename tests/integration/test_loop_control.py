@@ -280,3 +280,45 @@ def test_off_screen_action_from_a_provider_is_reported_back_not_executed(vision_
     trace = services.store.load(body["trace_id"])
     assert trace.steps[0].tool_calls[0].raw == {"actions": [{"type": "click", "button": "left", "x": 1920, "y": 500}]}
     assert trace.steps[0].results[0].ok is False
+
+
+def test_after_a_pause_the_model_sees_the_screen_as_the_operator_left_it(services, desk, page, viewport):
+    """A pause (or take-over) must not leave the model looking at the frame from before it."""
+    import threading
+
+    from desktop.actions import Click
+    from vision.loop import ActRequest
+
+    from desktop.actions import Region
+
+    runner = services.runners.get("itest")
+    seen = []
+    original = runner._think
+    # Only the page's status line: it changes from "ready" to "signed in" by the operator's click.
+    status = Region(x0=viewport[0] + 1190, y0=viewport[1] + 350, x1=viewport[0] + 1500, y1=viewport[1] + 400)
+
+    def spy(state):
+        seen.append(state.frame)
+        return original(state)
+
+    runner._think = spy
+    try:
+        runner.pause("operator took over")
+        result: list = []
+        thread = threading.Thread(target=lambda: result.append(runner.act(ActRequest(
+            instruction="after the operator", model="scripted", script=[{"action": "wait", "duration_ms": 10}]))))
+        thread.start()
+        before = desk.capture()
+        # The operator signs in while the agent is paused.
+        desk.perform(Click(x=viewport[0] + 1260, y=viewport[1] + 145))
+        page.wait_for(lambda e: e["type"] == "click" and e["target"] == "signin")
+        after = desk.capture()
+        runner.resume()
+        thread.join(30)
+    finally:
+        runner._think = original
+        runner.resume()
+    assert result and result[0].status == "done"
+    assert before.crop_png(status) != after.crop_png(status), "the operator's click did not show"
+    assert seen and seen[0].crop_png(status) == after.crop_png(status), \
+        "the model was shown the screen from before the pause"
