@@ -316,9 +316,12 @@ class DesktopStack:
         return geometry.get("X") == "0" and geometry.get("Y") == "0" and geometry.get("WIDTH") == str(SCREEN_WIDTH)
 
     def _start_x11vnc(self) -> None:
+        # -nocursorshape: draw the pointer into the picture the viewer gets. noVNC otherwise takes
+        # the cursor as a shape and shows it only under the viewer's own mouse, so the agent's
+        # pointer would be invisible in the live view. (Screenshots never include the pointer.)
         self._spawn("x11vnc", ["x11vnc", "-display", self.display, "-rfbport", str(self.vnc_port),
                                "-localhost", "-passwdfile", str(self.workdir / "vnc.passwd"),
-                               "-forever", "-shared", "-norc", "-quiet", "-noxrecord"])
+                               "-forever", "-shared", "-norc", "-quiet", "-noxrecord", "-nocursorshape"])
         self._await("x11vnc", lambda: _tcp_banner(self.vnc_port).startswith(b"RFB"), "its RFB port")
 
     def _start_websockify(self) -> None:

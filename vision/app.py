@@ -13,8 +13,10 @@ from desktop.sessions import SessionManager
 from vision.api import vision_router
 from vision.auth import BearerAuth
 from vision.config import VisionConfig
+from vision.console import install_console
 from vision.events import EventBus
 from vision.loop import Runners
+from vision.mcp import mount_http
 from vision.trace import TraceStore
 
 
@@ -51,10 +53,11 @@ def create_app(manager: SessionManager, settings: Settings, services: Services |
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
-        try:
-            yield
-        finally:
-            manager.close()
+        async with mcp.session_manager.run():  # the MCP route's sessions live as long as the app
+            try:
+                yield
+            finally:
+                manager.close()
 
     app = FastAPI(title="glassdesk", version="0.1.0", lifespan=lifespan,
                   description="A visible Linux desktop for vision-mode computer-use agents.")
@@ -62,6 +65,8 @@ def create_app(manager: SessionManager, settings: Settings, services: Services |
     add_error_handlers(app)
     app.include_router(desktop_router(manager))
     app.include_router(vision_router(services.runners, services.store))
+    install_console(app, services)  # GET / (operator console), its API, /metrics, static files
+    mcp = app.state.mcp = mount_http(app, services, settings)  # POST/GET/DELETE /mcp, streamable HTTP
 
     @app.get("/healthz", tags=["meta"])
     def healthz() -> dict:

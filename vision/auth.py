@@ -7,6 +7,20 @@ import ipaddress
 import json
 
 OPEN_PATHS = frozenset({"/healthz"})
+# The operator console's page and its static code (console JS/CSS, the noVNC client) hold no secret
+# and must load before the person has typed the token; every call they then make sends it.
+CONSOLE_PAGE = "/"
+CONSOLE_STATIC = "/console/"
+
+
+def is_open(scope) -> bool:
+    """Paths served without the token: /healthz, and GET/HEAD of the console page and its files."""
+    path = scope["path"]
+    if path in OPEN_PATHS:
+        return True
+    if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
+        return False
+    return path == CONSOLE_PAGE or (path.startswith(CONSOLE_STATIC) and ".." not in path)
 
 
 def is_loopback(host: str) -> bool:
@@ -48,7 +62,7 @@ class BearerAuth:
         self.token = token
 
     async def __call__(self, scope, receive, send):
-        if not self.token or scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
+        if not self.token or scope["type"] not in ("http", "websocket") or is_open(scope):
             return await self.app(scope, receive, send)
         if token_ok(bearer(scope.get("headers", [])), self.token):
             return await self.app(scope, receive, send)

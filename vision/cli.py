@@ -112,6 +112,14 @@ def _print_step(step: dict, max_steps: int) -> None:
         console.print(f"  [dim]{step['text'][:200]}[/dim]")
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    from vision.mcp import run_stdio, stderr_logging
+
+    stderr_logging(getattr(logging, args.log_level.upper(), logging.INFO))  # stdout is the protocol
+    return run_stdio(args.session, max_sessions=args.max_sessions, public_host=args.public_host,
+                     data_dir=args.data_dir)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="glassdesk", description="A visible Linux desktop for computer-use agents.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -125,6 +133,16 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--ttl", type=float, default=30, help="minutes an idle session lives (default 30)")
     up.add_argument("--log-level", default="info")
     up.set_defaults(func=_up)
+
+    mcp = sub.add_parser("mcp", help="serve the MCP tools over stdio (for Claude Desktop, Claude Code, Cursor...)")
+    mcp.add_argument("--session", default="default", help="the session the tools use by default; started at once")
+    mcp.add_argument("--max-sessions", type=int, default=4)
+    mcp.add_argument("--public-host", default=os.environ.get("GLASSDESK_PUBLIC_HOST"),
+                     help="host name to put in live-view URLs (default 127.0.0.1)")
+    mcp.add_argument("--data-dir", default=None,
+                     help="where traces go (default $GLASSDESK_DATA_DIR, else ~/.local/share/glassdesk)")
+    mcp.add_argument("--log-level", default="info", help="logging on stderr")
+    mcp.set_defaults(func=_mcp)
 
     act = sub.add_parser("act", help="run an instruction on the visible desktop of a running server")
     act.add_argument("instruction")

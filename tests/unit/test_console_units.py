@@ -1,0 +1,180 @@
+"""Pure parts of the operator console: pointer glide, overlay placement, wording, stats, metrics, auth."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from desktop.actions import Click, Drag, Key, Move, Point, Scroll, Type
+from desktop.input import GLIDE_MS, glide_argv, glide_ms_from, pointer_target
+from desktop.overlay import HEIGHT, MARGIN, action_points, candidates, place, render, rounded_rows
+from vision.auth import is_open
+from vision.console import model_stats, short_action
+from vision.metrics import Metrics
+
+# ------------------------------------------------------------------------------------ glide
+
+
+def test_glide_goes_most_of_the_way_in_small_eased_steps():
+    argv = glide_argv((100, 100), (1100, 600), 150)
+    assert argv[0] == "xdotool"
+    moves = [(int(argv[i + 1]), int(argv[i + 2])) for i, word in enumerate(argv) if word == "mousemove"]
+    assert len(moves) == 150 // 15 - 1
+    # Monotone towards the target, never reaching it: the action's own argv makes the final move.
+    xs = [x for x, _ in moves]
+    assert xs == sorted(xs) and moves[-1] != (1100, 600)
+    assert math.dist(moves[-1], (1100, 600)) < math.dist(moves[0], (1100, 600))
+    # Eased: the middle steps are longer than the first and last.
+    gaps = [math.dist(a, b) for a, b in zip([(100, 100), *moves], moves)]
+    assert gaps[len(gaps) // 2] > gaps[0] and gaps[len(gaps) // 2] > gaps[-1]
+    assert all(argv[i + 1] == "0.015" for i, word in enumerate(argv) if word == "sleep")
+
+
+@pytest.mark.parametrize("start,end,ms", [((10, 10), (12, 13), 150), ((0, 0), (900, 900), 0), ((0, 0), (900, 900), 20)])
+def test_no_glide_when_close_or_off(start, end, ms):
+    assert glide_argv(start, end, ms) is None
+
+
+def test_glide_setting_from_the_environment():
+    assert glide_ms_from({}) == GLIDE_MS
+    assert glide_ms_from({"GLASSDESK_POINTER_GLIDE_MS": "0"}) == 0
+    assert glide_ms_from({"GLASSDESK_POINTER_GLIDE_MS": "300"}) == 300
+    assert glide_ms_from({"GLASSDESK_POINTER_GLIDE_MS": "99999"}) == 2000
+    assert glide_ms_from({"GLASSDESK_POINTER_GLIDE_MS": "fast"}) == GLIDE_MS
+
+
+def test_pointer_targets():
+    assert pointer_target(Click(x=5, y=6)) == (5, 6)
+    assert pointer_target(Click()) is None  # clicks where the pointer is: nothing to glide to
+    assert pointer_target(Move(x=7, y=8)) == (7, 8)
+    assert pointer_target(Scroll(x=1, y=2, direction="down", amount=3)) == (1, 2)
+    assert pointer_target(Drag(path=[Point(x=1, y=2), Point(x=30, y=40)])) == (1, 2)
+    assert pointer_target(Type(text="x")) is None and pointer_target(Key(keys=["a"])) is None
+
+
+# ------------------------------------------------------------------------------------ overlay
+
+
+def _rect_holds(pos, width, point, margin=MARGIN):
+    x, y = pos
+    return x - margin <= point[0] < x + width + margin and y - margin <= point[1] < y + HEIGHT + margin
+
+
+def test_overlay_prefers_the_panel_and_moves_away_from_the_target():
+    width = 300
+    home = place(width)
+    assert home == candidates(width)[0] and home[1] > 1040  # on the bottom panel, right side
+    assert home[0] + width <= 1920
+    target = (home[0] + 20, home[1] + 5)
+    moved = place(width, [target])
+    assert moved != home and not _rect_holds(moved, width, target)
+    # A target in the far corner of every spot still yields a spot away from it.
+    for spot in candidates(width):
+        inside = (spot[0] + 5, spot[1] + 5)
+        assert not _rect_holds(place(width, [inside]), width, inside)
+
+
+def test_overlay_points_of_actions():
+    assert action_points({"action": "click", "x": 3, "y": 4}) == [(3, 4)]
+    assert action_points({"action": "drag", "path": [{"x": 1, "y": 2}, {"x": 5, "y": 6}]}) == [(1, 2), (5, 6)]
+    assert len(action_points({"action": "zoom", "region": {"x0": 0, "y0": 0, "x1": 10, "y1": 10}})) == 4
+    assert action_points({"action": "type", "text": "hi"}) == []
+
+
+def test_overlay_rendering_and_shape():
+    image = render("step 3/10 · click (812, 440)", "act")
+    assert image.height == HEIGHT and 150 < image.width <= 640
+    assert render("x" * 500).width <= 640  # long text is cut with an ellipsis
+    rows = rounded_rows(200, HEIGHT)
+    assert all(0 <= x and x + w <= 200 and 0 <= y < HEIGHT for x, y, w, _ in rows)
+    assert (0, 6, 200, HEIGHT - 12) in rows
+
+
+def test_strip_words_never_carry_typed_text():
+    assert short_action({"action": "type", "text": "hunter2"}) == "type 7 characters"
+    assert short_action({"action": "click", "x": 5, "y": 6}) == "click (5, 6)"
+    assert short_action({"action": "click", "x": 5, "y": 6, "button": "right", "modifiers": ["ctrl"]}) == \
+        "ctrl+right click (5, 6)"
+    assert short_action({"action": "scroll", "x": 1, "y": 2, "direction": "down", "amount": 5}) == "scroll down ×5 (1, 2)"
+    assert short_action({"action": "key", "keys": ["ctrl+l"]}) == "key ctrl+l"
+    assert short_action({"action": "wait", "duration_ms": 1500}) == "wait 1.5 s"
+    assert short_action({"action": "drag", "path": [{"x": 1, "y": 2}, {"x": 3, "y": 4}]}) == "drag (1, 2) → (3, 4)"
+
+
+# ------------------------------------------------------------------------------------ stats
+
+
+def _summary(model, status, steps, tokens, step_ms):
+    return {"model": model, "status": status, "steps": steps, "tokens": tokens, "step_ms": step_ms,
+            "model_ms": [], "exec_ms": step_ms, "settle_ms": [0] * len(step_ms), "duration_s": 2.0}
+
+
+def test_model_stats():
+    stats = model_stats([
+        _summary("a", "done", 2, 100, [100, 300]),
+        _summary("a", "failed", 4, 300, [200]),
+        _summary("b", "cancelled", 1, 0, []),
+    ], running={"c": 1})
+    by = {s["model"]: s for s in stats}
+    assert by["a"]["runs"] == 2 and by["a"]["done"] == 1 and by["a"]["done_rate"] == 0.5
+    assert by["a"]["mean_steps"] == 3 and by["a"]["mean_tokens"] == 200 and by["a"]["mean_step_ms"] == 200
+    assert by["a"]["statuses"] == {"done": 1, "failed": 1}
+    assert by["b"]["done_rate"] == 0 and by["b"]["mean_step_ms"] is None
+    assert by["c"]["runs"] == 0 and by["c"]["running"] == 1 and by["c"]["done_rate"] is None
+
+
+# ------------------------------------------------------------------------------------ metrics
+
+
+def _samples(metrics: Metrics) -> dict[tuple, float]:
+    out = {}
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def test_metrics_from_bus_events():
+    m = Metrics(lambda: {"sessions": {"ready": 2}, "active": 1, "paused": 0, "awaiting": 0}, process=False)
+    step = {"index": 1, "model_ms": 1200, "exec_ms": 40, "settle_ms": 70, "actions": [{"action": "click"}],
+            "usage": {"input_tokens": 1000, "output_tokens": 50}, "error": {"code": "action_failed", "message": "x"}}
+    events = [
+        {"seq": 1, "kind": "run_started", "trace_id": "t1", "model": "openai/x", "ts": 100.0},
+        {"seq": 2, "kind": "step", "trace_id": "t1", "step": step},
+        {"seq": 3, "kind": "retrying", "trace_id": "t1"},
+        {"seq": 4, "kind": "needs_confirmation", "trace_id": "t1", "checks": [{"id": "s", "code": "malicious"}]},
+        {"seq": 5, "kind": "run_finished", "trace_id": "t1", "status": "cancelled", "model": "openai/x", "ts": 104.0,
+         "error": {"code": "cancelled", "message": "by the operator"}},
+    ]
+    m.observe_all(events)
+    m.observe_all(events)  # a replay counts nothing twice
+    s = _samples(m)
+    assert s[("glassdesk_runs_started_total", (("model", "openai/x"),))] == 1
+    assert s[("glassdesk_runs_total", (("model", "openai/x"), ("status", "cancelled")))] == 1
+    assert s[("glassdesk_steps_total", (("model", "openai/x"),))] == 1
+    assert s[("glassdesk_tokens_total", (("kind", "input"), ("model", "openai/x")))] == 1000
+    assert s[("glassdesk_tokens_total", (("kind", "output"), ("model", "openai/x")))] == 50
+    assert s[("glassdesk_errors_total", (("code", "action_failed"), ("level", "step")))] == 1
+    assert s[("glassdesk_errors_total", (("code", "cancelled"), ("level", "run")))] == 1
+    assert s[("glassdesk_model_retries_total", (("model", "openai/x"),))] == 1
+    assert s[("glassdesk_safety_checks_total", (("code", "malicious"),))] == 1
+    assert s[("glassdesk_step_latency_seconds_count", (("model", "openai/x"), ("phase", "model")))] == 1
+    assert s[("glassdesk_step_latency_seconds_sum", (("model", "openai/x"), ("phase", "model")))] == pytest.approx(1.2)
+    assert s[("glassdesk_run_duration_seconds_sum", (("model", "openai/x"),))] == pytest.approx(4.0)
+    assert s[("glassdesk_sessions", (("status", "ready"),))] == 2
+    assert s[("glassdesk_runs_active", ())] == 1
+
+
+# ------------------------------------------------------------------------------------ auth
+
+
+@pytest.mark.parametrize("path,method,open_", [
+    ("/", "GET", True), ("/", "POST", False), ("/console/assets/console.js", "GET", True),
+    ("/console/novnc/core/rfb.js", "HEAD", True), ("/console/../api/v1/sessions", "GET", False),
+    ("/api/v1/sessions", "GET", False), ("/api/v1/events", "GET", False), ("/metrics", "GET", False),
+    ("/healthz", "GET", True), ("/index.html", "GET", False),
+])
+def test_only_the_console_page_and_its_static_files_are_open(path, method, open_):
+    assert is_open({"type": "http", "path": path, "method": method}) is open_

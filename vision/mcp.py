@@ -1,0 +1,866 @@
+"""The MCP server: tools that drive the VISIBLE desktop, over stdio and streamable HTTP.
+
+An agent picks its tool from the catalog's wording, so every description opens with where the tool
+acts: the visible XFCE desktop a person watches live in noVNC. One server definition is served two
+ways: ``glassdesk mcp`` (stdio, its own session manager, see ``run_stdio``) and ``/mcp`` on the API
+server (``mount_http``, behind the same bearer token as the REST routes).
+
+Images: every screenshot a tool returns is a full-resolution 1920x1080 PNG unless the caller asks
+for ``scale`` or a ``region``. Coordinates the tools take are ALWAYS display pixels of the whole
+1920x1080 screen, so with the full image one image pixel is one display pixel and the agent never
+converts. That costs more tokens than a downscaled image would (a client may still downscale it for
+its model); the agent can pass ``screenshot=false`` to an action, or ask ``desktop_screenshot`` for a
+``scale``d or cropped image, and the text that comes with a scaled image says how to convert.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Callable
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
+
+from desktop.actions import (
+    SCREEN_HEIGHT, SCREEN_WIDTH, Button, Click, Direction, DoubleClick, Drag, Key, Move, Point, Region, Scroll, Type,
+    X, Y, _Action,
+)
+from desktop.errors import ActionFailedError, GlassdeskError, InvalidAction, SessionNotFound, describe_validation
+from desktop.sessions import Performed, Session
+from desktop.stack import StackError
+from desktop.windows import WindowError
+from vision.loop import MAX_STEPS_CAP, ActRequest, ActResult, Runner, StepSummary
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from vision.app import Services, Settings
+
+log = logging.getLogger("glassdesk.mcp")
+
+WHERE = ("the VISIBLE XFCE desktop (1920x1080) that the operator watches live in noVNC; Chromium is "
+         "already open")
+ACTS = f"Acts on {WHERE}."
+LOOKS = f"Looks at {WHERE}; changes nothing."
+COORDS = "Coordinates are display pixels of the whole screen: x 0..1919, y 0..1079."
+RETURNS_SHOT = ("Returns the executed command (argv, replayable by hand), the settle time, and the settled "
+                "screenshot after the action as a full 1920x1080 PNG in display pixels (pass screenshot=false "
+                "to skip the image).")
+
+INSTRUCTIONS = f"""\
+glassdesk drives a real, VISIBLE Linux desktop: XFCE at 1920x1080 with Chromium already open and
+maximised. A person may be watching it live in noVNC while you work; `live_view_url` gives the link
+to hand them (view-only by default).
+
+Use these tools when:
+- the user wants to watch what you do ("...so I can watch", "show me", "do it on screen");
+- the UI has no usable DOM or accessibility tree (canvas apps, remote screens, images of UIs);
+- the task needs a desktop application rather than a web page (`desktop_launch`).
+For a headless fetch that nobody needs to watch, a DOM or HTTP tool is the better fit.
+
+How to work:
+- Look first: `desktop_screenshot`. {COORDS} The full screenshot is 1920x1080, so image pixels
+  are display pixels; a `scale`d or `region` image says in its text how to convert.
+- Chromium is already running: navigate with `desktop_open_url` (do not launch another browser),
+  then click, type and press keys with the `desktop_*` tools. Each action returns the settled
+  screen after it, so a separate screenshot is rarely needed. `desktop_zoom` magnifies small text.
+- `vision_act` hands a whole instruction to glassdesk's own vision model loop (it plans, clicks
+  and types by itself, reports progress per step, and returns a trace report); the `vision_*`
+  packs do common jobs the same way: click something by its description, read the visible text,
+  fill a form by its labels.
+- Every tool takes an optional `session`; omit it to use the default session, which is started
+  on first use. `session_create` / `session_list` / `session_close` manage more desktops.
+"""
+
+SessionArg = Annotated[str, Field(description="desktop session id; omit for the default session "
+                                              "(started on first use)")]
+Modifiers = Annotated[list[str] | None, Field(description='keys held during the action, e.g. ["ctrl"] or '
+                                                          '["shift", "alt"]')]
+WantShot = Annotated[bool, Field(description="return the settled screenshot after the action (default true)")]
+REGION = "[x0, y0, x1, y1] in display pixels, x0 < x1 <= 1920, y0 < y1 <= 1080"
+RegionArg = Annotated[list[int], Field(min_length=4, max_length=4, description=REGION)]
+OptRegionArg = Annotated[list[int] | None, Field(min_length=4, max_length=4, description=REGION + "; omit for the "
+                                                 "whole screen")]
+OptX = Annotated[int | None, Field(ge=0, le=SCREEN_WIDTH - 1, description="display pixels, 0..1919; omit (with y) "
+                                   "to act where the pointer is")]
+OptY = Annotated[int | None, Field(ge=0, le=SCREEN_HEIGHT - 1, description="display pixels, 0..1079")]
+ModelArg = Annotated[str | None, Field(description="vision model: provider/model, e.g. "
+                                                   "anthropic/claude-sonnet-4-5, openai/computer-use-preview, "
+                                                   "chat/<model>, ocr (offline), scripted; default: glassdesk.toml's "
+                                                   "default_model, else by the API key present, else ocr")]
+
+
+FIELD_STEPS = 4  # steps one form field may take: find, click, type, done
+
+
+def _annotations(title: str, *, read_only: bool = False, destructive: bool = False, idempotent: bool = False,
+                 open_world: bool = False) -> ToolAnnotations:
+    if read_only:
+        return ToolAnnotations(title=title, read_only_hint=True, open_world_hint=open_world)
+    return ToolAnnotations(title=title, read_only_hint=False, destructive_hint=destructive,
+                           idempotent_hint=idempotent, open_world_hint=open_world)
+
+
+def _text(text: str) -> TextContent:
+    return TextContent(type="text", text=text)
+
+
+def _image(png: bytes) -> ImageContent:
+    return ImageContent(type="image", data=base64.b64encode(png).decode(), mime_type="image/png")
+
+
+def _result(text: str, png: bytes | None = None, structured: dict | None = None, *,
+            error: bool = False) -> CallToolResult:
+    content: list = [_text(text)]
+    if png is not None:
+        content.append(_image(png))
+    return CallToolResult(content=content, structured_content=structured, is_error=error)
+
+
+def _argv_text(executed: list[list[str]]) -> str:
+    return "\n".join(f"  {shlex.join(argv)}" for argv in executed) or "  (nothing)"
+
+
+def error_message(exc: BaseException) -> str | None:
+    """The clear sentence for a failure the caller can correct, or None for a crash."""
+    if isinstance(exc, ValidationError):
+        return f"invalid_argument: {describe_validation(exc)}"
+    if isinstance(exc, GlassdeskError):
+        return f"{exc.code}: {exc.message}"
+    if isinstance(exc, StackError):  # the desktop of a new session did not come up
+        return f"session_unavailable: could not start the desktop: {exc}"
+    return None
+
+
+class GlassdeskMCP(MCPServer):
+    """MCPServer whose tool errors carry glassdesk's typed messages.
+
+    The SDK reports a bad argument as pydantic's multi-line dump and any other exception as a bare
+    "Error executing tool"; the agent needs the one sentence that says what to change, e.g.
+    ``invalid_argument: x: Input should be less than or equal to 1919``.
+    """
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None):
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            message = error_message(exc.__cause__) if exc.__cause__ is not None else None
+            if message is None:
+                raise
+            log.info("tool %s refused: %s", name, message)
+            return CallToolResult(content=[_text(message)], is_error=True)
+
+
+class Desktops:
+    """Session lookup for the tools: the default session is started on first use."""
+
+    def __init__(self, services: "Services", default_session: str):
+        self.services = services
+        self.manager = services.manager
+        self.default = default_session
+        self._create_lock = threading.Lock()
+
+    def get(self, name: str | None) -> Session:
+        """Blocking: may start the default session (seconds). Call from a worker thread."""
+        name = name or self.default
+        session = self.manager.sessions.get(name)
+        if session is not None and session.status != "starting":
+            return session
+        if name != self.default:
+            if session is None:
+                raise SessionNotFound(f"no session {name!r}; session_list lists them, session_create starts one, "
+                                      f"or omit session for the default ({self.default!r})")
+            return session
+        with self._create_lock:  # one creator; a concurrent caller waits for it, then finds the session
+            session = self.manager.sessions.get(name)
+            if session is None:
+                log.info("starting the default session %r", name)
+                session = self.manager.create(name, pinned=True)
+            return session
+
+    def runner(self, name: str | None) -> Runner:
+        return self.services.runners.get(self.get(name).id)
+
+
+def _report_url(ctx: Context, services: "Services", result: ActResult) -> str:
+    """Where a person can open the run's report: the API's URL when called over HTTP, else a
+    file:// URL of the report.html the loop wrote into the trace directory (stdio has no web server)."""
+    path = f"/api/v1/traces/{result.trace_id}/report"
+    try:
+        request = ctx.request_context.request
+    except ValueError:
+        request = None
+    if request is not None and hasattr(request, "url"):
+        host = request.headers.get("host") or request.url.netloc
+        return f"{request.url.scheme}://{host}{path}"
+    report = getattr(result, "report_path", None)
+    try:
+        if not report:
+            from vision.report import write_report
+
+            report = write_report(services.store, result.trace_id)
+        return Path(report).resolve().as_uri()
+    except Exception:  # the report is a convenience; the run's result stands without it
+        log.exception("could not write the report of trace %s", result.trace_id)
+        return path
+
+
+async def blocking(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run blocking desktop work (X, xdotool, process starts) in a worker thread. If the call is
+    cancelled (the client cancelled it, or the server is shutting down) the caller returns at once
+    and the thread finishes on its own; nothing waits for it."""
+    return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
+
+
+def _describe_step(step: StepSummary) -> str:
+    actions = ", ".join(a.get("action", "?") + (f"({a['x']},{a['y']})" if "x" in a and a.get("x") is not None else "")
+                        for a in step.actions) or "no action"
+    text = f"step {step.index}: {actions}"
+    if step.error:
+        text += f" - {step.error.get('code')}: {step.error.get('message')}"
+    return text
+
+
+async def _run_loop(runner: Runner, request: ActRequest, ctx: Context, *, total: int | None = None,
+                    offset: int = 0, label: str = "") -> ActResult:
+    """Run the loop in a worker thread; report one progress notification per step."""
+
+    def on_step(step: StepSummary) -> None:
+        message = f"{label}{_describe_step(step)}"
+        try:
+            anyio.from_thread.run(ctx.report_progress, offset + step.index, total or request.max_steps, message)
+        except Exception:  # the client went away or the request ended: the run goes on
+            log.debug("progress not delivered", exc_info=True)
+
+    try:
+        return await blocking(runner.act, request, on_step)
+    except anyio.get_cancelled_exc_class():
+        runner.cancel()  # the client cancelled the call: stop the run rather than orphan it
+        raise
+
+
+def _act_summary(result: ActResult, report_url: str) -> dict:
+    return {"status": result.status, "answer": result.answer, "error": result.error, "steps": len(result.steps),
+            "trace_id": result.trace_id, "report_url": report_url,
+            "tokens": result.usage.model_dump()}
+
+
+def _act_text(title: str, result: ActResult, report_url: str) -> str:
+    lines = [f"{title}: status {result.status}"]
+    if result.answer:
+        lines.append(f"answer: {result.answer}")
+    if result.error:
+        lines.append(f"error: {result.error.get('code')}: {result.error.get('message')}")
+    if result.pending_safety_checks:
+        lines.append("waiting for the operator to approve: " +
+                     "; ".join(f"[{c.code}] {c.message}" for c in result.pending_safety_checks))
+    lines += [_describe_step(s) for s in result.steps]
+    lines.append(f"trace report: {report_url}")
+    lines.append("The image is the screen when the run returned (1920x1080 display pixels).")
+    return "\n".join(lines)
+
+
+def _quote(text: str) -> str:
+    """A value inside the ocr grammar's double quotes."""
+    return text.replace('"', "'")
+
+
+def build_server(services: "Services", *, default_session: str = "default") -> GlassdeskMCP:
+    """The MCP server over the shared services. Tools block in worker threads, never on the loop."""
+    desktops = Desktops(services, default_session)
+    server = GlassdeskMCP("glassdesk", title="glassdesk: a visible desktop", instructions=INSTRUCTIONS,
+                          version="0.1.0")
+    server.desktops = desktops  # for the stdio runner's warm-up, and for tests
+
+    async def perform(session: str, action: _Action, what: str, screenshot: bool) -> CallToolResult:
+        def work() -> tuple[Session, Performed]:
+            target = desktops.get(session)
+            return target, target.perform(action)
+
+        target, done = await blocking(work)
+        return _performed(target, done, what, screenshot, action.action)
+
+    def _performed(target: Session, done: Performed, what: str, screenshot: bool, action: str,
+                   extra: dict | None = None) -> CallToolResult:
+        text = (f"{what} on session {target.id!r}: done, screen settled after {done.settle_ms} ms "
+                f"(the action took {done.duration_ms:.0f} ms).\nexecuted:\n{_argv_text(done.executed)}")
+        if screenshot:
+            text += "\nThe image is the settled screen after it: 1920x1080, image pixels = display pixels."
+        structured = {"session": target.id, "action": action, "executed": done.executed,
+                      "duration_ms": round(done.duration_ms, 1), "settle_ms": done.settle_ms, **(extra or {})}
+        return _result(text, done.frame.png if screenshot else None, structured)
+
+    def _point(x: int | None, y: int | None) -> str:
+        return f"({x}, {y})" if x is not None else "at the pointer"
+
+    # ------------------------------------------------------------------------------ look
+
+    @server.tool(name="desktop_screenshot", title="Screenshot the visible desktop",
+                 annotations=_annotations("Screenshot the visible desktop", read_only=True),
+                 description=f"{LOOKS} Returns a PNG of the screen as the person watching sees it, with the "
+                             f"pointer position and Chromium's current URL. {COORDS} By default the image is the "
+                             "full 1920x1080 screen, so image pixels ARE display pixels. Optional: `region` "
+                             "[x0, y0, x1, y1] crops; `scale` (0.1..1) shrinks to save tokens - then divide "
+                             "image coordinates by scale (and add x0, y0 for a region) to get display pixels.")
+    async def desktop_screenshot(region: OptRegionArg = None,
+                                 scale: Annotated[float, Field(ge=0.1, le=1.0,
+                                                               description="0.1..1; 1.0 = full size")] = 1.0,
+                                 session: SessionArg = default_session) -> CallToolResult:
+        box = Region.model_validate(region) if region is not None else None
+
+        def work():
+            target = desktops.get(session)
+            frame = target.capture()
+            try:
+                pointer = target.executor.cursor()
+            except Exception:
+                pointer = None
+            return target, frame, pointer, target.windows.page_url()
+
+        target, frame, pointer, url = await blocking(work)
+        if box is None and scale == 1.0:
+            png, size = frame.png, (frame.width, frame.height)
+            how = "full screen, image pixels = display pixels"
+        elif box is None:
+            size = (max(1, round(SCREEN_WIDTH * scale)), max(1, round(SCREEN_HEIGHT * scale)))
+            png = frame.scaled_png(*size)
+            how = f"whole screen scaled by {scale:g}: display x = image x / {scale:g}, display y = image y / {scale:g}"
+        else:
+            size = (max(1, round(box.width * scale)), max(1, round(box.height * scale)))
+            png = frame.crop_png(box, scale)
+            how = (f"region [{box.x0}, {box.y0}, {box.x1}, {box.y1}] at scale {scale:g}: display x = {box.x0} + "
+                   f"image x / {scale:g}, display y = {box.y0} + image y / {scale:g}")
+        text = f"Screenshot of session {target.id!r} (display {target.stack.display}): {size[0]}x{size[1]} PNG, {how}."
+        if pointer:
+            text += f"\npointer at: {pointer[0]}, {pointer[1]} (display pixels)"
+        if url:
+            text += f"\nChromium URL: {url}"
+        structured = {"session": target.id, "width": size[0], "height": size[1], "region": region, "scale": scale,
+                      "pointer": list(pointer) if pointer else None, "url": url}
+        return _result(text, png, structured)
+
+    @server.tool(name="desktop_zoom", title="Zoom into a region of the visible desktop",
+                 annotations=_annotations("Zoom into a region of the visible desktop", read_only=True),
+                 description=f"{LOOKS} Returns a magnified PNG of one region, to read small text or check "
+                             f"details before clicking. {COORDS} Image pixel (ix, iy) is display pixel "
+                             "(x0 + ix / scale, y0 + iy / scale).")
+    async def desktop_zoom(region: RegionArg,
+                           scale: Annotated[float, Field(gt=0, le=4, description="magnification, default 2")] = 2.0,
+                           session: SessionArg = default_session) -> CallToolResult:
+        box = Region.model_validate(region)
+        target = await blocking(desktops.get, session)
+        frame = await blocking(target.capture)
+        png = frame.crop_png(box, scale)
+        width, height = max(1, round(box.width * scale)), max(1, round(box.height * scale))
+        text = (f"Region [{box.x0}, {box.y0}, {box.x1}, {box.y1}] of session {target.id!r} at {scale:g}x: "
+                f"{width}x{height} PNG. display x = {box.x0} + image x / {scale:g}, display y = {box.y0} + "
+                f"image y / {scale:g}.")
+        return _result(text, png, {"session": target.id, "region": region, "scale": scale, "width": width,
+                                   "height": height})
+
+    @server.tool(name="desktop_windows", title="List windows on the visible desktop",
+                 annotations=_annotations("List windows on the visible desktop", read_only=True),
+                 description=f"{LOOKS} Lists the open windows (id, title, class, pid, geometry in display "
+                             "pixels), e.g. to find a program started with desktop_launch.")
+    async def desktop_windows(session: SessionArg = default_session) -> CallToolResult:
+        def work():
+            target = desktops.get(session)
+            return target, target.windows.list()
+
+        target, windows = await blocking(work)
+        rows = [w.model_dump() for w in windows]
+        lines = [f"{w.id}  {w.wm_class}  {w.width}x{w.height}+{w.x}+{w.y}  pid={w.pid}  {w.title}" for w in windows]
+        text = f"{len(windows)} windows on session {target.id!r}:\n" + "\n".join(lines)
+        return _result(text, None, {"session": target.id, "windows": rows})
+
+    # ------------------------------------------------------------------------------ input
+
+    @server.tool(name="desktop_click", title="Click on the visible desktop",
+                 annotations=_annotations("Click on the visible desktop", destructive=True, open_world=True),
+                 description=f"{ACTS} Moves the pointer to (x, y) and clicks, as a person would; the operator "
+                             f"sees it happen. {COORDS} {RETURNS_SHOT}")
+    async def desktop_click(x: X, y: Y, button: Button = "left", modifiers: Modifiers = None,
+                            screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
+        action = Click(x=x, y=y, button=button, modifiers=modifiers or [])
+        return await perform(session, action, f"{button} click at ({x}, {y})", screenshot)
+
+    @server.tool(name="desktop_double_click", title="Double-click on the visible desktop",
+                 annotations=_annotations("Double-click on the visible desktop", destructive=True, open_world=True),
+                 description=f"{ACTS} Double-clicks at (x, y): open a file or icon, select a word. {COORDS} "
+                             f"{RETURNS_SHOT}")
+    async def desktop_double_click(x: X, y: Y, button: Button = "left", modifiers: Modifiers = None,
+                                   screenshot: WantShot = True,
+                                   session: SessionArg = default_session) -> CallToolResult:
+        action = DoubleClick(x=x, y=y, button=button, modifiers=modifiers or [])
+        return await perform(session, action, f"double click at ({x}, {y})", screenshot)
+
+    @server.tool(name="desktop_move", title="Move the pointer on the visible desktop",
+                 annotations=_annotations("Move the pointer on the visible desktop", idempotent=True, open_world=True),
+                 description=f"{ACTS} Moves the pointer to (x, y) without clicking, e.g. to hover a menu or "
+                             f"show a tooltip. {COORDS} {RETURNS_SHOT}")
+    async def desktop_move(x: X, y: Y, screenshot: WantShot = True,
+                           session: SessionArg = default_session) -> CallToolResult:
+        return await perform(session, Move(x=x, y=y), f"move to ({x}, {y})", screenshot)
+
+    @server.tool(name="desktop_drag", title="Drag on the visible desktop",
+                 annotations=_annotations("Drag on the visible desktop", destructive=True, open_world=True),
+                 description=f"{ACTS} Presses at (start_x, start_y), moves to (end_x, end_y) and releases: "
+                             f"sliders, selections, drag and drop. {COORDS} {RETURNS_SHOT}")
+    async def desktop_drag(start_x: X, start_y: Y, end_x: X, end_y: Y, button: Button = "left",
+                           modifiers: Modifiers = None, screenshot: WantShot = True,
+                           session: SessionArg = default_session) -> CallToolResult:
+        action = Drag(path=[Point(x=start_x, y=start_y), Point(x=end_x, y=end_y)], button=button,
+                      modifiers=modifiers or [])
+        return await perform(session, action, f"drag ({start_x}, {start_y}) -> ({end_x}, {end_y})", screenshot)
+
+    @server.tool(name="desktop_scroll", title="Scroll on the visible desktop",
+                 annotations=_annotations("Scroll on the visible desktop", open_world=True),
+                 description=f"{ACTS} Turns the mouse wheel at (x, y) (or where the pointer is): "
+                             f"direction up/down/left/right, amount in notches (about 3 lines each). {COORDS} "
+                             f"{RETURNS_SHOT}")
+    async def desktop_scroll(direction: Direction = "down",
+                             amount: Annotated[int, Field(ge=1, le=50, description="wheel notches")] = 3,
+                             x: OptX = None, y: OptY = None, modifiers: Modifiers = None,
+                             screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
+        action = Scroll(x=x, y=y, direction=direction, amount=amount, modifiers=modifiers or [])
+        return await perform(session, action, f"scroll {direction} {amount} {_point(x, y)}", screenshot)
+
+    @server.tool(name="desktop_type", title="Type text on the visible desktop",
+                 annotations=_annotations("Type text on the visible desktop", destructive=True, open_world=True),
+                 description=f"{ACTS} Types text into whatever has the keyboard focus, like a person typing "
+                             "(click the field first). Newlines press Enter. For shortcuts and special keys use "
+                             f"desktop_key. {RETURNS_SHOT}")
+    async def desktop_type(text: Annotated[str, Field(min_length=1, max_length=20_000)],
+                           screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        return await perform(session, Type(text=text), f"type {shown!r}", screenshot)
+
+    @server.tool(name="desktop_key", title="Press keys on the visible desktop",
+                 annotations=_annotations("Press keys on the visible desktop", destructive=True, open_world=True),
+                 description=f"{ACTS} Presses keys or chords in order, e.g. \"ctrl+l\", [\"ctrl+a\", \"Delete\"], "
+                             "\"Return\", \"alt+Tab\", \"Page_Down\". Names: ctrl, alt, shift, super, enter, esc, "
+                             f"tab, backspace, delete, arrows, F1..F12, or any X keysym. {RETURNS_SHOT}")
+    async def desktop_key(keys: Annotated[list[str] | str, Field(description='one chord ("ctrl+l"), several separated '
+                                                                             'by spaces, or a list of chords')],
+                          screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
+        action = Key(keys=keys)
+        return await perform(session, action, f"keys {' '.join(action.keys)}", screenshot)
+
+    # ------------------------------------------------------------------------------ programs
+
+    def _window_op(target: Session, fn: Callable[[], list[list[str]]]) -> Performed:
+        try:
+            return target.settled_after(fn)
+        except WindowError as exc:
+            raise InvalidAction(str(exc)) from exc
+        except (RuntimeError, OSError) as exc:
+            raise ActionFailedError(str(exc)) from exc
+
+    @server.tool(name="desktop_open_url", title="Open a URL in the visible Chromium",
+                 annotations=_annotations("Open a URL in the visible Chromium", idempotent=True, open_world=True),
+                 description=f"{ACTS} Navigates the already-open Chromium's front tab to a URL (http, https, "
+                             "file, about, data) and brings Chromium to the front, so the operator sees the page "
+                             f"load. Do not launch another browser. {RETURNS_SHOT}")
+    async def desktop_open_url(url: Annotated[str, Field(min_length=1, description="e.g. https://example.com")],
+                               screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
+        def work():
+            target = desktops.get(session)
+            return target, _window_op(target, lambda: target.windows.open_url(url))
+
+        target, done = await blocking(work)
+        return _performed(target, done, f"open {url}", screenshot, "open_url", {"url": url})
+
+    @server.tool(name="desktop_launch", title="Launch a program on the visible desktop",
+                 annotations=_annotations("Launch a program on the visible desktop", open_world=True),
+                 description=f"{ACTS} Starts a desktop program (e.g. mousepad, xfce4-terminal, thunar) "
+                             "detached, on the session's display; it ends with the session. Chromium is already "
+                             f"running: use desktop_open_url for web pages. {RETURNS_SHOT}")
+    async def desktop_launch(command: Annotated[str, Field(min_length=1, description="program name on PATH")],
+                             args: Annotated[list[str] | None, Field(description="its arguments")] = None,
+                             screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
+        pid: list[int] = []
+
+        def work():
+            target = desktops.get(session)
+
+            def run():
+                argv, started = target.windows.launch(command, args or [])
+                pid.append(started)
+                return argv
+
+            return target, _window_op(target, run)
+
+        target, done = await blocking(work)
+        return _performed(target, done, f"launch {shlex.join([command, *(args or [])])}", screenshot, "launch",
+                          {"pid": pid[0] if pid else None})
+
+    # ------------------------------------------------------------------------------ vision
+
+    async def act(ctx: Context, session: str, instruction: str, *, model: str | None, max_steps: int,
+                  script: list[dict] | None = None, secrets: dict[str, str] | None = None,
+                  total: int | None = None, offset: int = 0, label: str = "") -> ActResult:
+        request = ActRequest(instruction=instruction, model=model, max_steps=max_steps, script=script,
+                             secrets=secrets or {})
+        runner = await blocking(desktops.runner, session)
+        return await _run_loop(runner, request, ctx, total=total, offset=offset, label=label)
+
+    def _model_family(model: str | None) -> str:
+        return services.config.resolve(model).split("/", 1)[0]
+
+    def _from_run(title: str, result: ActResult, ctx: Context, *, error_unless_done: bool, extra: dict | None = None):
+        url = _report_url(ctx, services, result)
+        png = base64.b64decode(result.final_screenshot) if result.final_screenshot else None
+        structured = {**_act_summary(result, url), **(extra or {})}
+        return _result(_act_text(title, result, url), png, structured,
+                       error=error_unless_done and result.status != "done")
+
+    @server.tool(name="vision_act", title="Do a task on the visible desktop with the vision model",
+                 annotations=_annotations("Do a task on the visible desktop with the vision model",
+                                          destructive=True, open_world=True),
+                 description=f"{ACTS} Hands a whole instruction (\"open example.com and click Sign in\") to "
+                             "glassdesk's vision loop: it screenshots, asks the vision model what to do, clicks and "
+                             "types, waits for the screen to settle, and repeats until done or max_steps. Sends a "
+                             "progress notification per step. Returns the status (done, failed, max_steps, "
+                             "budget_exceeded, needs_confirmation, cancelled), the model's answer, the final "
+                             "screenshot and the URL of the trace report (every step's screenshots and commands).")
+    async def vision_act(instruction: Annotated[str, Field(min_length=1, max_length=10_000,
+                                                           description="what to do, in plain words")],
+                         ctx: Context, model: ModelArg = None,
+                         max_steps: Annotated[int, Field(ge=1, le=MAX_STEPS_CAP)] = 10,
+                         script: Annotated[list[dict] | None, Field(description="only for model 'scripted' (demos "
+                                           "and tests): the actions to replay, e.g. [{\"action\": \"click\", \"x\": "
+                                           "10, \"y\": 20}, {\"action\": \"done\"}]")] = None,
+                         secrets: Annotated[dict[str, str] | None, Field(description="values typed where the "
+                                            "instruction or the model writes {{name}}; never sent to the model nor "
+                                            "written to the trace")] = None,
+                         session: SessionArg = default_session) -> CallToolResult:
+        result = await act(ctx, session, instruction, model=model, max_steps=max_steps, script=script, secrets=secrets)
+        return _from_run("vision_act", result, ctx, error_unless_done=False)
+
+    @server.tool(name="vision_click_anywhere", title="Click something on the visible desktop by its description",
+                 annotations=_annotations("Click something on the visible desktop by its description",
+                                          destructive=True, open_world=True),
+                 description=f"{ACTS} Finds what you describe on the screen (a button's text, a link, a label) "
+                             "with the vision model and clicks it - no coordinates needed. Returns where it "
+                             "clicked, the screenshot after, and the trace report URL; an error if it was not found.")
+    async def vision_click_anywhere(target: Annotated[str, Field(min_length=1, max_length=500, description=
+                                                                 "what to click, e.g. the visible text \"Sign in\"")],
+                                    ctx: Context, model: ModelArg = None, session: SessionArg = default_session,
+                                    ) -> CallToolResult:
+        instruction = f'click "{_quote(target)}"'
+        if _model_family(model) != "ocr":
+            instruction += ". Click it once, then stop and say done."
+        result = await act(ctx, session, instruction, model=model, max_steps=3)
+        clicks = [{"x": a["x"], "y": a["y"]} for s in result.steps for a in s.actions
+                  if a.get("action") in ("click", "double_click") and a.get("x") is not None]
+        return _from_run(f"click {target!r}", result, ctx, error_unless_done=True, extra={"clicked": clicks})
+
+    @server.tool(name="vision_extract_visible_text", title="Read the text on the visible desktop",
+                 annotations=_annotations("Read the text on the visible desktop", read_only=True, open_world=True),
+                 description=f"{LOOKS} Reads the text visible on the screen with the vision model (offline OCR "
+                             "by default) and returns it, plus the screenshot it read and the trace report URL.")
+    async def vision_extract_visible_text(ctx: Context, model: ModelArg = None,
+                                          session: SessionArg = default_session) -> CallToolResult:
+        instruction = "read the screen"
+        if _model_family(model) != "ocr":
+            instruction += (": reply with all the text visible on the screen, top to bottom, and do not click, "
+                            "type or press anything.")
+        result = await act(ctx, session, instruction, model=model, max_steps=2)
+        return _from_run("visible text", result, ctx, error_unless_done=True, extra={"text": result.answer})
+
+    @server.tool(name="vision_fill_form_by_label", title="Fill a form on the visible desktop by its labels",
+                 annotations=_annotations("Fill a form on the visible desktop by its labels",
+                                          destructive=True, open_world=True),
+                 description=f"{ACTS} Fills form fields found by their visible labels: for each label -> "
+                             "value pair the vision model finds the field next to the label, clicks it and types "
+                             "the value. Does not submit (click the button yourself, or vision_click_anywhere). "
+                             "Returns each field's outcome, the final screenshot and the trace report URLs.")
+    async def vision_fill_form_by_label(fields: Annotated[dict[str, str], Field(min_length=1, max_length=50,
+                                                                               description="label -> value, e.g. "
+                                                                               "{\"Email\": \"ann@example.com\"}")],
+                                        ctx: Context, model: ModelArg = None,
+                                        session: SessionArg = default_session) -> CallToolResult:
+        family = _model_family(model)
+        outcomes, last, step_base = [], None, 0
+        # One run per field: the ocr grammar takes one command per instruction, and a failed field
+        # then says which one failed while the others are still filled.
+        for label, value in fields.items():
+            instruction = f'type "{_quote(value)}" into "{_quote(label)}"'
+            if family != "ocr":
+                instruction += (f". The field is the input next to or below the label {label!r}: click it, "
+                                "select what it holds, type the value, then stop and say done.")
+            result = await act(ctx, session, instruction, model=model, max_steps=FIELD_STEPS,
+                               total=FIELD_STEPS * len(fields), offset=step_base, label=f"{label}: ")
+            step_base += len(result.steps)
+            url = _report_url(ctx, services, result)
+            outcomes.append({"label": label, "status": result.status, "error": result.error,
+                             "trace_id": result.trace_id, "report_url": url})
+            last = result
+        failed = [o for o in outcomes if o["status"] != "done"]
+        lines = [f"filled {len(outcomes) - len(failed)} of {len(outcomes)} fields"]
+        for o in outcomes:
+            why = f" - {o['error'].get('code')}: {o['error'].get('message')}" if o["error"] else ""
+            lines.append(f"{o['label']}: {o['status']}{why} (report: {o['report_url']})")
+        lines.append("The image is the screen after the last field (1920x1080 display pixels).")
+        png = base64.b64decode(last.final_screenshot) if last and last.final_screenshot else None
+        return _result("\n".join(lines), png, {"fields": outcomes}, error=bool(failed))
+
+    # ------------------------------------------------------------------------------ sessions
+
+    def _info(session: Session) -> dict:
+        info = session.info().model_dump(mode="json")
+        info["default"] = session.id == desktops.default
+        return info
+
+    @server.tool(name="session_create", title="Start a new visible desktop session",
+                 annotations=_annotations("Start a new visible desktop session"),
+                 description="Manages the VISIBLE desktop sessions: starts one more XFCE desktop (1920x1080, "
+                             "Chromium open, its own noVNC live view) and returns its id and live-view URL. Pass "
+                             "the id as `session` to the other tools. Takes a few seconds.")
+    async def session_create(session: Annotated[str | None, Field(description="a name for it (1-32 of a-z 0-9 - _); "
+                                                                              "generated when omitted")] = None,
+                             ) -> CallToolResult:
+        created = await blocking(services.manager.create, session)
+        info = _info(created)
+        return _result(f"session {created.id!r} started on display {created.stack.display}\n"
+                       f"live view (view-only): {created.stack.novnc_url()}", None, info)
+
+    @server.tool(name="session_list", title="List the visible desktop sessions",
+                 annotations=_annotations("List the visible desktop sessions", read_only=True),
+                 description="Looks at the VISIBLE desktop sessions (XFCE 1920x1080, watched live in noVNC); "
+                             "changes nothing. Lists each session's id, status, display and view-only live-view "
+                             "URL, and which one is the default.")
+    async def session_list() -> CallToolResult:
+        sessions = [_info(s) for s in services.manager.list()]
+        lines = [f"{s['id']}{' (default)' if s['default'] else ''}: {s['status']} on {s['display']}  "
+                 f"live view: {s['novnc_url']}" for s in sessions]
+        if not any(s["default"] for s in sessions):
+            lines.append(f"(the default session {desktops.default!r} starts on first use)")
+        return _result("\n".join(lines) or "no sessions", None, {"sessions": sessions,
+                                                                 "default": desktops.default})
+
+    @server.tool(name="session_close", title="Close a visible desktop session",
+                 annotations=_annotations("Close a visible desktop session", destructive=True, idempotent=False),
+                 description="Manages the VISIBLE desktop sessions: closes one, ending its desktop, its programs "
+                             "and its live view (the person watching loses the picture). Unsaved work in it is lost.")
+    async def session_close(session: Annotated[str, Field(description="the session id to close")]) -> CallToolResult:
+        try:
+            await blocking(services.manager.delete, session)
+        except SessionNotFound as exc:
+            raise SessionNotFound(f"no session {session!r}; session_list lists them") from exc
+        return _result(f"session {session!r} closed", None, {"session": session, "closed": True})
+
+    @server.tool(name="live_view_url", title="Live-view URL of the visible desktop",
+                 annotations=_annotations("Live-view URL of the visible desktop", read_only=True),
+                 description=f"{LOOKS} Returns the noVNC URL where a person can watch this desktop live in a "
+                             "browser: give it to the user when they want to watch. View-only by default; "
+                             "control=true returns a URL that also lets them take over mouse and keyboard.")
+    async def live_view_url(control: Annotated[bool, Field(description="let the viewer drive too")] = False,
+                            session: SessionArg = default_session) -> CallToolResult:
+        target = await blocking(desktops.get, session)
+        url = target.stack.novnc_url(control=control)
+        mode = "watch and control" if control else "watch only"
+        return _result(f"{url}\n(open it in a browser to {mode} session {target.id!r} live)", None,
+                       {"session": target.id, "url": url, "control": control})
+
+    return server
+
+
+# ---------------------------------------------------------------------------------- streamable HTTP
+
+
+def transport_security(settings: "Settings", public_host: str | None = None) -> TransportSecuritySettings:
+    """Host/Origin checks for /mcp.
+
+    DNS-rebinding protection stays ON: a web page on evil.example whose name an attacker re-points
+    at 127.0.0.1 reaches this server with ``Host: evil.example`` and is refused (421) before any
+    tool runs, and a browser request from a foreign page's Origin is refused (403). Allowed are the
+    loopback names on any port (so local clients and tests work), the address the server is bound
+    to, and the public host name the URLs are printed with (GLASSDESK_PUBLIC_HOST / --public-host).
+    The bearer token, when set, guards /mcp as it guards every other route.
+    """
+    hosts = {"127.0.0.1", "localhost", "[::1]"}
+    for name in (settings.host, public_host):
+        if name and name not in ("0.0.0.0", "::"):
+            hosts.add(f"[{name}]" if ":" in name else name)
+    allowed_hosts = sorted({f"{h}:*" for h in hosts} | hosts)
+    allowed_origins = sorted({f"{scheme}://{h}{port}" for h in hosts for scheme in ("http", "https")
+                              for port in ("", ":*")})
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
+                                     allowed_origins=allowed_origins)
+
+
+def mount_http(app: "FastAPI", services: "Services", settings: "Settings") -> GlassdeskMCP:
+    """Serve the MCP server at /mcp on the API app; enter ``server.session_manager.run()`` in the
+    app's lifespan (a mounted app's own lifespan does not run).
+
+    The route is added at exactly /mcp (a Starlette Mount would answer /mcp/ and redirect /mcp).
+    """
+    server = build_server(services)
+    public_host = getattr(services.manager.stack_config, "public_host", None)
+    mcp_app = server.streamable_http_app(streamable_http_path="/mcp",
+                                         transport_security=transport_security(settings, public_host))
+    app.router.routes.extend(mcp_app.routes)
+    return server
+
+
+# ---------------------------------------------------------------------------------- stdio
+
+
+def default_stdio_data_dir() -> Path:
+    """MCP clients start servers in an arbitrary working directory (often /), so traces go to
+    $GLASSDESK_DATA_DIR, else the user's data directory, not ./data."""
+    if os.environ.get("GLASSDESK_DATA_DIR"):
+        return Path(os.environ["GLASSDESK_DATA_DIR"])
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "glassdesk"
+
+
+OWNER_VAR = "GLASSDESK_MCP_OWNER"
+
+# The backstop for a `glassdesk mcp` that dies without closing its sessions (SIGKILL, a crash, an
+# MCP client that kills it two seconds after closing stdin). It runs in its own session, so the
+# client's kill of our process group does not reach it; it blocks on a pipe whose only writer is
+# the glassdesk process, and once that end closes - however the process ended - it ends every
+# process carrying this server's owner mark (all the desktops' processes inherit it) and removes
+# the sessions' directory. Standard library only: it must start fast and stay small.
+REAPER = r"""
+import os, shutil, signal, sys, time
+fd, mark, root = int(sys.argv[1]), sys.argv[2].encode(), sys.argv[3]
+while os.read(fd, 1):
+    pass
+def owned():
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                with open("/proc/%s/environ" % name, "rb") as fh:
+                    if mark in fh.read().split(b"\0"):
+                        found.append(int(name))
+            except OSError:
+                pass
+    return found
+for sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGKILL, signal.SIGKILL):
+    pids = owned()
+    if not pids:
+        break
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+    time.sleep(0.3)
+shutil.rmtree(root, ignore_errors=True)
+"""
+
+
+def _start_reaper(root: Path) -> None:
+    token = os.urandom(8).hex()
+    os.environ[OWNER_VAR] = token  # inherited by every process the sessions start (stack.env copies os.environ)
+    read_fd, write_fd = os.pipe()  # both ends non-inheritable: only the reaper gets read_fd, only we hold write_fd
+    env = {k: v for k, v in os.environ.items() if k != OWNER_VAR}
+    subprocess.Popen([sys.executable, "-c", REAPER, str(read_fd), f"{OWNER_VAR}={token}", str(root)],
+                     pass_fds=(read_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     start_new_session=True, env=env)
+    os.close(read_fd)
+    _KEEP.append(write_fd)  # held open for the life of the process; its closing is the signal
+
+
+_KEEP: list[int] = []
+
+
+def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: str | None = None,
+              data_dir: str | None = None) -> int:
+    """``glassdesk mcp``: serve over stdin/stdout with this process's own sessions.
+
+    stdout carries the protocol, so everything else (logging, rich) goes to stderr, and the SDK
+    points fd 1 at stderr while it serves. The session is started in the background right away, so
+    the client's handshake is answered at once and the first tool call waits for the desktop only
+    as long as it still needs. When stdin closes, or on SIGTERM/SIGINT/SIGHUP, every session this
+    process started is closed before it exits; a reaper process makes sure of it even if this
+    process is killed outright.
+    """
+    from desktop.sessions import SessionManager
+    from desktop.stack import StackConfig, tagged_pids
+    from vision.app import Services, Settings
+
+    root = Path(tempfile.mkdtemp(prefix="glassdesk-mcp-"))
+    _start_reaper(root)
+    log.info("glassdesk mcp: session files in %s", root)
+    settings = Settings(max_sessions=max_sessions, idle_ttl_s=24 * 3600,
+                        data_dir=str(data_dir or default_stdio_data_dir()))
+    manager = SessionManager(root=root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
+                             stack_config=StackConfig(public_host=public_host))
+    services = Services.build(manager, settings)
+    server = build_server(services, default_session=session)
+
+    closing = threading.Lock()
+
+    def close_all() -> None:
+        if not closing.acquire(blocking=False):
+            return  # already closing
+        log.info("closing %d session(s)", len(manager.sessions))
+        # A desktop still starting holds its stack's lock until it is up; end its processes now so
+        # the start fails at once instead of finishing first.
+        for starting in [s for s in manager.sessions.values() if s.status == "starting"]:
+            for pid in tagged_pids(starting.stack.tag):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        try:
+            manager.close()
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def on_signal(signum, _frame) -> None:
+        for other in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(other, signal.SIG_IGN)  # a second signal must not cut the cleanup short
+        # The stdin reader thread cannot be interrupted, so a signal does not unwind the server:
+        # close what this process started, then leave at once.
+        log.info("signal %s: stopping", signal.Signals(signum).name)
+        close_all()
+        os._exit(0)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    def warm_up() -> None:
+        try:
+            target = server.desktops.get(session)
+            log.info("session %r ready on %s; live view: %s", target.id, target.stack.display,
+                     target.stack.novnc_url())
+        except Exception as exc:  # reported again to the first tool call that needs the session
+            if not closing.locked():
+                log.error("could not start session %r: %s", session, exc)
+
+    threading.Thread(target=warm_up, name="glassdesk-mcp-warmup", daemon=True).start()
+    try:
+        anyio.run(server.run_stdio_async)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # finish the cleanup whatever arrives now
+        close_all()
+    return 0
+
+
+def stderr_logging(level: int = logging.INFO) -> None:
+    """Route every log record to stderr (stdout is the MCP protocol under stdio)."""
+    logging.basicConfig(level=level, stream=sys.stderr, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
