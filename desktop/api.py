@@ -166,6 +166,8 @@ def add_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"error": exc.to_dict()}, status_code=exc.status)
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        message = describe_errors(exc.errors())
-        return JSONResponse({"error": {"code": "invalid_action", "message": message}}, status_code=422)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # A bad desktop action is invalid_action; any other bad body (a vision run, a session) is
+        # invalid_request.
+        code = "invalid_action" if "/desktop/" in request.url.path else "invalid_request"
+        return JSONResponse({"error": {"code": code, "message": describe_errors(exc.errors())}}, status_code=422)

@@ -178,6 +178,16 @@ class SessionManager:
         self._supervisor.start()
         # Sessions that must not expire while idle (the one `glassdesk up` starts).
         self.pinned: set[str] = set()
+        # Called with (what, session_id) on "created", "deleted", "restarted": how the interfaces
+        # learn of changes without this module knowing them.
+        self.listeners: list = []
+
+    def _notify(self, what: str, session_id: str) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(what, session_id)
+            except Exception:  # a listener's trouble is not the session's
+                log.exception("session listener failed on %s %s", what, session_id)
 
     def create(self, session_id: str | None = None, *, pinned: bool = False) -> Session:
         if session_id is not None and not SESSION_ID.match(session_id):
@@ -205,6 +215,7 @@ class SessionManager:
         session.touch()  # idle time counts from when it can be used, not from before it started
         session.status = "ready"
         log.info("session %s ready on %s", session_id, session.stack.display)
+        self._notify("created", session_id)
         return session
 
     def get(self, session_id: str) -> Session:
@@ -224,6 +235,7 @@ class SessionManager:
         session.close()
         shutil.rmtree(session.stack.workdir, ignore_errors=True)
         log.info("session %s deleted", session_id)
+        self._notify("deleted", session_id)
 
     def close(self) -> None:
         self._stop.set()
@@ -237,7 +249,8 @@ class SessionManager:
         while not self._stop.wait(self._supervise_every_s):
             for session in list(self.sessions.values()):
                 try:
-                    session.heal()
+                    if session.heal():
+                        self._notify("restarted", session.id)
                     self._expire(session)
                 except Exception:  # the supervisor must outlive any one session's trouble
                     log.exception("supervising session %s", session.id)

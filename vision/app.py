@@ -45,6 +45,7 @@ class Services:
         store = TraceStore(settings.data_dir)
         config = config or VisionConfig.load()
         bus = EventBus()
+        manager.listeners.append(lambda what, session_id: bus.publish(f"session_{what}", session_id=session_id))
         return cls(manager, store, config, bus, Runners(manager, store, config, bus))
 
 

@@ -35,7 +35,9 @@ def _up(args: argparse.Namespace) -> int:
     console.print(f"[bold]glassdesk[/bold] session [cyan]default[/cyan] on display {session.stack.display}")
     console.print(f"  live view (watch):    {session.stack.novnc_url()}")
     console.print(f"  live view (control):  {session.stack.novnc_url(control=True)}")
+    console.print(f"  operator console:     http://{host}:{settings.port}/")
     console.print(f"  API:                  http://{host}:{settings.port}/api/v1  (docs: /docs)")
+    console.print(f"  MCP (streamable HTTP): http://{host}:{settings.port}/mcp")
     if settings.token:
         console.print("  auth:                 Authorization: Bearer $GLASSDESK_TOKEN")
     console.print("  Ctrl-C stops everything.")

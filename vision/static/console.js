@@ -530,6 +530,10 @@ function scheduleRuns() { clearTimeout(runsTimer); runsTimer = setTimeout(refres
 function scheduleStats() { clearTimeout(statsTimer); statsTimer = setTimeout(refreshStats, 400); }
 
 function onEvent(ev) {
+  if (ev.kind.startsWith('session_')) {  // created, deleted, restarted: the list is the server's
+    scheduleSessionsRefresh();
+    return;
+  }
   const s = state.sessions.get(ev.session_id);
   if (!s) {
     if (ev.session_id) scheduleSessionsRefresh();
