@@ -42,20 +42,6 @@ class StackError(RuntimeError):
     """A part of the desktop failed to start; the message names it and quotes its log."""
 
 
-def wait_until(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = predicate()
-        except Exception:
-            result = None
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise StackError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
-
-
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
