@@ -1,0 +1,84 @@
+# glassdesk: everything a fresh Debian machine needs, from this file.
+#
+#   make run        install what is missing, then start the default desktop + API (Ctrl-C stops all)
+#   make test       install what is missing, then the whole test suite (junit + screenshots in artifacts/)
+#   make test-unit  the pure unit tests only (no X), quick
+#   make bench      install what is missing, then the benchmark (prints a table, writes docs/benchmarks.md)
+#   make clean      remove what tests and builds leave behind (make distclean also removes .venv)
+#
+# Knobs: PYTHON (interpreter for the venv, default python3), RUN_ARGS (extra `glassdesk up` flags,
+# e.g. RUN_ARGS="--port 8090"), PYTEST_ARGS (extra pytest flags, e.g. PYTEST_ARGS="-k click -x").
+# `glassdesk up` also reads GLASSDESK_HOST, GLASSDESK_PORT, GLASSDESK_PUBLIC_HOST and GLASSDESK_TOKEN.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Written after a successful install; stale when pyproject.toml or constraints.txt changes.
+STAMP := $(VENV)/.installed
+ARTIFACTS := artifacts
+RUN_ARGS ?=
+PYTEST_ARGS ?=
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+
+.PHONY: help setup system-deps run test test-unit bench clean distclean constraints
+
+help:
+	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
+
+## ------------------------------------------------------------------------------------- set-up
+
+setup: system-deps $(STAMP)
+
+# The one list of system packages, shared with docker/Dockerfile. Idempotent and quick when
+# everything is present; it calls sudo for apt-get itself, and only when not run as root.
+system-deps:
+	@bash docker/install-system-deps.sh
+
+$(BIN)/python: | system-deps
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) install -q -c constraints.txt pip
+	$(PIP) install -q -c constraints.txt -e '.[test]'
+	@touch $@
+
+# Re-pin constraints.txt from the current venv (after changing dependencies in pyproject.toml).
+constraints:
+	{ echo "# Pinned versions of every Python package glassdesk installs (make setup uses this with pip -c)."; \
+	  echo "# Regenerate from a working venv: make constraints"; \
+	  $(PIP) freeze --all --exclude-editable | grep -vE '^(-e |#)| @ |^(setuptools|wheel|distribute)==' | LC_ALL=C sort -f; \
+	} > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+
+## ------------------------------------------------------------------------------------- use
+
+# `exec` leaves glassdesk as make's only child: Ctrl-C reaches it directly (the terminal signals
+# the whole foreground group), it stops every session, and make returns once it has exited.
+run: setup
+	exec $(BIN)/glassdesk up $(RUN_ARGS)
+
+test: setup
+	@mkdir -p $(ARTIFACTS)
+	GLASSDESK_ARTIFACTS="$(CURDIR)/$(ARTIFACTS)" $(BIN)/pytest tests \
+	  --junitxml=$(ARTIFACTS)/junit.xml -o junit_family=xunit2 -rfE $(PYTEST_ARGS)
+
+test-unit: setup
+	@mkdir -p $(ARTIFACTS)
+	$(BIN)/pytest tests/unit --junitxml=$(ARTIFACTS)/junit-unit.xml -o junit_family=xunit2 -q $(PYTEST_ARGS)
+
+bench: setup
+	$(BIN)/python -m tests.bench
+
+## ------------------------------------------------------------------------------------- tidy
+
+clean:
+	rm -rf $(ARTIFACTS) build dist .pytest_cache *.egg-info
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

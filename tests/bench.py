@@ -1,0 +1,744 @@
+"""The speed benchmark (`make bench`, or `python -m tests.bench`): a real session, real numbers.
+
+Not a test (pytest collects only test_*.py): it prints a table and writes docs/benchmarks.md.
+
+Every number is a median (and p90) over N runs on a real desktop started here, next to the
+floor measured in the same run: a raw mss grab + PNG encode + one xdotool call. Targets come
+from issue 2 (2-core machine): capture+PNG <= 20 ms median; click -> settled screenshot <= 5x
+the floor; cold start <= 5 s; idle session <= 600 MB.
+
+The report is a list of sections, each a list of metric functions ``fn(bench) -> list[Row]``.
+Add a section by appending to SECTIONS (e.g. the vision loop's overhead per step with the
+scripted provider); a metric may also add a detail table with ``bench.detail(...)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import math
+import os
+import platform
+import statistics
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import mss
+import mss.tools
+from PIL import Image
+from rich.console import Console
+from rich.table import Table
+
+from desktop.actions import Click
+from desktop.sessions import Session, SessionManager
+from desktop.stack import tagged_pids
+from tests.fakes.testpage import TestPage
+
+ROOT = Path(__file__).resolve().parent.parent
+console = Console()
+
+
+# ------------------------------------------------------------------------------------ numbers
+
+def median(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def p90(samples: list[float]) -> float:
+    """Nearest-rank 90th percentile."""
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, object]:
+    start = time.perf_counter()
+    result = fn()
+    return (time.perf_counter() - start) * 1000, result
+
+
+def cpu_timed(fn: Callable[[], object]) -> tuple[float, float, object]:
+    """(wall ms, this thread's CPU ms, result). On a busy machine wall time includes waiting for a
+    core; CPU time is the work itself, which is what another, quieter run would see."""
+    start, cpu = time.perf_counter(), time.thread_time()
+    result = fn()
+    return (time.perf_counter() - start) * 1000, (time.thread_time() - cpu) * 1000, result
+
+
+@dataclass
+class Row:
+    """One line of a section's table. ``samples`` are raw values in ``unit``."""
+
+    metric: str
+    unit: str
+    samples: list[float]
+    target: str = ""
+    passed: bool | None = None  # None: no target, information only
+    note: str = ""
+
+    @property
+    def median(self) -> float:
+        return median(self.samples)
+
+    @property
+    def p90(self) -> float:
+        return p90(self.samples)
+
+    @property
+    def result(self) -> str:
+        return "" if self.passed is None else ("PASS" if self.passed else "MISS")
+
+
+@dataclass
+class Detail:
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    note: str = ""
+
+
+@dataclass
+class Bench:
+    """What the metric functions share: the session under test, the page, options, results."""
+
+    manager: SessionManager
+    session: Session
+    page: TestPage
+    runs: int
+    cold_runs: int
+    idle_s: float
+    first_start_s: float
+    floor_ms: float | None = None
+    details: list[Detail] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+    started: list[tuple[str, set[int]]] = field(default_factory=list)  # (tag, leader pids), for the leftover check
+    idle_session: Session | None = None  # the last cold-started session, measured idle by idle_rss
+    cpu_ms: dict[str, float] = field(default_factory=dict)  # CPU-time medians some findings use
+
+    def detail(self, title: str, header: list[str], rows: list[list[str]], note: str = "") -> None:
+        self.details.append(Detail(title, header, rows, note))
+
+
+Metric = Callable[[Bench], list[Row]]
+
+
+@dataclass
+class Section:
+    title: str
+    metrics: list[Metric]
+    intro: str = ""
+
+
+def fmt(value: float, unit: str) -> str:
+    if unit == "ms":
+        return f"{value:.1f}"
+    if unit == "s":
+        return f"{value:.2f}"
+    if unit == "MB":
+        return f"{value:.0f}"
+    if unit == "x":
+        return f"{value:.2f}"
+    return f"{value:g}"
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+def _xdotool_env(session: Session) -> dict[str, str]:
+    return session.stack.env()
+
+
+def _page_point(viewport: tuple[int, int], cx: int, cy: int) -> tuple[int, int]:
+    """A page coordinate (CSS px) -> display pixels."""
+    return viewport[0] + cx, viewport[1] + cy
+
+
+def _measure_viewport(session: Session, page: TestPage) -> tuple[int, int]:
+    """Where the page's (0,0) is on the display: clicked and read back, never assumed."""
+    page.clear()
+    session.perform(Click(x=960, y=700))
+    event = page.wait_for(lambda e: e.get("type") == "click")
+    return event["screenX"] - event["clientX"], event["screenY"] - event["clientY"]
+
+
+def _proc_stat(pid: int) -> tuple[int, int, int, str] | None:
+    """(ppid, process group, session, state) of one process, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), int(fields[2]), int(fields[3]), fields[0]
+
+
+def session_pids(tag: str, leaders: set[int]) -> tuple[list[int], list[int]]:
+    """(live, zombie) pids of everything one session started.
+
+    ``tagged_pids`` reads the tag from /proc/PID/environ, but Chromium overwrites its environ
+    area with its process title, so none of its processes show the tag. They are found by
+    process group / session instead (each stack child starts its own session), and by parentage.
+    """
+    table = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            stat = _proc_stat(int(entry.name))
+            if stat:
+                table[int(entry.name)] = stat
+    found = set(tagged_pids(tag)) | {pid for pid, (_, pgrp, sid, _) in table.items() if pgrp in leaders or sid in leaders}
+    grew = True
+    while grew:
+        more = {pid for pid, (ppid, *_rest) in table.items() if ppid in found and pid not in found}
+        found |= more
+        grew = bool(more)
+    found.discard(os.getpid())
+    live = sorted(p for p in found if p in table and table[p][3] != "Z")
+    zombies = sorted(p for p in found if p in table and table[p][3] == "Z")
+    return live, zombies
+
+
+def _leaders(session: Session) -> set[int]:
+    return {child.popen.pid for child in session.stack.children.values()}
+
+
+def _rss_kb(pid: int) -> tuple[int, int, str]:
+    """(RSS kB, PSS kB, command name) of one process; zeros if it is gone."""
+    rss = pss = 0
+    name = "?"
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1])
+                elif line.startswith("Name:"):
+                    name = line.split(None, 1)[1].strip()
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    pss = int(line.split()[1])
+    except OSError:
+        pass
+    return rss, pss, name
+
+
+def _component(name: str) -> str:
+    if name.startswith("chrom"):
+        return "chromium (all processes)"
+    if name.startswith(("xfce", "xfwm", "xfdesktop", "xfconf", "xfsettings", "panel-", "wrapper-")):
+        return "xfce (session, wm, panel, desktop, settings)"
+    if name.startswith(("python", "websockify")):
+        return "websockify (python)"
+    return name
+
+
+# ------------------------------------------------------------------------------------ metrics
+
+def floor(bench: Bench) -> list[Row]:
+    """(a) The floor: raw mss grab + PNG encode (mss.tools.to_png, level 1) + one xdotool call."""
+    env = _xdotool_env(bench.session)
+    grab, encode, encode_cpu, xdo, total = [], [], [], [], []
+    points = [(700, 600), (760, 640)]
+    with mss.MSS(display=bench.session.stack.display) as sct:
+        monitor = {"left": 0, "top": 0, "width": 1920, "height": 1080}
+        for i in range(bench.runs):
+            g, shot = timed(lambda: sct.grab(monitor))
+            e, ec, _ = cpu_timed(lambda shot=shot: mss.tools.to_png(shot.rgb, shot.size, level=1))
+            encode_cpu.append(ec)
+            x, y = points[i % 2]
+            argv = ["xdotool", "mousemove", str(x), str(y)]
+            d, done = timed(lambda argv=argv: subprocess.run(argv, env=env, capture_output=True, check=False))
+            if done.returncode != 0:
+                raise RuntimeError(f"xdotool failed: {done.stderr!r}")
+            grab.append(g), encode.append(e), xdo.append(d), total.append(g + e + d)
+    bench.floor_ms = median(grab) + median(encode) + median(xdo)
+    return [
+        Row("floor: mss grab (XShm, 1920x1080 BGRA)", "ms", grab),
+        Row("floor: PNG encode (BGRA->RGB + mss.tools.to_png level 1)", "ms", encode,
+            note=f"CPU {median(encode_cpu):.1f} ms"),
+        Row("floor: one `xdotool mousemove X Y` process", "ms", xdo),
+        Row("floor: grab + encode + xdotool, per run", "ms", total,
+            note=f"the floor used below: sum of the three medians, {bench.floor_ms:.1f} ms"),
+    ]
+
+
+def capture_png(bench: Bench) -> list[Row]:
+    """(b) Screen.capture().png: what every screenshot the API returns costs."""
+    screen = bench.session.screen
+    capture, encode, total, cpu = [], [], [], []
+    for _ in range(bench.runs):
+        c, cc, frame = cpu_timed(screen.capture)
+        e, ec, _ = cpu_timed(lambda frame=frame: frame.png)
+        capture.append(c), encode.append(e), total.append(c + e), cpu.append(cc + ec)
+    med = median(total)
+    bench.cpu_ms["capture+png"] = median(cpu)
+    return [
+        Row("capture+PNG: Screen.capture().png", "ms", total, "<= 20 ms median", med <= 20,
+            note=f"CPU {median(cpu):.1f} ms"),
+        Row("  of which Screen.capture() (grab + copy to bytes)", "ms", capture),
+        Row("  of which Frame.png (Pillow BGRX->RGB + mss.tools.to_png level 1)", "ms", encode),
+    ]
+
+
+def _click_series(bench: Bench, targets: list[tuple[str, tuple[int, int]]]) -> tuple[list[float], list[float], list[float]]:
+    session = bench.session
+    total, settle, execute = [], [], []
+    for i in range(bench.runs):
+        _, (x, y) = targets[i % 2]
+        start = time.perf_counter()
+        performed = session.perform(Click(x=x, y=y))
+        _ = performed.frame.png
+        total.append((time.perf_counter() - start) * 1000)
+        settle.append(float(performed.settle_ms))
+        execute.append(performed.duration_ms)
+    return total, settle, execute
+
+
+def _check_landed(bench: Bench, expected: dict[str, int], series: str) -> None:
+    """Every click must have landed on its button, or the numbers measure nothing."""
+    page = bench.page
+    deadline = time.monotonic() + 5  # the page reports events by fetch: let the last ones arrive
+    while True:
+        clicks = [e for e in list(page.events) if e.get("type") == "click"]
+        landed = {name: sum(1 for e in clicks if e.get("target") == name) for name in expected}
+        if landed == expected or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    if landed != expected:
+        bench.findings.append(f"WARNING ({series}): the page saw clicks {landed}, expected {expected}.")
+    else:
+        bench.findings.append(f"Every timed click ({series}) landed on its button, as the page's events show: {landed}.")
+
+
+def click_settled(bench: Bench) -> list[Row]:
+    """(c) Click -> settled screenshot: Session.perform(Click) then .frame.png, on the test page,
+    alternating between two buttons whose click changes the status text (a real repaint).
+
+    Measured with the visible pointer glide off (GLASSDESK_POINTER_GLIDE_MS=0: the mechanism's own
+    cost, judged against the target) and with the default glide (what a watched session costs)."""
+    session, page = bench.session, bench.page
+    session.settled_after(lambda: session.windows.open_url(page.url))
+    page.wait_for(lambda e: e.get("type") == "loaded")
+    executor = session.executor
+    default_glide = getattr(executor, "glide_ms", None)
+    if default_glide is not None:
+        executor.glide_ms = 0
+    viewport = _measure_viewport(session, page)
+    targets = [("signin", _page_point(viewport, 1240, 146)), ("cancel", _page_point(viewport, 1540, 146))]
+    expected = {"signin": (bench.runs + 1) // 2, "cancel": bench.runs // 2}
+    for _, (x, y) in targets * 2:  # warm-up, not measured
+        session.perform(Click(x=x, y=y))
+    page.clear()
+    total, settle, execute = _click_series(bench, targets)
+    _check_landed(bench, expected, "pointer glide off")
+    floor_ms = bench.floor_ms or float("nan")
+    ratio = median(total) / floor_ms
+    rows = [
+        Row("click -> settled screenshot (perform + .frame.png), pointer glide off", "ms", total,
+            f"<= 5x floor ({5 * floor_ms:.0f} ms)", ratio <= 5, note=f"{ratio:.1f}x the floor"),
+        Row("  of which the xdotool click (executor duration_ms)", "ms", execute),
+        Row("  of which the settle wait (settle_ms)", "ms", settle),
+    ]
+    if default_glide:
+        executor.glide_ms = default_glide
+        page.clear()
+        total, settle, execute = _click_series(bench, targets)
+        _check_landed(bench, expected, f"pointer glide {default_glide} ms")
+        rows += [
+            Row(f"click -> settled screenshot, default pointer glide ({default_glide} ms)", "ms", total,
+                note=f"{median(total) / floor_ms:.1f}x the floor"),
+            Row("  of which glide + click (executor duration_ms)", "ms", execute),
+        ]
+    return rows
+
+
+PHASES = ("_start_xvfb", "_start_dbus", "_start_xfce", "_start_chromium", "_start_x11vnc", "_start_websockify")
+
+
+def cold_start(bench: Bench) -> list[Row]:
+    """(d) SessionManager.create: Xvfb -> dbus -> XFCE -> Chromium -> x11vnc -> websockify, ready.
+
+    Each start phase of desktop.stack.DesktopStack is timed too (wrapped for the benchmark only),
+    to show which part dominates."""
+    from desktop.stack import DesktopStack
+
+    phases: dict[str, list[float]] = {}
+    originals = {name: getattr(DesktopStack, name) for name in PHASES if hasattr(DesktopStack, name)}
+
+    def wrap(name, fn):
+        def timed_phase(self, *args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(self, *args, **kwargs)
+            finally:
+                phases.setdefault(name, []).append(time.perf_counter() - start)
+        return timed_phase
+
+    samples, teardown = [], []
+    try:
+        for name, fn in originals.items():
+            setattr(DesktopStack, name, wrap(name, fn))
+        for i in range(bench.cold_runs):
+            session_id = f"bench-cold-{i}"
+            seconds, session = timed(lambda session_id=session_id: bench.manager.create(session_id))
+            bench.started.append((session.stack.tag, _leaders(session)))
+            samples.append(seconds / 1000)
+            if i == bench.cold_runs - 1:
+                bench.idle_session = session  # measured idle by idle_rss, then deleted there
+            else:
+                ms, _ = timed(lambda session_id=session_id: bench.manager.delete(session_id))
+                teardown.append(ms / 1000)
+    finally:
+        for name, fn in originals.items():
+            setattr(DesktopStack, name, fn)
+    med = median(samples)
+    rows = [Row("cold start to ready (SessionManager.create)", "s", samples, "<= 5 s", med <= 5)]
+    for name in PHASES:
+        if name in phases:
+            rows.append(Row(f"  of which {name.removeprefix('_start_')}", "s", phases[name]))
+    if teardown:
+        rows.append(Row("  teardown (SessionManager.delete)", "s", teardown))
+    rows.append(Row("  first start of the run (cold disk caches, not in the median)", "s", [bench.first_start_s]))
+    return rows
+
+
+def idle_rss(bench: Bench) -> list[Row]:
+    """(e) Memory of a fresh session after it has been idle: RSS summed over every tagged process."""
+    session = bench.idle_session
+    if session is None:
+        session = bench.manager.create("bench-idle")
+        bench.started.append((session.stack.tag, _leaders(session)))
+    time.sleep(bench.idle_s)
+    per_component: dict[str, list[int]] = {}
+    rss_total = pss_total = 0
+    pids, _ = session_pids(session.stack.tag, _leaders(session))
+    tagged = set(tagged_pids(session.stack.tag))
+    tagged_rss = 0
+    for pid in pids:
+        rss, pss, name = _rss_kb(pid)
+        rss_total += rss
+        pss_total += pss
+        tagged_rss += rss if pid in tagged else 0
+        part = per_component.setdefault(_component(name), [0, 0, 0])
+        part[0] += 1
+        part[1] += rss
+        part[2] += pss
+    bench.detail(
+        f"Idle session memory by component (after {bench.idle_s:g} s idle, {len(pids)} processes)",
+        ["component", "processes", "RSS MB", "PSS MB"],
+        [[name, str(n), f"{rss / 1024:.0f}", f"{pss / 1024:.0f}"]
+         for name, (n, rss, pss) in sorted(per_component.items(), key=lambda kv: -kv[1][1])],
+        note="The session's processes are those carrying its tag (desktop.stack.tagged_pids) and, since "
+             "Chromium overwrites its environment with its process title so that no Chromium process shows the "
+             "tag, those in the process sessions/groups of the stack's children and their descendants. RSS counts "
+             "pages shared between processes once per process (Chromium's processes share a lot), so the RSS sum "
+             "overstates; PSS splits shared pages and sums to the real footprint.",
+    )
+    bench.manager.delete(session.id)
+    if per_component:
+        name, (n, rss, pss) = max(per_component.items(), key=lambda kv: kv[1][1])
+        bench.findings.append(
+            f"Idle memory: {name} dominates with {rss / 1024:.0f} MB RSS over {n} processes "
+            f"({pss / 1024:.0f} MB PSS) of {rss_total / 1024:.0f} MB RSS ({pss_total / 1024:.0f} MB PSS) in all.")
+    rss_mb = rss_total / 1024
+    return [
+        Row("idle session RSS (sum over all its processes)", "MB", [rss_mb], "<= 600 MB", rss_mb <= 600,
+            note=f"{len(pids)} processes"),
+        Row("  idle session PSS (shared pages split once)", "MB", [pss_total / 1024]),
+        Row("  RSS of the processes tagged_pids() finds (no Chromium)", "MB", [tagged_rss / 1024],
+            note=f"{len(tagged & set(pids))} processes"),
+    ]
+
+
+def _png(rgb: bytes, size: tuple[int, int], compress: Callable[[bytes], bytes], crc32) -> bytes:
+    """A minimal RGB PNG writer with a pluggable deflate, to compare deflate implementations."""
+    width, height = size
+    line = width * 3
+    raw = b"".join(b"\0" + rgb[y * line:(y + 1) * line] for y in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">2I5B", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", compress(raw)) + chunk(b"IEND", b"")
+
+
+def png_encoders(bench: Bench) -> list[Row]:
+    """Where PNG time goes: the same frame through each conversion, encoder and level (diagnostic).
+
+    Findings use CPU time (time.thread_time): on a shared machine the wall time also counts
+    waiting for a core, while the CPU time is what a machine with a core to spare would see."""
+    frame = bench.session.screen.capture()
+    image = frame.image
+    runs = max(5, bench.runs // 5)
+    rows: list[list[str]] = []
+    cpu_ms: dict[str, float] = {}
+
+    def measure(key: str, label: str, fn: Callable[[], bytes]) -> None:
+        samples, cpu, size = [], [], 0
+        for _ in range(runs):
+            ms, spent, out = cpu_timed(fn)
+            samples.append(ms)
+            cpu.append(spent)
+            size = len(out) if isinstance(out, (bytes, bytearray)) else size
+        rows.append([label, fmt(median(samples), "ms"), fmt(p90(samples), "ms"), fmt(median(cpu), "ms"),
+                     f"{size / 1024:.0f}" if size else ""])
+        cpu_ms[key] = median(cpu)
+
+    def mss_rgb() -> bytes:
+        rgb = bytearray(frame.width * frame.height * 3)
+        raw = frame.bgra
+        rgb[::3], rgb[1::3], rgb[2::3] = raw[2::4], raw[1::4], raw[::4]
+        return bytes(rgb)
+
+    measure("pillow-rgb", "BGRA->RGB: Pillow frombuffer(BGRX).tobytes()",
+            lambda: Image.frombuffer("RGB", (frame.width, frame.height), frame.bgra, "raw", "BGRX", 0, 1).tobytes())
+    measure("mss-rgb", "BGRA->RGB: mss ScreenShot.rgb (bytearray slicing)", mss_rgb)
+    rgb = image.tobytes()
+    for level in (0, 1, 6):
+        measure(f"mss-{level}", f"mss.tools.to_png level {level} (RGB in)",
+                lambda level=level: mss.tools.to_png(rgb, image.size, level=level))
+    for level in (0, 1, 6):
+        def pil(level=level):
+            buf = io.BytesIO()
+            image.save(buf, format="PNG", compress_level=level)
+            return buf.getvalue()
+        measure(f"pillow-{level}", f"Pillow Image.save PNG compress_level {level}", pil)
+    # The deflate alone, and faster deflate implementations when installed (they are not
+    # dependencies): the same PNG layout (filter 0 scanlines, one IDAT) with deflate and CRC swapped.
+    line = frame.width * 3
+    scanlines = b"".join(b"\0" + rgb[y * line:(y + 1) * line] for y in range(frame.height))
+    measure("zlib-deflate", "of which stdlib zlib.compress level 1 of the scanlines", lambda: zlib.compress(scanlines, 1))
+    for key, module_name, label in (("zlib-ng", "zlib_ng.zlib_ng", "zlib-ng"), ("isal", "isal.isal_zlib", "isal")):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            rows.append([f"{label} level 1 (not installed: pip install {label})", "", "", "", ""])
+            continue
+        def encode(m=module) -> bytes:
+            return _png(rgb, image.size, lambda d: m.compress(d, 1), m.crc32)
+
+        if Image.open(io.BytesIO(encode())).convert("RGB").tobytes() != rgb:
+            raise AssertionError(f"the {label} PNG does not decode to the frame")
+        measure(key, f"{label} level 1, same PNG layout (RGB in)", encode)
+    bench.detail(f"PNG encode of one 1920x1080 frame of the test page ({runs} runs each)",
+                 ["step", "median ms", "p90 ms", "median CPU ms", "size KB"], rows,
+                 note="CPU ms: this thread's CPU time (time.thread_time), which waiting for a core does not inflate.")
+    text = (f"PNG (CPU time): Frame.png is Pillow's BGRX->RGB ({cpu_ms['pillow-rgb']:.1f} ms) + mss.tools.to_png "
+            f"level 1 ({cpu_ms['mss-1']:.1f} ms), and in to_png the stdlib zlib deflate alone takes "
+            f"{cpu_ms['zlib-deflate']:.1f} ms: deflate dominates. Pillow's own PNG writer is slower "
+            f"({cpu_ms['pillow-1']:.1f} ms at level 1); mss's BGRA->RGB slicing is slower than Pillow's "
+            f"({cpu_ms['mss-rgb']:.1f} ms).")
+    faster = [f"{k} {cpu_ms[k]:.1f} ms" for k in ("zlib-ng", "isal") if k in cpu_ms]
+    if faster:
+        text += (f" The same PNG with a faster deflate: {', '.join(faster)} (against {cpu_ms['mss-1']:.1f} ms), "
+                 f"so capture+PNG would take about {cpu_ms['pillow-rgb'] + min(cpu_ms[k] for k in ('zlib-ng', 'isal') if k in cpu_ms):.0f} ms "
+                 f"of CPU plus the capture.")
+    bench.findings.append(text)
+    return []
+
+
+SECTIONS: list[Section] = [
+    Section("Desktop", [floor, capture_png, click_settled, png_encoders, cold_start, idle_rss],
+            intro="A real session (Xvfb 1920x1080x24 + XFCE + Chromium + x11vnc + websockify) started by "
+                  "desktop.sessions.SessionManager; the floor is measured in the same run."),
+]
+
+
+# ------------------------------------------------------------------------------------ report
+
+def machine() -> dict[str, str]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        chromium = subprocess.run(["chromium", "--version"], check=False, capture_output=True, text=True, timeout=10).stdout.strip()
+    except OSError:
+        chromium = "not found"
+    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": str(os.cpu_count()),
+        "CPU": cpu,
+        "memory": f"{mem_gb:.0f} GiB",
+        "OS": platform.platform(),
+        "Python": platform.python_version(),
+        "Chromium": chromium,
+        "load average at start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "other X servers running at start": str(_count_processes("Xvfb")),
+        "optional deflate packages (not dependencies)": ", ".join(
+            f"{name} {_version(name)}" for name in ("isal", "zlib-ng")),
+    }
+
+
+def _version(distribution: str) -> str:
+    from importlib import metadata
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _count_processes(comm: str) -> int:
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                count += Path(f"/proc/{entry.name}/comm").read_text().strip() == comm
+            except OSError:
+                pass
+    return count
+
+
+def console_table(section: Section, rows: list[Row]) -> Table:
+    table = Table(title=section.title, title_justify="left")
+    for col in ("metric", "median", "p90", "n", "target", "result", "note"):
+        table.add_column(col, justify="right" if col in ("median", "p90", "n") else "left")
+    for row in rows:
+        colour = {"PASS": "green", "MISS": "red"}.get(row.result, "")
+        table.add_row(row.metric, f"{fmt(row.median, row.unit)} {row.unit}", f"{fmt(row.p90, row.unit)} {row.unit}",
+                      str(len(row.samples)), row.target, f"[{colour}]{row.result}[/{colour}]" if colour else "", row.note)
+    return table
+
+
+def markdown(info: dict[str, str], results: list[tuple[Section, list[Row]]], bench: Bench, argv: list[str]) -> str:
+    out = ["# Benchmarks", "",
+           "Written by `make bench` (`python -m tests.bench`); numbers from the last run on the machine below. "
+           "Medians and p90 (nearest rank) over the runs given in column n. Wall times include waiting for a "
+           "core when the machine is busy (see the load averages below); the CPU figures (this process's CPU "
+           "time) do not.", "",
+           "## Machine", ""]
+    out += [f"- {k}: {v}" for k, v in info.items()]
+    out += [f"- command: `{' '.join(['python -m tests.bench', *argv])}`", ""]
+    for section, rows in results:
+        out += [f"## {section.title}", ""]
+        if section.intro:
+            out += [section.intro, ""]
+        out += ["| metric | median | p90 | n | target | result | note |", "|---|---:|---:|---:|---|---|---|"]
+        for row in rows:
+            out.append(f"| {row.metric} | {fmt(row.median, row.unit)} {row.unit} | {fmt(row.p90, row.unit)} {row.unit} "
+                       f"| {len(row.samples)} | {row.target} | {('**' + row.result + '**') if row.result == 'MISS' else row.result} "
+                       f"| {row.note} |")
+        out.append("")
+    for detail in bench.details:
+        out += [f"### {detail.title}", "", "| " + " | ".join(detail.header) + " |",
+                "|" + "---|" * len(detail.header)]
+        out += ["| " + " | ".join(r) + " |" for r in detail.rows]
+        out += ["", detail.note, ""] if detail.note else [""]
+    if bench.findings:
+        out += ["## Findings", ""] + [f"- {f}" for f in bench.findings] + [""]
+    return "\n".join(out)
+
+
+def _settle_default(name: str):
+    import inspect
+
+    from desktop.screen import Screen
+    param = inspect.signature(Screen.settle).parameters.get(name)
+    return param.default if param is not None else "?"
+
+
+def _findings(bench: Bench, results: list[tuple[Section, list[Row]]]) -> None:
+    """Plain statements derived from the numbers: which targets were missed and what dominates."""
+    rows = {r.metric: r for _, rs in results for r in rs}
+    parts = {k: rows[k].median for k in rows if k.startswith("floor: ") and "per run" not in k}
+    if parts:
+        name, value = max(parts.items(), key=lambda kv: kv[1])
+        bench.findings.insert(0, f"Floor {bench.floor_ms:.1f} ms; its largest part is {name.removeprefix('floor: ')} "
+                                 f"({value:.1f} ms).")
+    capture = rows.get("capture+PNG: Screen.capture().png")
+    if capture and "capture+png" in bench.cpu_ms:
+        spent = bench.cpu_ms["capture+png"]
+        bench.findings.append(
+            f"Capture+PNG: {capture.median:.1f} ms wall, {spent:.1f} ms of CPU in this process (the grab's copy in "
+            f"Xvfb is not counted). The CPU time alone {'meets' if spent <= 20 else 'misses'} the 20 ms target, so "
+            + ("the miss is the machine's load, not the code." if spent <= 20 and capture.median > 20 else
+               "the code itself is over budget: see the PNG findings." if spent > 20 else "it passes."))
+    click = rows.get("click -> settled screenshot (perform + .frame.png), pointer glide off")
+    settle = rows.get("  of which the settle wait (settle_ms)")
+    if click and settle:
+        bench.findings.append(
+            f"Click -> settled: {click.median:.0f} ms median, of which the settle wait is {settle.median:.0f} ms "
+            f"(Screen.settle defaults: the screen must stay unchanged for quiet_ms={_settle_default('quiet_ms')} "
+            f"after the last change, polled every {_settle_default('interval_ms')} ms; with no change at all it "
+            f"stops waiting after first_change_ms={_settle_default('first_change_ms')}).")
+    phase_rows = [r for r in rows.values() if r.metric.startswith("  of which ") and r.unit == "s"]
+    if phase_rows:
+        slow = max(phase_rows, key=lambda r: r.median)
+        bench.findings.append(f"Cold start: the slowest phase is {slow.metric.removeprefix('  of which ')} "
+                              f"({slow.median:.2f} s median of {rows['cold start to ready (SessionManager.create)'].median:.2f} s).")
+    missed = [r.metric for _, rs in results for r in rs if r.passed is False]
+    bench.findings.append("Targets missed: " + ("; ".join(missed) if missed else "none") + ".")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=50, help="samples per timed metric (default 50)")
+    parser.add_argument("--cold-runs", type=int, default=3, help="cold starts to time (default 3)")
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds idle before measuring RSS (default 5)")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md", help="markdown report path")
+    args = parser.parse_args(argv)
+    raw_argv = sys.argv[1:] if argv is None else argv
+
+    info = machine()
+    manager = SessionManager(max_sessions=args.cold_runs + 3)
+    page = TestPage()
+    bench: Bench | None = None
+    try:
+        with console.status("starting the session under test…"):
+            start_ms, session = timed(lambda: manager.create("bench"))
+        bench = Bench(manager, session, page, args.runs, args.cold_runs, args.idle, start_ms / 1000,
+                      started=[(session.stack.tag, _leaders(session))])
+        results: list[tuple[Section, list[Row]]] = []
+        for section in SECTIONS:
+            rows: list[Row] = []
+            for metric in section.metrics:
+                with console.status(f"{section.title}: {metric.__name__}…"):
+                    rows += metric(bench)
+            results.append((section, rows))
+    finally:
+        manager.close()
+        page.close()
+    if bench is None:
+        return 1
+    leftovers, zombies = [], []
+    for tag, leaders in bench.started:
+        live, dead = session_pids(tag, leaders)
+        leftovers += live
+        zombies += dead
+    bench.findings.append(
+        f"Teardown: {len(bench.started)} sessions started and deleted; live processes left: {leftovers or 'none'}"
+        + (f"; {len(zombies)} exited processes not yet reaped (zombies, no memory"
+           + (", re-parented to PID 1, which does not reap them on this machine" if all(
+               (_proc_stat(z) or (1,))[0] == 1 for z in zombies) else "") + ")" if zombies else "") + ".")
+
+    info["load average at end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    _findings(bench, results)
+    for section, rows in results:
+        console.print(console_table(section, rows))
+    for detail in bench.details:
+        table = Table(title=detail.title, title_justify="left")
+        for col in detail.header:
+            table.add_column(col)
+        for r in detail.rows:
+            table.add_row(*r)
+        console.print(table)
+    for line in bench.findings:
+        console.print(f"• {line}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(markdown(info, results, bench, raw_argv))
+    console.print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
