@@ -158,7 +158,7 @@ class Session:
         self.status = "stopped"
         if self.screen:
             self.screen.close()
-        self.stack.stop()
+        self.stack.close()
 
 
 class SessionManager:
@@ -206,6 +206,7 @@ class SessionManager:
         try:
             session.stack.start()
         except StackError:
+            session.stack.close()  # gives its noVNC port back
             with self._lock:
                 self.sessions.pop(session_id, None)
             session.status = "failed"

@@ -48,6 +48,49 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+# noVNC ports handed out in this process: sessions start concurrently, and a port is only bound
+# (by websockify) a moment after it is chosen.
+_novnc_reserved: set[int] = set()
+_novnc_lock = threading.Lock()
+
+
+def parse_port_range(spec: str) -> range:
+    """``"6080-6089"`` -> range(6080, 6090); a clear error otherwise."""
+    lo, sep, hi = spec.partition("-")
+    try:
+        first, last = int(lo), int(hi if sep else lo)
+    except ValueError:
+        raise StackError(f"GLASSDESK_NOVNC_PORTS={spec!r}: write a range like 6080-6089") from None
+    if not 1 <= first <= last <= 65535:
+        raise StackError(f"GLASSDESK_NOVNC_PORTS={spec!r}: write a range like 6080-6089")
+    return range(first, last + 1)
+
+
+def novnc_port(host: str) -> int:
+    """A port for a session's noVNC page: any free one, or one from GLASSDESK_NOVNC_PORTS (so a
+    container can publish the range)."""
+    spec = os.environ.get("GLASSDESK_NOVNC_PORTS")
+    if not spec:
+        return free_port(host)
+    with _novnc_lock:
+        for port in parse_port_range(spec):
+            if port in _novnc_reserved:
+                continue
+            with socket.socket() as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+            _novnc_reserved.add(port)
+            return port
+    raise StackError(f"no free noVNC port left in GLASSDESK_NOVNC_PORTS={spec}; delete a session or widen the range")
+
+
+def release_novnc_port(port: int) -> None:
+    with _novnc_lock:
+        _novnc_reserved.discard(port)
+
+
 def _tcp_banner(port: int) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
         return sock.recv(12)
@@ -101,6 +144,23 @@ def kill_group(popen: subprocess.Popen, grace: float = 3.0) -> None:
         except ProcessLookupError:
             pass
         popen.wait(grace)
+
+
+def session_pids(sids: set[int]) -> list[int]:
+    """Every live process in one of these process sessions. Each child starts its own session,
+    and Chromium, which rewrites its environment (and so loses the tag), stays in its session."""
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) in sids and int(entry.name) != os.getpid():  # field 6: session id
+            pids.append(int(entry.name))
+    return pids
 
 
 def tagged_pids(tag: str) -> list[int]:
@@ -324,7 +384,8 @@ class DesktopStack:
         with self._lock:
             self._prepare_dirs()
             self.vnc_port = free_port()
-            self.web_port = free_port(self.config.listen_host)
+            # Kept across a whole-stack restart, so the live-view URL people hold stays valid.
+            self.web_port = self.web_port or novnc_port(self.config.listen_host)
             self.devtools_port = free_port()
             try:
                 self._start_xvfb()
@@ -372,8 +433,9 @@ class DesktopStack:
         with self._lock:
             for child in reversed(list(self.children.values())):
                 kill_group(child.popen)
+            sids = {child.popen.pid for child in self.children.values()}
             for _ in range(3):
-                pids = tagged_pids(self.tag)
+                pids = set(tagged_pids(self.tag)) | set(session_pids(sids))
                 if not pids:
                     break
                 for pid in pids:
@@ -385,6 +447,12 @@ class DesktopStack:
             for child in self.children.values():
                 if child.popen.poll() is None:
                     child.popen.wait(1)
+
+    def close(self) -> None:
+        """Stop for good: also give the noVNC port back."""
+        self.stop()
+        if self.web_port:
+            release_novnc_port(self.web_port)
 
     def _run(self, argv: list[str], timeout: float = 5) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env=self.env(), capture_output=True, text=True, timeout=timeout)

@@ -35,11 +35,11 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import mss
-import mss.tools
 from websockets.sync.client import connect
 
 import vision.trace as trace_module
 from desktop.actions import Click
+from desktop.screen import Frame
 from desktop.sessions import Session
 from vision.config import VisionConfig
 from vision.events import EventBus
@@ -70,7 +70,7 @@ def _stats(samples: list[float]) -> dict[str, float]:
 
 
 def measure_floor(session: Session, runs: int = 30) -> dict[str, Any]:
-    """Raw mss grab + PNG encode (mss.tools.to_png level 1) + one xdotool mousemove, in ms."""
+    """Raw mss grab + PNG encode (the same fast encoder as Frame.png) + one xdotool mousemove, in ms."""
     env = session.stack.env()
     grab, encode, xdo = [], [], []
     points = [(700, 600), (760, 640)]
@@ -80,7 +80,7 @@ def measure_floor(session: Session, runs: int = 30) -> dict[str, Any]:
             t0 = time.perf_counter()
             shot = sct.grab(monitor)
             t1 = time.perf_counter()
-            mss.tools.to_png(shot.rgb, shot.size, level=1)
+            Frame(shot.raw, shot.width, shot.height).png
             t2 = time.perf_counter()
             x, y = points[i % 2]
             done = subprocess.run(["xdotool", "mousemove", str(x), str(y)], env=env, capture_output=True)
