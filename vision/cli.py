@@ -9,7 +9,8 @@ import sys
 
 from rich.console import Console
 
-console = Console(stderr=True)
+# soft_wrap: printed URLs must stay whole when stderr is a pipe (make run | tee, docker logs).
+console = Console(stderr=True, soft_wrap=True)
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -31,6 +32,9 @@ def _up(args: argparse.Namespace) -> int:
             manager.close()
             console.print(f"[red]could not start the desktop:[/red] {exc}")
             return 1
+        except KeyboardInterrupt:
+            manager.close()
+            return 130
     host = args.public_host or ("127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host)
     console.print(f"[bold]glassdesk[/bold] session [cyan]default[/cyan] on display {session.stack.display}")
     console.print(f"  live view (watch):    {session.stack.novnc_url()}")
