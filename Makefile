@@ -25,6 +25,10 @@ RUN_ARGS ?=
 PYTEST_ARGS ?=
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
+# The MCP Inspector CLI, a third-party MCP client the tests drive glassdesk with (pinned; Node.js).
+INSPECTOR_VERSION := 2.12.0
+INSPECTOR := $(VENV)/inspector/node_modules/.bin/mcp-inspector
+
 .PHONY: help setup system-deps run test test-unit bench clean distclean constraints
 
 help:
@@ -47,6 +51,13 @@ $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) install -q -c constraints.txt -e '.[test]'
 	@touch $@
 
+# Without npm the inspector test falls back to npx, and skips (saying why) when there is no Node.js.
+$(INSPECTOR): | $(BIN)/python
+	@if command -v npm >/dev/null 2>&1; then \
+	  npm install --prefix $(VENV)/inspector --no-audit --no-fund --loglevel=error --save-exact \
+	    @modelcontextprotocol/inspector@$(INSPECTOR_VERSION); \
+	else echo "npm not found: the MCP Inspector test will use npx or skip"; fi
+
 # Re-pin constraints.txt from the current venv (after changing dependencies in pyproject.toml).
 constraints:
 	{ echo "# Pinned versions of every Python package glassdesk installs (make setup uses this with pip -c)."; \
@@ -62,7 +73,7 @@ constraints:
 run: setup
 	exec $(BIN)/glassdesk up $(RUN_ARGS)
 
-test: setup
+test: setup $(INSPECTOR)
 	@mkdir -p $(ARTIFACTS)
 	GLASSDESK_ARTIFACTS="$(CURDIR)/$(ARTIFACTS)" $(BIN)/pytest tests \
 	  --junitxml=$(ARTIFACTS)/junit.xml -o junit_family=xunit2 -rfE $(PYTEST_ARGS)
