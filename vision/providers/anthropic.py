@@ -390,7 +390,7 @@ class AnthropicProvider(Provider):
         # Resolved here rather than by the SDK, which would otherwise go looking for profiles on disk.
         self._api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not self._api_key:
-            raise ModelCallError("no Anthropic API key: set ANTHROPIC_API_KEY or pass api_key")
+            raise ModelCallError("no Anthropic API key: set ANTHROPIC_API_KEY in the environment of the glassdesk server")
         # Retries belong to the loop, which knows the budget; the SDK would retry twice on its own.
         self._client = anthropic.Anthropic(api_key=self._api_key, base_url=base_url, max_retries=0, timeout=timeout)
 

@@ -228,7 +228,7 @@ class OpenAIProvider(Provider):
         self.reasoning_summary = reasoning_summary
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY")
         if not self._api_key:
-            raise ModelCallError("no OpenAI API key: set OPENAI_API_KEY or pass api_key")
+            raise ModelCallError("no OpenAI API key: set OPENAI_API_KEY in the environment of the glassdesk server")
         # Retries belong to the loop, which knows the budget; the SDK would retry twice on its own.
         self._client = openai.OpenAI(api_key=self._api_key, base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
                                      max_retries=0, timeout=timeout)
