@@ -14,9 +14,12 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from desktop.actions import INPUT_ACTIONS, Region, _Action
-from desktop.errors import ActionFailedError, GlassdeskError, InvalidAction, ScreenshotFailed, describe_errors
+from desktop.errors import (
+    ActionFailedError, GlassdeskError, InvalidAction, ScreenshotFailed, SessionUnavailable, describe_errors,
+)
 from desktop.screen import ScreenshotError
 from desktop.sessions import Performed, Session, SessionInfo, SessionManager
+from desktop.stack import StackError
 from desktop.windows import Window, WindowError
 
 
@@ -82,7 +85,10 @@ def desktop_router(manager: SessionManager) -> APIRouter:
 
     @router.post("/sessions", status_code=status.HTTP_201_CREATED, response_model=SessionInfo, tags=["sessions"])
     def create_session(body: CreateSession | None = None) -> SessionInfo:
-        return manager.create(body.id if body else None).info()
+        try:
+            return manager.create(body.id if body else None).info()
+        except StackError as exc:  # the desktop did not come up (or no port was free): say why
+            raise SessionUnavailable(f"could not start the desktop: {exc}") from exc
 
     @router.get("/sessions", response_model=list[SessionInfo], tags=["sessions"])
     def list_sessions() -> list[SessionInfo]:

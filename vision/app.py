@@ -16,7 +16,7 @@ from vision.config import VisionConfig
 from vision.console import install_console
 from vision.events import EventBus
 from vision.loop import Runners
-from vision.mcp import mount_http
+from vision.mcp import mount_http, transport_security
 from vision.trace import TraceStore
 
 
@@ -73,5 +73,9 @@ def create_app(manager: SessionManager, settings: Settings, services: Services |
     def healthz() -> dict:
         return {"ok": True, "sessions": len(manager.sessions)}
 
-    app.add_middleware(BearerAuth, token=settings.token)
+    # Without a token, refuse foreign Host names (DNS rebinding) and foreign pages' Origin on
+    # state-changing requests (cross-site POSTs), on every route, as /mcp does.
+    local = transport_security(settings, getattr(manager.stack_config, "public_host", None))
+    app.add_middleware(BearerAuth, token=settings.token, allowed_hosts=local.allowed_hosts,
+                       allowed_origins=local.allowed_origins)
     return app

@@ -54,14 +54,62 @@ def bearer(headers: list[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
-class BearerAuth:
-    """ASGI middleware: every HTTP request but the open paths needs the token."""
+def host_allowed(headers: list[tuple[bytes, bytes]], allowed: list[str]) -> bool:
+    """Is the request's Host one of ``allowed`` ("name" or "name:*" for any port)?"""
+    host = next((v.decode("latin-1").lower() for k, v in headers if k == b"host"), "")
+    name, colon, port = host.rpartition(":") if not host.endswith("]") else ("", "", "")
+    allowed = {a.lower() for a in allowed}
+    return host in allowed or (bool(colon) and port.isdigit() and f"{name}:*" in allowed)
 
-    def __init__(self, app, token: str | None):
+
+def origin_allowed(headers: list[tuple[bytes, bytes]], allowed: list[str]) -> bool:
+    """No Origin (not a browser, or same-origin GET) or one of ``allowed`` ("scheme://name:*" for any port)."""
+    origin = next((v.decode("latin-1").lower() for k, v in headers if k == b"origin"), None)
+    if origin is None:
+        return True
+    allowed = {a.lower() for a in allowed}
+    base, colon, port = origin.rpartition(":")
+    return origin in allowed or (bool(colon) and port.isdigit() and f"{base}:*" in allowed)
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request but the open paths needs the token.
+
+    Without a token the server listens on loopback only (check_bind); then, if ``allowed_hosts`` is
+    given, a request whose Host is not one of them is refused (421): a web page whose name an
+    attacker re-points at 127.0.0.1 (DNS rebinding) must not reach the API, as /mcp already refuses.
+    """
+
+    def __init__(self, app, token: str | None, allowed_hosts: list[str] | None = None,
+                 allowed_origins: list[str] | None = None):
         self.app = app
         self.token = token
+        self.allowed_hosts = allowed_hosts
+        self.allowed_origins = allowed_origins
 
     async def __call__(self, scope, receive, send):
+        if (not self.token and self.allowed_origins is not None and scope["type"] == "http"
+                and scope.get("method") not in ("GET", "HEAD", "OPTIONS")
+                and not origin_allowed(scope.get("headers", []), self.allowed_origins)):
+            # A foreign page's form or no-cors fetch (e.g. POST .../vision/pause needs no body).
+            body = json.dumps({"error": {"code": "forbidden_origin", "message":
+                                         "requests from another site's page are refused"}}).encode()
+            await send({"type": "http.response.start", "status": 403, "headers": [
+                (b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        if (not self.token and self.allowed_hosts is not None and scope["type"] in ("http", "websocket")
+                and not host_allowed(scope.get("headers", []), self.allowed_hosts)):
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 4421})
+                return
+            body = json.dumps({"error": {"code": "misdirected_request", "message":
+                                         "unknown Host header; without GLASSDESK_TOKEN this server only answers "
+                                         "to its loopback names and its public host"}}).encode()
+            await send({"type": "http.response.start", "status": 421, "headers": [
+                (b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": body})
+            return
         if not self.token or scope["type"] not in ("http", "websocket") or is_open(scope):
             return await self.app(scope, receive, send)
         if token_ok(bearer(scope.get("headers", [])), self.token):

@@ -510,12 +510,14 @@ def console_router(services) -> APIRouter:
             after = max(after, int(request.headers.get("last-event-id") or 0))
         except ValueError:
             pass
-        queue = bus.subscribe()
 
         def frame(event: dict) -> str:
             return f"id: {event['seq']}\nevent: {event['kind']}\ndata: {json.dumps(event, default=str)}\n\n"
 
         async def stream():
+            # Subscribed here, not before: a stream that never starts (the client left before the
+            # headers went out) never runs its ``finally``, and its queue would stay on the bus.
+            queue = bus.subscribe()
             try:
                 last = after
                 yield ": glassdesk events\n\n"

@@ -168,8 +168,7 @@ class Runner:
     def cancel(self) -> bool:
         """Stop the active run, or end a paused one. True if there was something to stop."""
         if self.active:
-            self._cancel.set()
-            self._resume.set()
+            self._cancel.set()  # a paused run sees it within 0.2 s; the pause itself stays in force
             return True
         if self.state is not None:
             self._finish(self.state, Stop("cancelled", "cancelled by the operator", code="cancelled"))
@@ -418,6 +417,8 @@ class Runner:
         state.pending = None
         error = ErrorInfo(**stop.error) if stop.error else None
         state.trace.finish(stop.status, answer=stop.answer, error=error)
+        # The response and the run_finished event leave the process: no typed secret in them either.
+        stop.answer, stop.error = redact([stop.answer, stop.error], state.request.secrets.values())
         state.answer, state.error = stop.answer, stop.error
         try:
             state.report_path = str(write_report(self.store, state.trace.trace_id))
@@ -456,6 +457,16 @@ class Runners:
         self.bus = bus
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()
+        manager.listeners.append(self._on_session)
+
+    def _on_session(self, what: str, session_id: str) -> None:
+        """A deleted (or expired) session ends its run: a paused run would otherwise wait forever."""
+        if what != "deleted":
+            return
+        with self._lock:
+            runner = self._runners.pop(session_id, None)
+        if runner is not None:
+            runner.cancel()
 
     def get(self, session_id: str) -> Runner:
         session = self.manager.get(session_id)

@@ -149,3 +149,22 @@ def test_junit_verify_and_a_one_byte_edit_breaks_the_chain(vision_api, scripted_
     assert broken["steps_checked"] == 2
     report = vision_api.get(f"/api/v1/traces/{trace_id}/report").text
     assert "Evidence broken at step 3" in report
+
+
+def test_verify_reports_a_record_that_no_longer_parses(vision_api, scripted_trace, services):
+    """Tampering that breaks a line's JSON is evidence too: verify says where, it does not fail."""
+    trace_id = scripted_trace["trace_id"]
+    path = services.store.trace_dir(trace_id) / "steps.jsonl"
+    original = path.read_bytes()
+    lines = original.split(b"\n")
+    lines[2] = lines[2][:-1]  # drop record 3's closing brace
+    path.write_bytes(b"\n".join(lines))
+    try:
+        response = vision_api.get(f"/api/v1/traces/{trace_id}/verify")
+    finally:
+        path.write_bytes(original)  # the store is shared: later tests list and load this trace
+    assert response.status_code == 200, response.text
+    broken = response.json()
+    assert broken["ok"] is False and broken["broken_index"] == 3 and broken["steps_checked"] == 2, broken
+    assert "JSON" in broken["reason"]
+    assert vision_api.get("/api/v1/traces/nope-nope/verify").json()["error"]["code"] == "trace_not_found"

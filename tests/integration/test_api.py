@@ -387,6 +387,19 @@ def test_session_limit_is_429(api, manager):
     assert not set(created) & {s["id"] for s in api.get("/api/v1/sessions").json()}
 
 
+def test_a_desktop_that_cannot_start_is_a_typed_503(api, manager, monkeypatch):
+    """POST /sessions when the stack cannot come up (here: no free noVNC port) says why, not a bare 500."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        monkeypatch.setenv("GLASSDESK_NOVNC_PORTS", f"{port}-{port}")
+        before = set(manager.sessions)
+        message = error(api.post("/api/v1/sessions", json={"id": "itest-noport"}), 503, "session_unavailable")
+    assert "noVNC port" in message
+    assert set(manager.sessions) == before  # nothing left behind
+
+
 class XClientFlood:
     """Fill the X server's client table with idle connections, so a new X client (xdotool) is
     refused for real ("Maximum number of clients reached"). Existing connections keep working."""
@@ -478,6 +491,24 @@ def test_openapi_lists_every_action_route(api):
 def test_healthz(api):
     response = api.get("/healthz")
     assert response.status_code == 200 and response.json()["ok"] is True
+
+
+def test_without_a_token_a_foreign_host_is_refused(api, desk):
+    """DNS rebinding: a page on evil.example re-pointed at 127.0.0.1 must not drive the desktop."""
+    for method, path in (("GET", f"/api/v1/sessions/{SID}/live"), ("POST", f"{BASE}/launch"),
+                         ("GET", "/api/v1/sessions"), ("GET", "/")):
+        response = api.request(method, path, headers={"host": "evil.example:8080"},
+                               json={"command": "true"} if method == "POST" else None)
+        error(response, 421, "misdirected_request")
+    assert api.get("/api/v1/sessions").status_code == 200
+
+
+def test_without_a_token_a_foreign_page_cannot_post(api, desk):
+    """A page on another site can send a body-less POST (no preflight): refused by its Origin."""
+    for path in (f"/api/v1/sessions/{SID}/vision/pause", "/api/v1/sessions"):
+        error(api.post(path, headers={"origin": "https://evil.example"}), 403, "forbidden_origin")
+    assert api.post(f"/api/v1/sessions/{SID}/vision/resume",
+                    headers={"origin": str(api.base_url).rstrip("/")}).status_code == 200
 
 
 # ------------------------------------------------------------------ auth

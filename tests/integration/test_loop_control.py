@@ -322,3 +322,61 @@ def test_after_a_pause_the_model_sees_the_screen_as_the_operator_left_it(service
     assert before.crop_png(status) != after.crop_png(status), "the operator's click did not show"
     assert seen and seen[0].crop_png(status) == after.crop_png(status), \
         "the model was shown the screen from before the pause"
+
+
+def test_cancelling_a_paused_run_keeps_the_pause_for_the_next_run(services, desk):
+    """Cancel ends the run, not the operator's take-over: a new run must still wait for resume."""
+    import threading
+
+    from vision.loop import ActRequest
+
+    runner = services.runners.get(SESSION)
+    request = ActRequest(instruction="while the operator has control", model="scripted",
+                         script=[{"action": "wait", "duration_ms": 10}])
+    try:
+        runner.pause("operator took over")
+        first: list = []
+        thread = threading.Thread(target=lambda: first.append(runner.act(request)))
+        thread.start()
+        _wait_until(lambda: runner.active, what="the first run")
+        assert runner.cancel()
+        thread.join(10)
+        assert first and first[0].status == "cancelled" and first[0].steps == []
+        assert runner.pause_reason == "operator took over"
+
+        second: list = []
+        thread = threading.Thread(target=lambda: second.append(runner.act(request)))
+        thread.start()
+        _wait_until(lambda: runner.active, what="the second run")
+        time.sleep(0.5)
+        assert not second and runner.state is not None and runner.state.steps == [], \
+            "a run went ahead while the operator still had control"
+        runner.resume()
+        thread.join(30)
+        assert second and second[0].status == "done"
+    finally:
+        runner.resume()
+
+
+def test_deleting_the_session_ends_its_paused_run(services, manager):
+    """A run paused on a session that is then deleted must end (cancelled), not wait forever."""
+    import threading
+
+    from vision.loop import ActRequest
+
+    session = manager.create("itest-gone")
+    try:
+        runner = services.runners.get(session.id)
+        runner.pause("operator took over")
+        result: list = []
+        thread = threading.Thread(target=lambda: result.append(runner.act(ActRequest(
+            instruction="never runs", model="scripted", script=[{"action": "wait", "duration_ms": 10}]))))
+        thread.start()
+        _wait_until(lambda: runner.active and runner.state is not None, what="the paused run")
+        trace_id = runner.state.trace.trace_id
+    finally:
+        manager.delete(session.id)
+    thread.join(10)
+    assert not thread.is_alive(), "the paused run outlived its session"
+    assert result and result[0].status == "cancelled"
+    assert services.store.load(trace_id).meta.status == "cancelled"

@@ -49,3 +49,18 @@ def test_scripted_run_clicks_types_and_finishes_with_a_trace(vision_api, page, v
     assert png.headers["content-type"] == "image/png"
     report = vision_api.get(f"/api/v1/traces/{body['trace_id']}/report")
     assert report.status_code == 200 and "sign in" in report.text
+
+
+def test_a_secret_in_the_answer_is_redacted_in_the_response_and_events(vision_api, desk, services):
+    """The model may read a typed secret back off the screen: its answer leaves redacted too."""
+    seen = services.bus.recent()[-1]["seq"] if services.bus.recent() else 0
+    r = vision_api.post("/api/v1/sessions/itest/vision/act",
+                        json={"instruction": "report", "model": "scripted", "secrets": {"pw": "s3cr3t-answer"},
+                              "script": [{"action": "done", "answer": "the field shows s3cr3t-answer"}]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["status"] == "done" and body["answer"] == "the field shows [REDACTED]"
+    assert "s3cr3t-answer" not in r.text
+    finished = [e for e in services.bus.recent(seen) if e["kind"] == "run_finished"]
+    assert finished and finished[-1]["answer"] == "the field shows [REDACTED]"
+    assert services.store.load(body["trace_id"]).meta.answer == "the field shows [REDACTED]"

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from desktop.actions import Click, Drag, Key, Move, Point, Scroll, Type
 from desktop.input import GLIDE_MS, glide_argv, glide_ms_from, pointer_target
 from desktop.overlay import HEIGHT, MARGIN, action_points, candidates, place, render, rounded_rows
-from vision.auth import is_open
+from vision.auth import host_allowed, is_open, origin_allowed
 from vision.console import model_stats, short_action
 from vision.metrics import Metrics
 
@@ -178,3 +178,26 @@ def test_metrics_from_bus_events():
 ])
 def test_only_the_console_page_and_its_static_files_are_open(path, method, open_):
     assert is_open({"type": "http", "path": path, "method": method}) is open_
+
+
+@pytest.mark.parametrize("host,allowed", [
+    ("127.0.0.1:8080", True), ("localhost:1", True), ("localhost", True), ("[::1]:8080", True),
+    ("LOCALHOST:8080", True), ("evil.example", False), ("evil.example:8080", False), ("", False),
+    ("127.0.0.1.evil.example:8080", False), ("[::1].evil:80", False),
+])
+def test_without_a_token_only_loopback_host_names_are_answered(host, allowed):
+    hosts = ["127.0.0.1", "127.0.0.1:*", "[::1]", "[::1]:*", "localhost", "localhost:*"]
+    headers = [(b"host", host.encode())] if host else []
+    assert host_allowed(headers, hosts) is allowed
+
+
+@pytest.mark.parametrize("origin,allowed", [
+    (None, True), ("http://127.0.0.1:8080", True), ("http://localhost", True), ("https://[::1]:9", True),
+    ("https://evil.example", False), ("http://evil.example:8080", False), ("null", False),
+    ("http://127.0.0.1.evil.example:80", False),
+])
+def test_without_a_token_state_changes_from_foreign_pages_are_refused(origin, allowed):
+    origins = [f"{scheme}://{h}{port}" for h in ("127.0.0.1", "[::1]", "localhost")
+               for scheme in ("http", "https") for port in ("", ":*")]
+    headers = [(b"origin", origin.encode())] if origin else []
+    assert origin_allowed(headers, origins) is allowed
