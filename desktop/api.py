@@ -11,7 +11,8 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from pydantic import BaseModel, ConfigDict, Field
 
 from desktop.actions import INPUT_ACTIONS, Region, _Action
 from desktop.errors import (
@@ -21,6 +22,12 @@ from desktop.screen import ScreenshotError
 from desktop.sessions import Performed, Session, SessionInfo, SessionManager
 from desktop.stack import StackError
 from desktop.windows import Window, WindowError
+
+
+class _Body(BaseModel):
+    """A request body: an unknown field is a mistake to report, not to ignore."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class ActionResponse(BaseModel):
@@ -33,25 +40,25 @@ class ActionResponse(BaseModel):
     result: dict[str, Any] | None = None
 
 
-class CreateSession(BaseModel):
+class CreateSession(_Body):
     id: str | None = Field(None, description="a name for the session; generated when omitted")
 
 
-class ZoomRequest(BaseModel):
+class ZoomRequest(_Body):
     region: Region = Field(description="[x0, y0, x1, y1] in display pixels")
     scale: float = Field(1.0, gt=0, le=4)
 
 
-class LaunchRequest(BaseModel):
+class LaunchRequest(_Body):
     command: str = Field(min_length=1)
     args: list[str] = Field(default_factory=list)
 
 
-class OpenRequest(BaseModel):
+class OpenRequest(_Body):
     url: str = Field(min_length=1)
 
 
-class FocusRequest(BaseModel):
+class FocusRequest(_Body):
     window_id: str
 
 
@@ -170,6 +177,13 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GlassdeskError)
     async def glassdesk_error(_: Request, exc: GlassdeskError) -> JSONResponse:
         return JSONResponse({"error": exc.to_dict()}, status_code=exc.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # FastAPI's own 404 (no such route) and 405 (wrong method), in the same shape as ours.
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -11,10 +11,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
-from vision.errors import TraceNotFoundError
+from vision.errors import TraceCorruptError, TraceNotFoundError
 from vision.loop import ActRequest, ActResult, Runners
 from vision.report import render_html, render_junit
-from vision.trace import InvalidTraceId, Trace, TraceMeta, TraceNotFound, TraceStore, VerifyResult
+from vision.trace import InvalidTraceId, Trace, TraceCorrupt, TraceMeta, TraceNotFound, TraceStore, VerifyResult
 
 
 class RunControl(BaseModel):
@@ -23,7 +23,7 @@ class RunControl(BaseModel):
 
 
 def _trace_error(exc: Exception) -> TraceNotFoundError:
-    return TraceNotFoundError(f"no trace {exc}; GET /api/v1/traces lists them" if isinstance(exc, TraceNotFound)
+    return TraceNotFoundError(f"{exc}; GET /api/v1/traces lists them" if isinstance(exc, TraceNotFound)
                               else str(exc))
 
 
@@ -94,6 +94,8 @@ def vision_router(runners: Runners, store: TraceStore) -> APIRouter:
             return store.load(trace_id)
         except (TraceNotFound, InvalidTraceId) as exc:
             raise _trace_error(exc) from exc
+        except TraceCorrupt as exc:
+            raise TraceCorruptError(f"{exc}; GET /api/v1/traces/{trace_id}/verify says where") from exc
 
     @router.get("/traces", response_model=list[TraceMeta], tags=["traces"])
     def list_traces(limit: int = 100) -> list[TraceMeta]:

@@ -21,6 +21,7 @@ so the file can be committed and nothing secret reaches a trace or a log.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,21 @@ from vision.providers.base import Provider
 FAMILIES = ("anthropic", "openai", "chat", "ocr", "scripted")
 DEFAULT_ANTHROPIC = "anthropic/claude-sonnet-4-5"
 DEFAULT_OPENAI = "openai/computer-use-preview"
-SECRET_KEYS = {"api_key", "apikey", "token", "authorization"}
+# Option names that carry credentials, compared without case, "-" or "_" (api-key, x_api_key...).
+SECRET_NAMES = {"apikey", "xapikey", "token", "accesstoken", "authorization", "password", "secret",
+                "defaultheaders", "headers"}
+
+
+def _secret_options(options: dict, path: str = "") -> list[str]:
+    """Names of options, nested tables included, that would put a credential in the file."""
+    found = []
+    for key, value in options.items():
+        name = f"{path}{key}"
+        if re.sub(r"[-_]", "", key.lower()) in SECRET_NAMES:
+            found.append(name)
+        elif isinstance(value, dict):
+            found += _secret_options(value, f"{name}.")
+    return found
 
 ENVIRONMENT = (
     "You are operating a real Linux desktop (XFCE) that a person is watching live. The display is "
@@ -64,7 +79,7 @@ class VisionConfig:
             raise SystemExit(f"{file}: {exc}") from exc
         models = data.get("models", {})
         for name, options in models.items():
-            leaked = SECRET_KEYS & {k.lower() for k in options}
+            leaked = _secret_options(options)
             if leaked:
                 raise SystemExit(f"{file}: [models.\"{name}\"] sets {', '.join(sorted(leaked))}; put API keys in "
                                  "the environment (ANTHROPIC_API_KEY / OPENAI_API_KEY), never in the config file")

@@ -15,3 +15,9 @@ class ModelUnavailable(GlassdeskError):
 
 class TraceNotFoundError(GlassdeskError):
     code, status = "trace_not_found", 404
+
+
+class TraceCorruptError(GlassdeskError):
+    """A trace on disk no longer parses: GET .../verify says where."""
+
+    code, status = "trace_corrupt", 500

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from desktop.actions import Type
-from desktop.errors import GlassdeskError, SessionBusy
+from desktop.errors import ActionFailedError, GlassdeskError, SessionBusy
+from desktop.input import ActionFailed
 from desktop.screen import Frame
 from desktop.sessions import Session
 from vision.actions import CursorPosition, Done, Fail, Screenshot, Zoom
@@ -42,6 +43,8 @@ PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
 class ActRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     instruction: str | None = Field(None, min_length=1, max_length=10_000,
                                     description="what to do; may be omitted to continue a paused run")
     model: str | None = Field(None, description="provider/model, e.g. anthropic/claude-sonnet-4-5, openai/computer-use-preview, "
@@ -195,7 +198,20 @@ class Runner:
             self.session.busy = True
             self._cancel.clear()
             state = self._continue_or_start(request)
-            return self._drive(state, request, on_step)
+            try:
+                return self._drive(state, request, on_step)
+            except Exception as exc:
+                # Whatever escaped the normal stops (a screenshot of a restarting desktop, a full
+                # disk under the trace) still ends the run: its trace must not stay "running".
+                if self.state is state:
+                    code = getattr(exc, "code", "internal_error")
+                    message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+                    try:
+                        self._finish(state, Stop("failed", message, code=code))
+                    except Exception:
+                        log.exception("could not close the trace of %s", state.trace.trace_id)
+                        self.state = None
+                raise
         finally:
             self.session.busy = False
             self._lock.release()
@@ -364,7 +380,10 @@ class Runner:
                     elif isinstance(action, Screenshot):
                         pass
                     elif isinstance(action, CursorPosition):
-                        x, y = self.session.executor.cursor()
+                        try:
+                            x, y = self.session.executor.cursor()
+                        except ActionFailed as exc:
+                            raise ActionFailedError(str(exc)) from exc
                         result.output = f"X={x},Y={y}"
                     elif isinstance(action, Zoom):
                         result.image_png = frame.crop_png(action.region, action.scale)
@@ -377,7 +396,9 @@ class Runner:
                         exec_ms += done.duration_ms
                         settle_ms += done.settle_ms
                 except GlassdeskError as exc:
-                    result.ok, result.error = False, f"{exc.code}: {exc.message}"
+                    # Sent back to the model: an xdotool error quotes its argv, typed secrets included.
+                    error = redact(f"{exc.code}: {exc.message}", state.request.secrets.values())
+                    result.ok, result.error = False, error
                     break  # the rest of this call depends on what failed
             results.append(result)
             if terminal:

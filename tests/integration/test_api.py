@@ -573,3 +573,15 @@ def test_up_refuses_a_public_bind_without_a_token(host):
     # it refused before starting anything: no session, no server
     assert "live view" not in output and "Uvicorn running" not in output
     assert "Traceback" not in output
+
+
+def test_unknown_routes_and_methods_answer_in_the_error_shape(api):
+    missing = api.get("/api/v1/nothing-here")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    wrong = api.delete("/api/v1/sessions/itest/desktop/click")
+    assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_unknown_fields_in_a_window_body_are_refused(api, page):
+    r = api.post("/api/v1/sessions/itest/desktop/open", json={"url": page.url, "new_tab": True})
+    assert r.status_code == 422 and "new_tab" in r.json()["error"]["message"]

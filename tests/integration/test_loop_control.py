@@ -380,3 +380,27 @@ def test_deleting_the_session_ends_its_paused_run(services, manager):
     assert not thread.is_alive(), "the paused run outlived its session"
     assert result and result[0].status == "cancelled"
     assert services.store.load(trace_id).meta.status == "cancelled"
+
+
+def test_a_failure_outside_the_normal_stops_still_ends_the_trace(services, desk):
+    """An unexpected error mid-run (here: the desktop cannot be captured) must not leave the
+    trace 'running' or the runner holding a dead run."""
+    from desktop.errors import ScreenshotFailed
+    from vision.loop import ActRequest
+
+    runner = services.runners.get("itest")
+    original = runner._act
+
+    def broken(*args, **kwargs):
+        raise ScreenshotFailed("could not capture display: simulated")
+
+    runner._act = broken
+    try:
+        with pytest.raises(ScreenshotFailed):
+            runner.act(ActRequest(instruction="break mid-run", model="scripted", script=[{"action": "wait", "duration_ms": 1}]))
+    finally:
+        runner._act = original
+    assert runner.state is None
+    meta = services.store.list_traces(limit=1)[0]
+    assert meta.instruction == "break mid-run" and meta.status == "failed"
+    assert meta.error.code == "screenshot_failed"

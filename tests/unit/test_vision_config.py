@@ -109,3 +109,24 @@ def test_event_bus_delivers_across_threads_and_replays_recent():
         bus.publish("x", i=i)
     assert [e["i"] for e in bus.recent()] == [2, 3, 4]
     assert [e["i"] for e in bus.recent(after_seq=bus.recent()[-2]["seq"])] == [4]
+
+
+@pytest.mark.parametrize("option", ['"api-key" = "sk-1"', 'x_api_key = "sk-1"', 'default_headers = {Authorization = "Bearer sk-1"}',
+                                    '[models."openai/x".extra]\ntoken = "sk-1"'])
+def test_config_file_refuses_credentials_however_spelled(tmp_path, option):
+    file = tmp_path / "glassdesk.toml"
+    table = '[models."openai/x"]\n'
+    file.write_text(option if option.startswith("[") else table + option + "\n")
+    with pytest.raises(SystemExit, match="never in the config file"):
+        VisionConfig.load(file)
+
+
+def test_config_file_keeps_ordinary_options(tmp_path):
+    file = tmp_path / "glassdesk.toml"
+    file.write_text('[models."anthropic/x"]\nmax_tokens = 2048\n')
+    assert VisionConfig.load(file).models["anthropic/x"]["max_tokens"] == 2048
+
+
+def test_act_request_refuses_unknown_fields():
+    with pytest.raises(ValueError, match="max_step"):
+        ActRequest(instruction="x", max_step=3)
