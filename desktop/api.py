@@ -178,6 +178,12 @@ def add_error_handlers(app: FastAPI) -> None:
     async def glassdesk_error(_: Request, exc: GlassdeskError) -> JSONResponse:
         return JSONResponse({"error": exc.to_dict()}, status_code=exc.status)
 
+    @app.exception_handler(Exception)
+    async def unexpected_error(_: Request, exc: Exception) -> JSONResponse:
+        # A bug, not a user error: the shape stays the same; the server log has the traceback.
+        message = f"unexpected {type(exc).__name__}; the server log has the details"
+        return JSONResponse({"error": {"code": "internal_error", "message": message}}, status_code=500)
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         # FastAPI's own 404 (no such route) and 405 (wrong method), in the same shape as ours.

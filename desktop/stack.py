@@ -163,9 +163,9 @@ def session_pids(sids: set[int]) -> list[int]:
     return pids
 
 
-def tagged_pids(tag: str) -> list[int]:
-    """Every live process whose environment carries this session's tag."""
-    needle = f"{TAG_VAR}={tag}".encode()
+def pids_with_env(name: str, value: str) -> list[int]:
+    """Every live process (but this one) whose environment sets ``name=value``."""
+    needle = f"{name}={value}".encode()
     pids = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -177,6 +177,11 @@ def tagged_pids(tag: str) -> list[int]:
         except OSError:
             continue
     return pids
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Every live process whose environment carries this session's tag."""
+    return pids_with_env(TAG_VAR, tag)
 
 
 @dataclass

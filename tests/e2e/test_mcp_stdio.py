@@ -24,6 +24,8 @@ from mcp.client.stdio import stdio_client
 from mcp.types import ImageContent
 from PIL import Image
 
+from desktop.stack import pids_with_env
+
 pytestmark = pytest.mark.x11
 
 GLASSDESK = str(Path(sys.executable).with_name("glassdesk"))
@@ -32,15 +34,10 @@ MARK = "GLASSDESK_TEST_MARK"
 
 def marked(mark: str) -> dict[int, str]:
     """pid -> command name of every live process carrying the mark in its environment."""
-    needle = f"{MARK}={mark}".encode()
     found = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
+    for pid in pids_with_env(MARK, mark):
         try:
-            with open(f"/proc/{entry.name}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
-                    found[int(entry.name)] = Path(f"/proc/{entry.name}/comm").read_text().strip()
+            found[pid] = Path(f"/proc/{pid}/comm").read_text().strip()
         except OSError:
             continue
     return found
