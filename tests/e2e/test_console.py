@@ -183,6 +183,8 @@ def test_scripted_run_from_the_form_shows_its_steps_live(console, services, page
     console.wait_status("done")
     seen = console.page.evaluate("window.__seen")
     assert any(steps >= 1 and status == "running" for steps, status in seen), seen
+    # "done" arrives with the run_finished event; the timeline's last refresh may still be in flight.
+    console.page.wait_for_function("() => document.querySelectorAll('#timeline li.step').length === 6")
     steps = console.page.locator("#timeline li.step")
     assert steps.count() == 6
     assert "click at (1000, 700)" in steps.nth(1).inner_text()
@@ -293,7 +295,7 @@ def test_safety_check_from_a_fake_openai_server_is_approved_in_the_console(conso
         console.page.click("#approve")
         console.wait_status("done")
         safety.wait_for(state="hidden")
-        assert "All done" in console.page.locator("#trace-outcome").inner_text()
+        console.page.locator("#trace-outcome", has_text="All done").wait_for()  # rendered by the last refresh
         assert _trace(services, trace_id).meta.status == "done"
         # The approval reached the model: the next request acknowledged exactly that check.
         [output] = oa.input_items(fake.requests[1], "computer_call_output")
