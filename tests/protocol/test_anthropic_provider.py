@@ -14,9 +14,10 @@ from tests.fakes.server import FakeServer
 from vision.actions import CursorPosition, Fail, Screenshot
 from vision.providers.anthropic import (
     COMPUTER_20250124, COMPUTER_20251124, COMPUTER_TOOLSET_20260801, PRUNED_IMAGE, AnthropicProvider, InputError,
-    model_space, parse_tool_use, prune_images, region_to_display, retry_after, to_actions, tool_version_for,
+    model_space, parse_tool_use, prune_images, region_to_display, to_actions, tool_version_for,
     with_cache_breakpoints,
 )
+from vision.providers.base import retry_after
 from vision.providers.base import CallResult, ModelCallError, Observation
 
 API_KEY = "sk-ant-test-0123456789abcdefSECRET"

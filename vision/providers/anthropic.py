@@ -21,9 +21,7 @@ import base64
 import math
 import os
 import re
-import time
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any, Mapping
 
 import anthropic
@@ -36,7 +34,7 @@ from desktop.actions import (
 from vision import coords
 from vision.actions import Action, CursorPosition, Fail, Screenshot
 from vision.providers.base import (
-    CallResult, ModelCallError, ModelTurn, Observation, Provider, ToolCall, Usage,
+    CallResult, ModelCallError, ModelTurn, Observation, Provider, ToolCall, Usage, redact_key, retry_after,
 )
 
 # --- tool versions ---------------------------------------------------------------------------
@@ -308,22 +306,6 @@ def with_cache_breakpoints(messages: list[dict[str, Any]], turns: int = 2) -> li
     return marked
 
 
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait, from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    try:
-        if ms := headers.get("retry-after-ms"):
-            return max(0.0, float(ms) / 1000)
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
-
-
 def model_call_error(exc: anthropic.AnthropicError, secret: str | None = None) -> ModelCallError:
     """An SDK error -> ModelCallError: 408/409/429/5xx/529 and network failures are transient."""
     if isinstance(exc, anthropic.APIStatusError):
@@ -338,17 +320,13 @@ def model_call_error(exc: anthropic.AnthropicError, secret: str | None = None) -
         if status in (401, 403):
             message += " - check the API key (ANTHROPIC_API_KEY) and its permissions"
         transient = status in (408, 409, 429) or status >= 500
-        return ModelCallError(_redact(message, secret), transient=transient, status=status,
+        return ModelCallError(redact_key(message, secret), transient=transient, status=status,
                               retry_after=retry_after(exc.response.headers))
     if isinstance(exc, anthropic.APITimeoutError):
         return ModelCallError("Anthropic API call timed out", transient=True)
     if isinstance(exc, anthropic.APIConnectionError):
         return ModelCallError("could not reach the Anthropic API", transient=True)
-    return ModelCallError(_redact(f"Anthropic SDK error: {exc}", secret))
-
-
-def _redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, "[redacted]") if secret else text
+    return ModelCallError(redact_key(f"Anthropic SDK error: {exc}", secret))
 
 
 # --- the provider ---------------------------------------------------------------------------------

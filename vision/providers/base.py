@@ -10,8 +10,11 @@ with vision.coords, and nowhere else.
 from __future__ import annotations
 
 import abc
+import re
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from email.utils import parsedate_to_datetime
+from typing import Any, Mapping
 
 from desktop.screen import Frame
 from vision.actions import Action
@@ -105,6 +108,33 @@ class ModelCallError(Exception):
         self.transient = transient
         self.retry_after = retry_after
         self.status = status
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds a rate-limited API asks us to wait: ``retry-after-ms``, else ``retry-after`` in
+    seconds or as an HTTP date. None when absent or unreadable."""
+    try:
+        if ms := headers.get("retry-after-ms"):
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+_KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}")  # any key-shaped token, even a masked one
+
+
+def redact_key(text: str, api_key: str | None) -> str:
+    """An SDK error text with the API key, and anything shaped like one, taken out."""
+    if api_key:
+        text = text.replace(api_key, "[redacted]")
+    return _KEY_LIKE.sub("[redacted]", text)
 
 
 class Provider(abc.ABC):

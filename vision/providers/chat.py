@@ -17,11 +17,9 @@ so every Action they return is already in display pixels.
 from __future__ import annotations
 
 import base64
-import email.utils
 import json
 import os
 import re
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -34,10 +32,13 @@ from pydantic import ValidationError
 from desktop.actions import (
     Click, DoubleClick, Drag, Key, MouseDown, MouseUp, Move, Scroll, TripleClick, Type, Wait,
 )
+from desktop.errors import describe_validation
 from vision import coords
 from vision.actions import Action, Done, Fail
 from vision.coords import DISPLAY, QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, Space
-from vision.providers.base import CallResult, ModelCallError, ModelTurn, Observation, Provider, ToolCall, Usage
+from vision.providers.base import (
+    CallResult, ModelCallError, ModelTurn, Observation, Provider, ToolCall, Usage, retry_after,
+)
 
 
 class ChatParseError(ValueError):
@@ -99,23 +100,13 @@ def _wait(seconds: Any) -> Wait:
     return Wait(duration_ms=min(30_000, max(0, round(float(seconds) * 1000))))
 
 
-def _error_text(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        messages = []
-        for error in exc.errors():
-            message = error["msg"].removeprefix("Value error, ")
-            messages.append(f"{'.'.join(map(str, error['loc']))}: {message}" if error["loc"] else message)
-        return "; ".join(messages)
-    return str(exc)
-
-
 def _call(index: int, name: str, raw: dict[str, Any], build: Callable[[], list[Action]]) -> ToolCall:
     """One call the model made. If it cannot become display actions (off-screen, unknown action or
     key), ``error`` says why: nothing runs, and the model hears about it next turn."""
     try:
         return ToolCall(f"call_{index}", name, raw, actions=build())
     except (ValueError, TypeError) as exc:
-        return ToolCall(f"call_{index}", name, raw, error=f"{name}: {_error_text(exc)}")
+        return ToolCall(f"call_{index}", name, raw, error=f"{name}: {describe_validation(exc) if isinstance(exc, ValidationError) else exc}")
 
 
 def _json_objects(text: str) -> Iterator[dict]:
@@ -596,29 +587,9 @@ def call_error(exc: openai.OpenAIError) -> ModelCallError:
         detail = exc.body.get("message") if isinstance(exc.body, dict) else None
         return ModelCallError(f"chat server answered HTTP {status}: {detail or exc.message}",
                               transient=status == 429 or status >= 500,
-                              retry_after=_retry_after(exc.response.headers), status=status)
+                              retry_after=retry_after(exc.response.headers), status=status)
     if isinstance(exc, openai.APITimeoutError):
         return ModelCallError("chat server did not answer in time", transient=True)
     if isinstance(exc, openai.APIConnectionError):
         return ModelCallError(f"chat server unreachable: {exc.__cause__ or exc}", transient=True)
     return ModelCallError(f"chat call failed: {exc}")
-
-
-def _retry_after(headers: Any) -> float | None:
-    """Seconds to wait, from Retry-After-Ms, or Retry-After in seconds or as an HTTP date."""
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return float(ms) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None

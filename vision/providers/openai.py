@@ -16,10 +16,7 @@ without the SDK.
 from __future__ import annotations
 
 import base64
-import email.utils
 import os
-import re
-import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -32,7 +29,8 @@ from desktop.screen import Frame
 from vision import coords
 from vision.actions import Action, Screenshot
 from vision.providers.base import (
-    CallResult, ModelCallError, ModelTurn, Observation, Provider, SafetyCheck, ToolCall, Usage,
+    CallResult, ModelCallError, ModelTurn, Observation, Provider, SafetyCheck, ToolCall, Usage, redact_key,
+    retry_after,
 )
 
 ToolKind = Literal["computer_use_preview", "computer"]
@@ -162,46 +160,20 @@ def _describe(exc: Exception) -> str:
 # --- errors --------------------------------------------------------------------------------------
 
 _TRANSIENT_STATUS = {408, 409, 429}
-_KEY_PATTERN = re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}")  # any key-like token, even a masked one
-
-
-def _redact(text: str, api_key: str | None) -> str:
-    if api_key:
-        text = text.replace(api_key, "[redacted]")
-    return _KEY_PATTERN.sub("[redacted]", text)
-
-
-def retry_after(headers: Any) -> float | None:
-    """Seconds from retry-after-ms or Retry-After (seconds or an HTTP date)."""
-    if value := headers.get("retry-after-ms"):
-        try:
-            return max(0.0, float(value) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_tz(value)
-        return None if parsed is None else max(0.0, email.utils.mktime_tz(parsed) - time.time())
-
-
 def to_model_call_error(exc: openai.OpenAIError, api_key: str | None) -> ModelCallError:
     if isinstance(exc, openai.APITimeoutError):
         return ModelCallError("OpenAI API call timed out", transient=True)
     if isinstance(exc, openai.APIConnectionError):
-        return ModelCallError(_redact(f"could not reach the OpenAI API: {exc.message}", api_key), transient=True)
+        return ModelCallError(redact_key(f"could not reach the OpenAI API: {exc.message}", api_key), transient=True)
     if isinstance(exc, openai.APIStatusError):
         body = exc.body if isinstance(exc.body, dict) else {}
         detail = body.get("message") or exc.message
         status = exc.status_code
         # An exhausted quota answers 429 too, but waiting will not refill it.
         transient = (status in _TRANSIENT_STATUS or status >= 500) and body.get("code") != "insufficient_quota"
-        return ModelCallError(_redact(f"OpenAI API error {status}: {detail}", api_key), transient=transient,
+        return ModelCallError(redact_key(f"OpenAI API error {status}: {detail}", api_key), transient=transient,
                               retry_after=retry_after(exc.response.headers) if transient else None, status=status)
-    return ModelCallError(_redact(f"OpenAI API call failed: {exc}", api_key))
+    return ModelCallError(redact_key(f"OpenAI API call failed: {exc}", api_key))
 
 
 # --- the provider --------------------------------------------------------------------------------
@@ -265,7 +237,7 @@ class OpenAIProvider(Provider):
             raise to_model_call_error(exc, self._api_key) from None
         if response.error:
             transient = response.error.code in ("server_error", "rate_limit_exceeded")
-            raise ModelCallError(_redact(f"OpenAI response failed: {response.error.code}: {response.error.message}",
+            raise ModelCallError(redact_key(f"OpenAI response failed: {response.error.code}: {response.error.message}",
                                          self._api_key), transient=transient)
         model_turn, open_calls = _parse(response, space)
         # Only a successful call moves the conversation on, so a retried turn resends the same input.
