@@ -1,9 +1,10 @@
 """The desktop REST primitives: sessions, screenshot, one route per input action, and windows.
 
+No ``from __future__ import annotations`` here: the generated routes annotate their body with a
+local class, which FastAPI can only see when annotations are evaluated where they are written.
+
 Handlers are plain ``def``: they block on X and xdotool, and FastAPI runs them in its threadpool.
 """
-
-from __future__ import annotations
 
 import base64
 from typing import Any
@@ -119,8 +120,6 @@ def desktop_router(manager: SessionManager) -> APIRouter:
         def handler(session_id: str, body: model, screenshot: bool = WantShot) -> ActionResponse:  # type: ignore[valid-type]
             return _respond(name, manager.get(session_id).perform(body), screenshot)
 
-        # Annotations are strings here (PEP 563) and "model" is a local: give FastAPI the class.
-        handler.__annotations__["body"] = model
         handler.__name__ = f"desktop_{name}"
         router.add_api_route(f"/sessions/{{session_id}}/desktop/{name}", handler, methods=["POST"],
                              response_model=ActionResponse, tags=["desktop"],
