@@ -109,3 +109,25 @@ def vision_api(manager, desk, services):
     with LiveServer(create_app(manager, Settings(token=None), services)) as server:
         with httpx2.Client(base_url=server.url, timeout=120) as client:
             yield client
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian Chromium through Playwright (no browser download), one per test module:
+    Playwright's sync API keeps an event loop running in this thread while it is open, which
+    would break the asyncio.run of later modules (the MCP tests)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def no_paused_run(services):
+    """A paused run (step mode, safety checks) left by a failing test must not leak into the next."""
+    yield
+    runner = services.runners.get("itest")
+    if runner.state is not None and not runner.active:
+        runner.cancel()

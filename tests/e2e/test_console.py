@@ -23,21 +23,9 @@ from vision.app import Settings, create_app
 pytestmark = pytest.mark.x11
 
 SESSION = "itest"
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(os.environ.get("GLASSDESK_ARTIFACTS") or "artifacts")
 TOKEN = "console-test-token-5f1c"
 WAIT_MS = 30_000
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} not installed")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

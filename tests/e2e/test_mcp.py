@@ -16,6 +16,7 @@ from mcp.types import ImageContent, TextContent
 from PIL import Image
 
 from vision.mcp import build_server
+from tests.fakes.testpage import at
 
 pytestmark = pytest.mark.x11
 
@@ -56,10 +57,6 @@ def image_of(result) -> Image.Image:
     assert len(images) == 1, result.content
     assert images[0].mime_type == "image/png"
     return Image.open(io.BytesIO(base64.b64decode(images[0].data)))
-
-
-def _at(viewport, cx, cy):
-    return viewport[0] + cx, viewport[1] + cy
 
 
 def test_catalog_names_wording_annotations_and_schemas(server):
@@ -109,7 +106,7 @@ def test_screenshot_region_and_scale(server):
 
 
 def test_click_lands_on_the_target_at_the_exact_pixel(server, page, viewport):
-    x, y = _at(viewport, 1260, 145)  # the Sign in button
+    x, y = at(viewport, 1260, 145)  # the Sign in button
     result = call(server, "desktop_click", {"x": x, "y": y, **S})
     assert not result.is_error, text_of(result)
     event = page.wait_for(lambda e: e["type"] == "click" and e["target"] == "signin")
@@ -124,7 +121,7 @@ def test_click_lands_on_the_target_at_the_exact_pixel(server, page, viewport):
 
 
 def test_type_and_key_reach_the_focused_field(server, page, viewport):
-    fx, fy = _at(viewport, 300, 280)
+    fx, fy = at(viewport, 300, 280)
     call(server, "desktop_click", {"x": fx, "y": fy, "screenshot": False, **S})
     page.wait_for(lambda e: e["type"] == "click" and e["target"] == "field")
     result = call(server, "desktop_type", {"text": "hello from mcp", **S})
@@ -137,7 +134,7 @@ def test_type_and_key_reach_the_focused_field(server, page, viewport):
 
 
 def test_vision_act_with_the_scripted_model_reports_progress(server, page, viewport):
-    bx, by = _at(viewport, 1260, 145)
+    bx, by = at(viewport, 1260, 145)
     script = [{"action": "move", "x": bx - 40, "y": by}, {"action": "click", "x": bx, "y": by},
               {"action": "done", "answer": "clicked sign in"}]
     progress = []

@@ -17,9 +17,7 @@ from desktop.actions import Move
 
 pytestmark = pytest.mark.x11
 
-sync_api = pytest.importorskip("playwright.sync_api")
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
 # Samples the canvas on a grid: distinct colours, and the share of the commonest one.
@@ -47,14 +45,6 @@ def with_params(url: str, **params) -> str:
     query = {k: v[0] for k, v in parse_qs(parts.query).items()}
     query.update(params)
     return urlunsplit(parts._replace(query=urlencode(query)))
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

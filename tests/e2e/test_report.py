@@ -13,33 +13,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.testpage import at
+
 pytestmark = pytest.mark.x11
 
 SESSION = "itest"
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(os.environ.get("GLASSDESK_ARTIFACTS") or "artifacts")
-
-
-def _at(viewport, cx, cy):
-    return viewport[0] + cx, viewport[1] + cy
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} not installed")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
 def scripted_trace(vision_api, page, viewport):
     """A finished scripted run with pointer actions, typing and an answer: its response body."""
-    bx, by = _at(viewport, 1260, 145)
-    fx, fy = _at(viewport, 300, 280)
+    bx, by = at(viewport, 1260, 145)
+    fx, fy = at(viewport, 300, 280)
     script = [
         {"action": "click", "x": bx, "y": by},
         {"action": "click", "x": fx, "y": fy},

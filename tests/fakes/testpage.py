@@ -11,6 +11,11 @@ from pathlib import Path
 PAGE = Path(__file__).parent.parent / "assets" / "testpage.html"
 
 
+def at(viewport: tuple[int, int], cx: int, cy: int) -> tuple[int, int]:
+    """A point of the page (CSS px) on the display, given the ``viewport`` fixture's offset."""
+    return viewport[0] + cx, viewport[1] + cy
+
+
 class TestPage:
     def __init__(self):
         self.events: list[dict] = []

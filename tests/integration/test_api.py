@@ -21,6 +21,7 @@ from PIL import Image
 
 from desktop.actions import INPUT_ACTIONS
 from tests.conftest import LiveServer
+from tests.fakes.testpage import at
 
 pytestmark = pytest.mark.x11
 
@@ -54,10 +55,6 @@ def png(data: bytes) -> Image.Image:
     image.load()
     assert image.format == "PNG"
     return image
-
-
-def at(viewport, cx, cy):
-    return viewport[0] + cx, viewport[1] + cy
 
 
 def assert_nothing_arrived(api, page, desk):

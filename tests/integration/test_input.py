@@ -5,13 +5,9 @@ from __future__ import annotations
 import pytest
 
 from desktop.actions import Click, DoubleClick, Drag, Key, Move, Point, Scroll, TripleClick, Type
+from tests.fakes.testpage import at
 
 pytestmark = pytest.mark.x11
-
-
-def _at(viewport, cx, cy):
-    """A page coordinate (CSS px) -> display pixels."""
-    return viewport[0] + cx, viewport[1] + cy
 
 
 @pytest.mark.parametrize("x,y", [(960, 700), (5, 200), (1890, 1040), (333, 777)])
@@ -38,21 +34,21 @@ def test_click_with_held_modifier(desk, page):
 
 
 def test_double_click_selects_a_word_and_triple_click_a_line(desk, page, viewport):
-    x, y = _at(viewport, 200, 140)  # inside "bravo" of "alpha bravo charlie delta"
+    x, y = at(viewport, 200, 140)  # inside "bravo" of "alpha bravo charlie delta"
     desk.perform(DoubleClick(x=x, y=y))
     assert page.wait_for(lambda e: e["type"] == "dblclick")["detail"] == 2
     page.wait_for(lambda e: e["type"] == "selection" and e["selection"].strip() == "bravo")
     page.clear()
     # Another line: clicks at the same spot within the double-click time would continue the count.
-    x, y = _at(viewport, 180, 198)  # inside "second line of text"
+    x, y = at(viewport, 180, 198)  # inside "second line of text"
     desk.perform(TripleClick(x=x, y=y))
     page.wait_for(lambda e: e["type"] == "click" and e["detail"] == 3)
     page.wait_for(lambda e: e["type"] == "selection" and e["selection"].strip() == "second line of text")
 
 
 def test_drag_moves_the_slider(desk, page, viewport):
-    start = _at(viewport, 108, 372)
-    end = _at(viewport, 700, 372)
+    start = at(viewport, 108, 372)
+    end = at(viewport, 700, 372)
     desk.perform(Drag(path=[Point(x=start[0], y=start[1]), Point(x=end[0], y=end[1])]))
     assert page.last("change")["slider"] >= 95
 
@@ -78,21 +74,21 @@ HOSTILE = 'héllo wörld ✓ 日本語 "quotes" $HOME; rm -rf /'
 
 
 def test_typing_arrives_verbatim(desk, page, viewport):
-    desk.perform(Click(x=_at(viewport, 300, 280)[0], y=_at(viewport, 300, 280)[1]))
+    desk.perform(Click(x=at(viewport, 300, 280)[0], y=at(viewport, 300, 280)[1]))
     desk.perform(Type(text=HOSTILE))
     assert_field(page, HOSTILE)
 
 
 def test_long_text_is_typed_in_chunks_without_loss(desk, page, viewport):
     text = "The quick brown fox jumps over the lazy dog 0123456789. " * 4 + "-dash --start"
-    x, y = _at(viewport, 300, 280)
+    x, y = at(viewport, 300, 280)
     desk.perform(Click(x=x, y=y))
     desk.perform(Type(text=text))
     assert_field(page, text)
 
 
 def test_hotkeys_select_replace_and_escape(desk, page, viewport):
-    x, y = _at(viewport, 300, 280)
+    x, y = at(viewport, 300, 280)
     desk.perform(Click(x=x, y=y))
     desk.perform(Type(text="hello world"))
     desk.perform(Key(keys=["ctrl+a"]))

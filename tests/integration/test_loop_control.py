@@ -11,17 +11,14 @@ import pytest
 
 from tests.fakes import openai_fake as oa
 from tests.fakes.server import FakeServer
+from tests.fakes.testpage import at
 
-pytestmark = pytest.mark.x11
+pytestmark = [pytest.mark.x11, pytest.mark.usefixtures("no_paused_run")]
 
 SESSION = "itest"
 ACT = f"/api/v1/sessions/{SESSION}/vision/act"
 CANCEL = f"/api/v1/sessions/{SESSION}/vision/cancel"
 WAIT = {"action": "wait", "duration_ms": 1500}
-
-
-def _at(viewport, cx, cy):
-    return viewport[0] + cx, viewport[1] + cy
 
 
 def _wait_until(predicate, timeout: float = 30.0, what: str = "condition") -> None:
@@ -51,14 +48,6 @@ def _sse(lines) -> list[tuple[str, dict]]:
     if kind is not None or data:
         events.append((kind or "message", json.loads("\n".join(data))))
     return events
-
-
-@pytest.fixture(autouse=True)
-def _no_paused_run(services):
-    yield
-    runner = services.runners.get(SESSION)
-    if runner.state is not None and not runner.active:
-        runner.cancel()
 
 
 @pytest.fixture
@@ -133,7 +122,7 @@ def test_cancel_stops_a_running_run_and_a_concurrent_act_gets_409(vision_api, de
 
 
 def test_sse_streams_one_step_event_per_step_then_the_result(vision_api, page, viewport):
-    bx, by = _at(viewport, 1260, 145)
+    bx, by = at(viewport, 1260, 145)
     script = [{"action": "move", "x": bx, "y": by}, {"action": "click", "x": bx, "y": by},
               {"action": "done", "answer": "streamed"}]
     with vision_api.stream("POST", ACT, json={"instruction": "stream it", "model": "scripted", "script": script},
@@ -159,8 +148,8 @@ def test_sse_streams_one_step_event_per_step_then_the_result(vision_api, page, v
 
 
 def test_step_mode_runs_one_step_per_call_and_continues_the_same_trace(vision_api, page, viewport, services):
-    fx, fy = _at(viewport, 300, 280)
-    ex, ey = _at(viewport, 1500, 282)
+    fx, fy = at(viewport, 300, 280)
+    ex, ey = at(viewport, 1500, 282)
     script = [{"action": "click", "x": fx, "y": fy}, {"action": "click", "x": ex, "y": ey},
               {"action": "done", "answer": "stepped"}]
     first = vision_api.post(ACT, json={"instruction": "step through", "model": "scripted", "script": script,

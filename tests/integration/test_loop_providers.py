@@ -23,7 +23,7 @@ from tests.fakes.server import FakeServer, Reply, Request
 from vision import coords
 from vision.providers.anthropic import region_to_display
 
-pytestmark = pytest.mark.x11
+pytestmark = [pytest.mark.x11, pytest.mark.usefixtures("no_paused_run")]
 
 SESSION = "itest"
 ACT = f"/api/v1/sessions/{SESSION}/vision/act"
@@ -85,15 +85,6 @@ def model_config(services):
 def model():
     with FakeServer() as server:
         yield FakeModel(server)
-
-
-@pytest.fixture(autouse=True)
-def _no_paused_run(services):
-    """A paused run (step mode, safety checks) left by a failing test must not leak into the next."""
-    yield
-    runner = services.runners.get(SESSION)
-    if runner.state is not None and not runner.active:
-        runner.cancel()
 
 
 def display(viewport, css: tuple[int, int]) -> tuple[int, int]:

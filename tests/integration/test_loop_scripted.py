@@ -8,16 +8,14 @@ import io
 import pytest
 from PIL import Image
 
+from tests.fakes.testpage import at
+
 pytestmark = pytest.mark.x11
 
 
-def _at(viewport, cx, cy):
-    return viewport[0] + cx, viewport[1] + cy
-
-
 def test_scripted_run_clicks_types_and_finishes_with_a_trace(vision_api, page, viewport, services):
-    bx, by = _at(viewport, 1260, 145)   # the Sign in button
-    fx, fy = _at(viewport, 300, 280)    # the text field
+    bx, by = at(viewport, 1260, 145)   # the Sign in button
+    fx, fy = at(viewport, 300, 280)    # the text field
     script = [
         {"action": "click", "x": bx, "y": by},
         {"action": "click", "x": fx, "y": fy},
