@@ -20,7 +20,8 @@ from desktop.errors import (
     ActionFailedError, GlassdeskError, InvalidAction, ScreenshotFailed, SessionUnavailable, describe_errors,
 )
 from desktop.screen import ScreenshotError
-from desktop.sessions import Performed, Session, SessionInfo, SessionManager
+from desktop.port import Performed
+from desktop.sessions import Session, SessionInfo, SessionManager
 from desktop.stack import StackError
 from desktop.windows import Window, WindowError
 
@@ -78,7 +79,7 @@ def _respond(action: str, performed: Performed, screenshot: bool, result: dict |
 
 def _window_op(session: Session, fn):
     try:
-        return session.settled_after(fn)
+        return session.run_settled(fn)
     except WindowError as exc:
         raise InvalidAction(str(exc)) from exc
     except ScreenshotError as exc:

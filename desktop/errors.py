@@ -38,6 +38,12 @@ class SessionBusy(GlassdeskError):
     code, status = "session_busy", 409
 
 
+class OperatorInControl(GlassdeskError):
+    """A person has taken over the desktop: an agent must not fight them for the pointer."""
+
+    code, status = "operator_in_control", 409
+
+
 class SessionUnavailable(GlassdeskError):
     code, status = "session_unavailable", 503
 
@@ -64,12 +70,23 @@ def describe_errors(errors) -> str:
     for err in errors:
         # Drop the request part ("body") and the union branch names pydantic adds to a location.
         loc = [str(p) for p in err["loc"] if p != "body" and not str(p).startswith("function-")]
-        if len(loc) > 1 and loc[0] in _ACTION_NAMES:
+        if len(loc) > 1 and loc[0] in _action_names():
             loc = loc[1:]
         message = err["msg"].removeprefix("Value error, ")
         parts.append(f"{'.'.join(loc)}: {message}" if loc else message)
     return "; ".join(parts)
 
 
-_ACTION_NAMES = {"click", "double_click", "triple_click", "move", "mouse_down", "mouse_up", "drag", "scroll",
-                 "type", "key", "hold_key", "wait", "zoom", "screenshot", "cursor_position", "done", "fail"}
+def _action_names() -> set[str]:
+    """The tags of every action model defined so far (a discriminated union puts the tag in an
+    error's location: ``click.x``), the vision layer's own actions included."""
+    from desktop.actions import _Action  # here: desktop.actions imports this module's neighbours
+
+    names, pending = set(), list(_Action.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending += cls.__subclasses__()
+        field = cls.model_fields.get("action")
+        if field is not None and isinstance(field.default, str):
+            names.add(field.default)
+    return names

@@ -18,13 +18,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from desktop.actions import _Action
 from desktop.errors import (
     ActionFailedError, InvalidAction, ScreenshotFailed, SessionLimit, SessionNotFound, SessionUnavailable,
 )
 from desktop.input import ActionFailed, Executor
+from desktop.port import Performed
 from desktop.screen import Frame, Screen, ScreenshotError
 from desktop.stack import DesktopStack, StackConfig, StackError
 from desktop.windows import Windows
@@ -35,7 +36,7 @@ SESSION_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 Status = Literal["starting", "ready", "restarting", "failed", "stopped"]
 
 
-def _now() -> datetime:
+def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
@@ -48,27 +49,34 @@ class SessionInfo(BaseModel):
     last_used_at: datetime
     restarts: int
     events: list[str]
+    default: bool = Field(False, description="the session used when none is named")
+    takeover: bool = Field(False, description="a person holds mouse and keyboard; agents' actions are refused")
+    takeover_since: datetime | None = None
 
 
-@dataclass
-class Performed:
-    """The outcome of one action: what ran, how long it took, and the settled screen after it."""
-
-    executed: list[list[str]]
-    duration_ms: float
-    settle_ms: int
-    frame: Frame
+class LiveView(BaseModel):
+    session_id: str
+    host: str | None = Field(None, description="host of the websockify port; null: the host the API is on")
+    port: int
+    path: str = "websockify"
+    password: str = Field(description="VNC password: the view-only one unless control was asked for")
+    view_only: bool
+    takeover: bool
+    novnc_url: str = Field(description="the same, as a standalone noVNC page")
 
 
 @dataclass
 class Session:
     id: str
     stack: DesktopStack
-    created_at: datetime = field(default_factory=_now)
-    last_used_at: datetime = field(default_factory=_now)
+    created_at: datetime = field(default_factory=utcnow)
+    last_used_at: datetime = field(default_factory=utcnow)
     status: Status = "starting"
-    # Set by whoever runs a long job on the session (the vision loop): never expire it meanwhile.
+    # Set while a vision run drives the session: it never expires meanwhile, and direct actions
+    # are refused instead of interleaving with the run's.
     busy: bool = False
+    # When a person took over mouse and keyboard (None: nobody holds it); agents must not fight them.
+    takeover_since: datetime | None = None
 
     def __post_init__(self):
         self.action_lock = threading.RLock()
@@ -82,22 +90,35 @@ class Session:
         self.windows = Windows(env, self.stack.devtools_port)
 
     def touch(self) -> None:
-        self.last_used_at = _now()
+        self.last_used_at = utcnow()
 
-    def info(self) -> SessionInfo:
+    @property
+    def display(self) -> str:
+        return self.stack.display
+
+    def info(self, *, default: bool = False) -> SessionInfo:
         return SessionInfo(
             id=self.id, display=self.stack.display, status=self.status,
             novnc_url=self.stack.novnc_url() if self.stack.web_port else "",
             created_at=self.created_at, last_used_at=self.last_used_at,
             restarts=sum(c.restarts for c in self.stack.children.values()), events=self.stack.events[-20:],
+            default=default, takeover=self.takeover_since is not None, takeover_since=self.takeover_since,
         )
 
-    def _require_ready(self) -> None:
+    def live_view(self, *, control: bool = False) -> LiveView:
+        stack = self.stack
+        if not stack.web_port:
+            raise SessionUnavailable(f"session {self.id} has no live view yet; try again in a few seconds")
+        return LiveView(session_id=self.id, host=stack.config.public_host or None, port=stack.web_port,
+                        password=stack.vnc_password if control else stack.view_password, view_only=not control,
+                        takeover=self.takeover_since is not None, novnc_url=stack.novnc_url(control=control))
+
+    def require_ready(self) -> None:
         if self.status != "ready":
             raise SessionUnavailable(f"session {self.id} is {self.status}; try again in a few seconds")
 
     def capture(self) -> Frame:
-        self._require_ready()
+        self.require_ready()
         self.touch()
         try:
             return self.screen.capture()
@@ -107,7 +128,7 @@ class Session:
     def perform(self, action: _Action, *, before: Frame | None = None, settle: bool = True) -> Performed:
         """Execute one action and wait for the screen to settle. ``before`` is the frame from
         before the action if the caller has it (the loop does), saving one capture."""
-        self._require_ready()
+        self.require_ready()
         self.touch()
         with self.action_lock:
             try:
@@ -123,9 +144,19 @@ class Session:
                 raise ScreenshotFailed(str(exc)) from exc
         return Performed(executed.argv, executed.duration_ms, settle_ms, frame)
 
-    def settled_after(self, run, before: Frame | None = None) -> Performed:
+    def cursor(self) -> tuple[int, int]:
+        self.require_ready()
+        try:
+            return self.executor.cursor()
+        except ActionFailed as exc:
+            raise ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
+
+    def page_url(self) -> str | None:
+        return self.windows.page_url() if self.status == "ready" else None
+
+    def run_settled(self, run, before: Frame | None = None) -> Performed:
         """Run a non-input side effect (open, focus, launch) and settle like an action."""
-        self._require_ready()
+        self.require_ready()
         self.touch()
         with self.action_lock:
             before = before or self.screen.capture()
@@ -222,7 +253,7 @@ class SessionManager:
     def get(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
         if session is None:
-            raise SessionNotFound(f"no session {session_id!r}; GET /api/v1/sessions lists them")
+            raise SessionNotFound(f"no session {session_id!r}; list the sessions to see which exist")
         return session
 
     def list(self) -> list[Session]:
@@ -259,7 +290,7 @@ class SessionManager:
     def _expire(self, session: Session) -> None:
         if session.id in self.pinned or session.busy or session.status in ("starting", "restarting"):
             return
-        idle = (_now() - session.last_used_at).total_seconds()
+        idle = (utcnow() - session.last_used_at).total_seconds()
         if idle > self.idle_ttl_s:
             log.info("session %s idle for %.0fs; expiring", session.id, idle)
             try:

@@ -323,7 +323,7 @@ def click_settled(bench: Bench) -> list[Row]:
     Measured with the visible pointer glide off (GLASSDESK_POINTER_GLIDE_MS=0: the mechanism's own
     cost, judged against the target) and with the default glide (what a watched session costs)."""
     session, page = bench.session, bench.page
-    session.settled_after(lambda: session.windows.open_url(page.url))
+    session.run_settled(lambda: session.windows.open_url(page.url))
     page.wait_for(lambda e: e.get("type") == "loaded")
     executor = session.executor
     default_glide = getattr(executor, "glide_ms", None)

@@ -126,7 +126,7 @@ _INSTALL = """(() => {
 
 def _targets(session: Session, page_url: str) -> tuple[list[tuple[int, int]], str]:
     """Display pixels of the two repainting buttons, the page's offset measured by a real click."""
-    session.settled_after(lambda: session.windows.open_url(page_url))
+    session.run_settled(lambda: session.windows.open_url(page_url))
     deadline = time.monotonic() + 10
     while True:  # the page may still be loading
         try:

@@ -106,8 +106,13 @@ def _default_from_environment() -> str:
     return "ocr"
 
 
-def create_provider(name: str, instruction: str, config: VisionConfig, *, script: list[dict] | None = None) -> Provider:
-    """Build the provider for a resolved model name, with its configured options."""
+def create_provider(name: str | Provider, instruction: str, config: VisionConfig, *,
+                    script: list[dict] | None = None) -> Provider:
+    """Build the provider for a resolved model name, with its configured options. A Provider
+    instance is used as it is (an embedder's own model code, a test double)."""
+    if isinstance(name, Provider):
+        name.instruction = name.instruction or instruction
+        return name
     family, _, model = name.partition("/")
     options = dict(config.models.get(name, {}))
     if family == "anthropic":

@@ -21,10 +21,9 @@ from typing import Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from desktop.actions import Type
-from desktop.errors import ActionFailedError, GlassdeskError, SessionBusy
-from desktop.input import ActionFailed
+from desktop.errors import GlassdeskError, SessionBusy
 from desktop.screen import Frame
-from desktop.sessions import Session
+from desktop.port import Desktop
 from vision.actions import CursorPosition, Done, Fail, Screenshot, Zoom
 from vision.config import VisionConfig, create_provider
 from vision.errors import InvalidRequest, ModelUnavailable
@@ -150,8 +149,8 @@ def backoff_s(attempt: int, retry_after: float | None) -> float:
 class Runner:
     """Runs vision/act on one session."""
 
-    def __init__(self, session: Session, store: TraceStore, config: VisionConfig, bus: EventBus | None = None):
-        self.session = session
+    def __init__(self, desktop: Desktop, store: TraceStore, config: VisionConfig, bus: EventBus | None = None):
+        self.desktop = desktop
         self.store = store
         self.config = config
         self.bus = bus or EventBus()
@@ -160,6 +159,7 @@ class Runner:
         self._cancel = threading.Event()
         self._resume = threading.Event()
         self._resume.set()
+        self._paused_since_checkpoint = False
         self.pause_reason: str | None = None
 
     # ------------------------------------------------------------------ controls (any thread)
@@ -180,6 +180,7 @@ class Runner:
 
     def pause(self, reason: str = "paused by the operator") -> None:
         self.pause_reason = reason
+        self._paused_since_checkpoint = True
         self._resume.clear()
         self._publish("paused", reason=reason)
 
@@ -190,14 +191,17 @@ class Runner:
 
     # ------------------------------------------------------------------ the run
 
-    def act(self, request: ActRequest, on_step: Callable[[StepSummary], None] | None = None) -> ActResult:
+    def act(self, request: ActRequest, on_step: Callable[[StepSummary], None] | None = None, *,
+            provider: Provider | None = None) -> ActResult:
+        """Start (or continue) a run. ``provider`` replaces the one ``request.model`` names: for
+        embedders with their own model code, and for tests (vision.providers.function)."""
         if not self._lock.acquire(blocking=False):
-            raise SessionBusy(f"session {self.session.id} is already running an instruction; wait for it, or POST "
-                              f"/api/v1/sessions/{self.session.id}/vision/cancel")
+            raise SessionBusy(f"session {self.desktop.id} is already running an instruction; wait for it to end, "
+                              "or cancel it")
         try:
-            self.session.busy = True
+            self.desktop.busy = True
             self._cancel.clear()
-            state = self._continue_or_start(request)
+            state = self._continue_or_start(request, provider)
             try:
                 return self._drive(state, request, on_step)
             except Exception as exc:
@@ -213,10 +217,10 @@ class Runner:
                         self.state = None
                 raise
         finally:
-            self.session.busy = False
+            self.desktop.busy = False
             self._lock.release()
 
-    def _continue_or_start(self, request: ActRequest) -> RunState:
+    def _continue_or_start(self, request: ActRequest, provider: Provider | None) -> RunState:
         state = self.state
         if state is not None:
             same = request.instruction in (None, state.instruction)
@@ -243,16 +247,16 @@ class Runner:
             raise InvalidRequest("acknowledged_safety_checks: no run on this session is waiting for approval")
         if not request.instruction:
             raise InvalidRequest("instruction: required to start a run")
-        return self._start(request)
+        return self._start(request, provider)
 
-    def _start(self, request: ActRequest) -> RunState:
-        name = self.config.resolve(request.model)
+    def _start(self, request: ActRequest, provider: Provider | None) -> RunState:
         try:
-            provider = create_provider(name, request.instruction, self.config, script=request.script)
+            provider = create_provider(provider or self.config.resolve(request.model), request.instruction,
+                                       self.config, script=request.script)
         except ModelCallError as exc:
             raise ModelUnavailable(str(exc)) from exc
-        frame = self.session.capture()
-        trace = self.store.create(request.instruction, model=provider.name, session_id=self.session.id,
+        frame = self.desktop.capture()
+        trace = self.store.create(request.instruction, model=provider.name, session_id=self.desktop.id,
                                   max_steps=request.max_steps, secrets=request.secrets.values())
         state = RunState(request=request, instruction=request.instruction, provider=provider, trace=trace, frame=frame)
         self.state = state
@@ -298,7 +302,9 @@ class Runner:
 
     def _checkpoint(self, state: RunState) -> None:
         """Between steps: honour pause, cancel and the wall-clock budget."""
-        waited = False
+        # A pause that began and ended between two checkpoints counts too: the operator may have
+        # changed the screen meanwhile.
+        waited, self._paused_since_checkpoint = self._paused_since_checkpoint, False
         while not self._resume.wait(0.2):
             waited = True
             if self._cancel.is_set():
@@ -306,7 +312,7 @@ class Runner:
         if self._cancel.is_set():
             raise Stop("cancelled", "cancelled by the operator", code="cancelled")
         if waited:  # the operator may have changed the screen meanwhile: look again
-            state.frame, state.url = self.session.capture(), None
+            state.frame, state.url = self.desktop.capture(), None
         elapsed = time.monotonic() - state.started
         if elapsed > state.request.budget_seconds:
             raise Stop("budget_exceeded", f"ran {elapsed:.0f}s of a {state.request.budget_seconds:.0f}s budget",
@@ -315,7 +321,7 @@ class Runner:
     def _think(self, state: RunState) -> tuple[ModelTurn, int]:
         """One model turn, retrying transient failures with backoff that honours Retry-After."""
         # The last step's record read the URL right after ``state.frame`` settled: no second DevTools call.
-        url = state.url if state.url is not None else self.session.windows.page_url()
+        url = state.url if state.url is not None else self.desktop.page_url()
         observation = Observation(frame=state.frame, url=url)
         for attempt in range(1, MODEL_RETRIES + 2):
             start = time.perf_counter()
@@ -380,17 +386,14 @@ class Runner:
                     elif isinstance(action, Screenshot):
                         pass
                     elif isinstance(action, CursorPosition):
-                        try:
-                            x, y = self.session.executor.cursor()
-                        except ActionFailed as exc:
-                            raise ActionFailedError(str(exc)) from exc
+                        x, y = self.desktop.cursor()
                         result.output = f"X={x},Y={y}"
                     elif isinstance(action, Zoom):
                         result.image_png = frame.crop_png(action.region, action.scale)
                     else:
                         if isinstance(action, Type) and state.request.secrets:
                             action = action.model_copy(update={"text": fill_placeholders(action.text, state.request.secrets)})
-                        done = self.session.perform(action, before=frame)
+                        done = self.desktop.perform(action, before=frame)
                         frame = done.frame
                         executed += done.executed
                         exec_ms += done.duration_ms
@@ -400,6 +403,8 @@ class Runner:
                     error = redact(f"{exc.code}: {exc.message}", state.request.secrets.values())
                     result.ok, result.error = False, error
                     break  # the rest of this call depends on what failed
+                if terminal:
+                    break  # nothing after done or fail runs, not even in the same call
             results.append(result)
             if terminal:
                 break
@@ -414,7 +419,7 @@ class Runner:
     def _record(self, state: RunState, turn: ModelTurn, model_ms: int, *, before: Frame, after: Frame | None,
                 on_step, executed=(), exec_ms=0.0, settle_ms=0.0, results=(), error=None) -> None:
         actions = [a.model_dump() for call in turn.calls for a in call.actions]
-        url = state.url = self.session.windows.page_url()
+        url = state.url = self.desktop.page_url()
         started = datetime.fromtimestamp(before.taken_at, timezone.utc)
         state.trace.record_step(
             before=before, after=after, started_at=started, finished_at=_utc(), text=turn.text,
@@ -452,7 +457,7 @@ class Runner:
 
     def _result(self, state: RunState) -> ActResult:
         try:
-            screenshot = self.session.capture()
+            screenshot = self.desktop.capture()
         except GlassdeskError:
             screenshot = state.frame
         pending = state.pending.safety_checks if state.pending else []
@@ -465,7 +470,7 @@ class Runner:
         )
 
     def _publish(self, kind: str, **data) -> None:
-        self.bus.publish(kind, session_id=self.session.id, **data)
+        self.bus.publish(kind, session_id=self.desktop.id, **data)
 
 
 class Runners:
@@ -493,7 +498,7 @@ class Runners:
         session = self.manager.get(session_id)
         with self._lock:
             runner = self._runners.get(session_id)
-            if runner is None or runner.session is not session:
+            if runner is None or runner.desktop is not session:
                 runner = self._runners[session_id] = Runner(session, self.store, self.config, self.bus)
             return runner
 

@@ -42,7 +42,8 @@ from desktop.actions import (
     X, Y, _Action,
 )
 from desktop.errors import ActionFailedError, GlassdeskError, InvalidAction, SessionNotFound, describe_validation
-from desktop.sessions import Performed, Session
+from desktop.port import Performed
+from desktop.sessions import Session
 from desktop.stack import StackError
 from desktop.windows import WindowError
 from vision.loop import MAX_STEPS_CAP, ActRequest, ActResult, Runner, StepSummary
@@ -466,7 +467,7 @@ def build_server(services: "Services", *, default_session: str = "default") -> G
 
     def _window_op(target: Session, fn: Callable[[], list[list[str]]]) -> Performed:
         try:
-            return target.settled_after(fn)
+            return target.run_settled(fn)
         except WindowError as exc:
             raise InvalidAction(str(exc)) from exc
         except (RuntimeError, OSError) as exc:

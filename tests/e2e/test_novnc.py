@@ -75,7 +75,7 @@ def wait_for_desktop(page, timeout: float = 15) -> dict:
 
 def test_live_view_shows_the_desktop(view, desk, page_server):
     # Something recognisable on screen: the event page in the session's Chromium.
-    desk.settled_after(lambda: desk.windows.open_url(page_server.url))
+    desk.run_settled(lambda: desk.windows.open_url(page_server.url))
     url = desk.info().novnc_url
     view.goto(url)
     view.wait_for_selector("#noVNC_container canvas", state="attached", timeout=15_000)

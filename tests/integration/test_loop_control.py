@@ -96,7 +96,7 @@ def test_cancel_stops_a_running_run_and_a_concurrent_act_gets_409(vision_api, de
     busy = vision_api.post(ACT, json={"instruction": "another", "model": "scripted", "script": [WAIT]})
     assert busy.status_code == 409, busy.text
     assert busy.json()["error"]["code"] == "session_busy"
-    assert "vision/cancel" in busy.json()["error"]["message"]
+    assert "cancel it" in busy.json()["error"]["message"]
     # The streaming variant refuses with a real status too, before any stream starts.
     busy_sse = vision_api.post(ACT, json={"instruction": "another", "model": "scripted", "script": [WAIT]},
                                headers={"accept": "text/event-stream"})

@@ -1,0 +1,44 @@
+"""The Desktop port: the five things a run needs of a desktop, and nothing else.
+
+The vision loop drives a ``Desktop``; a local ``desktop.sessions.Session`` is one, a fake in the
+tests is another (frames in, actions recorded), and a session in another container or pod can be a
+third. Everything on this surface speaks display pixels and glassdesk's typed errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from desktop.actions import _Action
+from desktop.screen import Frame
+
+
+@dataclass
+class Performed:
+    """The outcome of one action: what ran, how long it took, and the settled screen after it."""
+
+    executed: list[list[str]]
+    duration_ms: float
+    settle_ms: int
+    frame: Frame
+
+
+@runtime_checkable
+class Desktop(Protocol):
+    id: str
+    # True while a run drives this desktop: it does not expire meanwhile, and direct actions from
+    # other callers are refused rather than interleaved with the run's.
+    busy: bool
+
+    def capture(self) -> Frame:
+        """The screen now. Raises ScreenshotFailed / SessionUnavailable."""
+
+    def perform(self, action: _Action, *, before: Frame | None = None) -> Performed:
+        """Run one input action and wait for the screen to settle. ``before`` saves a capture."""
+
+    def cursor(self) -> tuple[int, int]:
+        """The pointer position in display pixels. Raises ActionFailedError."""
+
+    def page_url(self) -> str | None:
+        """The URL of the browser tab in front, or None when it cannot be read."""

@@ -1,0 +1,66 @@
+"""FakeDesktop: the Desktop port without X. Frames in, actions recorded.
+
+What httpx's MockTransport is to httpx: the loop runs against it exactly as against a real
+session, so step mode, approval, budgets, cancel, take-over and redaction are tested with no
+display at all. Every performed action changes the screen (the next frame is a new solid colour),
+so a trace's before/after images differ as they would on a real desktop.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, _Action
+from desktop.errors import GlassdeskError
+from desktop.port import Performed
+from desktop.screen import Frame
+
+
+def solid_frame(shade: int, width: int = SCREEN_WIDTH, height: int = SCREEN_HEIGHT) -> Frame:
+    """A one-colour frame; ``shade`` picks the colour (BGRA)."""
+    pixel = bytes(((shade * 37) % 256, (shade * 91) % 256, (shade * 53) % 256, 255))
+    return Frame(pixel * (width * height), width, height)
+
+
+class FakeDesktop:
+    def __init__(self, id: str = "fake", *, url: str | None = "http://fake.test/"):
+        self.id = id
+        self.busy = False
+        self.url = url
+        self.pointer = (0, 0)
+        self.performed: list[_Action] = []
+        self.captures = 0
+        # Raised by the next perform (and then forgotten), e.g. SessionUnavailable mid-run.
+        self.fail_next: GlassdeskError | None = None
+        # Called inside perform, before the action "runs": lets a test act mid-step (pause, cancel).
+        self.during_perform: Callable[[_Action], None] | None = None
+        self._shade = 0
+        self._lock = threading.Lock()
+
+    def capture(self) -> Frame:
+        with self._lock:
+            self.captures += 1
+            return solid_frame(self._shade)
+
+    def perform(self, action: _Action, *, before: Frame | None = None) -> Performed:
+        if self.during_perform is not None:
+            self.during_perform(action)
+        if self.fail_next is not None:
+            error, self.fail_next = self.fail_next, None
+            raise error
+        with self._lock:
+            self.performed.append(action)
+            self._shade += 1
+            x, y = getattr(action, "x", None), getattr(action, "y", None)
+            if x is not None and y is not None:
+                self.pointer = (x, y)
+            frame = solid_frame(self._shade)
+        argv = [["fake", action.action, *(f"{k}={v}" for k, v in action.model_dump(exclude={"action"}).items())]]
+        return Performed(argv, 1.0, 0, frame)
+
+    def cursor(self) -> tuple[int, int]:
+        return self.pointer
+
+    def page_url(self) -> str | None:
+        return self.url
