@@ -13,17 +13,14 @@ from fastapi import APIRouter, FastAPI, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from desktop.actions import INPUT_ACTIONS, Region, _Action
-from desktop.errors import (
-    ActionFailedError, GlassdeskError, InvalidAction, ScreenshotFailed, SessionUnavailable, describe_errors,
-)
-from desktop.screen import ScreenshotError
+from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
+from desktop.errors import GlassdeskError, InvalidAction, describe_errors, describe_validation
 from desktop.port import Performed
-from desktop.sessions import Session, SessionInfo, SessionManager
-from desktop.stack import StackError
-from desktop.windows import Window, WindowError
+from desktop.service import DesktopService
+from desktop.sessions import SessionInfo
+from desktop.windows import Window
 
 
 class _Body(BaseModel):
@@ -44,11 +41,6 @@ class ActionResponse(BaseModel):
 
 class CreateSession(_Body):
     id: str | None = Field(None, description="a name for the session; generated when omitted")
-
-
-class ZoomRequest(_Body):
-    region: Region = Field(description="[x0, y0, x1, y1] in display pixels")
-    scale: float = Field(1.0, gt=0, le=4)
 
 
 class LaunchRequest(_Body):
@@ -77,49 +69,39 @@ def _respond(action: str, performed: Performed, screenshot: bool, result: dict |
     )
 
 
-def _window_op(session: Session, fn):
-    try:
-        return session.run_settled(fn)
-    except WindowError as exc:
-        raise InvalidAction(str(exc)) from exc
-    except ScreenshotError as exc:
-        raise ScreenshotFailed(str(exc)) from exc
-    except (RuntimeError, OSError) as exc:  # wmctrl failed, DevTools unreachable, exec failed
-        raise ActionFailedError(str(exc)) from exc
-
-
-def desktop_router(manager: SessionManager) -> APIRouter:
+def desktop_router(desktops: DesktopService) -> APIRouter:
     router = APIRouter(prefix="/api/v1")
     WantShot = Query(False, description="include the settled screenshot as base64 PNG")
 
     @router.post("/sessions", status_code=status.HTTP_201_CREATED, response_model=SessionInfo, tags=["sessions"])
     def create_session(body: CreateSession | None = None) -> SessionInfo:
-        try:
-            return manager.create(body.id if body else None).info()
-        except StackError as exc:  # the desktop did not come up (or no port was free): say why
-            raise SessionUnavailable(f"could not start the desktop: {exc}") from exc
+        return desktops.create(body.id if body else None).info()
 
     @router.get("/sessions", response_model=list[SessionInfo], tags=["sessions"])
     def list_sessions() -> list[SessionInfo]:
-        return [s.info() for s in manager.list()]
+        return desktops.list()
 
     @router.get("/sessions/{session_id}", response_model=SessionInfo, tags=["sessions"])
     def get_session(session_id: str) -> SessionInfo:
-        return manager.get(session_id).info()
+        return desktops.info(session_id)
 
     @router.delete("/sessions/{session_id}", status_code=status.HTTP_204_NO_CONTENT, tags=["sessions"])
     def delete_session(session_id: str) -> Response:
-        manager.delete(session_id)
+        desktops.delete(session_id)
         return Response(status_code=status.HTTP_204_NO_CONTENT)
 
     @router.get("/sessions/{session_id}/desktop/screenshot", tags=["desktop"],
                 responses={200: {"content": {"image/png": {}}}}, response_class=Response)
-    def screenshot(session_id: str) -> Response:
-        return Response(manager.get(session_id).capture().png, media_type="image/png")
+    def screenshot(session_id: str,
+                   region: str | None = Query(None, description="x0,y0,x1,y1 in display pixels; omit for the whole screen"),
+                   scale: float = Query(1.0, gt=0, le=4, description="resize factor; the X-Glassdesk-Coordinates "
+                                                                     "header says how to convert back")) -> Response:
+        shot = desktops.screenshot(session_id, region=_region(region), scale=scale)
+        return Response(shot.png, media_type="image/png", headers={"x-glassdesk-coordinates": shot.note})
 
     def input_route(name: str, model: type[_Action]):
         def handler(session_id: str, body: model, screenshot: bool = WantShot) -> ActionResponse:  # type: ignore[valid-type]
-            return _respond(name, manager.get(session_id).perform(body), screenshot)
+            return _respond(name, desktops.perform(session_id, body), screenshot)
 
         handler.__name__ = f"desktop_{name}"
         router.add_api_route(f"/sessions/{{session_id}}/desktop/{name}", handler, methods=["POST"],
@@ -130,45 +112,46 @@ def desktop_router(manager: SessionManager) -> APIRouter:
         input_route(name, model)
 
     @router.post("/sessions/{session_id}/desktop/zoom", response_model=ActionResponse, tags=["desktop"])
-    def zoom(session_id: str, body: ZoomRequest) -> ActionResponse:
-        frame = manager.get(session_id).capture()
-        png = frame.crop_png(body.region, body.scale)
+    def zoom(session_id: str, body: Zoom) -> ActionResponse:
+        shot = desktops.zoom(session_id, body)
         return ActionResponse(action="zoom", executed=[], duration_ms=0, settle_ms=0,
-                              result={"image": base64.b64encode(png).decode(), "width": round(body.region.width * body.scale),
-                                      "height": round(body.region.height * body.scale)})
+                              result={"image": base64.b64encode(shot.png).decode(), "width": shot.width,
+                                      "height": shot.height, "coordinates": shot.note})
 
     @router.post("/sessions/{session_id}/desktop/launch", response_model=ActionResponse, tags=["desktop"])
     def launch(session_id: str, body: LaunchRequest, screenshot: bool = WantShot) -> ActionResponse:
-        session = manager.get(session_id)
-        pid: list[int] = []
-
-        def run():
-            argv, started = session.windows.launch(body.command, body.args)
-            pid.append(started)
-            return argv
-
-        return _respond("launch", _window_op(session, run), screenshot, {"pid": pid[0]})
+        performed, pid = desktops.launch(session_id, body.command, body.args)
+        return _respond("launch", performed, screenshot, {"pid": pid})
 
     @router.post("/sessions/{session_id}/desktop/open", response_model=ActionResponse, tags=["desktop"])
     def open_url(session_id: str, body: OpenRequest, screenshot: bool = WantShot) -> ActionResponse:
-        session = manager.get(session_id)
-        return _respond("open", _window_op(session, lambda: session.windows.open_url(body.url)), screenshot)
+        return _respond("open", desktops.open(session_id, body.url), screenshot)
 
     @router.post("/sessions/{session_id}/desktop/focus", response_model=ActionResponse, tags=["desktop"])
     def focus(session_id: str, body: FocusRequest, screenshot: bool = WantShot) -> ActionResponse:
-        session = manager.get(session_id)
-        return _respond("focus", _window_op(session, lambda: session.windows.focus(body.window_id)), screenshot)
+        return _respond("focus", desktops.focus(session_id, body.window_id), screenshot)
 
     @router.get("/sessions/{session_id}/desktop/windows", response_model=list[Window], tags=["desktop"])
     def windows(session_id: str) -> list[Window]:
-        return manager.get(session_id).windows.list()
+        return desktops.windows(session_id)
 
     @router.get("/sessions/{session_id}/desktop/cursor", response_model=Cursor, tags=["desktop"])
     def cursor(session_id: str) -> Cursor:
-        x, y = manager.get(session_id).executor.cursor()
+        x, y = desktops.cursor(session_id)
         return Cursor(x=x, y=y)
 
     return router
+
+
+def _region(text: str | None) -> Region | None:
+    """``?region=x0,y0,x1,y1`` -> a validated Region (bounds are checked there, once)."""
+    if text is None:
+        return None
+    try:
+        return Region.model_validate([int(v) for v in text.split(",")])
+    except ValueError as exc:  # not four integers, or off the screen
+        message = describe_validation(exc) if isinstance(exc, ValidationError) else "use four integers x0,y0,x1,y1"
+        raise InvalidAction(f"region: {message}") from exc
 
 
 def add_error_handlers(app: FastAPI) -> None:

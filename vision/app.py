@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from fastapi import FastAPI
 
 from desktop.api import add_error_handlers, desktop_router
+from desktop.service import DEFAULT_SESSION, DesktopService
 from desktop.sessions import SessionManager
 from vision.api import vision_router
 from vision.auth import BearerAuth
@@ -34,19 +35,25 @@ class Settings:
 class Services:
     """Everything the interfaces (HTTP, MCP, console) share."""
 
-    manager: SessionManager
+    desktops: DesktopService
     store: TraceStore
     config: VisionConfig
     bus: EventBus
     runners: Runners
 
+    @property
+    def manager(self) -> SessionManager:
+        return self.desktops.manager
+
     @classmethod
-    def build(cls, manager: SessionManager, settings: Settings, config: VisionConfig | None = None) -> "Services":
+    def build(cls, manager: SessionManager, settings: Settings, config: VisionConfig | None = None, *,
+              default_session: str = DEFAULT_SESSION) -> "Services":
         store = TraceStore(settings.data_dir)
         config = config or VisionConfig.load()
         bus = EventBus()
         manager.listeners.append(lambda what, session_id: bus.publish(f"session_{what}", session_id=session_id))
-        return cls(manager, store, config, bus, Runners(manager, store, config, bus))
+        return cls(DesktopService(manager, default_session=default_session), store, config, bus,
+                   Runners(manager, store, config, bus))
 
 
 def create_app(manager: SessionManager, settings: Settings, services: Services | None = None) -> FastAPI:
@@ -64,7 +71,7 @@ def create_app(manager: SessionManager, settings: Settings, services: Services |
                   description="A visible Linux desktop for vision-mode computer-use agents.")
     app.state.services = services
     add_error_handlers(app)
-    app.include_router(desktop_router(manager))
+    app.include_router(desktop_router(services.desktops))
     app.include_router(vision_router(services.runners, services.store))
     install_console(app, services)  # GET / (operator console), its API, /metrics, static files
     mcp = app.state.mcp = mount_http(app, services, settings)  # POST/GET/DELETE /mcp, streamable HTTP

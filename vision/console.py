@@ -41,7 +41,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
 from desktop import overlay as overlay_mod
-from desktop.errors import SessionUnavailable
+from desktop.sessions import LiveView
 from desktop.stack import StackError, novnc_dir
 from vision.config import DEFAULT_ANTHROPIC, DEFAULT_OPENAI
 from vision.events import EventBus
@@ -336,7 +336,6 @@ class ConsoleRuntime:
 
     def __init__(self, services):
         self.services = services
-        self.takeover: set[str] = set()
         self.last_action: dict[str, dict] = {}
         self.metrics = Metrics(self.snapshot_counts)
         self.narrator = Narrator(services.manager, enabled=overlay_mod.enabled())
@@ -379,17 +378,6 @@ def runtime_for(services) -> ConsoleRuntime:
 
 
 # ------------------------------------------------------------------------------------ HTTP
-
-
-class LiveView(BaseModel):
-    session_id: str
-    host: str | None = Field(None, description="host of the websockify port; null: the host the console is on")
-    port: int
-    path: str = "websockify"
-    password: str = Field(description="VNC password: the view-only one unless the operator took over")
-    view_only: bool
-    takeover: bool
-    novnc_url: str = Field(description="the same, as a standalone noVNC page")
 
 
 class TakeoverRequest(BaseModel):
@@ -467,39 +455,28 @@ def console_router(services) -> APIRouter:
                 "created_at": session.created_at.isoformat(),
                 "paused": bool(runner and runner.pause_reason is not None),
                 "pause_reason": runner.pause_reason if runner else None,
-                "takeover": session.id in runtime.takeover,
+                "takeover": session.takeover_since is not None,
                 "run": _run_view(runner, latest.get(session.id)),
                 "last_action": runtime.last_action.get(session.id),
             })
         return {"seq": seq, "sessions": out}
 
-    def live(session_id: str, control: bool) -> LiveView:
-        session = manager.get(session_id)
-        stack = session.stack
-        if not stack.web_port:
-            raise SessionUnavailable(f"session {session_id} has no live view yet; try again in a few seconds")
-        return LiveView(session_id=session_id, host=stack.config.public_host or None, port=stack.web_port,
-                        password=stack.vnc_password if control else stack.view_password, view_only=not control,
-                        takeover=session_id in runtime.takeover, novnc_url=stack.novnc_url(control=control))
-
     @router.get("/api/v1/sessions/{session_id}/live", response_model=LiveView, tags=["console"])
     def live_view(session_id: str) -> LiveView:
         """Connection details of the view-only live view (the control password only via takeover)."""
-        return live(session_id, control=False)
+        return services.desktops.live_view(session_id, control=False)
 
     @router.post("/api/v1/sessions/{session_id}/takeover", response_model=LiveView, tags=["console"])
     def takeover(session_id: str, body: TakeoverRequest) -> LiveView:
         """Hand mouse and keyboard to the operator (the agent pauses between steps), or give them back."""
         runner = runners.get(session_id)
+        services.desktops.set_takeover(session_id, body.on)
         if body.on:
-            runtime.takeover.add(session_id)
             runner.pause(TAKEOVER_REASON)
-        else:
-            runtime.takeover.discard(session_id)
-            if runner.pause_reason == TAKEOVER_REASON:
-                runner.resume()
+        elif runner.pause_reason == TAKEOVER_REASON:
+            runner.resume()
         bus.publish("takeover", session_id=session_id, on=body.on)
-        return live(session_id, control=body.on)
+        return services.desktops.live_view(session_id, control=body.on)
 
     @router.get("/api/v1/events", tags=["console"], response_class=StreamingResponse,
                 responses={200: {"content": {"text/event-stream": {}}}})

@@ -39,13 +39,11 @@ from pydantic import Field, ValidationError
 
 from desktop.actions import (
     SCREEN_HEIGHT, SCREEN_WIDTH, Button, Click, Direction, DoubleClick, Drag, Key, Move, Point, Region, Scroll, Type,
-    X, Y, _Action,
+    X, Y, Zoom, _Action,
 )
-from desktop.errors import ActionFailedError, GlassdeskError, InvalidAction, SessionNotFound, describe_validation
+from desktop.errors import GlassdeskError, describe_validation
 from desktop.port import Performed
-from desktop.sessions import Session
 from desktop.stack import StackError
-from desktop.windows import WindowError
 from vision.loop import MAX_STEPS_CAP, ActRequest, ActResult, Runner, StepSummary
 
 if TYPE_CHECKING:
@@ -168,37 +166,6 @@ class GlassdeskMCP(MCPServer):
             return CallToolResult(content=[_text(message)], is_error=True)
 
 
-class Desktops:
-    """Session lookup for the tools: the default session is started on first use."""
-
-    def __init__(self, services: "Services", default_session: str):
-        self.services = services
-        self.manager = services.manager
-        self.default = default_session
-        self._create_lock = threading.Lock()
-
-    def get(self, name: str | None) -> Session:
-        """Blocking: may start the default session (seconds). Call from a worker thread."""
-        name = name or self.default
-        session = self.manager.sessions.get(name)
-        if session is not None and session.status != "starting":
-            return session
-        if name != self.default:
-            if session is None:
-                raise SessionNotFound(f"no session {name!r}; session_list lists them, session_create starts one, "
-                                      f"or omit session for the default ({self.default!r})")
-            return session
-        with self._create_lock:  # one creator; a concurrent caller waits for it, then finds the session
-            session = self.manager.sessions.get(name)
-            if session is None:
-                log.info("starting the default session %r", name)
-                session = self.manager.create(name, pinned=True)
-            return session
-
-    def runner(self, name: str | None) -> Runner:
-        return self.services.runners.get(self.get(name).id)
-
-
 def _report_url(ctx: Context, services: "Services", result: ActResult) -> str:
     """Where a person can open the run's report: the API's URL when called over HTTP, else a
     file:// URL of the report.html the loop wrote into the trace directory (stdio has no web server)."""
@@ -282,28 +249,25 @@ def _quote(text: str) -> str:
     return text.replace('"', "'")
 
 
-def build_server(services: "Services", *, default_session: str = "default") -> GlassdeskMCP:
+def build_server(services: "Services") -> GlassdeskMCP:
     """The MCP server over the shared services. Tools block in worker threads, never on the loop."""
-    desktops = Desktops(services, default_session)
+    desktops = services.desktops
+    default_session = desktops.default
     server = GlassdeskMCP("glassdesk", title="glassdesk: a visible desktop", instructions=INSTRUCTIONS,
                           version="0.1.0")
-    server.desktops = desktops  # for the stdio runner's warm-up, and for tests
 
     async def perform(session: str, action: _Action, what: str, screenshot: bool) -> CallToolResult:
-        def work() -> tuple[Session, Performed]:
-            target = desktops.get(session)
-            return target, target.perform(action)
+        done = await blocking(desktops.perform, session, action)
+        return _performed(session, done, what, screenshot, action.action)
 
-        target, done = await blocking(work)
-        return _performed(target, done, what, screenshot, action.action)
-
-    def _performed(target: Session, done: Performed, what: str, screenshot: bool, action: str,
+    def _performed(session: str | None, done: Performed, what: str, screenshot: bool, action: str,
                    extra: dict | None = None) -> CallToolResult:
-        text = (f"{what} on session {target.id!r}: done, screen settled after {done.settle_ms} ms "
+        target = session or default_session
+        text = (f"{what} on session {target!r}: done, screen settled after {done.settle_ms} ms "
                 f"(the action took {done.duration_ms:.0f} ms).\nexecuted:\n{_argv_text(done.executed)}")
         if screenshot:
             text += "\nThe image is the settled screen after it: 1920x1080, image pixels = display pixels."
-        structured = {"session": target.id, "action": action, "executed": done.executed,
+        structured = {"session": target, "action": action, "executed": done.executed,
                       "duration_ms": round(done.duration_ms, 1), "settle_ms": done.settle_ms, **(extra or {})}
         return _result(text, done.frame.png if screenshot else None, structured)
 
@@ -324,37 +288,15 @@ def build_server(services: "Services", *, default_session: str = "default") -> G
                                                                description="0.1..1; 1.0 = full size")] = 1.0,
                                  session: SessionArg = default_session) -> CallToolResult:
         box = Region.model_validate(region) if region is not None else None
-
-        def work():
-            target = desktops.get(session)
-            frame = target.capture()
-            try:
-                pointer = target.executor.cursor()
-            except Exception:
-                pointer = None
-            return target, frame, pointer, target.windows.page_url()
-
-        target, frame, pointer, url = await blocking(work)
-        if box is None and scale == 1.0:
-            png, size = frame.png, (frame.width, frame.height)
-            how = "full screen, image pixels = display pixels"
-        elif box is None:
-            size = (max(1, round(SCREEN_WIDTH * scale)), max(1, round(SCREEN_HEIGHT * scale)))
-            png = frame.scaled_png(*size)
-            how = f"whole screen scaled by {scale:g}: display x = image x / {scale:g}, display y = image y / {scale:g}"
-        else:
-            size = (max(1, round(box.width * scale)), max(1, round(box.height * scale)))
-            png = frame.crop_png(box, scale)
-            how = (f"region [{box.x0}, {box.y0}, {box.x1}, {box.y1}] at scale {scale:g}: display x = {box.x0} + "
-                   f"image x / {scale:g}, display y = {box.y0} + image y / {scale:g}")
-        text = f"Screenshot of session {target.id!r} (display {target.stack.display}): {size[0]}x{size[1]} PNG, {how}."
-        if pointer:
-            text += f"\npointer at: {pointer[0]}, {pointer[1]} (display pixels)"
-        if url:
-            text += f"\nChromium URL: {url}"
-        structured = {"session": target.id, "width": size[0], "height": size[1], "region": region, "scale": scale,
-                      "pointer": list(pointer) if pointer else None, "url": url}
-        return _result(text, png, structured)
+        shot = await blocking(lambda: desktops.screenshot(session, region=box, scale=scale, context=True))
+        text = f"Screenshot of session {shot.session_id!r}: {shot.width}x{shot.height} PNG, {shot.note}."
+        if shot.pointer:
+            text += f"\npointer at: {shot.pointer[0]}, {shot.pointer[1]} (display pixels)"
+        if shot.url:
+            text += f"\nChromium URL: {shot.url}"
+        structured = {"session": shot.session_id, "width": shot.width, "height": shot.height, "region": region,
+                      "scale": scale, "pointer": list(shot.pointer) if shot.pointer else None, "url": shot.url}
+        return _result(text, shot.png, structured)
 
     @server.tool(name="desktop_zoom", title="Zoom into a region of the visible desktop",
                  annotations=_annotations("Zoom into a region of the visible desktop", read_only=True),
@@ -362,33 +304,25 @@ def build_server(services: "Services", *, default_session: str = "default") -> G
                              f"details before clicking. {COORDS} Image pixel (ix, iy) is display pixel "
                              "(x0 + ix / scale, y0 + iy / scale).")
     async def desktop_zoom(region: RegionArg,
-                           scale: Annotated[float, Field(gt=0, le=4, description="magnification, default 2")] = 2.0,
+                           scale: Annotated[float, Field(gt=0, le=4, description="magnification, default 1 "
+                                                                                 "(the region at full resolution)")]
+                           = Zoom.model_fields["scale"].default,
                            session: SessionArg = default_session) -> CallToolResult:
-        box = Region.model_validate(region)
-        target = await blocking(desktops.get, session)
-        frame = await blocking(target.capture)
-        png = frame.crop_png(box, scale)
-        width, height = max(1, round(box.width * scale)), max(1, round(box.height * scale))
-        text = (f"Region [{box.x0}, {box.y0}, {box.x1}, {box.y1}] of session {target.id!r} at {scale:g}x: "
-                f"{width}x{height} PNG. display x = {box.x0} + image x / {scale:g}, display y = {box.y0} + "
-                f"image y / {scale:g}.")
-        return _result(text, png, {"session": target.id, "region": region, "scale": scale, "width": width,
-                                   "height": height})
+        shot = await blocking(desktops.zoom, session, Zoom(region=region, scale=scale))
+        text = f"Zoom of session {shot.session_id!r}: {shot.width}x{shot.height} PNG, {shot.note}."
+        return _result(text, shot.png, {"session": shot.session_id, "region": region, "scale": scale,
+                                        "width": shot.width, "height": shot.height})
 
     @server.tool(name="desktop_windows", title="List windows on the visible desktop",
                  annotations=_annotations("List windows on the visible desktop", read_only=True),
                  description=f"{LOOKS} Lists the open windows (id, title, class, pid, geometry in display "
                              "pixels), e.g. to find a program started with desktop_launch.")
     async def desktop_windows(session: SessionArg = default_session) -> CallToolResult:
-        def work():
-            target = desktops.get(session)
-            return target, target.windows.list()
-
-        target, windows = await blocking(work)
+        windows = await blocking(desktops.windows, session)
         rows = [w.model_dump() for w in windows]
         lines = [f"{w.id}  {w.wm_class}  {w.width}x{w.height}+{w.x}+{w.y}  pid={w.pid}  {w.title}" for w in windows]
-        text = f"{len(windows)} windows on session {target.id!r}:\n" + "\n".join(lines)
-        return _result(text, None, {"session": target.id, "windows": rows})
+        text = f"{len(windows)} windows on session {session!r}:\n" + "\n".join(lines)
+        return _result(text, None, {"session": session, "windows": rows})
 
     # ------------------------------------------------------------------------------ input
 
@@ -465,14 +399,6 @@ def build_server(services: "Services", *, default_session: str = "default") -> G
 
     # ------------------------------------------------------------------------------ programs
 
-    def _window_op(target: Session, fn: Callable[[], list[list[str]]]) -> Performed:
-        try:
-            return target.run_settled(fn)
-        except WindowError as exc:
-            raise InvalidAction(str(exc)) from exc
-        except (RuntimeError, OSError) as exc:
-            raise ActionFailedError(str(exc)) from exc
-
     @server.tool(name="desktop_open_url", title="Open a URL in the visible Chromium",
                  annotations=_annotations("Open a URL in the visible Chromium", idempotent=True, open_world=True),
                  description=f"{ACTS} Navigates the already-open Chromium's front tab to a URL (http, https, "
@@ -480,12 +406,8 @@ def build_server(services: "Services", *, default_session: str = "default") -> G
                              f"load. Do not launch another browser. {RETURNS_SHOT}")
     async def desktop_open_url(url: Annotated[str, Field(min_length=1, description="e.g. https://example.com")],
                                screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
-        def work():
-            target = desktops.get(session)
-            return target, _window_op(target, lambda: target.windows.open_url(url))
-
-        target, done = await blocking(work)
-        return _performed(target, done, f"open {url}", screenshot, "open_url", {"url": url})
+        done = await blocking(desktops.open, session, url)
+        return _performed(session, done, f"open {url}", screenshot, "open_url", {"url": url})
 
     @server.tool(name="desktop_launch", title="Launch a program on the visible desktop",
                  annotations=_annotations("Launch a program on the visible desktop", open_world=True),
@@ -495,21 +417,9 @@ def build_server(services: "Services", *, default_session: str = "default") -> G
     async def desktop_launch(command: Annotated[str, Field(min_length=1, description="program name on PATH")],
                              args: Annotated[list[str] | None, Field(description="its arguments")] = None,
                              screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
-        pid: list[int] = []
-
-        def work():
-            target = desktops.get(session)
-
-            def run():
-                argv, started = target.windows.launch(command, args or [])
-                pid.append(started)
-                return argv
-
-            return target, _window_op(target, run)
-
-        target, done = await blocking(work)
-        return _performed(target, done, f"launch {shlex.join([command, *(args or [])])}", screenshot, "launch",
-                          {"pid": pid[0] if pid else None})
+        done, pid = await blocking(desktops.launch, session, command, args or [])
+        return _performed(session, done, f"launch {shlex.join([command, *(args or [])])}", screenshot, "launch",
+                          {"pid": pid})
 
     # ------------------------------------------------------------------------------ vision
 
@@ -518,7 +428,7 @@ def build_server(services: "Services", *, default_session: str = "default") -> G
                   total: int | None = None, offset: int = 0, label: str = "") -> ActResult:
         request = ActRequest(instruction=instruction, model=model, max_steps=max_steps, script=script,
                              secrets=secrets or {})
-        runner = await blocking(desktops.runner, session)
+        runner = await blocking(lambda: services.runners.get(desktops.session(session).id))
         return await _run_loop(runner, request, ctx, total=total, offset=offset, label=label)
 
     def _model_family(model: str | None) -> str:
@@ -624,11 +534,6 @@ def build_server(services: "Services", *, default_session: str = "default") -> G
 
     # ------------------------------------------------------------------------------ sessions
 
-    def _info(session: Session) -> dict:
-        info = session.info().model_dump(mode="json")
-        info["default"] = session.id == desktops.default
-        return info
-
     @server.tool(name="session_create", title="Start a new visible desktop session",
                  annotations=_annotations("Start a new visible desktop session"),
                  description="Manages the VISIBLE desktop sessions: starts one more XFCE desktop (1920x1080, "
@@ -637,10 +542,9 @@ def build_server(services: "Services", *, default_session: str = "default") -> G
     async def session_create(session: Annotated[str | None, Field(description="a name for it (1-32 of a-z 0-9 - _); "
                                                                               "generated when omitted")] = None,
                              ) -> CallToolResult:
-        created = await blocking(services.manager.create, session)
-        info = _info(created)
-        return _result(f"session {created.id!r} started on display {created.stack.display}\n"
-                       f"live view (view-only): {created.stack.novnc_url()}", None, info)
+        info = (await blocking(desktops.create, session)).info()
+        return _result(f"session {info.id!r} started on display {info.display}\n"
+                       f"live view (view-only): {info.novnc_url}", None, info.model_dump(mode="json"))
 
     @server.tool(name="session_list", title="List the visible desktop sessions",
                  annotations=_annotations("List the visible desktop sessions", read_only=True),
@@ -648,9 +552,10 @@ def build_server(services: "Services", *, default_session: str = "default") -> G
                              "changes nothing. Lists each session's id, status, display and view-only live-view "
                              "URL, and which one is the default.")
     async def session_list() -> CallToolResult:
-        sessions = [_info(s) for s in services.manager.list()]
+        sessions = [s.model_dump(mode="json") for s in desktops.list()]
         lines = [f"{s['id']}{' (default)' if s['default'] else ''}: {s['status']} on {s['display']}  "
-                 f"live view: {s['novnc_url']}" for s in sessions]
+                 f"live view: {s['novnc_url']}{'  (a person has taken over)' if s['takeover'] else ''}"
+                 for s in sessions]
         if not any(s["default"] for s in sessions):
             lines.append(f"(the default session {desktops.default!r} starts on first use)")
         return _result("\n".join(lines) or "no sessions", None, {"sessions": sessions,
@@ -661,10 +566,7 @@ def build_server(services: "Services", *, default_session: str = "default") -> G
                  description="Manages the VISIBLE desktop sessions: closes one, ending its desktop, its programs "
                              "and its live view (the person watching loses the picture). Unsaved work in it is lost.")
     async def session_close(session: Annotated[str, Field(description="the session id to close")]) -> CallToolResult:
-        try:
-            await blocking(services.manager.delete, session)
-        except SessionNotFound as exc:
-            raise SessionNotFound(f"no session {session!r}; session_list lists them") from exc
+        await blocking(desktops.delete, session)
         return _result(f"session {session!r} closed", None, {"session": session, "closed": True})
 
     @server.tool(name="live_view_url", title="Live-view URL of the visible desktop",
@@ -674,11 +576,10 @@ def build_server(services: "Services", *, default_session: str = "default") -> G
                              "control=true returns a URL that also lets them take over mouse and keyboard.")
     async def live_view_url(control: Annotated[bool, Field(description="let the viewer drive too")] = False,
                             session: SessionArg = default_session) -> CallToolResult:
-        target = await blocking(desktops.get, session)
-        url = target.stack.novnc_url(control=control)
+        view = await blocking(lambda: desktops.live_view(session, control=control))
         mode = "watch and control" if control else "watch only"
-        return _result(f"{url}\n(open it in a browser to {mode} session {target.id!r} live)", None,
-                       {"session": target.id, "url": url, "control": control})
+        return _result(f"{view.novnc_url}\n(open it in a browser to {mode} session {view.session_id!r} live)", None,
+                       {"session": view.session_id, "url": view.novnc_url, "control": control})
 
     return server
 
@@ -714,7 +615,7 @@ def mount_http(app: "FastAPI", services: "Services", settings: "Settings") -> Gl
     The route is added at exactly /mcp (a Starlette Mount would answer /mcp/ and redirect /mcp).
     """
     server = build_server(services)
-    public_host = getattr(services.manager.stack_config, "public_host", None)
+    public_host = getattr(services.desktops.manager.stack_config, "public_host", None)
     mcp_app = server.streamable_http_app(streamable_http_path="/mcp",
                                          transport_security=transport_security(settings, public_host))
     app.router.routes.extend(mcp_app.routes)
@@ -808,8 +709,8 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
                         data_dir=str(data_dir or default_stdio_data_dir()))
     manager = SessionManager(root=root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                              stack_config=StackConfig(public_host=public_host))
-    services = Services.build(manager, settings)
-    server = build_server(services, default_session=session)
+    services = Services.build(manager, settings, default_session=session)
+    server = build_server(services)
 
     closing = threading.Lock()
 
@@ -844,9 +745,8 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
 
     def warm_up() -> None:
         try:
-            target = server.desktops.get(session)
-            log.info("session %r ready on %s; live view: %s", target.id, target.stack.display,
-                     target.stack.novnc_url())
+            info = services.desktops.info(session)
+            log.info("session %r ready on %s; live view: %s", info.id, info.display, info.novnc_url)
         except Exception as exc:  # reported again to the first tool call that needs the session
             if not closing.locked():
                 log.error("could not start session %r: %s", session, exc)

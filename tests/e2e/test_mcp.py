@@ -33,7 +33,7 @@ READ_ONLY = {"desktop_screenshot", "desktop_windows", "desktop_zoom", "vision_ex
 
 @pytest.fixture(scope="module")
 def server(services, desk):
-    return build_server(services, default_session="default")
+    return build_server(services)
 
 
 def run(server, fn):
@@ -102,6 +102,8 @@ def test_screenshot_region_and_scale(server):
     assert image_of(result).size == (200, 100)
     assert "display x = 100 + image x / 0.5" in text_of(result)
     zoom = call(server, "desktop_zoom", {"region": [0, 0, 300, 100], **S})
+    assert image_of(zoom).size == (300, 100)  # the one zoom default of every door: the region as it is
+    zoom = call(server, "desktop_zoom", {"region": [0, 0, 300, 100], "scale": 2, **S})
     assert image_of(zoom).size == (600, 200)
 
 
@@ -182,7 +184,7 @@ def test_bad_arguments_are_tool_errors_with_a_clear_message(server, tool, argume
 def test_an_unknown_session_is_a_tool_error(server):
     result = call(server, "desktop_screenshot", {"session": "nope"})
     assert result.is_error
-    assert "session_not_found" in text_of(result) and "session_list" in text_of(result)
+    assert "session_not_found" in text_of(result) and "list the sessions" in text_of(result)
 
 
 def test_session_list_and_live_view_url(server):

@@ -1,0 +1,215 @@
+"""The desktop service: every desktop operation, its readiness check and its error mapping, once.
+
+The front doors (REST in ``desktop.api``, the MCP tools, the console, the CLI) call this and only
+this; none of them reaches into a session's processes. Sessions are named; ``None`` means the
+default session, which is started on first use.
+
+Two guards keep a caller from fighting someone else for the pointer: while a person holds the
+desktop (take-over) an agent's action is refused with ``operator_in_control``, and while a vision
+run drives it a direct action is refused with ``session_busy`` rather than interleaved with the
+run's own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Region, Zoom, _Action
+from desktop.errors import (
+    ActionFailedError, InvalidAction, OperatorInControl, ScreenshotFailed, SessionBusy, SessionNotFound,
+    SessionUnavailable,
+)
+from desktop.port import Performed
+from desktop.screen import ScreenshotError
+from desktop.sessions import LiveView, Session, SessionInfo, SessionManager, utcnow
+from desktop.stack import StackError
+from desktop.windows import Window, WindowError
+
+log = logging.getLogger("glassdesk.desktop")
+
+DEFAULT_SESSION = "default"
+
+
+@dataclass
+class Shot:
+    """A screenshot as handed out: the PNG, its size, and how its pixels map to display pixels."""
+
+    session_id: str
+    png: bytes
+    width: int
+    height: int
+    region: Region | None
+    scale: float
+    pointer: tuple[int, int] | None = None
+    url: str | None = None
+
+    @property
+    def note(self) -> str:
+        """The coordinate conversion, in one sentence a model or a person can follow."""
+        if self.region is None and self.scale == 1.0:
+            return "full screen, image pixels = display pixels"
+        if self.region is None:
+            return (f"whole screen scaled by {self.scale:g}: display x = image x / {self.scale:g}, "
+                    f"display y = image y / {self.scale:g}")
+        r = self.region
+        return (f"region [{r.x0}, {r.y0}, {r.x1}, {r.y1}] at scale {self.scale:g}: display x = {r.x0} + "
+                f"image x / {self.scale:g}, display y = {r.y0} + image y / {self.scale:g}")
+
+
+class DesktopService:
+    def __init__(self, manager: SessionManager, *, default_session: str = DEFAULT_SESSION):
+        self.manager = manager
+        self.default = default_session
+        self._create_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ sessions
+
+    def create(self, session_id: str | None = None, *, pinned: bool = False) -> Session:
+        """Start a session (seconds). A desktop that does not come up is ``session_unavailable``."""
+        try:
+            return self.manager.create(session_id, pinned=pinned)
+        except StackError as exc:
+            raise SessionUnavailable(f"could not start the desktop: {exc}") from exc
+
+    def session(self, session_id: str | None = None) -> Session:
+        """The named session, or the default one, started on first use (blocking, seconds)."""
+        name = session_id or self.default
+        found = self.manager.sessions.get(name)
+        if found is not None and found.status != "starting":
+            return found
+        if name != self.default:
+            if found is None:
+                raise SessionNotFound(f"no session {name!r}; list the sessions to see which exist, or leave the "
+                                      f"session out to use the default ({self.default!r})")
+            return found
+        with self._create_lock:  # one creator; a concurrent caller waits for it, then finds the session
+            found = self.manager.sessions.get(name)
+            if found is None:
+                log.info("starting the default session %r", name)
+                found = self.create(name, pinned=True)
+            return found
+
+    def existing(self, session_id: str) -> Session:
+        """The named session if it exists; never starts one."""
+        found = self.manager.sessions.get(session_id)
+        if found is None:
+            raise SessionNotFound(f"no session {session_id!r}; list the sessions to see which exist")
+        return found
+
+    def info(self, session_id: str | None = None) -> SessionInfo:
+        return self._info(self.session(session_id))
+
+    def list(self) -> list[SessionInfo]:
+        return [self._info(s) for s in self.manager.list()]
+
+    def _info(self, session: Session) -> SessionInfo:
+        return session.info(default=session.id == self.default)
+
+    def delete(self, session_id: str) -> None:
+        self.existing(session_id)
+        try:
+            self.manager.delete(session_id)
+        except SessionNotFound:  # deleted meanwhile by someone else: the outcome is the same
+            pass
+
+    def close(self) -> None:
+        self.manager.close()
+
+    # ------------------------------------------------------------------ take-over
+
+    def set_takeover(self, session_id: str, on: bool) -> Session:
+        session = self.existing(session_id)
+        session.takeover_since = (session.takeover_since or utcnow()) if on else None
+        return session
+
+    def live_view(self, session_id: str | None, *, control: bool = False) -> LiveView:
+        return self.session(session_id).live_view(control=control)
+
+    # ------------------------------------------------------------------ looking
+
+    def screenshot(self, session_id: str | None = None, *, region: Region | None = None,
+                   scale: float = 1.0, context: bool = False) -> Shot:
+        """The screen, whole or a region, optionally scaled. ``context`` adds the pointer position
+        and the browser's URL (two more calls; worth it when a model is going to read the answer)."""
+        if not 0 < scale <= 4:
+            raise InvalidAction("scale: must be more than 0 and at most 4")
+        session = self.session(session_id)
+        frame = session.capture()
+        if region is None:
+            width, height = max(1, round(SCREEN_WIDTH * scale)), max(1, round(SCREEN_HEIGHT * scale))
+            png = frame.png if scale == 1.0 else frame.scaled_png(width, height)
+        else:
+            width, height = max(1, round(region.width * scale)), max(1, round(region.height * scale))
+            png = frame.crop_png(region, scale)
+        shot = Shot(session.id, png, width, height, region, scale)
+        if context:
+            try:
+                shot.pointer = session.cursor()
+            except ActionFailedError:
+                shot.pointer = None
+            shot.url = session.page_url()
+        return shot
+
+    def zoom(self, session_id: str | None, zoom: Zoom) -> Shot:
+        """A region of the screen now (neither waits nor settles); the one zoom of every door."""
+        return self.screenshot(session_id, region=zoom.region, scale=zoom.scale)
+
+    def windows(self, session_id: str | None = None) -> list[Window]:
+        session = self.session(session_id)
+        session.require_ready()
+        try:
+            return session.windows.list()
+        except (OSError, RuntimeError) as exc:
+            raise ActionFailedError(f"could not list the windows: {exc}") from exc
+
+    def cursor(self, session_id: str | None = None) -> tuple[int, int]:
+        return self.session(session_id).cursor()
+
+    # ------------------------------------------------------------------ acting
+
+    def _for_agent(self, session_id: str | None) -> Session:
+        """The session, if an agent may act on it now."""
+        session = self.session(session_id)
+        if session.takeover_since is not None:
+            raise OperatorInControl(f"a person has taken over session {session.id} (since "
+                                    f"{session.takeover_since:%H:%M:%S} UTC); wait until they hand it back")
+        if session.busy:
+            raise SessionBusy(f"session {session.id} is running a vision instruction; wait for it to end, or "
+                              "cancel it, before acting on it directly")
+        return session
+
+    def perform(self, session_id: str | None, action: _Action) -> Performed:
+        return self._for_agent(session_id).perform(action)
+
+    def open(self, session_id: str | None, url: str) -> Performed:
+        session = self._for_agent(session_id)
+        return self._settled(session, lambda: session.windows.open_url(url))
+
+    def focus(self, session_id: str | None, window_id: str) -> Performed:
+        session = self._for_agent(session_id)
+        return self._settled(session, lambda: session.windows.focus(window_id))
+
+    def launch(self, session_id: str | None, command: str, args: list[str]) -> tuple[Performed, int]:
+        session = self._for_agent(session_id)
+        started: list[int] = []
+
+        def run() -> list[list[str]]:
+            argv, pid = session.windows.launch(command, args)
+            started.append(pid)
+            return argv
+
+        return self._settled(session, run), started[0]
+
+    @staticmethod
+    def _settled(session: Session, run: Callable[[], list[list[str]]]) -> Performed:
+        try:
+            return session.run_settled(run)
+        except WindowError as exc:
+            raise InvalidAction(str(exc)) from exc
+        except ScreenshotError as exc:
+            raise ScreenshotFailed(str(exc)) from exc
+        except (RuntimeError, OSError) as exc:  # wmctrl failed, DevTools unreachable, exec failed
+            raise ActionFailedError(str(exc)) from exc
