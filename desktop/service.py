@@ -92,6 +92,10 @@ class DesktopService:
                 found = self.create(name, pinned=True)
             return found
 
+    def peek(self, session_id: str) -> Session | None:
+        """The named session, or None: never starts one, never raises."""
+        return self.manager.sessions.get(session_id)
+
     def existing(self, session_id: str) -> Session:
         """The named session if it exists; never starts one."""
         found = self.manager.sessions.get(session_id)

@@ -80,6 +80,7 @@ class Session:
 
     def __post_init__(self):
         self.action_lock = threading.RLock()
+        self._lifecycle = threading.Lock()
         self._bind()
 
     def _bind(self) -> None:
@@ -167,29 +168,33 @@ class Session:
         return Performed(executed, duration, settle_ms, frame)
 
     def heal(self) -> list[str]:
-        if self.status not in ("ready", "restarting"):
-            return []
-        dead = [n for n, c in self.stack.children.items() if not c.alive]
-        if not dead:
-            return []
-        self.status = "restarting"
-        try:
-            with self.action_lock:
-                events = self.stack.heal()
-                self._bind()
-            self.status = "ready"
-            return events
-        except StackError as exc:
-            self.status = "failed"
-            self.stack.events.append(f"restart failed: {exc}")
-            log.error("session %s could not be restarted: %s", self.id, exc)
-            return [str(exc)]
+        # Under the lifecycle lock: a delete that races a heal waits for it, then stops what it
+        # brought back, instead of the heal rebuilding a stack that was just closed.
+        with self._lifecycle:
+            if self.status not in ("ready", "restarting"):
+                return []
+            dead = [n for n, c in self.stack.children.items() if not c.alive]
+            if not dead:
+                return []
+            self.status = "restarting"
+            try:
+                with self.action_lock:
+                    events = self.stack.heal()
+                    self._bind()
+                self.status = "ready"
+                return events
+            except StackError as exc:
+                self.status = "failed"
+                self.stack.events.append(f"restart failed: {exc}")
+                log.error("session %s could not be restarted: %s", self.id, exc)
+                return [str(exc)]
 
     def close(self) -> None:
-        self.status = "stopped"
-        if self.screen:
-            self.screen.close()
-        self.stack.close()
+        with self._lifecycle:
+            self.status = "stopped"
+            if self.screen:
+                self.screen.close()
+            self.stack.close()
 
 
 class SessionManager:

@@ -94,11 +94,11 @@ def api(manager, desk):
 
 @pytest.fixture(scope="session")
 def services(manager, tmp_path_factory):
-    """The shared vision services (trace store in a temp data dir, default config)."""
-    from vision.app import Services, Settings
+    """The application service (trace store in a temp data dir, default config)."""
     from vision.config import VisionConfig
+    from vision.service import Glassdesk
 
-    return Services.build(manager, Settings(data_dir=str(tmp_path_factory.mktemp("data"))), VisionConfig())
+    return Glassdesk.build(manager, data_dir=tmp_path_factory.mktemp("data"), config=VisionConfig())
 
 
 @pytest.fixture(scope="session")
@@ -128,6 +128,6 @@ def browser():
 def no_paused_run(services):
     """A paused run (step mode, safety checks) left by a failing test must not leak into the next."""
     yield
-    runner = services.runners.get("itest")
+    runner = services.runner("itest")
     if runner.state is not None and not runner.active:
         runner.cancel()

@@ -11,10 +11,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
-from vision.errors import TraceCorruptError, TraceNotFoundError
-from vision.loop import ActRequest, ActResult, Runners
-from vision.report import render_html, render_junit
-from vision.trace import InvalidTraceId, Trace, TraceCorrupt, TraceMeta, TraceNotFound, TraceStore, VerifyResult
+from desktop.errors import GlassdeskError
+from vision.loop import ActRequest, ActResult
+from vision.service import Glassdesk
+from vision.trace import Trace, TraceMeta, VerifyResult
 
 
 class RunControl(BaseModel):
@@ -22,12 +22,7 @@ class RunControl(BaseModel):
     active: bool
 
 
-def _trace_error(exc: Exception) -> TraceNotFoundError:
-    return TraceNotFoundError(f"{exc}; GET /api/v1/traces lists them" if isinstance(exc, TraceNotFound)
-                              else str(exc))
-
-
-def vision_router(runners: Runners, store: TraceStore) -> APIRouter:
+def vision_router(glassdesk: Glassdesk) -> APIRouter:
     router = APIRouter(prefix="/api/v1")
 
     @router.post("/sessions/{session_id}/vision/act", response_model=ActResult, tags=["vision"],
@@ -36,11 +31,10 @@ def vision_router(runners: Runners, store: TraceStore) -> APIRouter:
         """Run an instruction on the visible desktop until done, a budget or a cancel.
 
         With ``Accept: text/event-stream`` one ``step`` event is sent per step, then ``result``."""
-        runner = runners.get(session_id)
         if "text/event-stream" not in request.headers.get("accept", ""):
-            return await to_thread.run_sync(runner.act, body)
-        if runner.active:  # refuse before the stream starts, with a proper status
-            runner.act(body)
+            return await to_thread.run_sync(glassdesk.act, session_id, body)
+        if await to_thread.run_sync(glassdesk.active, session_id):  # refuse before the stream starts, with a status
+            await to_thread.run_sync(glassdesk.act, session_id, body)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
 
@@ -49,10 +43,12 @@ def vision_router(runners: Runners, store: TraceStore) -> APIRouter:
 
         async def run() -> None:
             try:
-                result = await to_thread.run_sync(runner.act, body, on_step)
+                result = await to_thread.run_sync(
+                    lambda: glassdesk.act(session_id, body, on_step, wait_out_pauses=True))
                 await queue.put(("result", result.model_dump(mode="json")))
             except Exception as exc:  # reported in the stream: the status line is already sent
-                error = getattr(exc, "to_dict", lambda: {"code": "internal_error", "message": str(exc)})()
+                error = exc.to_dict() if isinstance(exc, GlassdeskError) else {
+                    "code": "internal_error", "message": f"unexpected {type(exc).__name__}; the server log has the details"}
                 await queue.put(("error", {"error": error}))
 
         task = asyncio.create_task(run())
@@ -66,71 +62,50 @@ def vision_router(runners: Runners, store: TraceStore) -> APIRouter:
                         return
             finally:
                 if not task.done():  # the client went away: stop the run rather than orphan it
-                    runner.cancel()
+                    glassdesk.cancel(session_id)
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"cache-control": "no-store"})
 
     @router.post("/sessions/{session_id}/vision/cancel", response_model=RunControl, tags=["vision"])
     def cancel(session_id: str) -> RunControl:
-        runner = runners.get(session_id)
-        return RunControl(ok=runner.cancel(), active=runner.active)
+        return RunControl(ok=glassdesk.cancel(session_id), active=glassdesk.active(session_id))
 
     @router.post("/sessions/{session_id}/vision/pause", response_model=RunControl, tags=["vision"])
     def pause(session_id: str) -> RunControl:
-        runner = runners.get(session_id)
-        runner.pause()
-        return RunControl(ok=True, active=runner.active)
+        glassdesk.pause(session_id)
+        return RunControl(ok=True, active=glassdesk.active(session_id))
 
     @router.post("/sessions/{session_id}/vision/resume", response_model=RunControl, tags=["vision"])
     def resume(session_id: str) -> RunControl:
-        runner = runners.get(session_id)
-        runner.resume()
-        return RunControl(ok=True, active=runner.active)
+        glassdesk.resume(session_id)
+        return RunControl(ok=True, active=glassdesk.active(session_id))
 
     # -------------------------------------------------------------------------------- traces
 
-    def load(trace_id: str) -> Trace:
-        try:
-            return store.load(trace_id)
-        except (TraceNotFound, InvalidTraceId) as exc:
-            raise _trace_error(exc) from exc
-        except TraceCorrupt as exc:
-            raise TraceCorruptError(f"{exc}; GET /api/v1/traces/{trace_id}/verify says where") from exc
-
     @router.get("/traces", response_model=list[TraceMeta], tags=["traces"])
     def list_traces(limit: int = 100) -> list[TraceMeta]:
-        return store.list_traces(limit=max(1, min(limit, 1000)))
+        return glassdesk.traces(limit)
 
     @router.get("/traces/{trace_id}", response_model=Trace, tags=["traces"])
     def get_trace(trace_id: str) -> Trace:
-        return load(trace_id)
+        return glassdesk.trace(trace_id)
 
     @router.get("/traces/{trace_id}/verify", response_model=VerifyResult, tags=["traces"])
     def verify_trace(trace_id: str) -> VerifyResult:
-        # Not load(): a record that no longer parses is what verify exists to report, not a 500.
-        try:
-            return store.verify(trace_id)
-        except (TraceNotFound, InvalidTraceId) as exc:
-            raise _trace_error(exc) from exc
+        return glassdesk.verify(trace_id)
 
     @router.get("/traces/{trace_id}/steps/{index}/{which}.png", tags=["traces"], response_class=FileResponse,
                 responses={200: {"content": {"image/png": {}}}})
     def step_image(trace_id: str, index: int, which: Literal["before", "after"]):
-        load(trace_id)
-        try:
-            return FileResponse(store.image_path(trace_id, index, which), media_type="image/png")
-        except TraceNotFound as exc:
-            raise TraceNotFoundError(str(exc)) from exc
+        return FileResponse(glassdesk.step_image(trace_id, index, which), media_type="image/png")
 
     @router.get("/traces/{trace_id}/report", response_class=HTMLResponse, tags=["traces"])
     def report(trace_id: str) -> HTMLResponse:
-        trace = load(trace_id)
-        return HTMLResponse(render_html(trace.meta, trace.steps, verification=store.verify(trace_id)))
+        return HTMLResponse(glassdesk.report_html(trace_id))
 
     @router.get("/traces/{trace_id}/junit.xml", tags=["traces"], response_class=Response,
                 responses={200: {"content": {"application/xml": {}}}})
     def junit(trace_id: str) -> Response:
-        trace = load(trace_id)
-        return Response(render_junit(trace.meta, trace.steps), media_type="application/xml")
+        return Response(glassdesk.junit(trace_id), media_type="application/xml")
 
     return router

@@ -35,9 +35,15 @@ from vision.trace import ErrorInfo, TokenUsage, TraceStore, TraceWriter, redact
 log = logging.getLogger("glassdesk.loop")
 
 MAX_STEPS_CAP = 50
+# A blocking act call on a paused run returns after this long, saying so, instead of hanging
+# until a person hands back.
+PAUSED_RETURN_S = 5.0
 MODEL_RETRIES = 3
 MAX_RETRY_WAIT_S = 60.0
-Status = Literal["running", "done", "failed", "max_steps", "budget_exceeded", "needs_confirmation", "cancelled"]
+Status = Literal["running", "paused", "done", "failed", "max_steps", "budget_exceeded", "needs_confirmation",
+                 "cancelled"]
+FINAL_STATUSES = ("done", "failed", "max_steps", "budget_exceeded", "cancelled")
+PauseKind = Literal["operator", "takeover"]
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
@@ -87,9 +93,27 @@ class ActResult(BaseModel):
     steps: list[StepSummary]
     usage: TokenUsage
     pending_safety_checks: list[SafetyCheckOut] = Field(default_factory=list)
+    note: str | None = Field(None, description="why the call returned before the run ended, and how to go on")
     final_screenshot: str | None = Field(None, description="base64 PNG of the screen when the call returned")
     report_url: str
     report_path: str | None = Field(None, description="report.html on the server's disk, once the run has ended")
+
+
+class RunView(BaseModel):
+    """A run as the operator, metrics and clients see it."""
+
+    trace_id: str
+    status: Status
+    instruction: str
+    model: str
+    step: int
+    max_steps: int
+    tokens: int
+    pending_safety_checks: list[SafetyCheckOut] = Field(default_factory=list)
+    active: bool
+    pause_reason: str | None = None
+    answer: str | None = None
+    error: dict | None = None
 
 
 @dataclass
@@ -101,7 +125,7 @@ class RunState:
     provider: Provider
     trace: TraceWriter
     frame: Frame
-    started: float = field(default_factory=time.monotonic)
+    clock: "DriveClock" = field(default_factory=lambda: DriveClock())
     results: list[CallResult] = field(default_factory=list)
     note: str | None = None
     parse_failures: int = 0
@@ -113,6 +137,32 @@ class RunState:
     error: dict | None = None
     report_path: str | None = None  # report.html written when the run ends
     url: str | None = None  # the page URL read when ``frame`` was last recorded: the next observation's
+
+
+@dataclass
+class DriveClock:
+    """Time a run has been driven, for ``budget_seconds``: paused time (an operator's pause, a
+    take-over) and the time between calls (step mode, approval) are not counted."""
+
+    used_s: float = 0.0
+    since: float | None = None
+
+    def start(self) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+
+    def stop(self) -> None:
+        if self.since is not None:
+            self.used_s += time.monotonic() - self.since
+            self.since = None
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.used_s + (time.monotonic() - self.since if self.since is not None else 0.0)
+
+
+class Hold(Exception):
+    """The run stays as it is and the call returns: it went on pausing past the caller's patience."""
 
 
 class Stop(Exception):
@@ -160,50 +210,82 @@ class Runner:
         self._resume = threading.Event()
         self._resume.set()
         self._paused_since_checkpoint = False
-        self.pause_reason: str | None = None
+        # Why the run is paused, by who paused it: an operator's pause and a take-over are separate,
+        # so handing back after a take-over leaves an operator's own pause in force.
+        self._pauses: dict[PauseKind, str] = {}
+        self._control = threading.Lock()
+        self._driving = False  # an act call is driving the run (it holds the lock for as long)
 
     # ------------------------------------------------------------------ controls (any thread)
 
     @property
     def active(self) -> bool:
-        return self._lock.locked()
+        return self._driving
+
+    @property
+    def pause_reason(self) -> str | None:
+        """Why the run is paused (a take-over first), or None."""
+        return self._pauses.get("takeover") or self._pauses.get("operator")
 
     def cancel(self) -> bool:
-        """Stop the active run, or end a paused one. True if there was something to stop."""
-        if self.active:
-            self._cancel.set()  # a paused run sees it within 0.2 s; the pause itself stays in force
-            return True
-        if self.state is not None:
+        """Stop the active run, or end a run waiting between calls. True if there was something to stop."""
+        while not self._lock.acquire(timeout=0.05):
+            if self._driving:
+                self._cancel.set()  # the active run sees it within 0.2 s; a pause itself stays in force
+                return True
+        try:  # under the lock: no act can pick the run up while it is being ended
+            if self.state is None:
+                return False
             self._finish(self.state, Stop("cancelled", "cancelled by the operator", code="cancelled"))
             return True
-        return False
+        finally:
+            self._lock.release()
 
-    def pause(self, reason: str = "paused by the operator") -> None:
-        self.pause_reason = reason
-        self._paused_since_checkpoint = True
-        self._resume.clear()
-        self._publish("paused", reason=reason)
+    def pause(self, reason: str = "paused by the operator", *, kind: PauseKind = "operator") -> None:
+        with self._control:
+            self._pauses[kind] = reason
+            self._paused_since_checkpoint = True
+            self._resume.clear()
+        self._publish("paused", reason=reason, by=kind)
 
-    def resume(self) -> None:
-        self.pause_reason = None
-        self._resume.set()
-        self._publish("resumed")
+    def resume(self, *, kind: PauseKind = "operator") -> None:
+        with self._control:
+            self._pauses.pop(kind, None)
+            still = self.pause_reason
+            if still is None:
+                self._resume.set()
+        if still is None:
+            self._publish("resumed", by=kind)
+        else:  # another pause is still in force: say which, so nobody thinks the run goes on
+            self._publish("paused", reason=still, by="operator" if "operator" in self._pauses else "takeover")
+
+    def view(self) -> RunView | None:
+        """The run as every reader (console, metrics, MCP, REST) sees it; None before the first."""
+        state = self.state
+        if state is None:
+            return None
+        checks = [SafetyCheckOut(**c.__dict__) for c in state.pending.safety_checks] if state.pending else []
+        return RunView(trace_id=state.trace.trace_id, status=state.status, instruction=state.instruction,
+                       model=state.provider.name, step=len(state.steps), max_steps=state.request.max_steps,
+                       tokens=state.usage.total, pending_safety_checks=checks, active=self.active,
+                       pause_reason=self.pause_reason, answer=state.answer, error=state.error)
 
     # ------------------------------------------------------------------ the run
 
     def act(self, request: ActRequest, on_step: Callable[[StepSummary], None] | None = None, *,
-            provider: Provider | None = None) -> ActResult:
+            provider: Provider | None = None, paused_return_s: float | None = PAUSED_RETURN_S) -> ActResult:
         """Start (or continue) a run. ``provider`` replaces the one ``request.model`` names: for
-        embedders with their own model code, and for tests (vision.providers.function)."""
+        embedders with their own model code, and for tests (vision.providers.function). A run that
+        stays paused for ``paused_return_s`` returns with status ``paused`` (None: wait it out)."""
         if not self._lock.acquire(blocking=False):
             raise SessionBusy(f"session {self.desktop.id} is already running an instruction; wait for it to end, "
                               "or cancel it")
         try:
-            self.desktop.busy = True
+            self._driving = self.desktop.busy = True
             self._cancel.clear()
             state = self._continue_or_start(request, provider)
             try:
-                return self._drive(state, request, on_step)
+                return self._drive(state, request, on_step, paused_return_s)
             except Exception as exc:
                 # Whatever escaped the normal stops (a screenshot of a restarting desktop, a full
                 # disk under the trace) still ends the run: its trace must not stay "running".
@@ -217,7 +299,7 @@ class Runner:
                         self.state = None
                 raise
         finally:
-            self.desktop.busy = False
+            self._driving = self.desktop.busy = False
             self._lock.release()
 
     def _continue_or_start(self, request: ActRequest, provider: Provider | None) -> RunState:
@@ -236,6 +318,9 @@ class Runner:
                 state.status = "running"
                 state.trace.hold("running")
                 self._publish("acknowledged", trace_id=state.trace.trace_id, checks=request.acknowledged_safety_checks)
+                return state
+            if state.pending is None and same and state.status == "paused":
+                state.status = "running"
                 return state
             if state.pending is None and same and not state.request.autopilot:
                 state.request = state.request.model_copy(update={"autopilot": request.autopilot})
@@ -264,11 +349,12 @@ class Runner:
                       max_steps=request.max_steps)
         return state
 
-    def _drive(self, state: RunState, request: ActRequest, on_step) -> ActResult:
+    def _drive(self, state: RunState, request: ActRequest, on_step, paused_return_s: float | None) -> ActResult:
         turns_this_call = 0
+        state.clock.start()
         try:
             while True:
-                self._checkpoint(state)
+                self._checkpoint(state, paused_return_s)
                 if state.pending is not None:
                     turn, model_ms = state.pending, 0
                     state.pending = None
@@ -299,24 +385,35 @@ class Runner:
         except Stop as stop:
             self._finish(state, stop)
             return self._result(state)
+        except Hold:
+            state.status = "paused"
+            return self._result(state)
+        finally:
+            state.clock.stop()
 
-    def _checkpoint(self, state: RunState) -> None:
+    def _checkpoint(self, state: RunState, paused_return_s: float | None = None) -> None:
         """Between steps: honour pause, cancel and the wall-clock budget."""
         # A pause that began and ended between two checkpoints counts too: the operator may have
         # changed the screen meanwhile.
         waited, self._paused_since_checkpoint = self._paused_since_checkpoint, False
-        while not self._resume.wait(0.2):
-            waited = True
-            if self._cancel.is_set():
-                break
+        if not self._resume.is_set():
+            state.clock.stop()
+            paused_at = time.monotonic()
+            while not self._resume.wait(0.2):
+                waited = True
+                if self._cancel.is_set():
+                    break
+                if paused_return_s is not None and time.monotonic() - paused_at >= paused_return_s:
+                    raise Hold()
+            state.clock.start()
         if self._cancel.is_set():
             raise Stop("cancelled", "cancelled by the operator", code="cancelled")
         if waited:  # the operator may have changed the screen meanwhile: look again
             state.frame, state.url = self.desktop.capture(), None
-        elapsed = time.monotonic() - state.started
+        elapsed = state.clock.elapsed_s
         if elapsed > state.request.budget_seconds:
-            raise Stop("budget_exceeded", f"ran {elapsed:.0f}s of a {state.request.budget_seconds:.0f}s budget",
-                       code="budget_exceeded")
+            raise Stop("budget_exceeded", f"ran {elapsed:.1f}s of a {state.request.budget_seconds:g}s budget "
+                       "(paused time not counted)", code="budget_exceeded")
 
     def _think(self, state: RunState) -> tuple[ModelTurn, int]:
         """One model turn, retrying transient failures with backoff that honours Retry-After."""
@@ -461,7 +558,16 @@ class Runner:
         except GlassdeskError:
             screenshot = state.frame
         pending = state.pending.safety_checks if state.pending else []
-        return ActResult(
+        note = None
+        if state.status == "paused":
+            note = (f"the run is paused ({self.pause_reason or 'by the operator'}); it goes on once it is resumed "
+                    "(resume it, or the operator hands back control), then act again with no instruction to "
+                    "follow it, or cancel it")
+        elif state.status == "needs_confirmation":
+            note = "the model raised safety checks: act again with acknowledged_safety_checks to approve, or cancel"
+        elif state.status == "running" and not state.request.autopilot:
+            note = "step mode: act again with no instruction for the next model turn"
+        return ActResult(note=note, 
             trace_id=state.trace.trace_id, status=state.status, answer=state.answer,
             error=state.error, steps=state.steps, usage=TokenUsage(**state.usage.__dict__),
             pending_safety_checks=[SafetyCheckOut(**c.__dict__) for c in pending],
@@ -471,37 +577,3 @@ class Runner:
 
     def _publish(self, kind: str, **data) -> None:
         self.bus.publish(kind, session_id=self.desktop.id, **data)
-
-
-class Runners:
-    """One Runner per session, made on first use and dropped with the session."""
-
-    def __init__(self, manager, store: TraceStore, config: VisionConfig, bus: EventBus):
-        self.manager = manager
-        self.store = store
-        self.config = config
-        self.bus = bus
-        self._runners: dict[str, Runner] = {}
-        self._lock = threading.Lock()
-        manager.listeners.append(self._on_session)
-
-    def _on_session(self, what: str, session_id: str) -> None:
-        """A deleted (or expired) session ends its run: a paused run would otherwise wait forever."""
-        if what != "deleted":
-            return
-        with self._lock:
-            runner = self._runners.pop(session_id, None)
-        if runner is not None:
-            runner.cancel()
-
-    def get(self, session_id: str) -> Runner:
-        session = self.manager.get(session_id)
-        with self._lock:
-            runner = self._runners.get(session_id)
-            if runner is None or runner.desktop is not session:
-                runner = self._runners[session_id] = Runner(session, self.store, self.config, self.bus)
-            return runner
-
-    def existing(self) -> dict[str, Runner]:
-        with self._lock:
-            return {sid: r for sid, r in self._runners.items() if sid in self.manager.sessions}

@@ -44,12 +44,14 @@ from desktop.actions import (
 from desktop.errors import GlassdeskError, describe_validation
 from desktop.port import Performed
 from desktop.stack import StackError
-from vision.loop import MAX_STEPS_CAP, ActRequest, ActResult, Runner, StepSummary
+from vision import VERSION
+from vision.loop import MAX_STEPS_CAP, ActRequest, ActResult, StepSummary
+from vision.service import Glassdesk
+from vision.settings import Settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from vision.app import Services, Settings
 
 log = logging.getLogger("glassdesk.mcp")
 
@@ -136,10 +138,13 @@ def _argv_text(executed: list[list[str]]) -> str:
     return "\n".join(f"  {shlex.join(argv)}" for argv in executed) or "  (nothing)"
 
 
-def error_message(exc: BaseException) -> str | None:
-    """The clear sentence for a failure the caller can correct, or None for a crash."""
+def error_message(exc: BaseException, tool: str = "") -> str | None:
+    """The clear sentence for a failure the caller can correct, or None for a crash. A bad argument
+    gets the code REST gives the same bad body: invalid_action for a desktop action, else
+    invalid_request."""
     if isinstance(exc, ValidationError):
-        return f"invalid_argument: {describe_validation(exc)}"
+        code = "invalid_action" if tool.startswith("desktop_") else "invalid_request"
+        return f"{code}: {describe_validation(exc)}"
     if isinstance(exc, GlassdeskError):
         return f"{exc.code}: {exc.message}"
     if isinstance(exc, StackError):  # the desktop of a new session did not come up
@@ -152,21 +157,21 @@ class GlassdeskMCP(MCPServer):
 
     The SDK reports a bad argument as pydantic's multi-line dump and any other exception as a bare
     "Error executing tool"; the agent needs the one sentence that says what to change, e.g.
-    ``invalid_argument: x: Input should be less than or equal to 1919``.
+    ``invalid_action: x: Input should be less than or equal to 1919``.
     """
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None):
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
-            message = error_message(exc.__cause__) if exc.__cause__ is not None else None
+            message = error_message(exc.__cause__, name) if exc.__cause__ is not None else None
             if message is None:
                 raise
             log.info("tool %s refused: %s", name, message)
             return CallToolResult(content=[_text(message)], is_error=True)
 
 
-def _report_url(ctx: Context, services: "Services", result: ActResult) -> str:
+def _report_url(ctx: Context, glassdesk: Glassdesk, result: ActResult) -> str:
     """Where a person can open the run's report: the API's URL when called over HTTP, else a
     file:// URL of the report.html the loop wrote into the trace directory (stdio has no web server)."""
     path = f"/api/v1/traces/{result.trace_id}/report"
@@ -182,7 +187,7 @@ def _report_url(ctx: Context, services: "Services", result: ActResult) -> str:
         if not report:
             from vision.report import write_report
 
-            report = write_report(services.store, result.trace_id)
+            report = write_report(glassdesk.store, result.trace_id)
         return Path(report).resolve().as_uri()
     except Exception:  # the report is a convenience; the run's result stands without it
         log.exception("could not write the report of trace %s", result.trace_id)
@@ -205,7 +210,8 @@ def _describe_step(step: StepSummary) -> str:
     return text
 
 
-async def _run_loop(runner: Runner, request: ActRequest, ctx: Context, *, total: int | None = None,
+async def _run_loop(glassdesk: Glassdesk, session: str | None, request: ActRequest, ctx: Context, *,
+                    total: int | None = None,
                     offset: int = 0, label: str = "") -> ActResult:
     """Run the loop in a worker thread; report one progress notification per step."""
 
@@ -217,9 +223,9 @@ async def _run_loop(runner: Runner, request: ActRequest, ctx: Context, *, total:
             log.debug("progress not delivered", exc_info=True)
 
     try:
-        return await blocking(runner.act, request, on_step)
+        return await blocking(glassdesk.act, session, request, on_step)
     except anyio.get_cancelled_exc_class():
-        runner.cancel()  # the client cancelled the call: stop the run rather than orphan it
+        glassdesk.cancel(session)  # the client cancelled the call: stop the run rather than orphan it
         raise
 
 
@@ -249,12 +255,12 @@ def _quote(text: str) -> str:
     return text.replace('"', "'")
 
 
-def build_server(services: "Services") -> GlassdeskMCP:
-    """The MCP server over the shared services. Tools block in worker threads, never on the loop."""
-    desktops = services.desktops
+def build_server(glassdesk: Glassdesk) -> GlassdeskMCP:
+    """The MCP server over the application service. Tools block in worker threads, never on the loop."""
+    desktops = glassdesk.desktops
     default_session = desktops.default
     server = GlassdeskMCP("glassdesk", title="glassdesk: a visible desktop", instructions=INSTRUCTIONS,
-                          version="0.1.0")
+                          version=VERSION)
 
     async def perform(session: str, action: _Action, what: str, screenshot: bool) -> CallToolResult:
         done = await blocking(desktops.perform, session, action)
@@ -428,14 +434,13 @@ def build_server(services: "Services") -> GlassdeskMCP:
                   total: int | None = None, offset: int = 0, label: str = "") -> ActResult:
         request = ActRequest(instruction=instruction, model=model, max_steps=max_steps, script=script,
                              secrets=secrets or {})
-        runner = await blocking(lambda: services.runners.get(desktops.session(session).id))
-        return await _run_loop(runner, request, ctx, total=total, offset=offset, label=label)
+        return await _run_loop(glassdesk, session, request, ctx, total=total, offset=offset, label=label)
 
     def _model_family(model: str | None) -> str:
-        return services.config.resolve(model).split("/", 1)[0]
+        return glassdesk.config.resolve(model).split("/", 1)[0]
 
     def _from_run(title: str, result: ActResult, ctx: Context, *, error_unless_done: bool, extra: dict | None = None):
-        url = _report_url(ctx, services, result)
+        url = _report_url(ctx, glassdesk, result)
         png = base64.b64decode(result.final_screenshot) if result.final_screenshot else None
         structured = {**_act_summary(result, url), **(extra or {})}
         return _result(_act_text(title, result, url), png, structured,
@@ -519,7 +524,7 @@ def build_server(services: "Services") -> GlassdeskMCP:
             result = await act(ctx, session, instruction, model=model, max_steps=FIELD_STEPS,
                                total=FIELD_STEPS * len(fields), offset=step_base, label=f"{label}: ")
             step_base += len(result.steps)
-            url = _report_url(ctx, services, result)
+            url = _report_url(ctx, glassdesk, result)
             outcomes.append({"label": label, "status": result.status, "error": result.error,
                              "trace_id": result.trace_id, "report_url": url})
             last = result
@@ -587,7 +592,7 @@ def build_server(services: "Services") -> GlassdeskMCP:
 # ---------------------------------------------------------------------------------- streamable HTTP
 
 
-def transport_security(settings: "Settings", public_host: str | None = None) -> TransportSecuritySettings:
+def transport_security(settings: Settings, public_host: str | None = None) -> TransportSecuritySettings:
     """Host/Origin checks for /mcp.
 
     DNS-rebinding protection stays ON: a web page on evil.example whose name an attacker re-points
@@ -608,14 +613,14 @@ def transport_security(settings: "Settings", public_host: str | None = None) -> 
                                      allowed_origins=allowed_origins)
 
 
-def mount_http(app: "FastAPI", services: "Services", settings: "Settings") -> GlassdeskMCP:
+def mount_http(app: "FastAPI", glassdesk: Glassdesk, settings: Settings) -> GlassdeskMCP:
     """Serve the MCP server at /mcp on the API app; enter ``server.session_manager.run()`` in the
     app's lifespan (a mounted app's own lifespan does not run).
 
     The route is added at exactly /mcp (a Starlette Mount would answer /mcp/ and redirect /mcp).
     """
-    server = build_server(services)
-    public_host = getattr(services.desktops.manager.stack_config, "public_host", None)
+    server = build_server(glassdesk)
+    public_host = getattr(glassdesk.desktops.manager.stack_config, "public_host", None)
     mcp_app = server.streamable_http_app(streamable_http_path="/mcp",
                                          transport_security=transport_security(settings, public_host))
     app.router.routes.extend(mcp_app.routes)
@@ -700,7 +705,6 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
     """
     from desktop.sessions import SessionManager
     from desktop.stack import StackConfig, tagged_pids
-    from vision.app import Services, Settings
 
     root = Path(tempfile.mkdtemp(prefix="glassdesk-mcp-"))
     _start_reaper(root)
@@ -709,8 +713,8 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
                         data_dir=str(data_dir or default_stdio_data_dir()))
     manager = SessionManager(root=root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                              stack_config=StackConfig(public_host=public_host))
-    services = Services.build(manager, settings, default_session=session)
-    server = build_server(services)
+    glassdesk = Glassdesk.build(manager, data_dir=settings.data_dir, default_session=session)
+    server = build_server(glassdesk)
 
     closing = threading.Lock()
 
@@ -745,7 +749,7 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
 
     def warm_up() -> None:
         try:
-            info = services.desktops.info(session)
+            info = glassdesk.desktops.info(session)
             log.info("session %r ready on %s; live view: %s", info.id, info.display, info.novnc_url)
         except Exception as exc:  # reported again to the first tool call that needs the session
             if not closing.locked():

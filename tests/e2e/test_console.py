@@ -234,7 +234,7 @@ def test_pause_and_resume_from_the_console(console, services, page):
     console.page.locator("#timeline li.step[data-index='1']").wait_for()
     console.page.click("#pause")
     console.wait_status("paused")
-    assert services.runners.get(SESSION).pause_reason is not None
+    assert services.runner(SESSION).pause_reason is not None
     console.page.click("#resume")
     console.wait_status("done")
     assert _trace(services, trace_id).meta.answer == "resumed fine"
@@ -243,7 +243,7 @@ def test_pause_and_resume_from_the_console(console, services, page):
 def test_take_over_pauses_the_agent_and_hands_over_control(console, services, page):
     console.open()
     console.wait_live_view()
-    runner = services.runners.get(SESSION)
+    runner = services.runner(SESSION)
     console.page.click("label.switch")
     console.wait_status("operator has control")
     console.page.locator("#control-banner").wait_for()

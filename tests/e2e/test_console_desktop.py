@@ -96,16 +96,15 @@ def test_the_pointer_glides_to_its_target_before_the_click(desk, page):
 
 
 def test_a_run_shows_its_status_on_the_desktop(vision_api, services, page):
-    from vision.console import runtime_for
 
-    narrator = runtime_for(services).narrator
+    narrator = services.narrator
     if not narrator.enabled:
         pytest.skip("GLASSDESK_OVERLAY=0")
     script = [{"action": "click", "x": 1880, "y": 1066}, {"action": "done", "answer": "shown"}]
     r = vision_api.post(f"/api/v1/sessions/{SESSION}/vision/act",
                         json={"instruction": "show the strip", "model": "scripted", "script": script})
     assert r.status_code == 200 and r.json()["status"] == "done", r.text
-    assert runtime_for(services).listener.caught_up()
+    assert services.listener.caught_up()
     strip = narrator._overlays[SESSION]
     assert strip.flush()
     # The run's last words stay up a moment: "done · 2 steps", back at its usual place.
@@ -118,4 +117,4 @@ def test_a_run_shows_its_status_on_the_desktop(vision_api, services, page):
 
 
 def desk_pixel(services, x: int, y: int):
-    return services.manager.get(SESSION).capture().image.getpixel((x, y))
+    return services.desktops.session(SESSION).capture().image.getpixel((x, y))

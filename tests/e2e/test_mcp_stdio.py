@@ -119,3 +119,56 @@ def test_nothing_outlives_a_stopped_or_killed_server(tmp_path, sig):
     while Path(root).exists() and time.monotonic() < deadline:  # the reaper removes it after SIGKILL
         time.sleep(0.1)
     assert not Path(root).exists()
+
+
+def screen_pixel(display: str, x: int, y: int) -> tuple[int, int, int]:
+    import mss
+
+    with mss.MSS(display=display) as grabber:
+        shot = grabber.grab({"left": x, "top": y, "width": 1, "height": 1})
+    return shot.pixel(0, 0)
+
+
+def test_a_vision_run_over_stdio_shows_the_status_strip_on_the_display(tmp_path):
+    """The application service starts the on-desktop strip, so a person watching a `glassdesk mcp`
+    session sees what the agent does, as under `glassdesk up`."""
+    from desktop.overlay import BACKGROUND, HEIGHT, PANEL_HEIGHT
+
+    # The strip's usual place: bottom right, over the panel; this pixel is inside it, near its end.
+    x, y = 1920 - 8 - 4, 1080 - PANEL_HEIGHT + (PANEL_HEIGHT - HEIGHT) // 2 + HEIGHT // 2
+    mark = uuid.uuid4().hex
+    env = {**server_env(tmp_path, mark), "GLASSDESK_OVERLAY": "1"}
+    params = StdioServerParameters(command=GLASSDESK, args=["mcp", "--session", "mcp-strip"], env=env,
+                                   cwd=str(tmp_path))
+    script = [{"action": "wait", "duration_ms": 3000}, {"action": "done", "answer": "watched"}]
+
+    async def main():
+        with open(tmp_path / "server.log", "w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                await client.call_tool("desktop_screenshot", {"scale": 0.1})  # the session is up
+                listing = await client.call_tool("session_list", {})
+                display = listing.structured_content["sessions"][0]["display"]
+                before = await anyio.to_thread.run_sync(screen_pixel, display, x, y)
+                during: list[tuple[int, int, int]] = []
+
+                async def watch() -> None:
+                    with anyio.move_on_after(30):
+                        while True:
+                            pixel = await anyio.to_thread.run_sync(screen_pixel, display, x, y)
+                            if pixel == BACKGROUND:
+                                during.append(pixel)
+                                return
+                            await anyio.sleep(0.05)
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(watch)
+                    result = await client.call_tool("vision_act", {"instruction": "wait a moment",
+                                                                   "model": "scripted", "script": script})
+                return before, during, result
+
+    before, during, result = anyio.run(main)
+    log = (tmp_path / "server.log").read_text()
+    assert not result.is_error and result.structured_content["status"] == "done", log
+    assert before != BACKGROUND  # the panel, before the run: no strip yet
+    assert during == [BACKGROUND], "the status strip never appeared on the stdio session's display"
+    assert_all_gone(mark)

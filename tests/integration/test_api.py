@@ -64,7 +64,9 @@ def assert_nothing_arrived(api, page, desk):
     page.last("click")  # waits for it, and for stragglers of the same burst
     seen = [e for e in page.events if e["type"] in ("mousedown", "mouseup", "click", "dblclick", "contextmenu",
                                                       "auxclick", "keydown", "keyup", "wheel", "input")]
-    assert sorted(e["type"] for e in seen) == ["click", "mousedown", "mouseup"], seen
+    # The sentinel may also count as the second click of a double-click when the last test's
+    # sentinel landed on the same pixel a moment ago: that dblclick is the sentinel's too.
+    assert sorted(e["type"] for e in seen if e["type"] != "dblclick") == ["click", "mousedown", "mouseup"], seen
     assert all((e["screenX"], e["screenY"]) == (1700, 1000) for e in seen), seen
 
 

@@ -86,7 +86,7 @@ def background_act(vision_api):
 
 
 def test_cancel_stops_a_running_run_and_a_concurrent_act_gets_409(vision_api, desk, services, background_act):
-    runner = services.runners.get(SESSION)
+    runner = services.runner(SESSION)
     recent = services.bus.recent()
     seen = recent[-1]["seq"] if recent else 0
     result = background_act({"instruction": "wait a lot", "model": "scripted", "script": [WAIT] * 6})
@@ -215,7 +215,7 @@ def test_invalid_request_is_422_with_a_clear_message_and_no_trace(vision_api, de
     assert says in error["message"], error
     assert error["code"] in ("invalid_request", "invalid_action", "model_unavailable")
     assert _trace_count(services) == before
-    assert not services.runners.get(SESSION).active
+    assert not services.runner(SESSION).active
 
 
 def test_bad_script_coordinate_names_the_field_and_its_range(vision_api, desk):
@@ -280,7 +280,7 @@ def test_after_a_pause_the_model_sees_the_screen_as_the_operator_left_it(service
 
     from desktop.actions import Region
 
-    runner = services.runners.get("itest")
+    runner = services.runner("itest")
     seen = []
     original = runner._think
     # Only the page's status line: it changes from "ready" to "signed in" by the operator's click.
@@ -319,7 +319,7 @@ def test_cancelling_a_paused_run_keeps_the_pause_for_the_next_run(services, desk
 
     from vision.loop import ActRequest
 
-    runner = services.runners.get(SESSION)
+    runner = services.runner(SESSION)
     request = ActRequest(instruction="while the operator has control", model="scripted",
                          script=[{"action": "wait", "duration_ms": 10}])
     try:
@@ -355,7 +355,7 @@ def test_deleting_the_session_ends_its_paused_run(services, manager):
 
     session = manager.create("itest-gone")
     try:
-        runner = services.runners.get(session.id)
+        runner = services.runner(session.id)
         runner.pause("operator took over")
         result: list = []
         thread = threading.Thread(target=lambda: result.append(runner.act(ActRequest(
@@ -377,7 +377,7 @@ def test_a_failure_outside_the_normal_stops_still_ends_the_trace(services, desk)
     from desktop.errors import ScreenshotFailed
     from vision.loop import ActRequest
 
-    runner = services.runners.get("itest")
+    runner = services.runner("itest")
     original = runner._act
 
     def broken(*args, **kwargs):

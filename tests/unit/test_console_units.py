@@ -11,7 +11,8 @@ from desktop.actions import Click, Drag, Key, Move, Point, Scroll, Type
 from desktop.input import GLIDE_MS, glide_argv, glide_ms_from, pointer_target
 from desktop.overlay import HEIGHT, MARGIN, action_points, candidates, place, render, rounded_rows
 from vision.auth import host_allowed, is_open, origin_allowed
-from vision.console import model_stats, short_action
+from vision.console import model_stats
+from vision.observers import short_action
 from vision.metrics import Metrics
 
 # ------------------------------------------------------------------------------------ glide

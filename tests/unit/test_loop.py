@@ -743,3 +743,72 @@ def test_nothing_after_done_runs_even_in_the_same_call(tmp_path):
         ActRequest(instruction="stop at once"), provider=provider)
     assert result.status == "done" and result.answer == "ok"
     assert desktop.performed == []
+
+
+# ------------------------------------------------------------------------------ pause kinds, take-over
+
+
+def test_handing_back_a_takeover_leaves_an_operators_pause_in_force(runner, desktop):
+    runner.pause("wait for me")
+    runner.pause("operator took over", kind="takeover")
+    assert runner.pause_reason == "operator took over"
+    runner.resume(kind="takeover")
+    assert runner.pause_reason == "wait for me"  # the operator's own pause outlives the take-over
+    result = runner.act(ActRequest(instruction="work"), provider=script(calls(Click(x=1, y=1)), done()),
+                        paused_return_s=0.3)
+    assert result.status == "paused" and desktop.performed == []
+    assert "wait for me" in result.note and "resume" in result.note
+    runner.resume()
+    assert runner.pause_reason is None
+    finished = runner.act(ActRequest(), provider=None)  # no instruction: the paused run goes on
+    assert finished.status == "done" and finished.trace_id == result.trace_id
+    assert desktop.performed == [Click(x=1, y=1)]
+
+
+def test_a_blocking_call_on_a_paused_run_returns_saying_so(runner, desktop, bus):
+    def pause_after_first(summary: StepSummary) -> None:
+        if summary.index == 1:
+            runner.pause("operator took over", kind="takeover")
+
+    provider = script(calls(Click(x=1, y=1)), calls(Click(x=2, y=2)), done())
+    started = time.monotonic()
+    result = runner.act(ActRequest(instruction="work"), pause_after_first, provider=provider, paused_return_s=0.4)
+    assert time.monotonic() - started < 5
+    assert result.status == "paused" and len(result.steps) == 1 and not runner.active
+    view = runner.view()
+    assert view.status == "paused" and view.pause_reason == "operator took over" and not view.active
+    assert not desktop.busy  # a paused run that returned holds nobody off the desktop
+
+
+def test_paused_time_does_not_count_against_the_time_budget(runner, desktop):
+    def pause_for_a_while(summary: StepSummary) -> None:
+        if summary.index == 1:
+            runner.pause("operator took over", kind="takeover")
+            timer = threading.Timer(0.8, lambda: runner.resume(kind="takeover"))
+            timer.daemon = True
+            timer.start()
+
+    provider = script(calls(Click(x=1, y=1)), calls(Click(x=2, y=2)), done())
+    result = runner.act(ActRequest(instruction="work", budget_seconds=0.5), pause_for_a_while, provider=provider,
+                        paused_return_s=None)
+    assert result.status == "done", result.error  # 0.8 s paused against a 0.5 s budget: not exceeded
+    assert runner.state is None and len(result.steps) == 3
+
+
+def test_cancelling_a_run_waiting_between_calls_ends_it_once(runner, desktop, store):
+    first = runner.act(ActRequest(instruction="step", autopilot=False), provider=script(calls(Click(x=1, y=1))))
+    assert first.status == "running"
+    barrier = threading.Barrier(4)
+    outcomes: list[bool] = []
+
+    def cancel() -> None:
+        barrier.wait()
+        outcomes.append(runner.cancel())
+
+    threads = [threading.Thread(target=cancel) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert sorted(outcomes) == [False, False, False, True]  # ended exactly once, under the runner lock
+    assert store.meta(first.trace_id).status == "cancelled"

@@ -10,7 +10,8 @@
 const SCREEN_W = 1920;
 const SCREEN_H = 1080;
 const TOKEN_KEY = 'glassdesk.token';
-const FINAL = new Set(['done', 'failed', 'max_steps', 'budget_exceeded', 'cancelled']);
+// The statuses a run ends in, as the server defines them (/api/v1/console/info).
+let FINAL = new Set();
 const EXAMPLE_SCRIPT = `[
   {"action": "move", "x": 960, "y": 420},
   {"action": "click", "x": 640, "y": 47},
@@ -177,6 +178,7 @@ $('lock').addEventListener('click', () => {
 async function boot() {
   try {
     state.info = await api('/api/v1/console/info');
+    FINAL = new Set(state.info.final_statuses);
   } catch (error) {
     if (error.status !== 401) {
       $('login').hidden = false;

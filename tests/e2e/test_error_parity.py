@@ -1,0 +1,109 @@
+"""One fault, one error code: the same mistake made over REST and over MCP (streamable HTTP, the
+real MCP client) is refused with the same code, because both doors call the same service."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import anyio
+import pytest
+from mcp import Client
+
+from tests.e2e.test_mcp_http import AppServer
+
+pytestmark = pytest.mark.x11
+
+SID = "itest"
+
+
+@pytest.fixture(scope="module")
+def server(services, desk):
+    with AppServer(services, token=None) as live:
+        yield live
+
+
+@contextmanager
+def nothing() -> Iterator[None]:
+    yield
+
+
+@contextmanager
+def not_ready(desk) -> Iterator[None]:
+    saved, desk.status = desk.status, "restarting"
+    try:
+        yield
+    finally:
+        desk.status = saved
+
+
+@contextmanager
+def taken_over(services) -> Iterator[None]:
+    services.takeover(SID, True)
+    try:
+        yield
+    finally:
+        services.takeover(SID, False)
+
+
+# (fault, REST method+path+body, MCP tool+arguments, expected code, HTTP status, setup)
+CASES = [
+    ("unknown session", ("POST", "/api/v1/sessions/nope/desktop/click", {"x": 10, "y": 10}),
+     ("desktop_click", {"x": 10, "y": 10, "session": "nope"}), "session_not_found", 404, "none"),
+    ("session not ready", ("POST", f"/api/v1/sessions/{SID}/desktop/click", {"x": 10, "y": 10}),
+     ("desktop_click", {"x": 10, "y": 10, "session": SID}), "session_unavailable", 503, "not_ready"),
+    ("coordinates off screen", ("POST", f"/api/v1/sessions/{SID}/desktop/click", {"x": 5000, "y": 10}),
+     ("desktop_click", {"x": 5000, "y": 10, "session": SID}), "invalid_action", 422, "none"),
+    ("zoom region off screen", ("POST", f"/api/v1/sessions/{SID}/desktop/zoom", {"region": [0, 0, 1921, 10]}),
+     ("desktop_zoom", {"region": [0, 0, 1921, 10], "session": SID}), "invalid_action", 422, "none"),
+    ("launch of a missing program", ("POST", f"/api/v1/sessions/{SID}/desktop/launch",
+                                     {"command": "no-such-program-here"}),
+     ("desktop_launch", {"command": "no-such-program-here", "session": SID}), "invalid_action", 422, "none"),
+    ("bad URL scheme", ("POST", f"/api/v1/sessions/{SID}/desktop/open", {"url": "gopher://example.test/"}),
+     ("desktop_open_url", {"url": "gopher://example.test/", "session": SID}), "invalid_action", 422, "none"),
+    ("an action during a take-over", ("POST", f"/api/v1/sessions/{SID}/desktop/click", {"x": 10, "y": 10}),
+     ("desktop_click", {"x": 10, "y": 10, "session": SID}), "operator_in_control", 409, "takeover"),
+    ("a screenshot of a session not ready", ("GET", f"/api/v1/sessions/{SID}/desktop/screenshot", None),
+     ("desktop_screenshot", {"session": SID}), "session_unavailable", 503, "not_ready"),
+]
+
+
+@pytest.mark.parametrize("fault, rest, tool, code, status, setup", CASES, ids=[c[0] for c in CASES])
+def test_one_fault_one_error_code(server, services, desk, fault, rest, tool, code, status, setup):
+    import httpx2
+
+    guard = {"none": nothing, "not_ready": lambda: not_ready(desk), "takeover": lambda: taken_over(services)}[setup]
+    method, path, body = rest
+    with guard():
+        with httpx2.Client(base_url=server.url, timeout=60) as http:
+            answer = http.request(method, path, json=body)
+
+        async def call():
+            async with Client(f"{server.url}/mcp") as client:
+                return await client.call_tool(*tool)
+
+        result = anyio.run(call)
+    assert answer.status_code == status, answer.text
+    assert answer.json()["error"]["code"] == code, answer.text
+    text = result.content[0].text
+    assert result.is_error and text.startswith(f"{code}: "), text
+
+
+def test_takeover_is_session_state_seen_by_every_door(server, services, desk):
+    import httpx2
+
+    async def listing():
+        async with Client(f"{server.url}/mcp") as client:
+            return await client.call_tool("session_list", {})
+
+    with taken_over(services), httpx2.Client(base_url=server.url, timeout=60) as http:
+        info = http.get(f"/api/v1/sessions/{SID}").json()
+        mcp_sessions = anyio.run(listing).structured_content["sessions"]
+        during = services.runner(SID).pause_reason
+    assert info["takeover"] is True and info["takeover_since"]
+    assert next(s for s in mcp_sessions if s["id"] == SID)["takeover"] is True
+    assert during == "operator took over"
+    with httpx2.Client(base_url=server.url, timeout=60) as http:
+        info = http.get(f"/api/v1/sessions/{SID}").json()
+    assert info["takeover"] is False and info["takeover_since"] is None
+    assert services.runner(SID).pause_reason is None

@@ -1,0 +1,188 @@
+"""The application service: one ``Glassdesk`` under every front door.
+
+It holds the desktop service, the runs (act, cancel, pause, resume, take-over, their view), the
+traces and the event bus, and it starts the observers (the on-desktop status strip, the metrics
+feed). REST (desktop.api, vision.api), MCP (vision.mcp), the console and the CLI are thin adapters
+over it: an operation, its validation and its error mapping live here or below, once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from desktop import overlay
+from desktop.service import DEFAULT_SESSION, DesktopService
+from desktop.sessions import LiveView, SessionManager
+from vision.config import VisionConfig
+from vision.errors import TraceCorruptError, TraceNotFoundError
+from vision.events import EventBus
+from vision.loop import ActRequest, ActResult, Runner, RunView, StepSummary
+from vision.metrics import Metrics
+from vision.observers import BusListener, Narrator
+from vision.providers.base import Provider
+from vision.report import render_html, render_junit
+from vision.trace import InvalidTraceId, Trace, TraceCorrupt, TraceMeta, TraceNotFound, TraceStore, VerifyResult
+
+log = logging.getLogger("glassdesk.service")
+
+TAKEOVER_REASON = "operator took over"
+
+
+class Glassdesk:
+    def __init__(self, desktops: DesktopService, store: TraceStore, config: VisionConfig, *,
+                 bus: EventBus | None = None, strip: bool | None = None):
+        self.desktops = desktops
+        self.store = store
+        self.config = config
+        self.bus = bus or EventBus()
+        self._runners: dict[str, Runner] = {}
+        self._lock = threading.Lock()
+        desktops.manager.listeners.append(self._on_session)
+        # The observers: started here, so every way of running glassdesk shows and counts the same.
+        self.last_action: dict[str, dict] = {}
+        self.metrics = Metrics(self.counts)
+        self.narrator = Narrator(desktops, enabled=overlay.enabled() if strip is None else strip)
+        self.listener = BusListener(self.bus, [self.metrics.observe, self._track, self.narrator.observe])
+
+    @classmethod
+    def build(cls, manager: SessionManager, *, data_dir: str | Path | None = None, config: VisionConfig | None = None,
+              default_session: str = DEFAULT_SESSION, strip: bool | None = None) -> "Glassdesk":
+        return cls(DesktopService(manager, default_session=default_session), TraceStore(data_dir),
+                   config or VisionConfig.load(), strip=strip)
+
+    def close(self) -> None:
+        self.narrator.close()
+        self.desktops.close()
+
+    # ------------------------------------------------------------------ runs
+
+    def runner(self, session_id: str | None = None) -> Runner:
+        """The session's runner (made on first use, dropped with the session)."""
+        session = self.desktops.session(session_id)
+        with self._lock:
+            runner = self._runners.get(session.id)
+            if runner is None or runner.desktop is not session:
+                runner = self._runners[session.id] = Runner(session, self.store, self.config, self.bus)
+            return runner
+
+    def act(self, session_id: str | None, request: ActRequest, on_step: Callable[[StepSummary], None] | None = None,
+            *, provider: Provider | None = None, wait_out_pauses: bool = False) -> ActResult:
+        """Run (or continue) an instruction on the visible desktop. Blocking. A run paused for a
+        while returns with status ``paused``, unless ``wait_out_pauses`` (a stream that reports
+        the pause as it goes)."""
+        runner = self.runner(session_id)
+        kwargs = {"paused_return_s": None} if wait_out_pauses else {}
+        return runner.act(request, on_step, provider=provider, **kwargs)
+
+    def cancel(self, session_id: str | None) -> bool:
+        return self.runner(session_id).cancel()
+
+    def pause(self, session_id: str | None) -> None:
+        self.runner(session_id).pause()
+
+    def resume(self, session_id: str | None) -> None:
+        self.runner(session_id).resume()
+
+    def active(self, session_id: str | None) -> bool:
+        return self.runner(session_id).active
+
+    def takeover(self, session_id: str | None, on: bool) -> LiveView:
+        """Hand mouse and keyboard to a person (the agent pauses between steps and agents' direct
+        actions are refused), or give them back. An operator's own pause outlives the take-over."""
+        runner = self.runner(session_id)
+        session = self.desktops.set_takeover(runner.desktop.id, on)
+        if on:
+            runner.pause(TAKEOVER_REASON, kind="takeover")
+        else:
+            runner.resume(kind="takeover")
+        self.bus.publish("takeover", session_id=session.id, on=on)
+        return self.desktops.live_view(session.id, control=on)
+
+    def view(self, session_id: str) -> RunView | None:
+        """The session's current or last run in this process, without starting anything."""
+        with self._lock:
+            runner = self._runners.get(session_id)
+        return runner.view() if runner is not None else None
+
+    def views(self) -> dict[str, RunView]:
+        with self._lock:
+            runners = dict(self._runners)
+        return {sid: view for sid, r in runners.items() if (view := r.view()) is not None}
+
+    def _on_session(self, what: str, session_id: str) -> None:
+        self.bus.publish(f"session_{what}", session_id=session_id)
+        if what != "deleted":
+            return
+        # A deleted (or expired) session ends its run: a paused run would otherwise wait forever.
+        with self._lock:
+            runner = self._runners.pop(session_id, None)
+        if runner is not None:
+            runner.cancel()
+
+    # ------------------------------------------------------------------ observers
+
+    def _track(self, event: dict) -> None:
+        sid, kind = event.get("session_id"), event.get("kind")
+        if not sid:
+            return
+        if kind == "action":
+            self.last_action[sid] = {"step": event.get("step"), "action": event.get("action"), "ts": event.get("ts")}
+        elif kind in ("run_started", "run_finished"):
+            self.last_action.pop(sid, None)
+
+    def counts(self) -> dict[str, Any]:
+        """What the metrics gauges read at scrape time."""
+        sessions: dict[str, int] = {}
+        for info in self.desktops.list():
+            sessions[info.status] = sessions.get(info.status, 0) + 1
+        views = self.views().values()
+        return {
+            "sessions": sessions,
+            "active": sum(v.active for v in views),
+            "paused": sum(v.pause_reason is not None for v in views),
+            "awaiting": sum(v.status == "needs_confirmation" for v in views),
+        }
+
+    # ------------------------------------------------------------------ traces
+
+    def traces(self, limit: int = 100) -> list[TraceMeta]:
+        return self.store.list_traces(limit=max(1, min(limit, 1000)))
+
+    def trace(self, trace_id: str) -> Trace:
+        try:
+            return self.store.load(trace_id)
+        except (TraceNotFound, InvalidTraceId) as exc:
+            raise _not_found(exc) from exc
+        except TraceCorrupt as exc:
+            raise TraceCorruptError(f"{exc}; verifying the trace says where") from exc
+
+    def verify(self, trace_id: str) -> VerifyResult:
+        # Not trace(): a record that no longer parses is what verify exists to report.
+        try:
+            return self.store.verify(trace_id)
+        except (TraceNotFound, InvalidTraceId) as exc:
+            raise _not_found(exc) from exc
+
+    def step_image(self, trace_id: str, index: int, which: str) -> Path:
+        self.trace(trace_id)
+        try:
+            return self.store.image_path(trace_id, index, which)
+        except TraceNotFound as exc:
+            raise TraceNotFoundError(str(exc)) from exc
+
+    def report_html(self, trace_id: str) -> str:
+        trace = self.trace(trace_id)
+        return render_html(trace.meta, trace.steps, verification=self.store.verify(trace_id))
+
+    def junit(self, trace_id: str) -> str:
+        trace = self.trace(trace_id)
+        return render_junit(trace.meta, trace.steps)
+
+
+def _not_found(exc: Exception) -> TraceNotFoundError:
+    return TraceNotFoundError(f"{exc}; list the traces to see which exist" if isinstance(exc, TraceNotFound)
+                              else str(exc))

@@ -1,0 +1,17 @@
+"""How the server is run: where it listens, its token, its limits and where traces go."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    token: str | None = field(default_factory=lambda: os.environ.get("GLASSDESK_TOKEN") or None)
+    max_sessions: int = 10
+    idle_ttl_s: float = 1800
+    data_dir: str | None = None  # default: $GLASSDESK_DATA_DIR, else ./data
+    public_host: str | None = None  # the host name put in the URLs handed out
