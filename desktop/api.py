@@ -9,14 +9,11 @@ Handlers are plain ``def``: they block on X and xdotool, and FastAPI runs them i
 import base64
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Query, Request, Response, status
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi import APIRouter, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
-from desktop.errors import GlassdeskError, InvalidAction, describe_errors, describe_validation
+from desktop.errors import InvalidAction, describe_validation
 from desktop.port import Performed
 from desktop.service import DesktopService
 from desktop.sessions import SessionInfo
@@ -152,31 +149,3 @@ def _region(text: str | None) -> Region | None:
     except ValueError as exc:  # not four integers, or off the screen
         message = describe_validation(exc) if isinstance(exc, ValidationError) else "use four integers x0,y0,x1,y1"
         raise InvalidAction(f"region: {message}") from exc
-
-
-def add_error_handlers(app: FastAPI) -> None:
-    """Every error leaves as ``{"error": {"code", "message"}}`` with the right status."""
-
-    @app.exception_handler(GlassdeskError)
-    async def glassdesk_error(_: Request, exc: GlassdeskError) -> JSONResponse:
-        return JSONResponse({"error": exc.to_dict()}, status_code=exc.status)
-
-    @app.exception_handler(Exception)
-    async def unexpected_error(_: Request, exc: Exception) -> JSONResponse:
-        # A bug, not a user error: the shape stays the same; the server log has the traceback.
-        message = f"unexpected {type(exc).__name__}; the server log has the details"
-        return JSONResponse({"error": {"code": "internal_error", "message": message}}, status_code=500)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        # FastAPI's own 404 (no such route) and 405 (wrong method), in the same shape as ours.
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # A bad desktop action is invalid_action; any other bad body (a vision run, a session) is
-        # invalid_request.
-        code = "invalid_action" if "/desktop/" in request.url.path else "invalid_request"
-        return JSONResponse({"error": {"code": code, "message": describe_errors(exc.errors())}}, status_code=422)

@@ -7,9 +7,11 @@ session runs one input action at a time, so a screenshot taken after an action s
 from __future__ import annotations
 
 import logging
+import os
 import re
 import secrets
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -27,7 +29,7 @@ from desktop.errors import (
 from desktop.input import ActionFailed, Executor
 from desktop.port import Performed
 from desktop.screen import Frame, Screen, ScreenshotError
-from desktop.stack import DesktopStack, StackConfig, StackError
+from desktop.stack import DesktopStack, StackConfig, StackError, tagged_pids
 from desktop.windows import Windows
 
 log = logging.getLogger("glassdesk.sessions")
@@ -273,6 +275,16 @@ class SessionManager:
         shutil.rmtree(session.stack.workdir, ignore_errors=True)
         log.info("session %s deleted", session_id)
         self._notify("deleted", session_id)
+
+    def abort_starting(self) -> None:
+        """End the processes of every desktop still starting: its start holds the stack's lock
+        until it is up, and a shutdown should not wait for that."""
+        for session in [s for s in list(self.sessions.values()) if s.status == "starting"]:
+            for pid in tagged_pids(session.stack.tag):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
 
     def close(self) -> None:
         self._stop.set()

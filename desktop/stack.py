@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
+from desktop.procs import kill_group, pids_with_env, session_pids
 
 log = logging.getLogger("glassdesk.stack")
 
@@ -127,56 +128,6 @@ class Child:
     @property
     def alive(self) -> bool:
         return self.popen.poll() is None
-
-
-def kill_group(popen: subprocess.Popen, grace: float = 3.0) -> None:
-    if popen.poll() is not None:
-        return
-    try:
-        os.killpg(popen.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        popen.wait(grace)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(popen.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        popen.wait(grace)
-
-
-def session_pids(sids: set[int]) -> list[int]:
-    """Every live process in one of these process sessions. Each child starts its own session,
-    and Chromium, which rewrites its environment (and so loses the tag), stays in its session."""
-    pids = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) in sids and int(entry.name) != os.getpid():  # field 6: session id
-            pids.append(int(entry.name))
-    return pids
-
-
-def pids_with_env(name: str, value: str) -> list[int]:
-    """Every live process (but this one) whose environment sets ``name=value``."""
-    needle = f"{name}={value}".encode()
-    pids = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
-                    pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
 
 
 def tagged_pids(tag: str) -> list[int]:

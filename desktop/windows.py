@@ -71,7 +71,7 @@ class Windows:
             raise WindowError(f"window_id {window_id!r} is not an X window id (hex like 0x01a00003 or decimal)")
         wanted = int(window_id, 0)
         if not any(int(w.id, 16) == wanted for w in self.list()):
-            raise WindowError(f"no window {window_id} on this desktop; GET .../desktop/windows lists them")
+            raise WindowError(f"no window {window_id} on this desktop; list the windows to see which exist")
         argv = ["wmctrl", "-i", "-a", hex(wanted)]
         done = self._run(argv)
         if done.returncode != 0:

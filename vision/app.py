@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import contextlib
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from desktop.api import add_error_handlers, desktop_router
+from desktop.api import desktop_router
+from desktop.errors import GlassdeskError, describe_errors
 from desktop.sessions import SessionManager
 from vision import VERSION
 from vision.api import vision_router
-from vision.auth import BearerAuth
+from vision.auth import BearerAuth, transport_security
 from vision.console import install_console
-from vision.mcp import mount_http, transport_security
+from vision.mcp import mount_http
 from vision.service import Glassdesk
 from vision.settings import Settings
 
@@ -51,3 +55,31 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
     app.add_middleware(BearerAuth, token=settings.token, allowed_hosts=local.allowed_hosts,
                        allowed_origins=local.allowed_origins)
     return app
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Every error leaves as ``{"error": {"code", "message"}}`` with the right status."""
+
+    @app.exception_handler(GlassdeskError)
+    async def glassdesk_error(_: Request, exc: GlassdeskError) -> JSONResponse:
+        return JSONResponse({"error": exc.to_dict()}, status_code=exc.status)
+
+    @app.exception_handler(Exception)
+    async def unexpected_error(_: Request, exc: Exception) -> JSONResponse:
+        # A bug, not a user error: the shape stays the same; the server log has the traceback.
+        message = f"unexpected {type(exc).__name__}; the server log has the details"
+        return JSONResponse({"error": {"code": "internal_error", "message": message}}, status_code=500)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # FastAPI's own 404 (no such route) and 405 (wrong method), in the same shape as ours.
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # A bad desktop action is invalid_action; any other bad body (a vision run, a session) is
+        # invalid_request.
+        code = "invalid_action" if "/desktop/" in request.url.path else "invalid_request"
+        return JSONResponse({"error": {"code": code, "message": describe_errors(exc.errors())}}, status_code=422)

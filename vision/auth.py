@@ -5,6 +5,12 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+from typing import TYPE_CHECKING
+
+from mcp.server.transport_security import TransportSecuritySettings
+
+if TYPE_CHECKING:
+    from vision.settings import Settings
 
 OPEN_PATHS = frozenset({"/healthz"})
 # The operator console's page and its static code (console JS/CSS, the noVNC client) hold no secret
@@ -122,3 +128,24 @@ class BearerAuth:
         await send({"type": "http.response.start", "status": 401, "headers": [
             (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
         await send({"type": "http.response.body", "body": body})
+
+
+def transport_security(settings: "Settings", public_host: str | None = None) -> TransportSecuritySettings:
+    """The Host/Origin policy, for /mcp and (without a token) every other route.
+
+    DNS-rebinding protection stays ON: a web page on evil.example whose name an attacker re-points
+    at 127.0.0.1 reaches this server with ``Host: evil.example`` and is refused (421) before any
+    tool runs, and a browser request from a foreign page's Origin is refused (403). Allowed are the
+    loopback names on any port (so local clients and tests work), the address the server is bound
+    to, and the public host name the URLs are printed with (GLASSDESK_PUBLIC_HOST / --public-host).
+    The bearer token, when set, guards /mcp as it guards every other route.
+    """
+    hosts = {"127.0.0.1", "localhost", "[::1]"}
+    for name in (settings.host, public_host):
+        if name and name not in ("0.0.0.0", "::"):
+            hosts.add(f"[{name}]" if ":" in name else name)
+    allowed_hosts = sorted({f"{h}:*" for h in hosts} | hosts)
+    allowed_origins = sorted({f"{scheme}://{h}{port}" for h in hosts for scheme in ("http", "https")
+                              for port in ("", ":*")})
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
+                                     allowed_origins=allowed_origins)

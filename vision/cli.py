@@ -16,36 +16,39 @@ console = Console(stderr=True, soft_wrap=True)
 def _up(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from desktop.errors import SessionUnavailable
     from desktop.sessions import SessionManager
-    from desktop.stack import StackConfig, StackError
+    from desktop.stack import StackConfig
     from vision.app import Settings, create_app
     from vision.auth import check_bind
+    from vision.service import Glassdesk
 
     settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, idle_ttl_s=args.ttl * 60)
     check_bind(settings.host, settings.token)
     manager = SessionManager(max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                              stack_config=StackConfig(listen_host=settings.host, public_host=args.public_host))
+    glassdesk = Glassdesk.build(manager, data_dir=settings.data_dir)
     with console.status("starting the default desktop session…"):
         try:
-            session = manager.create("default", pinned=True)
-        except StackError as exc:
+            session = glassdesk.desktops.create("default", pinned=True).info()
+        except SessionUnavailable as exc:
             manager.close()
-            console.print(f"[red]could not start the desktop:[/red] {exc}")
+            console.print(f"[red]{exc.message}[/red]")
             return 1
         except KeyboardInterrupt:
             manager.close()
             return 130
     host = args.public_host or ("127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host)
-    console.print(f"[bold]glassdesk[/bold] session [cyan]default[/cyan] on display {session.stack.display}")
-    console.print(f"  live view (watch):    {session.stack.novnc_url()}")
-    console.print(f"  live view (control):  {session.stack.novnc_url(control=True)}")
+    console.print(f"[bold]glassdesk[/bold] session [cyan]default[/cyan] on display {session.display}")
+    console.print(f"  live view (watch):    {session.novnc_url}")
+    console.print(f"  live view (control):  {glassdesk.desktops.live_view('default', control=True).novnc_url}")
     console.print(f"  operator console:     http://{host}:{settings.port}/")
     console.print(f"  API:                  http://{host}:{settings.port}/api/v1  (docs: /docs)")
     console.print(f"  MCP (streamable HTTP): http://{host}:{settings.port}/mcp")
     if settings.token:
         console.print("  auth:                 Authorization: Bearer $GLASSDESK_TOKEN")
     console.print("  Ctrl-C stops everything.")
-    app = create_app(manager, settings)
+    app = create_app(manager, settings, glassdesk)
     try:
         uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
     finally:

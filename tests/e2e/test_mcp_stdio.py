@@ -24,7 +24,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import ImageContent
 from PIL import Image
 
-from desktop.stack import pids_with_env
+from desktop.procs import pids_with_env
 
 pytestmark = pytest.mark.x11
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx2
 from fastapi import FastAPI
 
-from desktop.api import add_error_handlers
+from vision.app import add_error_handlers
 from desktop.errors import SessionNotFound
 from tests.conftest import LiveServer
 

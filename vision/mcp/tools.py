@@ -1,57 +1,33 @@
-"""The MCP server: tools that drive the VISIBLE desktop, over stdio and streamable HTTP.
+"""The MCP tool catalogue: what each tool is called, how it is described to the agent, and one
+call into the application service per tool.
 
-An agent picks its tool from the catalog's wording, so every description opens with where the tool
-acts: the visible XFCE desktop a person watches live in noVNC. One server definition is served two
-ways: ``glassdesk mcp`` (stdio, its own session manager, see ``run_stdio``) and ``/mcp`` on the API
-server (``mount_http``, behind the same bearer token as the REST routes).
-
-Images: every screenshot a tool returns is a full-resolution 1920x1080 PNG unless the caller asks
-for ``scale`` or a ``region``. Coordinates the tools take are ALWAYS display pixels of the whole
-1920x1080 screen, so with the full image one image pixel is one display pixel and the agent never
-converts. That costs more tokens than a downscaled image would (a client may still downscale it for
-its model); the agent can pass ``screenshot=false`` to an action, or ask ``desktop_screenshot`` for a
-``scale``d or cropped image, and the text that comes with a scaled image says how to convert.
+An agent picks its tool from the catalogue's wording, so every description opens with where the tool
+acts: the visible XFCE desktop a person watches live in noVNC.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
-import os
 import shlex
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable
+from typing import Annotated, Any, Callable
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from desktop.actions import (
     SCREEN_HEIGHT, SCREEN_WIDTH, Button, Click, Direction, DoubleClick, Drag, Key, Move, Point, Region, Scroll, Type,
     X, Y, Zoom, _Action,
 )
-from desktop.errors import GlassdeskError, describe_validation
 from desktop.port import Performed
-from desktop.stack import StackError
-from vision import VERSION
+from vision import packs
 from vision.loop import MAX_STEPS_CAP, ActRequest, ActResult, StepSummary
 from vision.service import Glassdesk
-from vision.settings import Settings
-
-if TYPE_CHECKING:
-    from fastapi import FastAPI
-
 
 log = logging.getLogger("glassdesk.mcp")
 
@@ -107,9 +83,6 @@ ModelArg = Annotated[str | None, Field(description="vision model: provider/model
                                                    "default_model, else by the API key present, else ocr")]
 
 
-FIELD_STEPS = 4  # steps one form field may take: find, click, type, done
-
-
 def _annotations(title: str, *, read_only: bool = False, destructive: bool = False, idempotent: bool = False,
                  open_world: bool = False) -> ToolAnnotations:
     if read_only:
@@ -136,39 +109,6 @@ def _result(text: str, png: bytes | None = None, structured: dict | None = None,
 
 def _argv_text(executed: list[list[str]]) -> str:
     return "\n".join(f"  {shlex.join(argv)}" for argv in executed) or "  (nothing)"
-
-
-def error_message(exc: BaseException, tool: str = "") -> str | None:
-    """The clear sentence for a failure the caller can correct, or None for a crash. A bad argument
-    gets the code REST gives the same bad body: invalid_action for a desktop action, else
-    invalid_request."""
-    if isinstance(exc, ValidationError):
-        code = "invalid_action" if tool.startswith("desktop_") else "invalid_request"
-        return f"{code}: {describe_validation(exc)}"
-    if isinstance(exc, GlassdeskError):
-        return f"{exc.code}: {exc.message}"
-    if isinstance(exc, StackError):  # the desktop of a new session did not come up
-        return f"session_unavailable: could not start the desktop: {exc}"
-    return None
-
-
-class GlassdeskMCP(MCPServer):
-    """MCPServer whose tool errors carry glassdesk's typed messages.
-
-    The SDK reports a bad argument as pydantic's multi-line dump and any other exception as a bare
-    "Error executing tool"; the agent needs the one sentence that says what to change, e.g.
-    ``invalid_action: x: Input should be less than or equal to 1919``.
-    """
-
-    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None):
-        try:
-            return await super().call_tool(name, arguments, context)
-        except ToolError as exc:
-            message = error_message(exc.__cause__, name) if exc.__cause__ is not None else None
-            if message is None:
-                raise
-            log.info("tool %s refused: %s", name, message)
-            return CallToolResult(content=[_text(message)], is_error=True)
 
 
 def _report_url(ctx: Context, glassdesk: Glassdesk, result: ActResult) -> str:
@@ -250,17 +190,12 @@ def _act_text(title: str, result: ActResult, report_url: str) -> str:
     return "\n".join(lines)
 
 
-def _quote(text: str) -> str:
-    """A value inside the ocr grammar's double quotes."""
-    return text.replace('"', "'")
 
-
-def build_server(glassdesk: Glassdesk) -> GlassdeskMCP:
-    """The MCP server over the application service. Tools block in worker threads, never on the loop."""
+def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
+    """The catalogue: each tool is its wording and one call into the service. Tools block in worker
+    threads, never on the event loop."""
     desktops = glassdesk.desktops
     default_session = desktops.default
-    server = GlassdeskMCP("glassdesk", title="glassdesk: a visible desktop", instructions=INSTRUCTIONS,
-                          version=VERSION)
 
     async def perform(session: str, action: _Action, what: str, screenshot: bool) -> CallToolResult:
         done = await blocking(desktops.perform, session, action)
@@ -436,6 +371,12 @@ def build_server(glassdesk: Glassdesk) -> GlassdeskMCP:
                              secrets=secrets or {})
         return await _run_loop(glassdesk, session, request, ctx, total=total, offset=offset, label=label)
 
+    def pack_act(ctx: Context, session: str, model: str | None, total: int | None = None) -> packs.Act:
+        async def run(instruction: str, max_steps: int, offset: int, label: str) -> ActResult:
+            return await act(ctx, session, instruction, model=model, max_steps=max_steps, total=total,
+                             offset=offset, label=label)
+        return run
+
     def _model_family(model: str | None) -> str:
         return glassdesk.config.resolve(model).split("/", 1)[0]
 
@@ -479,12 +420,7 @@ def build_server(glassdesk: Glassdesk) -> GlassdeskMCP:
                                                                  "what to click, e.g. the visible text \"Sign in\"")],
                                     ctx: Context, model: ModelArg = None, session: SessionArg = default_session,
                                     ) -> CallToolResult:
-        instruction = f'click "{_quote(target)}"'
-        if _model_family(model) != "ocr":
-            instruction += ". Click it once, then stop and say done."
-        result = await act(ctx, session, instruction, model=model, max_steps=3)
-        clicks = [{"x": a["x"], "y": a["y"]} for s in result.steps for a in s.actions
-                  if a.get("action") in ("click", "double_click") and a.get("x") is not None]
+        result, clicks = await packs.click_anywhere(pack_act(ctx, session, model), target, _model_family(model))
         return _from_run(f"click {target!r}", result, ctx, error_unless_done=True, extra={"clicked": clicks})
 
     @server.tool(name="vision_extract_visible_text", title="Read the text on the visible desktop",
@@ -493,11 +429,7 @@ def build_server(glassdesk: Glassdesk) -> GlassdeskMCP:
                              "by default) and returns it, plus the screenshot it read and the trace report URL.")
     async def vision_extract_visible_text(ctx: Context, model: ModelArg = None,
                                           session: SessionArg = default_session) -> CallToolResult:
-        instruction = "read the screen"
-        if _model_family(model) != "ocr":
-            instruction += (": reply with all the text visible on the screen, top to bottom, and do not click, "
-                            "type or press anything.")
-        result = await act(ctx, session, instruction, model=model, max_steps=2)
+        result = await packs.extract_visible_text(pack_act(ctx, session, model), _model_family(model))
         return _from_run("visible text", result, ctx, error_unless_done=True, extra={"text": result.answer})
 
     @server.tool(name="vision_fill_form_by_label", title="Fill a form on the visible desktop by its labels",
@@ -512,22 +444,11 @@ def build_server(glassdesk: Glassdesk) -> GlassdeskMCP:
                                                                                "{\"Email\": \"ann@example.com\"}")],
                                         ctx: Context, model: ModelArg = None,
                                         session: SessionArg = default_session) -> CallToolResult:
-        family = _model_family(model)
-        outcomes, last, step_base = [], None, 0
-        # One run per field: the ocr grammar takes one command per instruction, and a failed field
-        # then says which one failed while the others are still filled.
-        for label, value in fields.items():
-            instruction = f'type "{_quote(value)}" into "{_quote(label)}"'
-            if family != "ocr":
-                instruction += (f". The field is the input next to or below the label {label!r}: click it, "
-                                "select what it holds, type the value, then stop and say done.")
-            result = await act(ctx, session, instruction, model=model, max_steps=FIELD_STEPS,
-                               total=FIELD_STEPS * len(fields), offset=step_base, label=f"{label}: ")
-            step_base += len(result.steps)
-            url = _report_url(ctx, glassdesk, result)
-            outcomes.append({"label": label, "status": result.status, "error": result.error,
-                             "trace_id": result.trace_id, "report_url": url})
-            last = result
+        form = await packs.fill_form_by_label(pack_act(ctx, session, model, total=packs.FIELD_STEPS * len(fields)),
+                                              fields, _model_family(model))
+        outcomes = [{"label": label, "status": r.status, "error": r.error, "trace_id": r.trace_id,
+                     "report_url": _report_url(ctx, glassdesk, r)} for label, r in form.fields]
+        last = form.last
         failed = [o for o in outcomes if o["status"] != "done"]
         lines = [f"filled {len(outcomes) - len(failed)} of {len(outcomes)} fields"]
         for o in outcomes:
@@ -585,187 +506,3 @@ def build_server(glassdesk: Glassdesk) -> GlassdeskMCP:
         mode = "watch and control" if control else "watch only"
         return _result(f"{view.novnc_url}\n(open it in a browser to {mode} session {view.session_id!r} live)", None,
                        {"session": view.session_id, "url": view.novnc_url, "control": control})
-
-    return server
-
-
-# ---------------------------------------------------------------------------------- streamable HTTP
-
-
-def transport_security(settings: Settings, public_host: str | None = None) -> TransportSecuritySettings:
-    """Host/Origin checks for /mcp.
-
-    DNS-rebinding protection stays ON: a web page on evil.example whose name an attacker re-points
-    at 127.0.0.1 reaches this server with ``Host: evil.example`` and is refused (421) before any
-    tool runs, and a browser request from a foreign page's Origin is refused (403). Allowed are the
-    loopback names on any port (so local clients and tests work), the address the server is bound
-    to, and the public host name the URLs are printed with (GLASSDESK_PUBLIC_HOST / --public-host).
-    The bearer token, when set, guards /mcp as it guards every other route.
-    """
-    hosts = {"127.0.0.1", "localhost", "[::1]"}
-    for name in (settings.host, public_host):
-        if name and name not in ("0.0.0.0", "::"):
-            hosts.add(f"[{name}]" if ":" in name else name)
-    allowed_hosts = sorted({f"{h}:*" for h in hosts} | hosts)
-    allowed_origins = sorted({f"{scheme}://{h}{port}" for h in hosts for scheme in ("http", "https")
-                              for port in ("", ":*")})
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
-                                     allowed_origins=allowed_origins)
-
-
-def mount_http(app: "FastAPI", glassdesk: Glassdesk, settings: Settings) -> GlassdeskMCP:
-    """Serve the MCP server at /mcp on the API app; enter ``server.session_manager.run()`` in the
-    app's lifespan (a mounted app's own lifespan does not run).
-
-    The route is added at exactly /mcp (a Starlette Mount would answer /mcp/ and redirect /mcp).
-    """
-    server = build_server(glassdesk)
-    public_host = getattr(glassdesk.desktops.manager.stack_config, "public_host", None)
-    mcp_app = server.streamable_http_app(streamable_http_path="/mcp",
-                                         transport_security=transport_security(settings, public_host))
-    app.router.routes.extend(mcp_app.routes)
-    return server
-
-
-# ---------------------------------------------------------------------------------- stdio
-
-
-def default_stdio_data_dir() -> Path:
-    """MCP clients start servers in an arbitrary working directory (often /), so traces go to
-    $GLASSDESK_DATA_DIR, else the user's data directory, not ./data."""
-    if os.environ.get("GLASSDESK_DATA_DIR"):
-        return Path(os.environ["GLASSDESK_DATA_DIR"])
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "glassdesk"
-
-
-OWNER_VAR = "GLASSDESK_MCP_OWNER"
-
-# The backstop for a `glassdesk mcp` that dies without closing its sessions (SIGKILL, a crash, an
-# MCP client that kills it two seconds after closing stdin). It runs in its own session, so the
-# client's kill of our process group does not reach it; it blocks on a pipe whose only writer is
-# the glassdesk process, and once that end closes - however the process ended - it ends every
-# process carrying this server's owner mark (all the desktops' processes inherit it) and removes
-# the sessions' directory. Standard library only: it must start fast and stay small.
-REAPER = r"""
-import os, shutil, signal, sys, time
-fd, mark, root = int(sys.argv[1]), sys.argv[2].encode(), sys.argv[3]
-while os.read(fd, 1):
-    pass
-def owned():
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != os.getpid():
-            try:
-                with open("/proc/%s/environ" % name, "rb") as fh:
-                    if mark in fh.read().split(b"\0"):
-                        found.append(int(name))
-            except OSError:
-                pass
-    return found
-for sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGKILL, signal.SIGKILL):
-    pids = owned()
-    if not pids:
-        break
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
-    time.sleep(0.3)
-shutil.rmtree(root, ignore_errors=True)
-"""
-
-
-def _start_reaper(root: Path) -> None:
-    token = os.urandom(8).hex()
-    os.environ[OWNER_VAR] = token  # inherited by every process the sessions start (stack.env copies os.environ)
-    read_fd, write_fd = os.pipe()  # both ends non-inheritable: only the reaper gets read_fd, only we hold write_fd
-    env = {k: v for k, v in os.environ.items() if k != OWNER_VAR}
-    subprocess.Popen([sys.executable, "-c", REAPER, str(read_fd), f"{OWNER_VAR}={token}", str(root)],
-                     pass_fds=(read_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     start_new_session=True, env=env)
-    os.close(read_fd)
-    _KEEP.append(write_fd)  # held open for the life of the process; its closing is the signal
-
-
-_KEEP: list[int] = []
-
-
-def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: str | None = None,
-              data_dir: str | None = None) -> int:
-    """``glassdesk mcp``: serve over stdin/stdout with this process's own sessions.
-
-    stdout carries the protocol, so everything else (logging, rich) goes to stderr, and the SDK
-    points fd 1 at stderr while it serves. The session is started in the background right away, so
-    the client's handshake is answered at once and the first tool call waits for the desktop only
-    as long as it still needs. When stdin closes, or on SIGTERM/SIGINT/SIGHUP, every session this
-    process started is closed before it exits; a reaper process makes sure of it even if this
-    process is killed outright.
-    """
-    from desktop.sessions import SessionManager
-    from desktop.stack import StackConfig, tagged_pids
-
-    root = Path(tempfile.mkdtemp(prefix="glassdesk-mcp-"))
-    _start_reaper(root)
-    log.info("glassdesk mcp: session files in %s", root)
-    settings = Settings(max_sessions=max_sessions, idle_ttl_s=24 * 3600,
-                        data_dir=str(data_dir or default_stdio_data_dir()))
-    manager = SessionManager(root=root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
-                             stack_config=StackConfig(public_host=public_host))
-    glassdesk = Glassdesk.build(manager, data_dir=settings.data_dir, default_session=session)
-    server = build_server(glassdesk)
-
-    closing = threading.Lock()
-
-    def close_all() -> None:
-        if not closing.acquire(blocking=False):
-            return  # already closing
-        log.info("closing %d session(s)", len(manager.sessions))
-        # A desktop still starting holds its stack's lock until it is up; end its processes now so
-        # the start fails at once instead of finishing first.
-        for starting in [s for s in manager.sessions.values() if s.status == "starting"]:
-            for pid in tagged_pids(starting.stack.tag):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-        try:
-            manager.close()
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-
-    def on_signal(signum, _frame) -> None:
-        for other in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(other, signal.SIG_IGN)  # a second signal must not cut the cleanup short
-        # The stdin reader thread cannot be interrupted, so a signal does not unwind the server:
-        # close what this process started, then leave at once.
-        log.info("signal %s: stopping", signal.Signals(signum).name)
-        close_all()
-        os._exit(0)
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, on_signal)
-
-    def warm_up() -> None:
-        try:
-            info = glassdesk.desktops.info(session)
-            log.info("session %r ready on %s; live view: %s", info.id, info.display, info.novnc_url)
-        except Exception as exc:  # reported again to the first tool call that needs the session
-            if not closing.locked():
-                log.error("could not start session %r: %s", session, exc)
-
-    threading.Thread(target=warm_up, name="glassdesk-mcp-warmup", daemon=True).start()
-    try:
-        anyio.run(server.run_stdio_async)
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)  # finish the cleanup whatever arrives now
-        close_all()
-    return 0
-
-
-def stderr_logging(level: int = logging.INFO) -> None:
-    """Route every log record to stderr (stdout is the MCP protocol under stdio)."""
-    logging.basicConfig(level=level, stream=sys.stderr, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -1,0 +1,24 @@
+"""The MCP server: tools that drive the VISIBLE desktop, over stdio and streamable HTTP.
+
+An agent picks its tool from the catalog's wording, so every description opens with where the tool
+acts: the visible XFCE desktop a person watches live in noVNC. One server definition is served two
+ways: ``glassdesk mcp`` (stdio, its own session manager, see ``stdio.run_stdio``) and ``/mcp`` on
+the API server (``server.mount_http``, behind the same bearer token as the REST routes).
+
+- ``tools``   the catalogue: each tool's name, wording and one call into the application service
+- ``server``  error shaping (glassdesk's typed errors as tool errors) and mounting at /mcp
+- ``stdio``   ``glassdesk mcp``: serving over stdin/stdout, signals, cleanup
+
+Images: every screenshot a tool returns is a full-resolution 1920x1080 PNG unless the caller asks
+for ``scale`` or a ``region``. Coordinates the tools take are ALWAYS display pixels of the whole
+1920x1080 screen, so with the full image one image pixel is one display pixel and the agent never
+converts. That costs more tokens than a downscaled image would (a client may still downscale it for
+its model); the agent can pass ``screenshot=false`` to an action, or ask ``desktop_screenshot`` for a
+``scale``d or cropped image, and the text that comes with a scaled image says how to convert.
+"""
+
+from vision.mcp.server import GlassdeskMCP, build_server, error_message, mount_http
+from vision.mcp.stdio import default_stdio_data_dir, run_stdio, stderr_logging
+
+__all__ = ["GlassdeskMCP", "build_server", "default_stdio_data_dir", "error_message", "mount_http", "run_stdio",
+           "stderr_logging"]

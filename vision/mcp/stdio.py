@@ -1,0 +1,118 @@
+"""``glassdesk mcp``: the MCP server over stdin/stdout, with this process's own sessions.
+
+stdout carries the protocol, so everything else (logging, rich) goes to stderr. Whatever ends the
+process - stdin closing, a signal, a kill - ends every session it started: a clean exit closes
+them, and a reaper process (desktop.procs) ends what a killed one left.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import anyio
+
+from desktop.procs import start_reaper
+from vision.service import Glassdesk
+from vision.settings import Settings
+
+log = logging.getLogger("glassdesk.mcp")
+
+
+def default_stdio_data_dir() -> Path:
+    """MCP clients start servers in an arbitrary working directory (often /), so traces go to
+    $GLASSDESK_DATA_DIR, else the user's data directory, not ./data."""
+    if os.environ.get("GLASSDESK_DATA_DIR"):
+        return Path(os.environ["GLASSDESK_DATA_DIR"])
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "glassdesk"
+
+
+OWNER_VAR = "GLASSDESK_MCP_OWNER"
+
+_KEEP: list[int] = []  # the reaper's pipe: held open for the life of the process; its closing is the signal
+
+
+def _start_reaper(root: Path) -> None:
+    token = os.urandom(8).hex()
+    os.environ[OWNER_VAR] = token  # inherited by every process the sessions start
+    _KEEP.append(start_reaper(OWNER_VAR, token, root))
+
+
+def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: str | None = None,
+              data_dir: str | None = None) -> int:
+    """``glassdesk mcp``: serve over stdin/stdout with this process's own sessions.
+
+    stdout carries the protocol, so everything else (logging, rich) goes to stderr, and the SDK
+    points fd 1 at stderr while it serves. The session is started in the background right away, so
+    the client's handshake is answered at once and the first tool call waits for the desktop only
+    as long as it still needs. When stdin closes, or on SIGTERM/SIGINT/SIGHUP, every session this
+    process started is closed before it exits; a reaper process makes sure of it even if this
+    process is killed outright.
+    """
+    from desktop.sessions import SessionManager
+    from desktop.stack import StackConfig
+    from vision.mcp.server import build_server
+
+    root = Path(tempfile.mkdtemp(prefix="glassdesk-mcp-"))
+    _start_reaper(root)
+    log.info("glassdesk mcp: session files in %s", root)
+    settings = Settings(max_sessions=max_sessions, idle_ttl_s=24 * 3600,
+                        data_dir=str(data_dir or default_stdio_data_dir()))
+    manager = SessionManager(root=root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
+                             stack_config=StackConfig(public_host=public_host))
+    glassdesk = Glassdesk.build(manager, data_dir=settings.data_dir, default_session=session)
+    server = build_server(glassdesk)
+
+    closing = threading.Lock()
+
+    def close_all() -> None:
+        if not closing.acquire(blocking=False):
+            return  # already closing
+        log.info("closing %d session(s)", len(manager.sessions))
+        manager.abort_starting()
+        try:
+            glassdesk.close()
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def on_signal(signum, _frame) -> None:
+        for other in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(other, signal.SIG_IGN)  # a second signal must not cut the cleanup short
+        # The stdin reader thread cannot be interrupted, so a signal does not unwind the server:
+        # close what this process started, then leave at once.
+        log.info("signal %s: stopping", signal.Signals(signum).name)
+        close_all()
+        os._exit(0)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    def warm_up() -> None:
+        try:
+            info = glassdesk.desktops.info(session)
+            log.info("session %r ready on %s; live view: %s", info.id, info.display, info.novnc_url)
+        except Exception as exc:  # reported again to the first tool call that needs the session
+            if not closing.locked():
+                log.error("could not start session %r: %s", session, exc)
+
+    threading.Thread(target=warm_up, name="glassdesk-mcp-warmup", daemon=True).start()
+    try:
+        anyio.run(server.run_stdio_async)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # finish the cleanup whatever arrives now
+        close_all()
+    return 0
+
+
+def stderr_logging(level: int = logging.INFO) -> None:
+    """Route every log record to stderr (stdout is the MCP protocol under stdio)."""
+    logging.basicConfig(level=level, stream=sys.stderr, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
