@@ -41,12 +41,12 @@ from pydantic import BaseModel, Field
 
 from desktop.sessions import LiveView
 from desktop.stack import StackError, novnc_dir
-from vision.config import DEFAULT_ANTHROPIC, DEFAULT_OPENAI
 from vision import VERSION
-from vision.loop import FINAL_STATUSES, MAX_STEPS_CAP, RunView
+from vision.config import DEFAULT_ANTHROPIC, DEFAULT_OPENAI
+from vision.loop import MAX_STEPS_CAP, RunView
 from vision.observers import latest_seq
 from vision.service import Glassdesk
-from vision.trace import TraceMeta, TraceStore
+from vision.trace import FINAL_STATUSES, TraceMeta, TraceStore
 
 log = logging.getLogger("glassdesk.console")
 

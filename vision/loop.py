@@ -28,9 +28,9 @@ from vision.actions import CursorPosition, Done, Fail, Screenshot, Zoom
 from vision.config import VisionConfig, create_provider
 from vision.errors import InvalidRequest, ModelUnavailable
 from vision.events import EventBus
-from vision.providers.base import CallResult, ModelCallError, ModelTurn, Observation, Provider, Usage
+from vision.providers.base import CallResult, ModelCallError, ModelTurn, Observation, Provider
 from vision.report import write_report
-from vision.trace import ErrorInfo, TokenUsage, TraceStore, TraceWriter, redact
+from vision.trace import ErrorInfo, RunStatus, TraceStore, TraceWriter, Usage, redact
 
 log = logging.getLogger("glassdesk.loop")
 
@@ -40,9 +40,6 @@ MAX_STEPS_CAP = 50
 PAUSED_RETURN_S = 5.0
 MODEL_RETRIES = 3
 MAX_RETRY_WAIT_S = 60.0
-Status = Literal["running", "paused", "done", "failed", "max_steps", "budget_exceeded", "needs_confirmation",
-                 "cancelled"]
-FINAL_STATUSES = ("done", "failed", "max_steps", "budget_exceeded", "cancelled")
 PauseKind = Literal["operator", "takeover"]
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
@@ -75,7 +72,7 @@ class StepSummary(BaseModel):
     model_ms: int = 0
     exec_ms: int = 0
     settle_ms: int = 0
-    usage: TokenUsage = Field(default_factory=TokenUsage)
+    usage: Usage = Field(default_factory=Usage)
     url: str | None = None
 
 
@@ -87,11 +84,11 @@ class SafetyCheckOut(BaseModel):
 
 class ActResult(BaseModel):
     trace_id: str
-    status: Status
+    status: RunStatus
     answer: str | None = None
     error: dict | None = None
     steps: list[StepSummary]
-    usage: TokenUsage
+    usage: Usage
     pending_safety_checks: list[SafetyCheckOut] = Field(default_factory=list)
     note: str | None = Field(None, description="why the call returned before the run ended, and how to go on")
     final_screenshot: str | None = Field(None, description="base64 PNG of the screen when the call returned")
@@ -103,7 +100,7 @@ class RunView(BaseModel):
     """A run as the operator, metrics and clients see it."""
 
     trace_id: str
-    status: Status
+    status: RunStatus
     instruction: str
     model: str
     step: int
@@ -132,7 +129,7 @@ class RunState:
     usage: Usage = field(default_factory=Usage)
     steps: list[StepSummary] = field(default_factory=list)
     pending: ModelTurn | None = None  # a turn held for safety-check approval
-    status: Status = "running"
+    status: RunStatus = "running"
     answer: str | None = None
     error: dict | None = None
     report_path: str | None = None  # report.html written when the run ends
@@ -168,7 +165,7 @@ class Hold(Exception):
 class Stop(Exception):
     """Ends the run with a status (and maybe an error)."""
 
-    def __init__(self, status: Status, message: str | None = None, code: str | None = None, answer: str | None = None):
+    def __init__(self, status: RunStatus, message: str | None = None, code: str | None = None, answer: str | None = None):
         super().__init__(message or status)
         self.status = status
         self.error = {"code": code or status, "message": message} if message else None
@@ -526,7 +523,7 @@ class Runner:
         )
         summary = StepSummary(index=len(state.steps) + 1, text=turn.text, actions=actions, executed=list(executed),
                               error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms),
-                              usage=TokenUsage(**turn.usage.__dict__), url=url)
+                              usage=turn.usage.model_copy(), url=url)
         # What leaves the process must not carry typed secrets either.
         summary = StepSummary.model_validate(redact(summary.model_dump(), state.request.secrets.values()))
         state.steps.append(summary)
@@ -569,7 +566,7 @@ class Runner:
             note = "step mode: act again with no instruction for the next model turn"
         return ActResult(note=note, 
             trace_id=state.trace.trace_id, status=state.status, answer=state.answer,
-            error=state.error, steps=state.steps, usage=TokenUsage(**state.usage.__dict__),
+            error=state.error, steps=state.steps, usage=state.usage.model_copy(),
             pending_safety_checks=[SafetyCheckOut(**c.__dict__) for c in pending],
             final_screenshot=base64.b64encode(screenshot.png).decode(),
             report_url=f"/api/v1/traces/{state.trace.trace_id}/report", report_path=state.report_path,

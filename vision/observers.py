@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Any
 
 from desktop import overlay as overlay_mod
 from vision.events import EventBus
+from vision.report import describe_action
 
 log = logging.getLogger("glassdesk.observers")
 
@@ -23,34 +23,6 @@ FINISHED_WORDS = {"done": "done", "failed": "failed", "cancelled": "stopped by t
                   "max_steps": "step limit reached", "budget_exceeded": "budget used up"}
 
 # ------------------------------------------------------------------------------------ wording
-
-
-def short_action(action: dict[str, Any]) -> str:
-    """A terse line for the on-desktop strip. Deliberately free of page words (typed text is only
-    counted): the strip is in the screenshots, and text-matching models must not find it there."""
-    kind = str(action.get("action", "?"))
-    mods = "+".join(action.get("modifiers") or [])
-    name = kind.replace("_", " ")
-    if action.get("button") not in (None, "left"):
-        name = f"{action['button']} {name}"
-    if mods:
-        name = f"{mods}+{name}"
-    at = f"({action['x']}, {action['y']})" if action.get("x") is not None and action.get("y") is not None else ""
-    if kind == "drag" and action.get("path"):
-        a, b = action["path"][0], action["path"][-1]
-        return f"drag ({a['x']}, {a['y']}) → ({b['x']}, {b['y']})"
-    if kind == "scroll":
-        return f"scroll {action.get('direction', '')} ×{action.get('amount', '?')} {at}".strip()
-    if kind == "type":
-        n = len(str(action.get("text", "")))
-        return f"type {n} character{'s' if n != 1 else ''}"
-    if kind in ("key", "hold_key"):
-        keys = action.get("keys")
-        keys = " ".join(keys) if isinstance(keys, list) else str(keys or "")
-        return f"{name} {keys[:40]}"
-    if kind == "wait":
-        return f"wait {action.get('duration_ms', 0) / 1000:g} s"
-    return f"{name} {at}".strip()
 
 
 # ------------------------------------------------------------------------------------ the bus tap
@@ -172,7 +144,7 @@ class Narrator:
         if kind == "action":
             action = event.get("action") or {}
             run["step"] = event.get("step") or run["step"]
-            return f"{of(run['step'])} · {short_action(action)}", "act", overlay_mod.action_points(action), None
+            return f"{of(run['step'])} · {describe_action(action, redact=True)}", "act", overlay_mod.action_points(action), None
         if kind == "step":
             step = (event.get("step") or {}).get("index", run["step"])
             run["step"] = step

@@ -35,14 +35,20 @@ def api_image_url(trace_id: str) -> ImageUrl:
 # ----------------------------------------------------------------------------------------- wording
 
 
-def describe_action(action: dict[str, Any]) -> str:
-    """One readable line for an action dict in display pixels, e.g. ``ctrl+click at (960, 540)``."""
+def describe_action(action: dict[str, Any], *, redact: bool = False) -> str:
+    """One readable line for an action dict in display pixels, e.g. ``ctrl+right click at (960, 540)``.
+
+    ``redact`` leaves out what the page or the model wrote (typed text is only counted, an answer or
+    a reason is dropped, long key lists are cut): for the on-desktop strip, which is in the
+    screenshots, where a text-matching model must not find page words, and where secrets must not
+    show."""
     rest = dict(action)
-    kind = str(rest.pop("action", "?"))
+    kind = str(rest.pop("action", "?")).replace("_", " ")
     modifiers = rest.pop("modifiers", None) or []
+    button = rest.pop("button", None)
+    if button not in (None, "left"):
+        kind = f"{button} {kind}"
     words = ["+".join([*modifiers, kind])]
-    if rest.get("button") in (None, "left"):
-        rest.pop("button", None)
     if "direction" in rest:
         words.append(f"{rest.pop('direction')} ×{rest.pop('amount', '?')}")
     if rest.get("x") is not None and rest.get("y") is not None:
@@ -54,15 +60,21 @@ def describe_action(action: dict[str, Any]) -> str:
         words.append(" → ".join(points) if len(points) <= 4 else f"{points[0]} → {points[-1]} via {len(points) - 2} points")
     if "keys" in rest:
         keys = rest.pop("keys")
-        words.append(" ".join(keys) if isinstance(keys, list) else str(keys))
+        keys = " ".join(keys) if isinstance(keys, list) else str(keys)
+        words.append(keys[:40] if redact else keys)
     if "text" in rest:
         text = str(rest.pop("text"))
-        words.append(json.dumps(text if len(text) <= 200 else text[:200] + "…", ensure_ascii=False))
+        if redact:
+            words.append(f"{len(text)} character{'s' if len(text) != 1 else ''}")
+        else:
+            words.append(json.dumps(text if len(text) <= 200 else text[:200] + "…", ensure_ascii=False))
     if "duration_ms" in rest:
-        words.append(f"{rest.pop('duration_ms')} ms")
+        words.append(f"{rest.pop('duration_ms') / 1000:g} s")
     if "region" in rest:
         r = rest.pop("region")
         words.append(f"[{r['x0']}, {r['y0']}, {r['x1']}, {r['y1']}]")
+    if redact:
+        rest = {k: v for k, v in rest.items() if k not in ("answer", "reason")}
     words += [f"{k}={v}" if k not in ("answer", "reason") else f"— {v}" for k, v in rest.items()]
     return " ".join(words)
 

@@ -39,8 +39,11 @@ GENESIS_HASH = "0" * 64
 REDACTED = "[REDACTED]"
 IMAGE_OMITTED = "[image omitted]"
 
-TraceStatus = Literal["running", "done", "failed", "max_steps", "budget_exceeded", "needs_confirmation",
-                      "cancelled"]
+# The one list of a run's statuses, for the loop, the trace, the API and the console (which reads
+# FINAL_STATUSES from the server). "paused" is a run's state between calls, never written to a trace.
+RunStatus = Literal["running", "paused", "needs_confirmation", "done", "failed", "max_steps", "budget_exceeded",
+                    "cancelled"]
+FINAL_STATUSES = ("done", "failed", "max_steps", "budget_exceeded", "cancelled")
 ImageKind = Literal["before", "after"]
 # Naive datetimes from callers are taken as UTC, so every stored time compares with every other.
 UtcDatetime = Annotated[datetime, AfterValidator(lambda d: d if d.tzinfo else d.replace(tzinfo=timezone.utc))]
@@ -54,14 +57,24 @@ class ErrorInfo(BaseModel):
     message: str
 
 
-class TokenUsage(BaseModel):
+class Usage(BaseModel):
+    """Tokens used by one model call, a step, or a whole run."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 
-    def plus(self, other: "TokenUsage") -> "TokenUsage":
-        return TokenUsage(**{name: getattr(self, name) + getattr(other, name) for name in TokenUsage.model_fields})
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, other: "Usage") -> None:
+        for name in Usage.model_fields:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def plus(self, other: "Usage") -> "Usage":
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
 
 
 class TraceMeta(BaseModel):
@@ -71,10 +84,10 @@ class TraceMeta(BaseModel):
     model: str
     started_at: UtcDatetime
     finished_at: UtcDatetime | None = None
-    status: TraceStatus = "running"
+    status: RunStatus = "running"
     answer: str | None = None
     error: ErrorInfo | None = None
-    usage: TokenUsage = Field(default_factory=TokenUsage)
+    usage: Usage = Field(default_factory=Usage)
     steps: int = 0
     max_steps: int | None = None
     # Hash of the last committed step record: lets verify notice a truncated steps.jsonl.
@@ -117,7 +130,7 @@ class StepRecord(BaseModel):
     model_ms: int | None = None
     exec_ms: int | None = None
     settle_ms: int | None = None
-    usage: TokenUsage = Field(default_factory=TokenUsage)
+    usage: Usage = Field(default_factory=Usage)
     url: str | None = None
     model_image_size: tuple[int, int] | None = None
     before_png: str | None = None
@@ -165,7 +178,8 @@ _DATA_URL = re.compile(r"data:[\w.+-]+/[\w.+-]+;base64,[A-Za-z0-9+/=\s]*")
 # Bare base64 of an image (Anthropic/OpenAI image blocks): PNG, JPEG, GIF, WebP magic numbers.
 _BARE_IMAGE = re.compile(r"^(iVBORw0KGgo|/9j/|R0lGOD|UklGR)[A-Za-z0-9+/=\s]{64,}$")
 # Credential shapes worth catching even when nobody told us the value.
-_KEY_LIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{16,}|Bearer\s+[A-Za-z0-9._~+/\-]{16,}=*)")
+# The one key-shaped pattern: an API key (even a masked one, as SDK errors print it) or a bearer token.
+_KEY_LIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{6,}|Bearer\s+[A-Za-z0-9._~+/\-]{16,}=*)")
 _SENSITIVE_KEYS = {"api_key", "apikey", "authorization", "proxy_authorization", "x_api_key", "password",
                    "passwd", "secret", "client_secret", "access_token", "refresh_token", "cookie",
                    "set_cookie"}
@@ -369,7 +383,7 @@ class TraceWriter:
 
         Accepts the loop's own objects: ``tool_calls`` as provider ToolCalls or dicts with
         id/name/raw, ``actions`` as Action models or dicts (display pixels), ``results`` as
-        CallResults or dicts, ``usage`` as a provider Usage, TokenUsage or dict. Pass ``started_at``
+        CallResults or dicts, ``usage`` as a Usage or dict. Pass ``started_at``
         (when the step's observation was taken); both times default to now. Returns the record as
         stored (redacted, hashed).
         """
@@ -405,7 +419,7 @@ class TraceWriter:
             self._update_meta(steps=index, head_hash=stored["hash"], usage=self._meta.usage.plus(record.usage))
             return StepRecord.model_validate(stored)
 
-    def hold(self, status: TraceStatus) -> None:
+    def hold(self, status: RunStatus) -> None:
         """Mark a run that is paused between calls (``needs_confirmation``), or ``running`` again,
         so a reader of the store sees why it is not moving."""
         with self._lock:
@@ -413,7 +427,7 @@ class TraceWriter:
                 raise RuntimeError(f"trace {self.trace_id} is already finished ({self._meta.status})")
             self._update_meta(status=status)
 
-    def finish(self, status: TraceStatus, answer: str | None = None,
+    def finish(self, status: RunStatus, answer: str | None = None,
                error: ErrorInfo | dict[str, str] | None = None) -> TraceMeta:
         """Close the trace with its final status. Call once."""
         if status == "running":

@@ -12,7 +12,7 @@ from desktop.input import GLIDE_MS, glide_argv, glide_ms_from, pointer_target
 from desktop.overlay import HEIGHT, MARGIN, action_points, candidates, place, render, rounded_rows
 from vision.auth import host_allowed, is_open, origin_allowed
 from vision.console import model_stats
-from vision.observers import short_action
+from vision.report import describe_action
 from vision.metrics import Metrics
 
 # ------------------------------------------------------------------------------------ glide
@@ -94,14 +94,19 @@ def test_overlay_rendering_and_shape():
 
 
 def test_strip_words_never_carry_typed_text():
+    def short_action(action):
+        return describe_action(action, redact=True)
+
     assert short_action({"action": "type", "text": "hunter2"}) == "type 7 characters"
-    assert short_action({"action": "click", "x": 5, "y": 6}) == "click (5, 6)"
+    assert short_action({"action": "click", "x": 5, "y": 6}) == "click at (5, 6)"
     assert short_action({"action": "click", "x": 5, "y": 6, "button": "right", "modifiers": ["ctrl"]}) == \
-        "ctrl+right click (5, 6)"
-    assert short_action({"action": "scroll", "x": 1, "y": 2, "direction": "down", "amount": 5}) == "scroll down ×5 (1, 2)"
+        "ctrl+right click at (5, 6)"
+    assert short_action({"action": "scroll", "x": 1, "y": 2, "direction": "down", "amount": 5}) == \
+        "scroll down ×5 at (1, 2)"
     assert short_action({"action": "key", "keys": ["ctrl+l"]}) == "key ctrl+l"
     assert short_action({"action": "wait", "duration_ms": 1500}) == "wait 1.5 s"
     assert short_action({"action": "drag", "path": [{"x": 1, "y": 2}, {"x": 3, "y": 4}]}) == "drag (1, 2) → (3, 4)"
+    assert short_action({"action": "done", "answer": "the secret is 42"}) == "done"
 
 
 # ------------------------------------------------------------------------------------ stats

@@ -98,7 +98,7 @@ def test_errors_are_highlighted() -> None:
 
 def test_describe_action() -> None:
     assert describe_action({"action": "click", "x": 1, "y": 2, "button": "right", "modifiers": ["ctrl"]}) == \
-        "ctrl+click at (1, 2) button=right"
+        "ctrl+right click at (1, 2)"
     assert describe_action({"action": "key", "keys": ["ctrl+a", "Delete"]}) == "key ctrl+a Delete"
     assert describe_action({"action": "done", "answer": "42"}) == "done — 42"
 

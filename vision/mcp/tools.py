@@ -27,6 +27,7 @@ from desktop.actions import (
 from desktop.port import Performed
 from vision import packs
 from vision.loop import MAX_STEPS_CAP, ActRequest, ActResult, StepSummary
+from vision.report import describe_action
 from vision.service import Glassdesk
 
 log = logging.getLogger("glassdesk.mcp")
@@ -142,9 +143,7 @@ async def blocking(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _describe_step(step: StepSummary) -> str:
-    actions = ", ".join(a.get("action", "?") + (f"({a['x']},{a['y']})" if "x" in a and a.get("x") is not None else "")
-                        for a in step.actions) or "no action"
-    text = f"step {step.index}: {actions}"
+    text = f"step {step.index}: {', '.join(describe_action(a) for a in step.actions) or 'no action'}"
     if step.error:
         text += f" - {step.error.get('code')}: {step.error.get('message')}"
     return text

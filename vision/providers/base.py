@@ -10,7 +10,6 @@ with vision.coords, and nowhere else.
 from __future__ import annotations
 
 import abc
-import re
 import time
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -18,6 +17,9 @@ from typing import Any, Mapping
 
 from desktop.screen import Frame
 from vision.actions import Action
+from vision.trace import Usage, redact
+
+__all__ = ["Usage"]  # providers report their token counts in the trace's own type
 
 
 @dataclass
@@ -26,24 +28,6 @@ class Observation:
 
     frame: Frame
     url: str | None = None
-
-
-@dataclass
-class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    def add(self, other: "Usage") -> None:
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-        self.cache_read_tokens += other.cache_read_tokens
-        self.cache_write_tokens += other.cache_write_tokens
 
 
 @dataclass
@@ -127,14 +111,9 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
-_KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}")  # any key-shaped token, even a masked one
-
-
 def redact_key(text: str, api_key: str | None) -> str:
     """An SDK error text with the API key, and anything shaped like one, taken out."""
-    if api_key:
-        text = text.replace(api_key, "[redacted]")
-    return _KEY_LIKE.sub("[redacted]", text)
+    return redact(text, [api_key] if api_key else [])
 
 
 class Provider(abc.ABC):
