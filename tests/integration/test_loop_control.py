@@ -393,3 +393,20 @@ def test_a_failure_outside_the_normal_stops_still_ends_the_trace(services, desk)
     meta = services.store.list_traces(limit=1)[0]
     assert meta.instruction == "break mid-run" and meta.status == "failed"
     assert meta.error.code == "screenshot_failed"
+
+
+def test_a_stream_whose_client_goes_away_is_cancelled_within_two_seconds(vision_api, services, no_paused_run):
+    runner = services.runner(SESSION)
+    script = [{"action": "wait", "duration_ms": 300}] * 40
+    with httpx2.Client(base_url=str(vision_api.base_url), timeout=60) as client:
+        with client.stream("POST", ACT, json={"instruction": "wait long", "model": "scripted", "script": script},
+                           headers={"accept": "text/event-stream"}) as r:
+            assert r.status_code == 200
+            for line in r.iter_lines():
+                if line.startswith("event: step"):
+                    break  # the run is going: now leave without reading the rest
+    gone = time.monotonic()
+    _wait_until(lambda: not runner.active, timeout=10, what="the run to stop after the client left")
+    assert time.monotonic() - gone < 2.0
+    trace = services.store.list_traces(limit=1)[0]
+    assert trace.status == "cancelled" and trace.steps < 40
