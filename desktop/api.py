@@ -72,7 +72,7 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
 
     @router.post("/sessions", status_code=status.HTTP_201_CREATED, response_model=SessionInfo, tags=["sessions"])
     def create_session(body: CreateSession | None = None) -> SessionInfo:
-        return desktops.create(body.id if body else None).info()
+        return desktops.create(body.id if body else None)
 
     @router.get("/sessions", response_model=list[SessionInfo], tags=["sessions"])
     def list_sessions() -> list[SessionInfo]:

@@ -80,7 +80,8 @@ def start_reaper(mark_name: str, mark_value: str, root: Path) -> int:
     """
     read_fd, write_fd = os.pipe()  # both ends non-inheritable: only the reaper gets read_fd
     env = {k: v for k, v in os.environ.items() if k != mark_name}
-    subprocess.Popen([sys.executable, "-m", "desktop.procs", str(read_fd), mark_name, mark_value, str(root)],
+    # -P: the working directory (an MCP client's, anything) must not shadow the desktop package.
+    subprocess.Popen([sys.executable, "-P", "-m", "desktop.procs", str(read_fd), mark_name, mark_value, str(root)],
                      pass_fds=(read_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      start_new_session=True, env=env)
     os.close(read_fd)

@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from websockets.exceptions import WebSocketException
+
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Region, Zoom, _Action
 from desktop.errors import (
     ActionFailedError, InvalidAction, OperatorInControl, ScreenshotFailed, SessionBusy, SessionNotFound,
@@ -67,8 +69,20 @@ class DesktopService:
 
     # ------------------------------------------------------------------ sessions
 
-    def create(self, session_id: str | None = None, *, pinned: bool = False) -> Session:
+    @property
+    def public_host(self) -> str | None:
+        """The host name put in the URLs handed out, if one was configured."""
+        return self.manager.stack_config.public_host
+
+    def on_change(self, listener: Callable[[str, str], None]) -> None:
+        """Call ``listener(what, session_id)`` on "created", "deleted" and "restarted"."""
+        self.manager.listeners.append(listener)
+
+    def create(self, session_id: str | None = None, *, pinned: bool = False) -> SessionInfo:
         """Start a session (seconds). A desktop that does not come up is ``session_unavailable``."""
+        return self._info(self._start(session_id, pinned=pinned))
+
+    def _start(self, session_id: str | None, *, pinned: bool = False) -> Session:
         try:
             return self.manager.create(session_id, pinned=pinned)
         except StackError as exc:
@@ -89,7 +103,7 @@ class DesktopService:
             found = self.manager.sessions.get(name)
             if found is None:
                 log.info("starting the default session %r", name)
-                found = self.create(name, pinned=True)
+                found = self._start(name, pinned=True)
             return found
 
     def peek(self, session_id: str) -> Session | None:
@@ -103,8 +117,9 @@ class DesktopService:
             raise SessionNotFound(f"no session {session_id!r}; list the sessions to see which exist")
         return found
 
-    def info(self, session_id: str | None = None) -> SessionInfo:
-        return self._info(self.session(session_id))
+    def info(self, session_id: str) -> SessionInfo:
+        """One session as it is now; never starts one."""
+        return self._info(self.existing(session_id))
 
     def list(self) -> list[SessionInfo]:
         return [self._info(s) for s in self.manager.list()]
@@ -129,8 +144,11 @@ class DesktopService:
         session.takeover_since = (session.takeover_since or utcnow()) if on else None
         return session
 
-    def live_view(self, session_id: str | None, *, control: bool = False) -> LiveView:
-        return self.session(session_id).live_view(control=control)
+    def live_view(self, session_id: str | None, *, control: bool = False, start: bool = False) -> LiveView:
+        """How to watch (or, with ``control``, drive) the session live. ``start``: the default
+        session may be started for it, as for any MCP tool; otherwise it must exist."""
+        session = self.session(session_id) if start else self.existing(session_id or self.default)
+        return session.live_view(control=control)
 
     # ------------------------------------------------------------------ looking
 
@@ -215,5 +233,6 @@ class DesktopService:
             raise InvalidAction(str(exc)) from exc
         except ScreenshotError as exc:
             raise ScreenshotFailed(str(exc)) from exc
-        except (RuntimeError, OSError) as exc:  # wmctrl failed, DevTools unreachable, exec failed
-            raise ActionFailedError(str(exc)) from exc
+        except (RuntimeError, OSError, KeyError, WebSocketException) as exc:
+            # wmctrl failed, DevTools unreachable or answering oddly, exec failed
+            raise ActionFailedError(f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc)) from exc

@@ -234,7 +234,7 @@ class SessionManager:
             if session_id in self.sessions:
                 raise InvalidAction(f"id: a session named {session_id!r} already exists")
             if len(self.sessions) >= self.max_sessions:
-                raise SessionLimit(f"all {self.max_sessions} sessions are in use; delete one or raise --max-sessions")
+                raise SessionLimit(f"all {self.max_sessions} sessions are in use; delete one or raise the session limit")
             session_id = session_id or f"s-{secrets.token_hex(4)}"
             workdir = self.root / session_id
             session = Session(session_id, DesktopStack(workdir, self.stack_config))
@@ -250,9 +250,12 @@ class SessionManager:
             session.status = "failed"
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        session._bind()
-        session.touch()  # idle time counts from when it can be used, not from before it started
-        session.status = "ready"
+        with session._lifecycle:  # a delete that came while it started wins: no closed session marked ready
+            if session.status == "stopped":
+                raise SessionUnavailable(f"session {session_id} was deleted while it started")
+            session._bind()
+            session.touch()  # idle time counts from when it can be used, not from before it started
+            session.status = "ready"
         log.info("session %s ready on %s", session_id, session.stack.display)
         self._notify("created", session_id)
         return session

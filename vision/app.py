@@ -26,6 +26,7 @@ __all__ = ["Settings", "create_app"]
 def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk | None = None) -> FastAPI:
     """The API over ``glassdesk`` (built over ``manager`` when not given). Stopping the app closes
     every session."""
+    owned = glassdesk is None
     glassdesk = glassdesk or Glassdesk.build(manager, data_dir=settings.data_dir)
 
     @contextlib.asynccontextmanager
@@ -34,7 +35,10 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
             try:
                 yield
             finally:
-                manager.close()
+                if owned:
+                    glassdesk.close()
+                else:  # a service it was given stays its owner's; the sessions of ``manager`` end here
+                    manager.close()
 
     app = FastAPI(title="glassdesk", version=VERSION, lifespan=lifespan,
                   description="A visible Linux desktop for vision-mode computer-use agents.")
@@ -51,7 +55,7 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
 
     # Without a token, refuse foreign Host names (DNS rebinding) and foreign pages' Origin on
     # state-changing requests (cross-site POSTs), on every route, as /mcp does.
-    local = transport_security(settings, getattr(manager.stack_config, "public_host", None))
+    local = transport_security(settings, glassdesk.desktops.public_host)
     app.add_middleware(BearerAuth, token=settings.token, allowed_hosts=local.allowed_hosts,
                        allowed_origins=local.allowed_origins)
     return app

@@ -30,7 +30,7 @@ def _up(args: argparse.Namespace) -> int:
     glassdesk = Glassdesk.build(manager, data_dir=settings.data_dir)
     with console.status("starting the default desktop session…"):
         try:
-            session = glassdesk.desktops.create("default", pinned=True).info()
+            session = glassdesk.desktops.create("default", pinned=True)
         except SessionUnavailable as exc:
             manager.close()
             console.print(f"[red]{exc.message}[/red]")

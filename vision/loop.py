@@ -239,11 +239,13 @@ class Runner:
             self._lock.release()
 
     def pause(self, reason: str = "paused by the operator", *, kind: PauseKind = "operator") -> None:
+        # Published under the control lock: a pause and a hand-back racing each other reach the
+        # strip and the console in the order they took effect.
         with self._control:
             self._pauses[kind] = reason
             self._paused_since_checkpoint = True
             self._resume.clear()
-        self._publish("paused", reason=reason, by=kind)
+            self._publish("paused", reason=reason, by=kind)
 
     def resume(self, *, kind: PauseKind = "operator") -> None:
         with self._control:
@@ -251,10 +253,9 @@ class Runner:
             still = self.pause_reason
             if still is None:
                 self._resume.set()
-        if still is None:
-            self._publish("resumed", by=kind)
-        else:  # another pause is still in force: say which, so nobody thinks the run goes on
-            self._publish("paused", reason=still, by="operator" if "operator" in self._pauses else "takeover")
+                self._publish("resumed", by=kind)
+            else:  # another pause is still in force: say which, so nobody thinks the run goes on
+                self._publish("paused", reason=still, by="operator" if "operator" in self._pauses else "takeover")
 
     def view(self) -> RunView | None:
         """The run as every reader (console, metrics, MCP, REST) sees it; None before the first."""
@@ -278,11 +279,17 @@ class Runner:
             raise SessionBusy(f"session {self.desktop.id} is already running an instruction; wait for it to end, "
                               "or cancel it")
         try:
+            self._cancel.clear()  # before driving: a cancel from now on is this call's
             self._driving = self.desktop.busy = True
-            self._cancel.clear()
             state = self._continue_or_start(request, provider)
             try:
-                return self._drive(state, request, on_step, paused_return_s)
+                result = self._drive(state, request, on_step, paused_return_s)
+                if self._cancel.is_set() and self.state is state:
+                    # Cancelled while the call was returning without a checkpoint (a model turn
+                    # that raised safety checks, step mode, a pause): the cancel still wins.
+                    self._finish(state, Stop("cancelled", "cancelled by the operator", code="cancelled"))
+                    result = self._result(state)
+                return result
             except Exception as exc:
                 # Whatever escaped the normal stops (a screenshot of a restarting desktop, a full
                 # disk under the trace) still ends the run: its trace must not stay "running".
@@ -384,6 +391,8 @@ class Runner:
             return self._result(state)
         except Hold:
             state.status = "paused"
+            # Whoever paused may change the screen before the run goes on: look again then.
+            self._paused_since_checkpoint = True
             return self._result(state)
         finally:
             state.clock.stop()
@@ -557,15 +566,15 @@ class Runner:
         pending = state.pending.safety_checks if state.pending else []
         note = None
         if state.status == "paused":
-            note = (f"the run is paused ({self.pause_reason or 'by the operator'}); it goes on once it is resumed "
-                    "(resume it, or the operator hands back control), then act again with no instruction to "
-                    "follow it, or cancel it")
+            note = (f"the run is paused ({self.pause_reason or 'by the operator'}); once it is resumed (or the "
+                    "person hands back control) continue it by acting again with the same instruction, or "
+                    "cancel it")
         elif state.status == "needs_confirmation":
-            note = "the model raised safety checks: act again with acknowledged_safety_checks to approve, or cancel"
+            note = "the model raised safety checks: an operator must approve them, or cancel the run"
         elif state.status == "running" and not state.request.autopilot:
-            note = "step mode: act again with no instruction for the next model turn"
-        return ActResult(note=note, 
-            trace_id=state.trace.trace_id, status=state.status, answer=state.answer,
+            note = "step mode: act again with the same instruction for the next model turn"
+        return ActResult(
+            trace_id=state.trace.trace_id, status=state.status, answer=state.answer, note=note,
             error=state.error, steps=state.steps, usage=state.usage.model_copy(),
             pending_safety_checks=[SafetyCheckOut(**c.__dict__) for c in pending],
             final_screenshot=base64.b64encode(screenshot.png).decode(),

@@ -22,7 +22,6 @@ log = logging.getLogger("glassdesk.observers")
 FINISHED_WORDS = {"done": "done", "failed": "failed", "cancelled": "stopped by the operator",
                   "max_steps": "step limit reached", "budget_exceeded": "budget used up"}
 
-# ------------------------------------------------------------------------------------ wording
 
 
 # ------------------------------------------------------------------------------------ the bus tap
@@ -48,7 +47,7 @@ class BusListener:
         self._cond = threading.Condition()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._consume()), daemon=True,
-                                        name="glassdesk-console-events")
+                                        name="glassdesk-observers")
         self._thread.start()
         self._ready.wait(5)
 
@@ -73,7 +72,7 @@ class BusListener:
             try:
                 handler(event)
             except Exception:  # one handler's bug must not starve the others
-                log.exception("console event handler failed on %s", event.get("kind"))
+                log.exception("event observer failed on %s", event.get("kind"))
         with self._cond:
             self.processed_seq = event["seq"]
             self._cond.notify_all()

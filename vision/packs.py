@@ -67,10 +67,6 @@ class FormOutcome:
     fields: list[tuple[str, ActResult]] = field(default_factory=list)
 
     @property
-    def failed(self) -> list[str]:
-        return [label for label, result in self.fields if result.status != "done"]
-
-    @property
     def last(self) -> ActResult | None:
         return self.fields[-1][1] if self.fields else None
 
@@ -83,4 +79,6 @@ async def fill_form_by_label(act: Act, fields: dict[str, str], family: str) -> F
         result = await act(field_instruction(label, value, family), FIELD_STEPS, steps_so_far, f"{label}: ")
         steps_so_far += len(result.steps)
         outcome.fields.append((label, result))
+        if result.status == "paused":
+            break  # a person holds the desktop: the next field would only cancel this one
     return outcome

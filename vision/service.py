@@ -41,7 +41,7 @@ class Glassdesk:
         self.bus = bus or EventBus()
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()
-        desktops.manager.listeners.append(self._on_session)
+        desktops.on_change(self._on_session)
         # The observers: started here, so every way of running glassdesk shows and counts the same.
         self.last_action: dict[str, dict] = {}
         self.metrics = Metrics(self.counts)
@@ -60,9 +60,11 @@ class Glassdesk:
 
     # ------------------------------------------------------------------ runs
 
-    def runner(self, session_id: str | None = None) -> Runner:
-        """The session's runner (made on first use, dropped with the session)."""
-        session = self.desktops.session(session_id)
+    def runner(self, session_id: str | None = None, *, start: bool = True) -> Runner:
+        """The session's runner (made on first use, dropped with the session). ``start``: the
+        default session may be started for it (to act); controls pass False and never start one."""
+        session = self.desktops.session(session_id) if start else self.desktops.existing(
+            session_id or self.desktops.default)
         with self._lock:
             runner = self._runners.get(session.id)
             if runner is None or runner.desktop is not session:
@@ -79,21 +81,27 @@ class Glassdesk:
         return runner.act(request, on_step, provider=provider, **kwargs)
 
     def cancel(self, session_id: str | None) -> bool:
-        return self.runner(session_id).cancel()
+        """Never blocks for long and never starts a session: safe to call from an event loop."""
+        with self._lock:
+            runner = self._runners.get(session_id or self.desktops.default)
+        if runner is None:
+            self.desktops.existing(session_id or self.desktops.default)  # session_not_found if it is none
+            return False
+        return runner.cancel()
 
     def pause(self, session_id: str | None) -> None:
-        self.runner(session_id).pause()
+        self.runner(session_id, start=False).pause()
 
     def resume(self, session_id: str | None) -> None:
-        self.runner(session_id).resume()
+        self.runner(session_id, start=False).resume()
 
     def active(self, session_id: str | None) -> bool:
-        return self.runner(session_id).active
+        return self.runner(session_id, start=False).active
 
     def takeover(self, session_id: str | None, on: bool) -> LiveView:
         """Hand mouse and keyboard to a person (the agent pauses between steps and agents' direct
         actions are refused), or give them back. An operator's own pause outlives the take-over."""
-        runner = self.runner(session_id)
+        runner = self.runner(session_id, start=False)
         session = self.desktops.set_takeover(runner.desktop.id, on)
         if on:
             runner.pause(TAKEOVER_REASON, kind="takeover")
@@ -111,7 +119,8 @@ class Glassdesk:
     def views(self) -> dict[str, RunView]:
         with self._lock:
             runners = dict(self._runners)
-        return {sid: view for sid, r in runners.items() if (view := r.view()) is not None}
+        return {sid: view for sid, r in runners.items()
+                if self.desktops.peek(sid) is r.desktop and (view := r.view()) is not None}
 
     def _on_session(self, what: str, session_id: str) -> None:
         self.bus.publish(f"session_{what}", session_id=session_id)

@@ -14,4 +14,3 @@ class Settings:
     max_sessions: int = 10
     idle_ttl_s: float = 1800
     data_dir: str | None = None  # default: $GLASSDESK_DATA_DIR, else ./data
-    public_host: str | None = None  # the host name put in the URLs handed out

@@ -107,3 +107,17 @@ def test_takeover_is_session_state_seen_by_every_door(server, services, desk):
         info = http.get(f"/api/v1/sessions/{SID}").json()
     assert info["takeover"] is False and info["takeover_since"] is None
     assert services.runner(SID).pause_reason is None
+
+
+def test_controls_never_start_a_session(server, services):
+    import httpx2
+
+    before = {s.id for s in services.desktops.list()}
+    with httpx2.Client(base_url=server.url, timeout=60) as http:
+        for path in ("vision/cancel", "vision/pause", "vision/resume"):
+            answer = http.post(f"/api/v1/sessions/ghost/{path}")
+            assert answer.status_code == 404 and answer.json()["error"]["code"] == "session_not_found", answer.text
+        answer = http.post("/api/v1/sessions/ghost/takeover", json={"on": True})
+        assert answer.status_code == 404, answer.text
+        assert http.get("/api/v1/sessions/ghost").status_code == 404
+    assert {s.id for s in services.desktops.list()} == before

@@ -812,3 +812,31 @@ def test_cancelling_a_run_waiting_between_calls_ends_it_once(runner, desktop, st
         t.join(5)
     assert sorted(outcomes) == [False, False, False, True]  # ended exactly once, under the runner lock
     assert store.meta(first.trace_id).status == "cancelled"
+
+
+def test_a_run_continued_after_a_paused_return_looks_at_the_screen_again(runner, desktop):
+    seen: list[bytes] = []
+
+    def look(ctx: Context) -> ModelTurn:
+        seen.append(first_pixel(ctx.observation.frame))
+        return done()
+
+    runner.pause("operator took over", kind="takeover")
+    paused = runner.act(ActRequest(instruction="work"), provider=FunctionProvider(look), paused_return_s=0.2)
+    assert paused.status == "paused" and seen == []
+    desktop._shade = 50  # the person changed the screen while holding it
+    runner.resume(kind="takeover")
+    finished = runner.act(ActRequest(instruction="work"))
+    assert finished.status == "done" and seen == [first_pixel(solid_frame(50))]
+
+
+def test_a_cancel_during_a_model_turn_that_raises_safety_checks_still_cancels(runner, desktop, store):
+    def turn(ctx: Context) -> ModelTurn:
+        runner.cancel()  # arrives while the model is thinking
+        held = calls(Click(x=1, y=1))
+        held.safety_checks = [SafetyCheck(id="sc1", code="malicious_instructions", message="check it")]
+        return held
+
+    result = runner.act(ActRequest(instruction="work"), provider=FunctionProvider(turn))
+    assert result.status == "cancelled" and runner.state is None
+    assert desktop.performed == [] and store.meta(result.trace_id).status == "cancelled"

@@ -11,7 +11,6 @@ from mcp.types import CallToolResult
 from pydantic import ValidationError
 
 from desktop.errors import GlassdeskError, describe_validation
-from desktop.stack import StackError
 from vision import VERSION
 from vision.auth import transport_security
 from vision.mcp.tools import INSTRUCTIONS, _text, register_tools
@@ -33,8 +32,6 @@ def error_message(exc: BaseException, tool: str = "") -> str | None:
         return f"{code}: {describe_validation(exc)}"
     if isinstance(exc, GlassdeskError):
         return f"{exc.code}: {exc.message}"
-    if isinstance(exc, StackError):  # the desktop of a new session did not come up
-        return f"session_unavailable: could not start the desktop: {exc}"
     return None
 
 
@@ -72,7 +69,7 @@ def mount_http(app: "FastAPI", glassdesk: Glassdesk, settings: Settings) -> Glas
     The route is added at exactly /mcp (a Starlette Mount would answer /mcp/ and redirect /mcp).
     """
     server = build_server(glassdesk)
-    public_host = getattr(glassdesk.desktops.manager.stack_config, "public_host", None)
+    public_host = glassdesk.desktops.public_host
     mcp_app = server.streamable_http_app(streamable_http_path="/mcp",
                                          transport_security=transport_security(settings, public_host))
     app.router.routes.extend(mcp_app.routes)

@@ -96,7 +96,7 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
 
     def warm_up() -> None:
         try:
-            info = glassdesk.desktops.info(session)
+            info = glassdesk.desktops.info(glassdesk.desktops.session(session).id)  # starts it
             log.info("session %r ready on %s; live view: %s", info.id, info.display, info.novnc_url)
         except Exception as exc:  # reported again to the first tool call that needs the session
             if not closing.locked():

@@ -169,7 +169,8 @@ async def _run_loop(glassdesk: Glassdesk, session: str | None, request: ActReque
 
 
 def _act_summary(result: ActResult, report_url: str) -> dict:
-    return {"status": result.status, "answer": result.answer, "error": result.error, "steps": len(result.steps),
+    return {"status": result.status, "answer": result.answer, "error": result.error, "note": result.note,
+            "steps": len(result.steps),
             "trace_id": result.trace_id, "report_url": report_url,
             "tokens": result.usage.model_dump()}
 
@@ -180,6 +181,8 @@ def _act_text(title: str, result: ActResult, report_url: str) -> str:
         lines.append(f"answer: {result.answer}")
     if result.error:
         lines.append(f"error: {result.error.get('code')}: {result.error.get('message')}")
+    if result.note:
+        lines.append(f"note: {result.note}")
     if result.pending_safety_checks:
         lines.append("waiting for the operator to approve: " +
                      "; ".join(f"[{c.code}] {c.message}" for c in result.pending_safety_checks))
@@ -393,7 +396,7 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                              "glassdesk's vision loop: it screenshots, asks the vision model what to do, clicks and "
                              "types, waits for the screen to settle, and repeats until done or max_steps. Sends a "
                              "progress notification per step. Returns the status (done, failed, max_steps, "
-                             "budget_exceeded, needs_confirmation, cancelled), the model's answer, the final "
+                             "budget_exceeded, needs_confirmation, cancelled, or paused when a person holds the desktop), the model's answer, the final "
                              "screenshot and the URL of the trace report (every step's screenshots and commands).")
     async def vision_act(instruction: Annotated[str, Field(min_length=1, max_length=10_000,
                                                            description="what to do, in plain words")],
@@ -467,7 +470,7 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     async def session_create(session: Annotated[str | None, Field(description="a name for it (1-32 of a-z 0-9 - _); "
                                                                               "generated when omitted")] = None,
                              ) -> CallToolResult:
-        info = (await blocking(desktops.create, session)).info()
+        info = await blocking(desktops.create, session)
         return _result(f"session {info.id!r} started on display {info.display}\n"
                        f"live view (view-only): {info.novnc_url}", None, info.model_dump(mode="json"))
 
@@ -501,7 +504,7 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                              "control=true returns a URL that also lets them take over mouse and keyboard.")
     async def live_view_url(control: Annotated[bool, Field(description="let the viewer drive too")] = False,
                             session: SessionArg = default_session) -> CallToolResult:
-        view = await blocking(lambda: desktops.live_view(session, control=control))
+        view = await blocking(lambda: desktops.live_view(session, control=control, start=True))
         mode = "watch and control" if control else "watch only"
         return _result(f"{view.novnc_url}\n(open it in a browser to {mode} session {view.session_id!r} live)", None,
                        {"session": view.session_id, "url": view.novnc_url, "control": control})
