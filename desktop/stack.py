@@ -135,6 +135,19 @@ def tagged_pids(tag: str) -> list[int]:
     return pids_with_env(TAG_VAR, tag)
 
 
+# What a desktop process may inherit from the server: locale, time zone, the search path, who it
+# runs as, and glassdesk's own switches and marks. Everything else - API keys, GLASSDESK_TOKEN,
+# proxy credentials, cloud credentials - stays with the server.
+INHERITED = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "SHELL", "TMPDIR"})
+NEVER_INHERITED = frozenset({"GLASSDESK_TOKEN"})
+
+
+def desktop_environment(server_env: dict[str, str] | os._Environ) -> dict[str, str]:
+    """The part of the server's environment a desktop process gets (pure)."""
+    return {k: v for k, v in server_env.items()
+            if k not in NEVER_INHERITED and (k in INHERITED or k.startswith(("LC_", "GLASSDESK_")))}
+
+
 @dataclass
 class StackConfig:
     listen_host: str = "127.0.0.1"   # where the noVNC web port listens
@@ -170,8 +183,12 @@ class DesktopStack:
     # ---------------------------------------------------------------- environment
 
     def env(self) -> dict[str, str]:
-        """The environment every process of this session runs in."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("DBUS_", "XDG_", "WAYLAND"))}
+        """The environment every process of this session runs in: an allowlist, never the server's.
+
+        Whatever is in it can be read on the visible desktop (one ``env`` in a terminal puts it in
+        the live view, the model's screenshots and the traces), so no API key or token may be.
+        """
+        env = desktop_environment(os.environ)
         env.update({
             TAG_VAR: self.tag,
             "DISPLAY": self.display,
