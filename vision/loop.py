@@ -21,7 +21,7 @@ from typing import Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from desktop.actions import Type
-from desktop.errors import GlassdeskError, SessionBusy
+from desktop.errors import GlassdeskError, SessionBusy, SessionUnavailable
 from desktop.screen import Frame
 from desktop.port import Desktop
 from vision.actions import CursorPosition, Done, Fail, Screenshot, Zoom
@@ -38,6 +38,8 @@ MAX_STEPS_CAP = 50
 # A blocking act call on a paused run returns after this long, saying so, instead of hanging
 # until a person hands back.
 PAUSED_RETURN_S = 5.0
+# How long a step waits for a healing desktop (a part restarts in 1-3 s, the whole stack in ~5 s).
+HEAL_WAIT_S = 20.0
 MODEL_RETRIES = 3
 MAX_RETRY_WAIT_S = 60.0
 PauseKind = Literal["operator", "takeover"]
@@ -91,6 +93,7 @@ class ActResult(BaseModel):
     usage: Usage
     pending_safety_checks: list[SafetyCheckOut] = Field(default_factory=list)
     note: str | None = Field(None, description="why the call returned before the run ended, and how to go on")
+    failed_steps: int = Field(0, description="steps in which an action failed or the reply could not be understood")
     final_screenshot: str | None = Field(None, description="base64 PNG of the screen when the call returned")
     report_url: str
     report_path: str | None = Field(None, description="report.html on the server's disk, once the run has ended")
@@ -174,6 +177,16 @@ class Stop(Exception):
 
 def _utc() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def last_acting_error(steps: list[StepSummary]) -> dict | None:
+    """The error of the last step that did something on the desktop, or None if it worked."""
+    for step in reversed(steps):
+        if step.error and step.error.get("code") == "needs_confirmation":
+            continue  # held for approval, not run: the step that ran it comes after
+        if any(a.get("action") not in ("done", "fail", "screenshot") for a in step.actions):
+            return step.error
+    return None  # (a reply that could not be parsed did nothing on the desktop: it does not count)
 
 
 def fill_placeholders(text: str, secrets: dict[str, str]) -> str:
@@ -378,10 +391,14 @@ class Runner:
                         self._hold_for_approval(state, turn, model_ms, on_step)
                         return self._result(state)
                 terminal = self._act(state, turn, model_ms, on_step)
+                if terminal is None and turn.done:
+                    terminal = Stop("done", answer=turn.answer or turn.text or None)
+                if terminal is not None and terminal.status == "done" and (failed := last_acting_error(state.steps)):
+                    # The model may say done; the run is done only if what it last did worked.
+                    raise Stop("failed", f"the model said done, but its last step failed: {failed['message']}",
+                               code="last_step_failed")
                 if terminal:
                     raise terminal
-                if turn.done:
-                    raise Stop("done", answer=turn.answer or turn.text or None)
                 budget = state.request.budget_tokens
                 if budget is not None and state.usage.total >= budget:
                     raise Stop("budget_exceeded", f"used {state.usage.total} tokens of a budget of {budget}",
@@ -446,6 +463,21 @@ class Runner:
                 raise Stop("failed", f"{state.provider.name} failed: {exc}", code="model_call_failed") from exc
         raise AssertionError("unreachable")
 
+    def _await_desktop(self, state: RunState) -> Frame:
+        """The screen once the desktop answers again; a run whose desktop does not come back
+        within HEAL_WAIT_S fails with session_unavailable rather than burning its steps."""
+        deadline = time.monotonic() + HEAL_WAIT_S
+        self._publish("waiting", trace_id=state.trace.trace_id, reason="the desktop is restarting")
+        while True:
+            if self._cancel.wait(0.25):
+                raise Stop("cancelled", "cancelled by the operator", code="cancelled")
+            try:
+                return self.desktop.capture()
+            except SessionUnavailable as exc:
+                if time.monotonic() > deadline:
+                    raise Stop("failed", f"the desktop did not come back within {HEAL_WAIT_S:g}s: {exc.message}",
+                               code="session_unavailable") from exc
+
     def _parse_failed(self, state: RunState, turn: ModelTurn, model_ms: int, on_step) -> None:
         state.parse_failures += 1
         error = {"code": "model_parse_failed", "message": turn.parse_error}
@@ -496,7 +528,13 @@ class Runner:
                     else:
                         if isinstance(action, Type) and state.request.secrets:
                             action = action.model_copy(update={"text": fill_placeholders(action.text, state.request.secrets)})
-                        done = self.desktop.perform(action, before=frame)
+                        try:
+                            done = self.desktop.perform(action, before=frame)
+                        except SessionUnavailable:
+                            # Refused before it started (the desktop is healing): wait for the heal,
+                            # then run it once more. It did not start, so running it again is safe.
+                            frame = self._await_desktop(state)
+                            done = self.desktop.perform(action, before=frame)
                         frame = done.frame
                         executed += done.executed
                         exec_ms += done.duration_ms
@@ -575,6 +613,7 @@ class Runner:
             note = "step mode: act again with the same instruction for the next model turn"
         return ActResult(
             trace_id=state.trace.trace_id, status=state.status, answer=state.answer, note=note,
+            failed_steps=sum(s.error is not None and s.error.get("code") != "needs_confirmation" for s in state.steps),
             error=state.error, steps=state.steps, usage=state.usage.model_copy(),
             pending_safety_checks=[SafetyCheckOut(**c.__dict__) for c in pending],
             final_screenshot=base64.b64encode(screenshot.png).decode(),

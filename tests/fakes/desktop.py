@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, _Action
-from desktop.errors import GlassdeskError
+from desktop.errors import GlassdeskError, SessionUnavailable
 from desktop.port import Performed
 from desktop.screen import Frame
 
@@ -33,12 +33,16 @@ class FakeDesktop:
         self.captures = 0
         # Raised by the next perform (and then forgotten), e.g. SessionUnavailable mid-run.
         self.fail_next: GlassdeskError | None = None
+        # While set, the desktop is away (healing): capture and perform raise SessionUnavailable.
+        self.down = False
         # Called inside perform, before the action "runs": lets a test act mid-step (pause, cancel).
         self.during_perform: Callable[[_Action], None] | None = None
         self._shade = 0
         self._lock = threading.Lock()
 
     def capture(self) -> Frame:
+        if self.down:
+            raise SessionUnavailable(f"session {self.id} is restarting; try again in a few seconds")
         with self._lock:
             self.captures += 1
             return solid_frame(self._shade)
@@ -49,6 +53,8 @@ class FakeDesktop:
         if self.fail_next is not None:
             error, self.fail_next = self.fail_next, None
             raise error
+        if self.down:
+            raise SessionUnavailable(f"session {self.id} is restarting; try again in a few seconds")
         with self._lock:
             self.performed.append(action)
             self._shade += 1

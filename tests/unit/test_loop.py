@@ -513,9 +513,10 @@ def test_unknown_placeholder_is_an_error_for_the_model(runner, desktop, store):
 
     provider = script(calls(Type(text="{{nope}}")), check)
     result = runner.act(ActRequest(instruction="log in", secrets={"pw": SECRET}), provider=provider)
-    assert result.status == "done" and result.answer == "corrected"
+    # The model said done without typing anything after the refusal: not a success it had.
+    assert result.status == "failed" and result.error["code"] == "last_step_failed"
     assert desktop.performed == []
-    trace = assert_trace(store, result.trace_id, "done", 2)
+    trace = assert_trace(store, result.trace_id, "failed", 2)
     assert trace.steps[0].error.code == "action_failed"
     assert trace.steps[0].results[0].ok is False
 
@@ -589,7 +590,7 @@ def test_a_provider_bug_fails_the_run_cleanly(runner, store):
 
 @pytest.mark.parametrize("error, code", [
     (ActionFailedError("xdotool exited 1"), "action_failed"),
-    (SessionUnavailable("the desktop is restarting"), "session_unavailable"),
+    (ActionFailedError("xdotool exited 1: BadWindow"), "action_failed"),
 ])
 def test_a_failed_action_is_reported_to_the_model_and_the_run_goes_on(runner, desktop, store, error, code):
     def check(ctx: Context) -> ModelTurn:
@@ -620,7 +621,7 @@ def test_a_call_the_provider_could_not_convert_is_reported_and_not_run(runner, d
     bad = ToolCall(id="bad", name="computer", raw={"coordinate": [5000, 5000]}, actions=[Click(x=1, y=1)],
                    error="coordinate off screen")
     result = runner.act(ActRequest(instruction="x"), provider=script(ModelTurn(calls=[bad]), check))
-    assert result.status == "done"
+    assert result.status == "failed" and result.error["code"] == "last_step_failed"
     assert desktop.performed == []
 
 
@@ -840,3 +841,51 @@ def test_a_cancel_during_a_model_turn_that_raises_safety_checks_still_cancels(ru
     result = runner.act(ActRequest(instruction="work"), provider=FunctionProvider(turn))
     assert result.status == "cancelled" and runner.state is None
     assert desktop.performed == [] and store.meta(result.trace_id).status == "cancelled"
+
+
+# ------------------------------------------------------------------------------ runs tell the truth
+
+
+def test_done_after_a_failed_last_step_is_a_failed_run(runner, desktop, store):
+    desktop.fail_next = ActionFailedError("xdotool exited 1")
+    provider = script(calls(Click(x=1, y=1)), done("all good, trust me"))
+    result = runner.act(ActRequest(instruction="x"), provider=provider)
+    assert result.status == "failed" and result.error["code"] == "last_step_failed"
+    assert "xdotool exited 1" in result.error["message"] and result.failed_steps == 1
+    assert store.meta(result.trace_id).status == "failed"
+
+
+def test_done_after_a_failed_step_that_was_retried_is_done(runner, desktop):
+    desktop.fail_next = ActionFailedError("xdotool exited 1")
+    provider = script(calls(Click(x=1, y=1)), calls(Click(x=1, y=1)), done())
+    result = runner.act(ActRequest(instruction="x"), provider=provider)
+    assert result.status == "done" and result.failed_steps == 1
+    assert desktop.performed == [Click(x=1, y=1)]
+
+
+def test_an_action_refused_while_the_desktop_heals_waits_and_runs_once(runner, desktop, bus):
+    healed: list[bool] = []
+
+    def heal_soon(action) -> None:
+        if not healed:
+            healed.append(True)
+            desktop.down = True
+            timer = threading.Timer(0.5, lambda: setattr(desktop, "down", False))
+            timer.daemon = True
+            timer.start()
+
+    desktop.during_perform = heal_soon
+    provider = script(calls(Click(x=1, y=1)), done())
+    result = runner.act(ActRequest(instruction="x"), provider=provider)
+    assert result.status == "done" and result.failed_steps == 0
+    assert desktop.performed == [Click(x=1, y=1)]  # exactly once
+    assert "waiting" in kinds(bus)
+
+
+def test_a_desktop_that_does_not_come_back_fails_the_run(runner, desktop, monkeypatch):
+    monkeypatch.setattr(loop_module, "HEAL_WAIT_S", 0.5)
+    desktop.during_perform = lambda action: setattr(desktop, "down", True)
+    provider = script(*[calls(Click(x=i, y=i)) for i in range(1, 13)])
+    result = runner.act(ActRequest(instruction="x", max_steps=12), provider=provider)
+    assert result.status == "failed" and result.error["code"] == "session_unavailable"
+    assert desktop.performed == [] and len(result.steps) == 0  # no steps burnt in a second
