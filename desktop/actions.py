@@ -104,6 +104,12 @@ class Scroll(_WithModifiers):
     amount: int = Field(default=3, ge=1, le=50, description="wheel notches")
 
 
+def untypeable(char: str) -> bool:
+    """C0 controls but newline, tab and carriage return; DEL; C1 controls; lone surrogates."""
+    code = ord(char)
+    return ((code < 0x20 and char not in "\n\t\r") or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xDFFF)
+
+
 class Type(_Action):
     action: Literal["type"] = "type"
     text: str = Field(min_length=1, max_length=20_000)
@@ -111,9 +117,14 @@ class Type(_Action):
     @field_validator("text")
     @classmethod
     def _typeable(cls, value: str) -> str:
-        # An argv element cannot hold NUL: it would fail inside the executor as a crash, not a refusal.
+        # An argv element cannot hold NUL, control characters have no key to press, and a lone
+        # surrogate cannot even be encoded: refused here, they would fail inside the executor.
         if "\x00" in value:
             raise ValueError("a NUL character cannot be typed")
+        for char in value:
+            if untypeable(char):
+                raise ValueError(f"the character U+{ord(char):04X} at position {value.index(char)} cannot be typed "
+                                 "(a control character or a lone surrogate); newline and tab can")
         return value
 
 

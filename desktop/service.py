@@ -28,7 +28,7 @@ from desktop.port import Performed
 from desktop.screen import ScreenshotError
 from desktop.sessions import LiveView, Session, SessionInfo, SessionManager, utcnow
 from desktop.stack import StackError
-from desktop.windows import Window, WindowError
+from desktop.windows import Window, WindowError, check_program, check_url
 
 log = logging.getLogger("glassdesk.desktop")
 
@@ -62,9 +62,13 @@ class Shot:
 
 
 class DesktopService:
-    def __init__(self, manager: SessionManager, *, default_session: str = DEFAULT_SESSION):
+    def __init__(self, manager: SessionManager, *, default_session: str = DEFAULT_SESSION,
+                 launch_allow: frozenset[str] | None = None, allow_local_urls: bool = False):
         self.manager = manager
         self.default = default_session
+        # The fences of what an agent may start or open (desktop.windows.check_program/check_url).
+        self.launch_allow = launch_allow
+        self.allow_local_urls = allow_local_urls
         self._create_lock = threading.Lock()
 
     # ------------------------------------------------------------------ sessions
@@ -207,6 +211,10 @@ class DesktopService:
         return self._for_agent(session_id).perform(action)
 
     def open(self, session_id: str | None, url: str) -> Performed:
+        try:
+            check_url(url, allow_local=self.allow_local_urls)
+        except WindowError as exc:
+            raise InvalidAction(str(exc)) from exc
         session = self._for_agent(session_id)
         return self._settled(session, lambda: session.windows.open_url(url))
 
@@ -215,6 +223,10 @@ class DesktopService:
         return self._settled(session, lambda: session.windows.focus(window_id))
 
     def launch(self, session_id: str | None, command: str, args: list[str]) -> tuple[Performed, int]:
+        try:
+            check_program(command, self.launch_allow)
+        except WindowError as exc:
+            raise InvalidAction(str(exc)) from exc
         session = self._for_agent(session_id)
         started: list[int] = []
 

@@ -14,6 +14,33 @@ from websockets.sync.client import connect
 
 WINDOW_ID = re.compile(r"^(0x[0-9a-fA-F]{1,8}|[0-9]{1,10})$")
 URL_SCHEMES = ("http://", "https://", "file://", "about:", "data:", "chrome://")
+# Pages of this machine rather than of the web: a model-driven browser must not render
+# file:///etc/passwd into the next screenshot, nor reach Chromium's own settings.
+LOCAL_SCHEMES = ("file://", "chrome://")
+# Programs that run any command they are given: refused by launch unless explicitly allowed.
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh", "fish", "busybox", "env", "sudo",
+                    "su", "doas", "nohup", "setsid", "xargs"})
+
+
+def check_url(url: str, *, allow_local: bool = False) -> None:
+    """Raise WindowError for a URL the browser may not open (pure)."""
+    if not url.startswith(URL_SCHEMES):
+        raise WindowError(f"url {url!r} must start with one of {', '.join(URL_SCHEMES)}")
+    if url.lower().startswith(LOCAL_SCHEMES) and not allow_local:
+        raise WindowError(f"url {url!r}: file:// and chrome:// pages are refused (they show this machine, not the "
+                          "web); the server's --allow-local-urls lets them through")
+
+
+def check_program(command: str, allow: frozenset[str] | None = None) -> None:
+    """Raise WindowError for a program launch may not start (pure): a name looked up on PATH,
+    never a path; no shell unless allowed; only the allowed ones when an allowlist is set."""
+    if "/" in command or command in (".", "..") or command.startswith("-"):
+        raise WindowError(f"command {command!r}: give a program name to look up on PATH, not a path")
+    if allow is not None and command not in allow:
+        raise WindowError(f"command {command!r} is not in the allowed programs ({', '.join(sorted(allow)) or 'none'})")
+    if command in SHELLS and (allow is None or command not in allow):
+        raise WindowError(f"command {command!r} runs arbitrary commands and is refused unless explicitly allowed "
+                          "(--launch-allow)")
 
 
 class Window(BaseModel):
@@ -104,8 +131,6 @@ class Windows:
         return pages[0]["url"] if pages else None
 
     def open_url(self, url: str) -> list[list[str]]:
-        if not url.startswith(URL_SCHEMES):
-            raise WindowError(f"url {url!r} must start with one of {', '.join(URL_SCHEMES)}")
         pages = self._pages()
         if not pages:
             raise RuntimeError("Chromium has no open tab to navigate")

@@ -23,11 +23,13 @@ def _up(args: argparse.Namespace) -> int:
     from vision.auth import check_bind
     from vision.service import Glassdesk
 
-    settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, idle_ttl_s=args.ttl * 60)
+    settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, idle_ttl_s=args.ttl * 60,
+                        launch_allow=_programs(args.launch_allow), allow_local_urls=args.allow_local_urls)
     check_bind(settings.host, settings.token)
     manager = SessionManager(max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                              stack_config=StackConfig(listen_host=settings.host, public_host=args.public_host))
-    glassdesk = Glassdesk.build(manager, data_dir=settings.data_dir)
+    glassdesk = Glassdesk.build(manager, data_dir=settings.data_dir, launch_allow=settings.launch_allow,
+                                allow_local_urls=settings.allow_local_urls)
     with console.status("starting the default desktop session…"):
         try:
             session = glassdesk.desktops.create("default", pinned=True)
@@ -126,7 +128,19 @@ def _mcp(args: argparse.Namespace) -> int:
 
     stderr_logging(getattr(logging, args.log_level.upper(), logging.INFO))  # stdout is the protocol
     return run_stdio(args.session, max_sessions=args.max_sessions, public_host=args.public_host,
-                     data_dir=args.data_dir)
+                     data_dir=args.data_dir, launch_allow=_programs(args.launch_allow),
+                     allow_local_urls=args.allow_local_urls)
+
+
+def _programs(spec: str | None) -> frozenset[str] | None:
+    return frozenset(p.strip() for p in spec.split(",") if p.strip()) if spec else None
+
+
+def _add_fences(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--launch-allow", metavar="PROG,PROG",
+                        help="the only programs desktop launch may start (default: any program on PATH but shells)")
+    parser.add_argument("--allow-local-urls", action="store_true",
+                        help="let the browser open file:// and chrome:// pages (refused by default)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--max-sessions", type=int, default=10)
     up.add_argument("--ttl", type=float, default=30, help="minutes an idle session lives (default 30)")
     up.add_argument("--log-level", default="info")
+    _add_fences(up)
     up.set_defaults(func=_up)
 
     mcp = sub.add_parser("mcp", help="serve the MCP tools over stdio (for Claude Desktop, Claude Code, Cursor...)")
@@ -151,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--data-dir", default=None,
                      help="where traces go (default $GLASSDESK_DATA_DIR, else ~/.local/share/glassdesk)")
     mcp.add_argument("--log-level", default="info", help="logging on stderr")
+    _add_fences(mcp)
     mcp.set_defaults(func=_mcp)
 
     act = sub.add_parser("act", help="run an instruction on the visible desktop of a running server")

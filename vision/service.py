@@ -50,9 +50,11 @@ class Glassdesk:
 
     @classmethod
     def build(cls, manager: SessionManager, *, data_dir: str | Path | None = None, config: VisionConfig | None = None,
-              default_session: str = DEFAULT_SESSION, strip: bool | None = None) -> "Glassdesk":
-        return cls(DesktopService(manager, default_session=default_session), TraceStore(data_dir),
-                   config or VisionConfig.load(), strip=strip)
+              default_session: str = DEFAULT_SESSION, strip: bool | None = None,
+              launch_allow: frozenset[str] | None = None, allow_local_urls: bool = False) -> "Glassdesk":
+        desktops = DesktopService(manager, default_session=default_session, launch_allow=launch_allow,
+                                  allow_local_urls=allow_local_urls)
+        return cls(desktops, TraceStore(data_dir), config or VisionConfig.load(), strip=strip)
 
     def close(self) -> None:
         self.narrator.close()

@@ -14,3 +14,5 @@ class Settings:
     max_sessions: int = 10
     idle_ttl_s: float = 1800
     data_dir: str | None = None  # default: $GLASSDESK_DATA_DIR, else ./data
+    launch_allow: frozenset[str] | None = None  # the only programs launch may start (None: any but shells)
+    allow_local_urls: bool = False  # let the browser open file:// and chrome:// pages

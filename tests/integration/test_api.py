@@ -298,12 +298,36 @@ def test_launch(api, desk):
         os.kill(pid, 9)
 
 
-def test_launch_that_cannot_execute_is_action_failed(api, tmp_path):
-    script = tmp_path / "broken-launcher"
-    script.write_text("#!/nonexistent/interpreter\n")
+def test_launch_takes_a_program_name_never_a_path_nor_a_shell(api, tmp_path):
+    marker = tmp_path / "ran"
+    script = tmp_path / "launcher"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\n")
     script.chmod(0o755)
-    message = error(act(api, "launch", {"command": str(script)}), 500, "action_failed")
-    assert "broken-launcher" in message or "No such file" in message
+    for command in (str(script), "../../bin/sh", "./launcher"):
+        message = error(act(api, "launch", {"command": command}), 422, "invalid_action")
+        assert "not a path" in message
+    for shell in ("sh", "bash", "env"):
+        message = error(act(api, "launch", {"command": shell, "args": ["-c", f"touch {marker}"]}), 422,
+                        "invalid_action")
+        assert "refused unless explicitly allowed" in message
+    time.sleep(0.3)
+    assert not marker.exists()  # nothing ran
+
+
+def test_local_pages_are_refused_by_default(api, page_server, desk):
+    before = desk.page_url()
+    for url in ("file:///etc/passwd", "chrome://settings"):
+        message = error(act(api, "open", {"url": url}), 422, "invalid_action")
+        assert "refused" in message
+    error(act(api, "open", {"url": "FILE:///etc/hostname"}), 422, "invalid_action")
+    assert desk.page_url() == before  # the browser went nowhere
+
+
+def test_untypeable_characters_are_refused_by_name(api, page):
+    page.clear()
+    message = error(act(api, "type", {"text": "ab\u0085c"}), 422, "invalid_action")
+    assert "U+0085" in message
+    assert not [e for e in page.events if e["type"] in ("keydown", "input")]
 
 
 # ------------------------------------------------------------------ errors

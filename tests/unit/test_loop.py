@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from desktop.actions import Click, Key, Type, Zoom
-from desktop.errors import ActionFailedError, SessionBusy, SessionUnavailable
+from desktop.errors import ActionFailedError, SessionBusy
 from tests.fakes.desktop import FakeDesktop, solid_frame
 from vision import loop as loop_module
 from vision.actions import CursorPosition, Done, Fail, Screenshot

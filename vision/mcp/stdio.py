@@ -46,7 +46,8 @@ def _start_reaper(root: Path) -> None:
 
 
 def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: str | None = None,
-              data_dir: str | None = None) -> int:
+              data_dir: str | None = None, launch_allow: frozenset[str] | None = None,
+              allow_local_urls: bool = False) -> int:
     """``glassdesk mcp``: serve over stdin/stdout with this process's own sessions.
 
     stdout carries the protocol, so everything else (logging, rich) goes to stderr, and the SDK
@@ -67,7 +68,8 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
                         data_dir=str(data_dir or default_stdio_data_dir()))
     manager = SessionManager(root=root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                              stack_config=StackConfig(public_host=public_host))
-    glassdesk = Glassdesk.build(manager, data_dir=settings.data_dir, default_session=session)
+    glassdesk = Glassdesk.build(manager, data_dir=settings.data_dir, default_session=session,
+                                launch_allow=launch_allow, allow_local_urls=allow_local_urls)
     server = build_server(glassdesk)
 
     closing = threading.Lock()

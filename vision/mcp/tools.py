@@ -345,7 +345,7 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     @server.tool(name="desktop_open_url", title="Open a URL in the visible Chromium",
                  annotations=_annotations("Open a URL in the visible Chromium", idempotent=True, open_world=True),
                  description=f"{ACTS} Navigates the already-open Chromium's front tab to a URL (http, https, "
-                             "file, about, data) and brings Chromium to the front, so the operator sees the page "
+                             "about, data; file and chrome pages only if the server allows them) and brings Chromium to the front, so the operator sees the page "
                              f"load. Do not launch another browser. {RETURNS_SHOT}")
     async def desktop_open_url(url: Annotated[str, Field(min_length=1, description="e.g. https://example.com")],
                                screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
