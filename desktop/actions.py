@@ -17,8 +17,9 @@ from desktop import keys
 SCREEN_WIDTH = 1920
 SCREEN_HEIGHT = 1080
 
-X = Annotated[int, Field(ge=0, le=SCREEN_WIDTH - 1, description="display pixels, 0..1919")]
-Y = Annotated[int, Field(ge=0, le=SCREEN_HEIGHT - 1, description="display pixels, 0..1079")]
+# strict: "5", true and 10.0 are mistakes to report, not coordinates to guess.
+X = Annotated[int, Field(strict=True, ge=0, le=SCREEN_WIDTH - 1, description="display pixels, 0..1919")]
+Y = Annotated[int, Field(strict=True, ge=0, le=SCREEN_HEIGHT - 1, description="display pixels, 0..1079")]
 Button = Literal["left", "right", "middle", "back", "forward"]
 Direction = Literal["up", "down", "left", "right"]
 

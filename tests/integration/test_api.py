@@ -608,3 +608,11 @@ def test_unknown_routes_and_methods_answer_in_the_error_shape(api):
 def test_unknown_fields_in_a_window_body_are_refused(api, page):
     r = api.post("/api/v1/sessions/itest/desktop/open", json={"url": page.url, "new_tab": True})
     assert r.status_code == 422 and "new_tab" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("x", ["5", True, 10.0])
+def test_coordinates_are_not_coerced(api, page, desk, x):
+    page.clear()
+    message = error(act(api, "click", {"x": x, "y": 500}), 422, "invalid_action")
+    assert message.startswith("x:")
+    assert_nothing_arrived(api, page, desk)
