@@ -15,6 +15,7 @@ from desktop.sessions import SessionManager
 from vision import VERSION
 from vision.api import vision_router
 from vision.auth import BearerAuth, transport_security
+from vision.limits import BodyLimit
 from vision.console import install_console
 from vision.mcp import mount_http
 from vision.service import Glassdesk
@@ -59,6 +60,7 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
     local = transport_security(settings, glassdesk.desktops.public_host)
     app.add_middleware(BearerAuth, token=settings.token, allowed_hosts=local.allowed_hosts,
                        allowed_origins=local.allowed_origins)
+    app.add_middleware(BodyLimit)  # outermost: an oversized body is refused before anything reads it
     return app
 
 

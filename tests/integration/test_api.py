@@ -616,3 +616,13 @@ def test_coordinates_are_not_coerced(api, page, desk, x):
     message = error(act(api, "click", {"x": x, "y": 500}), 422, "invalid_action")
     assert message.startswith("x:")
     assert_nothing_arrived(api, page, desk)
+
+
+def test_a_body_over_the_limit_is_413_before_anything_runs(api, page, desk):
+    from vision.limits import MAX_BODY_BYTES
+
+    page.clear()
+    huge = '{"text": "' + "a" * (MAX_BODY_BYTES + 10) + '"}'
+    answer = api.post(f"{BASE}/type", content=huge, headers={"content-type": "application/json"})
+    assert answer.status_code == 413 and answer.json()["error"]["code"] == "body_too_large"
+    assert_nothing_arrived(api, page, desk)
