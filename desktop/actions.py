@@ -122,9 +122,9 @@ class Type(_Action):
         # surrogate cannot even be encoded: refused here, they would fail inside the executor.
         if "\x00" in value:
             raise ValueError("a NUL character cannot be typed")
-        for char in value:
+        for position, char in enumerate(value):
             if untypeable(char):
-                raise ValueError(f"the character U+{ord(char):04X} at position {value.index(char)} cannot be typed "
+                raise ValueError(f"the character U+{ord(char):04X} at position {position} cannot be typed "
                                  "(a control character or a lone surrogate); newline and tab can")
         return value
 

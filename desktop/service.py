@@ -95,7 +95,7 @@ class DesktopService:
     def session(self, session_id: str | None = None) -> Session:
         """The named session, or the default one, started on first use (blocking, seconds)."""
         name = session_id or self.default
-        found = self.manager.sessions.get(name)
+        found = self.peek(name)
         if found is not None and found.status != "starting":
             return found
         if name != self.default:
@@ -104,7 +104,7 @@ class DesktopService:
                                       f"session out to use the default ({self.default!r})")
             return found
         with self._create_lock:  # one creator; a concurrent caller waits for it, then finds the session
-            found = self.manager.sessions.get(name)
+            found = self.peek(name)
             if found is None:
                 log.info("starting the default session %r", name)
                 found = self._start(name, pinned=True)
@@ -114,11 +114,12 @@ class DesktopService:
         """The named session, or None: never starts one, never raises."""
         return self.manager.sessions.get(session_id)
 
-    def existing(self, session_id: str) -> Session:
-        """The named session if it exists; never starts one."""
-        found = self.manager.sessions.get(session_id)
+    def existing(self, session_id: str | None) -> Session:
+        """The named session (None: the default one) if it exists; never starts one."""
+        name = session_id or self.default
+        found = self.peek(name)
         if found is None:
-            raise SessionNotFound(f"no session {session_id!r}; list the sessions to see which exist")
+            raise SessionNotFound(f"no session {name!r}; list the sessions to see which exist")
         return found
 
     def info(self, session_id: str) -> SessionInfo:
@@ -151,7 +152,7 @@ class DesktopService:
     def live_view(self, session_id: str | None, *, control: bool = False, start: bool = False) -> LiveView:
         """How to watch (or, with ``control``, drive) the session live. ``start``: the default
         session may be started for it, as for any MCP tool; otherwise it must exist."""
-        session = self.session(session_id) if start else self.existing(session_id or self.default)
+        session = self.session(session_id) if start else self.existing(session_id)
         return session.live_view(control=control)
 
     # ------------------------------------------------------------------ looking
@@ -211,10 +212,7 @@ class DesktopService:
         return self._for_agent(session_id).perform(action)
 
     def open(self, session_id: str | None, url: str) -> Performed:
-        try:
-            check_url(url, allow_local=self.allow_local_urls)
-        except WindowError as exc:
-            raise InvalidAction(str(exc)) from exc
+        _fenced(check_url, url, allow_local=self.allow_local_urls)
         session = self._for_agent(session_id)
         return self._settled(session, lambda: session.windows.open_url(url))
 
@@ -223,10 +221,7 @@ class DesktopService:
         return self._settled(session, lambda: session.windows.focus(window_id))
 
     def launch(self, session_id: str | None, command: str, args: list[str]) -> tuple[Performed, int]:
-        try:
-            check_program(command, self.launch_allow)
-        except WindowError as exc:
-            raise InvalidAction(str(exc)) from exc
+        _fenced(check_program, command, self.launch_allow)
         session = self._for_agent(session_id)
         started: list[int] = []
 
@@ -248,3 +243,11 @@ class DesktopService:
         except (RuntimeError, OSError, KeyError, WebSocketException) as exc:
             # wmctrl failed, DevTools unreachable or answering oddly, exec failed
             raise ActionFailedError(f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc)) from exc
+
+
+def _fenced(check: Callable[..., None], *args, **kwargs) -> None:
+    """Run one of desktop.windows' fences before anything else: its refusal is invalid_action."""
+    try:
+        check(*args, **kwargs)
+    except WindowError as exc:
+        raise InvalidAction(str(exc)) from exc

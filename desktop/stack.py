@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -142,7 +143,7 @@ INHERITED = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "SHE
 NEVER_INHERITED = frozenset({"GLASSDESK_TOKEN"})
 
 
-def desktop_environment(server_env: dict[str, str] | os._Environ) -> dict[str, str]:
+def desktop_environment(server_env: Mapping[str, str]) -> dict[str, str]:
     """The part of the server's environment a desktop process gets (pure)."""
     return {k: v for k, v in server_env.items()
             if k not in NEVER_INHERITED and (k in INHERITED or k.startswith(("LC_", "GLASSDESK_")))}

@@ -28,8 +28,7 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
     """The API over ``glassdesk`` (built over ``manager`` when not given). Stopping the app closes
     every session."""
     owned = glassdesk is None
-    glassdesk = glassdesk or Glassdesk.build(manager, data_dir=settings.data_dir, launch_allow=settings.launch_allow,
-                                             allow_local_urls=settings.allow_local_urls)
+    glassdesk = glassdesk or Glassdesk.from_settings(manager, settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):

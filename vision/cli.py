@@ -28,8 +28,7 @@ def _up(args: argparse.Namespace) -> int:
     check_bind(settings.host, settings.token)
     manager = SessionManager(max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                              stack_config=StackConfig(listen_host=settings.host, public_host=args.public_host))
-    glassdesk = Glassdesk.build(manager, data_dir=settings.data_dir, launch_allow=settings.launch_allow,
-                                allow_local_urls=settings.allow_local_urls)
+    glassdesk = Glassdesk.from_settings(manager, settings)
     with console.status("starting the default desktop session…"):
         try:
             session = glassdesk.desktops.create("default", pinned=True)

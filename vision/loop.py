@@ -117,29 +117,6 @@ class RunView(BaseModel):
 
 
 @dataclass
-class RunState:
-    """A run in progress or paused between calls."""
-
-    request: ActRequest
-    instruction: str
-    provider: Provider
-    trace: TraceWriter
-    frame: Frame
-    clock: "DriveClock" = field(default_factory=lambda: DriveClock())
-    results: list[CallResult] = field(default_factory=list)
-    note: str | None = None
-    parse_failures: int = 0
-    usage: Usage = field(default_factory=Usage)
-    steps: list[StepSummary] = field(default_factory=list)
-    pending: ModelTurn | None = None  # a turn held for safety-check approval
-    status: RunStatus = "running"
-    answer: str | None = None
-    error: dict | None = None
-    report_path: str | None = None  # report.html written when the run ends
-    url: str | None = None  # the page URL read when ``frame`` was last recorded: the next observation's
-
-
-@dataclass
 class DriveClock:
     """Time a run has been driven, for ``budget_seconds``: paused time (an operator's pause, a
     take-over) and the time between calls (step mode, approval) are not counted."""
@@ -161,6 +138,29 @@ class DriveClock:
         return self.used_s + (time.monotonic() - self.since if self.since is not None else 0.0)
 
 
+@dataclass
+class RunState:
+    """A run in progress or paused between calls."""
+
+    request: ActRequest
+    instruction: str
+    provider: Provider
+    trace: TraceWriter
+    frame: Frame
+    clock: DriveClock = field(default_factory=DriveClock)
+    results: list[CallResult] = field(default_factory=list)
+    note: str | None = None
+    parse_failures: int = 0
+    usage: Usage = field(default_factory=Usage)
+    steps: list[StepSummary] = field(default_factory=list)
+    pending: ModelTurn | None = None  # a turn held for safety-check approval
+    status: RunStatus = "running"
+    answer: str | None = None
+    error: dict | None = None
+    report_path: str | None = None  # report.html written when the run ends
+    url: str | None = None  # the page URL read when ``frame`` was last recorded: the next observation's
+
+
 class Hold(Exception):
     """The run stays as it is and the call returns: it went on pausing past the caller's patience."""
 
@@ -175,15 +175,26 @@ class Stop(Exception):
         self.answer = answer
 
 
+def cancelled() -> Stop:
+    """How every cancel ends a run: by the operator, or by a client that went away."""
+    return Stop("cancelled", "cancelled by the operator", code="cancelled")
+
+
 def _utc() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def held(step: StepSummary) -> bool:
+    """A step recorded when its turn was held for safety-check approval: nothing of it ran (the
+    step that ran it, after approval, comes later), so it is neither a failure nor an action."""
+    return bool(step.error) and step.error.get("code") == "needs_confirmation"
 
 
 def last_acting_error(steps: list[StepSummary]) -> dict | None:
     """The error of the last step that did something on the desktop, or None if it worked."""
     for step in reversed(steps):
-        if step.error and step.error.get("code") == "needs_confirmation":
-            continue  # held for approval, not run: the step that ran it comes after
+        if held(step):
+            continue
         if any(a.get("action") not in ("done", "fail", "screenshot") for a in step.actions):
             return step.error
     return None  # (a reply that could not be parsed did nothing on the desktop: it does not count)
@@ -246,7 +257,7 @@ class Runner:
         try:  # under the lock: no act can pick the run up while it is being ended
             if self.state is None:
                 return False
-            self._finish(self.state, Stop("cancelled", "cancelled by the operator", code="cancelled"))
+            self._finish(self.state, cancelled())
             return True
         finally:
             self._lock.release()
@@ -300,7 +311,7 @@ class Runner:
                 if self._cancel.is_set() and self.state is state:
                     # Cancelled while the call was returning without a checkpoint (a model turn
                     # that raised safety checks, step mode, a pause): the cancel still wins.
-                    self._finish(state, Stop("cancelled", "cancelled by the operator", code="cancelled"))
+                    self._finish(state, cancelled())
                     result = self._result(state)
                 return result
             except Exception as exc:
@@ -430,7 +441,7 @@ class Runner:
                     raise Hold()
             state.clock.start()
         if self._cancel.is_set():
-            raise Stop("cancelled", "cancelled by the operator", code="cancelled")
+            raise cancelled()
         if waited:  # the operator may have changed the screen meanwhile: look again
             state.frame, state.url = self.desktop.capture(), None
         elapsed = state.clock.elapsed_s
@@ -457,7 +468,7 @@ class Runner:
                 self._publish("retrying", trace_id=state.trace.trace_id, attempt=attempt, wait_s=round(delay, 2),
                               reason=str(exc))
                 if self._cancel.wait(delay):
-                    raise Stop("cancelled", "cancelled by the operator", code="cancelled") from exc
+                    raise cancelled() from exc
             except Exception as exc:  # a provider bug must end the run cleanly, with a trace
                 log.exception("provider %s failed", state.provider.name)
                 raise Stop("failed", f"{state.provider.name} failed: {exc}", code="model_call_failed") from exc
@@ -470,7 +481,7 @@ class Runner:
         self._publish("waiting", trace_id=state.trace.trace_id, reason="the desktop is restarting")
         while True:
             if self._cancel.wait(0.25):
-                raise Stop("cancelled", "cancelled by the operator", code="cancelled")
+                raise cancelled()
             try:
                 return self.desktop.capture()
             except SessionUnavailable as exc:
@@ -613,7 +624,7 @@ class Runner:
             note = "step mode: act again with the same instruction for the next model turn"
         return ActResult(
             trace_id=state.trace.trace_id, status=state.status, answer=state.answer, note=note,
-            failed_steps=sum(s.error is not None and s.error.get("code") != "needs_confirmation" for s in state.steps),
+            failed_steps=sum(s.error is not None and not held(s) for s in state.steps),
             error=state.error, steps=state.steps, usage=state.usage.model_copy(),
             pending_safety_checks=[SafetyCheckOut(**c.__dict__) for c in pending],
             final_screenshot=base64.b64encode(screenshot.png).decode(),

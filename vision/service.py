@@ -25,6 +25,7 @@ from vision.metrics import Metrics
 from vision.observers import BusListener, Narrator
 from vision.providers.base import Provider
 from vision.report import render_html, render_junit
+from vision.settings import Settings
 from vision.trace import InvalidTraceId, Trace, TraceCorrupt, TraceMeta, TraceNotFound, TraceStore, VerifyResult
 
 log = logging.getLogger("glassdesk.service")
@@ -49,6 +50,12 @@ class Glassdesk:
         self.listener = BusListener(self.bus, [self.metrics.observe, self._track, self.narrator.observe])
 
     @classmethod
+    def from_settings(cls, manager: SessionManager, settings: Settings, *,
+                      default_session: str = DEFAULT_SESSION) -> "Glassdesk":
+        return cls.build(manager, data_dir=settings.data_dir, default_session=default_session,
+                         launch_allow=settings.launch_allow, allow_local_urls=settings.allow_local_urls)
+
+    @classmethod
     def build(cls, manager: SessionManager, *, data_dir: str | Path | None = None, config: VisionConfig | None = None,
               default_session: str = DEFAULT_SESSION, strip: bool | None = None,
               launch_allow: frozenset[str] | None = None, allow_local_urls: bool = False) -> "Glassdesk":
@@ -65,8 +72,7 @@ class Glassdesk:
     def runner(self, session_id: str | None = None, *, start: bool = True) -> Runner:
         """The session's runner (made on first use, dropped with the session). ``start``: the
         default session may be started for it (to act); controls pass False and never start one."""
-        session = self.desktops.session(session_id) if start else self.desktops.existing(
-            session_id or self.desktops.default)
+        session = self.desktops.session(session_id) if start else self.desktops.existing(session_id)
         with self._lock:
             runner = self._runners.get(session.id)
             if runner is None or runner.desktop is not session:
@@ -84,12 +90,10 @@ class Glassdesk:
 
     def cancel(self, session_id: str | None) -> bool:
         """Never blocks for long and never starts a session: safe to call from an event loop."""
+        session = self.desktops.existing(session_id)  # a dictionary lookup; session_not_found if none
         with self._lock:
-            runner = self._runners.get(session_id or self.desktops.default)
-        if runner is None:
-            self.desktops.existing(session_id or self.desktops.default)  # session_not_found if it is none
-            return False
-        return runner.cancel()
+            runner = self._runners.get(session.id)
+        return runner.cancel() if runner is not None else False
 
     def pause(self, session_id: str | None) -> None:
         self.runner(session_id, start=False).pause()

@@ -65,11 +65,11 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
     _start_reaper(root)
     log.info("glassdesk mcp: session files in %s", root)
     settings = Settings(max_sessions=max_sessions, idle_ttl_s=24 * 3600,
-                        data_dir=str(data_dir or default_stdio_data_dir()))
+                        data_dir=str(data_dir or default_stdio_data_dir()), launch_allow=launch_allow,
+                        allow_local_urls=allow_local_urls)
     manager = SessionManager(root=root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                              stack_config=StackConfig(public_host=public_host))
-    glassdesk = Glassdesk.build(manager, data_dir=settings.data_dir, default_session=session,
-                                launch_allow=launch_allow, allow_local_urls=allow_local_urls)
+    glassdesk = Glassdesk.from_settings(manager, settings, default_session=session)
     server = build_server(glassdesk)
 
     closing = threading.Lock()
