@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
 import anyio
 
-from desktop.procs import start_reaper
+from desktop.procs import own_desktops
 from vision.service import Glassdesk
 from vision.settings import Settings
 
@@ -34,17 +32,6 @@ def default_stdio_data_dir() -> Path:
     return Path(base) / "glassdesk"
 
 
-OWNER_VAR = "GLASSDESK_MCP_OWNER"
-
-_KEEP: list[int] = []  # the reaper's pipe: held open for the life of the process; its closing is the signal
-
-
-def _start_reaper(root: Path) -> None:
-    token = os.urandom(8).hex()
-    os.environ[OWNER_VAR] = token  # inherited by every process the sessions start
-    _KEEP.append(start_reaper(OWNER_VAR, token, root))
-
-
 def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: str | None = None,
               data_dir: str | None = None, launch_allow: frozenset[str] | None = None,
               allow_local_urls: bool = False) -> int:
@@ -55,14 +42,15 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
     the client's handshake is answered at once and the first tool call waits for the desktop only
     as long as it still needs. When stdin closes, or on SIGTERM/SIGINT/SIGHUP, every session this
     process started is closed before it exits; a reaper process makes sure of it even if this
-    process is killed outright.
+    process is killed outright, and the next server to start ends what is left if the reaper was
+    killed too (``desktop.procs.own_desktops``).
     """
     from desktop.sessions import SessionManager
     from desktop.stack import StackConfig
     from vision.mcp.server import build_server
 
-    root = Path(tempfile.mkdtemp(prefix="glassdesk-mcp-"))
-    _start_reaper(root)
+    ownership = own_desktops("glassdesk-mcp-")  # what a dead predecessor left is ended here
+    root = ownership.root
     log.info("glassdesk mcp: session files in %s", root)
     settings = Settings(max_sessions=max_sessions, idle_ttl_s=24 * 3600,
                         data_dir=str(data_dir or default_stdio_data_dir()), launch_allow=launch_allow,
@@ -82,7 +70,7 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
         try:
             glassdesk.close()
         finally:
-            shutil.rmtree(root, ignore_errors=True)
+            ownership.close()
 
     def on_signal(signum, _frame) -> None:
         for other in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
