@@ -17,6 +17,7 @@ def _up(args: argparse.Namespace) -> int:
     import uvicorn
 
     from desktop.errors import SessionUnavailable
+    from desktop.procs import own_desktops
     from desktop.sessions import SessionManager
     from desktop.stack import StackConfig
     from vision.app import Settings, create_app
@@ -26,34 +27,40 @@ def _up(args: argparse.Namespace) -> int:
     settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, idle_ttl_s=args.ttl * 60,
                         launch_allow=_programs(args.launch_allow), allow_local_urls=args.allow_local_urls)
     check_bind(settings.host, settings.token)
-    manager = SessionManager(max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
+    # The desktops die with this process, even a kill -9 (a reaper), and what a dead predecessor
+    # left is ended now (desktop.procs.own_desktops).
+    ownership = own_desktops()
+    logging.getLogger("glassdesk.cli").info("session files in %s", ownership.root)
+    if ownership.reaped.pids or ownership.reaped.roots:
+        console.print(f"[yellow]ended {len(ownership.reaped.pids)} process(es) and removed "
+                      f"{len(ownership.reaped.roots)} session folder(s) left by a glassdesk that was killed[/yellow]")
+    manager = SessionManager(root=ownership.root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                              stack_config=StackConfig(listen_host=settings.host, public_host=args.public_host))
-    glassdesk = Glassdesk.from_settings(manager, settings)
-    with console.status("starting the default desktop session…"):
-        try:
-            session = glassdesk.desktops.create("default", pinned=True)
-        except SessionUnavailable as exc:
-            manager.close()
-            console.print(f"[red]{exc.message}[/red]")
-            return 1
-        except KeyboardInterrupt:
-            manager.close()
-            return 130
-    host = args.public_host or ("127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host)
-    console.print(f"[bold]glassdesk[/bold] session [cyan]default[/cyan] on display {session.display}")
-    console.print(f"  live view (watch):    {session.novnc_url}")
-    console.print(f"  live view (control):  {glassdesk.desktops.live_view('default', control=True).novnc_url}")
-    console.print(f"  operator console:     http://{host}:{settings.port}/")
-    console.print(f"  API:                  http://{host}:{settings.port}/api/v1  (docs: /docs)")
-    console.print(f"  MCP (streamable HTTP): http://{host}:{settings.port}/mcp")
-    if settings.token:
-        console.print("  auth:                 Authorization: Bearer $GLASSDESK_TOKEN")
-    console.print("  Ctrl-C stops everything.")
-    app = create_app(manager, settings, glassdesk)
     try:
+        glassdesk = Glassdesk.from_settings(manager, settings)
+        with console.status("starting the default desktop session…"):
+            try:
+                session = glassdesk.desktops.create("default", pinned=True)
+            except SessionUnavailable as exc:
+                console.print(f"[red]{exc.message}[/red]")
+                return 1
+            except KeyboardInterrupt:
+                return 130
+        host = args.public_host or ("127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host)
+        console.print(f"[bold]glassdesk[/bold] session [cyan]default[/cyan] on display {session.display}")
+        console.print(f"  live view (watch):    {session.novnc_url}")
+        console.print(f"  live view (control):  {glassdesk.desktops.live_view('default', control=True).novnc_url}")
+        console.print(f"  operator console:     http://{host}:{settings.port}/")
+        console.print(f"  API:                  http://{host}:{settings.port}/api/v1  (docs: /docs)")
+        console.print(f"  MCP (streamable HTTP): http://{host}:{settings.port}/mcp")
+        if settings.token:
+            console.print("  auth:                 Authorization: Bearer $GLASSDESK_TOKEN")
+        console.print("  Ctrl-C stops everything.")
+        app = create_app(manager, settings, glassdesk)
         uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
     finally:
         manager.close()
+        ownership.close()
     return 0
 
 
