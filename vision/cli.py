@@ -38,6 +38,9 @@ def _up(args: argparse.Namespace) -> int:
                              stack_config=StackConfig(listen_host=settings.host, public_host=args.public_host))
     try:
         glassdesk = Glassdesk.from_settings(manager, settings)
+        if glassdesk.interrupted:
+            console.print(f"[yellow]{len(glassdesk.interrupted)} run(s) left unfinished by a server that stopped "
+                          "are now marked interrupted[/yellow]")
         with console.status("starting the default desktop session…"):
             try:
                 session = glassdesk.desktops.create("default", pinned=True)
@@ -102,8 +105,11 @@ def _act(args: argparse.Namespace) -> int:
         console.print(f"[red]no glassdesk server at {args.url}[/red]; start one with `glassdesk up` "
                       "(or set GLASSDESK_URL)")
         return 2
+    except httpx2.TransportError:  # the connection broke mid-run: the server went away
+        result = None
     if result is None:
-        console.print("[red]the server closed the stream before the result[/red]")
+        console.print("[red]the server closed the stream before the result[/red]; if it stopped, the run's "
+                      "trace is marked interrupted when it starts again")
         return 2
     colour = "green" if result["status"] == "done" else "yellow" if result["status"] == "running" else "red"
     console.print(f"[bold {colour}]{result['status']}[/bold {colour}] after {len(result['steps'])} steps, "

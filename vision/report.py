@@ -113,6 +113,7 @@ h3{font-size:12px;text-transform:uppercase;letter-spacing:.06em;color:#5b6472;ma
 .badge{display:inline-block;padding:1px 9px;border-radius:999px;font-size:12px;font-weight:650;color:#fff;background:#5b6472;vertical-align:middle}
 .badge.done{background:#1a7f37}.badge.running{background:#0969da}.badge.cancelled{background:#6e7781}
 .badge.failed,.badge.max_steps,.badge.budget_exceeded{background:#cf222e}.badge.needs_confirmation{background:#bf8700}
+.badge.interrupted{background:#bc4c00}
 .totals{display:flex;flex-wrap:wrap;gap:8px 28px;margin:14px 0 0;padding:0;list-style:none}
 .totals li b{display:block;font-size:18px}
 .totals li span{color:#5b6472;font-size:12px}

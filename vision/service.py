@@ -40,6 +40,8 @@ class Glassdesk:
         self.store = store
         self.config = config
         self.bus = bus or EventBus()
+        # Runs a stopped server left unfinished end as "interrupted" now, before any new run starts.
+        self.interrupted = store.close_interrupted()
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()
         desktops.on_change(self._on_session)

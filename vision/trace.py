@@ -6,12 +6,18 @@ Layout under the data directory (``GLASSDESK_DATA_DIR``, else ``./data``)::
     traces/<trace_id>/steps.jsonl          one StepRecord per line, append-only
     traces/<trace_id>/step-0001-before.png the observation the model was shown
     traces/<trace_id>/step-0001-after.png  the settled screen after the step's actions
+    traces/<trace_id>/owner.json           while the run is unfinished: the process writing it
 
 Every file is written atomically (temp file, fsync, rename), so a reader, or a process restarted
 after a crash, sees either the old or the new version of a file, never a torn one. Each PNG's
 SHA-256 is in its step record; each record carries the hash of the previous record and its own
 hash over its canonical JSON, so editing, removing or reordering records breaks the chain, and
 meta.json keeps the chain head so truncating the tail is caught too. ``verify`` checks all of it.
+
+A run whose server died (a crash, a kill) leaves its trace ``running``. When a server starts,
+``TraceStore.close_interrupted`` closes such traces as ``interrupted``, ending at their last
+record; it leaves alone any trace whose writer (``owner.json``) still runs, in this process or
+another server on the same data directory. Only meta.json changes, so the trace still verifies.
 
 Nothing secret is written: record content passes through ``redact`` (known secret strings, key-like
 tokens, credential-named keys, inline base64 images) before it is hashed and stored.
@@ -25,15 +31,19 @@ import json
 import os
 import re
 import secrets as _random
+import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
+from desktop.procs import ProcessId, alive_checker, this_process
 from desktop.screen import Frame
+
+log = logging.getLogger("glassdesk.trace")
 
 GENESIS_HASH = "0" * 64
 REDACTED = "[REDACTED]"
@@ -41,9 +51,14 @@ IMAGE_OMITTED = "[image omitted]"
 
 # The one list of a run's statuses, for the loop, the trace, the API and the console (which reads
 # FINAL_STATUSES from the server). "paused" is a run's state between calls, never written to a trace.
+# "interrupted": the server stopped (crashed, was killed) before the run finished; set only by
+# TraceStore.close_interrupted when the next server starts, never by the loop.
 RunStatus = Literal["running", "paused", "needs_confirmation", "done", "failed", "max_steps", "budget_exceeded",
-                    "cancelled"]
-FINAL_STATUSES = ("done", "failed", "max_steps", "budget_exceeded", "cancelled")
+                    "cancelled", "interrupted"]
+FINAL_STATUSES = ("done", "failed", "max_steps", "budget_exceeded", "cancelled", "interrupted")
+INTERRUPTED_MESSAGE = ("the server stopped before this run finished (a crash, a kill or a power cut); "
+                       "the trace ends at its last recorded step")
+OWNER_FILE = "owner.json"
 ImageKind = Literal["before", "after"]
 # Naive datetimes from callers are taken as UTC, so every stored time compares with every other.
 UtcDatetime = Annotated[datetime, AfterValidator(lambda d: d if d.tzinfo else d.replace(tzinfo=timezone.utc))]
@@ -308,7 +323,31 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def _read_owner(directory: Path) -> ProcessId | None:
+    try:
+        return ProcessId.from_dict(json.loads((directory / OWNER_FILE).read_bytes()))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _closed_here(directory: Path) -> None:
+    """A finished trace names no writer any more."""
+    with _open_lock:
+        _open_here.discard(_key(directory))
+    (directory / OWNER_FILE).unlink(missing_ok=True)
+
+
 # ------------------------------------------------------------------------------------------ writing
+
+# The trace directories this process is writing (created, not yet finished): never closed as
+# interrupted, whatever /proc says.
+_open_here: set[str] = set()
+_open_lock = threading.Lock()
+
+
+def _key(directory: Path) -> str:
+    return str(directory.resolve())
+
 
 
 class TraceWriter:
@@ -437,6 +476,7 @@ class TraceWriter:
                 raise RuntimeError(f"trace {self.trace_id} is already finished ({self._meta.status})")
             final = redact({"answer": answer, "error": _plain(error)}, self._secrets)
             self._update_meta(status=status, finished_at=_now(), **final)
+            _closed_here(self.dir)
             return self.meta
 
 
@@ -468,9 +508,66 @@ class TraceStore:
         meta = TraceMeta(trace_id=trace_id, session_id=session_id, instruction=redact(instruction, secrets),
                          model=model, started_at=started, max_steps=max_steps)
         writer = TraceWriter(directory, meta, secrets)
+        with _open_lock:
+            _open_here.add(_key(directory))
+        # Before meta.json: every unfinished trace names the process writing it.
+        atomic_write(directory / OWNER_FILE, json.dumps(this_process().as_dict()).encode())
         atomic_write(directory / "steps.jsonl", b"")
         writer._write_meta()  # last: a directory with meta.json is a complete trace
         return writer
+
+    def close_interrupted(self, alive: Callable[[ProcessId], bool] | None = None) -> list[str]:
+        """Close as ``interrupted`` every unfinished trace whose writer is gone; returns their ids.
+
+        Left alone: traces this process is writing, and traces whose owner record names a process
+        that still runs (``alive``, default: judged from /proc), e.g. another server on the same
+        data directory. A trace with no readable owner record was written before owner records
+        existed, or by a process that cannot be asked: it is closed. A damaged trace is logged and
+        skipped, never a reason not to start.
+        """
+        alive = alive or alive_checker()
+        closed = []
+        for meta in self.list_traces():
+            if meta.status in FINAL_STATUSES or meta.finished_at is not None:
+                continue
+            directory = self.trace_dir(meta.trace_id)
+            with _open_lock:
+                if _key(directory) in _open_here:
+                    continue
+            owner = _read_owner(directory)
+            if owner is not None and alive(owner):
+                continue
+            try:
+                self._interrupt(meta)
+            except (OSError, ValueError) as exc:
+                log.error("trace %s was left unfinished and could not be closed: %s", meta.trace_id, exc)
+                continue
+            closed.append(meta.trace_id)
+        if closed:
+            log.warning("closed %d trace(s) left unfinished by a server that stopped: %s", len(closed),
+                        ", ".join(closed))
+        return closed
+
+    def _interrupt(self, meta: TraceMeta) -> None:
+        """meta.json says ``interrupted``, finished at the last record; the chain is untouched."""
+        directory = self.trace_dir(meta.trace_id)
+        lines, _ = self._read_lines(meta.trace_id)
+        changes: dict[str, Any] = {"status": "interrupted",
+                                   "error": {"code": "interrupted", "message": INTERRUPTED_MESSAGE}}
+        counted = min(meta.steps, len(lines))
+        if len(lines) > meta.steps and self.verify(meta.trace_id).ok:
+            # The server died between writing a step and meta.json: the step is whole and chained.
+            extra = [StepRecord.model_validate_json(line) for line in lines[meta.steps:]]
+            usage = meta.usage.model_copy()
+            for step in extra:
+                usage.add(step.usage)
+            changes.update(steps=len(lines), head_hash=extra[-1].hash, usage=usage)
+            counted = len(lines)
+        last = StepRecord.model_validate_json(lines[counted - 1]).finished_at if counted else meta.started_at
+        changes["finished_at"] = max(last, meta.started_at)
+        closed = TraceMeta.model_validate(meta.model_dump() | changes)
+        atomic_write(directory / "meta.json", json.dumps(closed.model_dump(mode="json"), indent=2).encode())
+        (directory / OWNER_FILE).unlink(missing_ok=True)
 
     def _existing_dir(self, trace_id: str) -> Path:
         directory = self.trace_dir(trace_id)

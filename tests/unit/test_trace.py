@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -13,9 +14,10 @@ from PIL import Image, ImageDraw
 from desktop.actions import Click
 from desktop.screen import Frame
 from vision.providers.base import CallResult, ToolCall, Usage
+from vision.report import render_html, render_junit
 from vision.trace import (
-    GENESIS_HASH, InvalidTraceId, TraceNotFound, TraceStore, TraceWriter, canonical_json, check_trace_id,
-    new_trace_id, redact,
+    FINAL_STATUSES, GENESIS_HASH, OWNER_FILE, InvalidTraceId, TraceNotFound, TraceStore, TraceWriter, canonical_json,
+    check_trace_id, new_trace_id, redact,
 )
 
 SECRET = "hunter2-very-secret"
@@ -241,7 +243,7 @@ def test_invalid_step_writes_nothing(store: TraceStore) -> None:
     writer = store.create("x", model="m")
     with pytest.raises(ValueError):
         writer.record_step(before=frame("white"), results=[{"ok": "maybe"}])
-    assert sorted(p.name for p in writer.dir.iterdir()) == ["meta.json", "steps.jsonl"]
+    assert sorted(p.name for p in writer.dir.iterdir()) == ["meta.json", "owner.json", "steps.jsonl"]
     writer.record_step(text="fine")
     assert store.verify(writer.trace_id).ok
 
@@ -265,3 +267,123 @@ def test_a_held_run_shows_its_status_on_disk_and_can_resume_and_finish(tmp_path)
     assert store.meta(writer.trace_id).status == "done" and store.verify(writer.trace_id).ok
     with pytest.raises(RuntimeError):
         writer.hold("running")
+
+
+# ------------------------------------------------------------- runs a stopped server left unfinished
+
+GONE = {"pid": 4_000_000, "start_time": 1, "boot_id": "b", "pid_ns": "n"}  # the server that wrote it
+
+
+def left_by_a_dead_server(tmp_path: Path, steps: int = 2, owner: dict | None = GONE, hold: str | None = None) -> TraceStore:
+    """A data dir holding one unfinished trace written by another process (copied out of the
+    directory this process wrote it in, so nothing here knows it as open)."""
+    writer = TraceStore(tmp_path / "writing").create("fill the form", model="scripted", max_steps=10)
+    for index in range(steps):
+        writer.record_step(before=frame("white"), after=frame("gray", (10 * index, 0, 20, 20)), text=f"step {index}",
+                           usage={"input_tokens": 100, "output_tokens": 5})
+    if hold:
+        writer.hold(hold)
+    target = tmp_path / "data" / "traces" / writer.trace_id
+    shutil.copytree(writer.dir, target)
+    if owner is None:
+        (target / OWNER_FILE).unlink()
+    else:
+        (target / OWNER_FILE).write_text(json.dumps(owner))
+    return TraceStore(tmp_path / "data")
+
+
+def nobody_alive(_owner) -> bool:
+    return False
+
+
+def test_a_run_whose_server_died_is_closed_as_interrupted_at_its_last_record(tmp_path: Path) -> None:
+    store = left_by_a_dead_server(tmp_path)
+    [trace_id] = [m.trace_id for m in store.list_traces()]
+    before = store.load(trace_id)
+    assert before.meta.status == "running" and before.meta.finished_at is None
+
+    # Judged against the real process table: pid 4000000 does not run here.
+    assert store.close_interrupted() == [trace_id]
+
+    after = TraceStore(store.root).load(trace_id)
+    assert after.meta.status == "interrupted" and "interrupted" in FINAL_STATUSES
+    assert after.meta.finished_at == before.steps[-1].finished_at
+    assert after.meta.error.code == "interrupted" and "server stopped" in after.meta.error.message
+    assert (after.meta.steps, after.meta.head_hash, after.meta.usage) == (2, before.meta.head_hash, before.meta.usage)
+    assert after.steps == before.steps
+    assert store.verify(trace_id).ok
+    assert not (store.trace_dir(trace_id) / OWNER_FILE).exists()
+    assert store.close_interrupted() == []  # once
+
+
+def test_a_run_without_steps_ends_when_it_started(tmp_path: Path) -> None:
+    store = left_by_a_dead_server(tmp_path, steps=0)
+    [trace_id] = store.close_interrupted(nobody_alive)
+    meta = store.meta(trace_id)
+    assert meta.status == "interrupted" and meta.finished_at == meta.started_at and meta.duration_s == 0
+    assert store.verify(trace_id).ok
+
+
+def test_a_run_waiting_for_approval_is_interrupted_too(tmp_path: Path) -> None:
+    store = left_by_a_dead_server(tmp_path, hold="needs_confirmation")
+    [trace_id] = store.close_interrupted(nobody_alive)
+    assert store.meta(trace_id).status == "interrupted"
+
+
+def test_a_trace_whose_writer_still_runs_is_left_alone(tmp_path: Path) -> None:
+    """Another server on the same data dir, mid-run."""
+    store = left_by_a_dead_server(tmp_path)
+    asked = []
+    assert store.close_interrupted(lambda owner: asked.append(owner) or True) == []
+    assert asked and asked[0].pid == GONE["pid"]
+    assert [m.status for m in store.list_traces()] == ["running"]
+
+
+def test_a_trace_this_process_is_writing_is_never_touched(tmp_path: Path) -> None:
+    store = TraceStore(tmp_path)
+    writer = store.create("live", model="scripted")
+    writer.record_step(text="working")
+    assert TraceStore(tmp_path).close_interrupted(nobody_alive) == []  # even if /proc said otherwise
+    writer.record_step(text="still working")
+    writer.finish("done")
+    assert store.meta(writer.trace_id).status == "done" and store.verify(writer.trace_id).ok
+    assert not (writer.dir / OWNER_FILE).exists()  # a finished trace names no writer
+
+
+def test_a_trace_from_before_owner_records_is_closed(tmp_path: Path) -> None:
+    store = left_by_a_dead_server(tmp_path, owner=None)
+    assert len(store.close_interrupted(lambda owner: True)) == 1
+
+
+def test_a_step_written_just_before_the_crash_is_counted(tmp_path: Path) -> None:
+    """The server died between steps.jsonl and meta.json: the record is whole and chained."""
+    store = left_by_a_dead_server(tmp_path, steps=3)
+    [meta] = store.list_traces()
+    three = store.meta(meta.trace_id)
+    stale = three.model_copy(update={"steps": 2, "head_hash": store.load(meta.trace_id).steps[1].hash,
+                                     "usage": Usage(input_tokens=200, output_tokens=10)})
+    (store.trace_dir(meta.trace_id) / "meta.json").write_text(stale.model_dump_json())
+    assert store.verify(meta.trace_id).ok
+
+    store.close_interrupted(nobody_alive)
+    closed = store.load(meta.trace_id)
+    assert closed.meta.steps == 3 and closed.meta.head_hash == closed.steps[2].hash
+    assert closed.meta.usage.input_tokens == 300 and closed.meta.finished_at == closed.steps[2].finished_at
+    assert store.verify(meta.trace_id).ok
+
+
+def test_finished_traces_are_not_touched(store: TraceStore, trace_id: str) -> None:
+    before = (store.trace_dir(trace_id) / "meta.json").read_bytes()
+    assert store.close_interrupted(nobody_alive) == []
+    assert (store.trace_dir(trace_id) / "meta.json").read_bytes() == before
+
+
+def test_an_interrupted_run_reads_as_such_in_the_report_and_junit(tmp_path: Path) -> None:
+    store = left_by_a_dead_server(tmp_path)
+    [trace_id] = store.close_interrupted(nobody_alive)
+    trace = store.load(trace_id)
+    page = render_html(trace.meta, trace.steps, verification=store.verify(trace_id))
+    assert '<span class="badge interrupted">interrupted</span>' in page and "Evidence verified" in page
+    assert "server stopped before this run finished" in page
+    junit = render_junit(trace.meta, trace.steps)
+    assert 'type="interrupted"' in junit and 'failures="1"' in junit
