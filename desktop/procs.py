@@ -380,32 +380,29 @@ def reap_predecessors(temp_dir: Path | None = None) -> Leftovers:
 # ------------------------------------------------------------------------------- the reaper
 
 
-def start_reaper(mark_name: str, mark_value: str, root: Path) -> int:
+def start_reaper(mark: str, root: Path) -> int:
     """Start a reaper for this process; returns the pipe end to keep open for as long as we live.
 
     The reaper runs in its own process session, so a client's kill of our process group does not
     reach it. It blocks on a pipe whose only writer is this process; once that end closes, however
-    this process ended, it ends the desktops marked ``mark_name=mark_value`` (``owned_pids``) and
-    removes ``root``.
+    this process ended, it ends the desktops ``mark`` owns (``owned_pids``) and removes ``root``.
     """
     read_fd, write_fd = os.pipe()  # both ends non-inheritable: only the reaper gets read_fd
-    env = {k: v for k, v in os.environ.items() if k != mark_name}
+    env = {k: v for k, v in os.environ.items() if k != OWNER_VAR}  # it must not find itself
     # -P: the working directory (an MCP client's, anything) must not shadow the desktop package.
-    subprocess.Popen([sys.executable, "-P", "-m", "desktop.procs", str(read_fd), mark_name, mark_value, str(root)],
+    subprocess.Popen([sys.executable, "-P", "-m", "desktop.procs", str(read_fd), mark, str(root)],
                      pass_fds=(read_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      start_new_session=True, env=env)
     os.close(read_fd)
     return write_fd
 
 
-def reap(fd: int, mark_name: str, mark_value: str, root: str) -> None:
+def reap(fd: int, mark: str, root: str) -> None:
     """Wait for the owner's end of the pipe to close, then end what it left and remove ``root``."""
     while os.read(fd, 1):
         pass
-    if mark_name != OWNER_VAR:  # the table reads OWNER_VAR only
-        raise SystemExit(f"the reaper follows {OWNER_VAR}, not {mark_name}")
     uid = os.getuid()
-    end_processes(lambda: owned_pids(process_table(), mark_value, Path(root), uid=uid))
+    end_processes(lambda: owned_pids(process_table(), mark, Path(root), uid=uid))
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -441,9 +438,9 @@ def own_desktops(prefix: str = ROOT_PREFIX) -> Ownership:
     with os.fdopen(fd, "w") as fh:
         json.dump(me.as_dict() | {"mark": mark}, fh)
     os.environ[OWNER_VAR] = mark  # inherited by every process the sessions start
-    _KEEP.append(start_reaper(OWNER_VAR, mark, root))
+    _KEEP.append(start_reaper(mark, root))
     return Ownership(root, mark, reaped)
 
 
-if __name__ == "__main__":  # the reaper process: python -m desktop.procs FD NAME VALUE ROOT
-    reap(int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4])
+if __name__ == "__main__":  # the reaper process: python -m desktop.procs FD MARK ROOT
+    reap(int(sys.argv[1]), sys.argv[2], sys.argv[3])
