@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -238,7 +238,7 @@ def owner_alive(owner: ProcessId, table: Mapping[int, Proc], me: ProcessId) -> b
     return proc is not None and not proc.zombie and proc.start_time == owner.start_time
 
 
-def alive_checker():
+def alive_checker() -> Callable[[ProcessId], bool]:
     """``owner_alive`` against one snapshot of the process table, taken on first use: for judging
     many owner records at once (the traces a server finds at start)."""
     table: dict[int, Proc] | None = None
@@ -309,7 +309,8 @@ def leftovers(records: Iterable[OwnerRecord], table: Mapping[int, Proc], me: Pro
 # --------------------------------------------------------------------------- ending them
 
 
-def end_processes(find, signals=(signal.SIGTERM, signal.SIGKILL, signal.SIGKILL), grace: float = 1.0) -> int:
+def end_processes(find: Callable[[], Mapping[int, int]], signals=(signal.SIGTERM, signal.SIGKILL, signal.SIGKILL),
+                  grace: float = 1.0) -> int:
     """Signal what ``find()`` returns (pid -> start time) until it returns nothing: a polite
     SIGTERM first, then SIGKILL. A pid whose start time changed is someone else now and is left
     alone. Returns how many processes were signalled."""

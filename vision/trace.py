@@ -28,10 +28,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets as _random
-import logging
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
