@@ -87,6 +87,14 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
         desktops.delete(session_id)
         return Response(status_code=status.HTTP_204_NO_CONTENT)
 
+    @router.post("/sessions/{session_id}/reset", response_model=SessionInfo, tags=["sessions"],
+                 summary="return the session to a fresh state on the same display")
+    def reset_session(session_id: str) -> SessionInfo:
+        """Ends the programs started on the desktop and closes their windows, and restarts Chromium
+        on a new, empty profile at about:blank (no history, cookies, form entries or logins). The
+        display, the live view and the session's id stay. 409 while a run or a person drives it."""
+        return desktops.reset(session_id)
+
     @router.get("/sessions/{session_id}/desktop/screenshot", tags=["desktop"],
                 responses={200: {"content": {"image/png": {}}}}, response_class=Response)
     def screenshot(session_id: str,

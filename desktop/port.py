@@ -1,4 +1,4 @@
-"""The Desktop port: the five things a run needs of a desktop, and nothing else.
+"""The Desktop port: the six things a run needs of a desktop, and nothing else.
 
 The vision loop drives a ``Desktop``; a local ``desktop.sessions.Session`` is one, a fake in the
 tests is another (frames in, actions recorded), and a session in another container or pod can be a
@@ -42,3 +42,7 @@ class Desktop(Protocol):
 
     def page_url(self) -> str | None:
         """The URL of the browser tab in front, or None when it cannot be read."""
+
+    def reset(self) -> None:
+        """Back to a fresh state on the same display: programs started on it end, the browser
+        restarts on a clean profile at about:blank. Raises SessionUnavailable."""

@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from websockets.exceptions import WebSocketException
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Region, Zoom, _Action
 from desktop.errors import (
@@ -139,6 +138,13 @@ class DesktopService:
         except SessionNotFound:  # deleted meanwhile by someone else: the outcome is the same
             pass
 
+    def reset(self, session_id: str | None) -> SessionInfo:
+        """Back to a fresh session on the same display: launched programs end, Chromium restarts on
+        a clean profile at about:blank. Refused while a run or a person drives the session."""
+        session = self._for_agent(session_id)
+        session.reset()
+        return self._info(session)
+
     def close(self) -> None:
         self.manager.close()
 
@@ -197,6 +203,10 @@ class DesktopService:
 
     # ------------------------------------------------------------------ acting
 
+    def check_agent(self, session_id: str | None) -> None:
+        """Raise what an agent acting on the session now would get (a person in control, a run)."""
+        self._for_agent(session_id)
+
     def _for_agent(self, session_id: str | None) -> Session:
         """The session, if an agent may act on it now."""
         session = self.session(session_id)
@@ -240,8 +250,8 @@ class DesktopService:
             raise InvalidAction(str(exc)) from exc
         except ScreenshotError as exc:
             raise ScreenshotFailed(str(exc)) from exc
-        except (RuntimeError, OSError, KeyError, WebSocketException) as exc:
-            # wmctrl failed, DevTools unreachable or answering oddly, exec failed
+        except (RuntimeError, OSError, KeyError) as exc:
+            # wmctrl failed, the browser gone or not answering in time, exec failed
             raise ActionFailedError(f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc)) from exc
 
 

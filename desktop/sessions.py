@@ -90,7 +90,7 @@ class Session:
         env = self.stack.env()
         self.screen = Screen(self.stack.display) if self.stack.display else None
         self.executor = Executor(env)
-        self.windows = Windows(env, self.stack.devtools_port)
+        self.windows = Windows(env, self.stack.browser)
 
     def touch(self) -> None:
         self.last_used_at = utcnow()
@@ -168,6 +168,19 @@ class Session:
             duration = (time.perf_counter() - start) * 1000
             frame, settle_ms = self.screen.settle(before=before, first_change_ms=400)
         return Performed(executed, duration, settle_ms, frame)
+
+    def reset(self) -> None:
+        """Return to a fresh session (desktop.stack.DesktopStack.reset) on the same display. Actions
+        wait for it; a failed reset leaves the session for the supervisor to heal."""
+        self.require_ready()
+        with self._lifecycle, self.action_lock:
+            try:
+                self.stack.reset()
+            except StackError as exc:
+                raise SessionUnavailable(f"session {self.id} could not be reset: {exc}") from exc
+            finally:
+                self._bind()
+        self.touch()
 
     def heal(self) -> list[str]:
         # Under the lifecycle lock: a delete that races a heal waits for it, then stops what it

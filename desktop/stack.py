@@ -8,7 +8,6 @@ daemons XFCE and dbus fork off.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import secrets
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
+from desktop.browser import Browser, BrowserError
 from desktop.procs import kill_group, pids_with_env, session_pids
 
 log = logging.getLogger("glassdesk.stack")
@@ -33,7 +33,6 @@ log = logging.getLogger("glassdesk.stack")
 ASSETS = Path(__file__).parent / "assets"
 NOVNC_DIRS = (Path("/usr/share/novnc"), Path("/usr/share/webapps/novnc"))
 TAG_VAR = "GLASSDESK_SESSION_TAG"
-CHROMIUM = os.environ.get("GLASSDESK_CHROMIUM", "/usr/bin/chromium")
 # Autostart entries that would add noise or dialogs to the desktop the model sees.
 HIDDEN_AUTOSTART = ("xscreensaver", "light-locker", "xfce4-screensaver", "xfce4-power-manager",
                     "at-spi-dbus-bus", "xdg-user-dirs", "nm-applet", "blueman", "update-notifier",
@@ -122,7 +121,7 @@ class Child:
     """One supervised process."""
 
     name: str
-    popen: subprocess.Popen
+    popen: subprocess.Popen  # or, for Chromium, a desktop.browser.BrowserProcess
     log_path: Path
     restarts: int = 0
 
@@ -167,7 +166,6 @@ class DesktopStack:
     display: str = ""
     vnc_port: int = 0
     web_port: int = 0
-    devtools_port: int = 0
     vnc_password: str = field(default_factory=lambda: secrets.token_urlsafe(6)[:8])
     view_password: str = field(default_factory=lambda: secrets.token_urlsafe(6)[:8])
     children: dict[str, Child] = field(default_factory=dict)
@@ -178,6 +176,8 @@ class DesktopStack:
         self.home = self.workdir / "home"
         self.logs = self.workdir / "logs"
         self.profile = self.workdir / "chromium-profile"
+        self.downloads = self.workdir / "downloads"
+        self.browser: Browser | None = None
         self._dbus_address = ""
         self._lock = threading.RLock()
 
@@ -230,6 +230,9 @@ class DesktopStack:
                 argv, env=self.env(), stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                 start_new_session=True, pass_fds=pass_fds, cwd=self.home,
             )
+        return self._supervise(name, popen, log_path)
+
+    def _supervise(self, name: str, popen, log_path: Path) -> Child:
         previous = self.children.get(name)
         child = Child(name, popen, log_path, restarts=previous.restarts + 1 if previous else 0)
         self.children[name] = child
@@ -291,41 +294,34 @@ class DesktopStack:
         self._await("xfce", lambda: self._run(["wmctrl", "-m"]).returncode == 0, "a window manager")
         self._await("xfce", lambda: "xfce4-panel" in self._run(["wmctrl", "-l"]).stdout, "the panel")
 
-    def chromium_argv(self) -> list[str]:
-        argv = [
-            CHROMIUM, f"--user-data-dir={self.profile}",
-            "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--disable-default-apps",
-            "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication",
-            "--hide-crash-restore-bubble", "--noerrdialogs", "--password-store=basic",
-            "--test-type",  # suppresses the "unsupported command-line flag" infobar
+    def chromium_args(self) -> list[str]:
+        """Chromium's switches beyond Playwright's own defaults (desktop.browser)."""
+        return [
             "--force-device-scale-factor=1", "--start-maximized", "--window-position=0,0",
-            "--remote-debugging-address=127.0.0.1", f"--remote-debugging-port={self.devtools_port}",
-            "--disable-dev-shm-usage",
+            "--hide-crash-restore-bubble", "--noerrdialogs",
+            "--test-type",  # suppresses the "unsupported command-line flag" infobar
         ]
-        # The sandbox needs unprivileged user namespaces; root never has it.
-        if os.geteuid() == 0 or os.environ.get("GLASSDESK_CHROMIUM_NO_SANDBOX") == "1":
-            argv.append("--no-sandbox")
-        return [*argv, self.config.start_url]
 
-    def _mark_clean_exit(self) -> None:
-        """After a crash Chromium offers to restore tabs in a bubble; tell it the exit was clean."""
-        prefs = self.profile / "Default" / "Preferences"
-        try:
-            data = json.loads(prefs.read_text())
-        except (OSError, ValueError):
-            return
-        data.setdefault("profile", {}).update(exit_type="Normal", exited_cleanly=True)
-        prefs.write_text(json.dumps(data))
+    def chromium_sandbox(self) -> bool:
+        # The sandbox needs unprivileged user namespaces; root never has it.
+        return os.geteuid() != 0 and os.environ.get("GLASSDESK_CHROMIUM_NO_SANDBOX") != "1"
 
     def chromium_window(self) -> str | None:
         out = self._run(["xdotool", "search", "--onlyvisible", "--class", "chromium"]).stdout.split()
         return out[-1] if out else None
 
     def _start_chromium(self) -> None:
-        self._mark_clean_exit()
-        self._spawn("chromium", self.chromium_argv())
-        self._await("chromium", lambda: _http_ok(f"http://127.0.0.1:{self.devtools_port}/json/version"), "DevTools")
+        if self.browser is not None:  # a healed browser: let go of the dead one's connection first
+            self.browser.close()
+        self.browser = Browser(self.profile, self.downloads, self.env(), cwd=self.home)
+        log_path = self.logs / "chromium.log"
+        try:
+            process = self.browser.launch(self.chromium_args(), self.config.start_url,
+                                          sandbox=self.chromium_sandbox(), timeout=self.config.start_timeout)
+        except BrowserError as exc:
+            log_path.write_text(str(exc))
+            raise StackError(f"chromium failed to start: {exc}") from exc
+        self._supervise("chromium", process, log_path)
         window = self._await("chromium", self.chromium_window, "a visible window")
         self._run(["wmctrl", "-i", "-r", window, "-b", "add,maximized_vert,maximized_horz"])
         self._await("chromium", lambda: self._window_at_origin(window), "the maximised window")
@@ -360,7 +356,6 @@ class DesktopStack:
             self.vnc_port = free_port()
             # Kept across a whole-stack restart, so the live-view URL people hold stays valid.
             self.web_port = self.web_port or novnc_port(self.config.listen_host)
-            self.devtools_port = free_port()
             try:
                 self._start_xvfb()
                 self._start_dbus()
@@ -397,6 +392,39 @@ class DesktopStack:
                 done.append(self._note(f"{name} exited (code {code}); restarted"))
             return done
 
+    # Windows that belong to the desktop itself and stay through a reset.
+    DESKTOP_WINDOW_CLASSES = ("xfce4-panel", "xfdesktop", "chromium")
+
+    def reset(self) -> None:
+        """Back to a fresh session without restarting the display: programs started on the desktop
+        end and their windows close, and Chromium starts again on a new, empty profile (no history,
+        cookies, form entries or saved logins; the clean preferences of desktop.browser)."""
+        from desktop.windows import parse_wmctrl
+
+        with self._lock:
+            # Programs `launch` started lead their own process sessions: end those sessions.
+            parts = {child.popen.pid for child in self.children.values()}
+            launched = {pid for pid in tagged_pids(self.tag) if pid not in set(session_pids(parts))}
+            for pid in launched | set(session_pids(launched)):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            # What was started from the desktop's own menus runs under XFCE: close its windows.
+            for window in parse_wmctrl(self._run(["wmctrl", "-lGpx"]).stdout):
+                if not window.wm_class.lower().startswith(self.DESKTOP_WINDOW_CLASSES):
+                    self._run(["wmctrl", "-i", "-c", window.id])
+            restarts = self.children["chromium"].restarts
+            if self.browser is not None:
+                self.browser.close()
+            kill_group(self.children["chromium"].popen)
+            shutil.rmtree(self.profile, ignore_errors=True)
+            shutil.rmtree(self.downloads, ignore_errors=True)
+            self.profile.mkdir(parents=True)
+            self._start_chromium()
+            self.children["chromium"].restarts = restarts  # a reset is asked for, not a crash healed
+            self._note("reset: programs ended, Chromium restarted on a clean profile")
+
     def _note(self, text: str) -> str:
         self.events.append(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {text}")
         log.warning("session stack %s: %s", self.display, text)
@@ -405,6 +433,8 @@ class DesktopStack:
     def stop(self) -> None:
         """End every process this session started, children of children included."""
         with self._lock:
+            if self.browser is not None:
+                self.browser.close()
             for child in reversed(list(self.children.values())):
                 kill_group(child.popen)
             sids = {child.popen.pid for child in self.children.values()}

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
-import urllib.request
 from dataclasses import dataclass
 
 from pydantic import BaseModel
-from websockets.sync.client import connect
+
+from desktop.browser import Browser
 
 WINDOW_ID = re.compile(r"^(0x[0-9a-fA-F]{1,8}|[0-9]{1,10})$")
 URL_SCHEMES = ("http://", "https://", "file://", "about:", "data:", "chrome://")
@@ -85,7 +84,7 @@ def parse_wmctrl(out: str) -> list[Window]:
 @dataclass
 class Windows:
     env: dict[str, str]
-    devtools_port: int
+    browser: Browser | None
 
     def _run(self, argv: list[str]) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=10)
@@ -115,33 +114,21 @@ class Windows:
                                  stderr=subprocess.DEVNULL, start_new_session=True, cwd=self.env.get("HOME"))
         return [argv], popen.pid
 
-    # ------------------------------------------------------------ Chromium, through DevTools
-
-    def _pages(self) -> list[dict]:
-        url = f"http://127.0.0.1:{self.devtools_port}/json/list"
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return [t for t in json.load(response) if t.get("type") == "page"]
+    # ------------------------------------------------------------ Chromium, through its pipe
 
     def page_url(self) -> str | None:
-        """The URL of the tab in front (DevTools lists the most recently active page first)."""
-        try:
-            pages = self._pages()
-        except OSError:
-            return None
-        return pages[0]["url"] if pages else None
+        """The URL of the tab in front."""
+        return self.browser.page_url() if self.browser else None
 
     def open_url(self, url: str) -> list[list[str]]:
-        pages = self._pages()
-        if not pages:
-            raise RuntimeError("Chromium has no open tab to navigate")
-        with connect(pages[0]["webSocketDebuggerUrl"], open_timeout=5, max_size=None) as ws:
-            ws.send(json.dumps({"id": 1, "method": "Page.navigate", "params": {"url": url}}))
-            reply = json.loads(ws.recv(timeout=10))
-        error = reply.get("error") or reply.get("result", {}).get("errorText")
-        if error:
-            raise WindowError(f"Chromium could not open {url}: {error}")
+        if self.browser is None:
+            raise RuntimeError("Chromium is not running")
+        try:
+            self.browser.open_url(url)
+        except ValueError as exc:
+            raise WindowError(str(exc)) from None
         # Bring Chromium to the front so the operator and the model see the page.
         window = self._run(["xdotool", "search", "--onlyvisible", "--class", "chromium"]).stdout.split()
         if window:
             self._run(["wmctrl", "-i", "-a", window[-1]])
-        return [["cdp", "Page.navigate", url]]
+        return [["browser", "goto", url]]

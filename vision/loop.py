@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from desktop.actions import Type
 from desktop.errors import GlassdeskError, SessionBusy, SessionUnavailable
@@ -63,6 +63,15 @@ class ActRequest(BaseModel):
     secrets: dict[str, str] = Field(default_factory=dict,
                                     description="values typed where the model writes {{name}}; never sent to the model "
                                                 "nor written to the trace")
+    reset: bool = Field(False, description="first return the session to a fresh state, as POST "
+                                           "/sessions/{id}/reset does (launched programs end, Chromium restarts "
+                                           "on a clean profile at about:blank); only with a new instruction")
+
+    @model_validator(mode="after")
+    def _reset_starts_a_run(self) -> "ActRequest":
+        if self.reset and self.instruction is None:
+            raise ValueError("reset: a reset comes before a new instruction, not when continuing a paused run")
+        return self
 
 
 class StepSummary(BaseModel):
@@ -368,6 +377,8 @@ class Runner:
                                        self.config, script=request.script)
         except ModelCallError as exc:
             raise ModelUnavailable(str(exc)) from exc
+        if request.reset:
+            self.desktop.reset()
         frame = self.desktop.capture()
         trace = self.store.create(request.instruction, model=provider.name, session_id=self.desktop.id,
                                   max_steps=request.max_steps, secrets=request.secrets.values())

@@ -87,6 +87,8 @@ class Glassdesk:
         while returns with status ``paused``, unless ``wait_out_pauses`` (a stream that reports
         the pause as it goes)."""
         runner = self.runner(session_id)
+        if request.reset:  # the run resets the desktop once its request is known to be good
+            self.desktops.check_agent(runner.desktop.id)
         kwargs = {"paused_return_s": None} if wait_out_pauses else {}
         return runner.act(request, on_step, provider=provider, **kwargs)
 

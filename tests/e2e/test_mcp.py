@@ -25,7 +25,7 @@ TOOLS = {
     "desktop_screenshot", "desktop_click", "desktop_double_click", "desktop_move", "desktop_drag", "desktop_scroll",
     "desktop_type", "desktop_key", "desktop_open_url", "desktop_launch", "desktop_windows", "desktop_zoom",
     "vision_act", "vision_click_anywhere", "vision_extract_visible_text", "vision_fill_form_by_label",
-    "session_create", "session_list", "session_close", "live_view_url",
+    "session_create", "session_list", "session_close", "session_reset", "live_view_url",
 }
 READ_ONLY = {"desktop_screenshot", "desktop_windows", "desktop_zoom", "vision_extract_visible_text", "session_list",
              "live_view_url"}
@@ -83,6 +83,7 @@ def test_catalog_names_wording_annotations_and_schemas(server):
     assert by_name["desktop_click"].annotations.destructive_hint is True
     assert by_name["desktop_move"].annotations.destructive_hint is False
     assert by_name["session_close"].annotations.destructive_hint is True
+    assert by_name["session_reset"].annotations.destructive_hint is True
     assert by_name["desktop_open_url"].annotations.open_world_hint is True
     assert by_name["vision_act"].annotations.open_world_hint is True
     assert by_name["desktop_click"].input_schema["properties"]["x"]["maximum"] == 1919
@@ -212,7 +213,7 @@ def test_open_url_navigates_the_visible_chromium(server, page_server, desk):
     result = call(server, "desktop_open_url", {"url": page_server.url, **S})
     assert not result.is_error, text_of(result)
     page_server.wait_for(lambda e: e.get("type") == "loaded")
-    assert result.structured_content["executed"] == [["cdp", "Page.navigate", page_server.url]]
+    assert result.structured_content["executed"] == [["browser", "goto", page_server.url]]
 
 
 # ------------------------------------------------------------------------------- vision packs (ocr)

@@ -31,6 +31,7 @@ class FakeDesktop:
         self.pointer = (0, 0)
         self.performed: list[_Action] = []
         self.captures = 0
+        self.resets = 0
         # Raised by the next perform (and then forgotten), e.g. SessionUnavailable mid-run.
         self.fail_next: GlassdeskError | None = None
         # While set, the desktop is away (healing): capture and perform raise SessionUnavailable.
@@ -70,3 +71,9 @@ class FakeDesktop:
 
     def page_url(self) -> str | None:
         return self.url
+
+    def reset(self) -> None:
+        if self.down:
+            raise SessionUnavailable(f"session {self.id} is restarting; try again in a few seconds")
+        self.resets += 1
+        self.url = "about:blank"

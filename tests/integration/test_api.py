@@ -244,7 +244,7 @@ def test_zoom_region_is_validated(api):
 def test_open_navigates_chromium(api, page, desk):
     url = page.url + "?via=api-open"
     data = ok(act(api, "open", {"url": url}))
-    assert data["executed"] == [["cdp", "Page.navigate", url]]
+    assert data["executed"] == [["browser", "goto", url]]
     page.wait_for(lambda e: e.get("type") == "loaded")
     assert desk.windows.page_url() == url
 

@@ -94,9 +94,9 @@ def second(manager, desk):
 def test_a_second_session_is_isolated(second, desk):
     a, b = desk.stack, second.stack
     assert a.display != b.display
-    ports_a = {a.vnc_port, a.web_port, a.devtools_port}
-    ports_b = {b.vnc_port, b.web_port, b.devtools_port}
-    assert len(ports_a) == 3 and len(ports_b) == 3 and not ports_a & ports_b
+    ports_a = {a.vnc_port, a.web_port}
+    ports_b = {b.vnc_port, b.web_port}
+    assert len(ports_a) == 2 and len(ports_b) == 2 and not ports_a & ports_b
     assert a.profile != b.profile and a.workdir != b.workdir and a.home != b.home
     assert b.profile.is_dir() and (b.profile / "Default").exists()
     assert a.tag != b.tag
@@ -251,3 +251,36 @@ def test_a_used_session_does_not_expire(tmp_path):
         wait_for(lambda: "used" not in ttl.sessions, 30, "expiry once idle and not busy")
     finally:
         ttl.close()
+
+
+def _listening_inodes() -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":  # LISTEN
+                inodes.add(fields[9])
+    return inodes
+
+
+def test_no_browser_process_listens_on_a_tcp_port(desk):
+    """DevTools speaks over a pipe: no Chromium process of the session has a listening TCP
+    socket any local process could drive the browser through, past the API's token."""
+    browser = desk.stack.children["chromium"].popen.pid
+    pids = [p for p in tagged_pids(desk.stack.tag) + [browser]
+            if "chrom" in Path(f"/proc/{p}/comm").read_text(errors="replace")]
+    assert browser in pids
+    listening = _listening_inodes()
+    sockets = set()
+    for pid in set(pids):
+        try:
+            for fd in os.scandir(f"/proc/{pid}/fd"):
+                target = os.readlink(fd.path)
+                if target.startswith("socket:["):
+                    sockets.add(target[8:-1])
+        except OSError:
+            continue
+    assert sockets, "the browser has sockets (its pipe's peer is not one, but X is): the scan works"
+    assert not sockets & listening
+    assert "--remote-debugging-pipe" in Path(f"/proc/{browser}/cmdline").read_bytes().decode()
+    assert "--remote-debugging-port" not in Path(f"/proc/{browser}/cmdline").read_bytes().decode()

@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from desktop.actions import Click, Key, Type, Zoom
-from desktop.errors import ActionFailedError, SessionBusy
+from desktop.errors import ActionFailedError, GlassdeskError, SessionBusy
 from tests.fakes.desktop import FakeDesktop, solid_frame
 from vision import loop as loop_module
 from vision.actions import CursorPosition, Done, Fail, Screenshot
@@ -889,3 +889,24 @@ def test_a_desktop_that_does_not_come_back_fails_the_run(runner, desktop, monkey
     result = runner.act(ActRequest(instruction="x", max_steps=12), provider=provider)
     assert result.status == "failed" and result.error["code"] == "session_unavailable"
     assert desktop.performed == [] and len(result.steps) == 0  # no steps burnt in a second
+
+
+# ------------------------------------------------------------------------------------- reset first
+
+
+def test_a_run_that_asks_for_a_reset_resets_once_before_its_first_look(runner, desktop, store):
+    result = runner.act(ActRequest(instruction="work", reset=True), provider=script(done()))
+    assert result.status == "done" and desktop.resets == 1
+    assert result.steps[0].url == "about:blank"
+    assert_trace(store, result.trace_id, "done", 1)
+
+
+def test_a_bad_request_with_reset_resets_nothing(runner, desktop):
+    with pytest.raises(GlassdeskError):
+        runner.act(ActRequest(instruction="work", reset=True, model="scripted", script=[{"action": "nope"}]))
+    assert desktop.resets == 0
+
+
+def test_reset_needs_an_instruction():
+    with pytest.raises(ValueError, match="reset"):
+        ActRequest(reset=True)

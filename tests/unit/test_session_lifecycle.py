@@ -19,7 +19,7 @@ class FakeStack:
     """Just what Session uses of a DesktopStack; heal() blocks until the test lets it go."""
 
     display: str = ""
-    devtools_port: int = 0
+    browser: object = None
     children: dict = field(default_factory=lambda: {"chromium": DeadChild()})
     events: list = field(default_factory=list)
     calls: list = field(default_factory=list)

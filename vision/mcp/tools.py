@@ -497,6 +497,17 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         await blocking(desktops.delete, session)
         return _result(f"session {session!r} closed", None, {"session": session, "closed": True})
 
+    @server.tool(name="session_reset", title="Reset a visible desktop session",
+                 annotations=_annotations("Reset a visible desktop session", destructive=True, idempotent=True),
+                 description="Manages the VISIBLE desktop sessions: returns one to a fresh state on the same "
+                             "display. Programs started on it end and their windows close; Chromium restarts on a "
+                             "new, empty profile at about:blank (history, cookies, form entries and logins are "
+                             "gone). The live view and the session id stay. Use it before repeating a flow.")
+    async def session_reset(session: SessionArg = default_session) -> CallToolResult:
+        info = await blocking(desktops.reset, session)
+        return _result(f"session {info.id!r} reset: Chromium on a clean profile at about:blank", None,
+                       info.model_dump(mode="json"))
+
     @server.tool(name="live_view_url", title="Live-view URL of the visible desktop",
                  annotations=_annotations("Live-view URL of the visible desktop", read_only=True),
                  description=f"{LOOKS} Returns the noVNC URL where a person can watch this desktop live in a "

@@ -1,0 +1,301 @@
+"""The session's Chromium: launched by Playwright on the session's display, spoken to over a pipe.
+
+Why Playwright, over the pipe (``--remote-debugging-pipe``), rather than a DevTools TCP port:
+- A TCP port on 127.0.0.1 has no authentication: any local process - another session's browser,
+  a program the model launched - could drive this browser past the API's token. A pipe is only
+  reachable by the process that started Chromium.
+- It is the one DevTools connection the session owns; the page layer (state, content, console,
+  network, dialogs, selector actions) builds on Playwright's API instead of hand-written CDP.
+- It launches Debian's Chromium headed (``executable_path``), as the desktop user when the
+  server is root (through ``argv_prefix``), with the session's own environment; we drop
+  ``--enable-automation`` so no "controlled by automated software" bar shows.
+
+One Playwright driver (a node process) serves every session of this process, on one event-loop
+thread: a driver per session would cost ~50 MB each. Callers on any thread submit coroutines to
+that loop and wait for them with a bound.
+
+Supervision stays with the stack: :class:`BrowserProcess` looks like a ``Popen`` for Chromium's
+main process (found by its profile directory in /proc), so a dead browser is seen and healed the
+same way as any other part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import stat
+import threading
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Coroutine
+
+log = logging.getLogger("glassdesk.browser")
+
+CHROMIUM = os.environ.get("GLASSDESK_CHROMIUM", "/usr/bin/chromium")
+
+# Defaults of Playwright's that a person's browser does not have: the automation bar, and a
+# browser that lets every page open windows.
+IGNORED_DEFAULT_ARGS = ["--enable-automation", "--disable-popup-blocking"]
+
+# Written into the profile before every launch: a session's browser starts the same every time
+# and keeps nothing a later run could trip over. Form history and autofill would put a dropdown
+# over the very labels a model or OCR looks for on the second run of a form; the password
+# manager, translate and first-run prompts would cover the page.
+PREFERENCES: dict[str, Any] = {
+    "autofill": {"enabled": False, "profile_enabled": False, "credit_card_enabled": False},
+    "credentials_enable_service": False,
+    "credentials_enable_autosignin": False,
+    "profile": {"password_manager_enabled": False, "exit_type": "Normal", "exited_cleanly": True,
+                "default_content_setting_values": {"notifications": 2, "geolocation": 2}},
+    "translate": {"enabled": False},
+    "browser": {"check_default_browser": False, "has_seen_welcome_page": True},
+    "search": {"suggest_enabled": False},
+    "signin": {"allowed": False},
+    "session": {"restore_on_startup": 5},  # open the new-tab page, never restore the last tabs
+}
+
+
+def merge_preferences(current: dict, wanted: dict) -> dict:
+    """``current`` with every leaf of ``wanted`` set (pure)."""
+    merged = dict(current)
+    for key, value in wanted.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_preferences(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def write_preferences(profile: Path) -> None:
+    """Make the profile's preferences say what :data:`PREFERENCES` says, keeping the rest (a healed
+    browser keeps its profile; a crash must not bring up the restore-tabs bubble)."""
+    path = profile / "Default" / "Preferences"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        current = json.loads(path.read_text())
+    except (OSError, ValueError):
+        current = {}
+    path.write_text(json.dumps(merge_preferences(current, PREFERENCES)))
+
+
+def is_browser_main(cmdline: list[str], profile: Path) -> bool:
+    """Is this the browser process of ``profile`` (not a renderer, GPU or zygote helper)? (pure)"""
+    return (f"--user-data-dir={profile}" in cmdline and not any(a.startswith("--type=") for a in cmdline)
+            and bool(cmdline) and os.path.basename(cmdline[0]).startswith("chrom"))
+
+
+def find_browser_pid(profile: Path) -> int | None:
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                # Chromium rewrites its own command line into one space-separated string.
+                argv = fh.read().decode(errors="replace").replace("\0", " ").split()
+        except OSError:
+            continue
+        if is_browser_main(argv, profile):
+            return int(entry.name)
+    return None
+
+
+def _proc_state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0].decode()
+    except OSError:
+        return None
+
+
+class BrowserProcess:
+    """Chromium's main process, seen through /proc: enough of ``Popen`` for supervision.
+
+    Playwright's driver is its parent and reaps it, so there is no exit code to read: a gone or
+    zombie process answers ``poll()`` with -1.
+    """
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and _proc_state(self.pid) in (None, "Z", "X"):
+            self.returncode = -1
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                import subprocess
+                raise subprocess.TimeoutExpired(f"chromium[{self.pid}]", timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+
+# ------------------------------------------------------------------------- the shared driver
+
+
+class _Driver:
+    """One Playwright driver and the event loop that speaks to it, for the whole process."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="glassdesk-browser", daemon=True)
+        self._thread.start()
+        self._playwright = None
+        self._start_lock = asyncio.Lock()
+
+    def run(self, coro: Coroutine, timeout: float) -> Any:
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            future.cancel()
+            raise TimeoutError(f"the browser did not answer within {timeout:.0f}s") from None
+
+    async def playwright(self):
+        async with self._start_lock:
+            if self._playwright is None:
+                from playwright.async_api import async_playwright
+
+                self._playwright = await async_playwright().start()
+            return self._playwright
+
+
+_driver: _Driver | None = None
+_driver_lock = threading.Lock()
+
+
+def driver() -> _Driver:
+    global _driver
+    with _driver_lock:
+        if _driver is None:
+            _driver = _Driver()
+        return _driver
+
+
+# ------------------------------------------------------------------------------- one browser
+
+
+class BrowserError(RuntimeError):
+    """Chromium could not be started or did not answer."""
+
+
+@dataclass
+class Browser:
+    """One session's Chromium. Methods are called from any thread; they run on the driver's loop."""
+
+    profile: Path
+    downloads: Path
+    env: dict[str, str]
+    cwd: Path
+    argv_prefix: list[str] = field(default_factory=list)  # e.g. run as the desktop user
+    context: Any = None
+    process: BrowserProcess | None = None
+
+    def launch(self, args: list[str], start_url: str, *, sandbox: bool, timeout: float) -> BrowserProcess:
+        write_preferences(self.profile)
+        self.downloads.mkdir(parents=True, exist_ok=True)
+        executable = self._executable()
+        try:
+            driver().run(self._launch(executable, args, start_url, sandbox, timeout), timeout + 5)
+        except Exception as exc:
+            raise BrowserError(f"Chromium did not start: {exc}") from exc
+        pid = find_browser_pid(self.profile)
+        if pid is None:
+            raise BrowserError("Chromium started but its process is not to be found")
+        self.process = BrowserProcess(pid)
+        return self.process
+
+    def _executable(self) -> str:
+        """A two-line script that starts Chromium in the session's home, through ``argv_prefix``
+        when there is one: Playwright takes one executable path, not a command and a directory.
+        The working directory is how the reaper (desktop.procs) recognises the browser of a
+        killed server's session: Chromium rewrites its environment, so the session's mark is lost."""
+        import shlex
+
+        script = self.profile.parent / "chromium-in-session"
+        script.write_text(f"#!/bin/sh\ncd {shlex.quote(str(self.cwd))} || exit 1\n"
+                          f"exec {shlex.join([*self.argv_prefix, CHROMIUM])} \"$@\"\n")
+        script.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+        return str(script)
+
+    async def _launch(self, executable: str, args: list[str], start_url: str, sandbox: bool, timeout: float):
+        playwright = await driver().playwright()
+        self.context = await playwright.chromium.launch_persistent_context(
+            str(self.profile), executable_path=executable, headless=False, args=args,
+            ignore_default_args=IGNORED_DEFAULT_ARGS, env=self.env, no_viewport=True,
+            chromium_sandbox=sandbox, downloads_path=str(self.downloads), accept_downloads=True,
+            handle_sigint=False, handle_sigterm=False, handle_sighup=False, timeout=timeout * 1000,
+        )
+        # Playwright dismisses JavaScript dialogs nobody listens for. On a visible desktop the
+        # dialog is part of what the model and the operator see and answer, so: listen, leave it.
+        self.context.on("dialog", lambda _dialog: None)
+        if start_url != "about:blank":  # Playwright opens about:blank; it takes no URL argument
+            page = self.context.pages[0] if self.context.pages else await self.context.new_page()
+            await page.goto(start_url, wait_until="commit", timeout=timeout * 1000)
+
+    # -------------------------------------------------------------------- what the page layer uses
+
+    def page_url(self) -> str | None:
+        if self.context is None:
+            return None
+        try:
+            page = driver().run(self._front_page(), 3)
+        except Exception:
+            return None
+        return page.url if page is not None else None
+
+    async def _front_page(self):
+        """The tab a person sees: the one whose document is visible (the others are hidden). A
+        page blocked by a dialog cannot answer, and is the one in front."""
+        pages = [p for p in self.context.pages if not p.is_closed()]
+        if len(pages) <= 1:
+            return pages[0] if pages else None
+        for page in pages:
+            try:
+                if await asyncio.wait_for(page.evaluate("document.visibilityState"), 0.5) == "visible":
+                    return page
+            except Exception:
+                return page
+        return pages[-1]
+
+    def open_url(self, url: str, timeout: float = 10) -> None:
+        """Navigate the tab in front; raises ValueError when the page cannot be opened."""
+        if self.context is None:
+            raise BrowserError("Chromium is not running")
+        driver().run(self._open(url, timeout), timeout + 5)
+
+    async def _open(self, url: str, timeout: float) -> None:
+        page = await self._front_page() or await self.context.new_page()
+        try:
+            # "commit": the answer comes once the new document is on its way; the screen settle
+            # that follows waits for what it looks like.
+            await page.goto(url, wait_until="commit", timeout=timeout * 1000)
+        except Exception as exc:
+            message = str(exc).splitlines()[0]
+            raise ValueError(f"Chromium could not open {url}: {message}") from None
+
+    def close(self) -> None:
+        """End this browser: politely through Playwright, then for sure through its process group."""
+        context, self.context = self.context, None
+        if context is not None:
+            try:
+                driver().run(context.close(), 5)
+            except Exception:
+                pass
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                self.process.wait(3)
+            except Exception:
+                log.warning("Chromium %s did not end", self.process.pid)
