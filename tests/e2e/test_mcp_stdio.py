@@ -83,7 +83,7 @@ def test_stdio_server_lists_tools_takes_a_screenshot_and_cleans_up(tmp_path):
     assert "closing 1 session" in log, log
     root = re.search(r"session files in (\S+)", log).group(1)
     assert not Path(root).exists()
-    assert len(tools) == 20 and all("VISIBLE" in t.description for t in tools)
+    assert len(tools) == 21 and all("VISIBLE" in t.description for t in tools)
     assert not shot.is_error, log
     image = [c for c in shot.content if isinstance(c, ImageContent)][0]
     assert Image.open(io.BytesIO(base64.b64decode(image.data))).size == (1920, 1080)
