@@ -166,10 +166,13 @@ class DesktopService:
         """A link to watch (or, with ``control``, drive) the session live. ``start``: the default
         session may be started for it, as for any MCP tool; otherwise it must exist."""
         session = self.session(session_id) if start else self.existing(session_id)
+        self.require_viewer()
+        return self._view_link(session, control=control)
+
+    def require_viewer(self) -> None:
         if not self.viewer_url:
             raise SessionUnavailable("no live view: nothing in this process serves the viewer (it is served by "
                                      "`glassdesk up` and by `glassdesk mcp`)")
-        return self._view_link(session, control=control)
 
     def _view_link(self, session: Session, *, control: bool) -> LiveView:
         mode = "control" if control else "view"

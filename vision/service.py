@@ -106,6 +106,7 @@ class Glassdesk:
         """Hand mouse and keyboard to a person (the agent pauses between steps and agents' direct
         actions are refused), or give them back. An operator's own pause outlives the take-over."""
         runner = self.runner(session_id, start=False)
+        self.desktops.require_viewer()  # the answer is a live-view link: refuse before changing anything
         session = self.desktops.set_takeover(runner.desktop.id, on)
         if on:
             runner.pause(TAKEOVER_REASON, kind="takeover")

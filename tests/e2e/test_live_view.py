@@ -169,10 +169,17 @@ def refused_ws(server, token: str | None, source: str, session: str = SID, host:
 
 @pytest.fixture
 def view(browser):
+    """A browser page for the viewer. It must run without script errors or CSP violations (refused
+    requests a test provokes show up as failed loads, which are allowed)."""
     context = browser.new_context(viewport={"width": 1600, "height": 900})
     page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(f"pageerror: {error}"))
+    page.on("console", lambda m: problems.append(f"console: {m.text}")
+            if m.type == "error" and "Failed to load resource" not in m.text else None)
     yield page
     context.close()
+    assert not problems, problems
 
 
 def wait_for_desktop(page, timeout: float = 20) -> dict:
