@@ -18,8 +18,9 @@ view token (x11vnc then ignores input from it, whatever the client sends) and th
 password for a control token (desktop.liveview), and offers the browser RFB without
 authentication: the VNC passwords never leave the server.
 
-Refused tokens count against the client's address (vision.auth.FailureLimit): after 10 in a
-minute it gets 429 with Retry-After, before its tokens are even checked, until the window passes.
+Refused tokens (and unknown sessions) count against the client's address (vision.auth.FailureLimit):
+after 10 in a minute it gets 429 with Retry-After, before its tokens are even checked, until the
+window passes.
 
 Why one relay in the server instead of a websockify per session: the server is the one port to
 expose; its Host/Origin policy and tokens apply to the live view as to everything else; no VNC
@@ -206,7 +207,7 @@ async def _relay(websocket: WebSocket, reader: asyncio.StreamReader, writer: asy
             if await read_exactly(1) != bytes([SECURITY_NONE]):
                 return await _close(websocket, 1002, "choose security type None (1)")
             await websocket.send_bytes(SECURITY_OK)
-    except (TimeoutError, WebSocketDisconnect):
+    except (TimeoutError, WebSocketDisconnect, RuntimeError, OSError):  # slow, gone, or closed meanwhile
         return await _close(websocket, 1002, "the RFB handshake did not finish")
     if pending:
         writer.write(bytes(pending))
