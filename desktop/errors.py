@@ -60,6 +60,40 @@ class Unauthorized(GlassdeskError):
     code, status = "unauthorized", 401
 
 
+class LiveTokenInvalid(GlassdeskError):
+    """A live-view token that is not ours: forged, mistyped, or signed by another server run."""
+
+    code, status = "live_token_invalid", 403
+
+
+class LiveTokenWrongSession(GlassdeskError):
+    code, status = "live_token_wrong_session", 403
+
+
+class LiveTokenExpired(GlassdeskError):
+    code, status = "live_token_expired", 403
+
+
+class LiveTokenRevoked(GlassdeskError):
+    """A control token issued before the last take-over."""
+
+    code, status = "live_token_revoked", 403
+
+
+class TooManyAttempts(GlassdeskError):
+    """Too many refused live-view tokens from one client in a short time; ``retry_after`` seconds."""
+
+    code, status = "too_many_attempts", 429
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message, retry_after_s=retry_after)
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"retry-after": str(self.retry_after)}
+
+
 def describe_validation(exc: ValidationError) -> str:
     return describe_errors(exc.errors())
 

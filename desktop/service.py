@@ -16,6 +16,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Region, Zoom, _Action
@@ -23,6 +24,7 @@ from desktop.errors import (
     ActionFailedError, InvalidAction, OperatorInControl, ScreenshotFailed, SessionBusy, SessionNotFound,
     SessionUnavailable,
 )
+from desktop.liveview import Grant, LiveTokens
 from desktop.port import Performed
 from desktop.screen import ScreenshotError
 from desktop.sessions import LiveView, Session, SessionInfo, SessionManager, utcnow
@@ -69,13 +71,12 @@ class DesktopService:
         self.launch_allow = launch_allow
         self.allow_local_urls = allow_local_urls
         self._create_lock = threading.Lock()
+        # The live view: tokens signed with this process's own secret, and where the viewer is
+        # served (set by whatever serves it: the API, or the loopback viewer of `glassdesk mcp`).
+        self.live_tokens = LiveTokens()
+        self.viewer_url: str | None = None
 
     # ------------------------------------------------------------------ sessions
-
-    @property
-    def public_host(self) -> str | None:
-        """The host name put in the URLs handed out, if one was configured."""
-        return self.manager.stack_config.public_host
 
     def on_change(self, listener: Callable[[str, str], None]) -> None:
         """Call ``listener(what, session_id)`` on "created", "deleted" and "restarted"."""
@@ -129,7 +130,8 @@ class DesktopService:
         return [self._info(s) for s in self.manager.list()]
 
     def _info(self, session: Session) -> SessionInfo:
-        return session.info(default=session.id == self.default)
+        url = self._view_link(session, control=False).novnc_url if self.viewer_url else ""
+        return session.info(default=session.id == self.default, novnc_url=url)
 
     def delete(self, session_id: str) -> None:
         self.existing(session_id)
@@ -151,15 +153,58 @@ class DesktopService:
     # ------------------------------------------------------------------ take-over
 
     def set_takeover(self, session_id: str, on: bool) -> Session:
+        """Take over (or hand back) mouse and keyboard. Either way the control links issued so far
+        are revoked, and their open connections close: a take-over gives the person who asked a
+        fresh control link, and a hand-back leaves nobody else driving."""
         session = self.existing(session_id)
         session.takeover_since = (session.takeover_since or utcnow()) if on else None
+        session.live_generation += 1
         return session
 
+    # ------------------------------------------------------------------ live view
+
+    def serve_viewer(self, base_url: str | None) -> None:
+        """Hand out live-view links to the viewer at ``base_url`` (``http://host:port``); None: no
+        viewer is served, and asking for a live view says so."""
+        self.viewer_url = base_url.rstrip("/") if base_url else None
+
     def live_view(self, session_id: str | None, *, control: bool = False, start: bool = False) -> LiveView:
-        """How to watch (or, with ``control``, drive) the session live. ``start``: the default
+        """A link to watch (or, with ``control``, drive) the session live. ``start``: the default
         session may be started for it, as for any MCP tool; otherwise it must exist."""
         session = self.session(session_id) if start else self.existing(session_id)
-        return session.live_view(control=control)
+        self.require_viewer()
+        return self._view_link(session, control=control)
+
+    def require_viewer(self) -> None:
+        if not self.viewer_url:
+            raise SessionUnavailable("no live view: nothing in this process serves the viewer (it is served by "
+                                     "`glassdesk up` and by `glassdesk mcp`)")
+
+    def _view_link(self, session: Session, *, control: bool) -> LiveView:
+        mode = "control" if control else "view"
+        token, expires = self.live_tokens.issue(session.id, mode, session.live_generation)
+        return LiveView(
+            session_id=session.id, mode=mode, view_only=not control, takeover=session.takeover_since is not None,
+            token=token, expires_at=datetime.fromtimestamp(expires, timezone.utc),
+            websocket=f"/api/v1/sessions/{session.id}/vnc",
+            # The token goes in the fragment: browsers never send it to the server or in a Referer.
+            novnc_url=f"{self.viewer_url}/view/{session.id}#token={token}",
+        )
+
+    def live_grant(self, session_id: str, token: str | None) -> Grant:
+        """What a live-view token allows on this session now, or a typed refusal (invalid, another
+        session's, expired, revoked)."""
+        session = self.existing(session_id)
+        return self.live_tokens.verify(token, session.id, session.live_generation)
+
+    def grant_current(self, grant: Grant) -> bool:
+        """Is a grant still honoured? A control grant ends with a take-over or its session."""
+        session = self.peek(grant.session_id)
+        return session is not None and (not grant.control or session.live_generation == grant.generation)
+
+    def rfb_target(self, grant: Grant) -> tuple[int, str]:
+        """Where the relay logs in for this grant: x11vnc's port and the password of its mode."""
+        return self.existing(grant.session_id).rfb_target(control=grant.control)
 
     # ------------------------------------------------------------------ looking
 

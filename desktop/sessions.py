@@ -46,7 +46,8 @@ class SessionInfo(BaseModel):
     id: str
     display: str
     status: Status
-    novnc_url: str
+    novnc_url: str = Field(description="a view-only live-view link (short-lived token); empty when this "
+                                       "process serves no viewer")
     created_at: datetime
     last_used_at: datetime
     restarts: int
@@ -57,14 +58,17 @@ class SessionInfo(BaseModel):
 
 
 class LiveView(BaseModel):
+    """A live-view link: the viewer page to open, and what a page of one's own needs to connect."""
+
     session_id: str
-    host: str | None = Field(None, description="host of the websockify port; null: the host the API is on")
-    port: int
-    path: str = "websockify"
-    password: str = Field(description="VNC password: the view-only one unless control was asked for")
+    mode: Literal["view", "control"]
     view_only: bool
     takeover: bool
-    novnc_url: str = Field(description="the same, as a standalone noVNC page")
+    token: str = Field(description="the live-view token: signed, short-lived, for this session and mode")
+    expires_at: datetime = Field(description="new connections are refused after this; open ones stay")
+    websocket: str = Field(description="path of the RFB websocket; offer the token as the subprotocol "
+                                       "'glassdesk.token.<token>' next to 'binary'")
+    novnc_url: str = Field(description="the viewer page with the token, to open in a browser")
 
 
 @dataclass
@@ -79,6 +83,9 @@ class Session:
     busy: bool = False
     # When a person took over mouse and keyboard (None: nobody holds it); agents must not fight them.
     takeover_since: datetime | None = None
+    # Signed into every live-view token; a take-over bumps it, revoking the control tokens issued
+    # before. Random at first, so a later session of the same name honours none of this one's.
+    live_generation: int = field(default_factory=lambda: secrets.randbelow(2**31))
 
     def __post_init__(self):
         self.action_lock = threading.RLock()
@@ -99,22 +106,20 @@ class Session:
     def display(self) -> str:
         return self.stack.display
 
-    def info(self, *, default: bool = False) -> SessionInfo:
+    def info(self, *, default: bool = False, novnc_url: str = "") -> SessionInfo:
         return SessionInfo(
-            id=self.id, display=self.stack.display, status=self.status,
-            novnc_url=self.stack.novnc_url() if self.stack.web_port else "",
+            id=self.id, display=self.stack.display, status=self.status, novnc_url=novnc_url,
             created_at=self.created_at, last_used_at=self.last_used_at,
             restarts=sum(c.restarts for c in self.stack.children.values()), events=self.stack.events[-20:],
             default=default, takeover=self.takeover_since is not None, takeover_since=self.takeover_since,
         )
 
-    def live_view(self, *, control: bool = False) -> LiveView:
-        stack = self.stack
-        if not stack.web_port:
-            raise SessionUnavailable(f"session {self.id} has no live view yet; try again in a few seconds")
-        return LiveView(session_id=self.id, host=stack.config.public_host or None, port=stack.web_port,
-                        password=stack.vnc_password if control else stack.view_password, view_only=not control,
-                        takeover=self.takeover_since is not None, novnc_url=stack.novnc_url(control=control))
+    def rfb_target(self, *, control: bool) -> tuple[int, str]:
+        """x11vnc's loopback port and the password for this mode: the view-only one unless
+        ``control``. For the live-view relay only; neither leaves the server."""
+        if not self.stack.vnc_port or self.status not in ("ready", "restarting"):
+            raise SessionUnavailable(f"session {self.id} is {self.status}; its live view is not up")
+        return self.stack.vnc_port, self.stack.vnc_password if control else self.stack.view_password
 
     def require_ready(self) -> None:
         if self.status != "ready":
@@ -257,7 +262,7 @@ class SessionManager:
         try:
             session.stack.start()
         except StackError:
-            session.stack.close()  # gives its noVNC port back
+            session.stack.close()
             with self._lock:
                 self.sessions.pop(session_id, None)
             session.status = "failed"

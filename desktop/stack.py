@@ -1,9 +1,8 @@
 """The processes of one visible desktop: start order, readiness polling, supervision, teardown.
 
-Order: Xvfb -> dbus -> XFCE -> Chromium -> x11vnc -> websockify (noVNC). Each step waits for a
-real readiness signal, never a fixed sleep. Every process gets its own process group and an
-environment tag, so teardown can find and end everything the session started, including the
-daemons XFCE and dbus fork off.
+Order: Xvfb -> dbus -> XFCE -> Chromium -> x11vnc. Each step waits for a real readiness signal,
+never a fixed sleep. Every process gets its own process group and an environment tag, so teardown
+can find and end everything the session started, including the daemons XFCE and dbus fork off.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -47,49 +45,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
-
-
-# noVNC ports handed out in this process: sessions start concurrently, and a port is only bound
-# (by websockify) a moment after it is chosen.
-_novnc_reserved: set[int] = set()
-_novnc_lock = threading.Lock()
-
-
-def parse_port_range(spec: str) -> range:
-    """``"6080-6089"`` -> range(6080, 6090); a clear error otherwise."""
-    lo, sep, hi = spec.partition("-")
-    try:
-        first, last = int(lo), int(hi if sep else lo)
-    except ValueError:
-        raise StackError(f"GLASSDESK_NOVNC_PORTS={spec!r}: write a range like 6080-6089") from None
-    if not 1 <= first <= last <= 65535:
-        raise StackError(f"GLASSDESK_NOVNC_PORTS={spec!r}: write a range like 6080-6089")
-    return range(first, last + 1)
-
-
-def novnc_port(host: str) -> int:
-    """A port for a session's noVNC page: any free one, or one from GLASSDESK_NOVNC_PORTS (so a
-    container can publish the range)."""
-    spec = os.environ.get("GLASSDESK_NOVNC_PORTS")
-    if not spec:
-        return free_port(host)
-    with _novnc_lock:
-        for port in parse_port_range(spec):
-            if port in _novnc_reserved:
-                continue
-            with socket.socket() as sock:
-                try:
-                    sock.bind((host, port))
-                except OSError:
-                    continue
-            _novnc_reserved.add(port)
-            return port
-    raise StackError(f"no free noVNC port left in GLASSDESK_NOVNC_PORTS={spec}; delete a session or widen the range")
-
-
-def release_novnc_port(port: int) -> None:
-    with _novnc_lock:
-        _novnc_reserved.discard(port)
 
 
 def _tcp_banner(port: int) -> bytes:
@@ -150,8 +105,6 @@ def desktop_environment(server_env: Mapping[str, str]) -> dict[str, str]:
 
 @dataclass
 class StackConfig:
-    listen_host: str = "127.0.0.1"   # where the noVNC web port listens
-    public_host: str | None = None   # host name put in novnc_url (defaults to listen_host)
     start_url: str = "about:blank"
     start_timeout: float = 30.0
 
@@ -165,7 +118,6 @@ class DesktopStack:
     tag: str = field(default_factory=lambda: secrets.token_hex(8))
     display: str = ""
     vnc_port: int = 0
-    web_port: int = 0
     vnc_password: str = field(default_factory=lambda: secrets.token_urlsafe(6)[:8])
     view_password: str = field(default_factory=lambda: secrets.token_urlsafe(6)[:8])
     children: dict[str, Child] = field(default_factory=dict)
@@ -335,18 +287,14 @@ class DesktopStack:
         # -nocursorshape: draw the pointer into the picture the viewer gets. noVNC otherwise takes
         # the cursor as a shape and shows it only under the viewer's own mouse, so the agent's
         # pointer would be invisible in the live view. (Screenshots never include the pointer.)
+        # -localhost: x11vnc listens on loopback only, whatever address the server is bound to;
+        # people reach it through the server's live-view relay (desktop.liveview, vision.viewer).
         self._spawn("x11vnc", ["x11vnc", "-display", self.display, "-rfbport", str(self.vnc_port),
                                "-localhost", "-passwdfile", str(self.workdir / "vnc.passwd"),
                                "-forever", "-shared", "-norc", "-quiet", "-noxrecord", "-nocursorshape"])
         self._await("x11vnc", lambda: _tcp_banner(self.vnc_port).startswith(b"RFB"), "its RFB port")
 
-    def _start_websockify(self) -> None:
-        self._spawn("websockify", [sys.executable, "-m", "websockify", "--web", str(novnc_dir()),
-                                   f"{self.config.listen_host}:{self.web_port}", f"127.0.0.1:{self.vnc_port}"])
-        host = "127.0.0.1" if self.config.listen_host in ("0.0.0.0", "::") else self.config.listen_host
-        self._await("websockify", lambda: _http_ok(f"http://{host}:{self.web_port}/vnc.html"), "the noVNC page")
-
-    STARTERS = {"chromium": "_start_chromium", "x11vnc": "_start_x11vnc", "websockify": "_start_websockify"}
+    STARTERS = {"chromium": "_start_chromium", "x11vnc": "_start_x11vnc"}
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -354,15 +302,12 @@ class DesktopStack:
         with self._lock:
             self._prepare_dirs()
             self.vnc_port = free_port()
-            # Kept across a whole-stack restart, so the live-view URL people hold stays valid.
-            self.web_port = self.web_port or novnc_port(self.config.listen_host)
             try:
                 self._start_xvfb()
                 self._start_dbus()
                 self._start_xfce()
                 self._start_chromium()
                 self._start_x11vnc()
-                self._start_websockify()
             except BaseException:
                 self.stop()
                 raise
@@ -370,7 +315,7 @@ class DesktopStack:
     def heal(self) -> list[str]:
         """Restart the parts that died. Returns what was done, for the session's event log.
 
-        Chromium, x11vnc and websockify restart alone. If Xvfb, dbus or XFCE died the whole
+        Chromium and x11vnc restart alone. If Xvfb, dbus or XFCE died the whole
         desktop is gone with them, so the stack restarts whole.
         """
         with self._lock:
@@ -453,21 +398,8 @@ class DesktopStack:
                     child.popen.wait(1)
 
     def close(self) -> None:
-        """Stop for good: also give the noVNC port back."""
+        """Stop for good."""
         self.stop()
-        if self.web_port:
-            release_novnc_port(self.web_port)
 
     def _run(self, argv: list[str], timeout: float = 5) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env=self.env(), capture_output=True, text=True, timeout=timeout)
-
-    # ---------------------------------------------------------------- what the session reports
-
-    def novnc_url(self, *, control: bool = False) -> str:
-        host = self.config.public_host or self.config.listen_host
-        if host in ("0.0.0.0", "::"):
-            host = socket.gethostname()
-        password = self.vnc_password if control else self.view_password
-        view_only = "false" if control else "true"
-        return (f"http://{host}:{self.web_port}/vnc.html?autoconnect=true&resize=scale"
-                f"&view_only={view_only}&password={password}")

@@ -12,7 +12,7 @@ PACKAGES=(
   chromium
   # input and window control
   xdotool wmctrl
-  # the live view: x11vnc + the noVNC web client (served by websockify from PyPI)
+  # the live view: x11vnc + the noVNC web client (served, and relayed to x11vnc, by glassdesk itself)
   x11vnc novnc
   # fonts so pages and non-Latin text render legibly
   fonts-dejavu-core fonts-noto-cjk fonts-noto-color-emoji

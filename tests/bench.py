@@ -232,8 +232,6 @@ def _component(name: str) -> str:
         return "chromium (all processes)"
     if name.startswith(("xfce", "xfwm", "xfdesktop", "xfconf", "xfsettings", "panel-", "wrapper-")):
         return "xfce (session, wm, panel, desktop, settings)"
-    if name.startswith(("python", "websockify")):
-        return "websockify (python)"
     return name
 
 
@@ -358,11 +356,11 @@ def click_settled(bench: Bench) -> list[Row]:
     return rows
 
 
-PHASES = ("_start_xvfb", "_start_dbus", "_start_xfce", "_start_chromium", "_start_x11vnc", "_start_websockify")
+PHASES = ("_start_xvfb", "_start_dbus", "_start_xfce", "_start_chromium", "_start_x11vnc")
 
 
 def cold_start(bench: Bench) -> list[Row]:
-    """(d) SessionManager.create: Xvfb -> dbus -> XFCE -> Chromium -> x11vnc -> websockify, ready.
+    """(d) SessionManager.create: Xvfb -> dbus -> XFCE -> Chromium -> x11vnc, ready.
 
     Each start phase of desktop.stack.DesktopStack is timed too (wrapped for the benchmark only),
     to show which part dominates."""
@@ -568,7 +566,7 @@ def loop_overhead(bench: Bench) -> list[Row]:
 
 SECTIONS: list[Section] = [
     Section("Desktop", [floor, capture_png, click_settled, png_encoders, cold_start, idle_rss],
-            intro="A real session (Xvfb 1920x1080x24 + XFCE + Chromium + x11vnc + websockify) started by "
+            intro="A real session (Xvfb 1920x1080x24 + XFCE + Chromium + x11vnc) started by "
                   "desktop.sessions.SessionManager; the floor is measured in the same run."),
     Section("Vision loop", [loop_overhead],
             intro="Runner overhead per step with the scripted provider (no model time): screenshot, "

@@ -23,7 +23,7 @@ def manager(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def desk(manager):
-    """One real visible desktop (Xvfb + XFCE + Chromium + x11vnc + websockify) for the run."""
+    """One real visible desktop (Xvfb + XFCE + Chromium + x11vnc) for the run."""
     return manager.create("itest")
 
 
@@ -58,8 +58,11 @@ def viewport(desk, page_server):
 
 
 class LiveServer:
-    def __init__(self, app):
-        self.port = free_port()
+    """The app on a real uvicorn on loopback. ``port``: the one its Settings name, so the live-view
+    links it hands out point at it."""
+
+    def __init__(self, app, port: int | None = None):
+        self.port = port or free_port()
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                                     lifespan="off"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -87,7 +90,8 @@ def api(manager, desk):
     """The real API server (uvicorn, loopback, no token) over the session manager."""
     from vision.app import Settings, create_app
 
-    with LiveServer(create_app(manager, Settings(token=None))) as server:
+    port = free_port()
+    with LiveServer(create_app(manager, Settings(token=None, port=port)), port=port) as server:
         with httpx2.Client(base_url=server.url, timeout=60) as client:
             yield client
 
@@ -106,7 +110,8 @@ def vision_api(manager, desk, services):
     """The real API server with the vision routes, over the shared services."""
     from vision.app import Settings, create_app
 
-    with LiveServer(create_app(manager, Settings(token=None), services)) as server:
+    port = free_port()
+    with LiveServer(create_app(manager, Settings(token=None, port=port), services), port=port) as server:
         with httpx2.Client(base_url=server.url, timeout=120) as client:
             yield client
 

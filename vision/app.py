@@ -20,8 +20,9 @@ from vision.console import install_console
 from vision.mcp import mount_http
 from vision.service import Glassdesk
 from vision.settings import Settings
+from vision.viewer import install_viewer
 
-__all__ = ["Settings", "create_app"]
+__all__ = ["Settings", "create_app", "create_viewer_app"]
 
 
 def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk | None = None) -> FastAPI:
@@ -47,20 +48,37 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
     add_error_handlers(app)
     app.include_router(desktop_router(glassdesk.desktops))
     app.include_router(vision_router(glassdesk))
-    install_console(app, glassdesk)  # GET / (operator console), its API, /metrics, static files
+    install_console(app, glassdesk)  # GET / (operator console), its API, /metrics
+    install_viewer(app, glassdesk)  # GET /view/{id}, the RFB relay and strip websockets, static files
+    glassdesk.desktops.serve_viewer(settings.public_url)  # live-view links point here
     mcp = app.state.mcp = mount_http(app, glassdesk, settings)  # POST/GET/DELETE /mcp, streamable HTTP
 
     @app.get("/healthz", tags=["meta"])
     def healthz() -> dict:
         return {"ok": True, "sessions": len(manager.sessions)}
 
-    # Without a token, refuse foreign Host names (DNS rebinding) and foreign pages' Origin on
-    # state-changing requests (cross-site POSTs), on every route, as /mcp does.
-    local = transport_security(settings, glassdesk.desktops.public_host)
-    app.add_middleware(BearerAuth, token=settings.token, allowed_hosts=local.allowed_hosts,
-                       allowed_origins=local.allowed_origins)
+    _guard(app, settings)
     app.add_middleware(BodyLimit)  # outermost: an oversized body is refused before anything reads it
     return app
+
+
+def create_viewer_app(glassdesk: Glassdesk, settings: Settings) -> FastAPI:
+    """The live viewer alone, for `glassdesk mcp`: it has no API to serve the viewer from, so it
+    serves this on loopback. Every route in it checks a live-view token (settings.token unused)."""
+    app = FastAPI(title="glassdesk viewer", version=VERSION, openapi_url=None, docs_url=None, redoc_url=None)
+    add_error_handlers(app)
+    install_viewer(app, glassdesk)
+    glassdesk.desktops.serve_viewer(settings.public_url)
+    _guard(app, settings, token=None)
+    return app
+
+
+def _guard(app: FastAPI, settings: Settings, **override) -> None:
+    """Foreign Host names (DNS rebinding) and foreign pages' Origin on state-changing requests and
+    websockets are refused on every route, token or not, as /mcp does; then the bearer token."""
+    local = transport_security(settings)
+    app.add_middleware(BearerAuth, token=override.get("token", settings.token), allowed_hosts=local.allowed_hosts,
+                       allowed_origins=local.allowed_origins)
 
 
 def add_error_handlers(app: FastAPI) -> None:
@@ -68,7 +86,7 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(GlassdeskError)
     async def glassdesk_error(_: Request, exc: GlassdeskError) -> JSONResponse:
-        return JSONResponse({"error": exc.to_dict()}, status_code=exc.status)
+        return JSONResponse({"error": exc.to_dict()}, status_code=exc.status, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def unexpected_error(_: Request, exc: Exception) -> JSONResponse:

@@ -1,11 +1,17 @@
-"""Bearer-token auth for everything the server exposes but /healthz, and the bind-address rule."""
+"""Bearer-token auth for everything the server exposes but /healthz, the Host/Origin policy for
+every route, the per-client limit on refused live-view tokens, and the bind-address rule."""
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
 import json
-from typing import TYPE_CHECKING
+import math
+import re
+import threading
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Callable
 
 from mcp.server.transport_security import TransportSecuritySettings
 
@@ -17,16 +23,25 @@ OPEN_PATHS = frozenset({"/healthz"})
 # and must load before the person has typed the token; every call they then make sends it.
 CONSOLE_PAGE = "/"
 CONSOLE_STATIC = "/console/"
+# The live viewer (vision.viewer): its page holds no secret, and its API and websockets check a
+# live-view token themselves. A browser opening a link cannot send the bearer token.
+VIEWER_PAGE = re.compile(r"/view/[a-z0-9][a-z0-9_-]{0,31}")
+VIEWER_API = re.compile(r"/api/v1/sessions/[a-z0-9][a-z0-9_-]{0,31}/viewer")
+VIEWER_SOCKETS = re.compile(r"/api/v1/sessions/[a-z0-9][a-z0-9_-]{0,31}/(vnc|viewer/strip)")
 
 
 def is_open(scope) -> bool:
-    """Paths served without the token: /healthz, and GET/HEAD of the console page and its files."""
+    """Paths served without the bearer token: /healthz, GET/HEAD of the console page and its
+    files, and the live viewer (which needs a live-view token instead)."""
     path = scope["path"]
     if path in OPEN_PATHS:
         return True
+    if scope["type"] == "websocket":
+        return VIEWER_SOCKETS.fullmatch(path) is not None
     if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
         return False
-    return path == CONSOLE_PAGE or (path.startswith(CONSOLE_STATIC) and ".." not in path)
+    return (path == CONSOLE_PAGE or (path.startswith(CONSOLE_STATIC) and ".." not in path)
+            or VIEWER_PAGE.fullmatch(path) is not None or VIEWER_API.fullmatch(path) is not None)
 
 
 def is_loopback(host: str) -> bool:
@@ -78,12 +93,32 @@ def origin_allowed(headers: list[tuple[bytes, bytes]], allowed: list[str]) -> bo
     return origin in allowed or (bool(colon) and port.isdigit() and f"{base}:*" in allowed)
 
 
-class BearerAuth:
-    """ASGI middleware: every HTTP request but the open paths needs the token.
+async def refuse(scope, send, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+    """Answer ``{"error": {code, message}}`` with ``status``: a plain HTTP response, or for a
+    websocket an HTTP response instead of the upgrade where the server can send one (uvicorn can),
+    so a client sees the status and the code, not just a dropped connection."""
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    head = [(b"content-type", b"application/json"), *((k.encode(), v.encode()) for k, v in (headers or {}).items())]
+    if scope["type"] == "websocket":
+        if "websocket.http.response" not in scope.get("extensions", {}):
+            await send({"type": "websocket.close", "code": 4000 + status, "reason": f"{code}: {message}"[:120]})
+            return
+        await send({"type": "websocket.http.response.start", "status": status, "headers": head})
+        await send({"type": "websocket.http.response.body", "body": body})
+        return
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
 
-    Without a token the server listens on loopback only (check_bind); then, if ``allowed_hosts`` is
-    given, a request whose Host is not one of them is refused (421): a web page whose name an
-    attacker re-points at 127.0.0.1 (DNS rebinding) must not reach the API, as /mcp already refuses.
+
+class BearerAuth:
+    """ASGI middleware: the Host/Origin policy on every request, then the token.
+
+    Host: a request whose Host is not one of ``allowed_hosts`` is refused (421), token or not: a
+    web page whose name an attacker re-points at this server (DNS rebinding) must not reach it,
+    and the open paths (the console's page, the live viewer) need the rule even when a token is set.
+    Origin: a browser request from another site's page that could change something (POST, PUT,
+    DELETE, PATCH) or open a websocket is refused (403).
+    Token: every HTTP request and websocket but the open paths needs ``Authorization: Bearer``.
     """
 
     def __init__(self, app, token: str | None, allowed_hosts: list[str] | None = None,
@@ -94,44 +129,68 @@ class BearerAuth:
         self.allowed_origins = allowed_origins
 
     async def __call__(self, scope, receive, send):
-        if (not self.token and self.allowed_origins is not None and scope["type"] == "http"
-                and scope.get("method") not in ("GET", "HEAD", "OPTIONS")
-                and not origin_allowed(scope.get("headers", []), self.allowed_origins)):
-            # A foreign page's form or no-cors fetch (e.g. POST .../vision/pause needs no body).
-            body = json.dumps({"error": {"code": "forbidden_origin", "message":
-                                         "requests from another site's page are refused"}}).encode()
-            await send({"type": "http.response.start", "status": 403, "headers": [
-                (b"content-type", b"application/json")]})
-            await send({"type": "http.response.body", "body": body})
-            return
-        if (not self.token and self.allowed_hosts is not None and scope["type"] in ("http", "websocket")
-                and not host_allowed(scope.get("headers", []), self.allowed_hosts)):
-            if scope["type"] == "websocket":
-                await send({"type": "websocket.close", "code": 4421})
-                return
-            body = json.dumps({"error": {"code": "misdirected_request", "message":
-                                         "unknown Host header; without GLASSDESK_TOKEN this server only answers "
-                                         "to its loopback names and its public host"}}).encode()
-            await send({"type": "http.response.start", "status": 421, "headers": [
-                (b"content-type", b"application/json")]})
-            await send({"type": "http.response.body", "body": body})
-            return
-        if not self.token or scope["type"] not in ("http", "websocket") or is_open(scope):
+        if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
-        if token_ok(bearer(scope.get("headers", [])), self.token):
+        headers = scope.get("headers", [])
+        if self.allowed_hosts is not None and not host_allowed(headers, self.allowed_hosts):
+            return await refuse(scope, send, 421, "misdirected_request",
+                                "unknown Host header; this server only answers to its loopback names, the address "
+                                "it is bound to and its public host (GLASSDESK_PUBLIC_HOST / --public-host)")
+        if (self.allowed_origins is not None
+                and (scope["type"] == "websocket" or scope.get("method") not in ("GET", "HEAD", "OPTIONS"))
+                and not origin_allowed(headers, self.allowed_origins)):
+            # A foreign page's form, no-cors fetch (e.g. POST .../vision/pause needs no body) or websocket.
+            return await refuse(scope, send, 403, "forbidden_origin", "requests from another site's page are refused")
+        if not self.token or is_open(scope) or token_ok(bearer(headers), self.token):
             return await self.app(scope, receive, send)
         if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 4401})
-            return
-        body = json.dumps({"error": {"code": "unauthorized", "message":
-                                     "send 'Authorization: Bearer <GLASSDESK_TOKEN>'"}}).encode()
-        await send({"type": "http.response.start", "status": 401, "headers": [
-            (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
-        await send({"type": "http.response.body", "body": body})
+            return await refuse(scope, send, 401, "unauthorized", "send 'Authorization: Bearer <GLASSDESK_TOKEN>'")
+        await refuse(scope, send, 401, "unauthorized", "send 'Authorization: Bearer <GLASSDESK_TOKEN>'",
+                     {"www-authenticate": "Bearer"})
 
 
-def transport_security(settings: "Settings", public_host: str | None = None) -> TransportSecuritySettings:
-    """The Host/Origin policy, for /mcp and (without a token) every other route.
+class FailureLimit:
+    """Per client: after ``max_failures`` refused attempts within ``window_s`` seconds, further
+    attempts are refused before they are checked, until the oldest of those failures is older
+    than the window. Only that client, only that long: a holder of a valid token elsewhere is
+    never locked out, and neither is this one once the window has passed."""
+
+    def __init__(self, max_failures: int = 10, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        self.max_failures = max_failures
+        self.window_s = window_s
+        self._clock = clock
+        self._failures: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def _recent(self, client: str, now: float) -> deque[float]:
+        failures = self._failures.get(client, deque())
+        while failures and failures[0] <= now - self.window_s:
+            failures.popleft()
+        return failures
+
+    def retry_after(self, client: str) -> int | None:
+        """Seconds until this client may try again, or None if it may now."""
+        with self._lock:
+            now = self._clock()
+            failures = self._recent(client, now)
+            if not failures:
+                self._failures.pop(client, None)
+            if len(failures) < self.max_failures:
+                return None
+            return max(1, math.ceil(failures[-self.max_failures] + self.window_s - now))
+
+    def failed(self, client: str) -> None:
+        with self._lock:
+            now = self._clock()
+            if len(self._failures) > 10_000:  # many clients: forget those whose failures have aged out
+                for key in [k for k, v in self._failures.items() if not v or v[-1] <= now - self.window_s]:
+                    del self._failures[key]
+            failures = self._failures.setdefault(client, self._recent(client, now))
+            failures.append(now)
+
+
+def transport_security(settings: "Settings") -> TransportSecuritySettings:
+    """The Host/Origin policy, for /mcp and every other route.
 
     DNS-rebinding protection stays ON: a web page on evil.example whose name an attacker re-points
     at 127.0.0.1 reaches this server with ``Host: evil.example`` and is refused (421) before any
@@ -141,7 +200,7 @@ def transport_security(settings: "Settings", public_host: str | None = None) -> 
     The bearer token, when set, guards /mcp as it guards every other route.
     """
     hosts = {"127.0.0.1", "localhost", "[::1]"}
-    for name in (settings.host, public_host):
+    for name in (settings.host, settings.public_host):
         if name and name not in ("0.0.0.0", "::"):
             hosts.add(f"[{name}]" if ":" in name else name)
     allowed_hosts = sorted({f"{h}:*" for h in hosts} | hosts)

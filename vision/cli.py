@@ -19,13 +19,13 @@ def _up(args: argparse.Namespace) -> int:
     from desktop.errors import SessionUnavailable
     from desktop.procs import own_desktops
     from desktop.sessions import SessionManager
-    from desktop.stack import StackConfig
     from vision.app import Settings, create_app
     from vision.auth import check_bind
     from vision.service import Glassdesk
 
     settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, idle_ttl_s=args.ttl * 60,
-                        launch_allow=_programs(args.launch_allow), allow_local_urls=args.allow_local_urls)
+                        launch_allow=_programs(args.launch_allow), allow_local_urls=args.allow_local_urls,
+                        public_host=args.public_host)
     check_bind(settings.host, settings.token)
     # The desktops die with this process, even a kill -9 (a reaper), and what a dead predecessor
     # left is ended now (desktop.procs.own_desktops).
@@ -34,13 +34,13 @@ def _up(args: argparse.Namespace) -> int:
     if ownership.reaped.pids or ownership.reaped.roots:
         console.print(f"[yellow]ended {len(ownership.reaped.pids)} process(es) and removed "
                       f"{len(ownership.reaped.roots)} session folder(s) left by a glassdesk that was killed[/yellow]")
-    manager = SessionManager(root=ownership.root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
-                             stack_config=StackConfig(listen_host=settings.host, public_host=args.public_host))
+    manager = SessionManager(root=ownership.root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s)
     try:
         glassdesk = Glassdesk.from_settings(manager, settings)
         if glassdesk.interrupted:
             console.print(f"[yellow]{len(glassdesk.interrupted)} run(s) left unfinished by a server that stopped "
                           "are now marked interrupted[/yellow]")
+        app = create_app(manager, settings, glassdesk)  # also points the live-view links at this server
         with console.status("starting the default desktop session…"):
             try:
                 session = glassdesk.desktops.create("default", pinned=True)
@@ -49,17 +49,22 @@ def _up(args: argparse.Namespace) -> int:
                 return 1
             except KeyboardInterrupt:
                 return 130
-        host = args.public_host or ("127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host)
+        base = settings.public_url
+        watch, control = (glassdesk.desktops.live_view("default", control=c) for c in (False, True))
         console.print(f"[bold]glassdesk[/bold] session [cyan]default[/cyan] on display {session.display}")
-        console.print(f"  live view (watch):    {session.novnc_url}")
-        console.print(f"  live view (control):  {glassdesk.desktops.live_view('default', control=True).novnc_url}")
-        console.print(f"  operator console:     http://{host}:{settings.port}/")
-        console.print(f"  API:                  http://{host}:{settings.port}/api/v1  (docs: /docs)")
-        console.print(f"  MCP (streamable HTTP): http://{host}:{settings.port}/mcp")
+        console.print(f"  live view (watch):    {watch.novnc_url}")
+        console.print(f"  live view (control):  {control.novnc_url}")
+        console.print(f"  [dim]links open new connections until {watch.expires_at:%H:%M} / {control.expires_at:%H:%M} "
+                      "UTC; the console and GET /api/v1/sessions/default hand out fresh ones[/dim]")
+        console.print(f"  operator console:     {base}/")
+        console.print(f"  API:                  {base}/api/v1  (docs: /docs)")
+        console.print(f"  MCP (streamable HTTP): {base}/mcp")
         if settings.token:
             console.print("  auth:                 Authorization: Bearer $GLASSDESK_TOKEN")
+        if settings.host in ("0.0.0.0", "::") and not settings.public_host:
+            console.print("  [yellow]note:[/yellow] only loopback names are answered; give the name other machines use "
+                          "with --public-host (requests with any other Host are refused)")
         console.print("  Ctrl-C stops everything.")
-        app = create_app(manager, settings, glassdesk)
         uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
     finally:
         manager.close()
@@ -163,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--host", default=os.environ.get("GLASSDESK_HOST", "127.0.0.1"))
     up.add_argument("--port", type=int, default=int(os.environ.get("GLASSDESK_PORT", "8080")))
     up.add_argument("--public-host", default=os.environ.get("GLASSDESK_PUBLIC_HOST"),
-                    help="host name to put in the URLs printed and returned (default: the bind host)")
+                    help="the host name clients use for this server: put in the URLs printed and returned, and "
+                         "accepted in Host (default: the bind host; 127.0.0.1 when bound to 0.0.0.0)")
     up.add_argument("--max-sessions", type=int, default=10)
     up.add_argument("--ttl", type=float, default=30, help="minutes an idle session lives (default 30)")
     up.add_argument("--log-level", default="info")
@@ -174,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--session", default="default", help="the session the tools use by default; started at once")
     mcp.add_argument("--max-sessions", type=int, default=4)
     mcp.add_argument("--public-host", default=os.environ.get("GLASSDESK_PUBLIC_HOST"),
-                     help="host name to put in live-view URLs (default 127.0.0.1)")
+                     help="host name to put in live-view URLs (default 127.0.0.1; the viewer listens on loopback)")
     mcp.add_argument("--data-dir", default=None,
                      help="where traces go (default $GLASSDESK_DATA_DIR, else ~/.local/share/glassdesk)")
     mcp.add_argument("--log-level", default="info", help="logging on stderr")

@@ -3,12 +3,12 @@
 ``install_console(app, glassdesk)`` adds:
 
 - ``GET /``                         the console page (static HTML; holds no secret, loads without auth)
-- ``/console/assets/*``             its JS and CSS; ``/console/novnc/*`` the noVNC client (Debian's)
 - ``GET  /api/v1/console/info``     what the start form offers (models), feature switches
 - ``GET  /api/v1/console/sessions`` every session with its current or last run (a snapshot)
-- ``GET  /api/v1/sessions/{id}/live``      how to connect the view-only live view (VNC password)
-- ``POST /api/v1/sessions/{id}/takeover``  {"on": true}: pause the agent, get the control password;
-                                           {"on": false}: back to view-only, resume the agent
+- ``GET  /api/v1/sessions/{id}/live``      a view-only live-view token (and link) for the session
+- ``POST /api/v1/sessions/{id}/takeover``  {"on": true}: pause the agent, get a control token (every
+                                           control token issued before is revoked);
+                                           {"on": false}: revoke it, resume the agent, get a view token
 - ``GET  /api/v1/events``           Server-Sent Events from the EventBus, replaying recent ones
 - ``GET  /api/v1/stats``            per-model statistics computed from the trace store
 - ``GET  /metrics``                 Prometheus exposition (vision.metrics)
@@ -16,11 +16,9 @@
 Auth: with GLASSDESK_TOKEN set, everything but ``/``, ``/console/*`` (public code) and /healthz
 needs ``Authorization: Bearer``. The page asks for the token, keeps it in sessionStorage and sends
 it on every fetch, the event stream included (a fetch-read stream, not EventSource, which cannot
-send headers). VNC passwords reach the browser only as answers to those authenticated calls; the
-control password only when the operator takes over.
-
-On the desktop itself, a Narrator shows the agent's current action in a small click-through strip
-(desktop.overlay) that moves away from the action's target.
+send headers). Live-view tokens reach the browser only as answers to those authenticated calls; a
+control token only when the operator takes over. The live view itself goes through the server's
+RFB relay (vision.viewer), and its JS and CSS, like noVNC's, are served by vision.viewer.mount_static.
 """
 
 from __future__ import annotations
@@ -36,7 +34,6 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, Response, StreamingResponse
-from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
 from desktop.sessions import LiveView
@@ -52,13 +49,13 @@ log = logging.getLogger("glassdesk.console")
 
 STATIC = Path(__file__).parent / "static"
 KEEPALIVE_S = 15.0
-# The console page may talk to its own origin and to the websockify port of a session (another
-# port: CSP 'self' does not cover it, hence ws:/wss:). No inline script, no framing. Inline style
+# The console page talks to its own origin only (the live view is relayed by the server, so its
+# websocket is same-origin too). No inline script, no framing. Inline style
 # is allowed for one reason: the trace report opens as a blob: document made by this page (its
 # screenshots must be fetched with the token), such documents inherit this policy, and the report
 # is styled inline. The console builds its DOM with textContent only, so no markup is injected.
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' blob: data:; "
-       "connect-src 'self' ws: wss:; font-src 'self'; object-src 'none'; base-uri 'none'; "
+       "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
        "form-action 'none'; frame-ancestors 'none'")
 PAGE_HEADERS = {"content-security-policy": CSP, "cache-control": "no-store", "referrer-policy": "no-referrer",
                 "x-content-type-options": "nosniff", "x-frame-options": "DENY"}
@@ -215,12 +212,13 @@ def console_router(glassdesk: Glassdesk) -> APIRouter:
 
     @router.get("/api/v1/sessions/{session_id}/live", response_model=LiveView, tags=["console"])
     def live_view(session_id: str) -> LiveView:
-        """Connection details of the view-only live view (the control password only via takeover)."""
+        """A view-only live-view token and link (control only via takeover)."""
         return glassdesk.desktops.live_view(session_id, control=False)
 
     @router.post("/api/v1/sessions/{session_id}/takeover", response_model=LiveView, tags=["console"])
     def takeover(session_id: str, body: TakeoverRequest) -> LiveView:
-        """Hand mouse and keyboard to the operator (the agent pauses between steps), or give them back."""
+        """Hand mouse and keyboard to the operator (the agent pauses between steps), or give them back.
+        Either way the control tokens issued before are revoked and their connections closed."""
         return glassdesk.takeover(session_id, body.on)
 
     @router.get("/api/v1/events", tags=["console"], response_class=StreamingResponse,
@@ -287,8 +285,5 @@ def _novnc_path() -> Path | None:
 
 
 def install_console(app: FastAPI, glassdesk: Glassdesk) -> None:
-    """Serve the console, its API and its static files from ``app``."""
+    """Serve the console and its API from ``app`` (its static files: vision.viewer.mount_static)."""
     app.include_router(console_router(glassdesk))
-    app.mount("/console/assets", StaticFiles(directory=STATIC), name="console-assets")
-    if (novnc := _novnc_path()) is not None:
-        app.mount("/console/novnc", StaticFiles(directory=novnc), name="console-novnc")

@@ -1,4 +1,4 @@
-"""Observers of the event bus: the on-desktop status strip, and the one thread that feeds every
+"""Observers of the event bus: the live viewer's status strip, and the one thread that feeds every
 observer (metrics, the strip, the console's last-action tracker) in order.
 
 The application service (vision.service) starts them, so ``glassdesk up``, ``glassdesk mcp`` over
@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
-from desktop import overlay as overlay_mod
 from vision.events import EventBus
 from vision.report import describe_action
 
 log = logging.getLogger("glassdesk.observers")
 
-# How the on-desktop strip words a finished run. Not "cancelled": the strip is in the screenshots,
-# and a text-matching model looking for a "Cancel" button must not find it there.
+# How the strip words a finished run. Not "cancelled": a person reading "cancelled" next to the
+# agent's desktop looks for what cancelled it; "stopped by the operator" says who did.
 FINISHED_WORDS = {"done": "done", "failed": "failed", "cancelled": "stopped by the operator",
                   "max_steps": "step limit reached", "budget_exceeded": "budget used up"}
 
@@ -84,50 +87,85 @@ class BusListener:
             return self._cond.wait_for(lambda: self.processed_seq >= target, timeout)
 
 
-# ------------------------------------------------------------------------------------ on the desktop
+# ------------------------------------------------------------------------------------ the strip
+
+
+def strip_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """GLASSDESK_OVERLAY: the viewer's status strip is on unless set to 0/false/no/off."""
+    value = (env if env is not None else os.environ).get("GLASSDESK_OVERLAY", "1")
+    return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+def action_points(action: dict) -> list[tuple[int, int]]:
+    """Every display point an action dict touches: its x/y, a drag path, a zoom region's corners."""
+    points = []
+    if action.get("x") is not None and action.get("y") is not None:
+        points.append((int(action["x"]), int(action["y"])))
+    points += [(int(p["x"]), int(p["y"])) for p in action.get("path") or []]
+    if region := action.get("region"):
+        points += [(region["x0"], region["y0"]), (region["x1"], region["y1"]),
+                   (region["x0"], region["y1"]), (region["x1"], region["y0"])]
+    return points
+
+
+@dataclass(frozen=True)
+class Strip:
+    """What the strip says now. ``avoid``: display points the current action targets (the viewer
+    keeps the strip away from them); ``seq`` grows with every change, so a watcher sends only news."""
+
+    text: str
+    tone: str  # act | wait | ok | bad
+    avoid: tuple[tuple[int, int], ...]
+    seq: int
+    until: float | None = None  # clock time it hides at; None: until the next change
+
+    def as_json(self) -> dict:
+        return {"text": self.text, "tone": self.tone, "avoid": [list(p) for p in self.avoid]}
 
 
 class Narrator:
-    """Shows the agent's current action on the session's own desktop (desktop.overlay)."""
+    """The status strip of each session: what the agent is doing, in a few words.
 
-    def __init__(self, desktops, enabled: bool = True):
-        self.desktops = desktops
+    The live viewer (vision.viewer) draws it over the picture, in the person's browser. It is never
+    drawn on the desktop itself, so the model's screenshots, OCR and visual comparisons see only
+    the desktop (an on-screen strip once put "failed · 4 steps" into a model's own observations).
+    """
+
+    def __init__(self, enabled: bool = True, clock: Callable[[], float] = time.monotonic):
         self.enabled = enabled
-        self._overlays: dict[str, overlay_mod.Overlay] = {}
-        self._failed: set[str] = set()
+        self._clock = clock
+        self._strips: dict[str, Strip] = {}
         self._runs: dict[str, dict] = {}  # session_id -> {"max_steps": N, "step": k}
-
-    def _overlay(self, session_id: str) -> overlay_mod.Overlay | None:
-        session = self.desktops.peek(session_id)
-        if session is None or session.status != "ready":
-            return None
-        current = self._overlays.get(session_id)
-        if current is not None and current.alive and current.display_name == session.display:
-            return current
-        if current is not None:
-            current.close()
-        if session_id in self._failed:
-            return None
-        try:
-            current = self._overlays[session_id] = overlay_mod.Overlay(session.display)
-            return current
-        except Exception as exc:
-            self._failed.add(session_id)
-            log.warning("no on-desktop status for session %s: %s", session_id, exc)
-            return None
+        self._seq = 0
+        self._lock = threading.Lock()
 
     def observe(self, event: dict) -> None:
-        for sid in [s for s in self._overlays if self.desktops.peek(s) is None]:
-            self._overlays.pop(sid).close()
-        if not self.enabled or not event.get("session_id"):
+        sid = event.get("session_id")
+        if not sid:
+            return
+        if event.get("kind") == "session_deleted":
+            with self._lock:
+                self._strips.pop(sid, None)
+                self._runs.pop(sid, None)
+            return
+        if not self.enabled:
             return
         shown = self.text_for(event)
         if shown is None:
             return
-        overlay = self._overlay(event["session_id"])
-        if overlay is not None:
-            text, tone, avoid, hide_after = shown
-            overlay.show(text, tone, avoid=avoid, hide_after=hide_after)
+        text, tone, avoid, hide_after = shown
+        with self._lock:
+            self._seq += 1
+            self._strips[sid] = Strip(text, tone, tuple(avoid), self._seq,
+                                      self._clock() + hide_after if hide_after else None)
+
+    def current(self, session_id: str) -> Strip | None:
+        """The strip as it should look now; None when there is nothing to show."""
+        with self._lock:
+            strip = self._strips.get(session_id)
+        if strip is None or (strip.until is not None and self._clock() >= strip.until):
+            return None
+        return strip
 
     def text_for(self, event: dict) -> tuple[str, str, list, float | None] | None:
         """(text, tone, points to avoid, hide after s) for an event, or None to leave the strip be."""
@@ -143,7 +181,7 @@ class Narrator:
         if kind == "action":
             action = event.get("action") or {}
             run["step"] = event.get("step") or run["step"]
-            return f"{of(run['step'])} · {describe_action(action, redact=True)}", "act", overlay_mod.action_points(action), None
+            return f"{of(run['step'])} · {describe_action(action, redact=True)}", "act", action_points(action), None
         if kind == "step":
             step = (event.get("step") or {}).get("index", run["step"])
             run["step"] = step
@@ -170,8 +208,3 @@ class Narrator:
             suffix = f" · {steps} step{'s' if steps != 1 else ''}" if steps is not None else ""
             return f"{FINISHED_WORDS.get(status, status)}{suffix}", tone, [], 4.0
         return None
-
-    def close(self) -> None:
-        for overlay in self._overlays.values():
-            overlay.close()
-        self._overlays.clear()

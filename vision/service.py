@@ -1,8 +1,8 @@
 """The application service: one ``Glassdesk`` under every front door.
 
 It holds the desktop service, the runs (act, cancel, pause, resume, take-over, their view), the
-traces and the event bus, and it starts the observers (the on-desktop status strip, the metrics
-feed). REST (desktop.api, vision.api), MCP (vision.mcp), the console and the CLI are thin adapters
+traces and the event bus, and it starts the observers (the live viewer's status strip, the
+metrics feed). REST (desktop.api, vision.api), MCP (vision.mcp), the console and the CLI are thin adapters
 over it: an operation, its validation and its error mapping live here or below, once.
 """
 
@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from desktop import overlay
 from desktop.service import DEFAULT_SESSION, DesktopService
 from desktop.sessions import LiveView, SessionManager
 from vision.config import VisionConfig
@@ -22,7 +21,7 @@ from vision.errors import TraceCorruptError, TraceNotFoundError
 from vision.events import EventBus
 from vision.loop import ActRequest, ActResult, Runner, RunView, StepSummary
 from vision.metrics import Metrics
-from vision.observers import BusListener, Narrator
+from vision.observers import BusListener, Narrator, strip_enabled
 from vision.providers.base import Provider
 from vision.report import render_html, render_junit
 from vision.settings import Settings
@@ -48,7 +47,7 @@ class Glassdesk:
         # The observers: started here, so every way of running glassdesk shows and counts the same.
         self.last_action: dict[str, dict] = {}
         self.metrics = Metrics(self.counts)
-        self.narrator = Narrator(desktops, enabled=overlay.enabled() if strip is None else strip)
+        self.narrator = Narrator(enabled=strip_enabled() if strip is None else strip)
         self.listener = BusListener(self.bus, [self.metrics.observe, self._track, self.narrator.observe])
 
     @classmethod
@@ -66,7 +65,6 @@ class Glassdesk:
         return cls(desktops, TraceStore(data_dir), config or VisionConfig.load(), strip=strip)
 
     def close(self) -> None:
-        self.narrator.close()
         self.desktops.close()
 
     # ------------------------------------------------------------------ runs
@@ -112,6 +110,7 @@ class Glassdesk:
         """Hand mouse and keyboard to a person (the agent pauses between steps and agents' direct
         actions are refused), or give them back. An operator's own pause outlives the take-over."""
         runner = self.runner(session_id, start=False)
+        self.desktops.require_viewer()  # the answer is a live-view link: refuse before changing anything
         session = self.desktops.set_takeover(runner.desktop.id, on)
         if on:
             runner.pause(TAKEOVER_REASON, kind="takeover")

@@ -16,3 +16,12 @@ class Settings:
     data_dir: str | None = None  # default: $GLASSDESK_DATA_DIR, else ./data
     launch_allow: frozenset[str] | None = None  # the only programs launch may start (None: any but shells)
     allow_local_urls: bool = False  # let the browser open file:// and chrome:// pages
+    public_host: str | None = None  # the name clients use for this server (URLs handed out, Host allowed)
+
+    @property
+    def public_url(self) -> str:
+        """Where clients reach this server: the base of the live-view links it hands out."""
+        host = self.public_host or ("127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host)
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import httpx2
@@ -129,9 +130,13 @@ def _shown_trace_id(console: Console) -> str:
 def test_console_loads_and_shows_the_live_desktop_with_the_pointer(console, page, desk):
     console.open()
     console.wait_live_view()
-    # The page itself carries no secret: VNC passwords only come from authenticated API calls.
+    # The page itself carries no secret: live-view tokens only come from authenticated API calls,
+    # and the VNC passwords never leave the server (its relay logs in to x11vnc).
     html = httpx2.get(console.url + "/").text
     assert desk.stack.view_password not in html and desk.stack.vnc_password not in html
+    live = httpx2.get(f"{console.url}/api/v1/sessions/{SESSION}/live").json()
+    assert live["view_only"] and live["websocket"] == f"/api/v1/sessions/{SESSION}/vnc"
+    assert desk.stack.view_password not in str(live) and desk.stack.vnc_password not in str(live)
     # The live view is large: most of the centre column.
     box = console.page.locator("#screen canvas").bounding_box()
     assert box["width"] > 900 and box["height"] > 500
@@ -250,6 +255,16 @@ def test_take_over_pauses_the_agent_and_hands_over_control(console, services, pa
     assert runner.pause_reason == "operator took over"
     console.wait_live_view()
     assert console.page.evaluate("() => !!document.querySelector('#screen canvas')")
+    # The operator's mouse now reaches the desktop through the server's relay (a control token).
+    desk = services.desktops.existing(SESSION)
+    desk.executor._run(["xdotool", "mousemove", "10", "10"])
+    box = console.page.locator("#screen canvas").bounding_box()
+    deadline = time.monotonic() + 15
+    while desk.executor.cursor() == (10, 10):
+        assert time.monotonic() < deadline, "the operator's mouse never reached the desktop"
+        for dx in (0.5, 0.52):
+            console.page.mouse.move(box["x"] + box["width"] * dx, box["y"] + box["height"] * 0.5)
+            time.sleep(0.1)
     console.shot("takeover")
     console.page.click("label.switch")
     console.page.locator("#control-banner").wait_for(state="hidden")
@@ -319,7 +334,7 @@ def test_token_protected_console_asks_for_the_token(browser, locked_server, desk
                 assert http.get(path).status_code == 401, path
             assert http.post(f"/api/v1/sessions/{SESSION}/takeover", json={"on": True}).status_code == 401
             live = http.get(f"/api/v1/sessions/{SESSION}/live", headers={"authorization": f"Bearer {TOKEN}"}).json()
-            assert live["view_only"] is True and live["password"] == desk.stack.view_password
+            assert live["view_only"] is True and live["mode"] == "view" and live["token"].startswith(f"{SESSION}.view.")
         c.open()
         c.page.locator("#login").wait_for()
         assert c.page.locator("#app").is_hidden()

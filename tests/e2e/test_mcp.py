@@ -9,14 +9,18 @@ import base64
 import io
 
 import anyio
+import httpx2
 import pytest
 from jsonschema.validators import validator_for
 from mcp import Client
 from mcp.types import ImageContent, TextContent
 from PIL import Image
 
-from vision.mcp import build_server
+from desktop.stack import free_port
+from tests.conftest import LiveServer
 from tests.fakes.testpage import at
+from vision.app import Settings, create_app
+from vision.mcp import build_server
 
 pytestmark = pytest.mark.x11
 
@@ -32,7 +36,15 @@ READ_ONLY = {"desktop_screenshot", "desktop_windows", "desktop_zoom", "vision_ex
 
 
 @pytest.fixture(scope="module")
-def server(services, desk):
+def viewer(manager, services, desk):
+    """The API over the shared services: it serves the live viewer the tools hand out links to."""
+    port = free_port()
+    with LiveServer(create_app(manager, Settings(token=None, port=port), services), port=port) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def server(services, desk, viewer):
     return build_server(services)
 
 
@@ -188,18 +200,21 @@ def test_an_unknown_session_is_a_tool_error(server):
     assert "session_not_found" in text_of(result) and "list the sessions" in text_of(result)
 
 
-def test_session_list_and_live_view_url(server):
+def test_session_list_and_live_view_url(server, viewer):
     listing = call(server, "session_list")
     assert not listing.is_error
     ids = [s["id"] for s in listing.structured_content["sessions"]]
     assert "itest" in ids
-    assert "itest" in text_of(listing) and "vnc.html" in text_of(listing)
+    assert "itest" in text_of(listing) and f"{viewer.url}/view/itest#token=itest.view." in text_of(listing)
     view = call(server, "live_view_url", S)
     assert not view.is_error
     url = view.structured_content["url"]
-    assert url.startswith("http://") and "vnc.html" in url and "view_only=true" in url and url in text_of(view)
+    assert url.startswith(f"{viewer.url}/view/itest#token=itest.view.") and url in text_of(view)
+    token = url.split("#token=")[1]
+    granted = httpx2.get(f"{viewer.url}/api/v1/sessions/itest/viewer", headers={"x-live-token": token}).json()
+    assert granted["mode"] == "view"  # the link works on the viewer it names
     control = call(server, "live_view_url", {"control": True, **S})
-    assert "view_only=false" in control.structured_content["url"]
+    assert "#token=itest.control." in control.structured_content["url"]
 
 
 def test_windows_lists_the_chromium_window(server):

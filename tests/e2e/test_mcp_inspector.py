@@ -36,8 +36,10 @@ def inspector() -> list[str]:
 
 def run_inspector(tmp_path: Path, *method: str) -> dict:
     mark = uuid.uuid4().hex
-    # The inspector passes the server only a few variables of its own environment; -e adds ours.
-    env = {k: v for k, v in os.environ.items() if k.startswith("GLASSDESK_") and k != "GLASSDESK_INSPECTOR"}
+    # The inspector passes the server only a few variables of its own environment; -e adds ours
+    # (PYTHONPATH too, so the server runs the code under test, not whatever is installed).
+    env = {k: v for k, v in os.environ.items()
+           if (k.startswith("GLASSDESK_") and k != "GLASSDESK_INSPECTOR") or k == "PYTHONPATH"}
     env.update({"GLASSDESK_DATA_DIR": str(tmp_path / "data"), MARK: mark})
     flags = [arg for key, value in env.items() for arg in ("-e", f"{key}={value}")]
     argv = [*inspector(), "--cli", *flags, GLASSDESK, "mcp", "--session", "inspector", *method]

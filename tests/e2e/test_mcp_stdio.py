@@ -13,11 +13,14 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
+import numpy as np
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -57,7 +60,9 @@ def assert_all_gone(mark: str, wait_s: float = 30) -> None:
 
 
 def server_env(tmp_path: Path, mark: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k.startswith("GLASSDESK_")}
+    # PYTHONPATH too: the MCP client passes a child only a few variables of its own, and the server
+    # must import the code under test (a worktree's), not whatever is installed.
+    env = {k: v for k, v in os.environ.items() if k.startswith("GLASSDESK_") or k == "PYTHONPATH"}
     env.update({"GLASSDESK_DATA_DIR": str(tmp_path / "data"), MARK: mark})
     return env
 
@@ -121,54 +126,89 @@ def test_nothing_outlives_a_stopped_or_killed_server(tmp_path, sig):
     assert not Path(root).exists()
 
 
-def screen_pixel(display: str, x: int, y: int) -> tuple[int, int, int]:
-    import mss
+def listening(port: int) -> list[str]:
+    """The local addresses of every TCP socket listening on ``port`` (as /proc/net writes them)."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            address, port_hex = fields[1].rsplit(":", 1)
+            if fields[3] == "0A" and int(port_hex, 16) == port:
+                found.append(address)
+    return found
 
-    with mss.MSS(display=display) as grabber:
-        shot = grabber.grab({"left": x, "top": y, "width": 1, "height": 1})
-    return shot.pixel(0, 0)
 
+def test_over_stdio_the_viewer_shows_the_strip_and_the_models_screenshot_does_not(tmp_path):
+    """`glassdesk mcp` has no API, so it serves the live viewer itself, on loopback only: the link
+    the agent hands out opens the desktop in Chromium with the status strip over it, while the
+    screenshot the model gets during the run shows no strip (nor does its OCR read one)."""
+    from playwright.sync_api import sync_playwright
 
-def test_a_vision_run_over_stdio_shows_the_status_strip_on_the_display(tmp_path):
-    """The application service starts the on-desktop strip, so a person watching a `glassdesk mcp`
-    session sees what the agent does, as under `glassdesk up`."""
-    from desktop.overlay import BACKGROUND, HEIGHT, PANEL_HEIGHT
+    from vision.providers.ocr import read_text, shared_engine
 
-    # The strip's usual place: bottom right, over the panel; this pixel is inside it, near its end.
-    x, y = 1920 - 8 - 4, 1080 - PANEL_HEIGHT + (PANEL_HEIGHT - HEIGHT) // 2 + HEIGHT // 2
     mark = uuid.uuid4().hex
     env = {**server_env(tmp_path, mark), "GLASSDESK_OVERLAY": "1"}
     params = StdioServerParameters(command=GLASSDESK, args=["mcp", "--session", "mcp-strip"], env=env,
                                    cwd=str(tmp_path))
-    script = [{"action": "wait", "duration_ms": 3000}, {"action": "done", "answer": "watched"}]
+    script = [{"action": "wait", "duration_ms": 6000}, {"action": "done", "answer": "watched"}]
+    strip_up, shot_taken = threading.Event(), threading.Event()
+    seen: dict[str, object] = {}
+
+    def watch(url: str) -> None:
+        """In its own thread: Playwright's sync API must not share the thread anyio runs in."""
+        strip = "() => document.getElementById('strip').hidden ? '' : document.getElementById('strip-text').textContent"
+        try:
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+                page = browser.new_page(viewport={"width": 1600, "height": 900})
+                page.goto(url)
+                page.wait_for_function("() => document.body.dataset.state === 'live'", timeout=30_000)
+                page.wait_for_function(f"() => ({strip})().startsWith('step 1')", timeout=60_000, polling=100)
+                seen["before"] = page.evaluate(strip)
+                strip_up.set()
+                shot_taken.wait(60)
+                seen["after"] = page.evaluate(strip)  # still step 1: the shot was taken mid-run
+                page.wait_for_function(f"() => ({strip})().startsWith('done')", timeout=60_000, polling=100)
+                seen["done"] = page.evaluate(strip)
+                browser.close()
+        except Exception as exc:  # reported by the main thread
+            seen["error"] = exc
+            strip_up.set()
 
     async def main():
         with open(tmp_path / "server.log", "w") as errlog:
             async with Client(stdio_client(params, errlog=errlog)) as client:
                 await client.call_tool("desktop_screenshot", {"scale": 0.1})  # the session is up
-                listing = await client.call_tool("session_list", {})
-                display = listing.structured_content["sessions"][0]["display"]
-                before = await anyio.to_thread.run_sync(screen_pixel, display, x, y)
-                during: list[tuple[int, int, int]] = []
-
-                async def watch() -> None:
-                    with anyio.move_on_after(30):
-                        while True:
-                            pixel = await anyio.to_thread.run_sync(screen_pixel, display, x, y)
-                            if pixel == BACKGROUND:
-                                during.append(pixel)
-                                return
-                            await anyio.sleep(0.05)
-
+                link = (await client.call_tool("live_view_url", {})).structured_content["url"]
+                seen["link"] = link
+                seen["listening"] = listening(urlsplit(link).port)
+                watcher = threading.Thread(target=watch, args=(link,), daemon=True)
+                watcher.start()
                 async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(watch)
-                    result = await client.call_tool("vision_act", {"instruction": "wait a moment",
-                                                                   "model": "scripted", "script": script})
-                return before, during, result
+                    async def run() -> None:
+                        seen["result"] = await client.call_tool("vision_act", {
+                            "instruction": "wait while a person watches", "model": "scripted", "script": script})
+                    tasks.start_soon(run)
+                    await anyio.to_thread.run_sync(strip_up.wait, 90)
+                    shot = await client.call_tool("desktop_screenshot", {})
+                    shot_taken.set()
+                await anyio.to_thread.run_sync(watcher.join, 90)
+                return shot
 
-    before, during, result = anyio.run(main)
+    shot = anyio.run(main)
     log = (tmp_path / "server.log").read_text()
+    assert "error" not in seen, f"{seen.get('error')!r}\n{log}"
+    link = urlsplit(str(seen["link"]))
+    assert link.hostname == "127.0.0.1" and link.path == "/view/mcp-strip" and link.fragment.startswith("token=")
+    assert seen["listening"] == ["0100007F"]  # the viewer: on 127.0.0.1, and nothing else
+    assert listening(link.port) == [], "the viewer is gone with the server"
+    result = seen["result"]
     assert not result.is_error and result.structured_content["status"] == "done", log
-    assert before != BACKGROUND  # the panel, before the run: no strip yet
-    assert during == [BACKGROUND], "the status strip never appeared on the stdio session's display"
+    assert str(seen["before"]).startswith("step 1/") and seen["after"] == seen["before"], seen
+    assert seen["done"] == "done · 2 steps"
+    image = [c for c in shot.content if isinstance(c, ImageContent)][0]
+    frame = np.asarray(Image.open(io.BytesIO(base64.b64decode(image.data))).convert("RGB"))[:, :, ::-1].copy()
+    text = read_text(shared_engine().read(frame)).lower()
+    assert "applications" in text  # the OCR reads this screen (the panel's menu button)...
+    assert "step 1" not in text and "glassdesk" not in text and "wait 6" not in text  # ...and no strip
     assert_all_gone(mark)

@@ -385,7 +385,9 @@ def test_session_routes(api, desk):
     assert SID in [s["id"] for s in listed]
     info = api.get(f"/api/v1/sessions/{SID}").json()
     assert info["id"] == SID and info["status"] == "ready" and info["display"] == desk.stack.display
-    assert info["novnc_url"].startswith("http://127.0.0.1:") and "view_only=true" in info["novnc_url"]
+    # a view-only link to the viewer this server serves, its token in the fragment
+    assert info["novnc_url"].startswith(f"{str(api.base_url).rstrip('/')}/view/{SID}#token={SID}.view.")
+    assert desk.stack.view_password not in info["novnc_url"] and desk.stack.vnc_password not in info["novnc_url"]
     error(api.post("/api/v1/sessions", json={"id": "Bad Name!"}), 422, "invalid_action")
     assert "already exists" in error(api.post("/api/v1/sessions", json={"id": SID}), 422, "invalid_action")
 
@@ -410,16 +412,16 @@ def test_session_limit_is_429(api, manager):
     assert not set(created) & {s["id"] for s in api.get("/api/v1/sessions").json()}
 
 
-def test_a_desktop_that_cannot_start_is_a_typed_503(api, manager, monkeypatch):
-    """POST /sessions when the stack cannot come up (here: no free noVNC port) says why, not a bare 500."""
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        monkeypatch.setenv("GLASSDESK_NOVNC_PORTS", f"{port}-{port}")
-        before = set(manager.sessions)
-        message = error(api.post("/api/v1/sessions", json={"id": "itest-noport"}), 503, "session_unavailable")
-    assert "noVNC port" in message
+def test_a_desktop_that_cannot_start_is_a_typed_503(api, manager, monkeypatch, tmp_path):
+    """POST /sessions when the stack cannot come up (here: an x11vnc that exits at once) says why,
+    not a bare 500."""
+    broken = tmp_path / "x11vnc"
+    broken.write_text("#!/bin/sh\necho 'no VNC today' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")  # the desktop's processes inherit PATH
+    before = set(manager.sessions)
+    message = error(api.post("/api/v1/sessions", json={"id": "itest-novnc"}), 503, "session_unavailable")
+    assert "x11vnc failed to start" in message and "no VNC today" in message
     assert set(manager.sessions) == before  # nothing left behind
 
 

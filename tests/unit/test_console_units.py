@@ -1,4 +1,5 @@
-"""Pure parts of the operator console: pointer glide, overlay placement, wording, stats, metrics, auth."""
+"""Pure parts of the operator console and the viewer: pointer glide, the status strip, wording, stats,
+metrics, auth."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from desktop.actions import Click, Drag, Key, Move, Point, Scroll, Type
 from desktop.input import GLIDE_MS, glide_argv, glide_ms_from, pointer_target
-from desktop.overlay import HEIGHT, MARGIN, action_points, candidates, place, render, rounded_rows
-from vision.auth import host_allowed, is_open, origin_allowed
+from vision.auth import FailureLimit, host_allowed, is_open, origin_allowed
+from vision.observers import Narrator, action_points, strip_enabled
 from vision.console import model_stats
 from vision.report import describe_action
 from vision.metrics import Metrics
@@ -55,42 +56,55 @@ def test_pointer_targets():
     assert pointer_target(Type(text="x")) is None and pointer_target(Key(keys=["a"])) is None
 
 
-# ------------------------------------------------------------------------------------ overlay
+# ------------------------------------------------------------------------------------ the strip
 
 
-def _rect_holds(pos, width, point, margin=MARGIN):
-    x, y = pos
-    return x - margin <= point[0] < x + width + margin and y - margin <= point[1] < y + HEIGHT + margin
+class Clock:
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
 
 
-def test_overlay_prefers_the_panel_and_moves_away_from_the_target():
-    width = 300
-    home = place(width)
-    assert home == candidates(width)[0] and home[1] > 1040  # on the bottom panel, right side
-    assert home[0] + width <= 1920
-    target = (home[0] + 20, home[1] + 5)
-    moved = place(width, [target])
-    assert moved != home and not _rect_holds(moved, width, target)
-    # A target in the far corner of every spot still yields a spot away from it.
-    for spot in candidates(width):
-        inside = (spot[0] + 5, spot[1] + 5)
-        assert not _rect_holds(place(width, [inside]), width, inside)
+def test_strip_follows_a_run_and_fades_after_it():
+    clock = Clock()
+    narrator = Narrator(clock=clock)
+    assert narrator.current("s1") is None
+    narrator.observe({"kind": "run_started", "session_id": "s1", "max_steps": 10})
+    first = narrator.current("s1")
+    assert (first.text, first.tone, first.avoid) == ("step 1/10 · thinking…", "wait", ())
+    narrator.observe({"kind": "action", "session_id": "s1", "step": 1, "action": {"action": "click", "x": 5, "y": 6}})
+    acting = narrator.current("s1")
+    assert acting.text == "step 1/10 · click at (5, 6)" and acting.avoid == ((5, 6),) and acting.seq > first.seq
+    assert acting.as_json() == {"text": "step 1/10 · click at (5, 6)", "tone": "act", "avoid": [[5, 6]]}
+    narrator.observe({"kind": "run_finished", "session_id": "s1", "status": "failed", "steps": 4})
+    assert narrator.current("s1").text == "failed · 4 steps" and narrator.current("s1").tone == "bad"
+    assert narrator.current("s2") is None  # per session
+    clock.now += 3.9
+    assert narrator.current("s1") is not None
+    clock.now += 0.2  # the last words stay 4 s, then the strip is gone
+    assert narrator.current("s1") is None
 
 
-def test_overlay_points_of_actions():
+def test_strip_is_forgotten_with_its_session_and_can_be_off():
+    narrator = Narrator(clock=Clock())
+    narrator.observe({"kind": "paused", "session_id": "s1", "reason": "operator took over"})
+    assert narrator.current("s1").text == "paused · operator took over"
+    narrator.observe({"kind": "session_deleted", "session_id": "s1"})
+    assert narrator.current("s1") is None
+    off = Narrator(enabled=False)
+    off.observe({"kind": "run_started", "session_id": "s1", "max_steps": 3})
+    assert off.current("s1") is None
+    assert strip_enabled({}) and strip_enabled({"GLASSDESK_OVERLAY": "1"})
+    assert not strip_enabled({"GLASSDESK_OVERLAY": "0"}) and not strip_enabled({"GLASSDESK_OVERLAY": " Off "})
+
+
+def test_strip_points_of_actions():
     assert action_points({"action": "click", "x": 3, "y": 4}) == [(3, 4)]
     assert action_points({"action": "drag", "path": [{"x": 1, "y": 2}, {"x": 5, "y": 6}]}) == [(1, 2), (5, 6)]
     assert len(action_points({"action": "zoom", "region": {"x0": 0, "y0": 0, "x1": 10, "y1": 10}})) == 4
     assert action_points({"action": "type", "text": "hi"}) == []
-
-
-def test_overlay_rendering_and_shape():
-    image = render("step 3/10 · click (812, 440)", "act")
-    assert image.height == HEIGHT and 150 < image.width <= 640
-    assert render("x" * 500).width <= 640  # long text is cut with an ellipsis
-    rows = rounded_rows(200, HEIGHT)
-    assert all(0 <= x and x + w <= 200 and 0 <= y < HEIGHT for x, y, w, _ in rows)
-    assert (0, 6, 200, HEIGHT - 12) in rows
 
 
 def test_strip_words_never_carry_typed_text():
@@ -181,9 +195,38 @@ def test_metrics_from_bus_events():
     ("/console/novnc/core/rfb.js", "HEAD", True), ("/console/../api/v1/sessions", "GET", False),
     ("/api/v1/sessions", "GET", False), ("/api/v1/events", "GET", False), ("/metrics", "GET", False),
     ("/healthz", "GET", True), ("/index.html", "GET", False),
+    # the live viewer checks a live-view token instead
+    ("/view/default", "GET", True), ("/view/default", "POST", False), ("/view/Bad", "GET", False),
+    ("/api/v1/sessions/itest/viewer", "GET", True), ("/api/v1/sessions/itest/viewer", "POST", False),
+    ("/api/v1/sessions/itest/live", "GET", False), ("/api/v1/sessions/itest/vnc", "GET", False),
 ])
-def test_only_the_console_page_and_its_static_files_are_open(path, method, open_):
+def test_only_the_console_page_its_static_files_and_the_viewer_are_open(path, method, open_):
     assert is_open({"type": "http", "path": path, "method": method}) is open_
+
+
+@pytest.mark.parametrize("path,open_", [
+    ("/api/v1/sessions/itest/vnc", True), ("/api/v1/sessions/itest/viewer/strip", True),
+    ("/api/v1/sessions/itest/vnc/x", False), ("/api/v1/events", False), ("/mcp", False),
+])
+def test_only_the_viewer_websockets_are_open(path, open_):
+    assert is_open({"type": "websocket", "path": path}) is open_
+
+
+def test_failure_limit_per_client_for_a_window():
+    clock = Clock(0.0)
+    limit = FailureLimit(max_failures=3, window_s=60, clock=clock)
+    for t in (0, 10, 20):
+        clock.now = t
+        assert limit.retry_after("1.2.3.4") is None
+        limit.failed("1.2.3.4")
+    assert limit.retry_after("1.2.3.4") == 40  # the failure at 0 ages out at 60
+    assert limit.retry_after("5.6.7.8") is None  # another client is not held
+    clock.now = 59.5
+    assert limit.retry_after("1.2.3.4") == 1
+    clock.now = 60
+    assert limit.retry_after("1.2.3.4") is None  # no lockout beyond the window
+    limit.failed("1.2.3.4")
+    assert limit.retry_after("1.2.3.4") == 10  # 10, 20, 60 in the window: the one at 10 ages out at 70
 
 
 @pytest.mark.parametrize("host,allowed", [
@@ -191,7 +234,7 @@ def test_only_the_console_page_and_its_static_files_are_open(path, method, open_
     ("LOCALHOST:8080", True), ("evil.example", False), ("evil.example:8080", False), ("", False),
     ("127.0.0.1.evil.example:8080", False), ("[::1].evil:80", False),
 ])
-def test_without_a_token_only_loopback_host_names_are_answered(host, allowed):
+def test_only_loopback_host_names_are_answered(host, allowed):
     hosts = ["127.0.0.1", "127.0.0.1:*", "[::1]", "[::1]:*", "localhost", "localhost:*"]
     headers = [(b"host", host.encode())] if host else []
     assert host_allowed(headers, hosts) is allowed

@@ -69,9 +69,7 @@ def mount_http(app: "FastAPI", glassdesk: Glassdesk, settings: Settings) -> Glas
     The route is added at exactly /mcp (a Starlette Mount would answer /mcp/ and redirect /mcp).
     """
     server = build_server(glassdesk)
-    public_host = glassdesk.desktops.public_host
-    mcp_app = server.streamable_http_app(streamable_http_path="/mcp",
-                                         transport_security=transport_security(settings, public_host))
+    mcp_app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=transport_security(settings))
     app.router.routes.extend(mcp_app.routes)
     return server
 

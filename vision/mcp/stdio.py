@@ -46,19 +46,21 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
     killed too (``desktop.procs.own_desktops``).
     """
     from desktop.sessions import SessionManager
-    from desktop.stack import StackConfig
+    from desktop.stack import free_port
     from vision.mcp.server import build_server
 
     ownership = own_desktops("glassdesk-mcp-")  # what a dead predecessor left is ended here
     root = ownership.root
     log.info("glassdesk mcp: session files in %s", root)
-    settings = Settings(max_sessions=max_sessions, idle_ttl_s=24 * 3600,
-                        data_dir=str(data_dir or default_stdio_data_dir()), launch_allow=launch_allow,
-                        allow_local_urls=allow_local_urls)
-    manager = SessionManager(root=root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
-                             stack_config=StackConfig(public_host=public_host))
+    # The live viewer listens on loopback only: nothing else is served, and no token guards it
+    # beyond each link's own live-view token.
+    settings = Settings(host="127.0.0.1", port=free_port(), token=None, max_sessions=max_sessions,
+                        idle_ttl_s=24 * 3600, data_dir=str(data_dir or default_stdio_data_dir()),
+                        launch_allow=launch_allow, allow_local_urls=allow_local_urls, public_host=public_host)
+    manager = SessionManager(root=root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s)
     glassdesk = Glassdesk.from_settings(manager, settings, default_session=session)
     server = build_server(glassdesk)
+    viewer = _serve_viewer(glassdesk, settings)
 
     closing = threading.Lock()
 
@@ -66,6 +68,7 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
         if not closing.acquire(blocking=False):
             return  # already closing
         log.info("closing %d session(s)", len(manager.sessions))
+        viewer.should_exit = True
         manager.abort_starting()
         try:
             glassdesk.close()
@@ -100,6 +103,22 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
             signal.signal(sig, signal.SIG_IGN)  # finish the cleanup whatever arrives now
         close_all()
     return 0
+
+
+def _serve_viewer(glassdesk: Glassdesk, settings: Settings):
+    """The live viewer (vision.viewer) on 127.0.0.1, in a thread: `glassdesk mcp` has no API to
+    serve it from, and the person the agent hands a link to needs it. Returns the uvicorn server."""
+    import uvicorn
+
+    from vision.app import create_viewer_app
+
+    app = create_viewer_app(glassdesk, settings)
+    # log_config=None: uvicorn keeps to the logging set up here (stderr); stdout is the protocol.
+    server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
+                                           log_level="warning", lifespan="off"))
+    threading.Thread(target=server.run, name="glassdesk-viewer", daemon=True).start()
+    log.info("live viewer on %s", settings.public_url)
+    return server
 
 
 def stderr_logging(level: int = logging.INFO) -> None:

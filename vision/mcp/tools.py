@@ -44,7 +44,8 @@ RETURNS_SHOT = ("Returns the executed command (argv, replayable by hand), the se
 INSTRUCTIONS = f"""\
 glassdesk drives a real, VISIBLE Linux desktop: XFCE at 1920x1080 with Chromium already open and
 maximised. A person may be watching it live in noVNC while you work; `live_view_url` gives the link
-to hand them (view-only by default).
+to hand them (view-only by default; a link lets in new viewers for a limited time, so get a fresh
+one when you hand it out).
 
 Use these tools when:
 - the user wants to watch what you do ("...so I can watch", "show me", "do it on screen");
@@ -510,12 +511,15 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
 
     @server.tool(name="live_view_url", title="Live-view URL of the visible desktop",
                  annotations=_annotations("Live-view URL of the visible desktop", read_only=True),
-                 description=f"{LOOKS} Returns the noVNC URL where a person can watch this desktop live in a "
-                             "browser: give it to the user when they want to watch. View-only by default; "
-                             "control=true returns a URL that also lets them take over mouse and keyboard.")
+                 description=f"{LOOKS} Returns the live-view link (a noVNC page served by glassdesk, with a "
+                             "short-lived token) where a person can watch this desktop in a browser: give it to "
+                             "the user when they want to watch. View-only by default; control=true returns a link "
+                             "that also lets them use mouse and keyboard (revoked when someone takes over).")
     async def live_view_url(control: Annotated[bool, Field(description="let the viewer drive too")] = False,
                             session: SessionArg = default_session) -> CallToolResult:
         view = await blocking(lambda: desktops.live_view(session, control=control, start=True))
         mode = "watch and control" if control else "watch only"
-        return _result(f"{view.novnc_url}\n(open it in a browser to {mode} session {view.session_id!r} live)", None,
-                       {"session": view.session_id, "url": view.novnc_url, "control": control})
+        return _result(f"{view.novnc_url}\n(open it in a browser to {mode} session {view.session_id!r} live; it "
+                       f"lets in new connections until {view.expires_at:%H:%M} UTC)", None,
+                       {"session": view.session_id, "url": view.novnc_url, "control": control,
+                        "expires_at": view.expires_at.isoformat()})

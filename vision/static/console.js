@@ -635,14 +635,14 @@ async function connectLive(sid, controlWanted, creds = null) {
   if (live.sid !== sid) return;
   const { default: RFB } = await import('/console/novnc/core/rfb.js');
   if (live.sid !== sid) return;
-  let host = info.host || location.hostname;
-  if (host.includes(':') && !host.startsWith('[')) host = `[${host}]`;
-  const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${host}:${info.port}/${info.path}`;
+  // The server relays the session's VNC (same origin); the live-view token is offered as a
+  // websocket subprotocol, never put in the URL. It lets in new connections until it expires.
+  const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}${info.websocket}`;
   const holder = h('div', { class: 'rfb' });
   holder.style.position = 'absolute';
   holder.style.inset = '0';
   $('screen').replaceChildren(holder);
-  const rfb = new RFB(holder, url, { credentials: { password: info.password }, shared: true });
+  const rfb = new RFB(holder, url, { shared: true, wsProtocols: ['binary', `glassdesk.token.${info.token}`] });
   rfb.viewOnly = info.view_only;
   rfb.scaleViewport = true;
   rfb.resizeSession = false;
@@ -663,7 +663,6 @@ async function connectLive(sid, controlWanted, creds = null) {
       : 'Lost the connection to the desktop — reconnecting…');
     retryLive(sid);
   });
-  rfb.addEventListener('credentialsrequired', () => rfb.sendCredentials({ password: info.password }));
   rfb.addEventListener('securityfailure', (event) => {
     setLiveState(`The desktop refused the live view: ${(event.detail && event.detail.reason) || 'authentication failed'}`);
   });
