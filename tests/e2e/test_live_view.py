@@ -438,8 +438,18 @@ def test_the_strip_is_in_the_viewer_and_never_in_what_the_model_sees(server, htt
     view.goto(link(http)["novnc_url"])
     wait_for_desktop(view)
     script = [{"action": "wait", "duration_ms": 1500}] * 2 + [{"action": "done", "answer": "watched"}]
-    run = threading.Thread(target=lambda: http.post(f"/api/v1/sessions/{SID}/vision/act", json={
-        "instruction": "wait while a person watches", "model": "scripted", "script": script}, timeout=120))
+
+    def drive():
+        # A call that stays paused for a few seconds (the OCR below is slow on a busy machine)
+        # returns "paused"; the run goes on with the next call.
+        body = {"instruction": "wait while a person watches", "model": "scripted", "script": script}
+        for _ in range(20):
+            result = http.post(f"/api/v1/sessions/{SID}/vision/act", json=body, timeout=120).json()
+            if result.get("status") != "paused":
+                return
+            body = {}
+
+    run = threading.Thread(target=drive)
     run.start()
     try:
         view.wait_for_function("() => document.getElementById('strip-text').textContent.startsWith('step 1/')", polling=100)
