@@ -209,3 +209,16 @@ def test_a_new_profiles_preferences_are_made_for_its_owner(tmp_path):
         info = path.lstat()
         assert (info.st_uid, info.st_gid) == (owner.uid, owner.gid), path
     assert json.loads((tmp_path / "Default" / "Preferences").read_text())["profile"]["exited_cleanly"] is True
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root server hands session files to another user")
+def test_session_files_the_desktop_user_cannot_reach_are_refused_before_anything_starts(monkeypatch):
+    monkeypatch.setattr("desktop.stack.desktop_user", lambda: USER)
+    root = Path(tempfile.mkdtemp())  # 0700, root's alone; everything above it is open
+    try:
+        stack = DesktopStack(root / "sessions" / "s1")
+        with pytest.raises(StackError, match=rf"cannot reach {stack.workdir}: {root} is closed to it"):
+            stack.start()
+        assert stack.children == {}
+    finally:
+        shutil.rmtree(root)
