@@ -211,6 +211,8 @@ class DesktopStack:
             env["DBUS_SESSION_BUS_ADDRESS"] = self._dbus_address
         if self.user:
             env.update(USER=self.user.name, LOGNAME=self.user.name)
+            # The server's TMPDIR may be its own (0700): the desktop's user uses /tmp like any user.
+            env.pop("TMPDIR", None)
         return env
 
     def _prepare_dirs(self) -> None:

@@ -149,13 +149,15 @@ def test_the_x_socket_directory_is_made_as_root_x_servers_make_it(tmp_path):
         ensure_x11_socket_dir(path)
 
 
-def test_the_desktop_environment_names_the_user_it_runs_as(tmp_path):
+def test_the_desktop_environment_names_the_user_it_runs_as(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     stack = DesktopStack(tmp_path)
     server_user = os.environ.get("USER")
     assert stack.env().get("USER") == server_user
     stack.user = USER
     env = stack.env()
     assert (env["USER"], env["LOGNAME"]) == (DESKTOP_USER, DESKTOP_USER)
+    assert "TMPDIR" not in env  # the server's may be closed to it: /tmp, like any user
 
 
 def test_chromium_keeps_its_sandbox_unless_told_otherwise(tmp_path, monkeypatch):
