@@ -216,9 +216,9 @@ class DesktopStack:
         return env
 
     def _prepare_dirs(self) -> None:
-        """The session's directory: the desktop's own parts (home, browser profile, runtime dir)
-        belong to the desktop user; the logs and the VNC passwords stay the server's, unreadable
-        by it (the workdir is 0710: it may pass through, not list)."""
+        """The session's directory: the desktop's own parts (home, browser profile, downloads,
+        runtime dir) belong to the desktop user; the logs and the VNC passwords stay the server's,
+        unreadable by it (the workdir is 0710: it may pass through, not list)."""
         self.user = desktop_user()  # StackError when root and the account is missing
         self.workdir.mkdir(parents=True, exist_ok=True)
         share_traversal(self.workdir, self.user)

@@ -8,7 +8,8 @@ desktop runs as the same user as the server, as before (the container runs as ui
 
 What stays with the server user: the API, the traces, the session logs, the VNC passwords and the
 viewer processes that hold them (x11vnc, websockify). The desktop user can traverse to its own
-directories in a session (home, browser profile, runtime dir) but list or read nothing else there.
+directories in a session (home, browser profile, downloads, runtime dir) but list or read nothing
+else there.
 
 All sessions share the one account, so this separates the desktop from the server, not one
 session's desktop from another's.
