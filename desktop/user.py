@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import shlex
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,8 +67,9 @@ def popen_kwargs(user: DesktopUser | None) -> dict:
 
 
 def run_as_argv(user: DesktopUser | None) -> list[str]:
-    """An argv prefix that runs the rest of the command line as ``user``, for launchers that take a
-    full argv but no Popen arguments: ``[*run_as_argv(user), program, *args]``. Empty for None.
+    """An argv prefix that runs the rest of the command line as ``user``, for launchers that take no
+    Popen arguments: ``[*run_as_argv(user), program, *args]``, or a script that execs it (Playwright
+    takes one executable path: desktop.browser writes one). Empty for None.
 
     util-linux ``setpriv`` sets the real, effective and saved ids to the user's, clears the
     supplementary groups, and root's capabilities go with the uid change; it execs the program, so
@@ -77,15 +77,6 @@ def run_as_argv(user: DesktopUser | None) -> list[str]:
     if user is None:
         return []
     return ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--"]
-
-
-def launcher_script(user: DesktopUser | None, executable: str) -> str:
-    """A shell script that runs ``executable`` with the arguments it is given as ``user``, for
-    launchers that take only an executable's path (Playwright's ``executable_path``). Write it
-    0700 where only the server can write (e.g. the session's logs dir): it runs as the server.
-    Playwright adds ``--no-sandbox`` unless launched with ``chromium_sandbox=True``."""
-    command = " ".join(shlex.quote(part) for part in [*run_as_argv(user), executable])
-    return f'#!/bin/sh\nexec {command} "$@"\n'
 
 
 def may_traverse(mode: int, owner: int, group: int, user: DesktopUser) -> bool:
