@@ -27,8 +27,8 @@ from typing import Callable
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.browser import Browser, BrowserError
 from desktop.procs import kill_group, pids_with_env, session_pids
-from desktop.user import (DesktopUser, desktop_user, ensure_x11_socket_dir, hand_over, popen_kwargs, run_as_argv,
-                          share_traversal, unreachable_dir)
+from desktop.user import (DesktopUser, desktop_user, ensure_x11_socket_dir, hand_over, popen_kwargs,
+                          remove_stale_ice_sockets, run_as_argv, share_traversal, unreachable_dir)
 
 log = logging.getLogger("glassdesk.stack")
 
@@ -223,12 +223,13 @@ class DesktopStack:
         self.workdir.mkdir(parents=True, exist_ok=True)
         share_traversal(self.workdir, self.user)
         if self.user:
-            ensure_x11_socket_dir()
             blocked = unreachable_dir(self.workdir, self.user)
             if blocked:
                 raise StackError(f"the desktop user {self.user.name!r} cannot reach {self.workdir}: {blocked} is closed "
                                  "to it; keep session files under a directory it may pass through (a fresh one in "
                                  "/tmp, the default, is)")
+            ensure_x11_socket_dir()
+            remove_stale_ice_sockets()
         self.logs.mkdir(exist_ok=True)
         self.logs.chmod(0o700)
         self._make_desktop_dirs()

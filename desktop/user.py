@@ -26,6 +26,7 @@ from typing import Callable
 
 DESKTOP_USER = "glassdesk-desktop"  # keep in step with docker/install-system-deps.sh
 X11_SOCKET_DIR = Path("/tmp/.X11-unix")
+ICE_SOCKET_DIR = Path("/tmp/.ICE-unix")
 
 
 def _stack_error(message: str) -> Exception:
@@ -161,3 +162,27 @@ def ensure_x11_socket_dir(path: Path = X11_SOCKET_DIR) -> None:
             return
     os.chown(path, 0, 0, follow_symlinks=False)
     path.chmod(0o1777)  # mkdir's mode is masked by the umask
+
+
+def remove_stale_ice_sockets(directory: Path = ICE_SOCKET_DIR) -> int:
+    """Remove the session-manager sockets of processes that no longer run; returns how many.
+
+    xfce4-session listens on /tmp/.ICE-unix/<its pid> and, killed at teardown, leaves the socket
+    behind. One that later gets the same pid cannot start ("server already running") when that
+    socket is another user's, as the desktop user cannot remove root's from the sticky directory.
+    Root can: before a desktop starts, the sockets whose pid is gone are removed."""
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.isdigit() or os.path.exists(f"/proc/{entry.name}"):
+            continue
+        try:
+            if stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+                os.unlink(entry.path)
+                removed += 1
+        except OSError:
+            continue
+    return removed

@@ -6,6 +6,7 @@ import json
 import os
 import pwd
 import shutil
+import socket
 import stat
 import subprocess
 import tempfile
@@ -16,7 +17,8 @@ import pytest
 from desktop.browser import write_preferences
 from desktop.stack import DesktopStack, StackError
 from desktop.user import (DESKTOP_USER, DesktopUser, desktop_user, ensure_x11_socket_dir, hand_over, may_traverse,
-                          open_without_links, popen_kwargs, run_as_argv, share_traversal, unreachable_dir)
+                          open_without_links, popen_kwargs, remove_stale_ice_sockets, run_as_argv, share_traversal,
+                          unreachable_dir)
 
 USER = DesktopUser(DESKTOP_USER, 54321, 54322)
 
@@ -221,3 +223,20 @@ def test_session_files_the_desktop_user_cannot_reach_are_refused_before_anything
         assert stack.children == {}
     finally:
         shutil.rmtree(root)
+
+
+def test_only_the_session_manager_sockets_of_gone_processes_are_removed(tmp_path):
+    gone = next(pid for pid in range(4_000_000, 4_100_000) if not os.path.exists(f"/proc/{pid}"))
+    sockets = []
+    for name in (str(gone), str(os.getpid())):  # a dead xfce4-session's, and a live process's
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(tmp_path / name))
+        sockets.append(sock)
+    (tmp_path / str(gone + 1)).write_text("not a socket")
+    try:
+        assert remove_stale_ice_sockets(tmp_path) == 1
+    finally:
+        for sock in sockets:
+            sock.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([str(os.getpid()), str(gone + 1)])
+    assert remove_stale_ice_sockets(tmp_path / "absent") == 0
