@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Coroutine
 
+from desktop.user import DesktopUser, open_without_links
+
 log = logging.getLogger("glassdesk.browser")
 
 CHROMIUM = os.environ.get("GLASSDESK_CHROMIUM", "/usr/bin/chromium")
@@ -71,16 +73,42 @@ def merge_preferences(current: dict, wanted: dict) -> dict:
     return merged
 
 
-def write_preferences(profile: Path) -> None:
+def write_preferences(profile: Path, owner: DesktopUser | None = None) -> None:
     """Make the profile's preferences say what :data:`PREFERENCES` says, keeping the rest (a healed
-    browser keeps its profile; a crash must not bring up the restore-tabs bubble)."""
-    path = profile / "Default" / "Preferences"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    browser keeps its profile; a crash must not bring up the restore-tabs bubble).
+
+    The profile may be the desktop user's (``owner``, desktop/user.py) while this runs as root: no
+    link it put there is followed (directories opened relative to each other with O_NOFOLLOW), the
+    file is replaced by rename rather than written through, and what is made is given to it."""
+    profile_fd = os.open(profile, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        current = json.loads(path.read_text())
-    except (OSError, ValueError):
-        current = {}
-    path.write_text(json.dumps(merge_preferences(current, PREFERENCES)))
+        try:
+            os.mkdir("Default", 0o700, dir_fd=profile_fd)
+        except FileExistsError:
+            pass
+        else:
+            if owner:
+                os.chown("Default", owner.uid, owner.gid, dir_fd=profile_fd, follow_symlinks=False)
+        default_fd = os.open("Default", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=profile_fd)
+    finally:
+        os.close(profile_fd)
+    try:
+        try:
+            fd = open_without_links(profile, "Default", "Preferences")
+            with os.fdopen(fd, "rb") as fh:
+                current = json.loads(fh.read()) if stat.S_ISREG(os.fstat(fd).st_mode) else {}
+        except (OSError, ValueError):
+            current = {}
+        data = json.dumps(merge_preferences(current if isinstance(current, dict) else {}, PREFERENCES)).encode()
+        temp = f"Preferences.glassdesk-{os.getpid()}"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=default_fd)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if owner:
+                os.fchown(fh.fileno(), owner.uid, owner.gid)
+        os.replace(temp, "Preferences", src_dir_fd=default_fd, dst_dir_fd=default_fd)
+    finally:
+        os.close(default_fd)
 
 
 def is_browser_main(cmdline: list[str], profile: Path) -> bool:
@@ -196,11 +224,15 @@ class Browser:
     env: dict[str, str]
     cwd: Path
     argv_prefix: list[str] = field(default_factory=list)  # e.g. run as the desktop user
+    owner: DesktopUser | None = None  # whose the profile is, when not this process's user
     context: Any = None
     process: BrowserProcess | None = None
 
     def launch(self, args: list[str], start_url: str, *, sandbox: bool, timeout: float) -> BrowserProcess:
-        write_preferences(self.profile)
+        try:
+            write_preferences(self.profile, self.owner)
+        except OSError as exc:  # e.g. a link where the profile's Default directory should be
+            raise BrowserError(f"the profile's preferences could not be written: {exc}") from exc
         self.downloads.mkdir(parents=True, exist_ok=True)
         executable = self._executable()
         try:

@@ -30,6 +30,7 @@ from desktop.input import ActionFailed, Executor
 from desktop.port import Performed
 from desktop.screen import Frame, Screen, ScreenshotError
 from desktop.stack import DesktopStack, StackConfig, StackError, tagged_pids
+from desktop.user import open_session_root, popen_kwargs
 from desktop.windows import Windows
 
 log = logging.getLogger("glassdesk.sessions")
@@ -97,7 +98,7 @@ class Session:
         env = self.stack.env()
         self.screen = Screen(self.stack.display) if self.stack.display else None
         self.executor = Executor(env)
-        self.windows = Windows(env, self.stack.browser)
+        self.windows = Windows(env, self.stack.browser, popen_kwargs(self.stack.user))
 
     def touch(self) -> None:
         self.last_used_at = utcnow()
@@ -223,6 +224,7 @@ class SessionManager:
     def __init__(self, *, root: Path | None = None, max_sessions: int = 10, idle_ttl_s: float = 1800,
                  stack_config: StackConfig | None = None, supervise_every_s: float = 0.5):
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="glassdesk-"))
+        open_session_root(self.root)  # 0710: the desktop user may pass through to its own directories
         self.max_sessions = max_sessions
         self.idle_ttl_s = idle_ttl_s
         self.stack_config = stack_config or StackConfig()

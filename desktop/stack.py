@@ -25,6 +25,8 @@ from typing import Callable
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.browser import Browser, BrowserError
 from desktop.procs import kill_group, pids_with_env, session_pids
+from desktop.user import (DesktopUser, desktop_user, ensure_x11_socket_dir, hand_over, popen_kwargs,
+                          remove_stale_ice_sockets, run_as_argv, share_traversal, unreachable_dir)
 
 log = logging.getLogger("glassdesk.stack")
 
@@ -132,6 +134,9 @@ class DesktopStack:
         self.browser: Browser | None = None
         self._dbus_address = ""
         self._lock = threading.RLock()
+        # Who the desktop runs as (desktop/user.py): None while not started, and when it runs as
+        # the server's own user. x11vnc always runs as the server's user.
+        self.user: DesktopUser | None = None
 
     # ---------------------------------------------------------------- environment
 
@@ -156,12 +161,50 @@ class DesktopStack:
         })
         if self._dbus_address:
             env["DBUS_SESSION_BUS_ADDRESS"] = self._dbus_address
+        if self.user:
+            env.update(USER=self.user.name, LOGNAME=self.user.name)
+            # The server's TMPDIR may be its own (0700): the desktop's user uses /tmp like any user.
+            env.pop("TMPDIR", None)
         return env
 
     def _prepare_dirs(self) -> None:
-        for path in (self.home, self.logs, self.profile, self.workdir / "run"):
-            path.mkdir(parents=True, exist_ok=True)
-        (self.workdir / "run").chmod(0o700)
+        """The session's directory: the desktop's own parts (home, browser profile, downloads,
+        runtime dir) belong to the desktop user; the logs and the VNC passwords stay the server's,
+        unreadable by it (the workdir is 0710: it may pass through, not list)."""
+        self.user = desktop_user()  # StackError when root and the account is missing
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        share_traversal(self.workdir, self.user)
+        if self.user:
+            blocked = unreachable_dir(self.workdir, self.user)
+            if blocked:
+                raise StackError(f"the desktop user {self.user.name!r} cannot reach {self.workdir}: {blocked} is closed "
+                                 "to it; keep session files under a directory it may pass through (a fresh one in "
+                                 "/tmp, the default, is)")
+            ensure_x11_socket_dir()
+            remove_stale_ice_sockets()
+        self.logs.mkdir(exist_ok=True)
+        self.logs.chmod(0o700)
+        self._make_desktop_dirs()
+        # x11vnc: the first password gives control, the one after the marker only a view.
+        # Created 0600, never readable for a moment: the desktop user may pass through the workdir.
+        passwd = os.open(self.workdir / "vnc.passwd", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(passwd, "w") as fh:
+            os.fchmod(fh.fileno(), 0o600)
+            fh.write(f"{self.vnc_password}\n__BEGIN_VIEWONLY__\n{self.view_password}\n")
+
+    def _make_desktop_dirs(self) -> None:
+        """The desktop's own directories, each made, filled and handed over only when it is new:
+        once it is the desktop user's, the server writes nothing where that user could have put links."""
+        for path in (self.home, self.profile, self.downloads, self.workdir / "run"):
+            if path.exists():
+                continue
+            path.mkdir(mode=0o700)
+            if path == self.home:
+                self._seed_home()
+            if self.user:
+                hand_over(path, self.user)
+
+    def _seed_home(self) -> None:
         xfconf = self.home / ".config/xfce4/xfconf/xfce-perchannel-xml"
         xfconf.mkdir(parents=True, exist_ok=True)
         for asset in ASSETS.glob("*.xml"):
@@ -170,17 +213,20 @@ class DesktopStack:
         autostart.mkdir(parents=True, exist_ok=True)
         for name in HIDDEN_AUTOSTART:
             (autostart / f"{name}.desktop").write_text("[Desktop Entry]\nType=Application\nHidden=true\n")
-        # x11vnc: the first password gives control, the one after the marker only a view.
-        passwd = self.workdir / "vnc.passwd"
-        passwd.write_text(f"{self.vnc_password}\n__BEGIN_VIEWONLY__\n{self.view_password}\n")
-        passwd.chmod(0o600)
+
+    # The viewer parts run as the server's user: x11vnc reads vnc.passwd and holds both passwords
+    # in its memory, which the desktop user (shared by every session) must not reach.
+    SERVER_SIDE = frozenset({"x11vnc"})
 
     def _spawn(self, name: str, argv: list[str], pass_fds: tuple[int, ...] = ()) -> Child:
         log_path = self.logs / f"{name}.log"
+        run_as = {} if name in self.SERVER_SIDE else popen_kwargs(self.user)
+        # The log is opened here, by the server: the process writes to it but cannot open the
+        # logs directory, nor read any other part's log.
         with open(log_path, "ab") as log_file:
             popen = subprocess.Popen(
                 argv, env=self.env(), stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                start_new_session=True, pass_fds=pass_fds, cwd=self.home,
+                start_new_session=True, pass_fds=pass_fds, cwd=self.home, **run_as,
             )
         return self._supervise(name, popen, log_path)
 
@@ -255,8 +301,13 @@ class DesktopStack:
         ]
 
     def chromium_sandbox(self) -> bool:
-        # The sandbox needs unprivileged user namespaces; root never has it.
-        return os.geteuid() != 0 and os.environ.get("GLASSDESK_CHROMIUM_NO_SANDBOX") != "1"
+        # Chromium never runs as root (desktop/user.py), so its sandbox stays on: Debian's build has
+        # no setuid helper and uses unprivileged user namespaces. Where those are refused (Docker's
+        # default seccomp profile, some kernels) this switch turns the sandbox off, loudly.
+        if os.environ.get("GLASSDESK_CHROMIUM_NO_SANDBOX") == "1":
+            log.warning("GLASSDESK_CHROMIUM_NO_SANDBOX=1: Chromium runs without its sandbox")
+            return False
+        return True
 
     def chromium_window(self) -> str | None:
         out = self._run(["xdotool", "search", "--onlyvisible", "--class", "chromium"]).stdout.split()
@@ -265,7 +316,8 @@ class DesktopStack:
     def _start_chromium(self) -> None:
         if self.browser is not None:  # a healed browser: let go of the dead one's connection first
             self.browser.close()
-        self.browser = Browser(self.profile, self.downloads, self.env(), cwd=self.home)
+        self.browser = Browser(self.profile, self.downloads, self.env(), cwd=self.home,
+                               argv_prefix=run_as_argv(self.user), owner=self.user)
         log_path = self.logs / "chromium.log"
         try:
             process = self.browser.launch(self.chromium_args(), self.config.start_url,
@@ -291,7 +343,10 @@ class DesktopStack:
         # people reach it through the server's live-view relay (desktop.liveview, vision.viewer).
         self._spawn("x11vnc", ["x11vnc", "-display", self.display, "-rfbport", str(self.vnc_port),
                                "-localhost", "-passwdfile", str(self.workdir / "vnc.passwd"),
-                               "-forever", "-shared", "-norc", "-quiet", "-noxrecord", "-nocursorshape"])
+                               "-forever", "-shared", "-norc", "-quiet", "-noxrecord", "-nocursorshape",
+                               # Xvfb, run by the desktop's user, cannot attach the 0600 shared memory
+                               # x11vnc (the server's user) makes: it reads the screen over the socket.
+                               *(["-noshm"] if self.user else [])])
         self._await("x11vnc", lambda: _tcp_banner(self.vnc_port).startswith(b"RFB"), "its RFB port")
 
     STARTERS = {"chromium": "_start_chromium", "x11vnc": "_start_x11vnc"}
@@ -365,7 +420,7 @@ class DesktopStack:
             kill_group(self.children["chromium"].popen)
             shutil.rmtree(self.profile, ignore_errors=True)
             shutil.rmtree(self.downloads, ignore_errors=True)
-            self.profile.mkdir(parents=True)
+            self._make_desktop_dirs()
             self._start_chromium()
             self.children["chromium"].restarts = restarts  # a reset is asked for, not a crash healed
             self._note("reset: programs ended, Chromium restarted on a clean profile")

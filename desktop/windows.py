@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
@@ -85,6 +85,9 @@ def parse_wmctrl(out: str) -> list[Window]:
 class Windows:
     env: dict[str, str]
     browser: Browser | None
+    # How launched programs are started: as the desktop's user (desktop.user.popen_kwargs), while
+    # wmctrl and xdotool run as the server's.
+    launch_as: dict = field(default_factory=dict)
 
     def _run(self, argv: list[str]) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=10)
@@ -110,8 +113,13 @@ class Windows:
         if path is None:
             raise WindowError(f"program {command!r} not found on PATH")
         argv = [command, *args]
-        popen = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True, cwd=self.env.get("HOME"))
+        try:
+            popen = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True, cwd=self.env.get("HOME"),
+                                     **self.launch_as)
+        except PermissionError as exc:  # found on PATH, but not executable by the desktop's user
+            raise WindowError(f"program {command!r} ({path}) cannot be started by the desktop's user: {exc.strerror}") \
+                from None
         return [argv], popen.pid
 
     # ------------------------------------------------------------ Chromium, through its pipe

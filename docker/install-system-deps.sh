@@ -22,18 +22,35 @@ PACKAGES=(
   python3-venv
 )
 
+# The unprivileged account the desktop runs as when glassdesk itself runs as root (desktop/user.py):
+# a system user with its own group, no login shell, no home of its own (each session gives it one),
+# no sudo. Keep the name in step with desktop/user.py's DESKTOP_USER.
+DESKTOP_USER=glassdesk-desktop
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "system packages: all present"
-  exit 0
+else
+  echo "system packages: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "system packages: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if getent passwd "$DESKTOP_USER" >/dev/null; then
+  echo "desktop user: $DESKTOP_USER present"
+elif [ "$(id -u)" -eq 0 ]; then
+  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+    --comment "glassdesk desktop sessions" "$DESKTOP_USER"
+  echo "desktop user: created $DESKTOP_USER"
+else
+  # Not needed when glassdesk runs as this user: its desktop then runs as this user too.
+  echo "desktop user: $DESKTOP_USER not created (needs root); only needed to run glassdesk as root:" \
+       "sudo bash docker/install-system-deps.sh"
+fi

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -14,11 +18,29 @@ from desktop.stack import free_port
 from tests.fakes.testpage import TestPage
 
 
+@contextmanager
+def session_files():
+    """A directory for session files the desktop's user can pass through (pytest's own temporary
+    directories are 0700 and root's when the suite runs as root: desktop/user.py)."""
+    root = Path(tempfile.mkdtemp(prefix="glassdesk-test-"))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def sessions_root():
+    with session_files() as root:
+        yield root
+
+
 @pytest.fixture(scope="session")
-def manager(tmp_path_factory):
-    manager = SessionManager(root=tmp_path_factory.mktemp("sessions"), max_sessions=4)
-    yield manager
-    manager.close()
+def manager():
+    with session_files() as root:
+        manager = SessionManager(root=root, max_sessions=4)
+        yield manager
+        manager.close()
 
 
 @pytest.fixture(scope="session")

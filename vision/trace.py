@@ -503,7 +503,8 @@ class TraceStore:
         started = _now()
         trace_id = new_trace_id(started)
         directory = self.trace_dir(trace_id)
-        directory.mkdir(parents=True)
+        self._private_traces_dir()
+        directory.mkdir()
         secrets = list(secrets)
         meta = TraceMeta(trace_id=trace_id, session_id=session_id, instruction=redact(instruction, secrets),
                          model=model, started_at=started, max_steps=max_steps)
@@ -568,6 +569,14 @@ class TraceStore:
         closed = TraceMeta.model_validate(meta.model_dump() | changes)
         atomic_write(directory / "meta.json", json.dumps(closed.model_dump(mode="json"), indent=2).encode())
         (directory / OWNER_FILE).unlink(missing_ok=True)
+
+    def _private_traces_dir(self) -> None:
+        """Traces hold screenshots, typed text and page URLs: only the server's user may read them,
+        not the desktop's (desktop/user.py), whatever the umask. The data dir itself is made 0700
+        when new; an existing one is the owner's choice, but the traces in it are not."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.traces_dir.mkdir(mode=0o700, exist_ok=True)
+        self.traces_dir.chmod(0o700)
 
     def _existing_dir(self, trace_id: str) -> Path:
         directory = self.trace_dir(trace_id)

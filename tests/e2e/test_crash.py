@@ -149,6 +149,7 @@ def assert_gone(server: Up, processes: dict[int, int], seconds: float = 30) -> N
 def temp_dir():
     """The servers' temp dir: short, as dbus's socket path under it must fit in 108 bytes."""
     path = Path(tempfile.mkdtemp(prefix="gd-crash-"))
+    path.chmod(0o711)  # as /tmp is for it: a root server's desktop user must pass through (desktop/user.py)
     yield path
     shutil.rmtree(path, ignore_errors=True)
 

@@ -1,12 +1,22 @@
-"""No secret of the server reaches the visible desktop: not its processes, not a launched program."""
+"""Desktop hygiene: no secret of the server reaches the visible desktop, and the desktop runs as a user of
+its own (when glassdesk is root) that can read nothing of the server's."""
 
 from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from desktop.procs import session_pids
 from desktop.service import DesktopService
 from desktop.stack import tagged_pids
+from desktop.user import desktop_user, run_as_argv
+from vision.trace import TraceStore
 
 pytestmark = pytest.mark.x11
 
@@ -39,3 +49,107 @@ def test_no_desktop_process_nor_launched_program_carries_a_secret(manager, monke
         assert leaks == set()
     finally:
         desktops.delete("envtest")
+
+
+# ------------------------------------------------------------------ who the desktop runs as
+
+ROOT = os.geteuid() == 0
+# When glassdesk runs as root (CI does) its desktop runs as glassdesk-desktop; otherwise as itself.
+DESKTOP = desktop_user()
+DESKTOP_UID = DESKTOP.uid if DESKTOP else os.getuid()
+as_root_only = pytest.mark.skipif(not ROOT, reason="the desktop has a user of its own only when glassdesk is root")
+
+
+def ids(pid: int) -> tuple[frozenset[int], frozenset[int], frozenset[int]]:
+    """Real/effective/saved/fs uids, the same for gids, and the supplementary groups of a process."""
+    fields = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status").read().splitlines() if ":" in line)
+    return (frozenset(int(v) for v in fields["Uid"].split()), frozenset(int(v) for v in fields["Gid"].split()),
+            frozenset(int(v) for v in fields["Groups"].split()))
+
+
+@dataclass
+class Process:
+    pid: int
+    cmdline: str
+    uids: frozenset[int]
+    gids: frozenset[int]
+    groups: frozenset[int]
+
+
+def session_processes(stack) -> dict[int, Process]:
+    """Every live process of a session, as it is now."""
+    pids = set(tagged_pids(stack.tag)) | set(session_pids({c.popen.pid for c in stack.children.values()}))
+    found = {}
+    for pid in pids:
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            found[pid] = Process(pid, cmdline, *ids(pid))
+        except OSError:  # ended meanwhile
+            pass
+    return found
+
+
+def as_desktop_user(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*run_as_argv(DESKTOP), *argv], capture_output=True, text=True, timeout=10, cwd="/")
+
+
+def test_every_desktop_process_runs_as_the_desktop_user_and_chromium_keeps_its_sandbox(desk):
+    stack = desk.stack
+    viewer = {stack.children[name].popen.pid for name in ("x11vnc", "websockify")}
+    viewer |= set(session_pids(viewer))
+    processes = session_processes(stack)
+    desktop = [p for p in processes.values() if p.pid not in viewer]
+    names = {p.cmdline.split()[0].rsplit("/", 1)[-1] for p in desktop}
+    assert {"Xvfb", "dbus-daemon", "xfce4-session", "xfwm4", "xfce4-panel", "chromium"} <= names, names
+    expected = ({DESKTOP.gid}, set()) if DESKTOP else (None, None)
+    wrong = [p for p in desktop if p.uids != {DESKTOP_UID} or (DESKTOP and (p.gids, p.groups) != expected)]
+    assert wrong == []
+    # The viewer holds the VNC passwords: it stays with the server's user.
+    assert {uid for p in processes.values() if p.pid in viewer for uid in p.uids} == {os.geteuid()}
+
+    chromium = [p for p in desktop if "chromium" in p.cmdline.split()[0]]
+    assert [p for p in chromium if "--no-sandbox" in p.cmdline] == []
+    # The sandbox really engaged: renderers live in a user namespace of their own.
+    browser_ns = os.readlink(f"/proc/{stack.children['chromium'].popen.pid}/ns/user")
+    renderers = [p.pid for p in chromium if "--type=renderer" in p.cmdline]
+    assert renderers and all(os.readlink(f"/proc/{pid}/ns/user") != browser_ns for pid in renderers)
+
+
+def test_a_launched_program_runs_as_the_desktop_user(manager, desk):
+    _, pid = DesktopService(manager).launch(desk.id, "sleep", ["30"])
+    try:
+        assert ids(pid)[0] == {DESKTOP_UID}
+        if DESKTOP:
+            assert ids(pid)[1:] == ({DESKTOP.gid}, set())
+    finally:
+        os.kill(pid, 9)
+
+
+@as_root_only
+def test_the_desktop_user_reads_its_own_files_but_not_the_servers(desk, tmp_path_factory):
+    stack = desk.stack
+    # Its own home: the prefix works, so the refusals below are about permissions.
+    own = as_desktop_user("cat", str(stack.home / ".config/autostart/xscreensaver.desktop"))
+    assert own.returncode == 0 and "Hidden=true" in own.stdout
+    for argv in (["cat", str(stack.workdir / "vnc.passwd")], ["cat", str(stack.logs / "xvfb.log")],
+                 ["ls", str(stack.workdir)], ["ls", str(stack.workdir.parent)]):
+        refused = as_desktop_user(*argv)
+        assert refused.returncode != 0 and "Permission denied" in refused.stderr, (argv, refused)
+
+    # Traces: a data dir anyone may pass through, still no trace to read.
+    data = Path(tempfile.mkdtemp())
+    try:
+        data.chmod(0o755)
+        trace = TraceStore(data).create("look", model="scripted").dir
+        refused = as_desktop_user("cat", str(trace / "meta.json"))
+        assert refused.returncode != 0 and "Permission denied" in refused.stderr, refused
+    finally:
+        shutil.rmtree(data)
+
+
+@as_root_only
+def test_the_desktop_user_cannot_signal_the_server(desk):
+    refused = as_desktop_user("kill", "-0", str(os.getpid()))
+    assert refused.returncode != 0 and "not permitted" in refused.stderr, refused
+    own = as_desktop_user("kill", "-0", str(desk.stack.children["xvfb"].popen.pid))
+    assert own.returncode == 0, own

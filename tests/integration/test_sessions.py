@@ -212,8 +212,8 @@ def test_delete_leaves_no_process_behind(api, second):
 # ------------------------------------------------------------------ idle expiry
 
 
-def test_idle_sessions_expire_unless_pinned(tmp_path):
-    ttl = SessionManager(root=tmp_path, max_sessions=2, idle_ttl_s=2, supervise_every_s=0.3)
+def test_idle_sessions_expire_unless_pinned(sessions_root):
+    ttl = SessionManager(root=sessions_root, max_sessions=2, idle_ttl_s=2, supervise_every_s=0.3)
     try:
         kept = ttl.create("kept", pinned=True)
         idle = ttl.create("idle")
@@ -234,8 +234,8 @@ def test_idle_sessions_expire_unless_pinned(tmp_path):
             assert tagged_pids(tag) == []
 
 
-def test_a_used_session_does_not_expire(tmp_path):
-    ttl = SessionManager(root=tmp_path, max_sessions=1, idle_ttl_s=2, supervise_every_s=0.3)
+def test_a_used_session_does_not_expire(sessions_root):
+    ttl = SessionManager(root=sessions_root, max_sessions=1, idle_ttl_s=2, supervise_every_s=0.3)
     try:
         busy = ttl.create("used")
         deadline = time.monotonic() + 5

@@ -20,6 +20,7 @@ class FakeStack:
 
     display: str = ""
     browser: object = None
+    user: None = None  # the desktop runs as this process's user
     children: dict = field(default_factory=lambda: {"chromium": DeadChild()})
     events: list = field(default_factory=list)
     calls: list = field(default_factory=list)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import stat
 from datetime import datetime
 from pathlib import Path
 
@@ -387,3 +389,16 @@ def test_an_interrupted_run_reads_as_such_in_the_report_and_junit(tmp_path: Path
     assert "server stopped before this run finished" in page
     junit = render_junit(trace.meta, trace.steps)
     assert 'type="interrupted"' in junit and 'failures="1"' in junit
+
+
+def test_traces_are_the_servers_alone_whatever_the_umask(tmp_path):
+    data = tmp_path / "data"
+    old = os.umask(0)
+    try:
+        TraceStore(data).create("look", model="scripted")
+        (data / "traces").chmod(0o755)  # as an older glassdesk left it
+        TraceStore(data).create("look again", model="scripted")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    assert stat.S_IMODE((data / "traces").stat().st_mode) == 0o700
