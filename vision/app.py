@@ -68,7 +68,8 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(GlassdeskError)
     async def glassdesk_error(_: Request, exc: GlassdeskError) -> JSONResponse:
-        return JSONResponse({"error": exc.to_dict()}, status_code=exc.status)
+        headers = {"retry-after": str(exc.retry_after)} if exc.retry_after else None
+        return JSONResponse({"error": exc.to_dict()}, status_code=exc.status, headers=headers)
 
     @app.exception_handler(Exception)
     async def unexpected_error(_: Request, exc: Exception) -> JSONResponse:
@@ -77,7 +78,10 @@ def add_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"error": {"code": "internal_error", "message": message}}, status_code=500)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:
+            # FastAPI's only 400: a body it could not decode (not UTF-8). A bad body like any other.
+            return JSONResponse({"error": {"code": bad_body_code(request), "message": NOT_UTF8}}, status_code=422)
         # FastAPI's own 404 (no such route) and 405 (wrong method), in the same shape as ours.
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
@@ -85,7 +89,14 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # A bad desktop action is invalid_action; any other bad body (a vision run, a session) is
-        # invalid_request.
-        code = "invalid_action" if "/desktop/" in request.url.path else "invalid_request"
-        return JSONResponse({"error": {"code": code, "message": describe_errors(exc.errors())}}, status_code=422)
+        return JSONResponse({"error": {"code": bad_body_code(request), "message": describe_errors(exc.errors())}},
+                            status_code=422)
+
+
+NOT_UTF8 = "body: not valid JSON: it must be UTF-8 encoded"
+
+
+def bad_body_code(request: Request) -> str:
+    """A bad desktop action is invalid_action; any other bad body (a vision run, a session) is
+    invalid_request. Unreadable bodies (not JSON, not UTF-8, not sent as JSON) included."""
+    return "invalid_action" if "/desktop/" in request.url.path else "invalid_request"
