@@ -80,8 +80,10 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:
-            # FastAPI's only 400: a body it could not decode (not UTF-8). A bad body like any other.
-            return JSONResponse({"error": {"code": bad_body_code(request), "message": NOT_UTF8}}, status_code=422)
+            # FastAPI's only 400: a body its JSON parser gave up on (not UTF-8, a number of over 4300
+            # digits, nesting too deep). A bad body like any other.
+            return JSONResponse({"error": {"code": bad_body_code(request), "message": unreadable(exc.__cause__)}},
+                                status_code=422)
         # FastAPI's own 404 (no such route) and 405 (wrong method), in the same shape as ours.
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
@@ -93,7 +95,10 @@ def add_error_handlers(app: FastAPI) -> None:
                             status_code=422)
 
 
-NOT_UTF8 = "body: not valid JSON: it must be UTF-8 encoded"
+def unreadable(cause: BaseException | None) -> str:
+    if isinstance(cause, UnicodeDecodeError):
+        return "body: not valid JSON: it must be UTF-8 encoded"
+    return f"body: could not be read as JSON ({str(cause)[:120] or type(cause).__name__})"
 
 
 def bad_body_code(request: Request) -> str:

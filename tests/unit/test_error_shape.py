@@ -66,6 +66,8 @@ def test_a_body_that_cannot_be_read_is_a_typed_422_in_the_error_shape():
         (b"x=1", {"content-type": "application/x-www-form-urlencoded"}, "Content-Type: application/json"),
         (b"[1]", json_type, "must be a JSON object"),
         (b"", json_type, "missing"),
+        (b'{"x": ' + b"9" * 5000 + b"}", json_type, "could not be read as JSON (Exceeds the limit"),
+        (b"[" * 100_000 + b"]" * 100_000, json_type, "could not be read as JSON (maximum recursion depth"),
     ]
     with LiveServer(app) as server, httpx2.Client(base_url=server.url) as client:
         for path, code in (("/api/v1/sessions/s/desktop/click", "invalid_action"),
