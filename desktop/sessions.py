@@ -48,6 +48,8 @@ QUEUE_WAIT_S = 5.0
 # The retry hint of a session that is starting or restarting: a part restarts in 1-3 s, the whole
 # desktop in about 5.
 RESTART_RETRY_S = 2
+# A live view that could not be restarted is tried again this much later, not at every look.
+VIEWER_RETRY_S = 10.0
 
 
 def utcnow() -> datetime:
@@ -107,6 +109,7 @@ class Session:
     def __post_init__(self):
         self.action_lock = threading.RLock()
         self._running: Running | None = None
+        self._viewer_retry_at = 0.0
         self._lifecycle = threading.Lock()
         self._bind()
 
@@ -286,7 +289,7 @@ class Session:
                     self.status = "ready"
                 return []
             if all(name in VIEWER_PARTS for name in dead):
-                return self._heal_viewer(dead)
+                return self._heal_viewer(dead) if time.monotonic() >= self._viewer_retry_at else []
             self.status = "restarting"
             try:
                 with self.action_lock:
@@ -305,7 +308,8 @@ class Session:
         behind the agent's back, the status ready and the action lock free all along."""
         try:
             return self.stack.heal(dead)
-        except StackError as exc:  # the agent can go on without a live view; the next look tries again
+        except StackError as exc:  # the agent can go on without a live view; a later look tries again
+            self._viewer_retry_at = time.monotonic() + VIEWER_RETRY_S
             self.stack.events.append(f"restart failed: {exc}")
             log.error("session %s: the live view could not be restarted: %s", self.id, exc)
             return [str(exc)]

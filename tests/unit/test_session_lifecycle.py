@@ -251,3 +251,19 @@ def test_expected_durations():
     assert expected_ms(Type(text="x" * 1000)) == 1000 * TYPE_MS_PER_CHAR + ACTION_MS
     assert expected_ms(Click(x=5, y=5), glide_ms=150) == ACTION_MS + 150
     assert expected_ms(Click(), glide_ms=150) == ACTION_MS  # no pointer move, no glide
+
+
+def test_a_live_view_that_cannot_restart_is_retried_later_not_at_every_look():
+    from desktop.stack import StackError
+
+    class FailingStack(FakeStack):
+        def heal(self, parts=None):
+            self.calls.append("heal")
+            raise StackError("websockify failed to start: port in use")
+
+    stack = FailingStack(children={"xvfb": DeadChild(alive=True), "websockify": DeadChild()})
+    session = Session("noview", stack)  # type: ignore[arg-type]
+    session.status = "ready"
+    assert session.heal() == ["websockify failed to start: port in use"]
+    assert session.heal() == [] and session.heal() == []  # the supervisor looks every 0.5 s
+    assert stack.calls == ["heal"] and len(stack.events) == 1 and session.status == "ready"
