@@ -143,7 +143,7 @@ class DesktopService:
         """Back to a fresh session on the same display: launched programs end, Chromium restarts on
         a clean profile at about:blank. Refused while a run or a person drives the session."""
         session = self._for_agent(session_id)
-        session.reset()
+        session.reset(queue_s=QUEUE_WAIT_S)
         return self._info(session)
 
     def close(self) -> None:

@@ -48,6 +48,8 @@ QUEUE_WAIT_S = 5.0
 # The retry hint of a session that is starting or restarting: a part restarts in 1-3 s, the whole
 # desktop in about 5.
 RESTART_RETRY_S = 2
+# About how long a reset takes (Chromium restarts), for whoever waits behind one.
+RESET_EXPECTED_S = 3.0
 # A live view that could not be restarted is tried again this much later, not at every look.
 VIEWER_RETRY_S = 10.0
 
@@ -264,11 +266,12 @@ class Session:
             frame, settle_ms = self.screen.settle(before=before, first_change_ms=400)
         return Performed(executed, duration, settle_ms, frame)
 
-    def reset(self) -> None:
+    def reset(self, *, queue_s: float | None = None) -> None:
         """Return to a fresh session (desktop.stack.DesktopStack.reset) on the same display. Actions
-        wait for it; a failed reset leaves the session for the supervisor to heal."""
+        wait for it; a failed reset leaves the session for the supervisor to heal. ``queue_s``: as
+        for perform."""
         self.require_ready()
-        with self._lifecycle, self.action_lock:
+        with self._lifecycle, self._acting("a reset", RESET_EXPECTED_S, queue_s):
             try:
                 self.stack.reset()
             except StackError as exc:

@@ -267,3 +267,27 @@ def test_a_live_view_that_cannot_restart_is_retried_later_not_at_every_look():
     assert session.heal() == ["websockify failed to start: port in use"]
     assert session.heal() == [] and session.heal() == []  # the supervisor looks every 0.5 s
     assert stack.calls == ["heal"] and len(stack.events) == 1 and session.status == "ready"
+
+
+def test_a_reset_queues_like_an_action():
+    session, executor = queued_session()
+    first = threading.Thread(target=session.perform, args=(Wait(duration_ms=30_000),))
+    first.start()
+    assert executor.started.wait(5)
+    with pytest.raises(SessionBusy) as info:  # behind a long action, a reset is refused too...
+        session.reset(queue_s=5)
+    executor.gate.set()
+    first.join(5)
+    assert info.value.retry_after >= 25
+
+    resetting, done = threading.Event(), threading.Event()
+    session.stack.reset = lambda: (resetting.set(), done.wait(10))  # type: ignore[attr-defined]
+    resetter = threading.Thread(target=session.reset)
+    resetter.start()
+    assert resetting.wait(5)
+    with pytest.raises(SessionBusy) as info:  # ...and an action behind a reset is told about it
+        session.perform(Click(x=1, y=1), queue_s=0.5)
+    done.set()
+    resetter.join(5)
+    assert "a reset" in info.value.message and info.value.retry_after >= 1
+    assert executor.ran == ["wait"]
