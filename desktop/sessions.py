@@ -288,8 +288,6 @@ class Session:
                 return []
             dead = self.stack.dead_parts()
             if not dead:
-                if self.status == "restarting":  # marked by down_error, and nothing is dead any more
-                    self.status = "ready"
                 return []
             if all(name in VIEWER_PARTS for name in dead):
                 return self._heal_viewer(dead) if time.monotonic() >= self._viewer_retry_at else []

@@ -154,12 +154,6 @@ def test_a_capture_failing_with_everything_alive_is_still_screenshot_failed():
     assert session.status == "ready"
 
 
-def test_a_session_marked_restarting_with_nothing_dead_goes_back_to_ready():
-    session = Session("back", FakeStack(children={"xvfb": DeadChild(alive=True)}))  # type: ignore[arg-type]
-    session.status = "restarting"
-    assert session.heal() == [] and session.status == "ready"
-
-
 # ------------------------------------------------------------------ one action at a time, a bounded queue
 
 
