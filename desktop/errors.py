@@ -6,6 +6,8 @@ The vision layer adds its own codes by subclassing GlassdeskError; the API turns
 
 from __future__ import annotations
 
+import math
+
 from pydantic import ValidationError
 
 
@@ -13,10 +15,13 @@ class GlassdeskError(Exception):
     code = "internal_error"
     status = 500
 
-    def __init__(self, message: str, **detail):
+    def __init__(self, message: str, *, retry_after: float | None = None, **detail):
         super().__init__(message)
         self.message = message
         self.detail = detail
+        # Whole seconds after which trying again is worth it, when that is known: REST sends it as
+        # Retry-After, MCP adds it to the error text.
+        self.retry_after = max(1, math.ceil(retry_after)) if retry_after is not None else None
 
     def to_dict(self) -> dict:
         return {"code": self.code, "message": self.message, **({"detail": self.detail} if self.detail else {})}
@@ -35,7 +40,13 @@ class SessionLimit(GlassdeskError):
 
 
 class SessionBusy(GlassdeskError):
+    """Someone else is acting on the session: a vision run, or an action still running after a
+    request waited QUEUE_WAIT_S for it. Always carries a retry hint (1 s when nothing better is known)."""
+
     code, status = "session_busy", 409
+
+    def __init__(self, message: str, *, retry_after: float = 1, **detail):
+        super().__init__(message, retry_after=retry_after, **detail)
 
 
 class OperatorInControl(GlassdeskError):
@@ -102,6 +113,20 @@ def describe_errors(errors) -> str:
     """Pydantic's errors as one readable sentence: 'x: must be <= 1919; keys: unknown key ...'."""
     parts = []
     for err in errors:
+        kind = err.get("type")
+        if kind == "json_invalid":  # FastAPI's: the body is not JSON at all
+            where = f" at position {err['loc'][-1]}" if isinstance(err["loc"][-1], int) else ""
+            parts.append(f"body: not valid JSON ({err.get('ctx', {}).get('error', 'decode error')}{where})")
+            continue
+        if tuple(err["loc"]) == ("body",) and kind == "missing":
+            parts.append("body: missing; send a JSON object")
+            continue
+        if tuple(err["loc"]) == ("body",) and kind in ("model_attributes_type", "dict_type", "model_type"):
+            # The body as a whole is not an object: FastAPI hands over the raw bytes when the
+            # request did not say it was JSON.
+            parts.append("body: send a JSON object with Content-Type: application/json"
+                         if isinstance(err.get("input"), (bytes, bytearray)) else "body: must be a JSON object")
+            continue
         # Drop the request part ("body") and the union branch names pydantic adds to a location.
         loc = [str(p) for p in err["loc"] if p != "body" and not str(p).startswith("function-")]
         if len(loc) > 1 and loc[0] in _action_names():

@@ -165,6 +165,29 @@ def argv_for(action: _Action) -> list[list[str]]:
     raise TypeError(f"not a desktop input action: {action!r}")
 
 
+# What a queued request is told to wait for an action still running (expected_ms): typing took
+# 7-9 ms a character here (xdotool's delay is spent once per character, plus its own work).
+TYPE_MS_PER_CHAR = 8
+ACTION_MS = 100  # one xdotool call and the settling that follows, for an action with no duration
+
+
+def expected_ms(action: _Action, glide_ms: int = 0) -> float:
+    """About how long ``action`` takes to run, settling included (pure): an estimate for whoever
+    waits behind it, never a limit."""
+    match action:
+        case Wait() | HoldKey():
+            own = action.duration_ms
+        case Type():
+            own = len(action.text) * TYPE_MS_PER_CHAR
+        case Drag():
+            own = len(_interpolate(action.path)) * 10  # a 10 ms sleep between intermediate points
+        case Key():
+            own = len(action.keys) * 10
+        case _:
+            own = 0
+    return own + ACTION_MS + (glide_ms if pointer_target(action) is not None else 0)
+
+
 # The visible pointer glide: before a pointer action the pointer travels to its target in a few
 # steps, so a person watching the live view sees where the agent is about to act. Costs about
 # GLIDE_MS per pointer action; GLASSDESK_POINTER_GLIDE_MS=0 turns it off (benchmarks, CI speed).

@@ -7,7 +7,8 @@ default session, which is started on first use.
 Two guards keep a caller from fighting someone else for the pointer: while a person holds the
 desktop (take-over) an agent's action is refused with ``operator_in_control``, and while a vision
 run drives it a direct action is refused with ``session_busy`` rather than interleaved with the
-run's own.
+run's own. An action behind another still running waits at most ``QUEUE_WAIT_S``, then is
+``session_busy`` too, with a retry hint.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from desktop.errors import (
 from desktop.liveview import Grant, LiveTokens
 from desktop.port import Performed
 from desktop.screen import ScreenshotError
-from desktop.sessions import LiveView, Session, SessionInfo, SessionManager, utcnow
+from desktop.sessions import QUEUE_WAIT_S, LiveView, Session, SessionInfo, SessionManager, utcnow
 from desktop.stack import StackError
 from desktop.windows import Window, WindowError, check_program, check_url
 
@@ -144,7 +145,7 @@ class DesktopService:
         """Back to a fresh session on the same display: launched programs end, Chromium restarts on
         a clean profile at about:blank. Refused while a run or a person drives the session."""
         session = self._for_agent(session_id)
-        session.reset()
+        session.reset(queue_s=QUEUE_WAIT_S)
         return self._info(session)
 
     def close(self) -> None:
@@ -241,7 +242,7 @@ class DesktopService:
         try:
             return session.windows.list()
         except (OSError, RuntimeError) as exc:
-            raise ActionFailedError(f"could not list the windows: {exc}") from exc
+            raise session.down_error() or ActionFailedError(f"could not list the windows: {exc}") from exc
 
     def cursor(self, session_id: str | None = None) -> tuple[int, int]:
         return self.session(session_id).cursor()
@@ -264,16 +265,16 @@ class DesktopService:
         return session
 
     def perform(self, session_id: str | None, action: _Action) -> Performed:
-        return self._for_agent(session_id).perform(action)
+        return self._for_agent(session_id).perform(action, queue_s=QUEUE_WAIT_S)
 
     def open(self, session_id: str | None, url: str) -> Performed:
         _fenced(check_url, url, allow_local=self.allow_local_urls)
         session = self._for_agent(session_id)
-        return self._settled(session, lambda: session.windows.open_url(url))
+        return self._settled(session, lambda: session.windows.open_url(url), "opening a page")
 
     def focus(self, session_id: str | None, window_id: str) -> Performed:
         session = self._for_agent(session_id)
-        return self._settled(session, lambda: session.windows.focus(window_id))
+        return self._settled(session, lambda: session.windows.focus(window_id), "focusing a window")
 
     def launch(self, session_id: str | None, command: str, args: list[str]) -> tuple[Performed, int]:
         _fenced(check_program, command, self.launch_allow)
@@ -285,19 +286,20 @@ class DesktopService:
             started.append(pid)
             return argv
 
-        return self._settled(session, run), started[0]
+        return self._settled(session, run, "launching a program"), started[0]
 
     @staticmethod
-    def _settled(session: Session, run: Callable[[], list[list[str]]]) -> Performed:
+    def _settled(session: Session, run: Callable[[], list[list[str]]], what: str) -> Performed:
         try:
-            return session.run_settled(run)
+            return session.run_settled(run, what=what, queue_s=QUEUE_WAIT_S)
         except WindowError as exc:
             raise InvalidAction(str(exc)) from exc
         except ScreenshotError as exc:
-            raise ScreenshotFailed(str(exc)) from exc
+            raise session.down_error() or ScreenshotFailed(str(exc)) from exc
         except (RuntimeError, OSError, KeyError) as exc:
-            # wmctrl failed, the browser gone or not answering in time, exec failed
-            raise ActionFailedError(f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc)) from exc
+            # wmctrl failed, the browser gone or not answering in time, exec failed; or the desktop died
+            message = f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise session.down_error() or ActionFailedError(message) from exc
 
 
 def _fenced(check: Callable[..., None], *args, **kwargs) -> None:

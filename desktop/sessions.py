@@ -2,6 +2,7 @@
 
 The manager allocates, limits and expires sessions; a supervisor thread restarts what dies. A
 session runs one input action at a time, so a screenshot taken after an action shows that action.
+A request waits at most QUEUE_WAIT_S for the action before it, then is told how long to wait.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,12 +27,13 @@ from pydantic import BaseModel, Field
 
 from desktop.actions import _Action
 from desktop.errors import (
-    ActionFailedError, InvalidAction, ScreenshotFailed, SessionLimit, SessionNotFound, SessionUnavailable,
+    ActionFailedError, GlassdeskError, InvalidAction, ScreenshotFailed, SessionBusy, SessionLimit, SessionNotFound,
+    SessionUnavailable,
 )
-from desktop.input import ActionFailed, Executor
+from desktop.input import ActionFailed, Executor, expected_ms
 from desktop.port import Performed
 from desktop.screen import Frame, Screen, ScreenshotError
-from desktop.stack import DesktopStack, StackConfig, StackError, tagged_pids
+from desktop.stack import VIEWER_PARTS, DesktopStack, StackConfig, StackError, tagged_pids
 from desktop.user import open_session_root, popen_kwargs
 from desktop.windows import Windows
 
@@ -37,6 +41,18 @@ log = logging.getLogger("glassdesk.sessions")
 
 SESSION_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 Status = Literal["starting", "ready", "restarting", "failed", "stopped"]
+# How long a request waits for the action already running on its session (a 30 s wait, a long
+# type) before it is refused with session_busy and an estimate of when to try again: never until
+# the client's own timeout. A vision run's own steps wait as long as it takes: what holds the
+# session then is bounded (one action that began before the run, or a heal).
+QUEUE_WAIT_S = 5.0
+# The retry hint of a session that is starting or restarting: a part restarts in 1-3 s, the whole
+# desktop in about 5.
+RESTART_RETRY_S = 2
+# About how long a reset takes (Chromium restarts), for whoever waits behind one.
+RESET_EXPECTED_S = 3.0
+# A live view that could not be restarted is tried again this much later, not at every look.
+VIEWER_RETRY_S = 10.0
 
 
 def utcnow() -> datetime:
@@ -51,8 +67,9 @@ class SessionInfo(BaseModel):
                                        "process serves no viewer")
     created_at: datetime
     last_used_at: datetime
-    restarts: int
-    events: list[str]
+    restarts: int = Field(description="restarts by the supervisor: one per part restarted on its own (Chromium, "
+                                      "x11vnc), one per whole-desktop restart (Xvfb, dbus or XFCE died)")
+    events: list[str] = Field(description="the last 20 restarts and failures, oldest first")
     default: bool = Field(False, description="the session used when none is named")
     takeover: bool = Field(False, description="a person holds mouse and keyboard; agents' actions are refused")
     takeover_since: datetime | None = None
@@ -73,6 +90,17 @@ class LiveView(BaseModel):
 
 
 @dataclass
+class Running:
+    """The action holding a session's action lock, for the estimate given to whoever waits behind it."""
+
+    what: str
+    ends_at: float  # time.monotonic() by when it should be done
+
+    def remaining_s(self) -> float:
+        return max(0.0, self.ends_at - time.monotonic())
+
+
+@dataclass
 class Session:
     id: str
     stack: DesktopStack
@@ -90,6 +118,8 @@ class Session:
 
     def __post_init__(self):
         self.action_lock = threading.RLock()
+        self._running: Running | None = None
+        self._viewer_retry_at = 0.0
         self._lifecycle = threading.Lock()
         self._bind()
 
@@ -111,7 +141,7 @@ class Session:
         return SessionInfo(
             id=self.id, display=self.stack.display, status=self.status, novnc_url=novnc_url,
             created_at=self.created_at, last_used_at=self.last_used_at,
-            restarts=sum(c.restarts for c in self.stack.children.values()), events=self.stack.events[-20:],
+            restarts=self.stack.restarts, events=self.stack.events[-20:],
             default=default, takeover=self.takeover_since is not None, takeover_since=self.takeover_since,
         )
 
@@ -124,7 +154,70 @@ class Session:
 
     def require_ready(self) -> None:
         if self.status != "ready":
-            raise SessionUnavailable(f"session {self.id} is {self.status}; try again in a few seconds")
+            raise SessionUnavailable(f"session {self.id} is {self.status}; try again in a few seconds",
+                                     retry_after=RESTART_RETRY_S)
+
+    def down_error(self) -> SessionUnavailable | None:
+        """After a capture or a command failed: session_unavailable if the desktop died under it
+        (and the status says restarting from now on, not from the supervisor's next look), else
+        None - the failure is the caller's to report."""
+        if self.status != "ready":
+            return self._unavailable()
+        # The X connection closes a moment before its dead server can be reaped: look twice.
+        deadline = time.monotonic() + 0.2
+        while not (dead := self._dead_core()):
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.02)
+        if not self._lifecycle.acquire(blocking=False):  # a heal (or a delete) is under way already
+            return self._unavailable(dead)
+        try:  # under the lifecycle lock: a heal cannot finish between the look and the mark
+            if self.status == "ready" and self._dead_core():
+                self.status = "restarting"
+        finally:
+            self._lifecycle.release()
+        return self._unavailable(dead)
+
+    def _dead_core(self) -> list[str]:
+        return [name for name in self.stack.dead_parts() if name not in VIEWER_PARTS]
+
+    def _unavailable(self, dead: list[str] | None = None) -> SessionUnavailable:
+        why = f"{', '.join(dead)} died; it is restarting" if dead else f"it is {self.status}"
+        return SessionUnavailable(f"session {self.id}: {why}; try again in a few seconds", retry_after=RESTART_RETRY_S)
+
+    @contextmanager
+    def _acting(self, what: str, expected_s: float, queue_s: float | None) -> Iterator[None]:
+        """Hold the action lock for one action. With ``queue_s``, wait at most that long for the
+        action before, then refuse: session_busy with an estimate of when it ends."""
+        if not self._take_action_lock(queue_s):
+            raise self._busy()
+        try:
+            self.require_ready()  # a heal may have run while this waited
+            self._running = Running(what, time.monotonic() + expected_s)
+            yield
+        finally:
+            self._running = None
+            self.action_lock.release()
+
+    def _take_action_lock(self, queue_s: float | None) -> bool:
+        if self.action_lock.acquire(blocking=False):
+            return True
+        if queue_s is None:
+            return self.action_lock.acquire()
+        running = self._running
+        if running is not None and running.remaining_s() > queue_s:
+            return False  # it will not be done in time: say so now rather than hold the caller
+        return self.action_lock.acquire(timeout=queue_s)
+
+    def _busy(self) -> GlassdeskError:
+        if self.status != "ready":  # a heal holds the lock
+            return self._unavailable()
+        running = self._running
+        if running is None:  # it ended just as this gave up
+            return SessionBusy(f"session {self.id} was busy with another action; try again", retry_after=1)
+        left = running.remaining_s()
+        return SessionBusy(f"session {self.id} is busy with {running.what} (about {left:.0f} s left); one action "
+                           "runs at a time", retry_after=left)
 
     def capture(self) -> Frame:
         self.require_ready()
@@ -132,14 +225,17 @@ class Session:
         try:
             return self.screen.capture()
         except ScreenshotError as exc:
-            raise ScreenshotFailed(str(exc)) from exc
+            raise self.down_error() or ScreenshotFailed(str(exc)) from exc
 
-    def perform(self, action: _Action, *, before: Frame | None = None, settle: bool = True) -> Performed:
+    def perform(self, action: _Action, *, before: Frame | None = None, settle: bool = True,
+                queue_s: float | None = None) -> Performed:
         """Execute one action and wait for the screen to settle. ``before`` is the frame from
-        before the action if the caller has it (the loop does), saving one capture."""
+        before the action if the caller has it (the loop does), saving one capture. ``queue_s``:
+        how long to wait for an action already running (None: as long as it takes)."""
         self.require_ready()
         self.touch()
-        with self.action_lock:
+        expected_s = expected_ms(action, self.executor.glide_ms) / 1000
+        with self._acting(f"a {action.action} action", expected_s, queue_s):
             try:
                 before = before or self.screen.capture()
                 executed = self.executor.run(action)
@@ -148,9 +244,9 @@ class Session:
                 else:
                     frame, settle_ms = self.screen.capture(), 0
             except ActionFailed as exc:
-                raise ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
+                raise self.down_error() or ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
             except ScreenshotError as exc:
-                raise ScreenshotFailed(str(exc)) from exc
+                raise self.down_error() or ScreenshotFailed(str(exc)) from exc
         return Performed(executed.argv, executed.duration_ms, settle_ms, frame)
 
     def cursor(self) -> tuple[int, int]:
@@ -158,16 +254,17 @@ class Session:
         try:
             return self.executor.cursor()
         except ActionFailed as exc:
-            raise ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
+            raise self.down_error() or ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
 
     def page_url(self) -> str | None:
         return self.windows.page_url() if self.status == "ready" else None
 
-    def run_settled(self, run, before: Frame | None = None) -> Performed:
+    def run_settled(self, run, before: Frame | None = None, *, what: str = "a window operation",
+                    queue_s: float | None = None) -> Performed:
         """Run a non-input side effect (open, focus, launch) and settle like an action."""
         self.require_ready()
         self.touch()
-        with self.action_lock:
+        with self._acting(what, 1.0, queue_s):
             before = before or self.screen.capture()
             start = time.perf_counter()
             executed = run()
@@ -175,11 +272,12 @@ class Session:
             frame, settle_ms = self.screen.settle(before=before, first_change_ms=400)
         return Performed(executed, duration, settle_ms, frame)
 
-    def reset(self) -> None:
+    def reset(self, *, queue_s: float | None = None) -> None:
         """Return to a fresh session (desktop.stack.DesktopStack.reset) on the same display. Actions
-        wait for it; a failed reset leaves the session for the supervisor to heal."""
+        wait for it; a failed reset leaves the session for the supervisor to heal. ``queue_s``: as
+        for perform."""
         self.require_ready()
-        with self._lifecycle, self.action_lock:
+        with self._lifecycle, self._acting("a reset", RESET_EXPECTED_S, queue_s):
             try:
                 self.stack.reset()
             except StackError as exc:
@@ -194,9 +292,11 @@ class Session:
         with self._lifecycle:
             if self.status not in ("ready", "restarting"):
                 return []
-            dead = [n for n, c in self.stack.children.items() if not c.alive]
+            dead = self.stack.dead_parts()
             if not dead:
                 return []
+            if all(name in VIEWER_PARTS for name in dead):
+                return self._heal_viewer(dead) if time.monotonic() >= self._viewer_retry_at else []
             self.status = "restarting"
             try:
                 with self.action_lock:
@@ -209,6 +309,17 @@ class Session:
                 self.stack.events.append(f"restart failed: {exc}")
                 log.error("session %s could not be restarted: %s", self.id, exc)
                 return [str(exc)]
+
+    def _heal_viewer(self, dead: list[str]) -> list[str]:
+        """Only the live view went: screenshots and input do not pass through it, so it is healed
+        behind the agent's back, the status ready and the action lock free all along."""
+        try:
+            return self.stack.heal(dead)
+        except StackError as exc:  # the agent can go on without a live view; a later look tries again
+            self._viewer_retry_at = time.monotonic() + VIEWER_RETRY_S
+            self.stack.events.append(f"restart failed: {exc}")
+            log.error("session %s: the live view could not be restarted: %s", self.id, exc)
+            return [str(exc)]
 
     def close(self) -> None:
         with self._lifecycle:

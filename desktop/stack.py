@@ -17,7 +17,7 @@ import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -37,6 +37,11 @@ TAG_VAR = "GLASSDESK_SESSION_TAG"
 HIDDEN_AUTOSTART = ("xscreensaver", "light-locker", "xfce4-screensaver", "xfce4-power-manager",
                     "at-spi-dbus-bus", "xdg-user-dirs", "nm-applet", "blueman", "update-notifier",
                     "polkit-gnome-authentication-agent-1", "xfce4-notifyd")
+
+
+# The parts only the live view needs. Screenshots and input do not pass through them, so their
+# death is healed without taking the session out of "ready" (desktop.sessions.Session.heal).
+VIEWER_PARTS = frozenset({"x11vnc"})
 
 
 class StackError(RuntimeError):
@@ -124,6 +129,8 @@ class DesktopStack:
     view_password: str = field(default_factory=lambda: secrets.token_urlsafe(6)[:8])
     children: dict[str, Child] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
+    # Restarts by heal(): one per part restarted on its own, one per whole-desktop restart.
+    restarts: int = 0
 
     def __post_init__(self):
         self.workdir = Path(self.workdir)
@@ -367,21 +374,29 @@ class DesktopStack:
                 self.stop()
                 raise
 
-    def heal(self) -> list[str]:
-        """Restart the parts that died. Returns what was done, for the session's event log.
+    def dead_parts(self) -> list[str]:
+        return [name for name, child in list(self.children.items()) if not child.alive]
+
+    def heal(self, parts: Collection[str] | None = None) -> list[str]:
+        """Restart the parts that died (only those of ``parts``, if given). Returns what was done,
+        for the session's event log.
 
         Chromium and x11vnc restart alone. If Xvfb, dbus or XFCE died the whole
         desktop is gone with them, so the stack restarts whole.
         """
         with self._lock:
-            dead = [name for name, child in self.children.items() if not child.alive]
+            dead = [name for name in self.dead_parts() if parts is None or name in parts]
             if not dead:
                 return []
             if any(name not in self.STARTERS for name in dead):
                 reason = f"{', '.join(dead)} exited; restarted the whole desktop"
+                counts = {name: child.restarts for name, child in self.children.items()}
                 self.stop()
                 self.children.clear()
                 self.start()
+                for name, child in self.children.items():  # each part's own restarts are kept
+                    child.restarts = counts.get(name, 0)
+                self.restarts += 1
                 self._note(reason)
                 return [reason]
             done = []
@@ -389,6 +404,7 @@ class DesktopStack:
                 code = self.children[name].popen.returncode
                 kill_group(self.children[name].popen)
                 getattr(self, self.STARTERS[name])()
+                self.restarts += 1
                 done.append(self._note(f"{name} exited (code {code}); restarted"))
             return done
 

@@ -86,7 +86,10 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(GlassdeskError)
     async def glassdesk_error(_: Request, exc: GlassdeskError) -> JSONResponse:
-        return JSONResponse({"error": exc.to_dict()}, status_code=exc.status, headers=getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.retry_after:
+            headers["retry-after"] = str(exc.retry_after)
+        return JSONResponse({"error": exc.to_dict()}, status_code=exc.status, headers=headers or None)
 
     @app.exception_handler(Exception)
     async def unexpected_error(_: Request, exc: Exception) -> JSONResponse:
@@ -95,7 +98,12 @@ def add_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"error": {"code": "internal_error", "message": message}}, status_code=500)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:
+            # FastAPI's only 400: a body its JSON parser gave up on (not UTF-8, a number of over 4300
+            # digits, nesting too deep). A bad body like any other.
+            return JSONResponse({"error": {"code": bad_body_code(request), "message": unreadable(exc.__cause__)}},
+                                status_code=422)
         # FastAPI's own 404 (no such route) and 405 (wrong method), in the same shape as ours.
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
@@ -103,7 +111,17 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # A bad desktop action is invalid_action; any other bad body (a vision run, a session) is
-        # invalid_request.
-        code = "invalid_action" if "/desktop/" in request.url.path else "invalid_request"
-        return JSONResponse({"error": {"code": code, "message": describe_errors(exc.errors())}}, status_code=422)
+        return JSONResponse({"error": {"code": bad_body_code(request), "message": describe_errors(exc.errors())}},
+                            status_code=422)
+
+
+def unreadable(cause: BaseException | None) -> str:
+    if isinstance(cause, UnicodeDecodeError):
+        return "body: not valid JSON: it must be UTF-8 encoded"
+    return f"body: could not be read as JSON ({str(cause)[:120] or type(cause).__name__})"
+
+
+def bad_body_code(request: Request) -> str:
+    """A bad desktop action is invalid_action; any other bad body (a vision run, a session) is
+    invalid_request. Unreadable bodies (not JSON, not UTF-8, not sent as JSON) included."""
+    return "invalid_action" if "/desktop/" in request.url.path else "invalid_request"

@@ -553,8 +553,9 @@ class Runner:
                         try:
                             done = self.desktop.perform(action, before=frame)
                         except SessionUnavailable:
-                            # Refused before it started (the desktop is healing): wait for the heal,
-                            # then run it once more. It did not start, so running it again is safe.
+                            # Refused before it started (the desktop is healing), or cut short by the
+                            # death of the display or browser it acted on, whose state the restart
+                            # replaces: wait for the heal, then run it once more on the new desktop.
                             frame = self._await_desktop(state)
                             done = self.desktop.perform(action, before=frame)
                         frame = done.frame

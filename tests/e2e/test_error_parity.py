@@ -3,6 +3,8 @@ real MCP client) is refused with the same code, because both doors call the same
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -46,6 +48,23 @@ def taken_over(services) -> Iterator[None]:
         services.takeover(SID, False)
 
 
+@contextmanager
+def busy_with_a_wait(desk) -> Iterator[None]:
+    """A 10 s wait action running on the session (longer than a request queues for it)."""
+    from desktop.actions import Wait
+
+    waiter = threading.Thread(target=desk.perform, args=(Wait(duration_ms=10_000),))
+    waiter.start()
+    deadline = time.monotonic() + 30
+    while desk._running is None:
+        assert time.monotonic() < deadline and waiter.is_alive(), "the wait did not start"
+        time.sleep(0.02)
+    try:
+        yield
+    finally:
+        waiter.join(60)
+
+
 # (fault, REST method+path+body, MCP tool+arguments, expected code, HTTP status, setup)
 CASES = [
     ("unknown session", ("POST", "/api/v1/sessions/nope/desktop/click", {"x": 10, "y": 10}),
@@ -65,6 +84,8 @@ CASES = [
      ("desktop_click", {"x": 10, "y": 10, "session": SID}), "operator_in_control", 409, "takeover"),
     ("a screenshot of a session not ready", ("GET", f"/api/v1/sessions/{SID}/desktop/screenshot", None),
      ("desktop_screenshot", {"session": SID}), "session_unavailable", 503, "not_ready"),
+    ("an action behind a long one", ("POST", f"/api/v1/sessions/{SID}/desktop/key", {"keys": ["shift"]}),
+     ("desktop_key", {"keys": ["shift"], "session": SID}), "session_busy", 409, "busy"),
 ]
 
 
@@ -72,7 +93,8 @@ CASES = [
 def test_one_fault_one_error_code(server, services, desk, fault, rest, tool, code, status, setup):
     import httpx2
 
-    guard = {"none": nothing, "not_ready": lambda: not_ready(desk), "takeover": lambda: taken_over(services)}[setup]
+    guard = {"none": nothing, "not_ready": lambda: not_ready(desk), "takeover": lambda: taken_over(services),
+             "busy": lambda: busy_with_a_wait(desk)}[setup]
     method, path, body = rest
     with guard():
         with httpx2.Client(base_url=server.url, timeout=60) as http:
@@ -87,6 +109,11 @@ def test_one_fault_one_error_code(server, services, desk, fault, rest, tool, cod
     assert answer.json()["error"]["code"] == code, answer.text
     text = result.content[0].text
     assert result.is_error and text.startswith(f"{code}: "), text
+    if code in ("session_busy", "session_unavailable"):  # when to come back, through either door
+        seconds = int(answer.headers["retry-after"])
+        assert seconds >= 1 and text.endswith(" s") and "; retry after " in text, (answer.headers, text)
+    if setup == "busy":  # the estimate comes from the wait still running: at most its 10 s and the settling
+        assert seconds <= 11 and "wait action" in answer.json()["error"]["message"], answer.text
 
 
 def test_takeover_is_session_state_seen_by_every_door(server, services, desk):

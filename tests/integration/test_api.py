@@ -369,7 +369,13 @@ def test_other_bad_bodies(api):
     error(act(api, "scroll", {"direction": "sideways"}), 422, "invalid_action")
     error(act(api, "click", {"button": "fourth"}), 422, "invalid_action")
     response = api.post(f"{BASE}/click", content=b"{not json", headers={"content-type": "application/json"})
-    error(response, 422, "invalid_action")
+    assert "not valid JSON" in error(response, 422, "invalid_action")
+    response = api.post(f"{BASE}/type", content=b'{"text": "\xff"}', headers={"content-type": "application/json"})
+    assert "UTF-8" in error(response, 422, "invalid_action")
+    response = api.post("/api/v1/sessions", content=b'{"id": "\xc3\x28"}', headers={"content-type": "application/json"})
+    assert "UTF-8" in error(response, 422, "invalid_request")
+    response = api.post(f"{BASE}/click", content=b'{"x": 1, "y": 1}', headers={"content-type": "text/plain"})
+    assert "Content-Type" in error(response, 422, "invalid_action")
 
 
 def test_unknown_session_is_404(api):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from desktop.actions import Click, Move
-from desktop.errors import SessionNotFound
+from desktop.errors import SessionNotFound, SessionUnavailable
 from desktop.liveview import rfb_login
 from desktop.sessions import SessionManager
 from desktop.stack import tagged_pids
@@ -159,10 +159,24 @@ def test_killed_chromium_comes_back(second, page_server):
     click_lands(second, page_server, 987, 654)
 
 
-def test_killed_vnc_comes_back(second):
+def test_killed_vnc_comes_back_while_the_agent_goes_on(second):
     vnc_port = second.stack.vnc_port
+    restarts = second.info().restarts
     old_vnc = kill_child(second, "x11vnc")
-    wait_for(lambda: healed(second, "x11vnc", old_vnc), what="x11vnc to be restarted")
+    statuses, points = set(), 0
+
+    def back() -> bool:  # while the live view heals, the agent's screen and pointer keep working
+        nonlocal points
+        statuses.add(second.status)
+        assert second.capture().width == 1920
+        points += 1
+        second.perform(Move(x=100 + points % 50, y=100), settle=False)
+        assert second.executor.cursor() == (100 + points % 50, 100)
+        # (a restart is counted once the part is ready)
+        return healed(second, "x11vnc", old_vnc) and second.info().restarts == restarts + 1
+
+    wait_for(back, what="x11vnc to be restarted", interval=0)
+    assert statuses == {"ready"} and points >= 1
     assert wait_for(lambda: rfb_banner(vnc_port).startswith(b"RFB"), 20, "the RFB port")
     assert wait_for(lambda: vnc_login_ok(second), 20, "a login with the view-only password")
     assert any("x11vnc exited" in e for e in second.info().events)
@@ -170,13 +184,19 @@ def test_killed_vnc_comes_back(second):
 
 def test_killed_xvfb_restarts_the_whole_session(second, page_server):
     old_display = second.stack.display
+    before = second.info()
     old_xvfb = kill_child(second, "xvfb")
-    wait_for(lambda: second.status == "restarting" or healed(second, "xvfb", old_xvfb), 30,
-             "the supervisor to notice")
+    # A capture of the dead display is "unavailable, try again" (503), never a failure (500), and
+    # from then on the session does not say ready while the display is gone.
+    with pytest.raises(SessionUnavailable):
+        second.capture()
+    assert second.status != "ready" or healed(second, "xvfb", old_xvfb)
     wait_for(lambda: healed(second, "xvfb", old_xvfb), 90, "the whole desktop to restart")
     info = second.info()
     assert info.status == "ready"
     assert any("restarted the whole desktop" in e and "xvfb" in e for e in info.events), info.events
+    assert info.restarts == before.restarts + 1  # one for the whole desktop; the count is not reset
+    assert set(before.events) <= set(info.events)  # nor is the history
     assert info.display == second.stack.display  # may differ from old_display; reported as it is now
     assert old_display  # (kept for the message if the lines below fail)
     # every part is back, and the handles point at the new display

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import httpx2
 from fastapi import FastAPI
+from pydantic import BaseModel, ConfigDict
 
 from vision.app import add_error_handlers
 from desktop.errors import SessionNotFound
 from tests.conftest import LiveServer
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    x: int
 
 
 def test_typed_and_unexpected_errors_share_the_error_shape():
@@ -31,3 +37,72 @@ def test_typed_and_unexpected_errors_share_the_error_shape():
         error = bug_reply.json()["error"]
         assert error["code"] == "internal_error" and "RuntimeError" in error["message"]
         assert "secret internals" not in bug_reply.text  # details stay in the server log
+
+
+def test_a_body_that_cannot_be_read_is_a_typed_422_in_the_error_shape():
+    """Not UTF-8, not JSON, not sent as JSON, not an object, missing: each is the route's bad-body
+    code (invalid_action under /desktop/, invalid_request elsewhere) with a sentence saying what to send."""
+    app = FastAPI()
+    add_error_handlers(app)
+    ran: list[int] = []
+
+    @app.post("/api/v1/sessions/s/desktop/click")
+    def click(body: Body):
+        ran.append(body.x)
+        return {"ok": True}
+
+    @app.post("/api/v1/sessions/s/vision/act")
+    def act(body: Body):
+        ran.append(body.x)
+        return {"ok": True}
+
+    json_type = {"content-type": "application/json"}
+    cases = [  # (body, headers, what the message says)
+        (b'{"x": "\xff"}', json_type, "must be UTF-8"),
+        (b'{"\xc3\x28": 1}', json_type, "must be UTF-8"),
+        (b"{not json", json_type, "not valid JSON (Expecting property name"),
+        (b'{"x": 1}', {"content-type": "text/plain"}, "Content-Type: application/json"),
+        (b'{"x": 1}', {}, "Content-Type: application/json"),
+        (b"x=1", {"content-type": "application/x-www-form-urlencoded"}, "Content-Type: application/json"),
+        (b"[1]", json_type, "must be a JSON object"),
+        (b"", json_type, "missing"),
+        (b'{"x": ' + b"9" * 5000 + b"}", json_type, "could not be read as JSON (Exceeds the limit"),
+        (b"[" * 100_000 + b"]" * 100_000, json_type, "could not be read as JSON (maximum recursion depth"),
+    ]
+    with LiveServer(app) as server, httpx2.Client(base_url=server.url) as client:
+        for path, code in (("/api/v1/sessions/s/desktop/click", "invalid_action"),
+                           ("/api/v1/sessions/s/vision/act", "invalid_request")):
+            for content, headers, says in cases:
+                reply = client.post(path, content=content, headers=headers)
+                assert reply.status_code == 422, (content, reply.text)
+                error = reply.json()["error"]
+                assert error["code"] == code and says in error["message"] and error["message"].startswith("body: "), \
+                    (content, error)
+        assert client.post("/api/v1/sessions/s/desktop/click", json={"x": 1}).json() == {"ok": True}
+    assert ran == [1]  # none of the bad bodies reached a handler
+
+
+def test_a_retry_hint_is_a_retry_after_header_over_rest_and_words_over_mcp():
+    from desktop.errors import SessionBusy, SessionUnavailable
+    from vision.mcp.server import error_message
+
+    app = FastAPI()
+    add_error_handlers(app)
+
+    @app.get("/busy")
+    def busy():
+        raise SessionBusy("session s is busy with a wait action (about 26.2 s left)", retry_after=26.2)
+
+    @app.get("/gone")
+    def gone():
+        raise SessionUnavailable("session s is restarting")
+
+    with LiveServer(app) as server, httpx2.Client(base_url=server.url) as client:
+        reply = client.get("/busy")
+        assert reply.status_code == 409 and reply.headers["retry-after"] == "27"  # rounded up, whole seconds
+        assert reply.json() == {"error": {"code": "session_busy",
+                                          "message": "session s is busy with a wait action (about 26.2 s left)"}}
+        assert "retry-after" not in client.get("/gone").headers  # no hint, no header
+    assert SessionBusy("a run is going on").retry_after == 1  # busy always says when to look again
+    assert error_message(SessionBusy("busy", retry_after=3)) == "session_busy: busy; retry after 3 s"
+    assert error_message(SessionUnavailable("restarting")) == "session_unavailable: restarting"

@@ -1,11 +1,20 @@
-"""A session's lifecycle without X: a heal that races a delete must not rebuild a closed stack."""
+"""A session's lifecycle without X: heals that race a delete, heals of the live view that leave
+the agent alone, failures that reveal a dead desktop, and the bounded queue for the action lock."""
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
+import pytest
+
+from desktop.actions import Click, HoldKey, Key, Type, Wait
+from desktop.errors import ScreenshotFailed, SessionBusy, SessionUnavailable
+from desktop.input import ACTION_MS, TYPE_MS_PER_CHAR, Executed, expected_ms
+from desktop.screen import ScreenshotError
 from desktop.sessions import Session
+from tests.fakes.desktop import solid_frame
 
 
 @dataclass
@@ -26,16 +35,21 @@ class FakeStack:
     calls: list = field(default_factory=list)
     healing: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
+    restarts: int = 0
 
     def env(self) -> dict:
         return {}
 
-    def heal(self) -> list[str]:
-        self.calls.append("heal")
+    def dead_parts(self) -> list[str]:
+        return [name for name, child in self.children.items() if not child.alive]
+
+    def heal(self, parts=None) -> list[str]:
+        self.calls.append(("heal", sorted(parts)) if parts is not None else "heal")
         self.healing.set()
         self.release.wait(5)
-        self.children["chromium"].alive = True
-        return ["chromium restarted"]
+        for name in parts or list(self.children):
+            self.children[name].alive = True
+        return ["restarted"]
 
     def close(self) -> None:
         self.calls.append("close")
@@ -66,3 +80,209 @@ def test_no_heal_after_close():
     session.close()
     stack.release.set()
     assert session.heal() == [] and stack.calls == ["close"]
+
+
+# ------------------------------------------------------------------ the live view heals aside
+
+
+def test_a_dead_viewer_part_heals_without_the_action_lock_or_leaving_ready():
+    stack = FakeStack(children={"xvfb": DeadChild(alive=True), "x11vnc": DeadChild(), "websockify": DeadChild()})
+    session = Session("view", stack)  # type: ignore[arg-type]
+    session.status = "ready"
+    seen: list[str] = []
+    holder_has_lock, let_go = threading.Event(), threading.Event()
+
+    def hold_the_action_lock():  # as a long wait action would
+        with session.action_lock:
+            holder_has_lock.set()
+            let_go.wait(5)
+
+    holder = threading.Thread(target=hold_the_action_lock)
+    holder.start()
+    assert holder_has_lock.wait(5)
+    healer = threading.Thread(target=session.heal)
+    healer.start()
+    assert stack.healing.wait(5)  # it heals while the lock is held by someone else...
+    seen.append(session.status)   # ...and the session stays ready meanwhile
+    stack.release.set()
+    healer.join(5)
+    let_go.set()
+    holder.join(5)
+    assert not healer.is_alive()
+    assert stack.calls == [("heal", ["websockify", "x11vnc"])] and seen == ["ready"] and session.status == "ready"
+
+
+def test_a_dead_core_part_takes_the_session_out_of_ready_while_it_heals():
+    stack = FakeStack(children={"chromium": DeadChild(), "x11vnc": DeadChild()})
+    session = Session("core", stack)  # type: ignore[arg-type]
+    session.status = "ready"
+    healer = threading.Thread(target=session.heal)
+    healer.start()
+    assert stack.healing.wait(5)
+    assert session.status == "restarting"
+    stack.release.set()
+    healer.join(5)
+    assert stack.calls == ["heal"] and session.status == "ready"
+
+
+# ------------------------------------------------------------------ a failure that reveals a dead desktop
+
+
+class BrokenScreen:
+    def capture(self):
+        raise ScreenshotError("could not capture display :99: XGetImage failed")
+
+
+def test_a_capture_failing_on_a_dead_display_is_unavailable_and_marks_restarting_at_once():
+    stack = FakeStack(children={"xvfb": DeadChild(), "chromium": DeadChild(alive=True)})
+    session = Session("gone", stack)  # type: ignore[arg-type]
+    session.status, session.screen = "ready", BrokenScreen()
+    with pytest.raises(SessionUnavailable) as info:
+        session.capture()
+    assert "xvfb died" in info.value.message and info.value.retry_after
+    assert session.status == "restarting"  # not "ready" until the supervisor's next look
+    stack.release.set()
+    session.heal()
+    assert session.status == "ready" and stack.calls == ["heal"]
+
+
+def test_a_capture_failing_with_everything_alive_is_still_screenshot_failed():
+    stack = FakeStack(children={"xvfb": DeadChild(alive=True), "x11vnc": DeadChild()})  # only the view is down
+    session = Session("odd", stack)  # type: ignore[arg-type]
+    session.status, session.screen = "ready", BrokenScreen()
+    with pytest.raises(ScreenshotFailed):
+        session.capture()
+    assert session.status == "ready"
+
+
+# ------------------------------------------------------------------ one action at a time, a bounded queue
+
+
+class QuietScreen:
+    def capture(self):
+        return solid_frame(1, 4, 4)
+
+    def settle(self, before=None, first_change_ms=150):
+        return solid_frame(2, 4, 4), 0
+
+
+class GatedExecutor:
+    """Runs nothing; an action "runs" until the test opens the gate."""
+
+    glide_ms = 0
+
+    def __init__(self):
+        self.started, self.gate, self.ran = threading.Event(), threading.Event(), []
+
+    def run(self, action):
+        self.started.set()
+        self.gate.wait(10)
+        self.ran.append(action.action)
+        return Executed([], 0.0)
+
+
+def queued_session() -> tuple[Session, GatedExecutor]:
+    session = Session("q", FakeStack(children={}))  # type: ignore[arg-type]
+    session.status, session.screen = "ready", QuietScreen()
+    session.executor = executor = GatedExecutor()
+    return session, executor
+
+
+def test_an_action_behind_a_long_one_is_refused_at_once_with_when_to_come_back():
+    session, executor = queued_session()
+    first = threading.Thread(target=session.perform, args=(Wait(duration_ms=30_000),))
+    first.start()
+    assert executor.started.wait(5)
+    start = time.monotonic()
+    with pytest.raises(SessionBusy) as info:
+        session.perform(Click(x=1, y=1), queue_s=5)
+    waited = time.monotonic() - start
+    executor.gate.set()
+    first.join(5)
+    assert 25 <= info.value.retry_after <= 31, info.value.retry_after
+    assert "wait action" in info.value.message
+    assert waited < 5  # the wait would outlast the queue: no point holding the caller
+    assert executor.ran == ["wait"]  # the refused click never ran
+
+
+def test_an_action_behind_a_short_one_waits_for_it_then_runs():
+    session, executor = queued_session()
+    first = threading.Thread(target=session.perform, args=(Key(keys=["a"]),))
+    first.start()
+    assert executor.started.wait(5)
+    opener = threading.Timer(0.3, executor.gate.set)  # the key "ends" while the click waits
+    opener.start()
+    session.perform(Click(x=1, y=1), queue_s=5)
+    first.join(5)
+    assert executor.ran == ["key", "click"]
+
+
+def test_an_action_still_running_past_its_estimate_is_busy_after_the_bounded_wait():
+    session, executor = queued_session()
+    first = threading.Thread(target=session.perform, args=(Key(keys=["a"]),))
+    first.start()
+    assert executor.started.wait(5)
+    with pytest.raises(SessionBusy) as info:
+        session.perform(Click(x=1, y=1), queue_s=0.3)
+    executor.gate.set()
+    first.join(5)
+    assert info.value.retry_after == 1  # overran its estimate: nothing better to say than soon
+
+
+def test_a_run_step_waits_as_long_as_it_takes():
+    session, executor = queued_session()
+    first = threading.Thread(target=session.perform, args=(Wait(duration_ms=30_000),))
+    first.start()
+    assert executor.started.wait(5)
+    threading.Timer(0.3, executor.gate.set).start()
+    session.perform(Click(x=1, y=1))  # queue_s=None: the loop's own steps
+    first.join(5)
+    assert executor.ran == ["wait", "click"]
+
+
+def test_expected_durations():
+    assert expected_ms(Wait(duration_ms=30_000)) == 30_000 + ACTION_MS
+    assert expected_ms(HoldKey(keys="shift", duration_ms=700)) == 700 + ACTION_MS
+    assert expected_ms(Type(text="x" * 1000)) == 1000 * TYPE_MS_PER_CHAR + ACTION_MS
+    assert expected_ms(Click(x=5, y=5), glide_ms=150) == ACTION_MS + 150
+    assert expected_ms(Click(), glide_ms=150) == ACTION_MS  # no pointer move, no glide
+
+
+def test_a_live_view_that_cannot_restart_is_retried_later_not_at_every_look():
+    from desktop.stack import StackError
+
+    class FailingStack(FakeStack):
+        def heal(self, parts=None):
+            self.calls.append("heal")
+            raise StackError("websockify failed to start: port in use")
+
+    stack = FailingStack(children={"xvfb": DeadChild(alive=True), "websockify": DeadChild()})
+    session = Session("noview", stack)  # type: ignore[arg-type]
+    session.status = "ready"
+    assert session.heal() == ["websockify failed to start: port in use"]
+    assert session.heal() == [] and session.heal() == []  # the supervisor looks every 0.5 s
+    assert stack.calls == ["heal"] and len(stack.events) == 1 and session.status == "ready"
+
+
+def test_a_reset_queues_like_an_action():
+    session, executor = queued_session()
+    first = threading.Thread(target=session.perform, args=(Wait(duration_ms=30_000),))
+    first.start()
+    assert executor.started.wait(5)
+    with pytest.raises(SessionBusy) as info:  # behind a long action, a reset is refused too...
+        session.reset(queue_s=5)
+    executor.gate.set()
+    first.join(5)
+    assert info.value.retry_after >= 25
+
+    resetting, done = threading.Event(), threading.Event()
+    session.stack.reset = lambda: (resetting.set(), done.wait(10))  # type: ignore[attr-defined]
+    resetter = threading.Thread(target=session.reset)
+    resetter.start()
+    assert resetting.wait(5)
+    with pytest.raises(SessionBusy) as info:  # ...and an action behind a reset is told about it
+        session.perform(Click(x=1, y=1), queue_s=0.5)
+    done.set()
+    resetter.join(5)
+    assert "a reset" in info.value.message and info.value.retry_after >= 1
+    assert executor.ran == ["wait"]

@@ -31,7 +31,8 @@ def error_message(exc: BaseException, tool: str = "") -> str | None:
         code = "invalid_action" if tool.startswith("desktop_") else "invalid_request"
         return f"{code}: {describe_validation(exc)}"
     if isinstance(exc, GlassdeskError):
-        return f"{exc.code}: {exc.message}"
+        hint = f"; retry after {exc.retry_after} s" if exc.retry_after else ""
+        return f"{exc.code}: {exc.message}{hint}"
     return None
 
 
