@@ -86,7 +86,7 @@ def test_no_heal_after_close():
 
 
 def test_a_dead_viewer_part_heals_without_the_action_lock_or_leaving_ready():
-    stack = FakeStack(children={"xvfb": DeadChild(alive=True), "x11vnc": DeadChild(), "websockify": DeadChild()})
+    stack = FakeStack(children={"xvfb": DeadChild(alive=True), "x11vnc": DeadChild()})
     session = Session("view", stack)  # type: ignore[arg-type]
     session.status = "ready"
     seen: list[str] = []
@@ -109,7 +109,7 @@ def test_a_dead_viewer_part_heals_without_the_action_lock_or_leaving_ready():
     let_go.set()
     holder.join(5)
     assert not healer.is_alive()
-    assert stack.calls == [("heal", ["websockify", "x11vnc"])] and seen == ["ready"] and session.status == "ready"
+    assert stack.calls == [("heal", ["x11vnc"])] and seen == ["ready"] and session.status == "ready"
 
 
 def test_a_dead_core_part_takes_the_session_out_of_ready_while_it_heals():
@@ -254,12 +254,12 @@ def test_a_live_view_that_cannot_restart_is_retried_later_not_at_every_look():
     class FailingStack(FakeStack):
         def heal(self, parts=None):
             self.calls.append("heal")
-            raise StackError("websockify failed to start: port in use")
+            raise StackError("x11vnc failed to start: port in use")
 
-    stack = FailingStack(children={"xvfb": DeadChild(alive=True), "websockify": DeadChild()})
+    stack = FailingStack(children={"xvfb": DeadChild(alive=True), "x11vnc": DeadChild()})
     session = Session("noview", stack)  # type: ignore[arg-type]
     session.status = "ready"
-    assert session.heal() == ["websockify failed to start: port in use"]
+    assert session.heal() == ["x11vnc failed to start: port in use"]
     assert session.heal() == [] and session.heal() == []  # the supervisor looks every 0.5 s
     assert stack.calls == ["heal"] and len(stack.events) == 1 and session.status == "ready"
 
