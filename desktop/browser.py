@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Coroutine
 
+from desktop.netpolicy import WEBRTC_PREFERENCES
+
 log = logging.getLogger("glassdesk.browser")
 
 CHROMIUM = os.environ.get("GLASSDESK_CHROMIUM", "/usr/bin/chromium")
@@ -57,6 +59,7 @@ PREFERENCES: dict[str, Any] = {
     "search": {"suggest_enabled": False},
     "signin": {"allowed": False},
     "session": {"restore_on_startup": 5},  # open the new-tab page, never restore the last tabs
+    "webrtc": WEBRTC_PREFERENCES,  # the network policy: no UDP past the proxy (desktop.netpolicy)
 }
 
 
