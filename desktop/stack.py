@@ -26,7 +26,10 @@ from typing import Callable
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.browser import Browser, BrowserError
+from desktop.netpolicy import NetworkPolicy
+from desktop.netpolicy import chromium_args as network_args
 from desktop.procs import kill_group, pids_with_env, session_pids
+from desktop.proxy import PolicyProxy
 
 log = logging.getLogger("glassdesk.stack")
 
@@ -170,6 +173,10 @@ class DesktopStack:
     view_password: str = field(default_factory=lambda: secrets.token_urlsafe(6)[:8])
     children: dict[str, Child] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
+    # The browser's network policy, and the ports it may never reach (read at each request):
+    # desktop.netpolicy, enforced by this session's desktop.proxy.
+    network: NetworkPolicy = field(default_factory=NetworkPolicy)
+    control_ports: Callable[[], set[int]] = frozenset
 
     def __post_init__(self):
         self.workdir = Path(self.workdir)
@@ -178,6 +185,7 @@ class DesktopStack:
         self.profile = self.workdir / "chromium-profile"
         self.downloads = self.workdir / "downloads"
         self.browser: Browser | None = None
+        self.proxy: PolicyProxy | None = None
         self._dbus_address = ""
         self._lock = threading.RLock()
 
@@ -300,7 +308,18 @@ class DesktopStack:
             "--force-device-scale-factor=1", "--start-maximized", "--window-position=0,0",
             "--hide-crash-restore-bubble", "--noerrdialogs",
             "--test-type",  # suppresses the "unsupported command-line flag" infobar
+            *network_args(self.proxy.port),  # every request through the session's policy proxy
         ]
+
+    def set_network(self, policy: NetworkPolicy) -> None:
+        """The browser's network policy from now on; live connections it refuses end now."""
+        self.network = policy
+        if self.proxy is not None:
+            self.proxy.set_policy(policy)
+
+    def own_ports(self) -> set[int]:
+        """This session's control-plane ports: the live view's and the proxy's."""
+        return {p for p in (self.vnc_port, self.web_port, self.proxy.port if self.proxy else 0) if p}
 
     def chromium_sandbox(self) -> bool:
         # The sandbox needs unprivileged user namespaces; root never has it.
@@ -353,6 +372,8 @@ class DesktopStack:
     def start(self) -> None:
         with self._lock:
             self._prepare_dirs()
+            if self.proxy is None:  # kept through heals and resets: the browser's switches name its port
+                self.proxy = PolicyProxy(self.network, self.control_ports).start()
             self.vnc_port = free_port()
             # Kept across a whole-stack restart, so the live-view URL people hold stays valid.
             self.web_port = self.web_port or novnc_port(self.config.listen_host)
@@ -453,10 +474,12 @@ class DesktopStack:
                     child.popen.wait(1)
 
     def close(self) -> None:
-        """Stop for good: also give the noVNC port back."""
+        """Stop for good: also give the noVNC port back and close the proxy."""
         self.stop()
         if self.web_port:
             release_novnc_port(self.web_port)
+        if self.proxy is not None:
+            self.proxy.close()
 
     def _run(self, argv: list[str], timeout: float = 5) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env=self.env(), capture_output=True, text=True, timeout=timeout)
