@@ -3,6 +3,7 @@ what it refuses, what it records, and that a refused destination sees no connect
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 import time
@@ -11,15 +12,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from desktop.netpolicy import NetworkPolicy
-from desktop.proxy import PolicyProxy
+from desktop.proxy import PolicyProxy, is_local_address
 
 
 class Counting:
     """A TCP server that counts every connection made to it, HTTP or not, and answers HTTP."""
 
-    def __init__(self):
+    def __init__(self, host: str = "127.0.0.1"):
         self.hits = 0
-        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock = socket.create_server((host, 0))
         self.port = self.sock.getsockname()[1]
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -236,6 +237,31 @@ def test_the_control_plane_stays_closed_whatever_the_allow_list(make_proxy, coun
     assert status(exchange(proxy, connect(host, counting.port))) == 403
     assert counting.hits == 0
     assert {e.reason for e in proxy.blocked.since()} == {"control_plane"}
+
+
+def interface_address() -> str:
+    """An address of this machine other than loopback when it has one (the one its default route
+    would use; connecting a UDP socket sends nothing)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.connect(("192.0.2.1", 9))
+            return sock.getsockname()[0]
+        except OSError:
+            return socket.gethostbyname(socket.gethostname())
+
+
+def test_this_machine_s_interface_addresses_are_control_plane_too(make_proxy):
+    everywhere = Counting("0.0.0.0")  # like an API started with --host 0.0.0.0
+    try:
+        address = interface_address()
+        assert is_local_address(ipaddress.ip_address(address))
+        assert not is_local_address(ipaddress.ip_address("198.51.100.7"))  # TEST-NET-2: never this machine
+        proxy = make_proxy(control=[everywhere.port])
+        answer = exchange(proxy, get(address, everywhere.port))
+        assert status(answer) == 403 and header(answer, "x-glassdesk-blocked") == "control_plane"
+        assert everywhere.hits == 0
+    finally:
+        everywhere.close()
 
 
 def test_the_proxy_does_not_proxy_to_itself(make_proxy):
