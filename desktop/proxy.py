@@ -256,6 +256,11 @@ class PolicyProxy:
         except _Refused as exc:
             return await _finish(reader, writer, _blocked(host, request.port, exc.refusal))
         except _BadGateway as exc:
+            log.info("%s %s:%s failed: %s", request.method, host, request.port, exc)
+            if request.method != "CONNECT":
+                # No answer at all: the page's request fails as it would without a proxy (a 502 would
+                # be a response: a fetch would resolve, a navigation would "succeed").
+                return
             return await _finish(reader, writer, _answer(502, str(exc)))
         conn = _Connection(host, request.port, address, asyncio.current_task())
         self._live.add(conn)

@@ -223,8 +223,10 @@ def test_an_allow_list_lets_only_its_hosts_through(make_proxy, origin, counting)
     assert status(refused) == 403 and header(refused, "x-glassdesk-blocked") == "not_allowed"
     # a name outside the list is refused before any lookup (it could not be resolved anyway)
     assert status(exchange(proxy, connect("elsewhere.invalid", 443))) == 403
-    # allowed, but it does not resolve: a bad gateway, not a policy block
+    # allowed, but it does not resolve: a failed request, not a policy block (a plain request gets
+    # no answer at all, so it fails in the page as it would without a proxy)
     assert status(exchange(proxy, connect("a.never-resolved.invalid", 443))) == 502
+    assert exchange(proxy, get("a.never-resolved.invalid", 80)) == b""
     assert counting.hits == 0
     assert [e.reason for e in proxy.blocked.since()] == ["not_allowed", "not_allowed"]
 
