@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
 from desktop.errors import InvalidAction, describe_validation
+from desktop.netpolicy import BlockedRequest, NetworkPolicyInfo
 from desktop.port import Performed
 from desktop.service import DesktopService
 from desktop.sessions import SessionInfo
@@ -36,8 +37,16 @@ class ActionResponse(BaseModel):
     result: dict[str, Any] | None = None
 
 
+class NetworkPolicyBody(_Body):
+    allow: list[str] = Field(default_factory=list, description="host, host:port or *.domain patterns: only these "
+                                                                "may be reached; empty: every host not denied")
+    deny: list[str] = Field(default_factory=list, description="patterns never reached, whatever allow says")
+
+
 class CreateSession(_Body):
     id: str | None = Field(None, description="a name for the session; generated when omitted")
+    network: NetworkPolicyBody | None = Field(None, description="the browser's network policy; default: no limits "
+                                                                 "beyond glassdesk's own ports")
 
 
 class LaunchRequest(_Body):
@@ -72,7 +81,8 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
 
     @router.post("/sessions", status_code=status.HTTP_201_CREATED, response_model=SessionInfo, tags=["sessions"])
     def create_session(body: CreateSession | None = None) -> SessionInfo:
-        return desktops.create(body.id if body else None)
+        network = body.network if body and body.network else NetworkPolicyBody()
+        return desktops.create(body.id if body else None, allow=network.allow, deny=network.deny)
 
     @router.get("/sessions", response_model=list[SessionInfo], tags=["sessions"])
     def list_sessions() -> list[SessionInfo]:
@@ -94,6 +104,24 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
         on a new, empty profile at about:blank (no history, cookies, form entries or logins). The
         display, the live view and the session's id stay. 409 while a run or a person drives it."""
         return desktops.reset(session_id)
+
+    @router.get("/sessions/{session_id}/network-policy", response_model=NetworkPolicyInfo, tags=["sessions"],
+                summary="the browser's network policy")
+    def get_network_policy(session_id: str) -> NetworkPolicyInfo:
+        return desktops.network_policy(session_id)
+
+    @router.put("/sessions/{session_id}/network-policy", response_model=NetworkPolicyInfo, tags=["sessions"],
+                summary="replace the browser's network policy")
+    def put_network_policy(session_id: str, body: NetworkPolicyBody) -> NetworkPolicyInfo:
+        """Both lists are replaced; it applies at once, also to connections already open. Whatever
+        the lists say, the browser never reaches glassdesk's own API or any session's live view."""
+        return desktops.set_network_policy(session_id, body.allow, body.deny)
+
+    @router.get("/sessions/{session_id}/network-policy/blocked", response_model=list[BlockedRequest],
+                tags=["sessions"], summary="the requests the network policy blocked")
+    def blocked_requests(session_id: str, after: int = Query(0, ge=0, description="only entries with a larger seq")
+                         ) -> list[BlockedRequest]:
+        return desktops.blocked_requests(session_id, after)
 
     @router.get("/sessions/{session_id}/desktop/screenshot", tags=["desktop"],
                 responses={200: {"content": {"image/png": {}}}}, response_class=Response)

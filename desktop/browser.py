@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Coroutine
 
 from desktop.user import DesktopUser, open_without_links
+from desktop.netpolicy import WEBRTC_PREFERENCES
 
 log = logging.getLogger("glassdesk.browser")
 
@@ -59,6 +60,7 @@ PREFERENCES: dict[str, Any] = {
     "search": {"suggest_enabled": False},
     "signin": {"allowed": False},
     "session": {"restore_on_startup": 5},  # open the new-tab page, never restore the last tabs
+    "webrtc": WEBRTC_PREFERENCES,  # the network policy: no UDP past the proxy (desktop.netpolicy)
 }
 
 

@@ -31,6 +31,13 @@ class InvalidAction(GlassdeskError):
     code, status = "invalid_action", 422
 
 
+class InvalidRequest(GlassdeskError):
+    """A request that is not about one action and cannot be carried out as given (a vision run's
+    parameters, a network policy's patterns)."""
+
+    code, status = "invalid_request", 422
+
+
 class SessionNotFound(GlassdeskError):
     code, status = "session_not_found", 404
 

@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from urllib.parse import urlsplit
 
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Region, Zoom, _Action
 from desktop.errors import (
-    ActionFailedError, InvalidAction, OperatorInControl, ScreenshotFailed, SessionBusy, SessionNotFound,
-    SessionUnavailable,
+    ActionFailedError, InvalidAction, InvalidRequest, OperatorInControl, ScreenshotFailed, SessionBusy,
+    SessionNotFound, SessionUnavailable,
 )
 from desktop.liveview import Grant, LiveTokens
+from desktop.netpolicy import BlockedRequest, NetworkPolicy, NetworkPolicyInfo, PatternError
 from desktop.port import Performed
 from desktop.screen import ScreenshotError
 from desktop.sessions import QUEUE_WAIT_S, LiveView, Session, SessionInfo, SessionManager, utcnow
@@ -83,13 +85,16 @@ class DesktopService:
         """Call ``listener(what, session_id)`` on "created", "deleted" and "restarted"."""
         self.manager.listeners.append(listener)
 
-    def create(self, session_id: str | None = None, *, pinned: bool = False) -> SessionInfo:
-        """Start a session (seconds). A desktop that does not come up is ``session_unavailable``."""
-        return self._info(self._start(session_id, pinned=pinned))
+    def create(self, session_id: str | None = None, *, pinned: bool = False, allow: Sequence[str] | None = None,
+               deny: Sequence[str] | None = None) -> SessionInfo:
+        """Start a session (seconds), its browser under the network policy ``allow``/``deny``
+        (checked before anything starts). A desktop that does not come up is ``session_unavailable``."""
+        network = _network_policy(allow, deny)
+        return self._info(self._start(session_id, pinned=pinned, network=network))
 
-    def _start(self, session_id: str | None, *, pinned: bool = False) -> Session:
+    def _start(self, session_id: str | None, *, pinned: bool = False, network: NetworkPolicy | None = None) -> Session:
         try:
-            return self.manager.create(session_id, pinned=pinned)
+            return self.manager.create(session_id, pinned=pinned, network=network)
         except StackError as exc:
             raise SessionUnavailable(f"could not start the desktop: {exc}") from exc
 
@@ -150,6 +155,28 @@ class DesktopService:
 
     def close(self) -> None:
         self.manager.close()
+
+    # ------------------------------------------------------------------ the browser's network
+
+    def network_policy(self, session_id: str) -> NetworkPolicyInfo:
+        """The session's network policy; never starts a session."""
+        session = self.existing(session_id)
+        return NetworkPolicyInfo(session_id=session.id, **session.stack.network.lists())
+
+    def set_network_policy(self, session_id: str, allow: Sequence[str] | None,
+                           deny: Sequence[str] | None) -> NetworkPolicyInfo:
+        """Replace the session's network policy (both lists). Applies at once, to the requests
+        and to the connections already open; a bad pattern changes nothing."""
+        network = _network_policy(allow, deny)
+        session = self.existing(session_id)
+        session.stack.set_network(network)
+        return NetworkPolicyInfo(session_id=session.id, **network.lists())
+
+    def blocked_requests(self, session_id: str, after: int = 0) -> list[BlockedRequest]:
+        """The requests the session's network policy blocked (the latest few hundred), those with
+        ``seq`` above ``after``, oldest first."""
+        proxy = self.existing(session_id).stack.proxy
+        return proxy.blocked.since(after) if proxy is not None else []
 
     # ------------------------------------------------------------------ take-over
 
@@ -270,6 +297,7 @@ class DesktopService:
     def open(self, session_id: str | None, url: str) -> Performed:
         _fenced(check_url, url, allow_local=self.allow_local_urls)
         session = self._for_agent(session_id)
+        _check_network(session, url)
         return self._settled(session, lambda: session.windows.open_url(url), "opening a page")
 
     def focus(self, session_id: str | None, window_id: str) -> Performed:
@@ -300,6 +328,28 @@ class DesktopService:
             # wmctrl failed, the browser gone or not answering in time, exec failed; or the desktop died
             message = f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc)
             raise session.down_error() or ActionFailedError(message) from exc
+
+
+def _network_policy(allow: Sequence[str] | None, deny: Sequence[str] | None) -> NetworkPolicy:
+    try:
+        return NetworkPolicy.parse(allow, deny)
+    except PatternError as exc:
+        raise InvalidRequest(f"network policy: {exc}") from exc
+
+
+def _check_network(session: Session, url: str) -> None:
+    """Refuse to open a URL the session's network policy blocks by its name alone, with the
+    reason, rather than navigate to the proxy's refusal. (The proxy checks every request anyway.)"""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or session.stack.proxy is None:
+        return
+    try:
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        refusal = session.stack.proxy.refusal_by_name(host or "", port)
+    except (ValueError, PatternError) as exc:
+        raise InvalidAction(f"url {url!r}: {exc}") from exc
+    if refusal is not None:
+        raise InvalidAction(f"url {url!r}: the session's network policy blocks {host}:{port} ({refusal.detail})")
 
 
 def _fenced(check: Callable[..., None], *args, **kwargs) -> None:

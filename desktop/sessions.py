@@ -31,6 +31,7 @@ from desktop.errors import (
     SessionUnavailable,
 )
 from desktop.input import ActionFailed, Executor, expected_ms
+from desktop.netpolicy import NetworkPolicy
 from desktop.port import Performed
 from desktop.screen import Frame, Screen, ScreenshotError
 from desktop.stack import VIEWER_PARTS, DesktopStack, StackConfig, StackError, tagged_pids
@@ -350,6 +351,17 @@ class SessionManager:
         # Called with (what, session_id) on "created", "deleted", "restarted": how the interfaces
         # learn of changes without this module knowing them.
         self.listeners: list = []
+        # glassdesk's own ports besides the sessions' (the API's, added by whoever serves it): no
+        # session's browser may reach them (desktop.netpolicy).
+        self.protected_ports: set[int] = set()
+
+    def control_ports(self) -> set[int]:
+        """Every port of glassdesk's control plane, as of now: the protected ones and each
+        session's live view and proxy (a session started later counts from its start)."""
+        ports = set(self.protected_ports)
+        for session in list(self.sessions.values()):
+            ports |= session.stack.own_ports()
+        return ports
 
     def _notify(self, what: str, session_id: str) -> None:
         for listener in list(self.listeners):
@@ -358,7 +370,8 @@ class SessionManager:
             except Exception:  # a listener's trouble is not the session's
                 log.exception("session listener failed on %s %s", what, session_id)
 
-    def create(self, session_id: str | None = None, *, pinned: bool = False) -> Session:
+    def create(self, session_id: str | None = None, *, pinned: bool = False,
+               network: NetworkPolicy | None = None) -> Session:
         if session_id is not None and not SESSION_ID.match(session_id):
             raise InvalidAction("id: use 1-32 lower-case letters, digits, '-' or '_', starting with a letter or digit")
         with self._lock:
@@ -368,7 +381,8 @@ class SessionManager:
                 raise SessionLimit(f"all {self.max_sessions} sessions are in use; delete one or raise the session limit")
             session_id = session_id or f"s-{secrets.token_hex(4)}"
             workdir = self.root / session_id
-            session = Session(session_id, DesktopStack(workdir, self.stack_config))
+            session = Session(session_id, DesktopStack(workdir, self.stack_config, network=network or NetworkPolicy(),
+                                                       control_ports=self.control_ports))
             self.sessions[session_id] = session
             if pinned:
                 self.pinned.add(session_id)

@@ -24,9 +24,12 @@ from typing import Callable
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.browser import Browser, BrowserError
+from desktop.netpolicy import NetworkPolicy
+from desktop.netpolicy import chromium_args as network_args
 from desktop.procs import kill_group, pids_with_env, session_pids
 from desktop.user import (DesktopUser, desktop_user, ensure_x11_socket_dir, hand_over, popen_kwargs,
                           remove_stale_ice_sockets, run_as_argv, share_traversal, unreachable_dir)
+from desktop.proxy import PolicyProxy
 
 log = logging.getLogger("glassdesk.stack")
 
@@ -131,6 +134,10 @@ class DesktopStack:
     events: list[str] = field(default_factory=list)
     # Restarts by heal(): one per part restarted on its own, one per whole-desktop restart.
     restarts: int = 0
+    # The browser's network policy, and the ports it may never reach (read at each request):
+    # desktop.netpolicy, enforced by this session's desktop.proxy.
+    network: NetworkPolicy = field(default_factory=NetworkPolicy)
+    control_ports: Callable[[], set[int]] = frozenset
 
     def __post_init__(self):
         self.workdir = Path(self.workdir)
@@ -139,6 +146,7 @@ class DesktopStack:
         self.profile = self.workdir / "chromium-profile"
         self.downloads = self.workdir / "downloads"
         self.browser: Browser | None = None
+        self.proxy: PolicyProxy | None = None
         self._dbus_address = ""
         self._lock = threading.RLock()
         # Who the desktop runs as (desktop/user.py): None while not started, and when it runs as
@@ -305,7 +313,18 @@ class DesktopStack:
             "--force-device-scale-factor=1", "--start-maximized", "--window-position=0,0",
             "--hide-crash-restore-bubble", "--noerrdialogs",
             "--test-type",  # suppresses the "unsupported command-line flag" infobar
+            *network_args(self.proxy.port),  # every request through the session's policy proxy
         ]
+
+    def set_network(self, policy: NetworkPolicy) -> None:
+        """The browser's network policy from now on; live connections it refuses end now."""
+        self.network = policy
+        if self.proxy is not None:
+            self.proxy.set_policy(policy)
+
+    def own_ports(self) -> set[int]:
+        """This session's control-plane ports: the live view's and the proxy's."""
+        return {p for p in (self.vnc_port, self.proxy.port if self.proxy else 0) if p}
 
     def chromium_sandbox(self) -> bool:
         # Chromium never runs as root (desktop/user.py), so its sandbox stays on: Debian's build has
@@ -363,6 +382,8 @@ class DesktopStack:
     def start(self) -> None:
         with self._lock:
             self._prepare_dirs()
+            if self.proxy is None:  # kept through heals and resets: the browser's switches name its port
+                self.proxy = PolicyProxy(self.network, self.control_ports).start()
             self.vnc_port = free_port()
             try:
                 self._start_xvfb()
@@ -469,8 +490,10 @@ class DesktopStack:
                     child.popen.wait(1)
 
     def close(self) -> None:
-        """Stop for good."""
+        """Stop for good: also close the proxy."""
         self.stop()
+        if self.proxy is not None:
+            self.proxy.close()
 
     def _run(self, argv: list[str], timeout: float = 5) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env=self.env(), capture_output=True, text=True, timeout=timeout)

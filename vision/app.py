@@ -30,6 +30,9 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
     every session."""
     owned = glassdesk is None
     glassdesk = glassdesk or Glassdesk.from_settings(manager, settings)
+    # The API's own port is control plane: no browser of the sessions it drives may reach it
+    # (desktop.netpolicy). A server that serves the app on another port adds that one to the set.
+    glassdesk.desktops.manager.protected_ports.add(settings.port)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):

@@ -1,10 +1,8 @@
 """Error codes of the vision layer, in the same shape as the desktop's (desktop.errors)."""
 
-from desktop.errors import GlassdeskError
+from desktop.errors import GlassdeskError, InvalidRequest
 
-
-class InvalidRequest(GlassdeskError):
-    code, status = "invalid_request", 422
+__all__ = ["InvalidRequest", "ModelUnavailable", "TraceCorruptError", "TraceNotFoundError"]
 
 
 class ModelUnavailable(GlassdeskError):

@@ -80,6 +80,8 @@ CASES = [
      ("desktop_launch", {"command": "no-such-program-here", "session": SID}), "invalid_action", 422, "none"),
     ("bad URL scheme", ("POST", f"/api/v1/sessions/{SID}/desktop/open", {"url": "gopher://example.test/"}),
      ("desktop_open_url", {"url": "gopher://example.test/", "session": SID}), "invalid_action", 422, "none"),
+    ("a bad network policy pattern", ("POST", "/api/v1/sessions", {"id": "np-bad", "network": {"deny": ["http://x/"]}}),
+     ("session_create", {"session": "np-bad", "network": {"deny": ["http://x/"]}}), "invalid_request", 422, "none"),
     ("an action during a take-over", ("POST", f"/api/v1/sessions/{SID}/desktop/click", {"x": 10, "y": 10}),
      ("desktop_click", {"x": 10, "y": 10, "session": SID}), "operator_in_control", 409, "takeover"),
     ("a screenshot of a session not ready", ("GET", f"/api/v1/sessions/{SID}/desktop/screenshot", None),

@@ -18,7 +18,7 @@ import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from desktop.actions import (
     SCREEN_HEIGHT, SCREEN_WIDTH, Button, Click, Direction, DoubleClick, Drag, Key, Move, Point, Region, Scroll, Type,
@@ -83,6 +83,15 @@ ModelArg = Annotated[str | None, Field(description="vision model: provider/model
                                                    "anthropic/claude-sonnet-4-5, openai/computer-use-preview, "
                                                    "chat/<model>, ocr (offline), scripted; default: glassdesk.toml's "
                                                    "default_model, else by the API key present, else ocr")]
+
+
+class NetworkArg(BaseModel):
+    """The browser's network policy, as session_create takes it."""
+
+    model_config = ConfigDict(extra="forbid")
+    allow: list[str] = Field(default_factory=list, description="host, host:port or *.domain patterns: only these "
+                                                                "may be reached; empty: every host not denied")
+    deny: list[str] = Field(default_factory=list, description="patterns never reached, whatever allow says")
 
 
 def _annotations(title: str, *, read_only: bool = False, destructive: bool = False, idempotent: bool = False,
@@ -467,11 +476,16 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                  annotations=_annotations("Start a new visible desktop session"),
                  description="Manages the VISIBLE desktop sessions: starts one more XFCE desktop (1920x1080, "
                              "Chromium open, its own noVNC live view) and returns its id and live-view URL. Pass "
-                             "the id as `session` to the other tools. Takes a few seconds.")
+                             "the id as `session` to the other tools. `network` limits what its browser may "
+                             "reach (allow/deny lists of host, host:port or *.domain). Takes a few seconds.")
     async def session_create(session: Annotated[str | None, Field(description="a name for it (1-32 of a-z 0-9 - _); "
                                                                               "generated when omitted")] = None,
+                             network: Annotated[NetworkArg | None, Field(description="the browser's network policy; "
+                                                                         "default: no limits beyond glassdesk's own "
+                                                                         "ports")] = None,
                              ) -> CallToolResult:
-        info = await blocking(desktops.create, session)
+        network = network or NetworkArg()
+        info = await blocking(lambda: desktops.create(session, allow=network.allow, deny=network.deny))
         return _result(f"session {info.id!r} started on display {info.display}\n"
                        f"live view (view-only): {info.novnc_url}", None, info.model_dump(mode="json"))
 

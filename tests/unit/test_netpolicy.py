@@ -1,0 +1,182 @@
+"""The network policy's patterns and decisions (desktop.netpolicy): pure, no sockets."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from desktop.netpolicy import (
+    BlockLog, HostPattern, NetworkPolicy, PatternError, Refusal, chromium_args, control_plane, normalize_host,
+)
+
+
+@pytest.mark.parametrize("text, canonical", [
+    ("example.com", "example.com"),
+    ("Example.COM", "example.com"),
+    ("example.com.", "example.com"),
+    ("example.com:8080", "example.com:8080"),
+    ("*.example.com", "*.example.com"),
+    ("*.Example.com.:443", "*.example.com:443"),
+    ("bücher.de", "xn--bcher-kva.de"),
+    ("*.BÜCHER.de", "*.xn--bcher-kva.de"),
+    ("127.0.0.1", "127.0.0.1"),
+    ("127.0.0.1:9000", "127.0.0.1:9000"),
+    ("::1", "[::1]"),
+    ("[::1]", "[::1]"),
+    ("[0:0:0::1]:8080", "[::1]:8080"),
+    ("[::ffff:127.0.0.1]:80", "127.0.0.1:80"),
+    ("  localhost  ", "localhost"),
+    ("under_score.example", "under_score.example"),
+])
+def test_patterns_have_one_spelling(text, canonical):
+    assert str(HostPattern.parse(text)) == canonical
+
+
+@pytest.mark.parametrize("text, says", [
+    ("", "empty"),
+    ("   ", "empty"),
+    ("http://example.com", "not a host pattern"),
+    ("example.com/path", "not a host pattern"),
+    ("user@example.com", "not a host pattern"),
+    ("exa mple.com", "not a host pattern"),
+    ("*", "'*' may only be"),
+    ("*.", "empty"),
+    ("a.*.example.com", "'*' may only be"),
+    ("*example.com", "'*' may only be"),
+    ("*.127.0.0.1", "names a domain, not an IP address"),
+    ("*.[::1]", "names a domain, not an IP address"),
+    ("example.com:0", "port"),
+    ("example.com:65536", "port"),
+    ("example.com:http", "port"),
+    ("example.com:", "port"),
+    ("[::1", "close"),
+    ("[::1]x", "only ':port'"),
+    ("1.2.3", "not a valid IP address"),
+    ("999.1.1.1", "not a valid IP address"),
+    ("ex..ample.com", "not a host name"),
+    ("example.com..", "not a host name"),
+    ("-", "not a host name"),
+    ("a" * 64 + ".com", "not a host name"),
+    ("gg::zz", "not an IP address"),
+])
+def test_bad_patterns_say_why(text, says):
+    with pytest.raises(PatternError) as info:
+        HostPattern.parse(text)
+    assert says in str(info.value)
+
+
+def test_a_wildcard_matches_every_subdomain_but_not_the_apex():
+    pattern = HostPattern.parse("*.example.com")
+    assert pattern.matches("a.example.com", 80)
+    assert pattern.matches("a.b.example.com", 443)
+    assert not pattern.matches("example.com", 80)
+    assert not pattern.matches("badexample.com", 80)
+    assert not pattern.matches("example.com.evil", 80)
+
+
+def test_a_port_narrows_a_pattern_and_no_port_means_every_port():
+    assert HostPattern.parse("example.com:8080").matches("example.com", 8080)
+    assert not HostPattern.parse("example.com:8080").matches("example.com", 80)
+    assert HostPattern.parse("example.com").matches("example.com", 1)
+    assert HostPattern.parse("*.example.com:443").matches("x.example.com", 443)
+    assert not HostPattern.parse("*.example.com:443").matches("x.example.com", 80)
+
+
+def test_request_hosts_are_normalised_like_patterns():
+    assert normalize_host("WWW.Example.COM.") == "www.example.com"
+    assert normalize_host("[::FFFF:7f00:1]") == "127.0.0.1"
+    assert normalize_host("[0::1]") == "::1"
+    assert normalize_host("bücher.de") == "xn--bcher-kva.de"
+    with pytest.raises(PatternError):
+        normalize_host("a b")
+
+
+def test_empty_lists_allow_everything():
+    policy = NetworkPolicy.parse([], [])
+    assert policy.by_name("example.com", 443) is None
+    assert policy.by_name("127.0.0.1", 9) is None
+
+
+def test_deny_wins_over_allow():
+    policy = NetworkPolicy.parse(["*.example.com"], ["ads.example.com"])
+    refusal = policy.by_name("ads.example.com", 443)
+    assert refusal == Refusal("denied", "matches the deny pattern ads.example.com")
+    assert policy.by_name("www.example.com", 443) is None
+
+
+def test_an_allow_list_refuses_everything_else():
+    policy = NetworkPolicy.parse(["example.com", "127.0.0.1:8000"])
+    assert policy.by_name("example.com", 443) is None
+    assert policy.by_name("127.0.0.1", 8000) is None
+    assert policy.by_name("127.0.0.1", 8001).reason == "not_allowed"
+    assert policy.by_name("www.example.com", 443).reason == "not_allowed"
+    # allow patterns match names, not what a name resolves to: localhost is not 127.0.0.1 here
+    assert policy.by_name("localhost", 8000).reason == "not_allowed"
+
+
+def test_ip_deny_patterns_also_match_what_a_name_resolves_to():
+    policy = NetworkPolicy.parse([], ["127.0.0.1:9000", "example.com"])
+    assert policy.by_name("localhost", 9000) is None  # the name alone says nothing...
+    refusal = policy.by_address(ipaddress.ip_address("127.0.0.1"), 9000)  # ...its address does
+    assert refusal.reason == "denied" and "127.0.0.1:9000" in refusal.detail
+    assert policy.by_address(ipaddress.ip_address("127.0.0.1"), 9001) is None
+    assert policy.by_address(ipaddress.ip_address("93.184.216.34"), 80) is None  # name patterns: names only
+
+
+def test_bad_lists_name_the_list_the_place_and_the_pattern():
+    with pytest.raises(PatternError) as info:
+        NetworkPolicy.parse(["example.com", "http://evil.test/"], [])
+    assert str(info.value).startswith("allow[1]: 'http://evil.test/'")
+    with pytest.raises(PatternError) as info:
+        NetworkPolicy.parse([], ["ok.test", "*"])
+    assert str(info.value).startswith("deny[1]: '*'")
+    with pytest.raises(PatternError, match="not one string"):
+        NetworkPolicy.parse("example.com", [])
+    with pytest.raises(PatternError, match="at most"):
+        NetworkPolicy.parse([f"h{i}.test" for i in range(300)], [])
+
+
+def test_lists_come_back_canonical_without_duplicates():
+    policy = NetworkPolicy.parse(["Example.com", "example.com.", "[::1]:80"], ["*.Ads.test"])
+    assert policy.lists() == {"allow": ["example.com", "[::1]:80"], "deny": ["*.ads.test"]}
+
+
+def test_the_control_plane_is_its_ports_on_this_machine():
+    local = {ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1"), ipaddress.ip_address("10.1.2.3")}
+    is_local = local.__contains__
+    refusal = control_plane(ipaddress.ip_address("10.1.2.3"), 8080, {8080}, is_local)
+    assert refusal is not None and refusal.reason == "control_plane"
+    assert control_plane(ipaddress.ip_address("127.0.0.1"), 8081, {8080}, is_local) is None
+    assert control_plane(ipaddress.ip_address("10.9.9.9"), 8080, {8080}, is_local) is None  # another machine
+
+
+def test_chromium_is_sent_through_the_proxy_loopback_included():
+    args = chromium_args(4321)
+    assert "--proxy-server=http://127.0.0.1:4321" in args
+    assert "--proxy-bypass-list=<-loopback>" in args  # without it Chromium sends loopback direct
+    assert "--disable-quic" in args
+    assert any(a.startswith("--host-resolver-rules=MAP * ~NOTFOUND") and "EXCLUDE 127.0.0.1" in a for a in args)
+
+
+def test_every_profile_keeps_webrtc_off_udp():
+    from desktop.browser import PREFERENCES
+
+    assert PREFERENCES["webrtc"]["ip_handling_policy"] == "disable_non_proxied_udp"
+
+
+def test_the_blocked_log_is_a_bounded_ring_with_growing_seq():
+    log = BlockLog(keep=3)
+    heard = []
+    unsubscribe = log.subscribe(heard.append)
+    log.subscribe(lambda _entry: 1 / 0)  # a failing listener changes nothing for the others
+    refusal = Refusal("denied", "matches the deny pattern x.test")
+    for port in range(1, 6):
+        log.record(host="x.test", port=port, refusal=refusal, method="GET", url=f"http://x.test:{port}/")
+    assert [e.seq for e in log.since()] == [3, 4, 5]
+    assert [e.port for e in log.since(4)] == [5]
+    assert [e.seq for e in heard] == [1, 2, 3, 4, 5]
+    assert heard[0].reason == "denied" and heard[0].url == "http://x.test:1/"
+    unsubscribe()
+    log.record(host="x.test", port=6, refusal=refusal)
+    assert len(heard) == 5 and log.since(5)[0].seq == 6
