@@ -8,6 +8,8 @@ with a message that says what was wrong.
 
 from __future__ import annotations
 
+import re
+
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -210,3 +212,21 @@ class Zoom(_Action):
     action: Literal["zoom"] = "zoom"
     region: Region
     scale: float = Field(default=1.0, gt=0, le=4, description="output size relative to the region")
+
+
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+class UnknownPlaceholder(ValueError):
+    """A ``{{name}}`` with no secret of that name."""
+
+
+def fill_placeholders(text: str, secrets: dict[str, str]) -> str:
+    """``{{password}}`` -> the secret (pure); an unknown name raises UnknownPlaceholder."""
+    def value(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in secrets:
+            raise UnknownPlaceholder(f"placeholder {{{{{name}}}}} has no value; known: "
+                                     f"{', '.join(sorted(secrets)) or 'none'}")
+        return secrets[name]
+    return PLACEHOLDER.sub(value, text)

@@ -32,10 +32,13 @@ import time
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Coroutine
+from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
-from desktop.user import DesktopUser, open_without_links
 from desktop.netpolicy import WEBRTC_PREFERENCES
+from desktop.page import PageRecord, Pages
+from desktop.user import DesktopUser, open_without_links
+
+T = TypeVar("T")
 
 log = logging.getLogger("glassdesk.browser")
 
@@ -227,7 +230,10 @@ class Browser:
     cwd: Path
     argv_prefix: list[str] = field(default_factory=list)  # e.g. run as the desktop user
     owner: DesktopUser | None = None  # whose the profile is, when not this process's user
+    # The session's record of console, network, dialogs and downloads: it outlives this process.
+    record: PageRecord = field(default_factory=PageRecord)
     context: Any = None
+    pages: Pages | None = None
     process: BrowserProcess | None = None
 
     def launch(self, args: list[str], start_url: str, *, sandbox: bool, timeout: float) -> BrowserProcess:
@@ -268,57 +274,34 @@ class Browser:
             chromium_sandbox=sandbox, downloads_path=str(self.downloads), accept_downloads=True,
             handle_sigint=False, handle_sigterm=False, handle_sighup=False, timeout=timeout * 1000,
         )
-        # Playwright dismisses JavaScript dialogs nobody listens for. On a visible desktop the
-        # dialog is part of what the model and the operator see and answer, so: listen, leave it.
-        self.context.on("dialog", lambda _dialog: None)
+        self.pages = Pages(self.context, self.record, self.downloads)
         if start_url != "about:blank":  # Playwright opens about:blank; it takes no URL argument
             page = self.context.pages[0] if self.context.pages else await self.context.new_page()
             await page.goto(start_url, wait_until="commit", timeout=timeout * 1000)
 
     # -------------------------------------------------------------------- what the page layer uses
 
+    def call(self, work: Callable[[Pages], Awaitable[T]], timeout: float) -> T:
+        """Run ``work`` on this browser's pages, on the driver's loop, waiting at most ``timeout``."""
+        pages = self.pages
+        if pages is None:
+            raise BrowserError("Chromium is not running")
+        return driver().run(work(pages), timeout)
+
     def page_url(self) -> str | None:
-        if self.context is None:
-            return None
         try:
-            page = driver().run(self._front_page(), 3)
+            page = self.call(lambda pages: pages.front(), 3)
         except Exception:
             return None
         return page.url if page is not None else None
 
-    async def _front_page(self):
-        """The tab a person sees: the one whose document is visible (the others are hidden). A
-        page blocked by a dialog cannot answer, and is the one in front."""
-        pages = [p for p in self.context.pages if not p.is_closed()]
-        if len(pages) <= 1:
-            return pages[0] if pages else None
-        for page in pages:
-            try:
-                if await asyncio.wait_for(page.evaluate("document.visibilityState"), 0.5) == "visible":
-                    return page
-            except Exception:
-                return page
-        return pages[-1]
-
     def open_url(self, url: str, timeout: float = 10) -> None:
         """Navigate the tab in front; raises ValueError when the page cannot be opened."""
-        if self.context is None:
-            raise BrowserError("Chromium is not running")
-        driver().run(self._open(url, timeout), timeout + 5)
-
-    async def _open(self, url: str, timeout: float) -> None:
-        page = await self._front_page() or await self.context.new_page()
-        try:
-            # "commit": the answer comes once the new document is on its way; the screen settle
-            # that follows waits for what it looks like.
-            await page.goto(url, wait_until="commit", timeout=timeout * 1000)
-        except Exception as exc:
-            message = str(exc).splitlines()[0]
-            raise ValueError(f"Chromium could not open {url}: {message}") from None
+        self.call(lambda pages: pages.navigate("goto", url, "commit", int(timeout * 1000)), timeout + 5)
 
     def close(self) -> None:
         """End this browser: politely through Playwright, then for sure through its process group."""
-        context, self.context = self.context, None
+        context, self.context, self.pages = self.context, None, None
         if context is not None:
             try:
                 driver().run(context.close(), 5)

@@ -112,6 +112,45 @@ class TooManyAttempts(GlassdeskError):
         return {"retry-after": str(self.retry_after)}
 
 
+# ------------------------------------------------------------------------- the page layer
+
+
+class ElementNotFound(GlassdeskError):
+    code, status = "element_not_found", 404
+
+
+class InvalidSelector(GlassdeskError):
+    code, status = "invalid_selector", 422
+
+
+class ElementCovered(GlassdeskError):
+    """Real input at the element's pixel would land on something else; nothing was done."""
+
+    code, status = "element_covered", 409
+
+
+class PageTimeoutError(GlassdeskError):
+    code, status = "timeout", 408
+
+
+class DialogOpenError(GlassdeskError):
+    code, status = "dialog_open", 409
+
+
+class NoDialogError(GlassdeskError):
+    code, status = "no_dialog", 409
+
+
+class PageUnavailable(GlassdeskError):
+    """The browser is restarting (a heal, a reset) or not answering; try again shortly."""
+
+    code, status = "page_unavailable", 503
+
+
+class EvaluateDisabled(GlassdeskError):
+    code, status = "evaluate_disabled", 403
+
+
 def describe_validation(exc: ValidationError) -> str:
     return describe_errors(exc.errors())
 

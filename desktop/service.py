@@ -67,7 +67,10 @@ class Shot:
 
 class DesktopService:
     def __init__(self, manager: SessionManager, *, default_session: str = DEFAULT_SESSION,
-                 launch_allow: frozenset[str] | None = None, allow_local_urls: bool = False):
+                 launch_allow: frozenset[str] | None = None, allow_local_urls: bool = False,
+                 allow_evaluate: bool = False):
+        from desktop.page_service import PageService  # it builds on this service
+
         self.manager = manager
         self.default = default_session
         # The fences of what an agent may start or open (desktop.windows.check_program/check_url).
@@ -78,6 +81,8 @@ class DesktopService:
         # served (set by whatever serves it: the API, or the loopback viewer of `glassdesk mcp`).
         self.live_tokens = LiveTokens()
         self.viewer_url: str | None = None
+        # The page layer of every session: what its Chromium knows, selector actions as real input.
+        self.pages = PageService(self, allow_evaluate=allow_evaluate)
 
     # ------------------------------------------------------------------ sessions
 
@@ -294,8 +299,12 @@ class DesktopService:
     def perform(self, session_id: str | None, action: _Action) -> Performed:
         return self._for_agent(session_id).perform(action, queue_s=QUEUE_WAIT_S)
 
-    def open(self, session_id: str | None, url: str) -> Performed:
+    def check_url(self, url: str) -> None:
+        """Refuse (invalid_action) a URL the browser may not open: see desktop.windows.check_url."""
         _fenced(check_url, url, allow_local=self.allow_local_urls)
+
+    def open(self, session_id: str | None, url: str) -> Performed:
+        self.check_url(url)
         session = self._for_agent(session_id)
         _check_network(session, url)
         return self._settled(session, lambda: session.windows.open_url(url), "opening a page")

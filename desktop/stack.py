@@ -26,6 +26,7 @@ from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.browser import Browser, BrowserError
 from desktop.netpolicy import NetworkPolicy
 from desktop.netpolicy import chromium_args as network_args
+from desktop.page import PageRecord
 from desktop.procs import kill_group, pids_with_env, session_pids
 from desktop.user import (DesktopUser, desktop_user, ensure_x11_socket_dir, hand_over, popen_kwargs,
                           remove_stale_ice_sockets, run_as_argv, share_traversal, unreachable_dir)
@@ -147,6 +148,7 @@ class DesktopStack:
         self.downloads = self.workdir / "downloads"
         self.browser: Browser | None = None
         self.proxy: PolicyProxy | None = None
+        self.record = PageRecord()  # console, network, dialogs, downloads: across browser heals
         self._dbus_address = ""
         self._lock = threading.RLock()
         # Who the desktop runs as (desktop/user.py): None while not started, and when it runs as
@@ -343,7 +345,7 @@ class DesktopStack:
         if self.browser is not None:  # a healed browser: let go of the dead one's connection first
             self.browser.close()
         self.browser = Browser(self.profile, self.downloads, self.env(), cwd=self.home,
-                               argv_prefix=run_as_argv(self.user), owner=self.user)
+                               argv_prefix=run_as_argv(self.user), owner=self.user, record=self.record)
         log_path = self.logs / "chromium.log"
         try:
             process = self.browser.launch(self.chromium_args(), self.config.start_url,
@@ -458,6 +460,8 @@ class DesktopStack:
             shutil.rmtree(self.profile, ignore_errors=True)
             shutil.rmtree(self.downloads, ignore_errors=True)
             self._make_desktop_dirs()
+            for ring in (self.record.console, self.record.network, self.record.dialogs, self.record.downloads):
+                ring.clear()  # a fresh session has seen nothing (sequence numbers go on)
             self._start_chromium()
             self.children["chromium"].restarts = restarts  # a reset is asked for, not a crash healed
             self._note("reset: programs ended, Chromium restarted on a clean profile")

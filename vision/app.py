@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from desktop.api import desktop_router
+from desktop.page_api import page_router
 from desktop.errors import GlassdeskError, describe_errors
 from desktop.sessions import SessionManager
 from vision import VERSION
@@ -50,6 +51,7 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
     app.state.glassdesk = glassdesk
     add_error_handlers(app)
     app.include_router(desktop_router(glassdesk.desktops))
+    app.include_router(page_router(glassdesk.desktops.pages))
     app.include_router(vision_router(glassdesk))
     install_console(app, glassdesk)  # GET / (operator console), its API, /metrics
     install_viewer(app, glassdesk)  # GET /view/{id}, the RFB relay and strip websockets, static files

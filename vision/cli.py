@@ -25,7 +25,7 @@ def _up(args: argparse.Namespace) -> int:
 
     settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, idle_ttl_s=args.ttl * 60,
                         launch_allow=_programs(args.launch_allow), allow_local_urls=args.allow_local_urls,
-                        public_host=args.public_host)
+                        public_host=args.public_host, allow_evaluate=args.allow_evaluate)
     check_bind(settings.host, settings.token)
     # The desktops die with this process, even a kill -9 (a reaper), and what a dead predecessor
     # left is ended now (desktop.procs.own_desktops).
@@ -158,6 +158,8 @@ def _add_fences(parser: argparse.ArgumentParser) -> None:
                         help="the only programs desktop launch may start (default: any program on PATH but shells)")
     parser.add_argument("--allow-local-urls", action="store_true",
                         help="let the browser open file:// and chrome:// pages (refused by default)")
+    parser.add_argument("--allow-evaluate", action="store_true",
+                        help="let page evaluate run JavaScript in the session's browser (refused by default)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import logging
 import random
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from desktop import actions
 from desktop.actions import Type
 from desktop.errors import GlassdeskError, SessionBusy, SessionUnavailable
 from desktop.screen import Frame
@@ -43,7 +43,6 @@ HEAL_WAIT_S = 20.0
 MODEL_RETRIES = 3
 MAX_RETRY_WAIT_S = 60.0
 PauseKind = Literal["operator", "takeover"]
-PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
 class ActRequest(BaseModel):
@@ -211,12 +210,10 @@ def last_acting_error(steps: list[StepSummary]) -> dict | None:
 
 def fill_placeholders(text: str, secrets: dict[str, str]) -> str:
     """``{{password}}`` -> the secret; an unknown name is an error the model can correct."""
-    def value(match: re.Match) -> str:
-        name = match.group(1)
-        if name not in secrets:
-            raise InvalidRequest(f"placeholder {{{{{name}}}}} has no value; known: {', '.join(sorted(secrets)) or 'none'}")
-        return secrets[name]
-    return PLACEHOLDER.sub(value, text)
+    try:
+        return actions.fill_placeholders(text, secrets)
+    except actions.UnknownPlaceholder as exc:
+        raise InvalidRequest(str(exc)) from None
 
 
 def backoff_s(attempt: int, retry_after: float | None) -> float:

@@ -54,14 +54,16 @@ class Glassdesk:
     def from_settings(cls, manager: SessionManager, settings: Settings, *,
                       default_session: str = DEFAULT_SESSION) -> "Glassdesk":
         return cls.build(manager, data_dir=settings.data_dir, default_session=default_session,
-                         launch_allow=settings.launch_allow, allow_local_urls=settings.allow_local_urls)
+                         launch_allow=settings.launch_allow, allow_local_urls=settings.allow_local_urls,
+                         allow_evaluate=settings.allow_evaluate)
 
     @classmethod
     def build(cls, manager: SessionManager, *, data_dir: str | Path | None = None, config: VisionConfig | None = None,
               default_session: str = DEFAULT_SESSION, strip: bool | None = None,
-              launch_allow: frozenset[str] | None = None, allow_local_urls: bool = False) -> "Glassdesk":
+              launch_allow: frozenset[str] | None = None, allow_local_urls: bool = False,
+              allow_evaluate: bool = False) -> "Glassdesk":
         desktops = DesktopService(manager, default_session=default_session, launch_allow=launch_allow,
-                                  allow_local_urls=allow_local_urls)
+                                  allow_local_urls=allow_local_urls, allow_evaluate=allow_evaluate)
         return cls(desktops, TraceStore(data_dir), config or VisionConfig.load(), strip=strip)
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ class Settings:
     data_dir: str | None = None  # default: $GLASSDESK_DATA_DIR, else ./data
     launch_allow: frozenset[str] | None = None  # the only programs launch may start (None: any but shells)
     allow_local_urls: bool = False  # let the browser open file:// and chrome:// pages
+    allow_evaluate: bool = False  # let page evaluate run JavaScript in the session's browser
     public_host: str | None = None  # the name clients use for this server (URLs handed out, Host allowed)
 
     @property

@@ -1,0 +1,552 @@
+"""The page layer: what the visible Chromium knows, recorded and read over the session's one
+DevTools connection (desktop.browser), and where its elements are on the display.
+
+Recording: console messages, uncaught exceptions, network requests, dialogs and downloads are kept
+per session from its start in bounded rings with sequence numbers (a client asks for everything
+since N). The record belongs to the session, not to one browser process: a healed or reset
+Chromium goes on writing into it, and it is cleared with the session.
+
+Targets: a CSS selector, an accessibility ``ref`` from a snapshot (``aria_snapshot(mode="ai")``),
+a label, or visible text. ``locate`` scrolls the element into view and maps its box to display
+pixels (the viewport's origin on the display, at device-scale-factor 1); the session then clicks
+and types there with the same xdotool executor as every pixel action, so the operator sees it and
+the trace records the pixel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+CONSOLE_RING = 1000
+NETWORK_RING = 2000
+DIALOG_RING = 100
+DOWNLOAD_RING = 200
+CONTENT_LIMIT = 200_000        # characters of text, snapshot or HTML in one answer
+LINKS_LIMIT = 2000
+REF = re.compile(r"^(f[0-9]{1,6})?e[0-9]{1,7}$")
+SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
+
+
+# ------------------------------------------------------------------------------------- the record
+
+
+class Ring:
+    """A bounded, thread-safe log whose entries carry a sequence number and a timestamp (pure)."""
+
+    def __init__(self, size: int):
+        self._entries: deque[dict] = deque(maxlen=size)
+        self._seq = 0
+        self._lock = threading.Lock()
+
+    def add(self, entry: dict) -> dict:
+        with self._lock:
+            self._seq += 1
+            entry = {"seq": self._seq, "ts": time.time(), **entry}
+            self._entries.append(entry)
+            return entry
+
+    def update(self, seq: int, **changes) -> None:
+        with self._lock:
+            for entry in reversed(self._entries):
+                if entry["seq"] == seq:
+                    entry.update(changes)
+                    return
+
+    def since(self, seq: int = 0, where: Callable[[dict], bool] | None = None) -> list[dict]:
+        with self._lock:
+            return [dict(e) for e in self._entries if e["seq"] > seq and (where is None or where(e))]
+
+    @property
+    def last_seq(self) -> int:
+        return self._seq
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+@dataclass
+class PageRecord:
+    """Everything recorded about one session's browser, across its heals and resets."""
+
+    console: Ring = field(default_factory=lambda: Ring(CONSOLE_RING))
+    network: Ring = field(default_factory=lambda: Ring(NETWORK_RING))
+    dialogs: Ring = field(default_factory=lambda: Ring(DIALOG_RING))
+    downloads: Ring = field(default_factory=lambda: Ring(DOWNLOAD_RING))
+
+
+def safe_file_name(name: str) -> str:
+    """A download's or upload's name reduced to one harmless path component (pure)."""
+    name = SAFE_NAME.sub("_", name.replace("\\", "/").rsplit("/", 1)[-1]).strip(" .")
+    return name[:120] or "file"
+
+
+# ------------------------------------------------------------------------------------- targets
+
+
+class Target(BaseModel):
+    """Exactly one way of naming an element."""
+
+    selector: str | None = Field(None, min_length=1, max_length=2000, description="a CSS selector")
+    ref: str | None = Field(None, description="a ref from the accessibility snapshot (page content, format "
+                                              "accessibility), e.g. e12")
+    label: str | None = Field(None, min_length=1, max_length=500, description="the text of the field's label")
+    text: str | None = Field(None, min_length=1, max_length=500, description="text visible in the element")
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        given = [name for name in ("selector", "ref", "label", "text") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError("name the element one way: exactly one of selector, ref, label, text"
+                             + (f" (got {', '.join(given)})" if given else ""))
+        if self.ref is not None and not REF.match(self.ref):
+            raise ValueError(f"ref {self.ref!r}: refs look like e12 or f1e12 (take them from the accessibility snapshot)")
+        return self
+
+    def describe(self) -> str:
+        for name in ("selector", "ref", "label", "text"):
+            value = getattr(self, name)
+            if value is not None:
+                return f"{name} {value!r}"
+        return "nothing"
+
+
+def locator_for(page, target: Target):
+    if target.selector is not None:
+        return page.locator(f"css={target.selector}")
+    if target.ref is not None:
+        return page.locator(f"aria-ref={target.ref}")
+    if target.label is not None:
+        return page.get_by_label(target.label)
+    return page.get_by_text(target.text)
+
+
+def display_point(box: dict, origin: tuple[int, int]) -> tuple[int, int]:
+    """The centre of an element's box (CSS px in the viewport, DPR 1) on the display (pure)."""
+    return origin[0] + int(box["x"] + box["width"] / 2), origin[1] + int(box["y"] + box["height"] / 2)
+
+
+def viewport_origin(metrics: dict) -> tuple[int, int]:
+    """Where the viewport's (0, 0) is on the display, from the window's own numbers (pure): the
+    window's position plus the browser's frame around the viewport (tab strip and toolbar above,
+    borders at the sides; the frame below the viewport is none in a maximised window)."""
+    side = (metrics["outerWidth"] - metrics["innerWidth"]) // 2
+    top = metrics["outerHeight"] - metrics["innerHeight"] - side
+    return metrics["screenX"] + side, metrics["screenY"] + top
+
+
+@dataclass
+class Located:
+    """An element found on the page and where it is: its box on the display and the pixel to use."""
+
+    x: int
+    y: int
+    box: dict                # display px: x, y, width, height
+    matches: int
+    covered_by: str | None   # what is on top at the pixel, when it is not the element itself
+
+
+# The element on top at a viewport point, and whether it is (inside) the target.
+_HIT_TEST = """([el, x, y]) => {
+  const top = document.elementFromPoint(x, y);
+  if (!top || el === top || el.contains(top)) return null;
+  const id = top.id ? '#' + top.id : '';
+  const cls = typeof top.className === 'string' && top.className ? '.' + top.className.trim().split(/\\s+/).join('.') : '';
+  return top.tagName.toLowerCase() + id + cls;
+}"""
+
+_WINDOW = "() => ({screenX, screenY, outerWidth, outerHeight, innerWidth, innerHeight})"
+
+
+async def locate(page, target: Target, timeout_ms: int) -> Located:
+    """Find the element, scroll it into view and say where it is on the display. Raises
+    LookupError (nothing matches in time) or ValueError (a selector the browser cannot parse)."""
+    locator = locator_for(page, target)
+    try:
+        await locator.first.wait_for(state="visible", timeout=timeout_ms)
+    except Exception as exc:
+        _raise_for(exc, target, timeout_ms)
+    matches = await locator.count()
+    element = locator.first
+    await element.scroll_into_view_if_needed(timeout=timeout_ms)
+    box = await element.bounding_box()
+    if box is None:
+        raise LookupError(f"no visible element for {target.describe()}")
+    origin = viewport_origin(await page.evaluate(_WINDOW))
+    x, y = display_point(box, origin)
+    handle = await element.element_handle()
+    covered_by = await page.evaluate(_HIT_TEST, [handle, x - origin[0], y - origin[1]])
+    await handle.dispose()
+    display_box = {"x": origin[0] + round(box["x"]), "y": origin[1] + round(box["y"]),
+                   "width": round(box["width"]), "height": round(box["height"])}
+    return Located(x, y, display_box, matches, covered_by)
+
+
+def _raise_for(exc: Exception, target: Target, timeout_ms: int):
+    text = str(exc)
+    first = text.splitlines()[0] if text else type(exc).__name__
+    if "Timeout" in type(exc).__name__ or "Timeout" in first:
+        raise LookupError(f"no visible element for {target.describe()} within {timeout_ms} ms") from None
+    if any(k in text for k in ("Unexpected token", "is not a valid selector", "Unknown engine", "malformed",
+                                "SyntaxError", "Invalid selector", "while parsing")):
+        raise BadSelector(f"{target.describe()}: the browser cannot parse it ({first})") from None
+    raise LookupError(f"{target.describe()}: {first}") from None
+
+
+# ------------------------------------------------------------------------------------- answers
+
+
+class DialogInfo(BaseModel):
+    type: str
+    message: str
+    default_prompt: str = ""
+
+
+class Tab(BaseModel):
+    id: str
+    url: str
+    title: str
+    active: bool
+
+
+class PageState(BaseModel):
+    url: str | None
+    title: str | None
+    load_state: Literal["loading", "domcontentloaded", "load", "unknown"]
+    tabs: list[Tab]
+    dialog: DialogInfo | None
+    console_errors: int = Field(description="console errors and uncaught exceptions recorded so far")
+
+
+ContentFormat = Literal["text", "accessibility", "links", "html"]
+
+
+class PageContent(BaseModel):
+    format: ContentFormat
+    content: str | list[dict]
+    truncated: bool
+
+
+def bounded(text: str, limit: int = CONTENT_LIMIT) -> tuple[str, bool]:
+    return (text[:limit], True) if len(text) > limit else (text, False)
+
+
+
+# ------------------------------------------------------------------------------------- one browser
+
+
+class Pages:
+    """The pages (tabs) of one browser process: recording into the session's PageRecord, the tab
+    in front, the open dialog. Every method runs on the Playwright driver's loop (desktop.browser)."""
+
+    def __init__(self, context, record: PageRecord, downloads):
+        self.context = context
+        self.record = record
+        self.downloads = downloads
+        self.dialog = None                     # the open JavaScript dialog, if any
+        self._ids: dict[Any, str] = {}
+        self._load: dict[Any, str] = {}
+        self._requests: dict[Any, int] = {}   # request -> its entry's seq
+        self._next_id = 1
+        context.on("console", self._on_console)
+        context.on("weberror", self._on_weberror)
+        context.on("request", self._on_request)
+        context.on("requestfinished", self._on_request_finished)
+        context.on("requestfailed", self._on_request_failed)
+        # Playwright dismisses dialogs nobody listens for. On a visible desktop a dialog is part of
+        # what the model and the operator see and answer, so: listen, record, leave it open.
+        context.on("dialog", self._on_dialog)
+        context.on("page", self._on_page)
+        for page in context.pages:
+            self._on_page(page)
+
+    # ---------------------------------------------------------------- recording
+
+    def _on_page(self, page) -> None:
+        self._ids[page] = f"t{self._next_id}"
+        self._next_id += 1
+        self._load[page] = "loading"
+        page.on("domcontentloaded", lambda: self._load.__setitem__(page, "domcontentloaded"))
+        page.on("load", lambda: self._load.__setitem__(page, "load"))
+        page.on("framenavigated", lambda frame: frame == page.main_frame and self._load.__setitem__(page, "loading"))
+        page.on("download", self._on_download)
+        page.on("close", lambda: (self._ids.pop(page, None), self._load.pop(page, None)))
+        asyncio.ensure_future(self._watch_dialog_close(page))
+
+    async def _watch_dialog_close(self, page) -> None:
+        """A dialog answered on the screen (a click on its OK) closes without Playwright saying so;
+        DevTools does."""
+        try:
+            session = await self.context.new_cdp_session(page)
+            session.on("Page.javascriptDialogClosed", lambda _params: setattr(self, "dialog", None))
+            await session.send("Page.enable")
+        except Exception:  # the page closed meanwhile
+            pass
+
+    def _on_console(self, message) -> None:
+        where = message.location or {}
+        level = {"warning": "warning", "error": "error", "assert": "error", "debug": "debug",
+                 "info": "info", "trace": "debug"}.get(message.type, "log")
+        self.record.console.add({"level": level, "text": message.text[:10_000], "url": where.get("url", ""),
+                                 "line": where.get("lineNumber", 0), "column": where.get("columnNumber", 0)})
+
+    def _on_weberror(self, web_error) -> None:
+        error = web_error.error
+        self.record.console.add({"level": "error", "text": f"Uncaught {error.name}: {error.message}"[:10_000],
+                                 "url": web_error.page.url if web_error.page else "", "line": 0, "column": 0,
+                                 "exception": True})
+
+    def _on_request(self, request) -> None:
+        entry = self.record.network.add({"method": request.method, "url": request.url[:4000],
+                                         "resource_type": request.resource_type, "status": None,
+                                         "duration_ms": None, "size": None, "failure": None, "blocked": None})
+        self._requests[request] = entry["seq"]
+
+    async def _on_request_finished(self, request) -> None:
+        seq = self._requests.pop(request, None)
+        if seq is None:
+            return
+        response = await request.response()
+        end = request.timing.get("responseEnd", -1)
+        size = response.headers.get("content-length") if response else None
+        self.record.network.update(seq, status=response.status if response else None,
+                                   duration_ms=round(end) if end and end > 0 else None,
+                                   size=int(size) if size and size.isdigit() else None)
+
+    def _on_request_failed(self, request) -> None:
+        seq = self._requests.pop(request, None)
+        if seq is not None:
+            end = request.timing.get("responseEnd", -1)
+            self.record.network.update(seq, failure=request.failure or "failed",
+                                       duration_ms=round(end) if end and end > 0 else None)
+
+    def _on_dialog(self, dialog) -> None:
+        self.dialog = dialog
+        self.record.dialogs.add({"type": dialog.type, "message": dialog.message[:10_000],
+                                 "default_prompt": dialog.default_value, "url": dialog.page.url if dialog.page else ""})
+
+    async def _on_download(self, download) -> None:
+        import hashlib
+        import shutil
+
+        try:
+            source = await download.path()
+        except Exception as exc:
+            self.record.downloads.add({"name": safe_file_name(download.suggested_filename), "size": 0,
+                                       "sha256": None, "url": download.url, "failure": str(exc).splitlines()[0]})
+            return
+        name = safe_file_name(download.suggested_filename)
+        target = self.downloads / name
+        stem, dot, ext = name.rpartition(".")
+        for n in itertools.count(2):
+            if not target.exists():
+                break
+            target = self.downloads / (f"{stem}-{n}.{ext}" if dot else f"{name}-{n}")
+        shutil.copyfile(source, target)
+        data = target.read_bytes()
+        self.record.downloads.add({"name": target.name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                                   "url": download.url, "failure": None})
+
+    # ---------------------------------------------------------------- reading
+
+    def open_pages(self) -> list:
+        return [p for p in self.context.pages if not p.is_closed()]
+
+    async def front(self):
+        """The tab a person sees: the one whose document is visible (the others are hidden). A page
+        blocked by a dialog cannot answer, and is the one in front."""
+        pages = self.open_pages()
+        if len(pages) <= 1:
+            return pages[0] if pages else None
+        if self.dialog is not None and self.dialog.page in pages:
+            return self.dialog.page
+        for page in pages:
+            try:
+                if await asyncio.wait_for(page.evaluate("document.visibilityState"), 0.5) == "visible":
+                    return page
+            except Exception:
+                return page
+        return pages[-1]
+
+    def tab_id(self, page) -> str:
+        return self._ids.get(page, "?")
+
+    def page_by_id(self, tab_id: str):
+        for page, known in self._ids.items():
+            if known == tab_id and not page.is_closed():
+                return page
+        raise LookupError(f"no tab {tab_id!r}; list the tabs to see which exist")
+
+    async def _title(self, page) -> str:
+        if self.dialog is not None and self.dialog.page is page:
+            return ""  # the page cannot answer while its dialog is open
+        try:
+            return await asyncio.wait_for(page.title(), 1)
+        except Exception:
+            return ""
+
+    async def tabs(self) -> list[Tab]:
+        front = await self.front()
+        return [Tab(id=self.tab_id(p), url=p.url, title=await self._title(p), active=p is front)
+                for p in self.open_pages()]
+
+    async def state(self) -> PageState:
+        front = await self.front()
+        errors = len(self.record.console.since(0, lambda e: e["level"] == "error"))
+        dialog = self.dialog
+        return PageState(
+            url=front.url if front else None, title=await self._title(front) if front else None,
+            load_state=self._load.get(front, "unknown") if front else "unknown",
+            tabs=await self.tabs(),
+            dialog=DialogInfo(type=dialog.type, message=dialog.message, default_prompt=dialog.default_value)
+            if dialog is not None else None,
+            console_errors=errors,
+        )
+
+    # ---------------------------------------------------------------- operations on the tab in front
+
+    async def need_front(self):
+        page = await self.front()
+        if page is None:
+            page = await self.context.new_page()
+        return page
+
+    def refuse_if_dialog(self, doing: str) -> None:
+        if self.dialog is not None:
+            raise DialogOpen(f"a {self.dialog.type} dialog is open ({self.dialog.message[:200]!r}): it would swallow "
+                             f"the {doing}; answer it first (page dialog: accept or dismiss)")
+
+    async def content(self, fmt: ContentFormat, selector: str | None) -> PageContent:
+        page = await self.need_front()
+        self.refuse_if_dialog("read")
+        root = page.locator(f"css={selector}").first if selector else page.locator("body")
+        try:
+            if fmt == "text":
+                text, cut = bounded(await root.inner_text(timeout=5000))
+                return PageContent(format=fmt, content=text, truncated=cut)
+            if fmt == "accessibility":
+                text, cut = bounded(await root.aria_snapshot(mode="ai", timeout=5000))
+                return PageContent(format=fmt, content=text, truncated=cut)
+            if fmt == "html":
+                text, cut = bounded(await root.evaluate("e => e.outerHTML", timeout=5000))
+                return PageContent(format=fmt, content=text, truncated=cut)
+            links = await root.evaluate(
+                "(e, n) => Array.from(e.querySelectorAll('a[href]')).slice(0, n + 1).map("
+                "a => ({text: (a.innerText || a.title || '').trim().slice(0, 300), href: a.href}))", LINKS_LIMIT)
+            return PageContent(format=fmt, content=links[:LINKS_LIMIT], truncated=len(links) > LINKS_LIMIT)
+        except Exception as exc:
+            _raise_for(exc, Target(selector=selector) if selector else Target(selector="body"), 5000)
+
+    async def navigate(self, how: str, url: str | None, wait_until: str, timeout_ms: int) -> dict:
+        page = await self.need_front()
+        start = time.perf_counter()
+        try:
+            if how == "goto":
+                response = await page.goto(url, wait_until=wait_until, timeout=timeout_ms)
+            elif how == "back":
+                response = await page.go_back(wait_until=wait_until, timeout=timeout_ms)
+            elif how == "forward":
+                response = await page.go_forward(wait_until=wait_until, timeout=timeout_ms)
+            else:
+                response = await page.reload(wait_until=wait_until, timeout=timeout_ms)
+        except Exception as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if "Timeout" in first or "Timeout" in type(exc).__name__:
+                raise PageTimeout(f"{url or how}: not {wait_until} within {timeout_ms} ms") from None
+            verb = "open" if how == "goto" else f"go {how}" if how != "reload" else "reload"
+            raise ValueError(f"Chromium could not {verb}{' ' + url if url else ''}: {first}") from None
+        return {"status": response.status if response else None, "url": page.url,
+                "load_time_ms": round((time.perf_counter() - start) * 1000)}
+
+    async def wait_for(self, target: Target, state: str, timeout_ms: int) -> dict:
+        page = await self.need_front()
+        start = time.perf_counter()
+        try:
+            await locator_for(page, target).first.wait_for(state=state, timeout=timeout_ms)
+        except Exception as exc:
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            if "Timeout" in first or "Timeout" in type(exc).__name__:
+                raise PageTimeout(f"{target.describe()} was not {state} within {timeout_ms} ms") from None
+            _raise_for(exc, target, timeout_ms)
+        return {"state": state, "waited_ms": round((time.perf_counter() - start) * 1000)}
+
+    async def handle_dialog(self, accept: bool, prompt_text: str | None) -> DialogInfo:
+        dialog = self.dialog
+        if dialog is None:
+            raise NoDialog("no dialog is open")
+        info = DialogInfo(type=dialog.type, message=dialog.message, default_prompt=dialog.default_value)
+        if accept:
+            await dialog.accept(prompt_text) if prompt_text is not None else await dialog.accept()
+        else:
+            await dialog.dismiss()
+        self.dialog = None
+        return info
+
+    async def evaluate(self, expression: str, limit: int = CONTENT_LIMIT) -> Any:
+        import json
+
+        page = await self.need_front()
+        self.refuse_if_dialog("script")
+        try:
+            result = await asyncio.wait_for(page.evaluate(expression), 10)
+        except asyncio.TimeoutError:
+            raise PageTimeout("the expression did not finish within 10 s") from None
+        except Exception as exc:
+            raise ValueError(f"the expression failed: {str(exc).splitlines()[0]}") from None
+        if len(json.dumps(result, default=str)) > limit:
+            raise ValueError(f"the result is larger than {limit} characters of JSON; return less")
+        return result
+
+    async def screenshot(self, full_page: bool, selector: str | None) -> bytes:
+        page = await self.need_front()
+        self.refuse_if_dialog("screenshot")
+        try:
+            if selector:
+                return await page.locator(f"css={selector}").first.screenshot(timeout=10_000)
+            return await page.screenshot(full_page=full_page, timeout=10_000)
+        except Exception as exc:
+            _raise_for(exc, Target(selector=selector or "html"), 10_000)
+
+    async def new_tab(self, url: str | None) -> Tab:
+        page = await self.context.new_page()
+        if url:
+            try:
+                await page.goto(url, wait_until="commit", timeout=10_000)
+            except Exception as exc:
+                raise ValueError(f"could not open {url}: {str(exc).splitlines()[0]}") from None
+        await page.bring_to_front()
+        return Tab(id=self.tab_id(page), url=page.url, title=await self._title(page), active=True)
+
+    async def activate_tab(self, tab_id: str) -> None:
+        await self.page_by_id(tab_id).bring_to_front()
+
+    async def close_tab(self, tab_id: str) -> None:
+        page = self.page_by_id(tab_id)
+        if len(self.open_pages()) == 1:
+            await self.context.new_page()  # a browser window with no tab would close: keep one
+        await page.close()
+
+
+class BadSelector(ValueError):
+    """A selector the browser cannot parse."""
+
+
+class DialogOpen(RuntimeError):
+    """An open JavaScript dialog would swallow the action."""
+
+
+class NoDialog(RuntimeError):
+    """There is no dialog to answer."""
+
+
+class PageTimeout(TimeoutError):
+    """What was waited for did not happen in time."""

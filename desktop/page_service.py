@@ -1,0 +1,287 @@
+"""The page service: every page-layer operation, its checks and its error mapping, once.
+
+Reading (state, content, console, network, downloads, tabs, page screenshots) goes through the
+session's one DevTools connection (desktop.browser, desktop.page). Acting on an element is real
+input: the element is found and scrolled into view over DevTools, and the click and the typing go
+through the session's xdotool executor and settle like every pixel action - the operator sees the
+pointer move, and the answer carries the pixel that was used. Where no pixel can serve (choosing an
+option of a native <select> popup, handing files to a file input) the answer says ``dispatched:
+"devtools"``; nothing is dispatched that way silently.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, Field
+
+from desktop.actions import Click, DoubleClick, Key, TripleClick, Type, UnknownPlaceholder, fill_placeholders
+from desktop.browser import BrowserError
+from desktop.errors import (
+    DialogOpenError, ElementCovered, ElementNotFound, EvaluateDisabled, InvalidAction, InvalidSelector,
+    NoDialogError, PageTimeoutError, PageUnavailable,
+)
+from desktop.page import (
+    BadSelector, ContentFormat, DialogInfo, DialogOpen, Located, NoDialog, PageContent, PageState, PageTimeout,
+    Pages, Tab, Target, locate, safe_file_name,
+)
+from desktop.port import Performed
+from desktop.sessions import Session
+
+T = TypeVar("T")
+WaitUntil = Literal["load", "domcontentloaded", "networkidle", "commit"]
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+RETRY_S = 3  # a healing browser is usually back within this
+
+
+class Acted(BaseModel):
+    """An element acted on with real input."""
+
+    x: int = Field(description="the display pixel the pointer used")
+    y: int
+    box: dict = Field(description="the element's box on the display: x, y, width, height")
+    matches: int = Field(description="how many elements matched; the first visible one was used")
+    dispatched: Literal["pointer", "devtools"] = "pointer"
+    executed: list[list[str]] = Field(default_factory=list)
+    verified: bool | None = Field(None, description="fill/select: the field holds what was asked for")
+    settle_ms: int = 0
+
+
+class UploadFile(BaseModel):
+    name: str = Field(min_length=1, max_length=255)
+    content_base64: str
+
+
+class PageService:
+    def __init__(self, desktops, *, allow_evaluate: bool = False):
+        self.desktops = desktops
+        self.allow_evaluate = allow_evaluate
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _call(self, session: Session, work: Callable[[Pages], Awaitable[T]], timeout_ms: int = 5000) -> T:
+        """Run ``work`` on the session's pages; the page layer's errors become typed ones here."""
+        browser = session.stack.browser
+        if session.status != "ready" or browser is None or browser.pages is None:
+            raise PageUnavailable(f"the browser of session {session.id} is restarting; try again in {RETRY_S} s",
+                                  **_retry())
+        try:
+            return browser.call(work, timeout_ms / 1000 + 5)
+        except DialogOpen as exc:
+            raise DialogOpenError(str(exc)) from None
+        except NoDialog as exc:
+            raise NoDialogError(str(exc)) from None
+        except PageTimeout as exc:
+            raise PageTimeoutError(str(exc)) from None
+        except BadSelector as exc:
+            raise InvalidSelector(str(exc)) from None
+        except LookupError as exc:
+            raise ElementNotFound(str(exc).strip("'\"")) from None
+        except ValueError as exc:
+            raise InvalidAction(str(exc)) from None
+        except (BrowserError, TimeoutError) as exc:
+            raise PageUnavailable(f"the browser of session {session.id} did not answer ({exc}); try again in "
+                                  f"{RETRY_S} s", **_retry()) from None
+
+    def _reading(self, session_id: str | None) -> Session:
+        return self.desktops.session(session_id)
+
+    def _acting(self, session_id: str | None) -> Session:
+        return self.desktops._for_agent(session_id)
+
+    # ---------------------------------------------------------------- reading
+
+    def state(self, session_id: str | None) -> PageState:
+        return self._call(self._reading(session_id), lambda pages: pages.state())
+
+    def content(self, session_id: str | None, fmt: ContentFormat, selector: str | None = None) -> PageContent:
+        return self._call(self._reading(session_id), lambda pages: pages.content(fmt, selector))
+
+    def console(self, session_id: str | None, since: int = 0, level: str | None = None) -> list[dict]:
+        session = self._reading(session_id)
+        return session.stack.record.console.since(since, (lambda e: e["level"] == level) if level else None)
+
+    def network(self, session_id: str | None, since: int = 0, failed_only: bool = False) -> list[dict]:
+        session = self._reading(session_id)
+        failed = (lambda e: bool(e["failure"]) or (e["status"] or 0) >= 400 or bool(e["blocked"]))
+        return session.stack.record.network.since(since, failed if failed_only else None)
+
+    def downloads(self, session_id: str | None) -> list[dict]:
+        return self._reading(session_id).stack.record.downloads.since(0)
+
+    def download_path(self, session_id: str | None, name: str) -> Path:
+        session = self._reading(session_id)
+        if safe_file_name(name) != name:
+            raise InvalidAction(f"name {name!r}: give a name from the downloads list")
+        path = session.stack.downloads / name
+        if not path.is_file():
+            raise ElementNotFound(f"no download named {name!r}; list the downloads to see which exist")
+        return path
+
+    def tabs(self, session_id: str | None) -> list[Tab]:
+        return self._call(self._reading(session_id), lambda pages: pages.tabs())
+
+    def screenshot(self, session_id: str | None, *, full_page: bool = False, selector: str | None = None) -> bytes:
+        return self._call(self._reading(session_id), lambda pages: pages.screenshot(full_page, selector), 10_000)
+
+    # ---------------------------------------------------------------- navigating
+
+    def navigate(self, session_id: str | None, how: Literal["goto", "back", "forward", "reload"],
+                 url: str | None = None, wait_until: WaitUntil = "load", timeout_ms: int = 30_000) -> dict:
+        if how == "goto":
+            self.desktops.check_url(url)
+        session = self._acting(session_id)
+        return self._call(session, lambda pages: pages.navigate(how, url, wait_until, timeout_ms), timeout_ms)
+
+    def new_tab(self, session_id: str | None, url: str | None) -> Tab:
+        if url:
+            self.desktops.check_url(url)
+        return self._call(self._acting(session_id), lambda pages: pages.new_tab(url), 15_000)
+
+    def activate_tab(self, session_id: str | None, tab_id: str) -> list[Tab]:
+        session = self._acting(session_id)
+        self._call(session, lambda pages: pages.activate_tab(tab_id))
+        return self._call(session, lambda pages: pages.tabs())
+
+    def close_tab(self, session_id: str | None, tab_id: str) -> list[Tab]:
+        session = self._acting(session_id)
+        self._call(session, lambda pages: pages.close_tab(tab_id))
+        return self._call(session, lambda pages: pages.tabs())
+
+    def handle_dialog(self, session_id: str | None, accept: bool, prompt_text: str | None = None) -> DialogInfo:
+        return self._call(self._acting(session_id), lambda pages: pages.handle_dialog(accept, prompt_text))
+
+    def wait_for(self, session_id: str | None, target: Target, state: str, timeout_ms: int) -> dict:
+        return self._call(self._reading(session_id), lambda pages: pages.wait_for(target, state, timeout_ms),
+                          timeout_ms)
+
+    def evaluate(self, session_id: str | None, expression: str) -> Any:
+        if not self.allow_evaluate:
+            raise EvaluateDisabled("evaluate runs arbitrary JavaScript in the page and is off; start the server "
+                                   "with --allow-evaluate to turn it on")
+        return self._call(self._acting(session_id), lambda pages: pages.evaluate(expression), 10_000)
+
+    # ---------------------------------------------------------------- acting with real input
+
+    def _locate(self, session: Session, target: Target, timeout_ms: int, doing: str) -> Located:
+        async def find(pages: Pages) -> Located:
+            page = await pages.need_front()
+            pages.refuse_if_dialog(doing)
+            return await locate(page, target, timeout_ms)
+
+        located = self._call(session, find, timeout_ms)
+        if located.covered_by:
+            raise ElementCovered(f"{target.describe()} is under {located.covered_by} at ({located.x}, {located.y}): "
+                                 "a click there would land on that; nothing was done")
+        return located
+
+    def click(self, session_id: str | None, target: Target, *, button: str = "left", click_count: int = 1,
+              timeout_ms: int = 5000) -> Acted:
+        session = self._acting(session_id)
+        located = self._locate(session, target, timeout_ms, "click")
+        kind = {1: Click, 2: DoubleClick, 3: TripleClick}[click_count]
+        performed = session.perform(kind(x=located.x, y=located.y, button=button))
+        return _acted(located, performed)
+
+    def fill(self, session_id: str | None, target: Target, value: str, *, clear: bool = True,
+             secrets: dict[str, str] | None = None, timeout_ms: int = 5000) -> Acted:
+        try:
+            text = fill_placeholders(value, secrets or {})
+        except UnknownPlaceholder as exc:
+            raise InvalidAction(str(exc)) from None
+        typing = Type(text=text) if text else None  # validated (untypeable characters) before anything runs
+        session = self._acting(session_id)
+        located = self._locate(session, target, timeout_ms, "typing")
+        steps = [session.perform(Click(x=located.x, y=located.y))]
+        if clear:
+            steps.append(session.perform(Key(keys=["ctrl+a", "BackSpace"])))
+        if typing is not None:
+            steps.append(session.perform(typing))
+
+        async def landed(pages: Pages) -> bool:
+            page = await pages.need_front()
+            from desktop.page import locator_for
+
+            try:
+                return await locator_for(page, target).first.input_value(timeout=2000) == text
+            except Exception:
+                return False  # not a form field: nothing to compare with
+
+        acted = _acted(located, *steps)
+        acted.verified = self._call(session, landed)
+        # The typed text holds the secrets: the record of what ran shows the placeholders instead.
+        acted.executed = [argv for step in steps[:-1] for argv in step.executed] + \
+            ([["xdotool", "type", value]] if typing is not None else [])
+        return acted
+
+    def select(self, session_id: str | None, target: Target, option: str, timeout_ms: int = 5000) -> Acted:
+        """Focus the <select> with a real click, then choose through DevTools: Chromium draws its
+        options as a popup of its own that no pixel of the page reaches reliably."""
+        session = self._acting(session_id)
+        located = self._locate(session, target, timeout_ms, "click")
+
+        async def choose(pages: Pages) -> bool:
+            from desktop.page import locator_for
+
+            page = await pages.need_front()
+            element = locator_for(page, target).first
+            try:
+                chosen = await element.select_option(option, timeout=timeout_ms)
+            except Exception:
+                chosen = await element.select_option(label=option, timeout=timeout_ms)
+            value = await element.input_value()
+            return bool(chosen) and value in chosen
+
+        acted = _acted(located)
+        acted.dispatched = "devtools"
+        acted.verified = self._call(session, choose, timeout_ms)
+        return acted
+
+    def upload(self, session_id: str | None, target: Target, files: list[UploadFile], timeout_ms: int = 5000) -> Acted:
+        """Hand files to a file input through DevTools: the system file chooser is a window no
+        pixel action could fill in reliably, and the files come from the caller, not the desktop."""
+        payloads = []
+        total = 0
+        for f in files:
+            try:
+                data = base64.b64decode(f.content_base64, validate=True)
+            except ValueError:
+                raise InvalidAction(f"files: {f.name!r} is not valid base64") from None
+            total += len(data)
+            payloads.append({"name": safe_file_name(f.name), "mimeType": "application/octet-stream", "buffer": data})
+        if total > MAX_UPLOAD_BYTES:
+            raise InvalidAction(f"files: {total} bytes in all; the limit is {MAX_UPLOAD_BYTES}")
+        session = self._acting(session_id)
+
+        async def hand_over(pages: Pages) -> Located:
+            from desktop.page import locator_for
+
+            page = await pages.need_front()
+            pages.refuse_if_dialog("upload")
+            located = await locate(page, target, timeout_ms)
+            await locator_for(page, target).first.set_input_files(payloads, timeout=timeout_ms)
+            return located
+
+        located = self._call(session, hand_over, timeout_ms)
+        acted = _acted(located)
+        acted.dispatched = "devtools"
+        acted.verified = True
+        return acted
+
+
+def _acted(located: Located, *steps: Performed) -> Acted:
+    return Acted(x=located.x, y=located.y, box=located.box, matches=located.matches,
+                 executed=[argv for step in steps for argv in step.executed],
+                 settle_ms=sum(step.settle_ms for step in steps))
+
+
+def _retry() -> dict:
+    """Retry-After for a healing browser, where the error type carries it."""
+    import inspect
+
+    from desktop.errors import GlassdeskError
+
+    return {"retry_after": RETRY_S} if "retry_after" in inspect.signature(GlassdeskError.__init__).parameters else {}
