@@ -46,6 +46,9 @@ CHROMIUM = os.environ.get("GLASSDESK_CHROMIUM", "/usr/bin/chromium")
 
 # Defaults of Playwright's that a person's browser does not have: the automation bar, and a
 # browser that lets every page open windows.
+# How Chromium titles its window: the active tab's title, then this.
+WINDOW_SUFFIX = " - Chromium"
+
 IGNORED_DEFAULT_ARGS = ["--enable-automation", "--disable-popup-blocking"]
 
 # Written into the profile before every launch: a session's browser starts the same every time
@@ -189,8 +192,10 @@ class _Driver:
         try:
             return future.result(timeout)
         except FutureTimeout:
+            if future.done():
+                raise  # the work's own timeout (a TimeoutError too, since Python 3.11), not ours
             future.cancel()
-            raise TimeoutError(f"the browser did not answer within {timeout:.0f}s") from None
+            raise BrowserError(f"the browser did not answer within {timeout:.0f}s") from None
 
     async def playwright(self):
         async with self._start_lock:
@@ -271,13 +276,34 @@ class Browser:
         self.context = await playwright.chromium.launch_persistent_context(
             str(self.profile), executable_path=executable, headless=False, args=args,
             ignore_default_args=IGNORED_DEFAULT_ARGS, env=self.env, no_viewport=True,
-            chromium_sandbox=sandbox, downloads_path=str(self.downloads), accept_downloads=True,
+            # Playwright keeps its own copy of each download under a GUID name: out of the listed
+            # directory (a name starting with a dot is never served), and deleted once copied.
+            chromium_sandbox=sandbox, downloads_path=str(self.downloads / ".incoming"), accept_downloads=True,
             handle_sigint=False, handle_sigterm=False, handle_sighup=False, timeout=timeout * 1000,
         )
-        self.pages = Pages(self.context, self.record, self.downloads)
+        self.pages = Pages(self.context, self.record, self.downloads, window_title=self._window_title)
         if start_url != "about:blank":  # Playwright opens about:blank; it takes no URL argument
             page = self.context.pages[0] if self.context.pages else await self.context.new_page()
             await page.goto(start_url, wait_until="commit", timeout=timeout * 1000)
+
+    async def _window_title(self) -> str | None:
+        """The active tab's title, as the window in front shows it ("<title> - Chromium"), or None
+        when the window in front is not a browser's. A few ms; asked only when there are two tabs
+        or more (desktop.page.Pages.front)."""
+        try:
+            process = await asyncio.create_subprocess_exec(
+                "xdotool", "getactivewindow", "getwindowname", env=self.env,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+        except OSError:
+            return None
+        try:
+            out, _ = await asyncio.wait_for(process.communicate(), 2)
+        except asyncio.TimeoutError:
+            process.kill()
+            await process.wait()
+            return None
+        name = out.decode(errors="replace").rstrip("\n")
+        return name[: -len(WINDOW_SUFFIX)] if name.endswith(WINDOW_SUFFIX) else None
 
     # -------------------------------------------------------------------- what the page layer uses
 
@@ -296,8 +322,14 @@ class Browser:
         return page.url if page is not None else None
 
     def open_url(self, url: str, timeout: float = 10) -> None:
-        """Navigate the tab in front; raises ValueError when the page cannot be opened."""
-        self.call(lambda pages: pages.navigate("goto", url, "commit", int(timeout * 1000)), timeout + 5)
+        """Navigate the tab in front; raises ValueError when the page cannot be opened, RuntimeError
+        when the browser does not answer or goes away meanwhile."""
+        from playwright.async_api import Error as PlaywrightError
+
+        try:
+            self.call(lambda pages: pages.navigate("goto", url, "commit", int(timeout * 1000)), timeout + 5)
+        except (PlaywrightError, TimeoutError) as exc:
+            raise BrowserError(f"Chromium could not open {url}: {(str(exc).splitlines() or ['no answer'])[0]}") from None
 
     def close(self) -> None:
         """End this browser: politely through Playwright, then for sure through its process group."""

@@ -151,6 +151,16 @@ class EvaluateDisabled(GlassdeskError):
     code, status = "evaluate_disabled", 403
 
 
+class ResultTooLarge(GlassdeskError):
+    """What the page gave back is over the size one answer may carry; nothing is cut silently."""
+
+    code, status = "result_too_large", 422
+
+
+class UploadTooLarge(GlassdeskError):
+    code, status = "upload_too_large", 413
+
+
 def describe_validation(exc: ValidationError) -> str:
     return describe_errors(exc.errors())
 

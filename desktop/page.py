@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Awaitable, Callable, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -32,6 +32,7 @@ DIALOG_RING = 100
 DOWNLOAD_RING = 200
 CONTENT_LIMIT = 200_000        # characters of text, snapshot or HTML in one answer
 LINKS_LIMIT = 2000
+EVALUATE_S = 10                # an expression (or its promise) that runs longer is a timeout
 REF = re.compile(r"^(f[0-9]{1,6})?e[0-9]{1,7}$")
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
 
@@ -191,9 +192,21 @@ async def locate(page, target: Target, timeout_ms: int) -> Located:
     return Located(x, y, display_box, matches, covered_by)
 
 
+async def _present(page, selector: str | None) -> None:
+    """Reading an element does not wait for it: LookupError when nothing matches now."""
+    if selector and await page.locator(f"css={selector}").count() == 0:
+        raise LookupError(f"no element matches selector {selector!r}")
+
+
 def _raise_for(exc: Exception, target: Target, timeout_ms: int):
+    """An element lookup's failure as LookupError (nothing matches) or BadSelector; a page or
+    browser that closed meanwhile goes on as it is (the service says: unavailable, try again)."""
+    if isinstance(exc, (LookupError, BadSelector)):
+        raise exc
     text = str(exc)
     first = text.splitlines()[0] if text else type(exc).__name__
+    if type(exc).__name__ == "TargetClosedError" or "has been closed" in first:
+        raise exc
     if "Timeout" in type(exc).__name__ or "Timeout" in first:
         raise LookupError(f"no visible element for {target.describe()} within {timeout_ms} ms") from None
     if any(k in text for k in ("Unexpected token", "is not a valid selector", "Unknown engine", "malformed",
@@ -248,18 +261,25 @@ class Pages:
     """The pages (tabs) of one browser process: recording into the session's PageRecord, the tab
     in front, the open dialog. Every method runs on the Playwright driver's loop (desktop.browser)."""
 
-    def __init__(self, context, record: PageRecord, downloads):
+    def __init__(self, context, record: PageRecord, downloads,
+                 window_title: Callable[[], Awaitable[str | None]] | None = None):
         self.context = context
         self.record = record
         self.downloads = downloads
+        # The title of the browser window in front, as the window manager shows it: "<the active
+        # tab's title> - Chromium" (desktop.browser reads it from X).
+        self.window_title = window_title
         self.dialog = None                     # the open JavaScript dialog, if any
         self._ids: dict[Any, str] = {}
         self._load: dict[Any, str] = {}
+        self._cdp: dict[Any, Any] = {}         # page -> this layer's own DevTools session on it
+        self._recent: list = []                # pages, the most recently brought to the front last
         self._requests: dict[Any, int] = {}   # request -> its entry's seq
         self._next_id = 1
         context.on("console", self._on_console)
         context.on("weberror", self._on_weberror)
         context.on("request", self._on_request)
+        context.on("response", self._on_response)
         context.on("requestfinished", self._on_request_finished)
         context.on("requestfailed", self._on_request_failed)
         # Playwright dismisses dialogs nobody listens for. On a visible desktop a dialog is part of
@@ -275,20 +295,42 @@ class Pages:
         self._ids[page] = f"t{self._next_id}"
         self._next_id += 1
         self._load[page] = "loading"
+        self._recent.append(page)  # a tab opens in front (a link to a new tab, window.open, new_tab)
         page.on("domcontentloaded", lambda: self._load.__setitem__(page, "domcontentloaded"))
         page.on("load", lambda: self._load.__setitem__(page, "load"))
         page.on("framenavigated", lambda frame: frame == page.main_frame and self._load.__setitem__(page, "loading"))
         page.on("download", self._on_download)
-        page.on("close", lambda: (self._ids.pop(page, None), self._load.pop(page, None)))
-        asyncio.ensure_future(self._watch_dialog_close(page))
+        page.on("close", lambda: self._forget(page))
+        asyncio.ensure_future(self._watch(page))
 
-    async def _watch_dialog_close(self, page) -> None:
-        """A dialog answered on the screen (a click on its OK) closes without Playwright saying so;
-        DevTools does."""
+    def _forget(self, page) -> None:
+        for known in (self._ids, self._load, self._cdp):
+            known.pop(page, None)
+        if page in self._recent:
+            self._recent.remove(page)
+        if self.dialog is not None and self.dialog.page is page:
+            self.dialog = None
+
+    def _activated(self, page) -> None:
+        if page in self._recent:
+            self._recent.remove(page)
+        self._recent.append(page)
+
+    async def _watch(self, page) -> None:
+        """This layer's own DevTools session on the page: a dialog answered on the screen (a click
+        on its OK) closes without Playwright saying so, DevTools does; and the tab's title, as the
+        tab strip shows it, is read there without running anything in the page (which a dialog
+        blocks)."""
+        def closed(_params) -> None:
+            if self.dialog is not None and self.dialog.page is page:
+                self.dialog = None
+
         try:
             session = await self.context.new_cdp_session(page)
-            session.on("Page.javascriptDialogClosed", lambda _params: setattr(self, "dialog", None))
+            session.on("Page.javascriptDialogClosed", closed)
             await session.send("Page.enable")
+            if not page.is_closed():
+                self._cdp[page] = session
         except Exception:  # the page closed meanwhile
             pass
 
@@ -310,24 +352,26 @@ class Pages:
                                          "resource_type": request.resource_type, "status": None,
                                          "duration_ms": None, "size": None, "failure": None, "blocked": None})
         self._requests[request] = entry["seq"]
+        if len(self._requests) > NETWORK_RING:  # requests that never end (long polls) must not pile up
+            self._requests.pop(next(iter(self._requests)))
 
-    async def _on_request_finished(self, request) -> None:
+    def _on_response(self, response) -> None:
+        # The status is known when the headers arrive: a body the page never reads (a fetch whose
+        # response is only looked at for its status) may never "finish".
+        seq = self._requests.get(response.request)
+        if seq is not None:
+            size = response.headers.get("content-length")
+            self.record.network.update(seq, status=response.status, size=int(size) if size and size.isdigit() else None)
+
+    def _on_request_finished(self, request) -> None:
         seq = self._requests.pop(request, None)
-        if seq is None:
-            return
-        response = await request.response()
-        end = request.timing.get("responseEnd", -1)
-        size = response.headers.get("content-length") if response else None
-        self.record.network.update(seq, status=response.status if response else None,
-                                   duration_ms=round(end) if end and end > 0 else None,
-                                   size=int(size) if size and size.isdigit() else None)
+        if seq is not None:
+            self.record.network.update(seq, duration_ms=_duration(request))
 
     def _on_request_failed(self, request) -> None:
         seq = self._requests.pop(request, None)
         if seq is not None:
-            end = request.timing.get("responseEnd", -1)
-            self.record.network.update(seq, failure=request.failure or "failed",
-                                       duration_ms=round(end) if end and end > 0 else None)
+            self.record.network.update(seq, failure=request.failure or "failed", duration_ms=_duration(request))
 
     def _on_dialog(self, dialog) -> None:
         self.dialog = dialog
@@ -335,26 +379,19 @@ class Pages:
                                  "default_prompt": dialog.default_value, "url": dialog.page.url if dialog.page else ""})
 
     async def _on_download(self, download) -> None:
-        import hashlib
-        import shutil
-
+        name = safe_file_name(download.suggested_filename)
         try:
             source = await download.path()
+            stored = await asyncio.to_thread(store_download, source, self.downloads, name)
         except Exception as exc:
-            self.record.downloads.add({"name": safe_file_name(download.suggested_filename), "size": 0,
-                                       "sha256": None, "url": download.url, "failure": str(exc).splitlines()[0]})
+            self.record.downloads.add({"name": name, "size": 0, "sha256": None, "url": download.url,
+                                       "failure": (str(exc).splitlines() or [type(exc).__name__])[0]})
             return
-        name = safe_file_name(download.suggested_filename)
-        target = self.downloads / name
-        stem, dot, ext = name.rpartition(".")
-        for n in itertools.count(2):
-            if not target.exists():
-                break
-            target = self.downloads / (f"{stem}-{n}.{ext}" if dot else f"{name}-{n}")
-        shutil.copyfile(source, target)
-        data = target.read_bytes()
-        self.record.downloads.add({"name": target.name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-                                   "url": download.url, "failure": None})
+        try:
+            await download.delete()  # Playwright's own copy, under .incoming
+        except Exception:
+            pass
+        self.record.downloads.add({**stored, "url": download.url, "failure": None})
 
     # ---------------------------------------------------------------- reading
 
@@ -362,20 +399,24 @@ class Pages:
         return [p for p in self.context.pages if not p.is_closed()]
 
     async def front(self):
-        """The tab a person sees: the one whose document is visible (the others are hidden). A page
-        blocked by a dialog cannot answer, and is the one in front."""
+        """The tab a person sees. Every tab's document says it is visible (Playwright's focus
+        emulation keeps them so), so the browser window's own title decides: it is the active tab's
+        title. Among tabs of the same title, and when the window in front is not the browser's,
+        the one most recently brought to the front wins. A page with an open dialog is in front."""
         pages = self.open_pages()
         if len(pages) <= 1:
             return pages[0] if pages else None
         if self.dialog is not None and self.dialog.page in pages:
             return self.dialog.page
-        for page in pages:
-            try:
-                if await asyncio.wait_for(page.evaluate("document.visibilityState"), 0.5) == "visible":
-                    return page
-            except Exception:
-                return page
-        return pages[-1]
+        recent = [p for p in reversed(self._recent) if p in pages] + [p for p in pages if p not in self._recent]
+        shown = await self.window_title() if self.window_title else None
+        if shown is not None:
+            titles = await asyncio.gather(*(self._title(p) for p in recent))
+            matching = [p for p, title in zip(recent, titles) if title == shown]
+            if matching:
+                self._activated(matching[0])  # a tab switched by real input (a click on the tab strip)
+                return matching[0]
+        return recent[0]
 
     def tab_id(self, page) -> str:
         return self._ids.get(page, "?")
@@ -387,26 +428,34 @@ class Pages:
         raise LookupError(f"no tab {tab_id!r}; list the tabs to see which exist")
 
     async def _title(self, page) -> str:
-        if self.dialog is not None and self.dialog.page is page:
-            return ""  # the page cannot answer while its dialog is open
+        """The tab's title as the tab strip shows it (the URL when the page has none), read over
+        DevTools without running anything in the page."""
+        session = self._cdp.get(page)
         try:
-            return await asyncio.wait_for(page.title(), 1)
+            if session is not None:
+                return (await asyncio.wait_for(session.send("Target.getTargetInfo"), 1))["targetInfo"]["title"]
+            if self.dialog is None or self.dialog.page is not page:
+                return await asyncio.wait_for(page.title(), 1) or page.url
         except Exception:
-            return ""
+            pass
+        return ""
 
-    async def tabs(self) -> list[Tab]:
-        front = await self.front()
-        return [Tab(id=self.tab_id(p), url=p.url, title=await self._title(p), active=p is front)
-                for p in self.open_pages()]
+    async def tabs(self, front=None) -> list[Tab]:
+        front = front or await self.front()
+        pages = self.open_pages()
+        titles = await asyncio.gather(*(self._title(p) for p in pages))
+        return [Tab(id=self.tab_id(p), url=p.url, title=title, active=p is front) for p, title in zip(pages, titles)]
 
     async def state(self) -> PageState:
         front = await self.front()
+        tabs = await self.tabs(front)
         errors = len(self.record.console.since(0, lambda e: e["level"] == "error"))
         dialog = self.dialog
         return PageState(
-            url=front.url if front else None, title=await self._title(front) if front else None,
+            url=front.url if front else None,
+            title=next((t.title for t in tabs if t.active), None) if front else None,
             load_state=self._load.get(front, "unknown") if front else "unknown",
-            tabs=await self.tabs(),
+            tabs=tabs,
             dialog=DialogInfo(type=dialog.type, message=dialog.message, default_prompt=dialog.default_value)
             if dialog is not None else None,
             console_errors=errors,
@@ -430,6 +479,7 @@ class Pages:
         self.refuse_if_dialog("read")
         root = page.locator(f"css={selector}").first if selector else page.locator("body")
         try:
+            await _present(page, selector)
             if fmt == "text":
                 text, cut = bounded(await root.inner_text(timeout=5000))
                 return PageContent(format=fmt, content=text, truncated=cut)
@@ -492,24 +542,39 @@ class Pages:
         return info
 
     async def evaluate(self, expression: str, limit: int = CONTENT_LIMIT) -> Any:
+        """The expression's value as JSON. It is measured in the page, so a huge value is refused
+        there instead of crossing the pipe."""
         import json
 
         page = await self.need_front()
         self.refuse_if_dialog("script")
         try:
-            result = await asyncio.wait_for(page.evaluate(expression), 10)
+            handle = await asyncio.wait_for(page.evaluate_handle(expression), EVALUATE_S)
         except asyncio.TimeoutError:
-            raise PageTimeout("the expression did not finish within 10 s") from None
+            raise PageTimeout(f"the expression did not finish within {EVALUATE_S} s") from None
         except Exception as exc:
-            raise ValueError(f"the expression failed: {str(exc).splitlines()[0]}") from None
-        if len(json.dumps(result, default=str)) > limit:
-            raise ValueError(f"the result is larger than {limit} characters of JSON; return less")
-        return result
+            raise ValueError(f"the expression failed: {_first_line(exc)}") from None
+        try:
+            answer = await asyncio.wait_for(handle.evaluate(_AS_JSON, limit), EVALUATE_S)
+        except asyncio.TimeoutError:
+            raise PageTimeout(f"the result could not be read within {EVALUATE_S} s") from None
+        except Exception as exc:
+            raise ValueError(f"the result is not JSON: {_first_line(exc)}") from None
+        finally:
+            try:
+                await handle.dispose()
+            except Exception:
+                pass
+        if "too_large" in answer:
+            raise TooLarge(f"the result is {answer['too_large']} characters of JSON; the limit is {limit}: "
+                           "return less (a part, a count, a slice)")
+        return json.loads(answer["json"])
 
     async def screenshot(self, full_page: bool, selector: str | None) -> bytes:
         page = await self.need_front()
         self.refuse_if_dialog("screenshot")
         try:
+            await _present(page, selector)
             if selector:
                 return await page.locator(f"css={selector}").first.screenshot(timeout=10_000)
             return await page.screenshot(full_page=full_page, timeout=10_000)
@@ -524,16 +589,64 @@ class Pages:
             except Exception as exc:
                 raise ValueError(f"could not open {url}: {str(exc).splitlines()[0]}") from None
         await page.bring_to_front()
+        self._activated(page)
         return Tab(id=self.tab_id(page), url=page.url, title=await self._title(page), active=True)
 
     async def activate_tab(self, tab_id: str) -> None:
-        await self.page_by_id(tab_id).bring_to_front()
+        page = self.page_by_id(tab_id)
+        await page.bring_to_front()
+        self._activated(page)
 
     async def close_tab(self, tab_id: str) -> None:
         page = self.page_by_id(tab_id)
         if len(self.open_pages()) == 1:
             await self.context.new_page()  # a browser window with no tab would close: keep one
         await page.close()
+
+
+# The value of an evaluated expression as JSON text, measured in the page.
+_AS_JSON = """(value, limit) => {
+  const text = JSON.stringify(value);
+  if (text === undefined) return {json: 'null'};
+  return text.length > limit ? {too_large: text.length} : {json: text};
+}"""
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def store_download(source, directory, name: str) -> dict:
+    """Copy a finished download into ``directory`` under ``name`` (already safe), or ``name-2``...
+    when taken, and hash it. The name is claimed with an exclusive create, so two downloads of the
+    same name never share a file."""
+    import hashlib
+
+    stem, dot, ext = name.rpartition(".")
+    for n in itertools.count(1):
+        candidate = name if n == 1 else (f"{stem}-{n}.{ext}" if dot and stem else f"{name}-{n}")
+        try:
+            out = open(directory / candidate, "xb")
+        except FileExistsError:
+            continue
+        break
+    digest, size = hashlib.sha256(), 0
+    with out, open(source, "rb") as src:
+        while chunk := src.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+            out.write(chunk)
+    return {"name": candidate, "size": size, "sha256": digest.hexdigest()}
+
+
+def _duration(request) -> int | None:
+    """Milliseconds from the request's start to the end of its response, where Chromium says."""
+    end = request.timing.get("responseEnd", -1)
+    return round(end) if end and end > 0 else None
+
+
+class TooLarge(ValueError):
+    """A value larger than one answer may carry."""
 
 
 class BadSelector(ValueError):

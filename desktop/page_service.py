@@ -20,20 +20,25 @@ from pydantic import BaseModel, Field
 
 from desktop.actions import Click, DoubleClick, Key, TripleClick, Type, UnknownPlaceholder, fill_placeholders
 from desktop.browser import BrowserError
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+
 from desktop.errors import (
     DialogOpenError, ElementCovered, ElementNotFound, EvaluateDisabled, InvalidAction, InvalidSelector,
-    NoDialogError, PageTimeoutError, PageUnavailable,
+    NoDialogError, PageTimeoutError, PageUnavailable, ResultTooLarge, UploadTooLarge,
 )
 from desktop.page import (
     BadSelector, ContentFormat, DialogInfo, DialogOpen, Located, NoDialog, PageContent, PageState, PageTimeout,
-    Pages, Tab, Target, locate, safe_file_name,
+    Pages, Tab, Target, TooLarge, locate, locator_for, safe_file_name,
 )
 from desktop.port import Performed
 from desktop.sessions import Session
 
 T = TypeVar("T")
 WaitUntil = Literal["load", "domcontentloaded", "networkidle", "commit"]
-MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+# Files arrive base64 in a JSON body, and every body is capped at 1 MiB (vision.limits): 512 KiB
+# of files is what fits, so the one limit holds over REST and MCP alike.
+MAX_UPLOAD_BYTES = 512 * 1024
 RETRY_S = 3  # a healing browser is usually back within this
 
 
@@ -65,7 +70,8 @@ class PageService:
     def _call(self, session: Session, work: Callable[[Pages], Awaitable[T]], timeout_ms: int = 5000) -> T:
         """Run ``work`` on the session's pages; the page layer's errors become typed ones here."""
         browser = session.stack.browser
-        if session.status != "ready" or browser is None or browser.pages is None:
+        if (session.status != "ready" or browser is None or browser.pages is None or browser.process is None
+                or browser.process.poll() is not None):
             raise PageUnavailable(f"the browser of session {session.id} is restarting; try again in {RETRY_S} s",
                                   **_retry())
         try:
@@ -78,6 +84,8 @@ class PageService:
             raise PageTimeoutError(str(exc)) from None
         except BadSelector as exc:
             raise InvalidSelector(str(exc)) from None
+        except TooLarge as exc:
+            raise ResultTooLarge(str(exc)) from None
         except LookupError as exc:
             raise ElementNotFound(str(exc).strip("'\"")) from None
         except ValueError as exc:
@@ -85,6 +93,13 @@ class PageService:
         except (BrowserError, TimeoutError) as exc:
             raise PageUnavailable(f"the browser of session {session.id} did not answer ({exc}); try again in "
                                   f"{RETRY_S} s", **_retry()) from None
+        except PlaywrightTimeout as exc:
+            raise PageTimeoutError(f"the browser did not finish in time: {_first_line(exc)}") from None
+        except PlaywrightError as exc:
+            # The page navigated, closed or crashed under the operation (or the browser died since
+            # the check above): nothing a caller did wrong, and worth trying again.
+            raise PageUnavailable(f"the page changed or closed during the operation ({_first_line(exc)}); try "
+                                  f"again in {RETRY_S} s", **_retry()) from None
 
     def _reading(self, session_id: str | None) -> Session:
         return self.desktops.session(session_id)
@@ -198,42 +213,42 @@ class PageService:
         steps = [session.perform(Click(x=located.x, y=located.y))]
         if clear:
             steps.append(session.perform(Key(keys=["ctrl+a", "BackSpace"])))
-        if typing is not None:
-            steps.append(session.perform(typing))
+        typed = session.perform(typing) if typing is not None else None
 
         async def landed(pages: Pages) -> bool:
             page = await pages.need_front()
-            from desktop.page import locator_for
-
             try:
                 return await locator_for(page, target).first.input_value(timeout=2000) == text
             except Exception:
                 return False  # not a form field: nothing to compare with
 
-        acted = _acted(located, *steps)
+        acted = _acted(located, *steps, *([typed] if typed else []))
         acted.verified = self._call(session, landed)
         # The typed text holds the secrets: the record of what ran shows the placeholders instead.
-        acted.executed = [argv for step in steps[:-1] for argv in step.executed] + \
-            ([["xdotool", "type", value]] if typing is not None else [])
+        acted.executed = [argv for step in steps for argv in step.executed] + \
+            ([["xdotool", "type", value]] if typed else [])
         return acted
 
     def select(self, session_id: str | None, target: Target, option: str, timeout_ms: int = 5000) -> Acted:
-        """Focus the <select> with a real click, then choose through DevTools: Chromium draws its
-        options as a popup of its own that no pixel of the page reaches reliably."""
+        """Find the <select> and scroll it into view (the answer carries its pixel), then choose
+        through DevTools: a click would open Chromium's own options popup, which no pixel of the page
+        reaches reliably. The answer says ``dispatched: "devtools"``."""
         session = self._acting(session_id)
         located = self._locate(session, target, timeout_ms, "click")
 
         async def choose(pages: Pages) -> bool:
-            from desktop.page import locator_for
-
             page = await pages.need_front()
             element = locator_for(page, target).first
-            try:
-                chosen = await element.select_option(option, timeout=timeout_ms)
-            except Exception:
-                chosen = await element.select_option(label=option, timeout=timeout_ms)
-            value = await element.input_value()
-            return bool(chosen) and value in chosen
+            options = await element.evaluate(_OPTIONS, timeout=timeout_ms)
+            if options is None:
+                raise ValueError(f"{target.describe()} is not a <select>; fill or click it instead")
+            values = [v for v, _ in options if v == option] or [v for v, label in options if label.strip() == option.strip()]
+            if not values:
+                listed = ", ".join(f"{label!r} ({value!r})" for value, label in options[:50])
+                raise ValueError(f"{target.describe()} has no option {option!r} by value or label; its options: "
+                                 f"{listed or 'none'}")
+            await element.select_option(value=values[0], timeout=timeout_ms)
+            return await element.input_value(timeout=timeout_ms) == values[0]
 
         acted = _acted(located)
         acted.dispatched = "devtools"
@@ -252,13 +267,12 @@ class PageService:
                 raise InvalidAction(f"files: {f.name!r} is not valid base64") from None
             total += len(data)
             payloads.append({"name": safe_file_name(f.name), "mimeType": "application/octet-stream", "buffer": data})
-        if total > MAX_UPLOAD_BYTES:
-            raise InvalidAction(f"files: {total} bytes in all; the limit is {MAX_UPLOAD_BYTES}")
+            if total > MAX_UPLOAD_BYTES:
+                raise UploadTooLarge(f"files: over {MAX_UPLOAD_BYTES} bytes in all (the limit); nothing was "
+                                     "handed over")
         session = self._acting(session_id)
 
         async def hand_over(pages: Pages) -> Located:
-            from desktop.page import locator_for
-
             page = await pages.need_front()
             pages.refuse_if_dialog("upload")
             located = await locate(page, target, timeout_ms)
@@ -270,6 +284,14 @@ class PageService:
         acted.dispatched = "devtools"
         acted.verified = True
         return acted
+
+
+# A <select>'s options as [value, label] pairs, or null for any other element.
+_OPTIONS = "e => e.tagName === 'SELECT' ? Array.from(e.options).map(o => [o.value, o.label]) : null"
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def _acted(located: Located, *steps: Performed) -> Acted:

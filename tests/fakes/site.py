@@ -1,0 +1,218 @@
+"""A small local web site for the page layer's tests, served on 127.0.0.1.
+
+Each page does one thing the page layer must see or act on: console errors and an uncaught
+exception, a fetch that gets a 404, alert/confirm/prompt, downloads (one with a hostile name), a
+file input, a form with a select, a link that opens a new tab, and a page 4000 px tall. The pages
+report what really happened to them (clicks with their screenX/screenY, the files an input got,
+what a dialog answered) to ``POST /event``; the tests read that record, never the page layer's own
+account of itself.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+REPORT = """<script>
+  // Report to the test server: ground truth for the tests.
+  function report(rec) {
+    return fetch('/event', {method: 'POST', body: JSON.stringify(Object.assign({page: location.pathname}, rec))});
+  }
+  window.addEventListener('click', (e) => report({type: 'click', target: e.target.id || e.target.tagName,
+      screenX: e.screenX, screenY: e.screenY, clientX: e.clientX, clientY: e.clientY,
+      scrollY: window.scrollY}), {capture: true});
+</script>"""
+
+STYLE = """<style>
+  html, body { margin: 0; font: 20px/1.4 "DejaVu Sans", sans-serif; background: #fff; color: #111; }
+  .at { position: absolute; }
+  button { font-size: 22px; padding: 8px 20px; }
+</style>"""
+
+
+def _page(title: str, body: str, head: str = "") -> bytes:
+    return (f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>{STYLE}"
+            f"{head}{REPORT}</head><body>{body}</body></html>").encode()
+
+
+PAGES: dict[str, bytes] = {
+    "/": _page("site index", """
+<h1>site index</h1>
+<a href="/console">console</a> <a href="/fetch404">fetch</a> <a href="/dialogs">dialogs</a>
+<a href="/downloads">downloads</a> <a href="/upload">upload</a> <a href="/form">form</a>
+<a href="/newtab">new tab</a> <a href="/tall">tall</a>"""),
+
+    "/console": _page("console errors", """
+<p id="words">this page logs and throws</p>
+<script>
+  console.log('site: a plain log line');
+  console.warn('site: a warning');
+  console.error('site: console error number', 1);
+  throw new Error('site: uncaught boom');
+</script>"""),
+
+    "/fetch404": _page("fetch", """
+<p id="status">fetching</p>
+<script>
+  fetch('/missing.json').then((r) => {
+    document.getElementById('status').textContent = 'fetched ' + r.status;
+    report({type: 'fetched', status: r.status});
+  });
+</script>"""),
+
+    "/dialogs": _page("dialogs", """
+<button class="at" id="alert" style="left: 100px; top: 200px">Alert</button>
+<button class="at" id="confirm" style="left: 300px; top: 200px">Confirm</button>
+<button class="at" id="prompt" style="left: 500px; top: 200px">Prompt</button>
+<label class="at" for="name" style="left: 100px; top: 320px">Name</label>
+<input class="at" id="name" style="left: 200px; top: 315px; width: 300px" autocomplete="off">
+<p class="at" id="result" style="left: 100px; top: 400px">no answer yet</p>
+<script>
+  function answered(kind, value) {
+    document.getElementById('result').textContent = kind + ': ' + JSON.stringify(value);
+    report({type: 'answered', kind: kind, value: value});
+  }
+  // The dialogs open from a timer: the click that opens one returns before the dialog blocks the page.
+  document.getElementById('alert').addEventListener('click', () => setTimeout(
+      () => answered('alert', alert('site alert: hello')), 0));
+  document.getElementById('confirm').addEventListener('click', () => setTimeout(
+      () => answered('confirm', confirm('site confirm: proceed?')), 0));
+  document.getElementById('prompt').addEventListener('click', () => setTimeout(
+      () => answered('prompt', prompt('site prompt: your name?', 'anon')), 0));
+  document.getElementById('name').addEventListener('input', (e) => report({type: 'input', value: e.target.value}));
+</script>"""),
+
+    "/downloads": _page("downloads", """
+<a class="at" id="report" href="/files/report.txt" style="left: 100px; top: 100px">download the report</a>
+<a class="at" id="hostile" href="/files/hostile" style="left: 100px; top: 200px">download a hostile name</a>"""),
+
+    "/upload": _page("upload", """
+<input class="at" type="file" id="file" multiple style="left: 100px; top: 100px">
+<p class="at" id="got" style="left: 100px; top: 200px">no file</p>
+<script>
+  document.getElementById('file').addEventListener('change', async (e) => {
+    const files = [];
+    for (const f of e.target.files) files.push({name: f.name, size: f.size, text: await f.text()});
+    document.getElementById('got').textContent = files.map((f) => f.name).join(', ');
+    report({type: 'files', files: files});
+  });
+</script>"""),
+
+    "/form": _page("form", """
+<form class="at" id="order" style="left: 100px; top: 100px" onsubmit="return false">
+  <label for="colour">Colour</label>
+  <select id="colour" name="colour">
+    <option value="r">Red</option>
+    <option value="g">Green</option>
+    <option value="b">Blue</option>
+  </select>
+  <label for="qty">Quantity</label>
+  <input id="qty" name="qty" autocomplete="off">
+</form>
+<p class="at" id="chosen" style="left: 100px; top: 300px">nothing chosen</p>
+<script>
+  document.getElementById('colour').addEventListener('change', (e) => {
+    document.getElementById('chosen').textContent = 'chosen ' + e.target.value;
+    report({type: 'change', value: e.target.value});
+  });
+  setTimeout(() => {  // an element that appears late, for waits
+    const late = document.createElement('p');
+    late.id = 'late'; late.textContent = 'arrived late';
+    document.body.appendChild(late);
+  }, 300);
+</script>"""),
+
+    "/newtab": _page("new tab opener", """
+<a class="at" id="open" href="/form" target="_blank" style="left: 100px; top: 100px">open the form in a new tab</a>"""),
+
+    "/tall": _page("tall page", """
+<div style="height: 4000px; position: relative">
+  <p class="at" style="left: 100px; top: 50px">the top of a tall page</p>
+  <button class="at" id="far" style="left: 600px; top: 3900px; width: 200px; height: 50px">Far below</button>
+</div>"""),
+}
+
+REPORT_TEXT = b"glassdesk download test: the report\n" * 20
+
+
+class TestSite:
+    __test__ = False  # a helper, not a test class
+
+    """The site on 127.0.0.1 on a free port, and the events its pages reported."""
+
+    def __init__(self):
+        self.events: list[dict] = []
+        self.hits: list[str] = []
+        self._cond = threading.Condition()
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status: int, body: bytes, content_type: str, **headers: str) -> None:
+                self.send_response(status)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(body)))
+                self.send_header("cache-control", "no-store")
+                for name, value in headers.items():
+                    self.send_header(name.replace("_", "-"), value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                path = urlsplit(self.path).path
+                with site._cond:
+                    site.hits.append(path)
+                if path in PAGES:
+                    self._send(200, PAGES[path], "text/html; charset=utf-8")
+                elif path == "/files/report.txt":
+                    self._send(200, REPORT_TEXT, "text/plain",
+                               content_disposition='attachment; filename="report.txt"')
+                elif path == "/files/hostile":
+                    self._send(200, b"hostile name\n", "text/plain",
+                               content_disposition='attachment; filename="../../escape.txt"')
+                elif path == "/favicon.ico":
+                    self._send(204, b"", "image/x-icon")
+                else:
+                    self._send(404, b'{"error": "not here"}', "application/json")
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length") or 0)
+                event = json.loads(self.rfile.read(length) or b"{}")
+                with site._cond:
+                    site.events.append(event)
+                    site._cond.notify_all()
+                self.send_response(204)
+                self.end_headers()
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+
+    def url(self, path: str = "/") -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}{path}"
+
+    def clear(self) -> None:
+        with self._cond:
+            self.events.clear()
+            self.hits.clear()
+
+    def wait_for(self, predicate, timeout: float = 10.0) -> dict:
+        """The first reported event matching ``predicate``; waits for it to arrive."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for event in self.events:
+                    if predicate(event):
+                        return event
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"no matching event within {timeout}s; events: {self.events[-20:]}")
+                self._cond.wait(remaining)
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
