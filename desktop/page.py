@@ -83,6 +83,9 @@ class PageRecord:
     network: Ring = field(default_factory=lambda: Ring(NETWORK_RING))
     dialogs: Ring = field(default_factory=lambda: Ring(DIALOG_RING))
     downloads: Ring = field(default_factory=lambda: Ring(DOWNLOAD_RING))
+    # The console's sequence number up to which page summaries have counted errors: each summary
+    # reports the errors that are new since the one before.
+    errors_reported: int = 0
 
 
 def safe_file_name(name: str) -> str:
@@ -238,6 +241,16 @@ class PageState(BaseModel):
     tabs: list[Tab]
     dialog: DialogInfo | None
     console_errors: int = Field(description="console errors and uncaught exceptions recorded so far")
+
+
+class PageSummary(BaseModel):
+    """The short account of the page that comes with every page tool's answer."""
+
+    url: str | None
+    title: str | None
+    dialog: DialogInfo | None
+    new_console_errors: int = Field(0, description="console errors and uncaught exceptions since the previous "
+                                                   "summary")
 
 
 ContentFormat = Literal["text", "accessibility", "links", "html"]
@@ -460,6 +473,13 @@ class Pages:
             if dialog is not None else None,
             console_errors=errors,
         )
+
+    async def summary(self) -> PageSummary:
+        front = await self.front()
+        dialog = self.dialog
+        return PageSummary(url=front.url if front else None, title=await self._title(front) if front else None,
+                           dialog=DialogInfo(type=dialog.type, message=dialog.message,
+                                             default_prompt=dialog.default_value) if dialog is not None else None)
 
     # ---------------------------------------------------------------- operations on the tab in front
 

@@ -12,24 +12,24 @@ option of a native <select> popup, handing files to a file input) the answer say
 from __future__ import annotations
 
 import base64
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeout
 from pydantic import BaseModel, Field
 
 from desktop.actions import Click, DoubleClick, Key, TripleClick, Type, UnknownPlaceholder, fill_placeholders
 from desktop.browser import BrowserError
-from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import TimeoutError as PlaywrightTimeout
-
 from desktop.errors import (
-    DialogOpenError, ElementCovered, ElementNotFound, EvaluateDisabled, InvalidAction, InvalidSelector,
-    NoDialogError, PageTimeoutError, PageUnavailable, ResultTooLarge, UploadTooLarge,
+    DialogOpenError, ElementCovered, ElementNotFound, EvaluateDisabled, GlassdeskError, InvalidAction,
+    InvalidSelector, NoDialogError, PageTimeoutError, PageUnavailable, ResultTooLarge, UploadTooLarge,
 )
 from desktop.page import (
-    BadSelector, ContentFormat, DialogInfo, DialogOpen, Located, NoDialog, PageContent, PageState, PageTimeout,
-    Pages, Tab, Target, TooLarge, locate, locator_for, safe_file_name,
+    BadSelector, ContentFormat, DialogInfo, DialogOpen, Located, NoDialog, PageContent, PageState, PageSummary,
+    PageTimeout, Pages, Tab, Target, TooLarge, locate, locator_for, safe_file_name,
 )
 from desktop.port import Performed
 from desktop.sessions import Session
@@ -64,6 +64,7 @@ class PageService:
     def __init__(self, desktops, *, allow_evaluate: bool = False):
         self.desktops = desktops
         self.allow_evaluate = allow_evaluate
+        self._summary_lock = threading.Lock()
 
     # ---------------------------------------------------------------- plumbing
 
@@ -141,6 +142,22 @@ class PageService:
 
     def screenshot(self, session_id: str | None, *, full_page: bool = False, selector: str | None = None) -> bytes:
         return self._call(self._reading(session_id), lambda pages: pages.screenshot(full_page, selector), 10_000)
+
+    def summary(self, session_id: str | None) -> PageSummary | None:
+        """URL, title, open dialog and the console errors new since the previous summary; None when
+        the browser cannot say right now (a heal). Never raises: it rides along with other answers."""
+        try:
+            session = self.desktops.session(session_id)
+            record = session.stack.record
+            summary = self._call(session, lambda pages: pages.summary(), 2000)
+        except GlassdeskError:
+            return None
+        with self._summary_lock:
+            last, mark = record.console.last_seq, record.errors_reported
+            summary.new_console_errors = len(record.console.since(mark, lambda e: e["level"] == "error"
+                                                                  and e["seq"] <= last))
+            record.errors_reported = max(mark, last)
+        return summary
 
     # ---------------------------------------------------------------- navigating
 

@@ -15,6 +15,7 @@ import uvicorn
 
 from desktop.sessions import SessionManager
 from desktop.stack import free_port
+from tests.fakes.site import TestSite
 from tests.fakes.testpage import TestPage
 
 
@@ -54,6 +55,14 @@ def page_server():
     server = TestPage()
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def site():
+    """The page layer's local test site (tests/fakes/site.py)."""
+    served = TestSite()
+    yield served
+    served.close()
 
 
 @pytest.fixture

@@ -146,7 +146,7 @@ def _mcp(args: argparse.Namespace) -> int:
     stderr_logging(getattr(logging, args.log_level.upper(), logging.INFO))  # stdout is the protocol
     return run_stdio(args.session, max_sessions=args.max_sessions, public_host=args.public_host,
                      data_dir=args.data_dir, launch_allow=_programs(args.launch_allow),
-                     allow_local_urls=args.allow_local_urls)
+                     allow_local_urls=args.allow_local_urls, allow_evaluate=args.allow_evaluate)
 
 
 def _programs(spec: str | None) -> frozenset[str] | None:

@@ -17,6 +17,8 @@ from tests.e2e.test_mcp_http import AppServer
 pytestmark = pytest.mark.x11
 
 SID = "itest"
+PAGE = f"/api/v1/sessions/{SID}/page"
+BIG = {"name": "big.bin", "content_base64": "A" * (700 * 1024)}  # 525 KiB decoded: over 512 KiB, under the body cap
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +90,30 @@ CASES = [
      ("desktop_screenshot", {"session": SID}), "session_unavailable", 503, "not_ready"),
     ("an action behind a long one", ("POST", f"/api/v1/sessions/{SID}/desktop/key", {"keys": ["shift"]}),
      ("desktop_key", {"keys": ["shift"], "session": SID}), "session_busy", 409, "busy"),
+    # the page layer
+    ("no element matches", ("POST", f"{PAGE}/click", {"selector": "#nothing-has-this-id", "timeout_ms": 100}),
+     ("page_click", {"selector": "#nothing-has-this-id", "timeout_ms": 100, "session": SID}),
+     "element_not_found", 404, "none"),
+    ("a selector the browser cannot parse", ("POST", f"{PAGE}/click", {"selector": "a[[[", "timeout_ms": 100}),
+     ("page_click", {"selector": "a[[[", "timeout_ms": 100, "session": SID}), "invalid_selector", 422, "none"),
+    ("no element named", ("POST", f"{PAGE}/click", {}), ("page_click", {"session": SID}), "invalid_request", 422,
+     "none"),
+    ("a wait that runs out", ("POST", f"{PAGE}/wait", {"selector": "#never-there", "timeout_ms": 100}),
+     ("page_wait_for", {"selector": "#never-there", "timeout_ms": 100, "session": SID}), "timeout", 408, "none"),
+    ("no dialog to answer", ("POST", f"{PAGE}/dialog", {"accept": True}),
+     ("page_handle_dialog", {"accept": True, "session": SID}), "no_dialog", 409, "none"),
+    ("evaluate while it is off", ("POST", f"{PAGE}/evaluate", {"expression": "1"}),
+     ("page_evaluate", {"expression": "1", "session": SID}), "evaluate_disabled", 403, "none"),
+    ("a page navigation to a bad scheme", ("POST", f"{PAGE}/navigate", {"url": "gopher://example.test/"}),
+     ("page_navigate", {"url": "gopher://example.test/", "session": SID}), "invalid_action", 422, "none"),
+    ("an unknown tab", ("POST", f"{PAGE}/tabs/t999/activate", None),
+     ("page_tabs", {"action": "activate", "tab_id": "t999", "session": SID}), "element_not_found", 404, "none"),
+    ("the page of a session not ready", ("GET", PAGE, None), ("page_state", {"session": SID}), "page_unavailable",
+     503, "not_ready"),
+    ("a page click during a take-over", ("POST", f"{PAGE}/click", {"selector": "body"}),
+     ("page_click", {"selector": "body", "session": SID}), "operator_in_control", 409, "takeover"),
+    ("an upload over the limit", ("POST", f"{PAGE}/upload", {"selector": "input", "files": [BIG]}),
+     ("page_upload_file", {"selector": "input", "files": [BIG], "session": SID}), "upload_too_large", 413, "none"),
 ]
 
 

@@ -69,7 +69,7 @@ def server_env(tmp_path: Path, mark: str) -> dict[str, str]:
 
 def test_stdio_server_lists_tools_takes_a_screenshot_and_cleans_up(tmp_path):
     mark = uuid.uuid4().hex
-    params = StdioServerParameters(command=GLASSDESK, args=["mcp", "--session", "mcp-stdio"],
+    params = StdioServerParameters(command=GLASSDESK, args=["mcp", "--session", "mcp-stdio", "--allow-evaluate"],
                                    env=server_env(tmp_path, mark), cwd=str(tmp_path))
     seen: dict[int, str] = {}
 
@@ -79,16 +79,18 @@ def test_stdio_server_lists_tools_takes_a_screenshot_and_cleans_up(tmp_path):
                 tools = (await client.list_tools()).tools
                 shot = await client.call_tool("desktop_screenshot", {})
                 listing = await client.call_tool("session_list", {})
+                evaluated = await client.call_tool("page_evaluate", {"expression": "6 * 7"})
                 seen.update(marked(mark))
-                return tools, shot, listing
+                return tools, shot, listing, evaluated
 
-    tools, shot, listing = anyio.run(main)
+    tools, shot, listing, evaluated = anyio.run(main)
     log = (tmp_path / "server.log").read_text()
     assert_all_gone(mark)
     assert "closing 1 session" in log, log
     root = re.search(r"session files in (\S+)", log).group(1)
     assert not Path(root).exists()
-    assert len(tools) == 21 and all("VISIBLE" in t.description for t in tools)
+    assert len(tools) == 39 and all("VISIBLE" in t.description for t in tools)
+    assert evaluated.structured_content["result"] == 42, "--allow-evaluate reaches the page service"
     assert not shot.is_error, log
     image = [c for c in shot.content if isinstance(c, ImageContent)][0]
     assert Image.open(io.BytesIO(base64.b64decode(image.data))).size == (1920, 1080)

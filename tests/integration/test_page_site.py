@@ -18,7 +18,7 @@ from PIL import Image
 
 from desktop.actions import Click
 from tests.conftest import LiveServer
-from tests.fakes.site import REPORT_TEXT, TestSite
+from tests.fakes.site import REPORT_TEXT
 
 pytestmark = pytest.mark.x11
 
@@ -47,13 +47,6 @@ def until(probe, what: str, timeout: float = 15.0):
         if time.monotonic() > deadline:
             raise AssertionError(f"never: {what}")
         time.sleep(0.05)
-
-
-@pytest.fixture(scope="module")
-def site():
-    served = TestSite()
-    yield served
-    served.close()
 
 
 @pytest.fixture(autouse=True)

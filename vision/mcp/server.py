@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from desktop.errors import GlassdeskError, describe_validation
 from vision import VERSION
 from vision.auth import transport_security
+from vision.mcp.page_tools import register_page_tools
 from vision.mcp.tools import INSTRUCTIONS, _text, register_tools
 from vision.service import Glassdesk
 from vision.settings import Settings
@@ -60,6 +61,7 @@ def build_server(glassdesk: Glassdesk) -> GlassdeskMCP:
     server = GlassdeskMCP("glassdesk", title="glassdesk: a visible desktop", instructions=INSTRUCTIONS,
                           version=VERSION)
     register_tools(server, glassdesk)
+    register_page_tools(server, glassdesk)
     return server
 
 

@@ -34,7 +34,7 @@ def default_stdio_data_dir() -> Path:
 
 def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: str | None = None,
               data_dir: str | None = None, launch_allow: frozenset[str] | None = None,
-              allow_local_urls: bool = False) -> int:
+              allow_local_urls: bool = False, allow_evaluate: bool = False) -> int:
     """``glassdesk mcp``: serve over stdin/stdout with this process's own sessions.
 
     stdout carries the protocol, so everything else (logging, rich) goes to stderr, and the SDK
@@ -56,7 +56,8 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
     # beyond each link's own live-view token.
     settings = Settings(host="127.0.0.1", port=free_port(), token=None, max_sessions=max_sessions,
                         idle_ttl_s=24 * 3600, data_dir=str(data_dir or default_stdio_data_dir()),
-                        launch_allow=launch_allow, allow_local_urls=allow_local_urls, public_host=public_host)
+                        launch_allow=launch_allow, allow_local_urls=allow_local_urls, allow_evaluate=allow_evaluate,
+                        public_host=public_host)
     manager = SessionManager(root=root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s)
     glassdesk = Glassdesk.from_settings(manager, settings, default_session=session)
     server = build_server(glassdesk)

@@ -63,6 +63,11 @@ How to work:
   and types by itself, reports progress per step, and returns a trace report); the `vision_*`
   packs do common jobs the same way: click something by its description, read the visible text,
   fill a form by its labels.
+- The `page_*` tools know the same visible Chromium from the inside, over its DevTools connection:
+  `page_state` (URL, title, tabs, an open dialog), `page_content` (visible text, an accessibility
+  snapshot whose `ref`s name elements, links, HTML), the console and network logs, dialogs,
+  downloads, tabs. `page_click` / `page_fill` take an element by CSS selector, ref, label or text
+  and act with the real pointer and keyboard at its pixel, so the operator sees it.
 - Every tool takes an optional `session`; omit it to use the default session, which is started
   on first use. `session_create` / `session_list` / `session_close` manage more desktops.
 """

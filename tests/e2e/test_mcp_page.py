@@ -1,0 +1,214 @@
+"""The page tools through the SDK's own MCP client, in memory, on the shared real desktop ("itest"),
+against the local test site (tests/fakes/site.py): each tool once, the page summary every answer
+carries, and the errors the service gives (the same codes as REST)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import time
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.types import EmbeddedResource, ImageContent, TextContent
+from PIL import Image
+
+from tests.fakes.site import REPORT_TEXT
+from vision.mcp import build_server
+
+pytestmark = pytest.mark.x11
+
+S = {"session": "itest"}
+
+
+@pytest.fixture(scope="module")
+def server(services, desk):
+    return build_server(services)
+
+
+@pytest.fixture(scope="module")
+def evaluating_server(manager, desk):
+    """The tools over a service built with evaluate allowed (as `glassdesk mcp --allow-evaluate`)."""
+    from vision.config import VisionConfig
+    from vision.service import Glassdesk
+
+    return build_server(Glassdesk.build(manager, config=VisionConfig(), allow_evaluate=True))
+
+
+def call(server, name, arguments=None):
+    async def main():
+        async with Client(server) as client:
+            return await client.call_tool(name, {**S, **(arguments or {})})
+    return anyio.run(main)
+
+
+def text_of(result) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+def done(result) -> dict:
+    assert not result.is_error, text_of(result)
+    return result.structured_content
+
+
+def refused(result, code: str) -> str:
+    text = text_of(result)
+    assert result.is_error and text.startswith(f"{code}: "), text
+    return text
+
+
+def until(probe, what: str, timeout: float = 15.0):
+    deadline = time.monotonic() + timeout
+    while not (value := probe()):
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.05)
+    return value
+
+
+@pytest.fixture(autouse=True)
+def one_quiet_tab(server):
+    """Each test ends with no open dialog and one tab."""
+    yield
+    state = done(call(server, "page_state"))
+    if state["dialog"] is not None:
+        done(call(server, "page_handle_dialog", {"accept": False}))
+    for tab in state["tabs"][1:]:
+        done(call(server, "page_tabs", {"action": "close", "tab_id": tab["id"]}))
+
+
+def navigate(server, site, path: str) -> dict:
+    site.clear()
+    answer = done(call(server, "page_navigate", {"url": site.url(path)}))
+    assert answer["url"] == site.url(path) and answer["status"] == 200
+    return answer
+
+
+def test_reading_tools_and_the_page_summary_on_every_answer(server, site):
+    navigated = call(server, "page_navigate", {"url": site.url("/console")})
+    new_errors = done(navigated)["page"]["new_console_errors"]
+    assert f"page: {site.url('/console')} - 'console errors'" in text_of(navigated)
+
+    def both_errors():
+        nonlocal new_errors
+        answer = done(call(server, "page_console_messages", {"level": "error"}))
+        new_errors += answer["page"]["new_console_errors"]
+        texts = {m["text"] for m in answer["messages"]}
+        return {"site: console error number 1", "Uncaught Error: site: uncaught boom"} <= texts
+
+    until(both_errors, "the console errors over MCP")
+    assert new_errors >= 2, "the summaries counted the new errors"
+    quiet = call(server, "page_state")
+    assert done(quiet)["console_errors"] >= 2 and done(quiet)["url"] == site.url("/console")
+    again = done(call(server, "page_content", {"format": "text"}))
+    assert again["page"]["new_console_errors"] == 0, "errors are new once"
+    assert "this page logs and throws" in text_of(call(server, "page_content", {"format": "text"}))
+    messages = done(call(server, "page_console_messages", {}))["messages"]
+    newest = done(call(server, "page_console_messages", {"since": messages[-1]["seq"]}))["messages"]
+    assert newest == []
+
+    navigate(server, site, "/fetch404")
+    site.wait_for(lambda e: e["type"] == "fetched")
+    failed = until(lambda: [r for r in done(call(server, "page_network_requests", {"failed_only": True}))["requests"]
+                            if r["url"] == site.url("/missing.json") and r["status"] == 404], "the 404")
+    assert failed[0]["method"] == "GET"
+
+    navigate(server, site, "/")
+    links = done(call(server, "page_content", {"format": "links"}))["links"]
+    assert {"text": "tall", "href": site.url("/tall")} in links
+    tree = text_of(call(server, "page_content", {"format": "accessibility"}))
+    assert 'link "tall" [ref=' in tree
+    html = call(server, "page_content", {"format": "html", "selector": "h1"})
+    assert "<h1>site index</h1>" in text_of(html)
+
+
+def test_navigation_history_and_tabs(server, site):
+    navigate(server, site, "/form")
+    navigate(server, site, "/tall")
+    assert done(call(server, "page_back", {}))["url"] == site.url("/form")
+    assert done(call(server, "page_forward", {}))["url"] == site.url("/tall")
+    assert done(call(server, "page_reload", {"wait_until": "domcontentloaded"}))["url"] == site.url("/tall")
+    opened = done(call(server, "page_tabs", {"action": "new", "url": site.url("/form")}))["tabs"]
+    assert [t["active"] for t in opened] == [False, True] and opened[1]["url"] == site.url("/form")
+    first = opened[0]["id"]
+    tabs = done(call(server, "page_tabs", {"action": "activate", "tab_id": first}))
+    assert tabs["page"]["url"] == site.url("/tall")
+    left = done(call(server, "page_tabs", {"action": "close", "tab_id": opened[1]["id"]}))["tabs"]
+    assert [t["id"] for t in left] == [first]
+    refused(call(server, "page_tabs", {"action": "activate"}), "invalid_request")
+    refused(call(server, "page_tabs", {"action": "close", "tab_id": "t999"}), "element_not_found")
+    refused(call(server, "page_navigate", {"url": "gopher://x.test/"}), "invalid_action")
+
+
+def test_click_fill_select_wait_upload_with_real_input(server, site):
+    navigate(server, site, "/tall")
+    clicked = done(call(server, "page_click", {"selector": "#far"}))
+    event = site.wait_for(lambda e: e["type"] == "click" and e["target"] == "far")
+    assert (event["screenX"], event["screenY"]) == (clicked["x"], clicked["y"])
+    assert clicked["dispatched"] == "pointer" and clicked["executed"][0][0] == "xdotool"
+
+    navigate(server, site, "/form")
+    filled = done(call(server, "page_fill", {"label": "Quantity", "value": "{{n}}", "secrets": {"n": "Q77"}}))
+    assert filled["verified"] is True and filled["executed"][-1] == ["xdotool", "type", "{{n}}"]
+    assert "Q77" not in str(filled), "a secret is never echoed"
+    chosen = done(call(server, "page_select", {"selector": "#colour", "option": "Blue"}))
+    assert chosen["verified"] is True and chosen["dispatched"] == "devtools"
+    assert site.wait_for(lambda e: e["type"] == "change")["value"] == "b"
+    assert done(call(server, "page_wait_for", {"text": "arrived late"}))["state"] == "visible"
+    assert "#never" in refused(call(server, "page_wait_for", {"selector": "#never", "timeout_ms": 200}), "timeout")
+
+    navigate(server, site, "/upload")
+    data = base64.b64encode(b"from mcp").decode()
+    done(call(server, "page_upload_file", {"selector": "#file", "files": [{"name": "../m.txt", "content_base64": data}]}))
+    assert site.wait_for(lambda e: e["type"] == "files")["files"] == [{"name": "m.txt", "size": 8, "text": "from mcp"}]
+
+
+def test_targets_are_checked_like_rest(server, site):
+    navigate(server, site, "/tall")
+    assert "exactly one of" in refused(call(server, "page_click", {}), "invalid_request")
+    refused(call(server, "page_click", {"selector": "#far", "text": "Far below"}), "invalid_request")
+    refused(call(server, "page_click", {"ref": "not a ref"}), "invalid_request")
+    assert "#nope" in refused(call(server, "page_click", {"selector": "#nope", "timeout_ms": 200}), "element_not_found")
+    refused(call(server, "page_click", {"selector": "a[[[", "timeout_ms": 200}), "invalid_selector")
+    assert not [e for e in site.events if e["type"] == "click"], "nothing was clicked"
+
+
+def test_dialogs_over_mcp(server, site):
+    navigate(server, site, "/dialogs")
+    done(call(server, "page_click", {"selector": "#prompt"}))
+    dialog = until(lambda: done(call(server, "page_state"))["dialog"], "the prompt")
+    assert dialog["type"] == "prompt"
+    answer = call(server, "page_console_messages", {})
+    assert "A prompt dialog is open: 'site prompt: your name?'" in text_of(answer)
+    assert done(answer)["page"]["dialog"]["type"] == "prompt"
+    assert "prompt" in refused(call(server, "page_fill", {"selector": "#name", "value": "x"}), "dialog_open")
+    handled = done(call(server, "page_handle_dialog", {"accept": True, "prompt_text": "Grace"}))
+    assert handled["dialog"]["type"] == "prompt" and handled["page"]["dialog"] is None
+    assert site.wait_for(lambda e: e["type"] == "answered")["value"] == "Grace"
+    refused(call(server, "page_handle_dialog", {}), "no_dialog")
+
+
+def test_screenshots_and_downloads(server, site):
+    navigate(server, site, "/tall")
+    shot = call(server, "page_screenshot", {"full_page": True})
+    images = [c for c in shot.content if isinstance(c, ImageContent)]
+    assert len(images) == 1 and Image.open(io.BytesIO(base64.b64decode(images[0].data))).size[1] == 4000
+    element = call(server, "page_screenshot", {"selector": "#far"})
+    image = [c for c in element.content if isinstance(c, ImageContent)][0]
+    assert Image.open(io.BytesIO(base64.b64decode(image.data))).size == (200, 50)
+
+    navigate(server, site, "/downloads")
+    done(call(server, "page_click", {"selector": "#report"}))
+    listed = until(lambda: [d for d in done(call(server, "page_downloads", {}))["downloads"]
+                            if d["url"] == site.url("/files/report.txt")], "the download")
+    fetched = call(server, "page_downloads", {"name": listed[-1]["name"]})
+    blobs = [c for c in fetched.content if isinstance(c, EmbeddedResource)]
+    assert len(blobs) == 1 and base64.b64decode(blobs[0].resource.blob) == REPORT_TEXT
+    refused(call(server, "page_downloads", {"name": "..."}), "invalid_action")
+
+
+def test_evaluate_is_off_unless_allowed(server, evaluating_server, site):
+    navigate(server, site, "/form")
+    assert "--allow-evaluate" in refused(call(server, "page_evaluate", {"expression": "1 + 1"}), "evaluate_disabled")
+    assert done(call(evaluating_server, "page_evaluate", {"expression": "document.title"}))["result"] == "form"
+    refused(call(evaluating_server, "page_evaluate", {"expression": "'x'.repeat(300000)"}), "result_too_large")
