@@ -35,6 +35,7 @@ LINKS_LIMIT = 2000
 EVALUATE_S = 10                # an expression (or its promise) that runs longer is a timeout
 REF = re.compile(r"^(f[0-9]{1,6})?e[0-9]{1,7}$")
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
+NAME_LIMIT = 120               # characters of a download's or upload's file name
 
 
 # ------------------------------------------------------------------------------------- the record
@@ -91,7 +92,7 @@ class PageRecord:
 def safe_file_name(name: str) -> str:
     """A download's or upload's name reduced to one harmless path component (pure)."""
     name = SAFE_NAME.sub("_", name.replace("\\", "/").rsplit("/", 1)[-1]).strip(" .")
-    return name[:120] or "file"
+    return name[:NAME_LIMIT].strip(" .") or "file"
 
 
 # ------------------------------------------------------------------------------------- targets
@@ -636,15 +637,26 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
+def numbered(name: str, n: int) -> str:
+    """``name`` for n = 1, else ``stem-n.ext`` (pure); still a name safe_file_name leaves as it is."""
+    if n == 1:
+        return name
+    stem, dot, ext = name.rpartition(".")
+    if dot and stem and len(ext) + 12 < NAME_LIMIT:
+        base, suffix = stem, f"-{n}.{ext}"
+    else:
+        base, suffix = name, f"-{n}"
+    return base[: NAME_LIMIT - len(suffix)].rstrip(" .") + suffix
+
+
 def store_download(source, directory, name: str) -> dict:
     """Copy a finished download into ``directory`` under ``name`` (already safe), or ``name-2``...
     when taken, and hash it. The name is claimed with an exclusive create, so two downloads of the
     same name never share a file."""
     import hashlib
 
-    stem, dot, ext = name.rpartition(".")
     for n in itertools.count(1):
-        candidate = name if n == 1 else (f"{stem}-{n}.{ext}" if dot and stem else f"{name}-{n}")
+        candidate = numbered(name, n)
         try:
             out = open(directory / candidate, "xb")
         except FileExistsError:

@@ -179,7 +179,7 @@ def test_dialogs_over_mcp(server, site):
     dialog = until(lambda: done(call(server, "page_state"))["dialog"], "the prompt")
     assert dialog["type"] == "prompt"
     answer = call(server, "page_console_messages", {})
-    assert "A prompt dialog is open: 'site prompt: your name?'" in text_of(answer)
+    assert "dialog open: prompt 'site prompt: your name?'" in text_of(answer)
     assert done(answer)["page"]["dialog"]["type"] == "prompt"
     assert "prompt" in refused(call(server, "page_fill", {"selector": "#name", "value": "x"}), "dialog_open")
     handled = done(call(server, "page_handle_dialog", {"accept": True, "prompt_text": "Grace"}))

@@ -50,7 +50,7 @@ def summary_line(summary: PageSummary) -> str:
     if summary.title:
         line += f" - {summary.title!r}"
     if summary.dialog is not None:
-        line += (f"\nA {summary.dialog.type} dialog is open: {summary.dialog.message[:300]!r}; answer it with "
+        line += (f"\ndialog open: {summary.dialog.type} {summary.dialog.message[:300]!r}; answer it with "
                  "page_handle_dialog before acting on the page")
     if summary.new_console_errors:
         line += (f"\n{summary.new_console_errors} new console error(s): page_console_messages level=error "
