@@ -519,6 +519,7 @@ class Pages:
 
     async def navigate(self, how: str, url: str | None, wait_until: str, timeout_ms: int) -> dict:
         page = await self.need_front()
+        self.refuse_if_dialog("navigation")  # the page cannot leave while it waits for the answer
         start = time.perf_counter()
         try:
             if how == "goto":
@@ -540,6 +541,7 @@ class Pages:
 
     async def wait_for(self, target: Target, state: str, timeout_ms: int) -> dict:
         page = await self.need_front()
+        self.refuse_if_dialog("wait")  # nothing changes in a page while its dialog is open
         start = time.perf_counter()
         try:
             await locator_for(page, target).first.wait_for(state=state, timeout=timeout_ms)

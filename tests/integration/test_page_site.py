@@ -139,6 +139,8 @@ def test_an_open_dialog_is_in_the_state_and_refuses_page_input(api, site, desk):
     assert "alert" in message and "site alert: hello" in message
     error(api.post(f"{P}/click", json={"selector": "#confirm"}), 409, "dialog_open")
     error(api.get(f"{P}/content"), 409, "dialog_open")
+    error(api.post(f"{P}/navigate", json={"url": site.url("/form")}), 409, "dialog_open")
+    error(api.post(f"{P}/wait", json={"selector": "#name"}), 409, "dialog_open")
     assert ok(api.get(P))["dialog"]["type"] == "alert", "still open"
     ok(api.post(f"{P}/dialog", json={"accept": True}))
     site.wait_for(lambda e: e["type"] == "answered" and e["kind"] == "alert")
@@ -280,8 +282,11 @@ def test_a_link_to_a_new_tab_brings_it_to_the_front_and_tabs_can_be_switched_and
     assert [t["id"] for t in tabs] == [opener["id"]]
     error(api.post(f"{P}/tabs/{opened['id']}/activate"), 404, "element_not_found")
     created = ok(api.post(f"{P}/tabs", json={"url": site.url("/tall")}), 201)
+    ok(api.post(f"{P}/navigate", json={"url": site.url("/form")}))
+    assert ok(api.post(f"{P}/back"))["url"] == site.url("/tall")
+    assert ok(api.post(f"{P}/forward", json={"wait_until": "domcontentloaded"}))["url"] == site.url("/form")
+    error(api.post(f"{P}/forward", json={"wait_until": "sometime"}), 422, "invalid_request")
     assert created["active"] is True and created["url"] == site.url("/tall")
-    assert ok(api.get(P))["url"] == site.url("/tall")
     error(api.post(f"{P}/tabs", json={"url": "gopher://x.test/"}), 422, "invalid_action")
 
 
