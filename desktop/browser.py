@@ -237,6 +237,8 @@ class Browser:
     owner: DesktopUser | None = None  # whose the profile is, when not this process's user
     # The session's record of console, network, dialogs and downloads: it outlives this process.
     record: PageRecord = field(default_factory=PageRecord)
+    downloaded: Path | None = None  # where finished downloads are kept (default: ``downloads``)
+    blocks: Any = None  # the session's policy proxy's BlockLog (desktop.netpolicy), if it has one
     context: Any = None
     pages: Pages | None = None
     process: BrowserProcess | None = None
@@ -276,12 +278,13 @@ class Browser:
         self.context = await playwright.chromium.launch_persistent_context(
             str(self.profile), executable_path=executable, headless=False, args=args,
             ignore_default_args=IGNORED_DEFAULT_ARGS, env=self.env, no_viewport=True,
-            # Playwright keeps its own copy of each download under a GUID name: out of the listed
-            # directory (a name starting with a dot is never served), and deleted once copied.
-            chromium_sandbox=sandbox, downloads_path=str(self.downloads / ".incoming"), accept_downloads=True,
+            # Chromium saves each download here under a GUID name; the page layer copies it into
+            # ``downloaded`` under its own name and deletes it (desktop.page).
+            chromium_sandbox=sandbox, downloads_path=str(self.downloads), accept_downloads=True,
             handle_sigint=False, handle_sigterm=False, handle_sighup=False, timeout=timeout * 1000,
         )
-        self.pages = Pages(self.context, self.record, self.downloads, window_title=self._window_title)
+        self.pages = Pages(self.context, self.record, self.downloaded or self.downloads,
+                           window_title=self._window_title, blocks=self.blocks)
         if start_url != "about:blank":  # Playwright opens about:blank; it takes no URL argument
             page = self.context.pages[0] if self.context.pages else await self.context.new_page()
             await page.goto(start_url, wait_until="commit", timeout=timeout * 1000)

@@ -22,6 +22,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -276,9 +277,12 @@ class Pages:
     in front, the open dialog. Every method runs on the Playwright driver's loop (desktop.browser)."""
 
     def __init__(self, context, record: PageRecord, downloads,
-                 window_title: Callable[[], Awaitable[str | None]] | None = None):
+                 window_title: Callable[[], Awaitable[str | None]] | None = None, blocks=None):
         self.context = context
         self.record = record
+        # The session's policy proxy's record of what it refused (desktop.netpolicy.BlockLog), to
+        # mark those requests ``blocked: "policy"`` in the network log.
+        self.blocks = blocks
         self.downloads = downloads
         # The title of the browser window in front, as the window manager shows it: "<the active
         # tab's title> - Chromium" (desktop.browser reads it from X).
@@ -288,7 +292,7 @@ class Pages:
         self._load: dict[Any, str] = {}
         self._cdp: dict[Any, Any] = {}         # page -> this layer's own DevTools session on it
         self._recent: list = []                # pages, the most recently brought to the front last
-        self._requests: dict[Any, int] = {}   # request -> its entry's seq
+        self._requests: dict[Any, tuple[int, float]] = {}   # request -> its entry's seq and start
         self._next_id = 1
         context.on("console", self._on_console)
         context.on("weberror", self._on_weberror)
@@ -365,27 +369,51 @@ class Pages:
         entry = self.record.network.add({"method": request.method, "url": request.url[:4000],
                                          "resource_type": request.resource_type, "status": None,
                                          "duration_ms": None, "size": None, "failure": None, "blocked": None})
-        self._requests[request] = entry["seq"]
+        self._requests[request] = (entry["seq"], entry["ts"])
         if len(self._requests) > NETWORK_RING:  # requests that never end (long polls) must not pile up
             self._requests.pop(next(iter(self._requests)))
 
     def _on_response(self, response) -> None:
         # The status is known when the headers arrive: a body the page never reads (a fetch whose
         # response is only looked at for its status) may never "finish".
-        seq = self._requests.get(response.request)
+        seq, started = self._requests.get(response.request, (None, 0))
         if seq is not None:
             size = response.headers.get("content-length")
-            self.record.network.update(seq, status=response.status, size=int(size) if size and size.isdigit() else None)
+            # A plain-HTTP request the policy refused gets the proxy's 403.
+            blocked = self._blocked(response.request, started) if response.status == 403 else None
+            self.record.network.update(seq, status=response.status, size=int(size) if size and size.isdigit() else None,
+                                       **({"blocked": blocked} if blocked else {}))
 
     def _on_request_finished(self, request) -> None:
-        seq = self._requests.pop(request, None)
+        seq, _ = self._requests.pop(request, (None, 0))
         if seq is not None:
             self.record.network.update(seq, duration_ms=_duration(request))
 
     def _on_request_failed(self, request) -> None:
-        seq = self._requests.pop(request, None)
+        seq, started = self._requests.pop(request, (None, 0))
         if seq is not None:
-            self.record.network.update(seq, failure=request.failure or "failed", duration_ms=_duration(request))
+            # An HTTPS or WebSocket connection the policy refused fails as a refused tunnel.
+            self.record.network.update(seq, failure=request.failure or "failed", duration_ms=_duration(request),
+                                       blocked=self._blocked(request, started))
+
+    def _blocked(self, request, started: float) -> str | None:
+        """"policy" when the session's policy proxy refused this request: a refusal of its URL
+        (plain HTTP), or of its host and port (a tunnel), since shortly before it started."""
+        if self.blocks is None:
+            return None
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(request.url)
+            host = (parts.hostname or "").lower()
+            port = parts.port or {"https": 443, "wss": 443, "http": 80, "ws": 80}.get(parts.scheme)
+        except ValueError:
+            return None
+        for entry in self.blocks.since(0):
+            if entry.ts >= started - 1 and (entry.url == request.url
+                                            or (entry.url is None and entry.host == host and entry.port == port)):
+                return "policy"
+        return None
 
     def _on_dialog(self, dialog) -> None:
         self.dialog = dialog
@@ -651,6 +679,21 @@ def numbered(name: str, n: int) -> str:
     return base[: NAME_LIMIT - len(suffix)].rstrip(" .") + suffix
 
 
+def _open_download(source: Path):
+    """Chromium's file, opened following no link: its directory is the desktop user's, who could
+    have put a link to a file of the server's in its place."""
+    import os
+    import stat
+
+    from desktop.user import open_without_links
+
+    fd = open_without_links(source.parent, source.name)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError("the downloaded file is not a regular file")
+    return os.fdopen(fd, "rb")
+
+
 def store_download(source, directory, name: str) -> dict:
     """Copy a finished download into ``directory`` under ``name`` (already safe), or ``name-2``...
     when taken, and hash it. The name is claimed with an exclusive create, so two downloads of the
@@ -665,7 +708,7 @@ def store_download(source, directory, name: str) -> dict:
             continue
         break
     digest, size = hashlib.sha256(), 0
-    with out, open(source, "rb") as src:
+    with out, _open_download(Path(source)) as src:
         while chunk := src.read(1 << 20):
             digest.update(chunk)
             size += len(chunk)

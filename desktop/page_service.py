@@ -32,7 +32,7 @@ from desktop.page import (
     PageTimeout, Pages, Tab, Target, TooLarge, locate, locator_for, safe_file_name,
 )
 from desktop.port import Performed
-from desktop.sessions import Session
+from desktop.sessions import QUEUE_WAIT_S, Session
 
 T = TypeVar("T")
 WaitUntil = Literal["load", "domcontentloaded", "networkidle", "commit"]
@@ -74,7 +74,7 @@ class PageService:
         if (session.status != "ready" or browser is None or browser.pages is None or browser.process is None
                 or browser.process.poll() is not None):
             raise PageUnavailable(f"the browser of session {session.id} is restarting; try again in {RETRY_S} s",
-                                  **_retry())
+                                  retry_after=RETRY_S)
         try:
             return browser.call(work, timeout_ms / 1000 + 5)
         except DialogOpen as exc:
@@ -93,14 +93,14 @@ class PageService:
             raise InvalidAction(str(exc)) from None
         except (BrowserError, TimeoutError) as exc:
             raise PageUnavailable(f"the browser of session {session.id} did not answer ({exc}); try again in "
-                                  f"{RETRY_S} s", **_retry()) from None
+                                  f"{RETRY_S} s", retry_after=RETRY_S) from None
         except PlaywrightTimeout as exc:
             raise PageTimeoutError(f"the browser did not finish in time: {_first_line(exc)}") from None
         except PlaywrightError as exc:
             # The page navigated, closed or crashed under the operation (or the browser died since
             # the check above): nothing a caller did wrong, and worth trying again.
             raise PageUnavailable(f"the page changed or closed during the operation ({_first_line(exc)}); try "
-                                  f"again in {RETRY_S} s", **_retry()) from None
+                                  f"again in {RETRY_S} s", retry_after=RETRY_S) from None
 
     def _reading(self, session_id: str | None) -> Session:
         return self.desktops.session(session_id)
@@ -129,11 +129,14 @@ class PageService:
         return self._reading(session_id).stack.record.downloads.since(0)
 
     def download_path(self, session_id: str | None, name: str) -> Path:
+        """A finished download's file, by a name from the list (and only such a name): the copies
+        live in the session's ``downloaded`` directory, the server's own."""
         session = self._reading(session_id)
         if safe_file_name(name) != name:
             raise InvalidAction(f"name {name!r}: give a name from the downloads list")
-        path = session.stack.downloads / name
-        if not path.is_file():
+        listed = session.stack.record.downloads.since(0, lambda e: e["name"] == name and not e["failure"])
+        path = session.stack.downloaded / name
+        if not listed or not path.is_file():
             raise ElementNotFound(f"no download named {name!r}; list the downloads to see which exist")
         return path
 
@@ -164,14 +167,19 @@ class PageService:
     def navigate(self, session_id: str | None, how: Literal["goto", "back", "forward", "reload"],
                  url: str | None = None, wait_until: WaitUntil = "load", timeout_ms: int = 30_000) -> dict:
         if how == "goto":
-            self.desktops.check_url(url)
+            self.desktops.check_url(url)  # before the session: a bad URL is refused whatever its state
         session = self._acting(session_id)
+        if how == "goto":
+            self.desktops.check_url(url, session)  # and the session's network policy
         return self._call(session, lambda pages: pages.navigate(how, url, wait_until, timeout_ms), timeout_ms)
 
     def new_tab(self, session_id: str | None, url: str | None) -> Tab:
         if url:
             self.desktops.check_url(url)
-        return self._call(self._acting(session_id), lambda pages: pages.new_tab(url), 15_000)
+        session = self._acting(session_id)
+        if url:
+            self.desktops.check_url(url, session)
+        return self._call(session, lambda pages: pages.new_tab(url), 15_000)
 
     def activate_tab(self, session_id: str | None, tab_id: str) -> list[Tab]:
         session = self._acting(session_id)
@@ -215,7 +223,7 @@ class PageService:
         session = self._acting(session_id)
         located = self._locate(session, target, timeout_ms, "click")
         kind = {1: Click, 2: DoubleClick, 3: TripleClick}[click_count]
-        performed = session.perform(kind(x=located.x, y=located.y, button=button))
+        performed = session.perform(kind(x=located.x, y=located.y, button=button), queue_s=QUEUE_WAIT_S)
         return _acted(located, performed)
 
     def fill(self, session_id: str | None, target: Target, value: str, *, clear: bool = True,
@@ -227,10 +235,10 @@ class PageService:
         typing = Type(text=text) if text else None  # validated (untypeable characters) before anything runs
         session = self._acting(session_id)
         located = self._locate(session, target, timeout_ms, "typing")
-        steps = [session.perform(Click(x=located.x, y=located.y))]
+        steps = [session.perform(Click(x=located.x, y=located.y), queue_s=QUEUE_WAIT_S)]
         if clear:
-            steps.append(session.perform(Key(keys=["ctrl+a", "BackSpace"])))
-        typed = session.perform(typing) if typing is not None else None
+            steps.append(session.perform(Key(keys=["ctrl+a", "BackSpace"]), queue_s=QUEUE_WAIT_S))
+        typed = session.perform(typing, queue_s=QUEUE_WAIT_S) if typing is not None else None
 
         async def landed(pages: Pages) -> bool:
             page = await pages.need_front()
@@ -315,12 +323,3 @@ def _acted(located: Located, *steps: Performed) -> Acted:
     return Acted(x=located.x, y=located.y, box=located.box, matches=located.matches,
                  executed=[argv for step in steps for argv in step.executed],
                  settle_ms=sum(step.settle_ms for step in steps))
-
-
-def _retry() -> dict:
-    """Retry-After for a healing browser, where the error type carries it."""
-    import inspect
-
-    from desktop.errors import GlassdeskError
-
-    return {"retry_after": RETRY_S} if "retry_after" in inspect.signature(GlassdeskError.__init__).parameters else {}

@@ -299,9 +299,12 @@ class DesktopService:
     def perform(self, session_id: str | None, action: _Action) -> Performed:
         return self._for_agent(session_id).perform(action, queue_s=QUEUE_WAIT_S)
 
-    def check_url(self, url: str) -> None:
-        """Refuse (invalid_action) a URL the browser may not open: see desktop.windows.check_url."""
+    def check_url(self, url: str, session: Session | None = None) -> None:
+        """Refuse (invalid_action) a URL the browser may not open (desktop.windows.check_url) and,
+        given the session, one its network policy blocks by name."""
         _fenced(check_url, url, allow_local=self.allow_local_urls)
+        if session is not None:
+            _check_network(session, url)
 
     def open(self, session_id: str | None, url: str) -> Performed:
         self.check_url(url)

@@ -146,6 +146,9 @@ class DesktopStack:
         self.logs = self.workdir / "logs"
         self.profile = self.workdir / "chromium-profile"
         self.downloads = self.workdir / "downloads"
+        # The page layer's copies of finished downloads, which it hashes and serves: the server's own
+        # (0700), so the desktop user can neither read them nor put a link to another file there.
+        self.downloaded = self.workdir / "downloaded"
         self.browser: Browser | None = None
         self.proxy: PolicyProxy | None = None
         self.record = PageRecord()  # console, network, dialogs, downloads: across browser heals
@@ -199,8 +202,9 @@ class DesktopStack:
                                  "/tmp, the default, is)")
             ensure_x11_socket_dir()
             remove_stale_ice_sockets()
-        self.logs.mkdir(exist_ok=True)
-        self.logs.chmod(0o700)
+        for own in (self.logs, self.downloaded):
+            own.mkdir(exist_ok=True)
+            own.chmod(0o700)
         self._make_desktop_dirs()
         # x11vnc: the first password gives control, the one after the marker only a view.
         # Created 0600, never readable for a moment: the desktop user may pass through the workdir.
@@ -345,7 +349,8 @@ class DesktopStack:
         if self.browser is not None:  # a healed browser: let go of the dead one's connection first
             self.browser.close()
         self.browser = Browser(self.profile, self.downloads, self.env(), cwd=self.home,
-                               argv_prefix=run_as_argv(self.user), owner=self.user, record=self.record)
+                               argv_prefix=run_as_argv(self.user), owner=self.user, record=self.record,
+                               downloaded=self.downloaded, blocks=self.proxy.blocked if self.proxy else None)
         log_path = self.logs / "chromium.log"
         try:
             process = self.browser.launch(self.chromium_args(), self.config.start_url,
@@ -459,7 +464,9 @@ class DesktopStack:
             kill_group(self.children["chromium"].popen)
             shutil.rmtree(self.profile, ignore_errors=True)
             shutil.rmtree(self.downloads, ignore_errors=True)
+            shutil.rmtree(self.downloaded, ignore_errors=True)
             self._make_desktop_dirs()
+            self.downloaded.mkdir(mode=0o700)
             for ring in (self.record.console, self.record.network, self.record.dialogs, self.record.downloads):
                 ring.clear()  # a fresh session has seen nothing (sequence numbers go on)
             self._start_chromium()

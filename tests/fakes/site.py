@@ -128,6 +128,15 @@ PAGES: dict[str, bytes] = {
     "/newtab": _page("new tab opener", """
 <a class="at" id="open" href="/form" target="_blank" style="left: 100px; top: 100px">open the form in a new tab</a>"""),
 
+    "/reach": _page("reach", """
+<p id="status">reaching</p>
+<script>
+  // Fetches every URL listed in the fragment (separated by |): what the network policy must stop.
+  const targets = decodeURIComponent(location.hash.slice(1)).split('|').filter(Boolean);
+  Promise.allSettled(targets.map((u) => fetch(u, {mode: 'no-cors', cache: 'no-store'})))
+    .then((outcomes) => report({type: 'reached', outcomes: outcomes.map((o) => o.status)}));
+</script>"""),
+
     "/tall": _page("tall page", """
 <div style="height: 4000px; position: relative">
   <p class="at" style="left: 100px; top: 50px">the top of a tall page</p>
@@ -192,8 +201,12 @@ class TestSite:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
 
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
     def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}{path}"
+        return f"http://127.0.0.1:{self.port}{path}"
 
     def clear(self) -> None:
         with self._cond:

@@ -11,6 +11,7 @@ import io
 import os
 import signal
 import time
+from urllib.parse import quote
 
 import httpx2
 import pytest
@@ -18,7 +19,7 @@ from PIL import Image
 
 from desktop.actions import Click
 from tests.conftest import LiveServer
-from tests.fakes.site import REPORT_TEXT
+from tests.fakes.site import REPORT_TEXT, TestSite
 
 pytestmark = pytest.mark.x11
 
@@ -123,6 +124,30 @@ def test_the_network_log_has_the_404_and_failed_only_keeps_it(api, site):
     assert document["seq"] not in [e["seq"] for e in failed]
 
 
+def test_requests_the_network_policy_refuses_are_marked_blocked(api, site):
+    other = TestSite()  # a second host: the one the policy denies
+    policy = "/api/v1/sessions/itest/network-policy"
+    try:
+        ok(api.put(policy, json={"deny": [f"127.0.0.1:{other.port}"]}))
+        since = last_seq(api, "network")
+        plain, tunnel = other.url("/plain.json"), other.url("/tunnel.json").replace("http://", "https://")
+        goto(api, site, "/reach#" + quote(f"{plain}|{tunnel}"))
+        site.wait_for(lambda e: e["type"] == "reached")
+
+        def marked():
+            entries = {e["url"]: e for e in ok(api.get(f"{P}/network", params={"since": since, "failed_only": True}))}
+            return entries if all(entries.get(u, {}).get("blocked") == "policy" for u in (plain, tunnel)) else None
+
+        entries = until(marked, "both requests marked blocked")
+        assert entries[plain]["status"] == 403 and entries[tunnel]["failure"]
+        assert other.hits == [], "nothing reached the denied host"
+        assert all(e["blocked"] is None for e in ok(api.get(f"{P}/network", params={"since": since}))
+                   if e["url"].startswith(site.url("/"))), "what was allowed is not marked"
+    finally:
+        ok(api.put(policy, json={"allow": [], "deny": []}))
+        other.close()
+
+
 # ------------------------------------------------------------------------------------ dialogs
 
 
@@ -192,7 +217,7 @@ def test_downloads_land_in_the_session_directory_and_are_fetchable(api, site, de
     entry = until(lambda: next((d for d in ok(api.get(f"{P}/downloads")) if d["url"] == site.url("/files/report.txt")
                                 and d["name"].startswith("report")), None), "the download")
     assert entry["size"] == len(REPORT_TEXT) and entry["sha256"] == hashlib.sha256(REPORT_TEXT).hexdigest()
-    on_disk = desk.stack.downloads / entry["name"]
+    on_disk = desk.stack.downloaded / entry["name"]
     assert on_disk.read_bytes() == REPORT_TEXT
     fetched = api.get(f"{P}/downloads/{entry['name']}")
     assert fetched.status_code == 200 and fetched.content == REPORT_TEXT
@@ -201,9 +226,15 @@ def test_downloads_land_in_the_session_directory_and_are_fetchable(api, site, de
     hostile = until(lambda: next((d for d in ok(api.get(f"{P}/downloads")) if d["url"] == site.url("/files/hostile")),
                                  None), "the hostile download")
     assert "/" not in hostile["name"] and hostile["name"] not in (".", "..") and hostile["name"].endswith("escape.txt")
-    assert (desk.stack.downloads / hostile["name"]).read_bytes() == b"hostile name\n"
-    escaped = [p for p in desk.stack.workdir.parent.rglob("*escape.txt") if p.parent != desk.stack.downloads]
+    assert (desk.stack.downloaded / hostile["name"]).read_bytes() == b"hostile name\n"
+    escaped = [p for p in desk.stack.workdir.parent.rglob("*escape.txt") if p.parent != desk.stack.downloaded]
     assert not escaped, "nothing lands outside the session's downloads"
+    # the copies are the server's own, out of the desktop user's reach; Chromium's are gone
+    assert desk.stack.downloaded.stat().st_mode & 0o077 == 0 and desk.stack.downloaded.stat().st_uid == os.geteuid()
+    assert not list(desk.stack.downloads.iterdir())
+    # a file that is there but not in the list is not served
+    (desk.stack.downloaded / "planted.txt").write_bytes(b"not a download")
+    error(api.get(f"{P}/downloads/planted.txt"), 404, "element_not_found")
     # names that are not plain names from the list are refused, never served
     for name in ("...", "%2E%2E", ".hidden", "report.txt%00", "%2Fetc%2Fpasswd"):  # (httpx itself drops a plain ..)
         answer = api.get(f"{P}/downloads/{name}")
