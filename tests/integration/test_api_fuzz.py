@@ -8,8 +8,8 @@ may close the browser). Path parameters name things that exist (a session of its
 a run on it), so the handlers run for real rather than stopping at "not found".
 
 What would harm the machine or block is bounded here, not skipped: the session is a throwaway one;
-``launch`` may start only ``true``; an ``open`` that would leave the machine goes to a closed local
-port; waits, key holds and typing are kept short; a vision run gets a model family that does not
+``launch`` may start only ``true``; an ``open`` (or a page navigation, a new tab) that would leave
+the machine goes to a closed local port; waits, key holds, typing and page timeouts are kept short; a vision run gets a model family that does not
 exist (there is no model here), so it is refused before it starts. Left out: creating sessions
 (each is a whole desktop: ``test_api`` covers it), deleting other than a missing one, and the
 event stream (it never ends by design: ``test_console`` reads it).
@@ -74,7 +74,7 @@ def bounded(case) -> None:
     if not isinstance(body, dict):
         return
     path = case.operation.path
-    if path.endswith("/desktop/open") and isinstance(body.get("url"), str):
+    if path.endswith(("/desktop/open", "/page/navigate", "/page/tabs")) and isinstance(body.get("url"), str):
         try:
             check_url(body["url"])
         except WindowError:
@@ -85,17 +85,22 @@ def bounded(case) -> None:
         body["duration_ms"] = min(body["duration_ms"], 200)
     if path.endswith("/desktop/type") and isinstance(body.get("text"), str):
         body["text"] = body["text"][:40]
+    if "/page/" in path and isinstance(body.get("timeout_ms"), int):
+        body["timeout_ms"] = min(body["timeout_ms"], 300)  # waits for an element, a load: short
+    if path.endswith("/page/fill") and isinstance(body.get("value"), str):
+        body["value"] = body["value"][:40]
     if path.endswith("/vision/act"):
         body["model"] = "nothing/here"  # no model runs: refused as model_unavailable before it starts
 
 
 def restarting(response) -> bool:
-    """503 session_unavailable with a Retry-After: the honest answer while the desktop restarts. The
-    fuzzing itself may cause that (a key that closes the browser: alt+F4, ctrl+w); not a bug."""
+    """503 session_unavailable or page_unavailable with a Retry-After: the honest answer while the
+    desktop or its browser restarts. The fuzzing itself may cause that (a key that closes the
+    browser: alt+F4, ctrl+w; a page closed under a page operation); not a bug."""
     if response.status_code != 503 or "retry-after" not in response.headers:
         return False
     try:
-        return response.json()["error"]["code"] == "session_unavailable"
+        return response.json()["error"]["code"] in ("session_unavailable", "page_unavailable")
     except (ValueError, KeyError, TypeError):
         return False
 
