@@ -27,14 +27,13 @@ import logging
 import os
 import signal
 import stat
-import threading
 import time
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Coroutine, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 from desktop.netpolicy import WEBRTC_PREFERENCES
+from desktop.background import BackgroundLoop, Lazy
 from desktop.page import PageRecord, Pages
 from desktop.user import DesktopUser, open_without_links
 
@@ -177,25 +176,14 @@ class BrowserProcess:
 # ------------------------------------------------------------------------- the shared driver
 
 
-class _Driver:
+class _Driver(BackgroundLoop):
     """One Playwright driver and the event loop that speaks to it, for the whole process."""
 
     def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="glassdesk-browser", daemon=True)
-        self._thread.start()
+        super().__init__("glassdesk-browser",
+                         lambda seconds: BrowserError(f"the browser did not answer within {seconds:.0f}s"))
         self._playwright = None
         self._start_lock = asyncio.Lock()
-
-    def run(self, coro: Coroutine, timeout: float) -> Any:
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return future.result(timeout)
-        except FutureTimeout:
-            if future.done():
-                raise  # the work's own timeout (a TimeoutError too, since Python 3.11), not ours
-            future.cancel()
-            raise BrowserError(f"the browser did not answer within {timeout:.0f}s") from None
 
     async def playwright(self):
         async with self._start_lock:
@@ -206,16 +194,7 @@ class _Driver:
             return self._playwright
 
 
-_driver: _Driver | None = None
-_driver_lock = threading.Lock()
-
-
-def driver() -> _Driver:
-    global _driver
-    with _driver_lock:
-        if _driver is None:
-            _driver = _Driver()
-        return _driver
+driver = Lazy(_Driver)
 
 
 # ------------------------------------------------------------------------------- one browser

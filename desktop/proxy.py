@@ -32,12 +32,11 @@ import contextlib
 import ipaddress
 import logging
 import socket
-import threading
 from collections.abc import Callable, Collection
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from desktop.background import BackgroundLoop, Lazy
 from desktop.netpolicy import (
     BlockLog, IPAddress, NetworkPolicy, PatternError, Refusal, control_plane, normalize_host, parse_ip,
     split_host_port,
@@ -70,32 +69,9 @@ def is_local_address(address: IPAddress) -> bool:
         return False
 
 
-class _Loop:
-    """One event loop thread serving every session's proxy in this process."""
-
-    def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, name="glassdesk-proxy", daemon=True).start()
-
-    def run(self, coro, timeout: float = 10):
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return future.result(timeout)
-        except FutureTimeout:
-            future.cancel()
-            raise TimeoutError(f"the proxy did not answer within {timeout:.0f}s") from None
-
-
-_loop: _Loop | None = None
-_loop_lock = threading.Lock()
-
-
-def proxy_loop() -> _Loop:
-    global _loop
-    with _loop_lock:
-        if _loop is None:
-            _loop = _Loop()
-        return _loop
+# One event loop thread serves every session's proxy in this process.
+proxy_loop = Lazy(lambda: BackgroundLoop(
+    "glassdesk-proxy", lambda seconds: TimeoutError(f"the proxy did not answer within {seconds:.0f}s")))
 
 
 class _Refused(Exception):
@@ -136,7 +112,7 @@ class PolicyProxy:
 
     def start(self) -> "PolicyProxy":
         if self._server is None:
-            self._server = proxy_loop().run(asyncio.start_server(self._accept, "127.0.0.1", 0, limit=HEAD_LIMIT))
+            self._server = proxy_loop().run(asyncio.start_server(self._accept, "127.0.0.1", 0, limit=HEAD_LIMIT), 10)
             self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -161,7 +137,7 @@ class PolicyProxy:
         in flight) it would refuse: a kept-alive HTTPS connection must not outlive a deny."""
         self.policy = policy
         if self._server is not None:
-            proxy_loop().loop.call_soon_threadsafe(self._end_refused)
+            proxy_loop().call_soon(self._end_refused)
 
     def _end_refused(self) -> None:
         for conn in list(self._live):
