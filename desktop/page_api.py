@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from desktop.page import ContentFormat, DialogInfo, PageContent, PageState, Tab, Target
 from desktop.page_service import Acted, PageService, UploadFile, WaitUntil
 
-Timeout = Field(5000, ge=0, le=60_000, description="how long to wait for the element, in ms")
+# At least 1: Playwright reads 0 as "wait for ever".
+Timeout = Field(5000, ge=1, le=60_000, description="how long to wait for the element, in ms")
 
 
 class _Body(BaseModel):
@@ -19,12 +20,12 @@ class _Body(BaseModel):
 class NavigateRequest(_Body):
     url: str = Field(min_length=1, max_length=8000)
     wait_until: WaitUntil = "load"
-    timeout_ms: int = Field(30_000, ge=0, le=120_000)
+    timeout_ms: int = Field(30_000, ge=1, le=120_000)
 
 
 class HistoryRequest(_Body):
     wait_until: WaitUntil = "load"
-    timeout_ms: int = Field(30_000, ge=0, le=120_000)
+    timeout_ms: int = Field(30_000, ge=1, le=120_000)
 
 
 class ClickRequest(Target):
@@ -51,7 +52,7 @@ class SelectRequest(Target):
 class WaitRequest(Target):
     model_config = ConfigDict(extra="forbid")
     state: Literal["attached", "visible", "hidden", "detached"] = "visible"
-    timeout_ms: int = Field(10_000, ge=0, le=120_000)
+    timeout_ms: int = Field(10_000, ge=1, le=120_000)
 
 
 class EvaluateRequest(_Body):

@@ -19,9 +19,11 @@ from typing import Any, Literal, TypeVar
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeout
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from desktop.actions import Click, DoubleClick, Key, TripleClick, Type, UnknownPlaceholder, fill_placeholders
+from desktop.actions import (
+    SCREEN_HEIGHT, SCREEN_WIDTH, Click, DoubleClick, Key, TripleClick, Type, UnknownPlaceholder, fill_placeholders,
+)
 from desktop.browser import BrowserError
 from desktop.errors import (
     DialogOpenError, ElementCovered, ElementNotFound, EvaluateDisabled, GlassdeskError, InvalidAction,
@@ -105,7 +107,8 @@ class PageService:
     def _reading(self, session_id: str | None) -> Session:
         return self.desktops.session(session_id)
 
-    def _acting(self, session_id: str | None) -> Session:
+    def _agent(self, session_id: str | None) -> Session:
+        """The session, if an agent may act on it now (no person in control, no run driving it)."""
         return self.desktops._for_agent(session_id)
 
     # ---------------------------------------------------------------- reading
@@ -168,31 +171,35 @@ class PageService:
                  url: str | None = None, wait_until: WaitUntil = "load", timeout_ms: int = 30_000) -> dict:
         if how == "goto":
             self.desktops.check_url(url)  # before the session: a bad URL is refused whatever its state
-        session = self._acting(session_id)
+        session = self._agent(session_id)
         if how == "goto":
             self.desktops.check_url(url, session)  # and the session's network policy
-        return self._call(session, lambda pages: pages.navigate(how, url, wait_until, timeout_ms), timeout_ms)
+        with session.exclusive(f"a page {how}"):
+            return self._call(session, lambda pages: pages.navigate(how, url, wait_until, timeout_ms), timeout_ms)
 
     def new_tab(self, session_id: str | None, url: str | None) -> Tab:
         if url:
             self.desktops.check_url(url)
-        session = self._acting(session_id)
+        session = self._agent(session_id)
         if url:
             self.desktops.check_url(url, session)
-        return self._call(session, lambda pages: pages.new_tab(url), 15_000)
+        with session.exclusive("opening a tab"):
+            return self._call(session, lambda pages: pages.new_tab(url), 15_000)
 
     def activate_tab(self, session_id: str | None, tab_id: str) -> list[Tab]:
-        session = self._acting(session_id)
-        self._call(session, lambda pages: pages.activate_tab(tab_id))
+        session = self._agent(session_id)
+        with session.exclusive("switching tabs"):
+            self._call(session, lambda pages: pages.activate_tab(tab_id))
         return self._call(session, lambda pages: pages.tabs())
 
     def close_tab(self, session_id: str | None, tab_id: str) -> list[Tab]:
-        session = self._acting(session_id)
-        self._call(session, lambda pages: pages.close_tab(tab_id))
+        session = self._agent(session_id)
+        with session.exclusive("closing a tab"):
+            self._call(session, lambda pages: pages.close_tab(tab_id))
         return self._call(session, lambda pages: pages.tabs())
 
     def handle_dialog(self, session_id: str | None, accept: bool, prompt_text: str | None = None) -> DialogInfo:
-        return self._call(self._acting(session_id), lambda pages: pages.handle_dialog(accept, prompt_text))
+        return self._call(self._agent(session_id), lambda pages: pages.handle_dialog(accept, prompt_text))
 
     def wait_for(self, session_id: str | None, target: Target, state: str, timeout_ms: int) -> dict:
         return self._call(self._reading(session_id), lambda pages: pages.wait_for(target, state, timeout_ms),
@@ -202,7 +209,9 @@ class PageService:
         if not self.allow_evaluate:
             raise EvaluateDisabled("evaluate runs arbitrary JavaScript in the page and is off; start the server "
                                    "with --allow-evaluate to turn it on")
-        return self._call(self._acting(session_id), lambda pages: pages.evaluate(expression), 10_000)
+        session = self._agent(session_id)
+        with session.exclusive("a page script"):
+            return self._call(session, lambda pages: pages.evaluate(expression), 10_000)
 
     # ---------------------------------------------------------------- acting with real input
 
@@ -220,10 +229,11 @@ class PageService:
 
     def click(self, session_id: str | None, target: Target, *, button: str = "left", click_count: int = 1,
               timeout_ms: int = 5000) -> Acted:
-        session = self._acting(session_id)
-        located = self._locate(session, target, timeout_ms, "click")
+        session = self._agent(session_id)
         kind = {1: Click, 2: DoubleClick, 3: TripleClick}[click_count]
-        performed = session.perform(kind(x=located.x, y=located.y, button=button), queue_s=QUEUE_WAIT_S)
+        with session.exclusive("a page click"):  # nothing moves the element between finding and clicking
+            located = self._locate(session, target, timeout_ms, "click")
+            performed = session.perform(_on_display(kind, located, button=button), queue_s=QUEUE_WAIT_S)
         return _acted(located, performed)
 
     def fill(self, session_id: str | None, target: Target, value: str, *, clear: bool = True,
@@ -233,12 +243,13 @@ class PageService:
         except UnknownPlaceholder as exc:
             raise InvalidAction(str(exc)) from None
         typing = Type(text=text) if text else None  # validated (untypeable characters) before anything runs
-        session = self._acting(session_id)
-        located = self._locate(session, target, timeout_ms, "typing")
-        steps = [session.perform(Click(x=located.x, y=located.y), queue_s=QUEUE_WAIT_S)]
-        if clear:
-            steps.append(session.perform(Key(keys=["ctrl+a", "BackSpace"]), queue_s=QUEUE_WAIT_S))
-        typed = session.perform(typing, queue_s=QUEUE_WAIT_S) if typing is not None else None
+        session = self._agent(session_id)
+        with session.exclusive("a page fill"):  # click, clear and type land in the same field
+            located = self._locate(session, target, timeout_ms, "typing")
+            steps = [session.perform(_on_display(Click, located), queue_s=QUEUE_WAIT_S)]
+            if clear:
+                steps.append(session.perform(Key(keys=["ctrl+a", "BackSpace"]), queue_s=QUEUE_WAIT_S))
+            typed = session.perform(typing, queue_s=QUEUE_WAIT_S) if typing is not None else None
 
         async def landed(pages: Pages) -> bool:
             page = await pages.need_front()
@@ -258,8 +269,7 @@ class PageService:
         """Find the <select> and scroll it into view (the answer carries its pixel), then choose
         through DevTools: a click would open Chromium's own options popup, which no pixel of the page
         reaches reliably. The answer says ``dispatched: "devtools"``."""
-        session = self._acting(session_id)
-        located = self._locate(session, target, timeout_ms, "click")
+        session = self._agent(session_id)
 
         async def choose(pages: Pages) -> bool:
             page = await pages.need_front()
@@ -275,9 +285,12 @@ class PageService:
             await element.select_option(value=values[0], timeout=timeout_ms)
             return await element.input_value(timeout=timeout_ms) == values[0]
 
+        with session.exclusive("a page select"):
+            located = self._locate(session, target, timeout_ms, "click")
+            verified = self._call(session, choose, timeout_ms)
         acted = _acted(located)
         acted.dispatched = "devtools"
-        acted.verified = self._call(session, choose, timeout_ms)
+        acted.verified = verified
         return acted
 
     def upload(self, session_id: str | None, target: Target, files: list[UploadFile], timeout_ms: int = 5000) -> Acted:
@@ -295,7 +308,7 @@ class PageService:
             if total > MAX_UPLOAD_BYTES:
                 raise UploadTooLarge(f"files: over {MAX_UPLOAD_BYTES} bytes in all (the limit); nothing was "
                                      "handed over")
-        session = self._acting(session_id)
+        session = self._agent(session_id)
 
         async def hand_over(pages: Pages) -> Located:
             page = await pages.need_front()
@@ -304,7 +317,8 @@ class PageService:
             await locator_for(page, target).first.set_input_files(payloads, timeout=timeout_ms)
             return located
 
-        located = self._call(session, hand_over, timeout_ms)
+        with session.exclusive("a page upload"):
+            located = self._call(session, hand_over, timeout_ms)
         acted = _acted(located)
         acted.dispatched = "devtools"
         acted.verified = True
@@ -317,6 +331,16 @@ _OPTIONS = "e => e.tagName === 'SELECT' ? Array.from(e.options).map(o => [o.valu
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def _on_display(kind, located: Located, **fields):
+    """The action at the element's pixel, or a typed refusal when that pixel is off the display
+    (a window moved partly off-screen): the element cannot be reached by real input there."""
+    try:
+        return kind(x=located.x, y=located.y, **fields)
+    except ValidationError:
+        raise ElementNotFound(f"the element's centre ({located.x}, {located.y}) is off the {SCREEN_WIDTH}x"
+                              f"{SCREEN_HEIGHT} display; move its window into view first") from None
 
 
 def _acted(located: Located, *steps: Performed) -> Acted:

@@ -1,4 +1,4 @@
-"""The Desktop port: the six things a run needs of a desktop, and nothing else.
+"""The Desktop port: the things a run needs of a desktop, and nothing else.
 
 The vision loop drives a ``Desktop``; a local ``desktop.sessions.Session`` is one, a fake in the
 tests is another (frames in, actions recorded), and a session in another container or pod can be a

@@ -22,11 +22,13 @@ from urllib.parse import urlsplit
 
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Region, Zoom, _Action
+from desktop.browser import BrowserError
 from desktop.errors import (
-    ActionFailedError, InvalidAction, InvalidRequest, OperatorInControl, ScreenshotFailed, SessionBusy,
-    SessionNotFound, SessionUnavailable,
+    ActionFailedError, DialogOpenError, InvalidAction, InvalidRequest, OperatorInControl, PageTimeoutError,
+    PageUnavailable, ScreenshotFailed, SessionBusy, SessionNotFound, SessionUnavailable,
 )
 from desktop.liveview import Grant, LiveTokens
+from desktop.page import DialogOpen, PageTimeout
 from desktop.netpolicy import BlockedRequest, NetworkPolicy, NetworkPolicyInfo, PatternError
 from desktop.port import Performed
 from desktop.screen import ScreenshotError
@@ -336,6 +338,13 @@ class DesktopService:
             raise InvalidAction(str(exc)) from exc
         except ScreenshotError as exc:
             raise session.down_error() or ScreenshotFailed(str(exc)) from exc
+        except DialogOpen as exc:  # the page layer's own answers to the same faults
+            raise DialogOpenError(str(exc)) from exc
+        except PageTimeout as exc:
+            raise PageTimeoutError(str(exc)) from exc
+        except BrowserError as exc:
+            raise session.down_error() or PageUnavailable(f"the browser of session {session.id} is not answering "
+                                                          f"({exc}); try again shortly", retry_after=3) from exc
         except (RuntimeError, OSError, KeyError) as exc:
             # wmctrl failed, the browser gone or not answering in time, exec failed; or the desktop died
             message = f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc)
@@ -352,10 +361,10 @@ def _network_policy(allow: Sequence[str] | None, deny: Sequence[str] | None) -> 
 def _check_network(session: Session, url: str) -> None:
     """Refuse to open a URL the session's network policy blocks by its name alone, with the
     reason, rather than navigate to the proxy's refusal. (The proxy checks every request anyway.)"""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or session.stack.proxy is None:
-        return
     try:
+        parts = urlsplit(url)  # ValueError for e.g. http://[::1/
+        if parts.scheme not in ("http", "https") or session.stack.proxy is None:
+            return
         host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
         refusal = session.stack.proxy.refusal_by_name(host or "", port)
     except (ValueError, PatternError) as exc:

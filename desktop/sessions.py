@@ -200,6 +200,12 @@ class Session:
             self._running = None
             self.action_lock.release()
 
+    def exclusive(self, what: str, queue_s: float | None = QUEUE_WAIT_S):
+        """Hold the action lock across several steps that must not be interleaved with anyone
+        else's action (find an element, then click it; click a field, clear it, type). The lock
+        is re-entrant, so the steps' own ``perform`` calls go through."""
+        return self._acting(what, 1.0, queue_s)
+
     def _take_action_lock(self, queue_s: float | None) -> bool:
         if self.action_lock.acquire(blocking=False):
             return True
@@ -278,38 +284,55 @@ class Session:
         wait for it; a failed reset leaves the session for the supervisor to heal. ``queue_s``: as
         for perform."""
         self.require_ready()
-        with self._lifecycle, self._acting("a reset", RESET_EXPECTED_S, queue_s):
-            try:
-                self.stack.reset()
-            except StackError as exc:
-                raise SessionUnavailable(f"session {self.id} could not be reset: {exc}") from exc
-            finally:
-                self._bind()
+        # A heal, a delete or another reset holds the lifecycle lock: wait for it as long as for
+        # an action, then say so, rather than hold the caller without bound.
+        if not self._lifecycle.acquire(timeout=queue_s if queue_s is not None else -1):
+            raise self._busy()
+        try:
+            with self._acting("a reset", RESET_EXPECTED_S, queue_s):
+                try:
+                    self.stack.reset()
+                except Exception as exc:  # a failed reset leaves the session to the supervisor
+                    raise SessionUnavailable(f"session {self.id} could not be reset: {exc}",
+                                             retry_after=RESTART_RETRY_S) from exc
+                finally:
+                    self._bind()
+        finally:
+            self._lifecycle.release()
         self.touch()
 
     def heal(self) -> list[str]:
         # Under the lifecycle lock: a delete that races a heal waits for it, then stops what it
-        # brought back, instead of the heal rebuilding a stack that was just closed.
-        with self._lifecycle:
-            if self.status not in ("ready", "restarting"):
-                return []
-            dead = self.stack.dead_parts()
-            if not dead:
-                return []
-            if all(name in VIEWER_PARTS for name in dead):
-                return self._heal_viewer(dead) if time.monotonic() >= self._viewer_retry_at else []
-            self.status = "restarting"
-            try:
-                with self.action_lock:
-                    events = self.stack.heal()
-                    self._bind()
-                self.status = "ready"
-                return events
-            except StackError as exc:
-                self.status = "failed"
-                self.stack.events.append(f"restart failed: {exc}")
-                log.error("session %s could not be restarted: %s", self.id, exc)
-                return [str(exc)]
+        # brought back, instead of the heal rebuilding a stack that was just closed. Held by a
+        # reset or a delete: this session is looked at again on the supervisor's next round, and
+        # the other sessions are not kept waiting meanwhile.
+        if not self._lifecycle.acquire(blocking=False):
+            return []
+        try:
+            return self._heal_locked()
+        finally:
+            self._lifecycle.release()
+
+    def _heal_locked(self) -> list[str]:
+        if self.status not in ("ready", "restarting"):
+            return []
+        dead = self.stack.dead_parts()
+        if not dead:
+            return []
+        if all(name in VIEWER_PARTS for name in dead):
+            return self._heal_viewer(dead) if time.monotonic() >= self._viewer_retry_at else []
+        self.status = "restarting"
+        try:
+            with self.action_lock:
+                events = self.stack.heal()
+                self._bind()
+            self.status = "ready"
+            return events
+        except StackError as exc:
+            self.status = "failed"
+            self.stack.events.append(f"restart failed: {exc}")
+            log.error("session %s could not be restarted: %s", self.id, exc)
+            return [str(exc)]
 
     def _heal_viewer(self, dead: list[str]) -> list[str]:
         """Only the live view went: screenshots and input do not pass through it, so it is healed
@@ -388,13 +411,17 @@ class SessionManager:
                 self.pinned.add(session_id)
         try:
             session.stack.start()
-        except StackError:
+        except BaseException as exc:
+            # Whatever stopped it (a part that failed, a missing program, a file system error, an
+            # interrupt), nothing of it stays registered or running.
             session.stack.close()
             with self._lock:
                 self.sessions.pop(session_id, None)
             session.status = "failed"
             shutil.rmtree(workdir, ignore_errors=True)
-            raise
+            if isinstance(exc, (StackError, KeyboardInterrupt, SystemExit)):
+                raise
+            raise StackError(f"session {session_id} could not start: {type(exc).__name__}: {exc}") from exc
         with session._lifecycle:  # a delete that came while it started wins: no closed session marked ready
             if session.status == "stopped":
                 raise SessionUnavailable(f"session {session_id} was deleted while it started")

@@ -16,7 +16,6 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.request
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,10 +61,6 @@ def _tcp_banner(port: int) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
         return sock.recv(12)
 
-
-def _http_ok(url: str) -> bool:
-    with urllib.request.urlopen(url, timeout=1) as response:
-        return response.status == 200
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -377,6 +372,11 @@ class DesktopStack:
         self._spawn("x11vnc", ["x11vnc", "-display", self.display, "-rfbport", str(self.vnc_port),
                                "-localhost", "-passwdfile", str(self.workdir / "vnc.passwd"),
                                "-forever", "-shared", "-norc", "-quiet", "-noxrecord", "-nocursorshape",
+                               # No remote control: by default any X client of the display (the
+                               # untrusted desktop: xprop -root -set X11VNC_REMOTE ...) could tell
+                               # this x11vnc, which runs as the server's user, to serve files or to
+                               # listen beyond loopback.
+                               "-safer", "-noremote", "-nocmds",
                                # Xvfb, run by the desktop's user, cannot attach the 0600 shared memory
                                # x11vnc (the server's user) makes: it reads the screen over the socket.
                                *(["-noshm"] if self.user else [])])

@@ -74,6 +74,7 @@ def create_viewer_app(glassdesk: Glassdesk, settings: Settings) -> FastAPI:
     add_error_handlers(app)
     install_viewer(app, glassdesk)
     glassdesk.desktops.serve_viewer(settings.public_url)
+    glassdesk.desktops.manager.protected_ports.add(settings.port)  # no session's browser may reach it
     _guard(app, settings, token=None)
     return app
 

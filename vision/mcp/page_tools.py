@@ -35,9 +35,9 @@ Selector = Annotated[str | None, Field(min_length=1, max_length=2000, descriptio
 Ref = Annotated[str | None, Field(description="a ref from page_content format=accessibility, e.g. e12")]
 Label = Annotated[str | None, Field(min_length=1, max_length=500, description="the text of the field's label")]
 VisibleText = Annotated[str | None, Field(min_length=1, max_length=500, description="text visible in the element")]
-ElementWait = Annotated[int, Field(ge=0, le=60_000, description="how long to wait for the element, in ms")]
+ElementWait = Annotated[int, Field(ge=1, le=60_000, description="how long to wait for the element, in ms")]
 NavWait = Annotated[WaitUntil, Field(description="when the page counts as loaded")]
-NavTimeout = Annotated[int, Field(ge=0, le=120_000, description="ms")]
+NavTimeout = Annotated[int, Field(ge=1, le=120_000, description="ms")]
 
 
 def _target(selector: str | None, ref: str | None, label: str | None, text: str | None) -> Target:
@@ -181,7 +181,7 @@ def register_page_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                              "waited for.")
     async def page_wait_for(selector: Selector = None, text: VisibleText = None, ref: Ref = None, label: Label = None,
                             state: Literal["attached", "visible", "hidden", "detached"] = "visible",
-                            timeout_ms: Annotated[int, Field(ge=0, le=120_000, description="ms")] = 10_000,
+                            timeout_ms: Annotated[int, Field(ge=1, le=120_000, description="ms")] = 10_000,
                             session: SessionArg = default_session) -> CallToolResult:
         target = _target(selector, ref, label, text)
         done = await blocking(pages.wait_for, session, target, state, timeout_ms)
