@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
 from desktop.errors import InvalidAction, describe_validation
 from desktop.netpolicy import BlockedRequest, NetworkPolicyInfo
+from desktop.page import DialogMode
 from desktop.port import Performed
 from desktop.service import DesktopService
 from desktop.sessions import SessionInfo
@@ -47,6 +48,8 @@ class CreateSession(_Body):
     id: str | None = Field(None, description="a name for the session; generated when omitted")
     network: NetworkPolicyBody | None = Field(None, description="the browser's network policy; default: no limits "
                                                                  "beyond glassdesk's own ports")
+    dialogs: DialogMode = Field("manual", description="how JavaScript dialogs are answered: manual (left open for "
+                                                      "the model or the operator), accept or dismiss (at once)")
 
 
 class LaunchRequest(_Body):
@@ -82,7 +85,8 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
     @router.post("/sessions", status_code=status.HTTP_201_CREATED, response_model=SessionInfo, tags=["sessions"])
     def create_session(body: CreateSession | None = None) -> SessionInfo:
         network = body.network if body and body.network else NetworkPolicyBody()
-        return desktops.create(body.id if body else None, allow=network.allow, deny=network.deny)
+        return desktops.create(body.id if body else None, allow=network.allow, deny=network.deny,
+                               dialogs=body.dialogs if body else "manual")
 
     @router.get("/sessions", response_model=list[SessionInfo], tags=["sessions"])
     def list_sessions() -> list[SessionInfo]:

@@ -23,7 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Literal
+from typing import Any, Awaitable, Callable, Literal, TypeVar
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -34,6 +34,9 @@ DOWNLOAD_RING = 200
 CONTENT_LIMIT = 200_000        # characters of text, snapshot or HTML in one answer
 LINKS_LIMIT = 2000
 EVALUATE_S = 10                # an expression (or its promise) that runs longer is a timeout
+T = TypeVar("T")
+DIALOG_MODES = ("manual", "accept", "dismiss")
+DialogMode = Literal["manual", "accept", "dismiss"]
 REF = re.compile(r"^(f[0-9]{1,6})?e[0-9]{1,7}$")
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
 NAME_LIMIT = 120               # characters of a download's or upload's file name
@@ -88,6 +91,17 @@ class PageRecord:
     # The console's sequence number up to which page summaries have counted errors: each summary
     # reports the errors that are new since the one before.
     errors_reported: int = 0
+    # How the session answers JavaScript dialogs: "manual" leaves each open for the model or the
+    # operator to see and answer; "accept" and "dismiss" answer it at once. A setting of the session,
+    # not of one browser process, so it lives here with the record and outlives a heal and a reset.
+    dialog_policy: DialogMode = "manual"
+
+
+def dialog_mode(value: str) -> DialogMode:
+    """A dialog policy's mode, checked (pure); ValueError names the modes there are."""
+    if value not in DIALOG_MODES:
+        raise ValueError(f"dialog policy {value!r}: use one of {', '.join(DIALOG_MODES)}")
+    return value  # type: ignore[return-value]
 
 
 def safe_file_name(name: str) -> str:
@@ -242,7 +256,16 @@ class PageState(BaseModel):
     load_state: Literal["loading", "domcontentloaded", "load", "unknown"]
     tabs: list[Tab]
     dialog: DialogInfo | None
+    dialog_policy: DialogMode = Field("manual", description="how the session answers dialogs: manual (left open), "
+                                                            "accept or dismiss (at once)")
     console_errors: int = Field(description="console errors and uncaught exceptions recorded so far")
+
+
+class DialogPolicy(BaseModel):
+    session_id: str
+    mode: DialogMode = Field(description="manual: a dialog stays open for the model or the operator to answer; "
+                                         "accept / dismiss: it is answered at once (a prompt accepted with its "
+                                         "default text), and recorded with how")
 
 
 class PageSummary(BaseModel):
@@ -288,6 +311,10 @@ class Pages:
         # tab's title> - Chromium" (desktop.browser reads it from X).
         self.window_title = window_title
         self.dialog = None                     # the open JavaScript dialog, if any
+        # page -> the record's entry of the dialog left open on it, until someone answers it
+        self._unanswered: dict[Any, int] = {}
+        # (page, future) of operations that stop waiting when a dialog opens on their page and holds it
+        self._held: list[tuple[Any, asyncio.Future]] = []
         self._ids: dict[Any, str] = {}
         self._load: dict[Any, str] = {}
         self._cdp: dict[Any, Any] = {}         # page -> this layer's own DevTools session on it
@@ -301,7 +328,8 @@ class Pages:
         context.on("requestfinished", self._on_request_finished)
         context.on("requestfailed", self._on_request_failed)
         # Playwright dismisses dialogs nobody listens for. On a visible desktop a dialog is part of
-        # what the model and the operator see and answer, so: listen, record, leave it open.
+        # what the model and the operator see and answer, so: listen, record, and leave it open or
+        # answer it as the session's dialog policy says.
         context.on("dialog", self._on_dialog)
         context.on("page", self._on_page)
         for page in context.pages:
@@ -328,6 +356,7 @@ class Pages:
             self._recent.remove(page)
         if self.dialog is not None and self.dialog.page is page:
             self.dialog = None
+        self._unanswered.pop(page, None)
 
     def _activated(self, page) -> None:
         if page in self._recent:
@@ -339,9 +368,13 @@ class Pages:
         on its OK) closes without Playwright saying so, DevTools does; and the tab's title, as the
         tab strip shows it, is read there without running anything in the page (which a dialog
         blocks)."""
-        def closed(_params) -> None:
+        def closed(params) -> None:
             if self.dialog is not None and self.dialog.page is page:
                 self.dialog = None
+            seq = self._unanswered.pop(page, None)
+            if seq is not None:  # not answered through this layer: on the screen, by a click or a key
+                self.record.dialogs.update(seq, handled="accepted" if params.get("result") else "dismissed",
+                                           by="screen")
 
         try:
             session = await self.context.new_cdp_session(page)
@@ -415,10 +448,55 @@ class Pages:
                 return "policy"
         return None
 
-    def _on_dialog(self, dialog) -> None:
-        self.dialog = dialog
-        self.record.dialogs.add({"type": dialog.type, "message": dialog.message[:10_000],
-                                 "default_prompt": dialog.default_value, "url": dialog.page.url if dialog.page else ""})
+    async def _on_dialog(self, dialog) -> None:
+        mode = self.record.dialog_policy
+        entry = self.record.dialogs.add({"type": dialog.type, "message": dialog.message[:10_000],
+                                         "default_prompt": dialog.default_value,
+                                         "url": dialog.page.url if dialog.page else "",
+                                         "handled": None, "by": None, "failure": None})
+        if mode == "manual":
+            self.dialog = dialog
+            self._unanswered[dialog.page] = entry["seq"]
+            for page, held in self._held:
+                if page is dialog.page and not held.done():
+                    held.set_result(dialog)
+            return
+        # Recorded before it is answered: the dialog's closing (above, in _watch) must find it answered.
+        self.record.dialogs.update(entry["seq"], handled="accepted" if mode == "accept" else "dismissed",
+                                   by="policy")
+        try:
+            if mode == "accept":
+                # What OK does: a prompt gives the text its field holds, the default.
+                await dialog.accept(dialog.default_value)
+            else:
+                await dialog.dismiss()
+        except Exception as exc:  # the page or the browser went away meanwhile
+            self.record.dialogs.update(entry["seq"], failure=_first_line(exc))
+
+    async def _unless_held(self, page, work: Awaitable[T]) -> T:
+        """``work``, unless a dialog left open on ``page`` holds it up first: a navigation away from
+        a page that asks before leaving (beforeunload), a page that opens an alert as it loads, an
+        expression that calls confirm(). Then DialogOpen at once, rather than a wait for a timeout
+        that only an answer can end; the work goes on, and finishes if the dialog is accepted."""
+        task = asyncio.ensure_future(work)
+        held = asyncio.get_running_loop().create_future()
+        waiting = (page, held)
+        self._held.append(waiting)
+        try:
+            await asyncio.wait({task, held}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the caller's own timeout: the work ends with it
+            task.cancel()
+            raise
+        finally:
+            self._held.remove(waiting)
+            held.cancel()
+        if task.done():
+            return task.result()
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())  # its outcome is nobody's now
+        dialog = held.result()
+        raise DialogOpen(f"a {dialog.type} dialog opened ({dialog.message[:200]!r}) and holds the page; answer it "
+                         "(page dialog: accept or dismiss)" + (": accepting leaves the page, dismissing stays"
+                                                               if dialog.type == "beforeunload" else ""))
 
     async def _on_download(self, download) -> None:
         name = safe_file_name(download.suggested_filename)
@@ -500,6 +578,7 @@ class Pages:
             tabs=tabs,
             dialog=DialogInfo(type=dialog.type, message=dialog.message, default_prompt=dialog.default_value)
             if dialog is not None else None,
+            dialog_policy=self.record.dialog_policy,
             console_errors=errors,
         )
 
@@ -549,20 +628,24 @@ class Pages:
         page = await self.need_front()
         self.refuse_if_dialog("navigation")  # the page cannot leave while it waits for the answer
         start = time.perf_counter()
+        dialogs_before = self.record.dialogs.last_seq
+        go = {"goto": lambda: page.goto(url, wait_until=wait_until, timeout=timeout_ms),
+              "back": lambda: page.go_back(wait_until=wait_until, timeout=timeout_ms),
+              "forward": lambda: page.go_forward(wait_until=wait_until, timeout=timeout_ms),
+              "reload": lambda: page.reload(wait_until=wait_until, timeout=timeout_ms)}[how]
         try:
-            if how == "goto":
-                response = await page.goto(url, wait_until=wait_until, timeout=timeout_ms)
-            elif how == "back":
-                response = await page.go_back(wait_until=wait_until, timeout=timeout_ms)
-            elif how == "forward":
-                response = await page.go_forward(wait_until=wait_until, timeout=timeout_ms)
-            else:
-                response = await page.reload(wait_until=wait_until, timeout=timeout_ms)
+            response = await self._unless_held(page, go())
+        except DialogOpen:
+            raise
         except Exception as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            verb = "open" if how == "goto" else f"go {how}" if how != "reload" else "reload"
+            if self.record.dialogs.since(dialogs_before, lambda e: e["type"] == "beforeunload" and e["by"] == "policy"
+                                         and e["handled"] == "dismissed"):
+                raise ValueError(f"Chromium did not {verb}{' ' + url if url else ''}: the page asked before leaving "
+                                 "(a beforeunload dialog) and the session's dialog policy, dismiss, stayed") from None
             if "Timeout" in first or "Timeout" in type(exc).__name__:
                 raise PageTimeout(f"{url or how}: not {wait_until} within {timeout_ms} ms") from None
-            verb = "open" if how == "goto" else f"go {how}" if how != "reload" else "reload"
             raise ValueError(f"Chromium could not {verb}{' ' + url if url else ''}: {first}") from None
         return {"status": response.status if response else None, "url": page.url,
                 "load_time_ms": round((time.perf_counter() - start) * 1000)}
@@ -572,7 +655,9 @@ class Pages:
         self.refuse_if_dialog("wait")  # nothing changes in a page while its dialog is open
         start = time.perf_counter()
         try:
-            await locator_for(page, target).first.wait_for(state=state, timeout=timeout_ms)
+            await self._unless_held(page, locator_for(page, target).first.wait_for(state=state, timeout=timeout_ms))
+        except DialogOpen:
+            raise
         except Exception as exc:
             first = str(exc).splitlines()[0] if str(exc) else ""
             if "Timeout" in first or "Timeout" in type(exc).__name__:
@@ -585,6 +670,9 @@ class Pages:
         if dialog is None:
             raise NoDialog("no dialog is open")
         info = DialogInfo(type=dialog.type, message=dialog.message, default_prompt=dialog.default_value)
+        seq = self._unanswered.pop(dialog.page, None)
+        if seq is not None:  # before the answer: the dialog's closing must find it answered (_watch)
+            self.record.dialogs.update(seq, handled="accepted" if accept else "dismissed", by="request")
         if accept:
             await dialog.accept(prompt_text) if prompt_text is not None else await dialog.accept()
         else:
@@ -600,7 +688,9 @@ class Pages:
         page = await self.need_front()
         self.refuse_if_dialog("script")
         try:
-            handle = await asyncio.wait_for(page.evaluate_handle(expression), EVALUATE_S)
+            handle = await asyncio.wait_for(self._unless_held(page, page.evaluate_handle(expression)), EVALUATE_S)
+        except DialogOpen:
+            raise
         except asyncio.TimeoutError:
             raise PageTimeout(f"the expression did not finish within {EVALUATE_S} s") from None
         except Exception as exc:

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from desktop.page import ContentFormat, DialogInfo, PageContent, PageState, Tab, Target
+from desktop.page import ContentFormat, DialogInfo, DialogMode, DialogPolicy, PageContent, PageState, Tab, Target
 from desktop.page_service import Acted, PageService, UploadFile, WaitUntil
 
 # At least 1: Playwright reads 0 as "wait for ever".
@@ -62,6 +62,11 @@ class EvaluateRequest(_Body):
 class DialogRequest(_Body):
     accept: bool = True
     prompt_text: str | None = Field(None, max_length=10_000)
+
+
+class DialogPolicyRequest(_Body):
+    mode: DialogMode = Field(description="manual: a dialog stays open for the model or the operator to answer; "
+                                         "accept / dismiss: it is answered at once")
 
 
 class UploadRequest(Target):
@@ -139,6 +144,20 @@ def page_router(pages: PageService) -> APIRouter:
     @router.post("/dialog", response_model=DialogInfo, summary="accept or dismiss the open dialog")
     def dialog(session_id: str, body: DialogRequest) -> DialogInfo:
         return pages.handle_dialog(session_id, body.accept, body.prompt_text)
+
+    @router.get("/dialogs", summary="the dialogs recorded, and how each was handled")
+    def dialogs(session_id: str, since: int = Query(0, ge=0)) -> list[dict]:
+        return pages.dialogs(session_id, since)
+
+    @router.get("/dialog-policy", response_model=DialogPolicy, summary="how the session answers dialogs")
+    def get_dialog_policy(session_id: str) -> DialogPolicy:
+        return pages.dialog_policy(session_id)
+
+    @router.put("/dialog-policy", response_model=DialogPolicy, summary="set how the session answers dialogs")
+    def put_dialog_policy(session_id: str, body: DialogPolicyRequest) -> DialogPolicy:
+        """For the dialogs that open from now on; one open now stays open until answered. Kept
+        through a Chromium heal and a reset."""
+        return pages.set_dialog_policy(session_id, body.mode)
 
     @router.get("/downloads")
     def downloads(session_id: str) -> list[dict]:

@@ -27,11 +27,11 @@ from desktop.actions import (
 from desktop.browser import BrowserError
 from desktop.errors import (
     DialogOpenError, ElementCovered, ElementNotFound, EvaluateDisabled, GlassdeskError, InvalidAction,
-    InvalidSelector, NoDialogError, PageTimeoutError, PageUnavailable, ResultTooLarge, UploadTooLarge,
+    InvalidRequest, InvalidSelector, NoDialogError, PageTimeoutError, PageUnavailable, ResultTooLarge, UploadTooLarge,
 )
 from desktop.page import (
-    BadSelector, ContentFormat, DialogInfo, DialogOpen, Located, NoDialog, PageContent, PageState, PageSummary,
-    PageTimeout, Pages, Tab, Target, TooLarge, locate, locator_for, safe_file_name,
+    BadSelector, ContentFormat, DialogInfo, DialogOpen, DialogPolicy, Located, NoDialog, PageContent, PageState,
+    PageSummary, PageTimeout, Pages, Tab, Target, TooLarge, dialog_mode, locate, locator_for, safe_file_name,
 )
 from desktop.port import Performed
 from desktop.sessions import QUEUE_WAIT_S, Session
@@ -201,6 +201,26 @@ class PageService:
     def handle_dialog(self, session_id: str | None, accept: bool, prompt_text: str | None = None) -> DialogInfo:
         return self._call(self._agent(session_id), lambda pages: pages.handle_dialog(accept, prompt_text))
 
+    # ---------------------------------------------------------------- dialogs
+
+    def dialogs(self, session_id: str | None, since: int = 0) -> list[dict]:
+        """The dialogs recorded since ``since``: type, message, url, and how each was handled
+        (``handled``: accepted, dismissed, or null while open; ``by``: policy, request, screen)."""
+        return self._reading(session_id).stack.record.dialogs.since(since)
+
+    def dialog_policy(self, session_id: str | None) -> DialogPolicy:
+        session = self._reading(session_id)
+        return DialogPolicy(session_id=session.id, mode=session.stack.record.dialog_policy)
+
+    def set_dialog_policy(self, session_id: str | None, mode: str) -> DialogPolicy:
+        """How the session answers the dialogs that open from now on (one open now stays open until
+        answered). It lives with the session: a Chromium heal and a reset keep it. A setting, not
+        input, so neither a run nor a person at the controls holds it up; a bad mode changes nothing."""
+        checked = check_dialog_mode(mode)
+        session = self._reading(session_id)
+        session.stack.record.dialog_policy = checked
+        return DialogPolicy(session_id=session.id, mode=checked)
+
     def wait_for(self, session_id: str | None, target: Target, state: str, timeout_ms: int) -> dict:
         return self._call(self._reading(session_id), lambda pages: pages.wait_for(target, state, timeout_ms),
                           timeout_ms)
@@ -323,6 +343,13 @@ class PageService:
         acted.dispatched = "devtools"
         acted.verified = True
         return acted
+
+
+def check_dialog_mode(mode: str):
+    try:
+        return dialog_mode(mode)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from None
 
 
 # A <select>'s options as [value, label] pairs, or null for any other element.

@@ -93,11 +93,17 @@ class DesktopService:
         self.manager.listeners.append(listener)
 
     def create(self, session_id: str | None = None, *, pinned: bool = False, allow: Sequence[str] | None = None,
-               deny: Sequence[str] | None = None) -> SessionInfo:
-        """Start a session (seconds), its browser under the network policy ``allow``/``deny``
-        (checked before anything starts). A desktop that does not come up is ``session_unavailable``."""
+               deny: Sequence[str] | None = None, dialogs: str = "manual") -> SessionInfo:
+        """Start a session (seconds), its browser under the network policy ``allow``/``deny`` and
+        the dialog policy ``dialogs`` (both checked before anything starts). A desktop that does not
+        come up is ``session_unavailable``."""
+        from desktop.page_service import check_dialog_mode
+
         network = _network_policy(allow, deny)
-        return self._info(self._start(session_id, pinned=pinned, network=network))
+        check_dialog_mode(dialogs)
+        session = self._start(session_id, pinned=pinned, network=network)
+        self.pages.set_dialog_policy(session.id, dialogs)  # before any page: Chromium starts at about:blank
+        return self._info(session)
 
     def _start(self, session_id: str | None, *, pinned: bool = False, network: NetworkPolicy | None = None) -> Session:
         try:

@@ -1,7 +1,8 @@
 """A small local web site for the page layer's tests, served on 127.0.0.1.
 
 Each page does one thing the page layer must see or act on: console errors and an uncaught
-exception, a fetch that gets a 404, alert/confirm/prompt, downloads (one with a hostile name), a
+exception, a fetch that gets a 404, alert/confirm/prompt, a page that asks before it is left
+(beforeunload), downloads (one with a hostile name), a
 file input, a form with a select, a link that opens a new tab, and a page 4000 px tall. The pages
 report what really happened to them (clicks with their screenX/screenY, the files an input got,
 what a dialog answered) to ``POST /event``; the tests read that record, never the page layer's own
@@ -43,7 +44,7 @@ PAGES: dict[str, bytes] = {
 <h1>site index</h1>
 <a href="/console">console</a> <a href="/fetch404">fetch</a> <a href="/dialogs">dialogs</a>
 <a href="/downloads">downloads</a> <a href="/upload">upload</a> <a href="/form">form</a>
-<a href="/newtab">new tab</a> <a href="/tall">tall</a>"""),
+<a href="/newtab">new tab</a> <a href="/tall">tall</a> <a href="/leave">leave</a>"""),
 
     "/console": _page("console errors", """
 <p id="words">this page logs and throws</p>
@@ -83,6 +84,15 @@ PAGES: dict[str, bytes] = {
   document.getElementById('prompt').addEventListener('click', () => setTimeout(
       () => answered('prompt', prompt('site prompt: your name?', 'anon')), 0));
   document.getElementById('name').addEventListener('input', (e) => report({type: 'input', value: e.target.value}));
+</script>"""),
+
+    "/leave": _page("asks before leaving", """
+<button class="at" id="touch" style="left: 100px; top: 200px">Touch</button>
+<script>
+  // Chromium asks before leaving only a page a person has interacted with: a real click on Touch.
+  window.addEventListener('beforeunload', (e) => { e.preventDefault(); e.returnValue = ''; });
+  window.addEventListener('pagehide', () => navigator.sendBeacon('/event', JSON.stringify(
+      {page: location.pathname, type: 'left'})));
 </script>"""),
 
     "/downloads": _page("downloads", """

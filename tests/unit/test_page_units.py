@@ -141,3 +141,13 @@ def test_summary_line():
     text = summary_line(busy)
     assert "dialog open: alert 'hi'" in text and "2 new console error(s)" in text
     assert summary_line(PageSummary(url=None, title=None, dialog=None)).startswith("page: (no tab)")
+
+
+def test_dialog_modes_are_checked_and_manual_is_the_default():
+    from desktop.page import PageRecord, dialog_mode
+
+    assert PageRecord().dialog_policy == "manual"
+    assert [dialog_mode(m) for m in ("manual", "accept", "dismiss")] == ["manual", "accept", "dismiss"]
+    for bad in ("", "Accept", "auto", "accept ", "none"):
+        with pytest.raises(ValueError, match="manual, accept, dismiss"):
+            dialog_mode(bad)
