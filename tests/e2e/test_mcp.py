@@ -32,7 +32,8 @@ TOOLS = {
     "session_create", "session_list", "session_close", "session_reset", "live_view_url",
     "page_state", "page_content", "page_console_messages", "page_network_requests", "page_downloads",
     "page_screenshot", "page_wait_for", "page_navigate", "page_back", "page_forward", "page_reload", "page_tabs",
-    "page_click", "page_fill", "page_select", "page_upload_file", "page_handle_dialog", "page_evaluate",
+    "page_click", "page_fill", "page_select", "page_upload_file", "page_handle_dialog", "page_dialogs",
+    "page_evaluate",
 }
 READ_ONLY = {"desktop_screenshot", "desktop_windows", "desktop_zoom", "vision_extract_visible_text", "session_list",
              "live_view_url", "page_state", "page_content", "page_console_messages", "page_network_requests",

@@ -188,6 +188,39 @@ def test_dialogs_over_mcp(server, site):
     refused(call(server, "page_handle_dialog", {}), "no_dialog")
 
 
+def test_the_dialog_policy_over_mcp(server, site, manager):
+    listed = done(call(server, "page_dialogs", {}))
+    assert listed["policy"] == "manual" and "dialog policy: manual" in text_of(call(server, "page_state"))
+    since = listed["dialogs"][-1]["seq"] if listed["dialogs"] else 0
+    try:
+        assert done(call(server, "page_dialogs", {"policy": "accept"}))["policy"] == "accept"
+        assert done(call(server, "page_state"))["dialog_policy"] == "accept"
+        navigate(server, site, "/dialogs")
+        done(call(server, "page_click", {"selector": "#confirm"}))
+        assert site.wait_for(lambda e: e["type"] == "answered")["value"] is True
+        answer = call(server, "page_dialogs", {"since": since})
+        assert [(d["type"], d["handled"], d["by"]) for d in done(answer)["dialogs"]] == [
+            ("confirm", "accepted", "policy")]
+        assert "confirm 'site confirm: proceed?': accepted by policy" in text_of(answer)
+        assert done(answer)["page"]["dialog"] is None, "nothing stays open"
+        assert "dismiss" in refused(call(server, "page_dialogs", {"policy": "sometimes"}), "invalid_request")
+        assert done(call(server, "page_dialogs", {}))["policy"] == "accept", "a bad mode changes nothing"
+    finally:
+        done(call(server, "page_dialogs", {"policy": "manual"}))
+    before = set(manager.sessions)
+    async def create(arguments):
+        async with Client(server) as client:
+            return await client.call_tool("session_create", arguments)
+    refused(anyio.run(create, {"session": "mcpbad", "dialogs": "always"}), "invalid_request")
+    assert set(manager.sessions) == before, "no session was started"
+    created = anyio.run(create, {"session": "mcpdialogs", "dialogs": "dismiss"})
+    try:
+        assert not created.is_error, text_of(created)
+        assert done(call(server, "page_dialogs", {"session": "mcpdialogs"}))["policy"] == "dismiss"
+    finally:
+        manager.delete("mcpdialogs")
+
+
 def test_screenshots_and_downloads(server, site):
     navigate(server, site, "/tall")
     shot = call(server, "page_screenshot", {"full_page": True})

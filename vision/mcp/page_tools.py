@@ -16,7 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import BlobResourceContents, CallToolResult, EmbeddedResource
 from pydantic import Field
 
-from desktop.page import ContentFormat, PageSummary, Target
+from desktop.page import ContentFormat, DialogMode, PageSummary, Target
 from desktop.page_service import Acted, UploadFile, WaitUntil
 from vision.errors import InvalidRequest
 from vision.mcp.tools import SessionArg, _annotations, _argv_text, _image, _result, _text, blocking
@@ -93,6 +93,7 @@ def register_page_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         lines = [f"url: {state.url}", f"title: {state.title!r}", f"load state: {state.load_state}",
                  f"console errors recorded: {state.console_errors}",
                  "dialog: " + (f"{state.dialog.type} {state.dialog.message!r}" if state.dialog else "none"),
+                 f"dialog policy: {state.dialog_policy}",
                  "tabs:"] + [f"  {t.id}{' (active)' if t.active else ''}  {t.url}  {t.title!r}" for t in state.tabs]
         return _result("\n".join(lines), None, {"session": session, **state.model_dump(mode="json")})
 
@@ -314,6 +315,32 @@ def register_page_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         verb = "accepted" if accept else "dismissed"
         return await answer(session, f"{verb} the {dialog.type} dialog {dialog.message!r}",
                             {"accepted": accept, "dialog": dialog.model_dump()})
+
+    @server.tool(name="page_dialogs", title="Dialogs of the visible browser and how they are answered",
+                 annotations=_annotations("Dialogs of the visible browser and how they are answered", idempotent=True),
+                 description="Manages the VISIBLE Chromium's JavaScript dialogs (alert, confirm, prompt, "
+                             "beforeunload) on the desktop the operator watches live in noVNC. Lists the dialogs "
+                             "recorded since `since` (type, message, url, and how each was handled: accepted or "
+                             "dismissed, by the policy, a request or on the screen; null while open) and the "
+                             "session's dialog policy. With `policy`, sets it first: manual (the default) leaves "
+                             "each dialog open for you or the operator to answer (page_handle_dialog, or its "
+                             "buttons on the screen); accept / dismiss answer each one at once. It applies to "
+                             "dialogs that open from now on and lasts through a browser restart and a reset.")
+    async def page_dialogs(policy: Annotated[DialogMode | None, Field(description="set the dialog policy: manual, "
+                                                                      "accept or dismiss")] = None,
+                           since: Annotated[int, Field(ge=0, description="only dialogs after this sequence "
+                                                       "number")] = 0,
+                           session: SessionArg = default_session) -> CallToolResult:
+        if policy is not None:
+            await blocking(pages.set_dialog_policy, session, policy)
+        mode = (await blocking(pages.dialog_policy, session)).mode
+        entries = await blocking(pages.dialogs, session, since)
+        lines = [f"[{e['seq']}] {e['type']} {e['message'][:300]!r}: "
+                 + (f"{e['handled']} by {e['by']}" if e["handled"] else "open or unanswered")
+                 + (f" (failed: {e['failure']})" if e.get("failure") else "") for e in entries]
+        head = f"dialog policy: {mode}" + (" (set now)" if policy is not None else "")
+        return await answer(session, f"{head}\n{len(entries)} dialog(s)\n" + "\n".join(lines),
+                            {"policy": mode, "dialogs": entries})
 
     @server.tool(name="page_evaluate", title="Run JavaScript in the visible page",
                  annotations=_annotations("Run JavaScript in the visible page", destructive=True, open_world=True),

@@ -24,6 +24,7 @@ from desktop.actions import (
     SCREEN_HEIGHT, SCREEN_WIDTH, Button, Click, Direction, DoubleClick, Drag, Key, Move, Point, Region, Scroll, Type,
     X, Y, Zoom, _Action,
 )
+from desktop.page import DialogMode
 from desktop.port import Performed
 from vision import packs
 from vision.loop import MAX_STEPS_CAP, ActRequest, ActResult, StepSummary
@@ -482,15 +483,21 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                  description="Manages the VISIBLE desktop sessions: starts one more XFCE desktop (1920x1080, "
                              "Chromium open, its own noVNC live view) and returns its id and live-view URL. Pass "
                              "the id as `session` to the other tools. `network` limits what its browser may "
-                             "reach (allow/deny lists of host, host:port or *.domain). Takes a few seconds.")
+                             "reach (allow/deny lists of host, host:port or *.domain); `dialogs` says how its "
+                             "JavaScript dialogs are answered. Takes a few seconds.")
     async def session_create(session: Annotated[str | None, Field(description="a name for it (1-32 of a-z 0-9 - _); "
                                                                               "generated when omitted")] = None,
                              network: Annotated[NetworkArg | None, Field(description="the browser's network policy; "
                                                                          "default: no limits beyond glassdesk's own "
                                                                          "ports")] = None,
+                             dialogs: Annotated[DialogMode,
+                                                Field(description="manual (default): a dialog stays open for you "
+                                                                  "or the operator to answer; accept / dismiss: "
+                                                                  "each is answered at once")] = "manual",
                              ) -> CallToolResult:
         network = network or NetworkArg()
-        info = await blocking(lambda: desktops.create(session, allow=network.allow, deny=network.deny))
+        info = await blocking(lambda: desktops.create(session, allow=network.allow, deny=network.deny,
+                                                      dialogs=dialogs))
         return _result(f"session {info.id!r} started on display {info.display}\n"
                        f"live view (view-only): {info.novnc_url}", None, info.model_dump(mode="json"))
 
