@@ -112,6 +112,10 @@ CASES = [
      503, "not_ready"),
     ("a page click during a take-over", ("POST", f"{PAGE}/click", {"selector": "body"}),
      ("page_click", {"selector": "body", "session": SID}), "operator_in_control", 409, "takeover"),
+    ("a dialog policy that is none", ("PUT", f"{PAGE}/dialog-policy", {"mode": "sometimes"}),
+     ("page_dialogs", {"policy": "sometimes", "session": SID}), "invalid_request", 422, "none"),
+    ("a new session's dialog policy that is none", ("POST", "/api/v1/sessions", {"id": "dp-bad", "dialogs": "yes"}),
+     ("session_create", {"session": "dp-bad", "dialogs": "yes"}), "invalid_request", 422, "none"),
     ("an upload over the limit", ("POST", f"{PAGE}/upload", {"selector": "input", "files": [BIG]}),
      ("page_upload_file", {"selector": "input", "files": [BIG], "session": SID}), "upload_too_large", 413, "none"),
 ]
