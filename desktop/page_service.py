@@ -28,6 +28,7 @@ from desktop.browser import BrowserError
 from desktop.errors import (
     DialogOpenError, ElementCovered, ElementNotFound, EvaluateDisabled, GlassdeskError, InvalidAction,
     InvalidRequest, InvalidSelector, NoDialogError, PageTimeoutError, PageUnavailable, ResultTooLarge, UploadTooLarge,
+    describe_validation,
 )
 from desktop.page import (
     BadSelector, ContentFormat, DialogInfo, DialogOpen, DialogPolicy, Located, NoDialog, PageContent, PageState,
@@ -262,7 +263,10 @@ class PageService:
             text = fill_placeholders(value, secrets or {})
         except UnknownPlaceholder as exc:
             raise InvalidAction(str(exc)) from None
-        typing = Type(text=text) if text else None  # validated (untypeable characters) before anything runs
+        try:  # validated (untypeable characters) before anything runs
+            typing = Type(text=text) if text else None
+        except ValidationError as exc:
+            raise InvalidAction(describe_validation(exc).replace("text:", "value:", 1)) from None
         session = self._agent(session_id)
         with session.exclusive("a page fill"):  # click, clear and type land in the same field
             located = self._locate(session, target, timeout_ms, "typing")

@@ -151,3 +151,22 @@ def test_dialog_modes_are_checked_and_manual_is_the_default():
     for bad in ("", "Accept", "auto", "accept ", "none"):
         with pytest.raises(ValueError, match="manual, accept, dismiss"):
             dialog_mode(bad)
+
+
+def test_fill_refuses_an_untypeable_value_before_anything_runs():
+    """A control character in the value (or in a secret it names) is a typed 422 naming the
+    value, found before any session is looked up; it never reaches xdotool or becomes a 500."""
+    from desktop.errors import InvalidAction
+    from desktop.page import Target
+    from desktop.page_service import PageService
+
+    class NoDesktops:
+        def get(self, *_):
+            raise AssertionError("validation must come before any session is touched")
+
+    pages = PageService(NoDesktops())
+    with pytest.raises(InvalidAction, match=r"^value: the character U\+0015 at position 0"):
+        pages.fill("s", Target(selector="#name"), "\x15abc")
+    with pytest.raises(InvalidAction) as raised:
+        pages.fill("s", Target(selector="#name"), "pw={{PW}}", secrets={"PW": "hunter\x002"})
+    assert "hunter" not in str(raised.value)  # the secret is never echoed in the error
