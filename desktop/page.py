@@ -321,12 +321,7 @@ class Pages:
         self._recent: list = []                # pages, the most recently brought to the front last
         self._requests: dict[Any, tuple[int, float]] = {}   # request -> its entry's seq and start
         self._next_id = 1
-        context.on("console", self._on_console)
-        context.on("weberror", self._on_weberror)
-        context.on("request", self._on_request)
-        context.on("response", self._on_response)
-        context.on("requestfinished", self._on_request_finished)
-        context.on("requestfailed", self._on_request_failed)
+        self._recording(True)
         # Playwright dismisses dialogs nobody listens for. On a visible desktop a dialog is part of
         # what the model and the operator see and answer, so: listen, record, and leave it open or
         # answer it as the session's dialog policy says.
@@ -336,6 +331,20 @@ class Pages:
             self._on_page(page)
 
     # ---------------------------------------------------------------- recording
+
+    def _recording(self, on: bool) -> None:
+        """Attach (or detach) the console and network recorders. Playwright's driver sends an event
+        over the pipe only while the context has a listener for it (weberror excepted), so detached
+        they cost a page load nothing. Always on in service; off only for the benchmark's comparison
+        of page loads with and without recording (tests/bench_page.py)."""
+        for event, handler in (("console", self._on_console), ("weberror", self._on_weberror),
+                               ("request", self._on_request), ("response", self._on_response),
+                               ("requestfinished", self._on_request_finished),
+                               ("requestfailed", self._on_request_failed)):
+            if on:
+                self.context.on(event, handler)
+            else:
+                self.context.remove_listener(event, handler)
 
     def _on_page(self, page) -> None:
         self._ids[page] = f"t{self._next_id}"
