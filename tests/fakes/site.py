@@ -2,8 +2,9 @@
 
 Each page does one thing the page layer must see or act on: console errors and an uncaught
 exception, a fetch that gets a 404, alert/confirm/prompt, a page that asks before it is left
-(beforeunload), downloads (one with a hostile name), a
-file input, a form with a select, a link that opens a new tab, and a page 4000 px tall. The pages
+(beforeunload), downloads (one with a hostile name), a file input, a form with a select, a link
+that opens a new tab, a page 4000 px tall, a button under a veil, and a page whose load brings
+subresources and console lines. The pages
 report what really happened to them (clicks with their screenX/screenY, the files an input got,
 what a dialog answered) to ``POST /event``; the tests read that record, never the page layer's own
 account of itself.
@@ -146,6 +147,11 @@ PAGES: dict[str, bytes] = {
   Promise.allSettled(targets.map((u) => fetch(u, {mode: 'no-cors', cache: 'no-store'})))
     .then((outcomes) => report({type: 'reached', outcomes: outcomes.map((o) => o.status)}));
 </script>"""),
+
+    "/covered": _page("covered", """
+<button class="at go" id="free" style="left: 500px; top: 100px">Free</button>
+<button class="at go" id="under" style="left: 100px; top: 100px">Under the veil</button>
+<div class="at veil" id="veil" style="left: 50px; top: 50px; width: 350px; height: 150px; background: rgba(0, 0, 0, .3)"></div>"""),
 
     # A page whose load brings what the recording sees: a stylesheet, a script, images (each a
     # request with its response) and console lines, one of them an error. The benchmark loads it
