@@ -356,6 +356,7 @@ class Pages:
         self._recent: list = []                # pages, the most recently brought to the front last
         self._requests: dict[Any, tuple[int, float]] = {}   # request -> its entry's seq and start
         self._next_id = 1
+        self._recorders = False
         self._recording(True)
         # Playwright dismisses dialogs nobody listens for. On a visible desktop a dialog is part of
         # what the model and the operator see and answer, so: listen, record, and leave it open or
@@ -368,10 +369,14 @@ class Pages:
     # ---------------------------------------------------------------- recording
 
     def _recording(self, on: bool) -> None:
-        """Attach (or detach) the console and network recorders. Playwright's driver sends an event
-        over the pipe only while the context has a listener for it (weberror excepted), so detached
-        they cost a page load nothing. Always on in service; off only for the benchmark's comparison
-        of page loads with and without recording (tests/bench_page.py)."""
+        """Attach (or detach) the console and network recorders. Playwright's driver sends these
+        events over the pipe only while the context has a listener for them (but uncaught errors and
+        a navigation's own request), so detached they cost a page load next to nothing. Always on
+        in service; off only for the benchmark's comparison of page loads with and without
+        recording (tests/bench_page.py)."""
+        if on == self._recorders:
+            return  # attached twice, each event would be recorded twice
+        self._recorders = on
         for event, handler in (("console", self._on_console), ("weberror", self._on_weberror),
                                ("request", self._on_request), ("response", self._on_response),
                                ("requestfinished", self._on_request_finished),
