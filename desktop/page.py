@@ -175,8 +175,9 @@ class Located:
     covered_by: str | None   # what is on top at the pixel, when it is not the element itself
 
 
-# The element on top at a viewport point, and whether it is (inside) the target.
-_HIT_TEST = """([el, x, y]) => {
+# What is on top at a viewport point: null when it is the target element or inside it, else a
+# label like "div#overlay.modal".
+_COVERED = """(el, x, y) => {
   const top = document.elementFromPoint(x, y);
   if (!top || el === top || el.contains(top)) return null;
   const id = top.id ? '#' + top.id : '';
@@ -184,7 +185,24 @@ _HIT_TEST = """([el, x, y]) => {
   return top.tagName.toLowerCase() + id + cls;
 }"""
 
+_HIT_TEST = f"([el, x, y]) => ({_COVERED})(el, x, y)"
+
 _WINDOW = "() => ({screenX, screenY, outerWidth, outerHeight, innerWidth, innerHeight})"
+
+# Everything locate needs once the element is in view, in one call instead of six: how many
+# elements match, the first one's box (CSS px in the viewport), the window's numbers and what is on
+# top at the box's centre (the pixel display_point picks, less the origin). null when the element
+# is in a frame of its own: its box and window would be the frame's, so locate asks the page
+# (_where_in_frame), as it does when nothing is found here.
+_WHERE = f"""(els) => {{
+  if (!els.length) return {{matches: 0}};
+  const el = els[0], view = el.ownerDocument.defaultView;
+  if (!view || view !== view.top) return null;
+  const r = el.getBoundingClientRect();
+  return {{matches: els.length, box: {{x: r.x, y: r.y, width: r.width, height: r.height}},
+          covered_by: ({_COVERED})(el, Math.trunc(r.x + r.width / 2), Math.trunc(r.y + r.height / 2)),
+          window: {{screenX, screenY, outerWidth, outerHeight, innerWidth, innerHeight}}}};
+}}"""
 
 
 async def locate(page, target: Target, timeout_ms: int) -> Located:
@@ -195,20 +213,37 @@ async def locate(page, target: Target, timeout_ms: int) -> Located:
         await locator.first.wait_for(state="visible", timeout=timeout_ms)
     except Exception as exc:
         _raise_for(exc, target, timeout_ms)
-    matches = await locator.count()
     element = locator.first
+    # Playwright's scroll waits for the element to stand still (two animation frames): a pixel
+    # taken from a moving element would miss it.
     await element.scroll_into_view_if_needed(timeout=timeout_ms)
+    where = await locator.evaluate_all(_WHERE)
+    if where is None or not where["matches"]:  # a frame's element (a ref like f1e2 is not even seen here)
+        where = await _where_in_frame(page, locator)
+    if not where["matches"] or not where.get("box"):
+        raise LookupError(f"no visible element for {target.describe()}")
+    box = where["box"]
+    origin = viewport_origin(where["window"])
+    x, y = display_point(box, origin)
+    display_box = {"x": origin[0] + round(box["x"]), "y": origin[1] + round(box["y"]),
+                   "width": round(box["width"]), "height": round(box["height"])}
+    return Located(x, y, display_box, where["matches"], where["covered_by"])
+
+
+async def _where_in_frame(page, locator) -> dict:
+    """_WHERE's answer for an element in a frame of its own, asked of Playwright and of the page
+    (its box on the page, the page's window, what is on top there in the page)."""
+    element = locator.first
     box = await element.bounding_box()
     if box is None:
-        raise LookupError(f"no visible element for {target.describe()}")
-    origin = viewport_origin(await page.evaluate(_WINDOW))
+        return {"matches": 0}
+    window = await page.evaluate(_WINDOW)
+    origin = viewport_origin(window)
     x, y = display_point(box, origin)
     handle = await element.element_handle()
     covered_by = await page.evaluate(_HIT_TEST, [handle, x - origin[0], y - origin[1]])
     await handle.dispose()
-    display_box = {"x": origin[0] + round(box["x"]), "y": origin[1] + round(box["y"]),
-                   "width": round(box["width"]), "height": round(box["height"])}
-    return Located(x, y, display_box, matches, covered_by)
+    return {"matches": await locator.count(), "box": box, "covered_by": covered_by, "window": window}
 
 
 async def _present(page, selector: str | None) -> None:
@@ -321,12 +356,8 @@ class Pages:
         self._recent: list = []                # pages, the most recently brought to the front last
         self._requests: dict[Any, tuple[int, float]] = {}   # request -> its entry's seq and start
         self._next_id = 1
-        context.on("console", self._on_console)
-        context.on("weberror", self._on_weberror)
-        context.on("request", self._on_request)
-        context.on("response", self._on_response)
-        context.on("requestfinished", self._on_request_finished)
-        context.on("requestfailed", self._on_request_failed)
+        self._recorders = False
+        self._recording(True)
         # Playwright dismisses dialogs nobody listens for. On a visible desktop a dialog is part of
         # what the model and the operator see and answer, so: listen, record, and leave it open or
         # answer it as the session's dialog policy says.
@@ -336,6 +367,24 @@ class Pages:
             self._on_page(page)
 
     # ---------------------------------------------------------------- recording
+
+    def _recording(self, on: bool) -> None:
+        """Attach (or detach) the console and network recorders. Playwright's driver sends these
+        events over the pipe only while the context has a listener for them (but uncaught errors and
+        a navigation's own request), so detached they cost a page load next to nothing. Always on
+        in service; off only for the benchmark's comparison of page loads with and without
+        recording (tests/bench_page.py)."""
+        if on == self._recorders:
+            return  # attached twice, each event would be recorded twice
+        self._recorders = on
+        for event, handler in (("console", self._on_console), ("weberror", self._on_weberror),
+                               ("request", self._on_request), ("response", self._on_response),
+                               ("requestfinished", self._on_request_finished),
+                               ("requestfailed", self._on_request_failed)):
+            if on:
+                self.context.on(event, handler)
+            else:
+                self.context.remove_listener(event, handler)
 
     def _on_page(self, page) -> None:
         self._ids[page] = f"t{self._next_id}"

@@ -5,7 +5,9 @@ Not a test (pytest collects only test_*.py): it prints a table and writes docs/b
 Every number is a median (and p90) over N runs on a real desktop started here, next to the
 floor measured in the same run: a raw mss grab + PNG encode + one xdotool call. Targets come
 from issue 2 (2-core machine): capture+PNG <= 20 ms median; click -> settled screenshot <= 5x
-the floor; cold start <= 5 s; idle session <= 600 MB.
+the floor; cold start <= 5 s; idle session <= 600 MB. The page layer's, from issue 11
+(tests/bench_page.py): page_state <= 20 ms median; a selector click to settled <= 1.5x the pixel
+click to settled on the same element; console and network recording <= 5% added to a page load.
 
 The report is a list of sections, each a list of metric functions ``fn(bench) -> list[Row]``.
 Add a section by appending to SECTIONS (e.g. the vision loop's overhead per step with the
@@ -29,7 +31,7 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import mss
 import mss.tools
@@ -122,6 +124,7 @@ class Bench:
     started: list[tuple[str, set[int]]] = field(default_factory=list)  # (tag, leader pids), for the leftover check
     idle_session: Session | None = None  # the last cold-started session, measured idle by idle_rss
     cpu_ms: dict[str, float] = field(default_factory=dict)  # CPU-time medians some findings use
+    page_rig: Any = None  # the page layer's service, HTTP app and test site (tests.bench_page.PageRig)
 
     def detail(self, title: str, header: list[str], rows: list[list[str]], note: str = "") -> None:
         self.details.append(Detail(title, header, rows, note))
@@ -564,6 +567,102 @@ def loop_overhead(bench: Bench) -> list[Row]:
     return rows
 
 
+def _page_rig(bench: Bench):
+    from tests.bench_page import PageRig
+
+    if bench.page_rig is None:
+        bench.page_rig = PageRig.start(bench.manager, bench.session.id)
+    return bench.page_rig
+
+
+def _floors(value_ms: float, bench: Bench) -> str:
+    return f"{value_ms / bench.floor_ms:.1f}x the floor" if bench.floor_ms else ""
+
+
+def page_state(bench: Bench) -> list[Row]:
+    """page_state through the service and over HTTP, with one tab and with three (tests/bench_page.py)."""
+    from tests.bench_page import page_state_times
+
+    rig = _page_rig(bench)
+    rows = []
+    for tabs in (1, 3):
+        samples = page_state_times(rig, bench.runs, tabs)
+        label = "1 tab" if tabs == 1 else f"{tabs} tabs"
+        for door, how in (("service", "PageService.state"), ("http", "GET /page over HTTP")):
+            med = median(samples[door])
+            note = _floors(med, bench)
+            if tabs > 1 and door == "service":
+                note += "; the tab in front from the window's title (an xdotool process, a DevTools call per tab)"
+            rows.append(Row(f"page_state, {label}: {how}", "ms", samples[door], "<= 20 ms median", med <= 20,
+                            note=note))
+    return rows
+
+
+def selector_click(bench: Bench) -> list[Row]:
+    """A selector click to settled against a pixel click to settled on the same buttons of the test
+    page, alternating (tests/bench_page.py), pointer glide off."""
+    from tests.bench_page import click_times
+
+    result = click_times(_page_rig(bench), bench.page, bench.runs)
+    pixel, selector = median(result["pixel"]), median(result["selector"])
+    ratio = selector / pixel
+    if result["landed"] == result["expected"]:
+        bench.findings.append(f"Every timed page-layer click (pixel and selector) landed on its button, as the page's "
+                              f"events show: {result['landed']}.")
+    else:
+        bench.findings.append(f"WARNING (page-layer clicks): the page saw clicks {result['landed']}, expected "
+                              f"{result['expected']}.")
+    if result["moved"]:
+        bench.findings.append(f"WARNING (page-layer clicks): {result['moved']} selector clicks used another pixel than "
+                              f"the pixel clicks ({result['points']}).")
+    return [
+        Row("pixel click -> settled (DesktopService.perform(Click)), glide off", "ms", result["pixel"],
+            note=_floors(pixel, bench)),
+        Row("selector click -> settled (PageService.click by CSS selector), same buttons", "ms", result["selector"],
+            f"<= 1.5x pixel click ({1.5 * pixel:.0f} ms)", ratio <= 1.5,
+            note=f"{ratio:.2f}x the pixel click; finding the element: {selector - pixel:+.1f} ms"),
+        Row("  of which the settle wait, pixel click", "ms", result["pixel_settle"]),
+        Row("  of which the settle wait, selector click", "ms", result["selector_settle"]),
+    ]
+
+
+def recording_cost(bench: Bench) -> list[Row]:
+    """Page loads of the test site with the console and network recorders attached and detached,
+    alternating (tests/bench_page.py). Twice the runs: the difference sought is a few ms."""
+    from tests.bench_page import load_times
+
+    result = load_times(_page_rig(bench), 2 * bench.runs)
+    attached, detached = median(result["attached"]), median(result["detached"])
+    added = attached / detached - 1
+    per = result["per_load"]
+    bench.findings.append(
+        f"Recording: each load of /load added {per['attached']['network']:g} network and "
+        f"{per['attached']['console']:g} console entries to the record with the recorders attached, "
+        f"{per['detached']['network']:g} and {per['detached']['console']:g} detached.")
+    cpu = {arm: sum(parts.values()) for arm, parts in result["cpu_ms"].items()}
+    cpu_added = cpu["attached"] - cpu["detached"]
+    bench.findings.append(
+        f"Recording's CPU per load (means): this process {result['cpu_ms']['attached']['this process']:.1f} ms attached "
+        f"against {result['cpu_ms']['detached']['this process']:.1f} ms detached, Playwright's driver "
+        f"{result['cpu_ms']['attached']['playwright driver']:.1f} against "
+        f"{result['cpu_ms']['detached']['playwright driver']:.1f} ms (clock ticks of 10 ms, averaged): "
+        f"{cpu_added:+.1f} ms in all, {cpu_added / detached:+.1%} of a detached load's median wall time. CPU time is "
+        f"what a machine with a core to spare would add to the load at most; the wall times above also carry the "
+        f"machine's load.")
+    return [
+        Row("page load of the test site's /load (PageService.navigate until load), recording attached", "ms",
+            result["attached"], "<= 5% over detached", added <= 0.05,
+            note=f"{added:+.1%} ({attached - detached:+.1f} ms); median of paired differences "
+                 f"{result['paired_diff_ms']:+.1f} ms"),
+        Row("  the same loads, console and network recorders detached", "ms", result["detached"],
+            note=_floors(detached, bench)),
+        Row("  CPU per load (this process + Playwright's driver), recording attached", "ms", result["cpu_attached"],
+            note=f"mean {cpu['attached']:.1f} ms: {cpu_added:+.1f} ms ({cpu_added / detached:+.1%} of the detached "
+                 f"load's wall time)"),
+        Row("  CPU per load, recorders detached", "ms", result["cpu_detached"], note=f"mean {cpu['detached']:.1f} ms"),
+    ]
+
+
 SECTIONS: list[Section] = [
     Section("Desktop", [floor, capture_png, click_settled, png_encoders, cold_start, idle_rss],
             intro="A real session (Xvfb 1920x1080x24 + XFCE + Chromium + x11vnc) started by "
@@ -571,6 +670,11 @@ SECTIONS: list[Section] = [
     Section("Vision loop", [loop_overhead],
             intro="Runner overhead per step with the scripted provider (no model time): screenshot, "
                   "execute, settle, trace (PNG + fsynced files). Each step clicks a button of the test page."),
+    Section("Page layer", [page_state, selector_click, recording_cost],
+            intro="desktop.page_service.PageService on the session under test (tests/bench_page.py); GET /page over "
+                  "real HTTP: the app of vision.app on uvicorn on loopback, client in the same process. Clicks on "
+                  "the test page's two buttons, alternating pixel and selector; page loads of the local test site "
+                  "(tests/fakes/site.py) with the console and network recorders attached and detached in turn."),
 ]
 
 
@@ -710,7 +814,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=50, help="samples per timed metric (default 50)")
     parser.add_argument("--cold-runs", type=int, default=3, help="cold starts to time (default 3)")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds idle before measuring RSS (default 5)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md", help="markdown report path")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="markdown report path (default docs/benchmarks.md; none with --section)")
+    parser.add_argument("--section", action="append", choices=[s.title for s in SECTIONS],
+                        help="run only this section (repeatable), after the floor; writes no report unless --out")
     args = parser.parse_args(argv)
     raw_argv = sys.argv[1:] if argv is None else argv
 
@@ -724,13 +831,20 @@ def main(argv: list[str] | None = None) -> int:
         bench = Bench(manager, session, page, args.runs, args.cold_runs, args.idle, start_ms / 1000,
                       started=[(session.stack.tag, _leaders(session))])
         results: list[tuple[Section, list[Row]]] = []
-        for section in SECTIONS:
+        sections = SECTIONS
+        if args.section:
+            sections = [s for s in SECTIONS if s.title in args.section]
+            if floor not in sections[0].metrics:  # every section's ratios need the floor of the same run
+                sections.insert(0, Section("Floor", [floor]))
+        for section in sections:
             rows: list[Row] = []
             for metric in section.metrics:
                 with console.status(f"{section.title}: {metric.__name__}…"):
                     rows += metric(bench)
             results.append((section, rows))
     finally:
+        if bench is not None and bench.page_rig is not None:
+            bench.page_rig.close()
         manager.close()
         page.close()
     if bench is None:
@@ -759,9 +873,11 @@ def main(argv: list[str] | None = None) -> int:
         console.print(table)
     for line in bench.findings:
         console.print(f"• {line}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(markdown(info, results, bench, raw_argv))
-    console.print(f"wrote {args.out}")
+    out = args.out or (None if args.section else ROOT / "docs" / "benchmarks.md")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(markdown(info, results, bench, raw_argv))
+        console.print(f"wrote {out}")
     return 0
 
 

@@ -35,7 +35,6 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import mss
-from websockets.sync.client import connect
 
 import vision.trace as trace_module
 from desktop.actions import Click
@@ -96,19 +95,18 @@ def measure_floor(session: Session, runs: int = 30) -> dict[str, Any]:
 
 
 def _evaluate(session: Session, expression: str) -> Any:
-    """Run JavaScript in the front tab through Chromium's DevTools; returns the JSON value."""
-    pages = session.windows._pages()
-    with connect(pages[0]["webSocketDebuggerUrl"], open_timeout=5, max_size=None) as ws:
-        ws.send(json.dumps({"id": 1, "method": "Runtime.evaluate",
-                            "params": {"expression": expression, "returnByValue": True}}))
-        while True:
-            reply = json.loads(ws.recv(timeout=10))
-            if reply.get("id") == 1:
-                break
-    result = reply.get("result", {})
-    if "exceptionDetails" in result:
-        raise RuntimeError(f"page script failed: {result['exceptionDetails'].get('text')}")
-    return result.get("result", {}).get("value")
+    """Run JavaScript in the front tab over the session's DevTools pipe (desktop.browser); returns
+    its JSON value. RuntimeError when the page cannot run it (e.g. it is still loading)."""
+    async def run(pages):
+        page = await pages.front()
+        if page is None:
+            raise RuntimeError("no tab is open")
+        return await page.evaluate(expression)
+
+    try:
+        return session.stack.browser.call(run, 10)
+    except Exception as exc:
+        raise RuntimeError(f"page script failed: {(str(exc).splitlines() or [type(exc).__name__])[0]}") from exc
 
 
 _INSTALL = """(() => {

@@ -2,8 +2,9 @@
 
 Each page does one thing the page layer must see or act on: console errors and an uncaught
 exception, a fetch that gets a 404, alert/confirm/prompt, a page that asks before it is left
-(beforeunload), downloads (one with a hostile name), a
-file input, a form with a select, a link that opens a new tab, and a page 4000 px tall. The pages
+(beforeunload), downloads (one with a hostile name), a file input, a form with a select, a link
+that opens a new tab, a page 4000 px tall, a button under a veil, and a page whose load brings
+subresources and console lines. The pages
 report what really happened to them (clicks with their screenX/screenY, the files an input got,
 what a dialog answered) to ``POST /event``; the tests read that record, never the page layer's own
 account of itself.
@@ -147,6 +148,21 @@ PAGES: dict[str, bytes] = {
     .then((outcomes) => report({type: 'reached', outcomes: outcomes.map((o) => o.status)}));
 </script>"""),
 
+    "/covered": _page("covered", """
+<button class="at go" id="free" style="left: 500px; top: 100px">Free</button>
+<button class="at go" id="under" style="left: 100px; top: 100px">Under the veil</button>
+<div class="at veil" id="veil" style="left: 50px; top: 50px; width: 350px; height: 150px; background: rgba(0, 0, 0, .3)"></div>"""),
+
+    # A page whose load brings what the recording sees: a stylesheet, a script, images (each a
+    # request with its response) and console lines, one of them an error. The benchmark loads it
+    # with the recording attached and detached (tests/bench_page.py).
+    "/load": _page("a page load", """
+<link rel="stylesheet" href="/files/load.css">
+<h1 id="heading">a page load</h1>
+<img src="/files/dot.svg?1" alt=""> <img src="/files/dot.svg?2" alt=""> <img src="/files/dot.svg?3" alt="">
+<img src="/files/dot.svg?4" alt="">
+<script src="/files/load.js"></script>"""),
+
     "/tall": _page("tall page", """
 <div style="height: 4000px; position: relative">
   <p class="at" style="left: 100px; top: 50px">the top of a tall page</p>
@@ -155,6 +171,19 @@ PAGES: dict[str, bytes] = {
 }
 
 REPORT_TEXT = b"glassdesk download test: the report\n" * 20
+
+# The subresources of /load: path -> (content type, body).
+ASSETS: dict[str, tuple[str, bytes]] = {
+    "/files/load.css": ("text/css", b"h1 { color: #234; } img { width: 16px; height: 16px; }\n"),
+    "/files/load.js": ("text/javascript", b"""
+for (let i = 1; i <= 5; i++) console.log('site: load line', i);
+console.warn('site: load warning');
+console.error('site: load error');
+document.getElementById('heading').textContent = 'a page load, scripted';
+"""),
+    "/files/dot.svg": ("image/svg+xml", b'<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16">'
+                                        b'<circle cx="8" cy="8" r="6" fill="#2a6"/></svg>'),
+}
 
 
 class TestSite:
@@ -194,6 +223,8 @@ class TestSite:
                 elif path == "/files/hostile":
                     self._send(200, b"hostile name\n", "text/plain",
                                content_disposition='attachment; filename="../../escape.txt"')
+                elif path in ASSETS:
+                    self._send(200, ASSETS[path][1], ASSETS[path][0])
                 elif path == "/favicon.ico":
                     self._send(204, b"", "image/x-icon")
                 else:

@@ -333,6 +333,17 @@ def test_a_click_far_down_a_tall_page_scrolls_it_into_view_pixel_exact(api, site
     assert 0 <= acted["y"] < 1080
 
 
+def test_an_element_under_another_is_refused_and_nothing_is_clicked(api, site):
+    goto(api, site, "/covered")
+    message = error(api.post(f"{P}/click", json={"selector": "#under"}), 409, "element_covered")
+    assert "div#veil.at.veil" in message
+    acted = ok(api.post(f"{P}/click", json={"selector": ".go"}))  # two match; the first is free
+    assert acted["matches"] == 2
+    click = site.wait_for(lambda e: e["type"] == "click")
+    assert click["target"] == "free" and (click["screenX"], click["screenY"]) == (acted["x"], acted["y"])
+    assert [e["target"] for e in site.events if e["type"] == "click"] == ["free"]
+
+
 def test_page_screenshots_full_page_viewport_and_element(api, site):
     goto(api, site, "/tall")
     full = api.get(f"{P}/screenshot", params={"full_page": True})
