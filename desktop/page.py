@@ -714,6 +714,66 @@ class Pages:
             _raise_for(exc, target, timeout_ms)
         return {"state": state, "waited_ms": round((time.perf_counter() - start) * 1000)}
 
+    async def probe(self, target: Target, state: str, timeout_ms: int) -> dict:
+        """Whether an element exists and is visible, without acting on it: waits up to ``timeout_ms``
+        for ``state`` (attached, visible, hidden), then reports what is there. A visible element is
+        scrolled into view so its box is on the display; its text and form value come along."""
+        page = await self.need_front()
+        self.refuse_if_dialog("look")
+        locator = locator_for(page, target)
+        try:
+            await self._unless_held(page, locator.first.wait_for(state=state, timeout=timeout_ms))
+        except DialogOpen:
+            raise
+        except Exception as exc:
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            if not ("Timeout" in first or "Timeout" in type(exc).__name__):
+                _raise_for(exc, target, timeout_ms)
+        matches = await locator.count()
+        found = {"exists": matches > 0, "visible": False, "matches": matches, "box": None, "text": None,
+                 "value": None}
+        if not matches:
+            return found
+        element = locator.first
+        try:
+            found["visible"] = await element.is_visible()
+            found["text"] = (await element.inner_text(timeout=2000))[:CONTENT_LIMIT]
+            found["value"] = await element.evaluate(_VALUE, timeout=2000)
+            if found["visible"]:
+                await element.scroll_into_view_if_needed(timeout=2000)
+                box = await element.bounding_box(timeout=2000)
+                if box is not None:
+                    origin = viewport_origin(await page.evaluate(_WINDOW))
+                    found["box"] = {"x": origin[0] + round(box["x"]), "y": origin[1] + round(box["y"]),
+                                    "width": round(box["width"]), "height": round(box["height"])}
+        except Exception as exc:  # detached meanwhile: what was seen stands, the rest is unknown
+            if type(exc).__name__ == "TargetClosedError":
+                raise
+        return found
+
+    async def boxes(self, selectors: list[str], space: str) -> list[list[int]]:
+        """The boxes [x0, y0, x1, y1] of every element each selector matches, in the pixels of the
+        viewport (``page``), of the whole page (``full_page``) or of the display (``display``)."""
+        page = await self.need_front()
+        self.refuse_if_dialog("look")
+        window = await page.evaluate(_WINDOW)
+        origin = viewport_origin(window)
+        found: list[list[int]] = []
+        for selector in selectors:
+            try:
+                rects = await page.locator(f"css={selector}").evaluate_all(_RECTS)
+            except Exception as exc:
+                _raise_for(exc, Target(selector=selector), 0)
+            for x, y, w, h, sx, sy in rects:
+                if w <= 0 or h <= 0:
+                    continue
+                if space == "full_page":
+                    x, y = x + sx, y + sy
+                elif space == "display":
+                    x, y = x + origin[0], y + origin[1]
+                found.append([max(0, int(x)), max(0, int(y)), int(x + w + 0.999), int(y + h + 0.999)])
+        return found
+
     async def handle_dialog(self, accept: bool, prompt_text: str | None) -> DialogInfo:
         dialog = self.dialog
         if dialog is None:
@@ -793,6 +853,12 @@ class Pages:
             await self.context.new_page()  # a browser window with no tab would close: keep one
         await page.close()
 
+
+# A form field's value, or null for an element that has none.
+_VALUE = "e => ('value' in e && typeof e.value === 'string') ? e.value : null"
+# Each element's box in the viewport and the page's scroll offsets.
+_RECTS = ("els => els.map(e => { const r = e.getBoundingClientRect(); "
+          "return [r.x, r.y, r.width, r.height, window.scrollX, window.scrollY]; })")
 
 # The value of an evaluated expression as JSON text, measured in the page.
 _AS_JSON = """(value, limit) => {

@@ -226,6 +226,15 @@ class PageService:
         return self._call(self._reading(session_id), lambda pages: pages.wait_for(target, state, timeout_ms),
                           timeout_ms)
 
+    def probe(self, session_id: str | None, target: Target, state: str = "attached", timeout_ms: int = 5000) -> dict:
+        """Whether the element exists and is visible (waiting up to ``timeout_ms`` for ``state``),
+        its box on the display, its text and value; nothing matching is ``exists: false``, not an error."""
+        return self._call(self._reading(session_id), lambda pages: pages.probe(target, state, timeout_ms), timeout_ms)
+
+    def boxes(self, session_id: str | None, selectors: list[str], space: str = "page") -> list[list[int]]:
+        """The boxes of the elements the selectors match, in viewport, full-page or display pixels."""
+        return self._call(self._reading(session_id), lambda pages: pages.boxes(selectors, space))
+
     def evaluate(self, session_id: str | None, expression: str) -> Any:
         if not self.allow_evaluate:
             raise EvaluateDisabled("evaluate runs arbitrary JavaScript in the page and is off; start the server "

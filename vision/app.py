@@ -19,6 +19,7 @@ from vision.auth import BearerAuth, transport_security
 from vision.limits import BodyLimit
 from vision.console import install_console
 from vision.mcp import mount_http
+from vision.qa.api import qa_router
 from vision.service import Glassdesk
 from vision.settings import Settings
 from vision.viewer import install_viewer
@@ -53,6 +54,7 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
     app.include_router(desktop_router(glassdesk.desktops))
     app.include_router(page_router(glassdesk.desktops.pages))
     app.include_router(vision_router(glassdesk))
+    app.include_router(qa_router(glassdesk.qa))
     install_console(app, glassdesk)  # GET / (operator console), its API, /metrics
     install_viewer(app, glassdesk)  # GET /view/{id}, the RFB relay and strip websockets, static files
     glassdesk.desktops.serve_viewer(settings.public_url)  # live-view links point here

@@ -2,7 +2,7 @@
 
 from desktop.errors import GlassdeskError, InvalidRequest
 
-__all__ = ["InvalidRequest", "ModelUnavailable", "TraceCorruptError", "TraceNotFoundError"]
+__all__ = ["InvalidRequest", "ModelUnavailable", "QaRunNotFoundError", "TraceCorruptError", "TraceNotFoundError"]
 
 
 class ModelUnavailable(GlassdeskError):
@@ -19,3 +19,9 @@ class TraceCorruptError(GlassdeskError):
     """A trace on disk no longer parses: GET .../verify says where."""
 
     code, status = "trace_corrupt", 500
+
+
+class QaRunNotFoundError(GlassdeskError):
+    """No QA run by that id, or no artifact of that name in it."""
+
+    code, status = "qa_run_not_found", 404

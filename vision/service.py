@@ -41,6 +41,12 @@ class Glassdesk:
         self.bus = bus or EventBus()
         # Runs a stopped server left unfinished end as "interrupted" now, before any new run starts.
         self.interrupted = store.close_interrupted()
+        from vision.qa.service import QaService  # it builds on this service
+
+        # The QA verbs over the same desktops and data directory; their runs a dead server left
+        # unfinished are closed the same way.
+        self.qa = QaService(self)
+        self.interrupted += self.qa.close_interrupted()
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()
         desktops.on_change(self._on_session)

@@ -14,6 +14,7 @@ from desktop.errors import GlassdeskError, describe_validation
 from vision import VERSION
 from vision.auth import transport_security
 from vision.mcp.page_tools import register_page_tools
+from vision.mcp.qa_tools import register_qa_tools
 from vision.mcp.tools import INSTRUCTIONS, _text, register_tools
 from vision.service import Glassdesk
 from vision.settings import Settings
@@ -62,6 +63,7 @@ def build_server(glassdesk: Glassdesk) -> GlassdeskMCP:
                           version=VERSION)
     register_tools(server, glassdesk)
     register_page_tools(server, glassdesk)
+    register_qa_tools(server, glassdesk)
     return server
 
 

@@ -1,0 +1,162 @@
+"""The QA verbs' own local site, on 127.0.0.1: a login flow, a page with console errors, a canvas
+whose button only OCR can find, and pages for visual comparisons (a colour one unit off, an element
+moved, a clock that changes). Pages report what really happened to them (a click on the canvas, a
+sign-in) to ``POST /event``; the tests read that record, never the QA service's own account.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+REPORT = """<script>
+  function report(rec) {
+    return fetch('/event', {method: 'POST', body: JSON.stringify(Object.assign({page: location.pathname}, rec))});
+  }
+</script>"""
+
+STYLE = """<style>
+  html, body { margin: 0; font: 22px/1.4 "DejaVu Sans", sans-serif; background: #fff; color: #111; }
+  .at { position: absolute; }
+  button, input { font-size: 22px; padding: 6px 14px; }
+</style>"""
+
+
+def _page(title: str, body: str) -> bytes:
+    return (f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>{STYLE}{REPORT}"
+            f"</head><body>{body}</body></html>").encode()
+
+
+PAGES: dict[str, bytes] = {
+    "/": _page("qa home", '<h1 id="heading">qa home</h1><p>a page that loads</p>'),
+
+    "/login": _page("sign in", """
+<form class="at" id="login" style="left: 100px; top: 100px" onsubmit="return false">
+  <label for="user">User</label> <input id="user" autocomplete="off">
+  <label for="pw">Password</label> <input id="pw" type="password" autocomplete="off">
+  <button id="go" type="button">Sign in</button>
+</form>
+<script>
+  document.getElementById('go').addEventListener('click', () => {
+    const user = document.getElementById('user').value, pw = document.getElementById('pw').value;
+    report({type: 'signin', user: user, pw: pw}).then(() => {
+      location.href = pw === 'right' ? '/welcome?user=' + encodeURIComponent(user) : '/login?failed=1';
+    });
+  });
+</script>"""),
+
+    "/welcome": _page("welcome", '<h1 id="greeting">Welcome</h1><p id="who"></p><script>'
+                                 "document.getElementById('who').textContent = "
+                                 "new URLSearchParams(location.search).get('user');</script>"),
+
+    "/console": _page("console errors", """
+<p>this page logs and throws</p>
+<script>
+  console.log('qa: a plain log line');
+  console.warn('qa: a warning');
+  console.error('analytics: tracker blocked');
+  console.error('qa: real failure number', 1);
+  throw new Error('qa: uncaught boom');
+</script>"""),
+
+    "/quiet": _page("quiet", "<p>no errors here</p><script>console.error('analytics: tracker blocked');</script>"),
+
+    # A button drawn on a canvas: its words are pixels, not DOM text. A click inside it is reported.
+    "/canvas": _page("canvas app", """
+<canvas id="app" class="at" width="800" height="400" style="left: 100px; top: 100px"></canvas>
+<p id="state" class="at" style="left: 100px; top: 560px">idle</p>
+<script>
+  const c = document.getElementById('app'), g = c.getContext('2d');
+  g.fillStyle = '#f4f4f4'; g.fillRect(0, 0, 800, 400);
+  g.fillStyle = '#1f6feb'; g.fillRect(420, 220, 260, 90);
+  g.fillStyle = '#fff'; g.font = 'bold 40px "DejaVu Sans"'; g.fillText('Launch', 485, 280);
+  c.addEventListener('click', (e) => {
+    const r = c.getBoundingClientRect(), x = e.clientX - r.left, y = e.clientY - r.top;
+    const hit = x >= 420 && x <= 680 && y >= 220 && y <= 310;
+    report({type: 'canvas_click', hit: hit, x: x, y: y, screenX: e.screenX, screenY: e.screenY});
+    if (hit) document.getElementById('state').textContent = 'launched';
+  });
+</script>"""),
+}
+
+
+def visual_page(query: dict[str, list[str]]) -> bytes:
+    """A card at (left, top) in a colour; ``clock`` adds a line that changes on every load."""
+    left = int(query.get("left", ["100"])[0])
+    red = int(query.get("red", ["200"])[0])
+    clock = f'<p id="clock" class="at" style="left: 700px; top: 40px">{time.time():.6f}</p>' \
+        if query.get("clock") else ""
+    return _page("visual", f"""
+<div id="card" class="at" style="left: {left}px; top: 150px; width: 300px; height: 200px;
+     background: rgb({red}, 60, 60)"></div>
+<h2 class="at" style="left: 100px; top: 380px">a steady heading</h2>{clock}""")
+
+
+class QaSite:
+    __test__ = False
+
+    def __init__(self):
+        self.events: list[dict] = []
+        self._cond = threading.Condition()
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status: int, body: bytes, content_type: str = "text/html; charset=utf-8") -> None:
+                self.send_response(status)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(body)))
+                self.send_header("cache-control", "no-store")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                parts = urlsplit(self.path)
+                if parts.path in PAGES:
+                    self._send(200, PAGES[parts.path])
+                elif parts.path == "/visual":
+                    self._send(200, visual_page(parse_qs(parts.query)))
+                elif parts.path == "/favicon.ico":
+                    self._send(204, b"", "image/x-icon")
+                else:
+                    self._send(404, _page("not found", "<h1>not found</h1>"))
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length") or 0)
+                event = json.loads(self.rfile.read(length) or b"{}")
+                with site._cond:
+                    site.events.append(event)
+                    site._cond.notify_all()
+                self.send_response(204)
+                self.end_headers()
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+
+    def url(self, path: str = "/") -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}{path}"
+
+    def clear(self) -> None:
+        with self._cond:
+            self.events.clear()
+
+    def wait_for(self, predicate, timeout: float = 10.0) -> dict:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for event in self.events:
+                    if predicate(event):
+                        return event
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"no matching event within {timeout}s; events: {self.events[-20:]}")
+                self._cond.wait(remaining)
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()

@@ -1,0 +1,570 @@
+"""The QA verbs as data: their requests and answers, a flow's steps and assertions, the run record.
+
+Every request model forbids unknown fields and checks what it can before anything runs (a step's
+action, its target, its key names, a threshold's range, a name that could leave its directory), so
+a bad request is a typed 422 (``invalid_request``) through every door and creates nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Key
+
+# Baseline names double as ids and directory names (vision.qa.baselines): one plain path component.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+Verb = Literal["verify_page_loads", "verify_element_exists", "verify_user_flow", "capture_visual_baseline",
+               "compare_visual_regression", "analyze_console_errors"]
+VERBS: tuple[str, ...] = Verb.__args__  # type: ignore[attr-defined]
+CaseStatus = Literal["passed", "failed", "error", "skipped"]
+RunState = Literal["running", "passed", "failed", "error", "skipped", "interrupted"]
+
+Url = Annotated[str, Field(min_length=1, max_length=8000)]
+Timeout = Annotated[int, Field(ge=1, le=120_000, description="ms")]
+FlowTimeout = Annotated[int, Field(ge=1, le=600_000, description="ms for the whole flow")]
+# Each step's own wait (an element, a load); the flow's aggregate timeout bounds them all.
+StepTimeout = Annotated[int, Field(ge=1, le=120_000, description="ms this step may wait")]
+MAX_TEMPLATE_CHARS = 700_000  # base64 of a template PNG: what fits the 1 MiB body limit
+
+
+def check_name(value: str) -> str:
+    """A baseline's name: letters, digits, '.', '_' and '-', never '..' (pure)."""
+    if not re.fullmatch(NAME_PATTERN, value) or ".." in value:
+        raise ValueError(f"{value!r}: use 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit, "
+                         "and no '..'")
+    return value
+
+
+BaselineName = Annotated[str, Field(min_length=1, max_length=100, description="letters, digits, '.', '_', '-'")]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MaskBox(BaseModel):
+    """[x0, y0, x1, y1], exclusive ends, in the pixels of the image compared."""
+
+    x0: int
+    y0: int
+    x1: int
+    y1: int
+
+
+def _check_mask(value: list) -> list:
+    for entry in value:
+        if isinstance(entry, str):
+            if not entry.strip():
+                raise ValueError("mask: a selector may not be empty")
+            continue
+        if (not isinstance(entry, list) or len(entry) != 4 or not all(isinstance(v, int) for v in entry)
+                or not (0 <= entry[0] < entry[2] and 0 <= entry[1] < entry[3])):
+            raise ValueError(f"mask: {entry!r} is neither a CSS selector nor a box [x0, y0, x1, y1] with "
+                             "0 <= x0 < x1 and 0 <= y0 < y1")
+    return value
+
+
+MaskEntry = Annotated[str | list[Annotated[int, Field(ge=0, le=100_000)]],
+                      Field(description="a CSS selector, or a box [x0, y0, x1, y1] in the image's pixels")]
+Mask = Annotated[list[MaskEntry], Field(max_length=50, description="regions left out of the comparison: CSS "
+                                        "selectors (their boxes now) and [x0, y0, x1, y1] boxes")]
+
+
+class Artifact(BaseModel):
+    """A file of a run: its name (for the artifacts route), API path and SHA-256."""
+
+    name: str
+    path: str
+    sha256: str
+    kind: str = "screenshot"
+
+
+# ------------------------------------------------------------------------------------ targets
+
+
+class _Target(_Body):
+    """Where a step acts: one of a CSS selector, an accessibility ref, a form field's label, visible
+    text (the DOM first, then OCR of the screen), an image on the screen, or display pixels."""
+
+    selector: str | None = Field(None, min_length=1, max_length=2000, description="a CSS selector")
+    ref: str | None = Field(None, min_length=1, max_length=40, description="an accessibility ref, e.g. e12")
+    label: str | None = Field(None, min_length=1, max_length=500, description="a form field's label")
+    text: str | None = Field(None, min_length=1, max_length=500,
+                             description="text visible on the screen: found in the page first, else by OCR of "
+                                         "the display (canvas apps, native windows)")
+    image: str | None = Field(None, min_length=1, max_length=MAX_TEMPLATE_CHARS,
+                              description="base64 PNG of what to find on the screen")
+    confidence: float = Field(0.9, gt=0, le=1, description="how close the image must match (0..1]")
+    x: int | None = Field(None, ge=0, le=SCREEN_WIDTH - 1, description="display pixels")
+    y: int | None = Field(None, ge=0, le=SCREEN_HEIGHT - 1, description="display pixels")
+
+    def target_kinds(self) -> list[str]:
+        kinds = [k for k in ("selector", "ref", "label", "text", "image") if getattr(self, k) is not None]
+        if self.x is not None or self.y is not None:
+            kinds.append("x,y")
+        return kinds
+
+    def _check_target(self, required: bool, allowed: tuple[str, ...] | None = None) -> None:
+        kinds = self.target_kinds()
+        if (self.x is None) != (self.y is None):
+            raise ValueError("give both x and y, or neither")
+        if len(kinds) > 1:
+            raise ValueError(f"name the target one way: one of selector, ref, label, text, image, x,y (got "
+                             f"{', '.join(kinds)})")
+        if required and not kinds:
+            raise ValueError("name the target: one of selector, ref, label, text, image, x,y")
+        if kinds and allowed is not None and kinds[0] not in allowed:
+            raise ValueError(f"{kinds[0]}: this takes a target by {', '.join(allowed)}")
+        if self.image is not None:
+            template_png(self.image)
+
+    def describe(self) -> str:
+        for kind in ("selector", "ref", "label", "text"):
+            if getattr(self, kind) is not None:
+                return f"{kind} {getattr(self, kind)!r}"
+        if self.image is not None:
+            return f"an image (confidence {self.confidence:g})"
+        if self.x is not None:
+            return f"({self.x}, {self.y})"
+        return "nothing"
+
+
+def template_png(value: str) -> bytes:
+    """A template image's bytes from its base64 (pure); ValueError when it is not a PNG."""
+    try:
+        data = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("image: not valid base64") from None
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise ValueError("image: not a PNG")
+    return data
+
+
+AssertionType = Literal["exists", "visible", "hidden", "text_contains", "value_equals", "url_matches",
+                        "screen_text_contains", "visual_matches"]
+
+
+class Assertion(_Body):
+    """What must hold. exists/visible/hidden/text_contains/value_equals look at the step's target;
+    url_matches takes a regular expression; screen_text_contains reads the display by OCR;
+    visual_matches compares with a baseline."""
+
+    type: AssertionType
+    expected: str | None = Field(None, max_length=2000)
+    baseline_id: BaselineName | None = None
+    threshold: float = Field(0.01, ge=0, le=1, description="visual_matches: the fraction of pixels that may differ")
+
+    @model_validator(mode="after")
+    def _complete(self):
+        if self.type in ("text_contains", "value_equals", "url_matches", "screen_text_contains") and self.expected is None:
+            raise ValueError(f"assertion {self.type} needs `expected`")
+        if self.type == "url_matches":
+            _regex(self.expected or "", "assertion.expected")
+        if self.type == "visual_matches":
+            if self.baseline_id is None:
+                raise ValueError("assertion visual_matches needs `baseline_id`")
+            check_name(self.baseline_id)
+        return self
+
+
+def _regex(pattern: str, where: str) -> re.Pattern:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"{where}: {pattern!r} is not a regular expression ({exc})") from None
+
+
+StepAction = Literal["navigate", "click", "fill", "select", "press", "wait", "assert", "screenshot", "act"]
+# The assertions that look at the step's target, and those that take none.
+TARGETED = ("exists", "visible", "hidden", "text_contains", "value_equals")
+DOM_ONLY = ("selector", "ref", "label")
+
+
+class FlowStep(_Target):
+    action: StepAction
+    url: Url | None = Field(None, description="navigate: where to (also accepted as `value`)")
+    value: str | None = Field(None, max_length=20_000, description="fill: the text to type")
+    option: str | None = Field(None, min_length=1, max_length=2000, description="select: the option's value or label")
+    keys: list[str] | str | None = Field(None, description='press: chords in order, e.g. ["ctrl+a", "Delete"]')
+    timeout_ms: StepTimeout = 10_000
+    name: str | None = Field(None, max_length=200)
+    description: str | None = Field(None, max_length=2000)
+    assertion: Assertion | None = None
+    # act: an instruction run through vision/act inside the flow
+    instruction: str | None = Field(None, min_length=1, max_length=10_000)
+    model: str | None = Field(None, max_length=200)
+    max_steps: int = Field(10, ge=1, le=100)
+    script: list[dict] | None = Field(None, max_length=200, description="act with model 'scripted': the actions")
+
+    @model_validator(mode="after")
+    def _fits_the_action(self):
+        action = self.action
+        if action == "navigate":
+            self.url = self.url or self.value
+            if not self.url:
+                raise ValueError("navigate needs `url`")
+            self._check_target(required=False, allowed=())
+        elif action == "click":
+            self._check_target(required=True)
+        elif action == "fill":
+            self._check_target(required=True)
+            if self.value is None:
+                raise ValueError("fill needs `value`")
+        elif action == "select":
+            self._check_target(required=True, allowed=DOM_ONLY + ("text",))
+            if self.option is None:
+                raise ValueError("select needs `option`")
+        elif action == "press":
+            if not self.keys:
+                raise ValueError("press needs `keys`")
+            Key(keys=self.keys)  # unknown key names are refused now, not halfway through the flow
+        elif action == "wait":
+            self._check_target(required=False, allowed=DOM_ONLY + ("text", "image"))
+        elif action == "assert":
+            if self.assertion is None:
+                raise ValueError("assert needs `assertion`")
+            if self.assertion.type in TARGETED:
+                self._check_target(required=True, allowed=DOM_ONLY + ("text", "image")
+                                   if self.assertion.type in ("exists", "visible", "hidden") else DOM_ONLY)
+            else:
+                self._check_target(required=False, allowed=())
+        elif action == "screenshot":
+            self._check_target(required=False, allowed=())
+        elif action == "act":
+            if not self.instruction:
+                raise ValueError("act needs `instruction`")
+        return self
+
+    @property
+    def key_list(self) -> list[str]:
+        return Key(keys=self.keys).keys if self.keys else []
+
+    def title(self) -> str:
+        return self.name or action_words(self)
+
+
+def action_words(step: FlowStep) -> str:
+    """One line for a step (pure), e.g. ``click selector '#go'``."""
+    if step.action == "navigate":
+        return f"navigate {step.url}"
+    if step.action == "press":
+        return f"press {' '.join(step.key_list)}"
+    if step.action == "assert" and step.assertion is not None:
+        a = step.assertion
+        what = f" {step.describe()}" if step.target_kinds() else ""
+        expected = f" {a.expected!r}" if a.expected is not None else ""
+        return f"assert {a.type}{what}{expected}" + (f" {a.baseline_id}" if a.baseline_id else "")
+    if step.action == "act":
+        return f"act {step.instruction!r}"
+    if step.action == "wait" and not step.target_kinds():
+        return f"wait {step.timeout_ms} ms"
+    if step.action == "fill":
+        return f"fill {step.describe()} ({len(step.value or '')} characters)"
+    if step.action == "select":
+        return f"select {step.option!r} in {step.describe()}"
+    if step.action == "screenshot":
+        return "screenshot"
+    return f"{step.action} {step.describe()}"
+
+
+class SuccessCondition(_Body):
+    """What must hold at the end of a flow: one of an element (selector), visible text (DOM, else
+    OCR), text on the screen (OCR) or the URL (a regular expression)."""
+
+    selector: str | None = Field(None, min_length=1, max_length=2000)
+    text: str | None = Field(None, min_length=1, max_length=500)
+    screen_text: str | None = Field(None, min_length=1, max_length=500)
+    url_matches: str | None = Field(None, min_length=1, max_length=2000)
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        given = [k for k in ("selector", "text", "screen_text", "url_matches") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("success_condition: give exactly one of selector, text, screen_text, url_matches")
+        if self.url_matches is not None:
+            _regex(self.url_matches, "success_condition.url_matches")
+        return self
+
+    def describe(self) -> str:
+        for kind in ("selector", "text", "screen_text", "url_matches"):
+            if getattr(self, kind) is not None:
+                return f"{kind} {getattr(self, kind)!r}"
+        return "nothing"
+
+
+# ------------------------------------------------------------------------------------ requests
+
+
+class _VerbRequest(_Body):
+    record_video: bool = Field(False, description="record the display (ffmpeg, 10 fps) while the verb runs")
+    name: str | None = Field(None, min_length=1, max_length=200, description="the test's name in reports")
+
+
+class VerifyPageLoadsRequest(_VerbRequest):
+    url: Url
+    expected_title: str | None = Field(None, max_length=2000)
+    timeout_ms: Timeout = 10_000
+
+
+class VerifyElementRequest(_VerbRequest):
+    url: Url | None = None
+    selector: str | None = Field(None, min_length=1, max_length=2000)
+    ref: str | None = Field(None, min_length=1, max_length=40)
+    text: str | None = Field(None, min_length=1, max_length=500)
+    should_be_visible: bool = True
+    timeout_ms: Timeout = 5000
+
+    @model_validator(mode="after")
+    def _one_target(self):
+        given = [k for k in ("selector", "ref", "text") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("name the element one way: exactly one of selector, ref, text")
+        return self
+
+
+class VerifyUserFlowRequest(_VerbRequest):
+    start_url: Url
+    steps: list[FlowStep] = Field(min_length=1, max_length=200)
+    success_condition: SuccessCondition | None = None
+    timeout_ms: FlowTimeout = 120_000
+    secrets: dict[str, str] = Field(default_factory=dict, max_length=50,
+                                    description="fill values' {{name}} placeholders; never echoed or stored")
+
+
+class CaptureBaselineRequest(_VerbRequest):
+    url: Url | None = None
+    name: BaselineName
+    selectors: list[Annotated[str, Field(min_length=1, max_length=2000)]] = Field(
+        default_factory=list, max_length=20, description="components shot on their own too")
+    full_page: bool = False
+    display: bool = Field(False, description="the whole display instead of the page (the panel clock is masked)")
+    mask: Mask = Field(default_factory=list)
+    timeout_ms: Timeout = 10_000
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_name(value)
+
+    @field_validator("mask")
+    @classmethod
+    def _mask(cls, value: list) -> list:
+        return _check_mask(value)
+
+    @model_validator(mode="after")
+    def _one_scope(self):
+        if self.full_page and self.display:
+            raise ValueError("full_page and display: choose one (the display has no page below its fold)")
+        return self
+
+    @property
+    def scope(self) -> Literal["page", "full_page", "display"]:
+        return "display" if self.display else "full_page" if self.full_page else "page"
+
+
+class CompareRequest(_VerbRequest):
+    url: Url | None = None
+    baseline_id: BaselineName
+    version: int | None = Field(None, ge=1, description="the baseline version (default: the latest)")
+    threshold: float = Field(0.01, ge=0, le=1, description="the fraction of pixels that may differ")
+    pixel_threshold: float = Field(0.1, ge=0, le=1, description="YIQ colour distance counted as a difference, as "
+                                                               "in pixelmatch")
+    ignore_antialiasing: bool = True
+    mask: Mask = Field(default_factory=list)
+    timeout_ms: Timeout = 10_000
+
+    @field_validator("baseline_id")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_name(value)
+
+    @field_validator("mask")
+    @classmethod
+    def _mask(cls, value: list) -> list:
+        return _check_mask(value)
+
+
+class AnalyzeConsoleRequest(_VerbRequest):
+    url: Url | None = None
+    ignore_patterns: list[Annotated[str, Field(max_length=1000)]] = Field(default_factory=list, max_length=50)
+    timeout_ms: Timeout = 10_000
+
+    @field_validator("ignore_patterns")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for number, pattern in enumerate(value):
+            _regex(pattern, f"ignore_patterns[{number}]")
+        return value
+
+
+class ApproveRequest(_Body):
+    test_run_id: str = Field(min_length=1, max_length=128, description="the failed comparison to promote")
+
+
+# ------------------------------------------------------------------------------------ answers
+
+
+class _Answer(BaseModel):
+    test_run_id: str
+    report_url: str = ""
+
+
+class PageLoadResult(_Answer):
+    success: bool
+    status_code: int | None = None
+    title: str | None = None
+    url: str | None = None
+    load_time_ms: int | None = None
+    console_errors: list[dict] = Field(default_factory=list)
+    failed_requests: list[dict] = Field(default_factory=list)
+    screenshot: Artifact | None = None
+    reason: str | None = Field(None, description="why success is false")
+
+
+class ElementResult(_Answer):
+    success: bool = Field(description="exists, and visible as should_be_visible asks")
+    exists: bool
+    visible: bool
+    found_by: Literal["dom", "ocr"] | None = None
+    box: dict | None = Field(None, description="display px: x, y, width, height")
+    matches: int = 0
+    screenshot: dict[str, Artifact] = Field(default_factory=dict,
+                                            description="element: the element; screen: the display with a marker")
+    reason: str | None = None
+
+
+class StepResult(BaseModel):
+    index: int
+    name: str
+    action: str
+    status: CaseStatus
+    attempts: int = 1
+    duration_ms: int = 0
+    detail: dict = Field(default_factory=dict)
+    failure_reason: str | None = None
+    before: str | None = None
+    after: str | None = None
+
+
+class FlowResult(_Answer):
+    success: bool
+    steps_completed: int
+    failure_step: int | None = Field(None, description="1-based; null when the flow passed, or failed at its start "
+                                                       "or its success condition")
+    failure_reason: str | None = None
+    screenshots: list[Artifact] = Field(default_factory=list)
+    console_logs: list[dict] = Field(default_factory=list)
+    trace_id: str = Field(description="the run's hash-chained evidence (the test_run_id); act steps' vision traces "
+                                      "are in act_traces")
+    act_traces: list[str] = Field(default_factory=list)
+    steps: list[StepResult] = Field(default_factory=list)
+    video: Artifact | None = None
+
+
+class Shot(BaseModel):
+    name: str
+    sha256: str
+
+
+class BaselineResult(_Answer):
+    baseline_id: str
+    version: int
+    scope: str
+    screenshots: list[Shot]
+    mask_boxes: list[list[int]] = Field(default_factory=list)
+
+
+class ShotComparison(BaseModel):
+    name: str
+    passed: bool
+    diff_pixels: int
+    diff_percentage: float
+    baseline_sha256: str
+    current_sha256: str
+    diff_image: Artifact | None = None
+    current_image: Artifact | None = None
+    baseline_image: Artifact | None = None
+    reason: str | None = None
+
+
+class CompareResult(_Answer):
+    passed: bool
+    diff_percentage: float
+    diff_pixels: int
+    diff_image: Artifact | None = Field(None, description="changes in red over a faded copy, when failed")
+    baseline_sha256: str
+    current_sha256: str
+    baseline_id: str
+    baseline_version: int
+    threshold: float
+    shots: list[ShotComparison] = Field(default_factory=list)
+    reason: str | None = None
+
+
+class ConsoleEntry(BaseModel):
+    message: str
+    source: str = ""
+    line: int = 0
+
+
+class ConsoleResult(_Answer):
+    has_errors: bool
+    errors: list[ConsoleEntry]
+    warnings: list[ConsoleEntry]
+    ignored: int = Field(0, description="errors and warnings left out by ignore_patterns")
+
+
+# ------------------------------------------------------------------------------------ the run record
+
+
+class TestCase(BaseModel):
+    __test__ = False  # not a pytest class
+
+    name: str
+    status: CaseStatus
+    duration_ms: int
+    screenshots: list[str] = Field(default_factory=list, description="artifact names")
+    console_logs: list[dict] = Field(default_factory=list)
+    failure_reason: str | None = None
+    steps: list[StepResult] = Field(default_factory=list)
+
+
+class Summary(BaseModel):
+    total: int = 0
+    passed: int = 0
+    failed: int = 0
+    error: int = 0
+    skipped: int = 0
+
+
+class Artifacts(BaseModel):
+    screenshots: list[Artifact] = Field(default_factory=list)
+    videos: list[Artifact] = Field(default_factory=list)
+    traces: list[dict] = Field(default_factory=list)
+    other: list[Artifact] = Field(default_factory=list)
+
+
+class QaRun(BaseModel):
+    test_run_id: str
+    verb: str
+    name: str
+    session_id: str | None = None
+    timestamp: str = Field(description="when the run started, UTC, RFC 3339")
+    duration_ms: int | None = None
+    status: RunState
+    test_cases: list[TestCase] = Field(default_factory=list)
+    summary: Summary = Field(default_factory=Summary)
+    artifacts: Artifacts = Field(default_factory=Artifacts)
+    result: dict[str, Any] | None = Field(None, description="the verb's answer")
+
+
+class VerifyReport(BaseModel):
+    ok: bool
+    problems: list[str]
+    records_checked: int = 0
+    files_checked: int = 0

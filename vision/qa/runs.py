@@ -1,0 +1,559 @@
+"""QA runs on disk: the evidence of each verb call, hash-chained like a vision trace.
+
+Layout under the data directory::
+
+    qa/runs/<test_run_id>/meta.json        the run's head: verb, name, status, times, record count, chain head
+    qa/runs/<test_run_id>/manifest.jsonl   one record per line, each chained to the one before
+    qa/runs/<test_run_id>/<artifact>       screenshots, diff images, videos: each named in one record
+    qa/runs/<test_run_id>/owner.json       while the run is unfinished: the process writing it
+
+Each record carries the hash of the previous one and its own hash over its canonical JSON
+(``vision.trace.canonical_json``); every file written is named in an ``artifact`` record with its
+SHA-256 and the UTC time it was taken. meta.json is itself derived from the chain (canonical JSON
+of the first and last records' facts), so ``verify`` recomputes it and compares bytes: an edited
+byte in any record, any artifact or meta.json, a removed or an extra file, is a problem it names.
+
+A run a dead server left ``running`` is closed when the next server starts (``close_interrupted``):
+an ``interrupted`` record is appended to its chain, so the run still verifies.
+
+The run record (``QaRun``), its JUnit XML and its HTML report are computed from the manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import logging
+import re
+import threading
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from desktop.procs import ProcessId, alive_checker, this_process
+from vision.qa.models import Artifact, Artifacts, QaRun, StepResult, Summary, TestCase, VerifyReport
+from vision.report import _CSS, _overlay
+from vision.trace import (
+    GENESIS_HASH, atomic_write, canonical_json, new_trace_id, record_hash, redact,
+)
+
+log = logging.getLogger("glassdesk.qa")
+
+OWNER_FILE = "owner.json"
+META_FILE = "meta.json"
+MANIFEST = "manifest.jsonl"
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+# An artifact's file name: one plain component, never hidden, never '..'.
+_ARTIFACT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,159}")
+INTERRUPTED_MESSAGE = ("the server stopped before this run finished (a crash, a kill or a power cut); the evidence "
+                       "ends at its last record")
+
+#: (test_run_id, artifact name) -> URL of that file
+ArtifactUrl = Callable[[str, str], str]
+
+
+class QaRunNotFound(LookupError):
+    pass
+
+
+class BadName(ValueError):
+    pass
+
+
+def check_run_id(run_id: str) -> str:
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        raise BadName(f"invalid test_run_id {run_id!r}: use letters, digits, '-' and '_' only")
+    return run_id
+
+
+def check_artifact_name(name: str) -> str:
+    if not isinstance(name, str) or not _ARTIFACT.fullmatch(name) or ".." in name:
+        raise BadName(f"invalid artifact name {name!r}: take a name from the run's artifacts")
+    return name
+
+
+def api_artifact_url(run_id: str, name: str) -> str:
+    return f"/api/v1/qa/runs/{quote(run_id)}/artifacts/{quote(name)}"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# ------------------------------------------------------------------------------------ writing
+
+_open_here: set[str] = set()
+_open_lock = threading.Lock()
+
+
+class RunWriter:
+    """Appends the records and files of one run. Thread-safe; get one from ``QaRunStore.create``."""
+
+    def __init__(self, store: "QaRunStore", directory: Path, run_id: str, secrets: Iterable[str] = ()):
+        self.store = store
+        self.dir = directory
+        self.run_id = run_id
+        self._secrets = {s for s in secrets if s}
+        self._lines = bytearray()
+        self._records: list[dict] = []
+        self._names: set[str] = set()
+        self._lock = threading.Lock()
+        self.finished = False
+
+    @property
+    def head(self) -> str:
+        return self._records[-1]["hash"] if self._records else GENESIS_HASH
+
+    def record(self, kind: str, **content: Any) -> dict:
+        """Append one record (redacted, timestamped, chained); meta.json follows it."""
+        with self._lock:
+            if self.finished:
+                raise RuntimeError(f"run {self.run_id} is finished")
+            stored = redact({"kind": kind, **content}, self._secrets)
+            stored.update(index=len(self._records) + 1, ts=rfc3339(_now()), prev_hash=self.head)
+            stored["hash"] = record_hash(stored)
+            self._lines += canonical_json(stored) + b"\n"
+            atomic_write(self.dir / MANIFEST, bytes(self._lines))
+            self._records.append(stored)
+            atomic_write(self.dir / META_FILE, canonical_json(derive_meta(self._records)))
+            if kind == "finished":
+                self.finished = True
+            return stored
+
+    def artifact(self, stem: str, data: bytes, *, kind: str = "screenshot", ext: str = "png",
+                 **about: Any) -> Artifact:
+        """Store a file of the run under a fresh name and record it with its SHA-256 and time."""
+        with self._lock:
+            base = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-.")[:100] or "file"
+            name, n = f"{base}.{ext}", 1
+            while name in self._names:
+                n += 1
+                name = f"{base}-{n}.{ext}"
+            self._names.add(name)
+            atomic_write(self.dir / name, data)
+        digest = _sha(data)
+        self.record("artifact", name=name, sha256=digest, size=len(data), type=kind, **about)
+        return Artifact(name=name, path=api_artifact_url(self.run_id, name), sha256=digest, kind=kind)
+
+    def adopt(self, name: str, *, kind: str) -> Artifact:
+        """Record a file something else wrote into the run's directory (a video) with its SHA-256."""
+        check_artifact_name(name)
+        digest = hashlib.sha256()
+        with open(self.dir / name, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        with self._lock:
+            self._names.add(name)
+        self.record("artifact", name=name, sha256=digest.hexdigest(), size=(self.dir / name).stat().st_size, type=kind)
+        return Artifact(name=name, path=api_artifact_url(self.run_id, name), sha256=digest.hexdigest(), kind=kind)
+
+    def finish(self, status: str, result: dict | None = None, reason: str | None = None) -> None:
+        self.record("finished", status=status, result=result, reason=reason)
+        with _open_lock:
+            _open_here.discard(str(self.dir.resolve()))
+        (self.dir / OWNER_FILE).unlink(missing_ok=True)
+
+
+def derive_meta(records: Sequence[dict]) -> dict:
+    """meta.json's content, a pure function of the chain (so verify can recompute it)."""
+    first = records[0]
+    last = records[-1]
+    done = last if last.get("kind") in ("finished", "interrupted") else None
+    started = _parse_time(first["ts"])
+    duration = round((_parse_time(done["ts"]) - started).total_seconds() * 1000) if done else None
+    return {"test_run_id": first.get("test_run_id"), "verb": first.get("verb"), "name": first.get("name"),
+            "session_id": first.get("session_id"), "timestamp": first["ts"],
+            "status": (done.get("status") or "interrupted") if done else "running",
+            "finished_at": done["ts"] if done else None, "duration_ms": duration,
+            "records": len(records), "head_hash": last["hash"]}
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+# ------------------------------------------------------------------------------------ the store
+
+
+class QaRunStore:
+    """Every QA run under one data directory; reads only the disk, so it works after a restart."""
+
+    def __init__(self, data_dir: str | Path):
+        self.root = Path(data_dir)
+        self.runs_dir = self.root / "qa" / "runs"
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs_dir / check_run_id(run_id)
+
+    def create(self, verb: str, name: str, *, session_id: str | None, request: dict,
+               secrets: Iterable[str] = ()) -> RunWriter:
+        started = _now()
+        run_id = new_trace_id(started)
+        # Runs hold screenshots and typed text: the server's user only (as traces: vision.trace).
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.runs_dir.chmod(0o700)
+        directory = self.run_dir(run_id)
+        directory.mkdir()
+        with _open_lock:
+            _open_here.add(str(directory.resolve()))
+        atomic_write(directory / OWNER_FILE, json.dumps(this_process().as_dict()).encode())
+        writer = RunWriter(self, directory, run_id, secrets)
+        writer.record("started", test_run_id=run_id, verb=verb, name=name, session_id=session_id, request=request)
+        return writer
+
+    def _existing(self, run_id: str) -> Path:
+        directory = self.run_dir(run_id)
+        if not (directory / MANIFEST).is_file():
+            raise QaRunNotFound(f"no QA run {run_id!r}")
+        return directory
+
+    def records(self, run_id: str) -> list[dict]:
+        """The manifest's records (lines that do not parse are left out: verify names them)."""
+        data = (self._existing(run_id) / MANIFEST).read_bytes()
+        records = []
+        for line in data.split(b"\n"):
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict):
+                    records.append(record)
+        return records
+
+    def file(self, run_id: str, name: str) -> Path:
+        """An artifact's file, by a name the manifest lists (and only such a name)."""
+        check_artifact_name(name)
+        listed = any(r.get("kind") == "artifact" and r.get("name") == name for r in self.records(run_id))
+        path = self.run_dir(run_id) / name
+        if not listed or not path.is_file():
+            raise QaRunNotFound(f"run {run_id!r} has no artifact {name!r}; its record lists them")
+        return path
+
+    def load(self, run_id: str) -> QaRun:
+        return build_run(self.records(run_id))
+
+    def list_ids(self) -> list[str]:
+        if not self.runs_dir.is_dir():
+            return []
+        return sorted((e.name for e in self.runs_dir.iterdir() if _RUN_ID.fullmatch(e.name)), reverse=True)
+
+    def verify(self, run_id: str) -> VerifyReport:
+        """Every problem with the run's evidence: the chain, each artifact's SHA-256, meta.json,
+        files the manifest does not name."""
+        directory = self._existing(run_id)
+        problems: list[str] = []
+        data = (directory / MANIFEST).read_bytes()
+        *lines, tail = data.split(b"\n")
+        if tail.strip():
+            problems.append("manifest.jsonl ends in an unterminated line")
+        records: list[dict] = []
+        prev = GENESIS_HASH
+        for number, line in enumerate(lines, 1):
+            try:
+                record = json.loads(line)
+                assert isinstance(record, dict)
+            except (ValueError, AssertionError):
+                problems.append(f"record {number}: not valid JSON")
+                prev = None
+                continue
+            if record.get("index") != number:
+                problems.append(f"record {number}: numbered {record.get('index')!r}")
+            if prev is not None and record.get("prev_hash") != prev:
+                problems.append(f"record {number}: prev_hash does not match the previous record's hash")
+            if record.get("hash") != record_hash(record):
+                problems.append(f"record {number}: content does not match its hash")
+            prev = record.get("hash")
+            records.append(record)
+        listed: dict[str, str] = {}
+        for record in records:
+            if record.get("kind") == "artifact":
+                listed[str(record.get("name"))] = str(record.get("sha256"))
+        files = 0
+        for name, expected in listed.items():
+            path = directory / name
+            if not _ARTIFACT.fullmatch(name) or not path.is_file():
+                problems.append(f"artifact {name}: missing")
+                continue
+            files += 1
+            if _sha(path.read_bytes()) != expected:
+                problems.append(f"artifact {name}: does not match its SHA-256")
+        for entry in directory.iterdir():
+            if entry.name not in listed and entry.name not in (MANIFEST, META_FILE, OWNER_FILE) \
+                    and not entry.name.startswith("."):
+                problems.append(f"file {entry.name}: not in the manifest")
+        meta_path = directory / META_FILE
+        if records:
+            if not meta_path.is_file():
+                problems.append("meta.json: missing")
+            elif meta_path.read_bytes() != canonical_json(derive_meta(records)):
+                problems.append("meta.json: does not match the manifest (edited, or the manifest's tail was cut)")
+        else:
+            problems.append("manifest.jsonl: no records")
+        return VerifyReport(ok=not problems, problems=problems, records_checked=len(records), files_checked=files)
+
+    def close_interrupted(self, alive: Callable[[ProcessId], bool] | None = None) -> list[str]:
+        """Close as ``interrupted`` every unfinished run whose writer is gone (as
+        ``TraceStore.close_interrupted`` does for traces); returns their ids."""
+        alive = alive or alive_checker()
+        closed = []
+        for run_id in self.list_ids():
+            directory = self.run_dir(run_id)
+            try:
+                records = self.records(run_id)
+            except (QaRunNotFound, OSError):
+                continue
+            if not records or records[-1].get("kind") in ("finished", "interrupted"):
+                continue
+            with _open_lock:
+                if str(directory.resolve()) in _open_here:
+                    continue
+            owner = _read_owner(directory)
+            if owner is not None and alive(owner):
+                continue
+            try:
+                self._interrupt(directory, records)
+            except (OSError, ValueError) as exc:
+                log.error("QA run %s was left unfinished and could not be closed: %s", run_id, exc)
+                continue
+            closed.append(run_id)
+        if closed:
+            log.warning("closed %d QA run(s) left unfinished by a server that stopped: %s", len(closed),
+                        ", ".join(closed))
+        return closed
+
+    def _interrupt(self, directory: Path, records: list[dict]) -> None:
+        data = (directory / MANIFEST).read_bytes()
+        if not data.endswith(b"\n"):  # a torn tail cannot be chained to: keep the whole lines
+            data = data[: data.rfind(b"\n") + 1]
+        record = {"kind": "interrupted", "status": "error", "reason": INTERRUPTED_MESSAGE,
+                  "index": len(records) + 1, "ts": rfc3339(_now()), "prev_hash": records[-1]["hash"]}
+        record["hash"] = record_hash(record)
+        atomic_write(directory / MANIFEST, data + canonical_json(record) + b"\n")
+        atomic_write(directory / META_FILE, canonical_json(derive_meta([*records, record])))
+        (directory / OWNER_FILE).unlink(missing_ok=True)
+
+
+def _read_owner(directory: Path) -> ProcessId | None:
+    try:
+        return ProcessId.from_dict(json.loads((directory / OWNER_FILE).read_bytes()))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+# ------------------------------------------------------------------------------------ the record
+
+
+def build_run(records: Sequence[dict]) -> QaRun:
+    """The run as the API shows it, from its manifest (pure)."""
+    if not records:
+        raise QaRunNotFound("the run has no records")
+    meta = derive_meta(records)
+    artifacts = Artifacts()
+    cases: list[TestCase] = []
+    run_id = str(meta["test_run_id"])
+    result = None
+    for record in records:
+        kind = record.get("kind")
+        if kind == "artifact":
+            artifact = Artifact(name=record["name"], path=api_artifact_url(run_id, record["name"]),
+                                sha256=record["sha256"], kind=record.get("type", "screenshot"))
+            bucket = {"screenshot": artifacts.screenshots, "diff": artifacts.screenshots,
+                      "video": artifacts.videos}.get(artifact.kind, artifacts.other)
+            bucket.append(artifact)
+        elif kind == "trace":
+            artifacts.traces.append({"trace_id": record.get("trace_id"), "path": record.get("path"),
+                                     "step": record.get("step")})
+        elif kind == "case":
+            cases.append(TestCase(name=record.get("name") or meta["verb"], status=record.get("status", "error"),
+                                  duration_ms=record.get("duration_ms") or 0,
+                                  screenshots=record.get("screenshots") or [],
+                                  console_logs=record.get("console_logs") or [],
+                                  failure_reason=record.get("failure_reason"),
+                                  steps=[StepResult.model_validate(s) for s in record.get("steps") or []]))
+        elif kind == "finished":
+            result = record.get("result")
+    status = meta["status"]
+    if status in ("running", "interrupted") or (status == "error" and not cases):
+        # A run cut short has its one case, unfinished: an error with the reason.
+        reason = next((r.get("reason") for r in reversed(records) if r.get("kind") in ("finished", "interrupted")),
+                      None) or ("still running" if status == "running" else INTERRUPTED_MESSAGE)
+        if not cases and status != "running":
+            cases.append(TestCase(name=meta["name"] or meta["verb"], status="error", duration_ms=meta["duration_ms"] or 0,
+                                  failure_reason=reason))
+    summary = Summary(total=len(cases))
+    for case in cases:
+        setattr(summary, case.status, getattr(summary, case.status) + 1)
+    return QaRun(test_run_id=run_id, verb=meta["verb"], name=meta["name"] or meta["verb"],
+                 session_id=meta["session_id"], timestamp=meta["timestamp"], duration_ms=meta["duration_ms"],
+                 status=status, test_cases=cases, summary=summary, artifacts=artifacts, result=result)
+
+
+# ------------------------------------------------------------------------------------ JUnit
+
+
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _x(value: Any) -> str:
+    return _XML_INVALID.sub("\ufffd", str(value))
+
+
+def render_junit(runs: Sequence[QaRun], suite: str = "glassdesk.qa", artifact_url: ArtifactUrl = api_artifact_url) -> str:
+    """JUnit XML: one testcase per verb call or flow. A failure carries its reason; the paths of
+    its screenshots go in system-out (pure)."""
+    cases: list[ET.Element] = []
+    counts = {"failures": 0, "errors": 0, "skipped": 0}
+    total_ms = 0
+    for run in runs:
+        for case in run.test_cases or [TestCase(name=run.name, status="error", duration_ms=run.duration_ms or 0,
+                                                failure_reason="the run recorded no result")]:
+            total_ms += case.duration_ms
+            element = ET.Element("testcase", classname=_x(f"{suite}.{run.verb}"), name=_x(case.name),
+                                 time=f"{case.duration_ms / 1000:.3f}")
+            reason = case.failure_reason or case.status
+            if case.status == "failed":
+                counts["failures"] += 1
+                ET.SubElement(element, "failure", message=_x(reason[:1000]), type="failure").text = _x(reason)
+            elif case.status == "error":
+                counts["errors"] += 1
+                ET.SubElement(element, "error", message=_x(reason[:1000]), type="error").text = _x(reason)
+            elif case.status == "skipped":
+                counts["skipped"] += 1
+                ET.SubElement(element, "skipped", message=_x(reason[:1000]))
+            lines = [f"test_run_id: {run.test_run_id}"]
+            lines += [f"screenshot: {artifact_url(run.test_run_id, name)}" for name in case.screenshots]
+            ET.SubElement(element, "system-out").text = _x("\n".join(lines))
+            cases.append(element)
+    attrs = {"tests": str(len(cases)), "failures": str(counts["failures"]), "errors": str(counts["errors"]),
+             "skipped": str(counts["skipped"]), "time": f"{total_ms / 1000:.3f}"}
+    root = ET.Element("testsuites", name="glassdesk", **attrs)
+    stamp = runs[0].timestamp if runs else rfc3339(_now())
+    element = ET.SubElement(root, "testsuite", name=_x(suite), timestamp=_x(stamp[:19]), **attrs)
+    element.extend(cases)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True)
+
+
+# ------------------------------------------------------------------------------------ HTML
+
+_QA_CSS = """
+.badge.passed{background:#1a7f37}.badge.failed{background:#cf222e}.badge.error{background:#bc4c00}
+.badge.skipped{background:#6e7781}
+.case{margin:0 0 28px}
+.case>h2{margin:0 0 10px}
+.step.passed .head h2::after{content:" ✓";color:#1a7f37}
+.diffs{display:grid;grid-template-columns:repeat(auto-fit,minmax(300px,1fr));gap:12px;padding:12px 16px}
+.diffs img{display:block;width:100%;height:auto;border:1px solid #d5d9df;background:#fff}
+.kv{margin:0;padding:8px 16px 12px;font-size:13px}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _figure(url: str, caption: str, marks: list[dict] | None = None) -> str:
+    overlay = _overlay(marks) if marks else ""
+    return (f'<figure><figcaption>{_e(caption)}</figcaption><div class="shot"><a href="{_e(url)}">'
+            f'<img src="{_e(url)}" alt="{_e(caption)}" loading="lazy"></a>{overlay}</div></figure>')
+
+
+def _step_html(run: QaRun, step: StepResult, url: ArtifactUrl) -> str:
+    marks = []
+    point = step.detail.get("point")
+    if point:
+        marks.append({"action": "left_click", "x": point[0], "y": point[1]})
+    figures = []
+    if step.before:
+        figures.append(_figure(url(run.test_run_id, step.before), "Before", marks))
+    if step.after:
+        figures.append(_figure(url(run.test_run_id, step.after), "After"))
+    reason = f'<div class="box error" style="margin:12px 16px 0">{_e(step.failure_reason)}</div>' \
+        if step.failure_reason else ""
+    detail = {k: v for k, v in step.detail.items() if k not in ("point",)}
+    info = f'<pre class="kv">{_e(json.dumps(detail, indent=1, ensure_ascii=False)[:4000])}</pre>' if detail else ""
+    attempts = f" · {step.attempts} attempts" if step.attempts > 1 else ""
+    return (f'<section class="step {"failed" if step.status != "passed" else "passed"}">'
+            f'<div class="head"><h2>Step {step.index}: {_e(step.name)}</h2>'
+            f'<span class="metrics">{_e(step.status)} · {step.duration_ms:,} ms{attempts}</span></div>'
+            f'{reason}<div class="shots">{"".join(figures)}</div>{info}</section>')
+
+
+def _comparisons(run: QaRun, url: ArtifactUrl) -> str:
+    shots = (run.result or {}).get("shots") or []
+    parts = []
+    for shot in shots:
+        images = [(shot.get(key) or {}).get("name") for key in ("baseline_image", "current_image", "diff_image")]
+        figures = [f'<figure><figcaption>{label}</figcaption><a href="{_e(url(run.test_run_id, name))}">'
+                   f'<img src="{_e(url(run.test_run_id, name))}" alt="{label}"></a></figure>'
+                   for label, name in zip(("Baseline", "Current", "Difference"), images) if name]
+        verdict = "passed" if shot.get("passed") else "failed"
+        parts.append(f'<section class="step {"passed" if shot.get("passed") else "failed"}"><div class="head">'
+                     f'<h2>{_e(shot.get("name"))}</h2><span class="metrics">{verdict} · '
+                     f'{shot.get("diff_pixels", 0):,} pixels differ ({shot.get("diff_percentage", 0):.4f}%)</span>'
+                     f'</div>{"<div class=diffs>" + "".join(figures) + "</div>" if figures else ""}</section>')
+    return "".join(parts)
+
+
+def render_html(runs: Sequence[QaRun], artifact_url: ArtifactUrl = api_artifact_url,
+                verification: dict[str, VerifyReport] | None = None, title: str | None = None) -> str:
+    """QA runs as one self-contained page in the trace report's style: each case with its steps'
+    before and after screenshots (markers where a click landed), visual diffs side by side (pure)."""
+    verification = verification or {}
+    body = []
+    totals = Summary()
+    for run in runs:
+        for case in run.test_cases:
+            totals.total += 1
+            setattr(totals, case.status, getattr(totals, case.status) + 1)
+        boxes = []
+        check = verification.get(run.test_run_id)
+        if check is not None:
+            boxes.append('<div class="box verified">Evidence verified: hash chain, meta and every artifact\'s '
+                         'SHA-256 intact.</div>' if check.ok else
+                         f'<div class="box error"><b>Evidence broken:</b> {_e("; ".join(check.problems))}</div>')
+        cases = []
+        for case in run.test_cases:
+            reason = f'<div class="box error">{_e(case.failure_reason)}</div>' if case.failure_reason else ""
+            steps = "".join(_step_html(run, s, artifact_url) for s in case.steps)
+            loose = [n for n in case.screenshots if not any(n in (s.before, s.after) for s in case.steps)]
+            shots = "".join(_figure(artifact_url(run.test_run_id, n), n) for n in loose)
+            console = ""
+            if case.console_logs:
+                lines = "\n".join(f"{c.get('level', '')}: {c.get('text', c.get('message', ''))}"[:500]
+                                  for c in case.console_logs[:200])
+                console = f'<details><summary>Console ({len(case.console_logs)})</summary><pre>{_e(lines)}</pre></details>'
+            cases.append(f'<div class="case"><h2>{_e(case.name)} <span class="badge {_e(case.status)}">'
+                         f'{_e(case.status)}</span> <span class="sub">{case.duration_ms:,} ms</span></h2>{reason}'
+                         f'{"<div class=shots>" + shots + "</div>" if shots else ""}{steps}{console}</div>')
+        videos = "".join(f'<p><a href="{_e(artifact_url(run.test_run_id, v.name))}">video {_e(v.name)}</a> '
+                         f'<span class="sub">sha256 {_e(v.sha256)}</span></p>' for v in run.artifacts.videos)
+        body.append(f'<section class="case"><div class="sub">QA run {_e(run.test_run_id)} · {_e(run.verb)}'
+                    f'{" · session " + _e(run.session_id) if run.session_id else ""} · {_e(run.timestamp)}</div>'
+                    f'<h1>{_e(run.name)} <span class="badge {_e(run.status)}">{_e(run.status)}</span></h1>'
+                    f'{"".join(boxes)}{_comparisons(run, artifact_url)}{"".join(cases)}{videos}</section>')
+    heading = title or (runs[0].name if len(runs) == 1 else "glassdesk QA")
+    head = (f'<header><div class="sub">glassdesk QA report</div><h1>{_e(heading)}</h1>'
+            f'<ul class="totals">' + "".join(f"<li><b>{getattr(totals, k)}</b><span>{k}</span></li>"
+                                             for k in ("total", "passed", "failed", "error", "skipped"))
+            + "</ul></header>")
+    return ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width,initial-scale=1">'
+            f'<title>{_e(heading)}</title><style>{_CSS}{_QA_CSS}</style></head>'
+            f'<body>{head}<main>{"".join(body)}</main>'
+            '<footer>Markers are display pixels of a 1920×1080 screen. Every file is listed with its SHA-256 in '
+            'the run\'s manifest.</footer></body></html>')
