@@ -18,6 +18,7 @@ pytestmark = pytest.mark.x11
 
 SID = "itest"
 PAGE = f"/api/v1/sessions/{SID}/page"
+QA = f"/api/v1/sessions/{SID}/qa"
 BIG = {"name": "big.bin", "content_base64": "A" * (700 * 1024)}  # 525 KiB decoded: over 512 KiB, under the body cap
 
 
@@ -118,6 +119,18 @@ CASES = [
      ("session_create", {"session": "dp-bad", "dialogs": "yes"}), "invalid_request", 422, "none"),
     ("an upload over the limit", ("POST", f"{PAGE}/upload", {"selector": "input", "files": [BIG]}),
      ("page_upload_file", {"selector": "input", "files": [BIG], "session": SID}), "upload_too_large", 413, "none"),
+    # the QA verbs
+    ("a flow step that does not exist", ("POST", f"{QA}/verify_user_flow", {"start_url": "http://127.0.0.1:9/",
+                                                                           "steps": [{"action": "jump"}]}),
+     ("verify_user_flow", {"start_url": "http://127.0.0.1:9/", "steps": [{"action": "jump"}], "session": SID}),
+     "invalid_request", 422, "none"),
+    ("a negative threshold", ("POST", f"{QA}/compare_visual_regression", {"baseline_id": "home", "threshold": -1}),
+     ("compare_visual_regression", {"baseline_id": "home", "threshold": -1, "session": SID}), "invalid_request", 422,
+     "none"),
+    ("a baseline name that leaves its folder", ("POST", f"{QA}/capture_visual_baseline", {"name": "../up"}),
+     ("capture_visual_baseline", {"name": "../up", "session": SID}), "invalid_request", 422, "none"),
+    ("a page check during a take-over", ("POST", f"{QA}/verify_page_loads", {"url": "http://127.0.0.1:9/"}),
+     ("verify_page_loads", {"url": "http://127.0.0.1:9/", "session": SID}), "operator_in_control", 409, "takeover"),
 ]
 
 

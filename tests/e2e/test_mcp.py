@@ -34,6 +34,8 @@ TOOLS = {
     "page_screenshot", "page_wait_for", "page_navigate", "page_back", "page_forward", "page_reload", "page_tabs",
     "page_click", "page_fill", "page_select", "page_upload_file", "page_handle_dialog", "page_dialogs",
     "page_evaluate",
+    "verify_page_loads", "verify_element_exists", "verify_user_flow", "capture_visual_baseline",
+    "compare_visual_regression", "analyze_console_errors",
 }
 READ_ONLY = {"desktop_screenshot", "desktop_windows", "desktop_zoom", "vision_extract_visible_text", "session_list",
              "live_view_url", "page_state", "page_content", "page_console_messages", "page_network_requests",

@@ -52,8 +52,11 @@ def fuzzed(manager, desk, tmp_path_factory):
     trace = glassdesk.act(SID, ActRequest(instruction="look", model="scripted",
                                           script=[{"action": "click", "x": 900, "y": 600},
                                                   {"action": "done", "answer": "seen"}])).trace_id
+    from vision.qa.models import VerifyPageLoadsRequest
+
+    qa_run = glassdesk.qa.verify_page_loads(SID, VerifyPageLoadsRequest(url="about:blank")).test_run_id
     with LiveServer(create_app(manager, settings, glassdesk)) as server:
-        yield server.url, trace
+        yield server.url, trace, qa_run
     try:
         manager.delete(SID)
     except SessionNotFound:
@@ -62,7 +65,7 @@ def fuzzed(manager, desk, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def api_schema(fuzzed):
-    url, _ = fuzzed
+    url, _, _ = fuzzed
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     return schema.exclude(method="POST", path="/api/v1/sessions").exclude(path="/api/v1/events")
 
@@ -91,6 +94,40 @@ def bounded(case) -> None:
         body["value"] = body["value"][:40]
     if path.endswith("/vision/act"):
         body["model"] = "nothing/here"  # no model runs: refused as model_unavailable before it starts
+    if "/qa/" in path:
+        bounded_qa(body)
+
+
+def closed_port(url):
+    """A URL the browser would open, sent to a closed local port instead (refused at once); one it
+    refuses anyway is kept as it is."""
+    if not isinstance(url, str):
+        return url
+    try:
+        check_url(url)
+    except WindowError:
+        return url
+    return f"http://127.0.0.1:9/?u={quote(url[:200])}"
+
+
+def bounded_qa(body: dict) -> None:
+    """The QA verbs: every URL to a closed port, every wait short, no video, no model run."""
+    for key in ("url", "start_url"):
+        if key in body:
+            body[key] = closed_port(body[key])
+    if isinstance(body.get("timeout_ms"), int):
+        body["timeout_ms"] = min(body["timeout_ms"], 1500)
+    body.pop("record_video", None)
+    for step in body.get("steps") or [] if isinstance(body.get("steps"), list) else []:
+        if not isinstance(step, dict):
+            continue
+        for key in ("url", "value"):
+            if step.get("action") == "navigate" and key in step:
+                step[key] = closed_port(step[key])
+        if isinstance(step.get("timeout_ms"), int):
+            step["timeout_ms"] = min(step["timeout_ms"], 300)
+        if step.get("action") == "act":
+            step["model"] = "nothing/here"
 
 
 def restarting(response) -> bool:
@@ -107,8 +144,8 @@ def restarting(response) -> bool:
 
 def test_no_route_answers_a_server_error(fuzzed, api_schema):
     # (Schemathesis's own pytest parametrisation does not run under pytest 9; its strategies do.)
-    _, trace = fuzzed
-    fixed = {"session_id": SID, "trace_id": trace}
+    _, trace, qa_run = fuzzed
+    fixed = {"session_id": SID, "trace_id": trace, "test_run_id": qa_run}
     failures, tried, answers, seen_5xx = {}, [], Counter(), []
     for result in api_schema.get_all_operations():
         operation = result.ok()

@@ -208,3 +208,36 @@ def test_unknown_runs_and_artifacts_are_404_and_bad_names_422(vision_api, qa_sit
         answer = vision_api.get(f"/api/v1/qa/runs/{body['test_run_id']}/artifacts/{bad}")
         assert 400 <= answer.status_code < 500, (bad, answer.text)
     assert vision_api.get("/api/v1/qa/runs/..%2F..%2Fetc/verify").status_code in (404, 422)
+
+
+def test_the_verbs_are_mcp_tools_with_the_same_answers(services, desk, qa_site):
+    import anyio
+    from mcp import Client
+    from mcp.types import ImageContent
+
+    from vision.mcp import build_server
+
+    server = build_server(services)
+
+    async def calls():
+        async with Client(server) as client:
+            loaded = await client.call_tool("verify_page_loads", {"url": qa_site.url("/"), "expected_title": "qa home",
+                                                                  "session": "itest"})
+            flow = await client.call_tool("verify_user_flow", {
+                "start_url": qa_site.url("/login"), "session": "itest",
+                "steps": [{"action": "click", "selector": "#user"},
+                          {"action": "assert", "selector": "#nothing", "timeout_ms": 300,
+                           "assertion": {"type": "exists"}}]})
+            bad = await client.call_tool("verify_user_flow", {"start_url": qa_site.url("/"), "session": "itest",
+                                                              "steps": [{"action": "click"}]})
+            return loaded, flow, bad
+
+    loaded, flow, bad = anyio.run(calls)
+    assert not loaded.is_error and loaded.structured_content["success"] is True
+    assert loaded.content[0].text.startswith("loaded: HTTP 200, title 'qa home'")
+    assert isinstance(loaded.content[1], ImageContent)
+    assert services.qa.runs.verify(loaded.structured_content["test_run_id"]).ok
+    assert not flow.is_error and flow.structured_content["failure_step"] == 2
+    assert "FAILED at step 2" in flow.content[0].text and "no element for selector '#nothing'" in flow.content[0].text
+    assert bad.is_error and bad.content[0].text.startswith("invalid_request: steps.0: ") and "name the target" in \
+        bad.content[0].text

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import re
 from typing import Annotated, Any, Literal
 
+from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Key
+from desktop.page import REF
 
 # Baseline names double as ids and directory names (vision.qa.baselines): one plain path component.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
@@ -69,7 +72,8 @@ def _check_mask(value: list) -> list:
     return value
 
 
-MaskEntry = Annotated[str | list[Annotated[int, Field(ge=0, le=100_000)]],
+MaskEntry = Annotated[Annotated[str, Field(min_length=1, max_length=2000)]
+                      | Annotated[list[Annotated[int, Field(ge=0, le=100_000)]], Field(min_length=4, max_length=4)],
                       Field(description="a CSS selector, or a box [x0, y0, x1, y1] in the image's pixels")]
 Mask = Annotated[list[MaskEntry], Field(max_length=50, description="regions left out of the comparison: CSS "
                                         "selectors (their boxes now) and [x0, y0, x1, y1] boxes")]
@@ -92,7 +96,8 @@ class _Target(_Body):
     text (the DOM first, then OCR of the screen), an image on the screen, or display pixels."""
 
     selector: str | None = Field(None, min_length=1, max_length=2000, description="a CSS selector")
-    ref: str | None = Field(None, min_length=1, max_length=40, description="an accessibility ref, e.g. e12")
+    ref: str | None = Field(None, min_length=1, max_length=40, pattern=REF.pattern,
+                            description="an accessibility ref, e.g. e12")
     label: str | None = Field(None, min_length=1, max_length=500, description="a form field's label")
     text: str | None = Field(None, min_length=1, max_length=500,
                              description="text visible on the screen: found in the page first, else by OCR of "
@@ -142,6 +147,13 @@ def template_png(value: str) -> bytes:
         raise ValueError("image: not valid base64") from None
     if not data.startswith(b"\x89PNG\r\n\x1a\n"):
         raise ValueError("image: not a PNG")
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.load()
+            if image.width * image.height > SCREEN_WIDTH * SCREEN_HEIGHT:
+                raise ValueError("image: larger than the display")
+    except (OSError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise ValueError(f"image: the PNG cannot be read ({exc})") from None
     return data
 
 
@@ -314,7 +326,7 @@ class VerifyPageLoadsRequest(_VerbRequest):
 class VerifyElementRequest(_VerbRequest):
     url: Url | None = None
     selector: str | None = Field(None, min_length=1, max_length=2000)
-    ref: str | None = Field(None, min_length=1, max_length=40)
+    ref: str | None = Field(None, min_length=1, max_length=40, pattern=REF.pattern, description="e.g. e12")
     text: str | None = Field(None, min_length=1, max_length=500)
     should_be_visible: bool = True
     timeout_ms: Timeout = 5000

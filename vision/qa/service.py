@@ -817,10 +817,14 @@ class _Flow:
             text = fill_placeholders(step.value or "", secrets)
         except UnknownPlaceholder as exc:
             raise InvalidAction(str(exc)) from None
+        try:  # untypeable characters are found before anything is clicked
+            typing = Type(text=text) if text else None
+        except ValueError as exc:
+            raise StepFailed(f"value: {exc}") from None
         self.qa.desktops.perform(sid, Click(x=x, y=y))
         self.qa.desktops.perform(sid, Key(keys=["ctrl+a", "BackSpace"]))
-        if text:
-            self.qa.desktops.perform(sid, Type(text=text))
+        if typing is not None:
+            self.qa.desktops.perform(sid, typing)
         return {"point": [x, y], "found_by": how}
 
     def vision(self, index: int, step: FlowStep, step_deadline: float) -> dict:
