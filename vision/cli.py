@@ -1,4 +1,5 @@
-"""The `glassdesk` command: `up` (server + default session), `act` (one instruction), `mcp` (stdio)."""
+"""The `glassdesk` command: `up` (server + default session), `act` (one instruction), `mcp` (stdio), `qa`
+(a suite of QA verbs for CI: vision.qa.cli)."""
 
 from __future__ import annotations
 
@@ -196,6 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
     act.add_argument("--session", default="default")
     act.add_argument("--url", default=os.environ.get("GLASSDESK_URL", "http://127.0.0.1:8080"))
     act.set_defaults(func=_act)
+
+    from vision.qa.cli import add_parser as add_qa
+
+    add_qa(sub)
     return parser
 
 

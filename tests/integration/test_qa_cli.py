@@ -1,0 +1,122 @@
+"""`glassdesk qa SUITE.yaml` for CI: the example suite in docs/qa against its own pages, exit codes
+0 / 1 / 2, JUnit that parses with the right failures, an HTML report that opens from disk, and the
+embedded server when no --url is given."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import threading
+import xml.etree.ElementTree as ET
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from vision.cli import main
+
+pytestmark = pytest.mark.x11
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "qa"
+EXAMPLE_ORIGIN = "http://127.0.0.1:8000"
+
+
+class Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def pages():
+    """docs/qa served as the example says (python3 -m http.server), on a free port."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(DOCS)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def suite_file(tmp_path: Path, origin: str, text: str | None = None) -> Path:
+    text = text if text is not None else (DOCS / "smoke.yaml").read_text()
+    path = tmp_path / "suite.yaml"
+    path.write_text(text.replace(EXAMPLE_ORIGIN, origin))
+    return path
+
+
+def test_the_example_suite_passes_with_junit_and_a_report(vision_api, pages, tmp_path):
+    junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
+    code = main(["qa", str(suite_file(tmp_path, pages)), "--url", str(vision_api.base_url),
+                 "--junit", str(junit), "--report", str(report)])
+    assert code == 0
+    suite = ET.fromstring(junit.read_text()).find("testsuite")
+    assert suite.get("name") == "smoke" and suite.get("tests") == "4" and suite.get("failures") == "0"
+    assert [c.get("name") for c in suite.findall("testcase")] == [
+        "home loads", "sign-in link is visible", "login works", "no console errors"]
+    page = report.read_text()
+    assert "login works" in page and "report_files/" in page
+    shots = list((tmp_path / "report_files").rglob("*.png"))
+    assert shots and all(f"report_files/{p.parent.name}/{p.name}" in page for p in shots)
+
+
+def test_a_failing_test_exits_1_and_junit_names_it(vision_api, pages, tmp_path):
+    text = f"""name: failing
+tests:
+  - name: right title
+    verify_page_loads: {{url: "{EXAMPLE_ORIGIN}/index.html", expected_title: "Example shop"}}
+  - name: wrong title
+    verify_page_loads: {{url: "{EXAMPLE_ORIGIN}/index.html", expected_title: "Another shop"}}
+"""
+    junit = tmp_path / "junit.xml"
+    assert main(["qa", str(suite_file(tmp_path, pages, text)), "--url", str(vision_api.base_url),
+                 "--junit", str(junit)]) == 1
+    suite = ET.fromstring(junit.read_text()).find("testsuite")
+    assert suite.get("tests") == "2" and suite.get("failures") == "1"
+    failed = [c for c in suite.findall("testcase") if c.find("failure") is not None]
+    assert [c.get("name") for c in failed] == ["wrong title"]
+    assert "expected 'Another shop'" in failed[0].find("failure").get("message")
+    assert "/artifacts/page.png" in failed[0].find("system-out").text
+
+
+@pytest.mark.parametrize("text, says", [
+    (None, "cannot read"),
+    ("tests: [", "not valid YAML"),
+    ("tests: []", "non-empty list"),
+    ("tests:\n  - name: x\n    verify_everything: {}", "exactly one of"),
+    ("tests:\n  - name: x\n    verify_user_flow: {start_url: 'http://127.0.0.1:9/', steps: [{action: jump}]}",
+     "steps.0.action"),
+    ("tests:\n  - name: x\n    compare_visual_regression: {baseline_id: home, threshold: -1}", "threshold"),
+])
+def test_usage_errors_exit_2_before_anything_runs(vision_api, tmp_path, capsys, text, says, services):
+    before = set(services.qa.runs.list_ids())
+    path = tmp_path / "suite.yaml"
+    if text is not None:
+        path.write_text(text)
+    assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 2
+    assert says in capsys.readouterr().err
+    assert set(services.qa.runs.list_ids()) == before
+
+
+def test_no_server_at_the_url_is_a_usage_error(tmp_path, capsys):
+    path = tmp_path / "suite.yaml"
+    path.write_text("tests:\n  - name: x\n    verify_page_loads: {url: 'http://127.0.0.1:9/'}\n")
+    assert main(["qa", str(path), "--url", "http://127.0.0.1:9"]) == 2
+    assert "no glassdesk server answers" in capsys.readouterr().err
+
+
+def test_without_url_an_embedded_server_runs_the_suite(pages, tmp_path):
+    text = f"""name: embedded
+tests:
+  - name: home loads
+    verify_page_loads: {{url: "{EXAMPLE_ORIGIN}/index.html", expected_title: "Example shop"}}
+"""
+    junit = tmp_path / "junit.xml"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-m", "vision.cli", "qa", str(suite_file(tmp_path, pages, text)),
+                           "--junit", str(junit), "--data-dir", str(tmp_path / "data")],
+                          env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    out = ET.fromstring(junit.read_text()).find("testsuite").find("testcase").find("system-out").text
+    shot = Path(out.splitlines()[1].removeprefix("screenshot: "))
+    assert shot.is_file() and shot.is_relative_to(tmp_path / "data")  # the evidence stays on this disk

@@ -1,0 +1,267 @@
+"""`glassdesk qa SUITE.yaml`: run a suite of QA verbs for CI, against a running server (--url) or
+one embedded in this process, with progress on the terminal, JUnit XML and an HTML report.
+
+Exit status: 0 when every test passed, 1 when any failed (or errored), 2 on a usage error (no such
+file, a suite that does not parse or validate, no server at --url). The whole suite is checked
+before the first test runs, so a typo costs nothing.
+
+A suite::
+
+    name: smoke
+    session: default            # optional
+    tests:
+      - name: home loads
+        verify_page_loads: {url: "http://127.0.0.1:8000/", expected_title: "Home"}
+      - name: login works
+        verify_user_flow: {start_url: ..., steps: [...], success_condition: {text: "Welcome"}}
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from desktop.errors import describe_validation
+from vision.qa.models import (
+    VERBS, AnalyzeConsoleRequest, CaptureBaselineRequest, CompareRequest, QaRun, VerifyElementRequest,
+    VerifyPageLoadsRequest, VerifyUserFlowRequest,
+)
+
+console = Console(stderr=True, soft_wrap=True)
+
+REQUESTS: dict[str, type[BaseModel]] = {
+    "verify_page_loads": VerifyPageLoadsRequest, "verify_element_exists": VerifyElementRequest,
+    "verify_user_flow": VerifyUserFlowRequest, "capture_visual_baseline": CaptureBaselineRequest,
+    "compare_visual_regression": CompareRequest, "analyze_console_errors": AnalyzeConsoleRequest,
+}
+
+
+class UsageError(Exception):
+    """The suite or the command line cannot be run as given: exit 2."""
+
+
+@dataclass
+class SuiteTest:
+    name: str
+    verb: str
+    body: dict
+
+
+@dataclass
+class Suite:
+    name: str
+    session: str
+    tests: list[SuiteTest]
+
+
+def load_suite(path: Path) -> Suite:
+    """The suite file, parsed and every test's request validated (pure but for the read)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("tests"), list) or not data["tests"]:
+        raise UsageError(f"{path}: a suite is a mapping with a non-empty list `tests`")
+    tests = []
+    for number, entry in enumerate(data["tests"], 1):
+        where = f"{path}: test {number}"
+        if not isinstance(entry, dict):
+            raise UsageError(f"{where}: each test is a mapping with a name and one verb")
+        verbs = [k for k in entry if k in VERBS]
+        unknown = [k for k in entry if k not in VERBS and k != "name"]
+        if unknown or len(verbs) != 1:
+            raise UsageError(f"{where}: give `name` and exactly one of {', '.join(VERBS)}"
+                             + (f" (unknown: {', '.join(map(str, unknown))})" if unknown else ""))
+        verb = verbs[0]
+        body = entry[verb] or {}
+        if not isinstance(body, dict):
+            raise UsageError(f"{where}: {verb} takes a mapping of its arguments")
+        name = str(entry.get("name") or f"{verb} {number}")
+        if verb != "capture_visual_baseline":  # its `name` is the baseline's
+            body = {"name": name, **body}
+        try:
+            REQUESTS[verb].model_validate(body)
+        except ValidationError as exc:
+            raise UsageError(f"{where} ({name}): {verb}: {describe_validation(exc)}") from None
+        tests.append(SuiteTest(name=name, verb=verb, body=body))
+    return Suite(name=str(data.get("name") or path.stem), session=str(data.get("session") or "default"), tests=tests)
+
+
+def _passed(run: QaRun) -> bool:
+    return run.status == "passed"
+
+
+def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path | None = None,
+              junit: Path | None = None, report: Path | None = None) -> int:
+    import httpx2
+
+    from vision.qa.runs import render_html, render_junit
+
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    runs: list[QaRun] = []
+    failed = 0
+    with httpx2.Client(base_url=base_url, headers=headers, timeout=httpx2.Timeout(30, read=None)) as http:
+        try:
+            http.get("/healthz").raise_for_status()
+        except (httpx2.TransportError, httpx2.HTTPStatusError) as exc:
+            raise UsageError(f"no glassdesk server answers at {base_url} ({exc}); start one with `glassdesk up`, "
+                             "or leave --url out to run one here") from None
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                      transient=True) as progress:
+            task = progress.add_task(f"{suite.name}", total=len(suite.tests))
+            for number, test in enumerate(suite.tests, 1):
+                progress.update(task, description=f"[{number}/{len(suite.tests)}] {test.name}")
+                started = time.monotonic()
+                answer = http.post(f"/api/v1/sessions/{suite.session}/qa/{test.verb}", json=test.body)
+                seconds = time.monotonic() - started
+                if answer.status_code != 200:
+                    error = _error_of(answer)
+                    failed += 1
+                    progress.console.print(f"[red]✗ error[/red] {test.name}  [dim]{seconds:.1f} s[/dim]\n  {error}")
+                    runs.append(_error_run(test, error))
+                    continue
+                run_id = answer.json()["test_run_id"]
+                run = QaRun.model_validate(http.get(f"/api/v1/qa/runs/{run_id}").json())
+                runs.append(run)
+                if _passed(run):
+                    progress.console.print(f"[green]✓ passed[/green] {test.name}  [dim]{seconds:.1f} s[/dim]")
+                else:
+                    failed += 1
+                    reason = next((c.failure_reason for c in run.test_cases if c.failure_reason), run.status)
+                    progress.console.print(f"[red]✗ {run.status}[/red] {test.name}  [dim]{seconds:.1f} s[/dim]\n"
+                                           f"  {reason}\n  [dim]{base_url}/api/v1/qa/runs/{run_id}/report[/dim]")
+                progress.advance(task)
+        if junit is not None:
+            def evidence(run_id: str, name: str) -> str:
+                if data_dir is not None:  # an embedded server's files stay on this disk
+                    return str((data_dir / "qa" / "runs" / run_id / name).resolve())
+                return f"{base_url}/api/v1/qa/runs/{run_id}/artifacts/{name}"
+
+            junit.write_text(render_junit(runs, suite=suite.name, artifact_url=evidence), encoding="utf-8")
+        if report is not None:
+            files = report.with_name(report.stem + "_files")
+            local = _download(http, runs, files)
+            page = render_html(runs, artifact_url=lambda run_id, name: local.get((run_id, name), ""),
+                               title=suite.name)
+            report.write_text(page, encoding="utf-8")
+    colour = "green" if not failed else "red"
+    console.print(f"[bold {colour}]{len(suite.tests) - failed} of {len(suite.tests)} passed[/bold {colour}]"
+                  + (f"; JUnit: {junit}" if junit else "") + (f"; report: {report}" if report else ""))
+    return 0 if not failed else 1
+
+
+def _download(http, runs: list[QaRun], directory: Path) -> dict[tuple[str, str], str]:
+    """The runs' screenshots beside the report, so it opens from disk after the server is gone."""
+    local: dict[tuple[str, str], str] = {}
+    for run in runs:
+        for artifact in run.artifacts.screenshots:
+            answer = http.get(artifact.path)
+            if answer.status_code != 200:
+                continue
+            target = directory / run.test_run_id / artifact.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(answer.content)
+            local[(run.test_run_id, artifact.name)] = f"{directory.name}/{run.test_run_id}/{artifact.name}"
+    return local
+
+
+def _error_of(answer) -> str:
+    try:
+        error = answer.json()["error"]
+        return f"{error['code']}: {error['message']}"
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {answer.status_code}: {answer.text[:300]}"
+
+
+def _error_run(test: SuiteTest, error: str) -> QaRun:
+    """A test the server refused: an error case in the reports, with no evidence."""
+    from datetime import datetime, timezone
+
+    from vision.qa.models import Summary, TestCase
+
+    return QaRun(test_run_id="-", verb=test.verb, name=test.name, timestamp=datetime.now(timezone.utc).isoformat(),
+                 status="error", test_cases=[TestCase(name=test.name, status="error", duration_ms=0,
+                                                      failure_reason=error)],
+                 summary=Summary(total=1, error=1))
+
+
+@contextlib.contextmanager
+def embedded_server(data_dir: str | None):
+    """A server of its own on a free loopback port, with the crash arrangement `glassdesk up` has."""
+    import uvicorn
+
+    from desktop.procs import own_desktops
+    from desktop.sessions import SessionManager
+    from desktop.stack import free_port
+    from vision.app import Settings, create_app
+    from vision.service import Glassdesk
+
+    ownership = own_desktops()
+    manager = SessionManager(root=ownership.root, max_sessions=2)
+    try:
+        settings = Settings(host="127.0.0.1", port=free_port(), data_dir=data_dir)
+        glassdesk = Glassdesk.from_settings(manager, settings)
+        app = create_app(manager, settings, glassdesk)
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning",
+                                               lifespan="off"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise UsageError("the embedded server did not start")
+            time.sleep(0.02)
+        try:
+            yield settings.public_url, glassdesk.store.root, settings.token
+        finally:
+            server.should_exit = True
+            thread.join(10)
+    finally:
+        manager.close()
+        ownership.close()
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        suite = load_suite(Path(args.suite))
+        junit = Path(args.junit) if args.junit else None
+        report = Path(args.report) if args.report else None
+        if args.url:
+            return run_suite(suite, args.url.rstrip("/"), token=os.environ.get("GLASSDESK_TOKEN"), junit=junit,
+                             report=report)
+        console.print("[dim]no --url: starting a glassdesk server and its desktop here…[/dim]")
+        with embedded_server(args.data_dir) as (base, data_dir, token):
+            return run_suite(suite, base, token=token, data_dir=Path(data_dir), junit=junit, report=report)
+    except UsageError as exc:
+        console.print(f"[red]usage:[/red] {exc}")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def add_parser(sub: Any) -> None:
+    qa = sub.add_parser("qa", help="run a suite of QA verbs (YAML) for CI: exit 0 all passed, 1 a failure, 2 usage")
+    qa.add_argument("suite", help="the suite file (YAML)")
+    qa.add_argument("--url", default=None, help="a running glassdesk server (default: start one here)")
+    qa.add_argument("--junit", metavar="OUT.xml", help="write JUnit XML here")
+    qa.add_argument("--report", metavar="OUT.html", help="write the HTML report here (screenshots beside it)")
+    qa.add_argument("--data-dir", default=None, help="the embedded server's data dir (default $GLASSDESK_DATA_DIR, "
+                                                     "else ./data)")
+    qa.set_defaults(func=main)
+
+
+__all__ = ["add_parser", "load_suite", "main", "run_suite"]
