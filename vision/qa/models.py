@@ -370,6 +370,8 @@ class CaptureBaselineRequest(_VerbRequest):
 
     @model_validator(mode="after")
     def _one_scope(self):
+        if "page" in self.selectors or len(set(self.selectors)) != len(self.selectors):
+            raise ValueError("selectors: each once, and not 'page' (the name of the page's own shot)")
         if self.full_page and self.display:
             raise ValueError("full_page and display: choose one (the display has no page below its fold)")
         return self

@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -53,6 +54,16 @@ CONSOLE_LIMIT = 200  # console lines kept with a test case
 # The XFCE panel's clock (desktop/assets/xfce4-panel.xml: a 28 px bottom panel, the clock its last
 # plugin, at the right end): masked in every display-wide comparison, or it differs each minute.
 CLOCK_BOX = [1720, 1052, 1920, 1080]
+
+
+@dataclass(frozen=True)
+class Miss:
+    """Not on the screen, and why (what OCR read instead, how close the image came)."""
+
+    why: str
+
+    def __bool__(self) -> bool:
+        return False
 
 
 class AssertionFailed(Exception):
@@ -234,6 +245,7 @@ class QaService:
         target = Target(selector=request.selector, ref=request.ref, text=request.text)
         with self._run("verify_element_exists", request.name, session, request) as run:
             result = ElementResult(test_run_id=run.run_id, success=False, exists=False, visible=False)
+            miss = None
             deadline = time.monotonic() + request.timeout_ms / 1000
             try:
                 if request.url:
@@ -242,6 +254,7 @@ class QaService:
                 found = self._find(session, target, deadline, visible=request.should_be_visible)
                 result.exists, result.visible = found["exists"], found["visible"]
                 result.box, result.matches, result.found_by = found["box"], found["matches"], found.get("how")
+                miss = found.get("miss")
             except GlassdeskError as exc:
                 if exc.code in ("operator_in_control", "invalid_selector"):
                     raise
@@ -256,6 +269,8 @@ class QaService:
             if not result.success and result.reason is None:
                 result.reason = (f"no element for {target.describe()}" if not result.exists
                                  else f"{target.describe()} exists but is not visible")
+                if miss:
+                    result.reason += f"; nor on the screen: {miss}"
             return self._finish(run, "passed" if result.success else "failed", result, {
                 "name": request.name or f"element exists: {target.describe()}",
                 "screenshots": [a.name for a in result.screenshot.values()], "failure_reason": result.reason})
@@ -271,7 +286,8 @@ class QaService:
         if target.text is None or (found["exists"] and (found["visible"] or not visible)):
             return found
         spot = self._on_screen(session, deadline, text=target.text)
-        if spot is None:
+        if not spot:
+            found["miss"] = spot.why
             return found
         return {"exists": True, "visible": True, "matches": 1, "how": "ocr", "text": target.text, "value": None,
                 "box": {"x": spot.box[0], "y": spot.box[1], "width": spot.box[2] - spot.box[0],
@@ -280,7 +296,7 @@ class QaService:
     def _on_screen(self, session: Session, deadline: float, *, text: str | None = None,
                    template: bytes | None = None, confidence: float = 0.9):
         """Where the text (OCR) or the image is on the display, looked for until ``deadline`` (at
-        least once); None when it never showed."""
+        least once); a Miss (false, with what was seen) when it never showed."""
         from vision.qa.screen_find import NotOnScreen, find_image_on_screen, find_text_on_screen
 
         while True:
@@ -289,9 +305,9 @@ class QaService:
                 if text is not None:
                     return find_text_on_screen(png, text)
                 return find_image_on_screen(png, template, confidence)
-            except NotOnScreen:
+            except NotOnScreen as exc:
                 if time.monotonic() >= deadline:
-                    return None
+                    return Miss(str(exc))
             time.sleep(POLL_S)
 
     # ------------------------------------------------------------------ verify_user_flow
@@ -355,8 +371,8 @@ class QaService:
     def _element_state(self, session: Session, step: FlowStep, kind: str, deadline: float) -> dict:
         if step.image is not None:
             spot = self._on_screen(session, deadline, template=template_png(step.image), confidence=step.confidence)
-            if (spot is None) != (kind == "hidden"):
-                raise AssertionFailed(f"{step.describe()} is {'on' if spot else 'not on'} the screen")
+            if (not spot) != (kind == "hidden"):
+                raise AssertionFailed(f"{step.describe()} is on the screen" if spot else spot.why)
             return {"point": [spot.x, spot.y]} if spot else {}
         target = _dom_target(step)
         if kind == "hidden":
@@ -370,7 +386,8 @@ class QaService:
             return {"exists": found["exists"]}
         found = self._find(session, target, deadline, visible=kind == "visible")
         if not found["exists"]:
-            raise AssertionFailed(f"no element for {target.describe()}")
+            raise AssertionFailed(f"no element for {target.describe()}"
+                                  + (f"; nor on the screen: {found['miss']}" if found.get("miss") else ""))
         if kind == "visible" and not found["visible"]:
             raise AssertionFailed(f"{target.describe()} exists but is not visible")
         return {"box": found["box"], "found_by": found.get("how")}
@@ -406,7 +423,7 @@ class QaService:
         found = self._find(session, target, deadline, visible=True)
         if not (found["exists"] and found["visible"]):
             raise AssertionFailed(f"no visible element for {target.describe()}"
-                                  + (" in the page or on the screen" if target.text else ""))
+                                  + (f" in the page; nor on the screen: {found.get('miss')}" if target.text else ""))
         return {"box": found["box"], "found_by": found.get("how")}
 
     # ------------------------------------------------------------------ visual baselines
@@ -753,8 +770,8 @@ class _Flow:
             if step.image is not None:
                 spot = qa._on_screen(self.session, step_deadline, template=template_png(step.image),
                                      confidence=step.confidence)
-                if spot is None:
-                    raise StepFailed(f"{step.describe()} did not show on the screen within {step.timeout_ms} ms")
+                if not spot:
+                    raise StepFailed(f"{step.describe()} did not show within {step.timeout_ms} ms: {spot.why}")
                 return {"point": [spot.x, spot.y]}
             found = qa._find(self.session, _dom_target(step), step_deadline, visible=True)
             if not (found["exists"] and found["visible"]):
@@ -777,9 +794,9 @@ class _Flow:
         spot = self.qa._on_screen(self.session, step_deadline, text=step.text,
                                   template=template_png(step.image) if step.image else None,
                                   confidence=step.confidence)
-        if spot is None:
-            where = "in the page or on the screen" if step.text else "on the screen"
-            raise StepFailed(f"{step.describe()} was not found {where} within {step.timeout_ms} ms")
+        if not spot:
+            where = "in the page nor on the screen" if step.text else "on the screen"
+            raise StepFailed(f"{step.describe()} was not found {where} within {step.timeout_ms} ms: {spot.why}")
         return spot.x, spot.y, "ocr" if step.text else "image"
 
     def _dom_or_pixel(self, step: FlowStep, step_deadline: float, dom: Callable[[Target, int], Any]):
