@@ -2,7 +2,7 @@
 
 from desktop.errors import GlassdeskError, InvalidRequest
 
-__all__ = ["InvalidRequest", "ModelUnavailable", "TraceCorruptError", "TraceNotFoundError"]
+__all__ = ["BaselineCorrupt", "BaselineNotFound", "InvalidRequest", "ModelUnavailable", "TraceCorruptError", "TraceNotFoundError"]
 
 
 class ModelUnavailable(GlassdeskError):
@@ -19,3 +19,15 @@ class TraceCorruptError(GlassdeskError):
     """A trace on disk no longer parses: GET .../verify says where."""
 
     code, status = "trace_corrupt", 500
+
+
+class BaselineNotFound(GlassdeskError):
+    """No visual baseline with that id (or no such version, or no such screenshot in it)."""
+
+    code, status = "baseline_not_found", 404
+
+
+class BaselineCorrupt(GlassdeskError):
+    """A baseline's files on disk no longer match the SHA-256 its metadata recorded."""
+
+    code, status = "baseline_corrupt", 500
