@@ -207,6 +207,12 @@ def test_diff_pixels_equal_pixelmatch_on_rendered_text_at_many_offsets():
     for offset in (1, 2, 3, 5, 8, 12):
         current = _text(offset)[:, :160]
         assert compare(baseline, current).diff_pixels == _pixelmatch(baseline, current), offset
+    # A change in a small part of the image: the anti-aliasing test reads around that part only.
+    for x0, x1, y0, y1 in ((40, 70, 10, 30), (0, 20, 0, 60), (150, 160, 50, 60), (60, 61, 20, 21)):
+        current = baseline.copy()
+        current[y0:y1, x0:x1] = _text(3)[y0:y1, x0:x1]
+        assert compare(baseline, current).diff_pixels == _pixelmatch(baseline, current), (x0, y0)
+        assert compare(current, baseline).diff_pixels == _pixelmatch(current, baseline), (x0, y0)
 
 
 # ------------------------------------------------------------------------------------ masks, PNG

@@ -110,25 +110,28 @@ def _colour_delta(p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
 
 
 class _Region:
-    """The rows of both images that the anti-aliasing test of some pixels can reach (2 rows
-    around them), padded by one pixel all round, flattened: the 8 neighbours of a pixel are then
-    fixed offsets from it, and outside the image is the padding, which never matches anything.
+    """The part of both images that the anti-aliasing test of some pixels can reach (their
+    bounding box and 2 pixels around it), padded by one pixel all round, flattened: the 8
+    neighbours of a pixel are then fixed offsets from it, and outside the image is the padding,
+    which never matches anything (the test reaches 2 pixels out: a neighbour's neighbours).
 
     Brightness is computed once here per pixel instead of once per visit: pixelmatch recomputes a
     pixel's brightness for each of the up to 9 tests it takes part in."""
 
-    def __init__(self, a: np.ndarray, b: np.ndarray, first_row: int, last_row: int):
+    def __init__(self, a: np.ndarray, b: np.ndarray, index: np.ndarray):
         height, width = a.shape[:2]
         self.height, self.width = height, width
-        self.top = max(first_row - 2, 0)
-        bottom = min(last_row + 3, height)
-        self.stride = width + 2
+        rows, columns = index // width, index % width
+        self.top, self.left = max(int(rows.min()) - 2, 0), max(int(columns.min()) - 2, 0)
+        bottom, right = min(int(rows.max()) + 3, height), min(int(columns.max()) + 3, width)
+        self.stride = right - self.left + 2
         self.offsets = np.array([dy * self.stride + dx for dx, dy in _NEIGHBOURS])
-        self.brightness = [self._padded(_brightness(*_rgb(image[self.top:bottom])), np.nan) for image in (a, b)]
-        self.codes = [self._padded(self._pixel_codes(image[self.top:bottom]), -1) for image in (a, b)]
+        crops = [image[self.top:bottom, self.left:right] for image in (a, b)]
+        self.brightness = [self._padded(_brightness(*_rgb(crop)), np.nan) for crop in crops]
+        self.codes = [self._padded(self._pixel_codes(crop), -1) for crop in crops]
 
     def _padded(self, values: np.ndarray, fill) -> np.ndarray:
-        out = np.full((values.shape[0] + 2, self.stride), fill, values.dtype)
+        out = np.full((values.shape[0] + 2, values.shape[1] + 2), fill, values.dtype)
         out[1:-1, 1:-1] = values
         return out.ravel()
 
@@ -142,12 +145,12 @@ class _Region:
 
     def padded_index(self, index: np.ndarray) -> np.ndarray:
         """Flat image index -> flat index in the padded region."""
-        return (index // self.width - self.top + 1) * self.stride + index % self.width + 1
+        return (index // self.width - self.top + 1) * self.stride + index % self.width - self.left + 1
 
     def edge(self, padded: np.ndarray) -> np.ndarray:
         """1 for a pixel on the image's edge (pixelmatch starts its count of equal neighbours at 1
         there), else 0."""
-        y, x = padded // self.stride - 1 + self.top, padded % self.stride - 1
+        y, x = padded // self.stride - 1 + self.top, padded % self.stride - 1 + self.left
         return ((x == 0) | (x == self.width - 1) | (y == 0) | (y == self.height - 1)).astype(np.int64)
 
     def many_siblings(self, padded: np.ndarray) -> np.ndarray:
@@ -188,8 +191,7 @@ _CHUNK = 1 << 16
 
 def _antialiased_either(a: np.ndarray, b: np.ndarray, index: np.ndarray) -> np.ndarray:
     """For each flat index, whether pixelmatch calls it anti-aliasing in a or in b."""
-    width = a.shape[1]
-    region = _Region(a, b, int(index[0]) // width, int(index[-1]) // width)  # index is sorted
+    region = _Region(a, b, index)
     result = np.empty(index.size, bool)
     for start in range(0, index.size, _CHUNK):
         padded = region.padded_index(index[start:start + _CHUNK])
