@@ -8,6 +8,8 @@ from issue 2 (2-core machine): capture+PNG <= 20 ms median; click -> settled scr
 the floor; cold start <= 5 s; idle session <= 600 MB. The page layer's, from issue 11
 (tests/bench_page.py): page_state <= 20 ms median; a selector click to settled <= 1.5x the pixel
 click to settled on the same element; console and network recording <= 5% added to a page load.
+Issue 12's visual diff: a comparison of two 1920x1080 screenshots <= 100 ms median (vectorised;
+the pure-Python pixelmatch port is measured beside it on the same pair).
 
 The report is a list of sections, each a list of metric functions ``fn(bench) -> list[Row]``.
 Add a section by appending to SECTIONS (e.g. the vision loop's overhead per step with the
@@ -35,6 +37,7 @@ from typing import Any, Callable
 
 import mss
 import mss.tools
+import numpy as np
 from PIL import Image
 from rich.console import Console
 from rich.table import Table
@@ -663,6 +666,61 @@ def recording_cost(bench: Bench) -> list[Row]:
     ]
 
 
+def visual_diff(bench: Bench) -> list[Row]:
+    """Issue 12's visual comparison (vision/qa/diff.py) on two real 1920x1080 screenshots of the
+    test page, before and after a click that changes its status text, and the pure-Python
+    pixelmatch port (PyPI `pixelmatch`, the algorithm it vectorises) on the very same pair.
+
+    The pixelmatch figure times its call alone: the conversion of both images to the flat lists
+    it takes is left out. The worst case (every pixel differs: random noise against the page,
+    so every pixel is also tested for anti-aliasing) is shown for information."""
+    from pixelmatch.core import pixelmatch
+
+    from vision.qa.diff import compare, decode_png, diff_image
+
+    session, page = bench.session, bench.page
+    session.run_settled(lambda: session.windows.open_url(page.url))
+    page.wait_for(lambda e: e.get("type") == "loaded")
+    viewport = _measure_viewport(session, page)
+    session.perform(Click(x=viewport[0] + 1540, y=viewport[1] + 146))  # "cancel": a known status to start from
+    before = decode_png(session.screen.capture().png)
+    after = decode_png(session.perform(Click(x=viewport[0] + 1240, y=viewport[1] + 146)).frame.png)  # "signin"
+
+    wall, cpu = [], []
+    for _ in range(bench.runs):
+        ms, spent, result = cpu_timed(lambda: compare(before, after))
+        wall.append(ms), cpu.append(spent)
+    worst_input = np.random.default_rng(0).integers(0, 256, before.shape, dtype=np.uint8)
+    worst = [timed(lambda: compare(before, worst_input))[0] for _ in range(3)]
+    image_ms = [timed(lambda: diff_image(before, after, result))[0] for _ in range(max(5, bench.runs // 5))]
+
+    def flat_rgba(image: np.ndarray) -> list[int]:
+        return np.dstack([image, np.full(image.shape[:2], 255, np.uint8)]).reshape(-1).tolist()
+
+    listed = flat_rgba(before), flat_rgba(after)
+    reference, reference_cpu = [], []
+    for _ in range(max(3, bench.runs // 10)):
+        ms, spent, reference_count = cpu_timed(lambda: pixelmatch(*listed, before.shape[1], before.shape[0]))
+        reference.append(ms), reference_cpu.append(spent)
+
+    med = median(wall)
+    bench.findings.append(
+        f"Visual diff: the click changed {result.diff_pixels} pixels by compare() and {reference_count} by the "
+        f"pure-Python pixelmatch on the same pair ({'the same count' if result.diff_pixels == reference_count else 'MISMATCH'}"
+        f"); compare() takes {median(cpu):.1f} ms of CPU, pixelmatch {median(reference_cpu) / 1000:.2f} s "
+        f"({median(reference) / med:.0f}x the wall time).")
+    if result.diff_pixels == 0:
+        bench.findings.append("WARNING (visual diff): the two screenshots did not differ: the figure measures no change.")
+    return [
+        Row("compare() of two 1920x1080 screenshots (before/after a click)", "ms", wall, "<= 100 ms median", med <= 100,
+            note=f"CPU {median(cpu):.1f} ms; {result.diff_pixels} pixels differ"),
+        Row("  pixelmatch 0.4 (pure-Python port), same pair, same options", "ms", reference,
+            note=f"CPU {median(reference_cpu):.0f} ms; {reference_count} pixels differ; lists made beforehand"),
+        Row("  compare(), worst case: every pixel differs (random noise vs the page)", "ms", worst),
+        Row("  diff_image() PNG of the pair", "ms", image_ms),
+    ]
+
+
 SECTIONS: list[Section] = [
     Section("Desktop", [floor, capture_png, click_settled, png_encoders, cold_start, idle_rss],
             intro="A real session (Xvfb 1920x1080x24 + XFCE + Chromium + x11vnc) started by "
@@ -675,6 +733,10 @@ SECTIONS: list[Section] = [
                   "real HTTP: the app of vision.app on uvicorn on loopback, client in the same process. Clicks on "
                   "the test page's two buttons, alternating pixel and selector; page loads of the local test site "
                   "(tests/fakes/site.py) with the console and network recorders attached and detached in turn."),
+    Section("Visual diff", [visual_diff],
+            intro="vision/qa/diff.py (pixelmatch's comparison vectorised with numpy) on two screenshots of the "
+                  "session under test, beside the pure-Python pixelmatch port on the same pair; pixel_threshold "
+                  "0.1, anti-aliasing ignored (both libraries' defaults)."),
 ]
 
 

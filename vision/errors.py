@@ -2,7 +2,8 @@
 
 from desktop.errors import GlassdeskError, InvalidRequest
 
-__all__ = ["InvalidRequest", "ModelUnavailable", "QaRunNotFoundError", "TraceCorruptError", "TraceNotFoundError"]
+__all__ = ["BaselineCorrupt", "BaselineNotFound", "InvalidRequest", "ModelUnavailable", "QaRunNotFoundError",
+           "TraceCorruptError", "TraceNotFoundError"]
 
 
 class ModelUnavailable(GlassdeskError):
@@ -25,3 +26,15 @@ class QaRunNotFoundError(GlassdeskError):
     """No QA run by that id, or no artifact of that name in it."""
 
     code, status = "qa_run_not_found", 404
+
+
+class BaselineNotFound(GlassdeskError):
+    """No visual baseline with that id (or no such version, or no such screenshot in it)."""
+
+    code, status = "baseline_not_found", 404
+
+
+class BaselineCorrupt(GlassdeskError):
+    """A baseline's files on disk no longer match the SHA-256 its metadata recorded."""
+
+    code, status = "baseline_corrupt", 500
