@@ -129,6 +129,8 @@ CASES = [
      "none"),
     ("a baseline name that leaves its folder", ("POST", f"{QA}/capture_visual_baseline", {"name": "../up"}),
      ("capture_visual_baseline", {"name": "../up", "session": SID}), "invalid_request", 422, "none"),
+    ("a baseline that does not exist", ("POST", f"{QA}/compare_visual_regression", {"baseline_id": "no-such-one"}),
+     ("compare_visual_regression", {"baseline_id": "no-such-one", "session": SID}), "baseline_not_found", 404, "none"),
     ("a page check during a take-over", ("POST", f"{QA}/verify_page_loads", {"url": "http://127.0.0.1:9/"}),
      ("verify_page_loads", {"url": "http://127.0.0.1:9/", "session": SID}), "operator_in_control", 409, "takeover"),
 ]

@@ -87,12 +87,13 @@ def visual_page(query: dict[str, list[str]]) -> bytes:
     """A card at (left, top) in a colour; ``clock`` adds a line that changes on every load."""
     left = int(query.get("left", ["100"])[0])
     red = int(query.get("red", ["200"])[0])
+    heading = float(query.get("heading", ["100"])[0])  # a fraction of a pixel re-renders its anti-aliasing
     clock = f'<p id="clock" class="at" style="left: 700px; top: 40px">{time.time():.6f}</p>' \
         if query.get("clock") else ""
     return _page("visual", f"""
 <div id="card" class="at" style="left: {left}px; top: 150px; width: 300px; height: 200px;
      background: rgb({red}, 60, 60)"></div>
-<h2 class="at" style="left: 100px; top: 380px">a steady heading</h2>{clock}""")
+<h2 class="at" style="left: {heading}px; top: 380px">a steady heading</h2>{clock}""")
 
 
 class QaSite:

@@ -241,3 +241,121 @@ def test_the_verbs_are_mcp_tools_with_the_same_answers(services, desk, qa_site):
     assert "FAILED at step 2" in flow.content[0].text and "no element for selector '#nothing'" in flow.content[0].text
     assert bad.is_error and bad.content[0].text.startswith("invalid_request: steps.0: ") and "name the target" in \
         bad.content[0].text
+
+
+# ------------------------------------------------------------------------------- OCR and visual
+
+
+def test_a_flow_clicks_text_drawn_on_a_canvas_found_by_ocr(vision_api, qa_site):
+    qa_site.clear()
+    flow = {"start_url": qa_site.url("/canvas"),
+            "steps": [{"action": "click", "text": "Launch", "timeout_ms": 15_000},
+                      {"action": "assert", "selector": "#state",
+                       "assertion": {"type": "text_contains", "expected": "launched"}}],
+            "success_condition": {"screen_text": "launched"}}
+    r = vision_api.post(f"{QA}/verify_user_flow", json=flow)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["success"] is True, body
+    clicked = body["steps"][0]["detail"]
+    assert clicked["found_by"] == "ocr"  # no DOM element has the word
+    hit = qa_site.wait_for(lambda e: e.get("type") == "canvas_click")
+    assert hit["hit"] is True and [hit["screenX"], hit["screenY"]] == clicked["point"]
+
+
+def test_visual_text_not_on_screen_says_what_was_read(vision_api, qa_site):
+    flow = {"start_url": qa_site.url("/canvas"), "steps": [{"action": "click", "text": "Takeoff", "timeout_ms": 2500}]}
+    body = vision_api.post(f"{QA}/verify_user_flow", json=flow).json()
+    assert body["success"] is False and body["failure_step"] == 1
+    assert "nor on the screen" in body["failure_reason"] and "Launch" in body["failure_reason"], body
+
+
+def capture(vision_api, name, url, **extra):
+    r = vision_api.post(f"{QA}/capture_visual_baseline", json={"name": name, "url": url, **extra})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def compare(vision_api, baseline_id, url, **extra):
+    r = vision_api.post(f"{QA}/compare_visual_regression", json={"baseline_id": baseline_id, "url": url, **extra})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_a_one_unit_colour_change_passes_and_a_moved_element_fails_with_a_diff(vision_api, qa_site, services):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    base = capture(vision_api, "card", qa_site.url("/visual?red=200"))
+    assert base["version"] >= 1 and [s["name"] for s in base["screenshots"]] == ["page"]
+    same = compare(vision_api, "card", qa_site.url("/visual?red=201"))
+    assert same["passed"] is True and same["diff_image"] is None
+    assert same["baseline_sha256"] != same["current_sha256"]  # the pixels did change, by one unit
+    moved = compare(vision_api, "card", qa_site.url("/visual?left=160"))
+    assert moved["passed"] is False and moved["diff_pixels"] > 1000, moved
+    diff = Image.open(io.BytesIO(vision_api.get(moved["diff_image"]["path"]).content)).convert("RGB")
+    pixels = np.asarray(diff)
+    red = (pixels[:, :, 0] > 200) & (pixels[:, :, 1] < 80) & (pixels[:, :, 2] < 80)
+    ys, xs = np.nonzero(red)
+    # The card moved 60 px right: the changes are its left and right edges' strips, and nothing else.
+    assert 95 <= xs.min() <= 105 and 455 <= xs.max() <= 465 and 145 <= ys.min() and ys.max() <= 355, \
+        (xs.min(), xs.max(), ys.min(), ys.max())
+    report = vision_api.get(f"/api/v1/qa/runs/{moved['test_run_id']}/report").text
+    assert "Baseline" in report and "Current" in report and "Difference" in report
+    # The review loop: the failed comparison's current image becomes the next version.
+    approved = vision_api.post("/api/v1/qa/baselines/card/approve", json={"test_run_id": moved["test_run_id"]})
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["version"] == base["version"] + 1
+    assert approved.json()["screenshots"][0]["sha256"] == moved["current_sha256"]
+    listed = {b["id"]: b for b in vision_api.get("/api/v1/qa/baselines").json()}
+    assert listed["card"]["version"] == base["version"] + 1 and listed["card"]["approved_from"] == moved["test_run_id"]
+    assert compare(vision_api, "card", qa_site.url("/visual?left=160"))["passed"] is True
+    again = vision_api.post("/api/v1/qa/baselines/card/approve", json={"test_run_id": same["test_run_id"]})
+    assert again.status_code == 422 and again.json()["error"]["code"] == "invalid_request"
+
+
+def test_a_changing_clock_fails_unmasked_and_passes_once_masked(vision_api, qa_site):
+    # threshold 0: a clock's few changed digits are well under the default 1 % of the viewport.
+    capture(vision_api, "clock-bare", qa_site.url("/visual?clock=1"))
+    bare = compare(vision_api, "clock-bare", qa_site.url("/visual?clock=1"), threshold=0)
+    assert bare["passed"] is False and bare["diff_pixels"] > 0
+    masked = capture(vision_api, "clock-masked", qa_site.url("/visual?clock=1"), mask=["#clock"])
+    assert len(masked["mask_boxes"]) == 1
+    assert compare(vision_api, "clock-masked", qa_site.url("/visual?clock=1"), threshold=0)["passed"] is True
+    # A mask given at comparison time works the same.
+    assert compare(vision_api, "clock-bare", qa_site.url("/visual?clock=1"), threshold=0,
+                   mask=["#clock"])["passed"] is True
+
+
+def test_a_display_baseline_masks_the_panel_and_its_clock(vision_api, qa_site):
+    base = capture(vision_api, "whole-display", qa_site.url("/visual"), display=True)
+    assert base["scope"] == "display" and [0, 1051, 1920, 1080] in base["mask_boxes"]
+    assert compare(vision_api, "whole-display", qa_site.url("/visual"))["passed"] is True
+
+
+def test_visual_matches_in_a_flow_and_a_missing_baseline_is_404(vision_api, qa_site, runs_dir):
+    capture(vision_api, "flow-card", qa_site.url("/visual"))
+    flow = {"start_url": qa_site.url("/visual?left=300"),
+            "steps": [{"action": "navigate", "url": qa_site.url("/visual")},
+                      {"action": "assert", "assertion": {"type": "visual_matches", "baseline_id": "flow-card"}},
+                      {"action": "navigate", "url": qa_site.url("/visual?left=300")},
+                      {"action": "assert", "assertion": {"type": "visual_matches", "baseline_id": "flow-card"}}]}
+    body = vision_api.post(f"{QA}/verify_user_flow", json=flow).json()
+    assert body["failure_step"] == 4 and "of pixels differ" in body["failure_reason"], body
+    before = run_ids(runs_dir)
+    r = vision_api.post(f"{QA}/compare_visual_regression", json={"baseline_id": "no-such-baseline"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "baseline_not_found", r.text
+    assert run_ids(runs_dir) == before
+
+
+def test_text_re_rendered_at_a_sub_pixel_offset_passes_only_with_anti_aliasing_ignored(vision_api, qa_site):
+    # Half a pixel moves every glyph edge (its anti-aliasing); a tolerance of 0.01 % of the page
+    # (about 180 pixels) is far below that and far above what is left once anti-aliasing is ignored.
+    capture(vision_api, "heading", qa_site.url("/visual?heading=100"))
+    shifted = qa_site.url("/visual?heading=100.5")
+    strict = compare(vision_api, "heading", shifted, threshold=0.0001, ignore_antialiasing=False)
+    loose = compare(vision_api, "heading", shifted, threshold=0.0001)
+    assert strict["passed"] is False and loose["passed"] is True, (strict["diff_pixels"], loose["diff_pixels"])
+    assert loose["diff_pixels"] * 20 < strict["diff_pixels"]

@@ -32,6 +32,8 @@ from desktop.errors import (
 from desktop.page import Target
 from desktop.sessions import QUEUE_WAIT_S, Session
 from vision.errors import QaRunNotFoundError
+from vision.qa.baselines import BaselineStore
+from vision.qa.diff import ImageSizeMismatch, compare, decode_png, diff_image, mask_boxes
 from vision.qa.models import (
     VERBS, Artifact, AnalyzeConsoleRequest, BaselineResult, CaptureBaselineRequest, CompareRequest, CompareResult,
     ConsoleEntry, ConsoleResult, ElementResult, FlowResult, FlowStep, PageLoadResult, QaRun, Shot, ShotComparison,
@@ -51,9 +53,11 @@ HEAL_WAIT_S = 15  # how long a retry waits for a healing browser or desktop to b
 DOM_FIRST_MS = 1500  # a text target's share of the step's time in the DOM before OCR takes over
 POLL_S = 0.1  # how often a condition that must come true is looked at again
 CONSOLE_LIMIT = 200  # console lines kept with a test case
-# The XFCE panel's clock (desktop/assets/xfce4-panel.xml: a 28 px bottom panel, the clock its last
-# plugin, at the right end): masked in every display-wide comparison, or it differs each minute.
-CLOCK_BOX = [1720, 1052, 1920, 1080]
+# The XFCE panel at the bottom of the display (desktop/assets/xfce4-panel.xml; its window is at
+# y 1051, 29 px tall): masked in every display-wide comparison. Its clock changes each minute and
+# sits right of the window buttons, so it moves with how many windows are open: the whole strip is
+# masked, not a box that would miss the clock once another window opens.
+CLOCK_BOX = [0, 1051, 1920, 1080]
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,6 @@ class QaService:
     @property
     def baselines(self):
         if self._baselines is None:
-            from vision.qa.baselines import BaselineStore
-
             self._baselines = BaselineStore(self.data_dir)
         return self._baselines
 
@@ -489,8 +491,6 @@ class QaService:
 
     def _compare(self, run: RunWriter | None, session: Session, meta, *, threshold: float,
                  pixel_threshold: float = 0.1, ignore_antialiasing: bool = True, mask: list | None = None) -> CompareResult:
-        from vision.qa.diff import ImageSizeMismatch, compare, decode_png, diff_image, mask_boxes
-
         components = [s.name for s in meta.screenshots if s.name != "page"]
         current = self._capture(session, meta.scope, components)
         selectors = [m for m in meta.mask if isinstance(m, str)] + [m for m in mask or [] if isinstance(m, str)]
