@@ -16,6 +16,8 @@ PACKAGES=(
   x11vnc novnc
   # fonts so pages and non-Latin text render legibly
   fonts-dejavu-core fonts-noto-cjk fonts-noto-color-emoji
+  # the optional video of a QA run (desktop/recorder.py: x11grab to WebM/MP4); ffprobe for its tests
+  ffmpeg
   # process tools the tests and the supervisor rely on
   procps psmisc
   # Python venv support for the project itself
