@@ -359,3 +359,27 @@ def test_text_re_rendered_at_a_sub_pixel_offset_passes_only_with_anti_aliasing_i
     loose = compare(vision_api, "heading", shifted, threshold=0.0001)
     assert strict["passed"] is False and loose["passed"] is True, (strict["diff_pixels"], loose["diff_pixels"])
     assert loose["diff_pixels"] * 20 < strict["diff_pixels"]
+
+
+def test_record_video_films_the_display_and_lists_it_with_its_hash(vision_api, qa_site, services):
+    import hashlib
+    import json
+    import subprocess
+
+    body = vision_api.post(f"{QA}/verify_user_flow", json={
+        "start_url": qa_site.url("/visual"), "record_video": True,
+        "steps": [{"action": "navigate", "url": qa_site.url("/visual?left=400")},
+                  {"action": "navigate", "url": qa_site.url("/visual?left=700")}]}).json()
+    assert body["success"] is True and body["video"]["name"] == "video.webm", body
+    run = vision_api.get(f"/api/v1/qa/runs/{body['test_run_id']}").json()
+    assert run["artifacts"]["videos"] == [body["video"]]
+    path = services.qa.runs.run_dir(body["test_run_id"]) / "video.webm"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == body["video"]["sha256"]
+    probe = json.loads(subprocess.run(["ffprobe", "-v", "error", "-show_streams", "-of", "json", str(path)],
+                                      capture_output=True, text=True, check=True).stdout)
+    stream = probe["streams"][0]
+    assert (stream["width"], stream["height"]) == (1920, 1080)
+    assert vision_api.get(f"/api/v1/qa/runs/{body['test_run_id']}/verify").json()["ok"] is True
+    # Off by default: no video, nothing started.
+    plain = vision_api.post(f"{QA}/verify_page_loads", json={"url": qa_site.url("/")}).json()
+    assert vision_api.get(f"/api/v1/qa/runs/{plain['test_run_id']}").json()["artifacts"]["videos"] == []
