@@ -117,11 +117,8 @@ def find_text_on_screen(png: bytes, text: str) -> Found:
     try:
         match = find_text(lines, text)
     except GroundingError as exc:
-        if exc.not_found:
-            raise NotOnScreen(str(exc)) from None
-        if "ambiguous" in str(exc):
-            raise AmbiguousOnScreen(str(exc)) from None
-        raise InvalidRequest(str(exc)) from None  # e.g. a text of punctuation only: nothing to match
+        # Not found, or (the text being non-empty, checked above) found at several places.
+        raise (NotOnScreen if exc.not_found else AmbiguousOnScreen)(str(exc)) from None
     box = match.box
     x, y = match.point
     return Found(x=x, y=y, box=(math.floor(box.x0), math.floor(box.y0), math.ceil(box.x1), math.ceil(box.y1)),
