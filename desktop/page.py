@@ -722,11 +722,15 @@ class Pages:
         seq = self._unanswered.pop(dialog.page, None)
         if seq is not None:  # before the answer: the dialog's closing must find it answered (_watch)
             self.record.dialogs.update(seq, handled="accepted" if accept else "dismissed", by="request")
-        if accept:
-            await dialog.accept(prompt_text) if prompt_text is not None else await dialog.accept()
-        else:
-            await dialog.dismiss()
-        self.dialog = None
+        try:
+            if accept:
+                await dialog.accept(prompt_text) if prompt_text is not None else await dialog.accept()
+            else:
+                await dialog.dismiss()
+        finally:
+            # Only this one: the page may have opened the next dialog while the answer was on its way.
+            if self.dialog is dialog:
+                self.dialog = None
         return info
 
     async def evaluate(self, expression: str, limit: int = CONTENT_LIMIT) -> Any:

@@ -334,18 +334,21 @@ class PageService:
                                      "handed over")
         session = self._agent(session_id)
 
-        async def hand_over(pages: Pages) -> Located:
+        async def hand_over(pages: Pages) -> tuple[Located, bool]:
             page = await pages.need_front()
             pages.refuse_if_dialog("upload")
             located = await locate(page, target, timeout_ms)
-            await locator_for(page, target).first.set_input_files(payloads, timeout=timeout_ms)
-            return located
+            element = locator_for(page, target).first
+            await element.set_input_files(payloads, timeout=timeout_ms)
+            # What the input holds now: a page script may have cleared or replaced the files.
+            held = await element.evaluate(_FILE_NAMES, timeout=timeout_ms)
+            return located, held == [p["name"] for p in payloads]
 
         with session.exclusive("a page upload"):
-            located = self._call(session, hand_over, timeout_ms)
+            located, verified = self._call(session, hand_over, timeout_ms)
         acted = _acted(located)
         acted.dispatched = "devtools"
-        acted.verified = True
+        acted.verified = verified
         return acted
 
 
@@ -356,6 +359,8 @@ def check_dialog_mode(mode: str):
         raise InvalidRequest(str(exc)) from None
 
 
+# The names of the files an <input type=file> holds, or null for any other element.
+_FILE_NAMES = "e => e.files ? Array.from(e.files).map(f => f.name) : null"
 # A <select>'s options as [value, label] pairs, or null for any other element.
 _OPTIONS = "e => e.tagName === 'SELECT' ? Array.from(e.options).map(o => [o.value, o.label]) : null"
 
