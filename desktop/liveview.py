@@ -9,7 +9,9 @@ websocket the server relays to the session's x11vnc on loopback. What lets them 
 The generation is the session's control generation when the token was issued (``Session.
 live_generation``); a take-over bumps it, which revokes every control token issued before
 (``verify`` refuses them and the relay closes their open connections). View tokens are not revoked
-by a take-over: watching never fought anyone for the pointer.
+by a take-over: watching never fought anyone for the pointer. The signature also covers the
+session's instance (``Session.instance``, random at creation, never in the token), so no token of a
+deleted session opens a later session made under the same name.
 
 The VNC passwords never leave the server: the relay itself logs in to x11vnc (``rfb_login``) with
 the view-only password for a view token and the control password for a control token, then offers
@@ -56,6 +58,7 @@ class Grant:
     mode: Mode
     expires: int
     generation: int
+    instance: str = ""
 
     @property
     def control(self) -> bool:
@@ -74,31 +77,35 @@ class LiveTokens:
         mac = hmac.new(self._secret, payload.encode(), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 
-    def issue(self, session_id: str, mode: Mode, generation: int, ttl_s: float | None = None) -> tuple[str, int]:
-        """A token and its expiry (unix seconds)."""
+    def issue(self, session_id: str, mode: Mode, generation: int, ttl_s: float | None = None,
+              instance: str = "") -> tuple[str, int]:
+        """A token and its expiry (unix seconds). ``instance`` is signed, not sent."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         ttl = ttl_s if ttl_s is not None else (CONTROL_TTL_S if mode == "control" else VIEW_TTL_S)
         expires = int(self._clock() + ttl)
         payload = f"{session_id}.{mode}.{expires}.{generation}"
-        return f"{payload}.{self._sign(payload)}", expires
+        return f"{payload}.{self._sign(f'{payload}.{instance}')}", expires
 
-    def verify(self, token: str | None, session_id: str, current_generation: int | None = None) -> Grant:
+    def verify(self, token: str | None, session_id: str, current_generation: int | None = None,
+               instance: str = "") -> Grant:
         """The grant a token carries, or a typed refusal.
 
         The signature is checked first (in constant time), so a forged token learns nothing about
         what else might be wrong with it. ``current_generation``: the session's control generation
-        now (a control token issued before the last take-over is revoked)."""
+        now (a control token issued before the last take-over is revoked); ``instance``: the session's
+        instance now (a token of an earlier session of the same name does not verify)."""
         parts = (token or "").split(".")
         if len(parts) != 5:
             raise LiveTokenInvalid("the live-view token is malformed; ask for a new live-view link")
         sid, mode, expires, generation, signature = parts
-        if not hmac.compare_digest(self._sign(".".join(parts[:4])).encode(), signature.encode()):
-            raise LiveTokenInvalid("the live-view token is not valid here (forged, mistyped, or from another "
-                                   "server or an earlier run of this one); ask for a new live-view link")
+        if not hmac.compare_digest(self._sign(".".join([*parts[:4], instance])).encode(), signature.encode()):
+            raise LiveTokenInvalid("the live-view token is not valid here (forged, mistyped, from another "
+                                   "server or an earlier run of this one, or for an earlier session of this "
+                                   "name); ask for a new live-view link")
         if sid != session_id:
             raise LiveTokenWrongSession(f"this live-view token is for session {sid!r}, not {session_id!r}")
-        grant = Grant(sid, mode, int(expires), int(generation))  # signed by us: well formed
+        grant = Grant(sid, mode, int(expires), int(generation), instance)  # signed by us: well formed
         if grant.expires <= self._clock():
             raise LiveTokenExpired(f"this live-view link expired at {time.strftime('%H:%M:%S UTC', time.gmtime(grant.expires))}; "
                                    "ask for a new one")

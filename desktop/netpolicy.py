@@ -316,6 +316,12 @@ class BlockLog:
                 log.exception("blocked-request listener failed")
         return entry
 
+    def clear(self) -> None:
+        """Forget the entries (a reset: a fresh session has seen nothing); sequence numbers go on,
+        so a reader asking for those after the last one it saw misses nothing new."""
+        with self._lock:
+            self._entries.clear()
+
     def since(self, seq: int = 0) -> list[BlockedRequest]:
         """The entries still kept whose seq is above ``seq``, oldest first."""
         with self._lock:

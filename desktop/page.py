@@ -207,7 +207,7 @@ _WHERE = f"""(els) => {{
 
 async def locate(page, target: Target, timeout_ms: int) -> Located:
     """Find the element, scroll it into view and say where it is on the display. Raises
-    LookupError (nothing matches in time) or ValueError (a selector the browser cannot parse)."""
+    NotFound (nothing matches in time) or BadSelector (a selector the browser cannot parse)."""
     locator = locator_for(page, target)
     try:
         await locator.first.wait_for(state="visible", timeout=timeout_ms)
@@ -221,7 +221,7 @@ async def locate(page, target: Target, timeout_ms: int) -> Located:
     if where is None or not where["matches"]:  # a frame's element (a ref like f1e2 is not even seen here)
         where = await _where_in_frame(page, locator)
     if not where["matches"] or not where.get("box"):
-        raise LookupError(f"no visible element for {target.describe()}")
+        raise NotFound(f"no visible element for {target.describe()}")
     box = where["box"]
     origin = viewport_origin(where["window"])
     x, y = display_point(box, origin)
@@ -247,26 +247,26 @@ async def _where_in_frame(page, locator) -> dict:
 
 
 async def _present(page, selector: str | None) -> None:
-    """Reading an element does not wait for it: LookupError when nothing matches now."""
+    """Reading an element does not wait for it: NotFound when nothing matches now."""
     if selector and await page.locator(f"css={selector}").count() == 0:
-        raise LookupError(f"no element matches selector {selector!r}")
+        raise NotFound(f"no element matches selector {selector!r}")
 
 
 def _raise_for(exc: Exception, target: Target, timeout_ms: int):
-    """An element lookup's failure as LookupError (nothing matches) or BadSelector; a page or
+    """An element lookup's failure as NotFound (nothing matches) or BadSelector; a page or
     browser that closed meanwhile goes on as it is (the service says: unavailable, try again)."""
-    if isinstance(exc, (LookupError, BadSelector)):
+    if isinstance(exc, (NotFound, BadSelector)):
         raise exc
     text = str(exc)
     first = text.splitlines()[0] if text else type(exc).__name__
     if type(exc).__name__ == "TargetClosedError" or "has been closed" in first:
         raise exc
     if "Timeout" in type(exc).__name__ or "Timeout" in first:
-        raise LookupError(f"no visible element for {target.describe()} within {timeout_ms} ms") from None
+        raise NotFound(f"no visible element for {target.describe()} within {timeout_ms} ms") from None
     if any(k in text for k in ("Unexpected token", "is not a valid selector", "Unknown engine", "malformed",
                                 "SyntaxError", "Invalid selector", "while parsing")):
         raise BadSelector(f"{target.describe()}: the browser cannot parse it ({first})") from None
-    raise LookupError(f"{target.describe()}: {first}") from None
+    raise NotFound(f"{target.describe()}: {first}") from None
 
 
 # ------------------------------------------------------------------------------------- answers
@@ -594,7 +594,7 @@ class Pages:
         for page, known in self._ids.items():
             if known == tab_id and not page.is_closed():
                 return page
-        raise LookupError(f"no tab {tab_id!r}; list the tabs to see which exist")
+        raise NotFound(f"no tab {tab_id!r}; list the tabs to see which exist")
 
     async def _title(self, page) -> str:
         """The tab's title as the tab strip shows it (the URL when the page has none), read over
@@ -691,11 +691,11 @@ class Pages:
             verb = "open" if how == "goto" else f"go {how}" if how != "reload" else "reload"
             if self.record.dialogs.since(dialogs_before, lambda e: e["type"] == "beforeunload" and e["by"] == "policy"
                                          and e["handled"] == "dismissed"):
-                raise ValueError(f"Chromium did not {verb}{' ' + url if url else ''}: the page asked before leaving "
+                raise Refused(f"Chromium did not {verb}{' ' + url if url else ''}: the page asked before leaving "
                                  "(a beforeunload dialog) and the session's dialog policy, dismiss, stayed") from None
             if "Timeout" in first or "Timeout" in type(exc).__name__:
                 raise PageTimeout(f"{url or how}: not {wait_until} within {timeout_ms} ms") from None
-            raise ValueError(f"Chromium could not {verb}{' ' + url if url else ''}: {first}") from None
+            raise Refused(f"Chromium could not {verb}{' ' + url if url else ''}: {first}") from None
         return {"status": response.status if response else None, "url": page.url,
                 "load_time_ms": round((time.perf_counter() - start) * 1000)}
 
@@ -782,11 +782,15 @@ class Pages:
         seq = self._unanswered.pop(dialog.page, None)
         if seq is not None:  # before the answer: the dialog's closing must find it answered (_watch)
             self.record.dialogs.update(seq, handled="accepted" if accept else "dismissed", by="request")
-        if accept:
-            await dialog.accept(prompt_text) if prompt_text is not None else await dialog.accept()
-        else:
-            await dialog.dismiss()
-        self.dialog = None
+        try:
+            if accept:
+                await dialog.accept(prompt_text) if prompt_text is not None else await dialog.accept()
+            else:
+                await dialog.dismiss()
+        finally:
+            # Only this one: the page may have opened the next dialog while the answer was on its way.
+            if self.dialog is dialog:
+                self.dialog = None
         return info
 
     async def evaluate(self, expression: str, limit: int = CONTENT_LIMIT) -> Any:
@@ -803,13 +807,13 @@ class Pages:
         except asyncio.TimeoutError:
             raise PageTimeout(f"the expression did not finish within {EVALUATE_S} s") from None
         except Exception as exc:
-            raise ValueError(f"the expression failed: {_first_line(exc)}") from None
+            raise Refused(f"the expression failed: {_first_line(exc)}") from None
         try:
             answer = await asyncio.wait_for(handle.evaluate(_AS_JSON, limit), EVALUATE_S)
         except asyncio.TimeoutError:
             raise PageTimeout(f"the result could not be read within {EVALUATE_S} s") from None
         except Exception as exc:
-            raise ValueError(f"the result is not JSON: {_first_line(exc)}") from None
+            raise Refused(f"the result is not JSON: {_first_line(exc)}") from None
         finally:
             try:
                 await handle.dispose()
@@ -837,7 +841,7 @@ class Pages:
             try:
                 await page.goto(url, wait_until="commit", timeout=10_000)
             except Exception as exc:
-                raise ValueError(f"could not open {url}: {str(exc).splitlines()[0]}") from None
+                raise Refused(f"could not open {url}: {str(exc).splitlines()[0]}") from None
         await page.bring_to_front()
         self._activated(page)
         return Tab(id=self.tab_id(page), url=page.url, title=await self._title(page), active=True)
@@ -895,7 +899,7 @@ def _open_download(source: Path):
     fd = open_without_links(source.parent, source.name)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise ValueError("the downloaded file is not a regular file")
+        raise Refused("the downloaded file is not a regular file")
     return os.fdopen(fd, "rb")
 
 
@@ -927,11 +931,20 @@ def _duration(request) -> int | None:
     return round(end) if end and end > 0 else None
 
 
-class TooLarge(ValueError):
+class NotFound(LookupError):
+    """No element (or tab) answers to what was named."""
+
+
+class Refused(ValueError):
+    """The page or the browser would not do what was asked (a navigation that failed, an
+    expression that threw, an option that is not there); the message says why."""
+
+
+class TooLarge(Refused):
     """A value larger than one answer may carry."""
 
 
-class BadSelector(ValueError):
+class BadSelector(Refused):
     """A selector the browser cannot parse."""
 
 

@@ -31,8 +31,9 @@ from desktop.errors import (
     describe_validation,
 )
 from desktop.page import (
-    BadSelector, ContentFormat, DialogInfo, DialogOpen, DialogPolicy, Located, NoDialog, PageContent, PageState,
-    PageSummary, PageTimeout, Pages, Tab, Target, TooLarge, dialog_mode, locate, locator_for, safe_file_name,
+    BadSelector, ContentFormat, DialogInfo, DialogOpen, DialogPolicy, Located, NoDialog, NotFound, PageContent,
+    PageState, PageSummary, PageTimeout, Pages, Refused, Tab, Target, TooLarge, dialog_mode, locate, locator_for,
+    safe_file_name,
 )
 from desktop.port import Performed
 from desktop.sessions import QUEUE_WAIT_S, Session
@@ -90,9 +91,9 @@ class PageService:
             raise InvalidSelector(str(exc)) from None
         except TooLarge as exc:
             raise ResultTooLarge(str(exc)) from None
-        except LookupError as exc:
+        except NotFound as exc:
             raise ElementNotFound(str(exc).strip("'\"")) from None
-        except ValueError as exc:
+        except Refused as exc:
             raise InvalidAction(str(exc)) from None
         except (BrowserError, TimeoutError) as exc:
             raise PageUnavailable(f"the browser of session {session.id} did not answer ({exc}); try again in "
@@ -309,11 +310,11 @@ class PageService:
             element = locator_for(page, target).first
             options = await element.evaluate(_OPTIONS, timeout=timeout_ms)
             if options is None:
-                raise ValueError(f"{target.describe()} is not a <select>; fill or click it instead")
+                raise Refused(f"{target.describe()} is not a <select>; fill or click it instead")
             values = [v for v, _ in options if v == option] or [v for v, label in options if label.strip() == option.strip()]
             if not values:
                 listed = ", ".join(f"{label!r} ({value!r})" for value, label in options[:50])
-                raise ValueError(f"{target.describe()} has no option {option!r} by value or label; its options: "
+                raise Refused(f"{target.describe()} has no option {option!r} by value or label; its options: "
                                  f"{listed or 'none'}")
             await element.select_option(value=values[0], timeout=timeout_ms)
             return await element.input_value(timeout=timeout_ms) == values[0]
@@ -343,18 +344,21 @@ class PageService:
                                      "handed over")
         session = self._agent(session_id)
 
-        async def hand_over(pages: Pages) -> Located:
+        async def hand_over(pages: Pages) -> tuple[Located, bool]:
             page = await pages.need_front()
             pages.refuse_if_dialog("upload")
             located = await locate(page, target, timeout_ms)
-            await locator_for(page, target).first.set_input_files(payloads, timeout=timeout_ms)
-            return located
+            element = locator_for(page, target).first
+            await element.set_input_files(payloads, timeout=timeout_ms)
+            # What the input holds now: a page script may have cleared or replaced the files.
+            held = await element.evaluate(_FILE_NAMES, timeout=timeout_ms)
+            return located, held == [p["name"] for p in payloads]
 
         with session.exclusive("a page upload"):
-            located = self._call(session, hand_over, timeout_ms)
+            located, verified = self._call(session, hand_over, timeout_ms)
         acted = _acted(located)
         acted.dispatched = "devtools"
-        acted.verified = True
+        acted.verified = verified
         return acted
 
 
@@ -365,6 +369,8 @@ def check_dialog_mode(mode: str):
         raise InvalidRequest(str(exc)) from None
 
 
+# The names of the files an <input type=file> holds, or null for any other element.
+_FILE_NAMES = "e => e.files ? Array.from(e.files).map(f => f.name) : null"
 # A <select>'s options as [value, label] pairs, or null for any other element.
 _OPTIONS = "e => e.tagName === 'SELECT' ? Array.from(e.options).map(o => [o.value, o.label]) : null"
 

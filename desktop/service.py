@@ -223,7 +223,7 @@ class DesktopService:
 
     def _view_link(self, session: Session, *, control: bool) -> LiveView:
         mode = "control" if control else "view"
-        token, expires = self.live_tokens.issue(session.id, mode, session.live_generation)
+        token, expires = self.live_tokens.issue(session.id, mode, session.live_generation, instance=session.instance)
         return LiveView(
             session_id=session.id, mode=mode, view_only=not control, takeover=session.takeover_since is not None,
             token=token, expires_at=datetime.fromtimestamp(expires, timezone.utc),
@@ -236,12 +236,14 @@ class DesktopService:
         """What a live-view token allows on this session now, or a typed refusal (invalid, another
         session's, expired, revoked)."""
         session = self.existing(session_id)
-        return self.live_tokens.verify(token, session.id, session.live_generation)
+        return self.live_tokens.verify(token, session.id, session.live_generation, instance=session.instance)
 
     def grant_current(self, grant: Grant) -> bool:
-        """Is a grant still honoured? A control grant ends with a take-over or its session."""
+        """Is a grant still honoured? A grant ends with its session (a later one of the same name is
+        another instance); a control grant also with a take-over."""
         session = self.peek(grant.session_id)
-        return session is not None and (not grant.control or session.live_generation == grant.generation)
+        return (session is not None and session.instance == grant.instance
+                and (not grant.control or session.live_generation == grant.generation))
 
     def rfb_target(self, grant: Grant) -> tuple[int, str]:
         """Where the relay logs in for this grant: x11vnc's port and the password of its mode."""

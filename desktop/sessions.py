@@ -116,6 +116,9 @@ class Session:
     # Signed into every live-view token; a take-over bumps it, revoking the control tokens issued
     # before. Random at first, so a later session of the same name honours none of this one's.
     live_generation: int = field(default_factory=lambda: secrets.randbelow(2**31))
+    # Which session of this name this is: signed into every live-view token (never sent), so a token
+    # of a deleted session opens none made later under the same name.
+    instance: str = field(default_factory=lambda: secrets.token_hex(16))
 
     def __post_init__(self):
         self.action_lock = threading.RLock()

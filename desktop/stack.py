@@ -469,6 +469,8 @@ class DesktopStack:
             self.downloaded.mkdir(mode=0o700)
             for ring in (self.record.console, self.record.network, self.record.dialogs, self.record.downloads):
                 ring.clear()  # a fresh session has seen nothing (sequence numbers go on)
+            if self.proxy is not None:
+                self.proxy.blocked.clear()  # the policy itself stays: it is the session's, not the profile's
             self._start_chromium()
             self.children["chromium"].restarts = restarts  # a reset is asked for, not a crash healed
             self._note("reset: programs ended, Chromium restarted on a clean profile")

@@ -312,10 +312,11 @@ def test_a_take_over_revokes_earlier_control_links_and_closes_their_connections(
 
 def test_expired_forged_and_other_sessions_tokens_are_refused_with_their_code(server, http, view):
     tokens = server.glassdesk.desktops.live_tokens
-    generation = server.glassdesk.desktops.existing(SID).live_generation
+    session = server.glassdesk.desktops.existing(SID)
+    generation, instance = session.live_generation, session.instance
     good = link(http)["token"]
-    expired, _ = tokens.issue(SID, "view", generation, ttl_s=-1)
-    other, _ = tokens.issue("other", "view", generation)
+    expired, _ = tokens.issue(SID, "view", generation, ttl_s=-1, instance=instance)
+    other, _ = tokens.issue("other", "view", generation, instance=instance)
     forged = good.replace(".view.", ".control.")
     cases = [(expired, "live_token_expired"), (forged, "live_token_invalid"), (other, "live_token_wrong_session"),
              ("", "live_token_invalid")]
@@ -565,3 +566,22 @@ def test_up_on_every_address_exposes_the_api_port_and_nothing_else(tmp_path):
     while pids_with_env("GLASSDESK_TEST_MARK", mark) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not pids_with_env("GLASSDESK_TEST_MARK", mark)
+
+
+def test_a_deleted_sessions_links_open_nothing_of_a_later_session_with_its_name(server, http):
+    """A view link outlives nothing: after a delete, a session made again under the same name
+    refuses the old link (as invalid: the old session's instance is signed into it) and honours
+    its own."""
+    again = "again"
+    assert http.post("/api/v1/sessions", json={"id": again}).status_code == 201
+    try:
+        old = http.get(f"/api/v1/sessions/{again}/live").json()["token"]
+        assert http.delete(f"/api/v1/sessions/{again}").status_code == 204
+        assert http.post("/api/v1/sessions", json={"id": again}).status_code == 201
+        new = http.get(f"/api/v1/sessions/{again}/live").json()["token"]
+        with client_at(server, "127.0.0.24") as anyone:
+            refused = anyone.get(f"/api/v1/sessions/{again}/viewer", headers={"x-live-token": old})
+            assert (refused.status_code, refused.json()["error"]["code"]) == (403, "live_token_invalid")
+            assert anyone.get(f"/api/v1/sessions/{again}/viewer", headers={"x-live-token": new}).json()["mode"] == "view"
+    finally:
+        http.delete(f"/api/v1/sessions/{again}")

@@ -221,7 +221,7 @@ def test_the_dialog_policy_over_mcp(server, site, manager):
         manager.delete("mcpdialogs")
 
 
-def test_screenshots_and_downloads(server, site):
+def test_screenshots_and_downloads(server, site, monkeypatch):
     navigate(server, site, "/tall")
     shot = call(server, "page_screenshot", {"full_page": True})
     images = [c for c in shot.content if isinstance(c, ImageContent)]
@@ -238,6 +238,9 @@ def test_screenshots_and_downloads(server, site):
     blobs = [c for c in fetched.content if isinstance(c, EmbeddedResource)]
     assert len(blobs) == 1 and base64.b64decode(blobs[0].resource.blob) == REPORT_TEXT
     refused(call(server, "page_downloads", {"name": "..."}), "invalid_action")
+    # A file bigger than one answer carries is refused whole, not cut: REST serves it.
+    monkeypatch.setattr("vision.mcp.page_tools.DOWNLOAD_IN_ANSWER_MAX", len(REPORT_TEXT) - 1)
+    assert "/page/downloads/" in refused(call(server, "page_downloads", {"name": listed[-1]["name"]}), "result_too_large")
 
 
 def test_evaluate_is_off_unless_allowed(server, evaluating_server, site):

@@ -103,7 +103,10 @@ PAGES: dict[str, bytes] = {
     "/upload": _page("upload", """
 <input class="at" type="file" id="file" multiple style="left: 100px; top: 100px">
 <p class="at" id="got" style="left: 100px; top: 200px">no file</p>
+<input class="at" type="file" id="refusing" style="left: 100px; top: 300px">
 <script>
+  // An input whose page throws away what it is given: an upload there did not take.
+  document.getElementById('refusing').addEventListener('change', (e) => { e.target.value = ''; });
   document.getElementById('file').addEventListener('change', async (e) => {
     const files = [];
     for (const f of e.target.files) files.push({name: f.name, size: f.size, text: await f.text()});

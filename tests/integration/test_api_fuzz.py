@@ -84,12 +84,12 @@ def bounded(case) -> None:
             pass  # refused before the browser sees it: keep it
         else:
             body["url"] = f"http://127.0.0.1:9/?u={quote(body['url'][:200])}"  # a closed port: refused at once
-    if path.endswith(("/desktop/wait", "/desktop/hold_key")) and isinstance(body.get("duration_ms"), int):
-        body["duration_ms"] = min(body["duration_ms"], 200)
+    if path.endswith(("/desktop/wait", "/desktop/hold_key")):
+        cap(body, "duration_ms", 200)
     if path.endswith("/desktop/type") and isinstance(body.get("text"), str):
         body["text"] = body["text"][:40]
-    if "/page/" in path and isinstance(body.get("timeout_ms"), int):
-        body["timeout_ms"] = min(body["timeout_ms"], 300)  # waits for an element, a load: short
+    if "/page/" in path:
+        cap(body, "timeout_ms", 300)  # waits for an element, a load: short
     if path.endswith("/page/fill") and isinstance(body.get("value"), str):
         body["value"] = body["value"][:40]
     if path.endswith("/vision/act"):
@@ -128,6 +128,16 @@ def bounded_qa(body: dict) -> None:
             step["timeout_ms"] = min(step["timeout_ms"], 300)
         if step.get("action") == "act":
             step["model"] = "nothing/here"
+
+
+def cap(body: dict, key: str, limit: int) -> None:
+    """Bound a duration, also when it comes as a string of digits (a "negative" case the API
+    still accepts: pydantic reads "38423" as 38423, and the request would wait that long)."""
+    value = body.get(key)
+    if isinstance(value, bool):
+        return
+    if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isdigit()):
+        body[key] = min(int(float(value)), limit) if value == value else limit  # (NaN is refused anyway)
 
 
 def restarting(response) -> bool:

@@ -259,6 +259,9 @@ def test_upload_sanitises_names_and_refuses_too_much(api, site):
     got = site.wait_for(lambda e: e["type"] == "files")["files"]
     assert got == [{"name": "x.txt", "size": 12, "text": "hello upload"},
                    {"name": "two.txt", "size": 6, "text": "second"}]
+    refused_by_page = ok(api.post(f"{P}/upload", json={"selector": "#refusing", "files": [
+        {"name": "kept.txt", "content_base64": b64(b"no")}]}))
+    assert refused_by_page["verified"] is False, "the page cleared the input: the answer must not claim it took"
     site.clear()
     big = b64(b"\0" * (600 * 1024))
     message = error(api.post(f"{P}/upload", json={"selector": "#file", "files": [

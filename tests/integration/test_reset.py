@@ -129,6 +129,8 @@ def test_reset_ends_programs_and_restarts_the_browser_clean_on_the_same_display(
         assert time.monotonic() < deadline, "xmessage never showed"
         time.sleep(0.1)
     (stack.profile / "Default" / "marker").write_text("from before the reset")
+    from desktop.netpolicy import Refusal
+    stack.proxy.blocked.record(host="denied.test", port=80, refusal=Refusal("denied", "before the reset"))
 
     info = ok(api.post(f"/api/v1/sessions/{SID}/reset"))
 
@@ -141,6 +143,7 @@ def test_reset_ends_programs_and_restarts_the_browser_clean_on_the_same_display(
     assert not any(w.wm_class.startswith("xmessage") for w in formflow.windows.list())
     assert not (stack.profile / "Default" / "marker").exists()
     assert formflow.page_url() == "about:blank"
+    assert ok(api.get(f"/api/v1/sessions/{SID}/network-policy/blocked")) == [], "a fresh session has blocked nothing"
     # The desktop still works: the session's panel and its browser window are where they were.
     classes = {w.wm_class.split(".")[0].lower() for w in formflow.windows.list()}
     assert {"xfce4-panel", "chromium"} <= {c.split(" ")[0] for c in classes}

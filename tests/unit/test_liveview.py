@@ -80,6 +80,16 @@ def test_a_take_over_revokes_control_tokens_not_view_tokens(tokens):
     assert tokens.verify(view, "s1", current_generation=6).mode == "view"
 
 
+def test_a_token_of_an_earlier_session_of_the_same_name_is_invalid(tokens):
+    """The instance is signed, not sent: deleting a session and making another under its name
+    (a new instance) leaves every token of the first one invalid, view tokens included."""
+    view, _ = tokens.issue("s1", "view", 5, instance="first")
+    assert "first" not in view
+    assert tokens.verify(view, "s1", 5, instance="first").instance == "first"
+    with pytest.raises(LiveTokenInvalid, match="earlier session of this name"):
+        tokens.verify(view, "s1", 5, instance="second")
+
+
 def test_a_mode_that_does_not_exist_is_not_issued(tokens):
     with pytest.raises(ValueError):
         tokens.issue("s1", "admin", 1)

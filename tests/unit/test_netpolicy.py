@@ -180,3 +180,6 @@ def test_the_blocked_log_is_a_bounded_ring_with_growing_seq():
     unsubscribe()
     log.record(host="x.test", port=6, refusal=refusal)
     assert len(heard) == 5 and log.since(5)[0].seq == 6
+    log.clear()  # a reset: nothing kept, and numbering goes on
+    assert log.since() == []
+    assert log.record(host="x.test", port=7, refusal=refusal).seq == 7

@@ -18,6 +18,7 @@ from pydantic import Field
 
 from desktop.page import ContentFormat, DialogMode, PageSummary, Target
 from desktop.page_service import Acted, UploadFile, WaitUntil
+from desktop.errors import ResultTooLarge
 from vision.errors import InvalidRequest
 from vision.mcp.tools import SessionArg, _annotations, _argv_text, _image, _result, _text, blocking
 from vision.service import Glassdesk
@@ -26,6 +27,8 @@ PAGE_WHERE = ("the VISIBLE Chromium on the desktop the operator watches live in 
               "one on screen")
 PAGE_ACTS = f"Acts on {PAGE_WHERE}."
 PAGE_LOOKS = f"Looks at {PAGE_WHERE}; changes nothing."
+# A downloaded file travels in an MCP answer base64-encoded and whole; bigger ones are for REST.
+DOWNLOAD_IN_ANSWER_MAX = 16 * 1024 * 1024
 REAL_INPUT = ("The element is scrolled into view and clicked with the real pointer at its centre (xdotool, as a "
               "person would; the operator sees it); the answer gives the display pixel used.")
 NAME_IT = ("Name the element one way: `selector` (CSS), `ref` (from page_content format=accessibility, e.g. e12), "
@@ -156,6 +159,11 @@ def register_page_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                      + (f"  FAILED: {d['failure']}" if d.get("failure") else "") for d in listed]
             return await answer(session, f"{len(listed)} download(s)\n" + "\n".join(lines), {"downloads": listed})
         path = await blocking(pages.download_path, session, name)
+        size = path.stat().st_size
+        if size > DOWNLOAD_IN_ANSWER_MAX:
+            raise ResultTooLarge(f"{path.name} is {size} bytes, over the {DOWNLOAD_IN_ANSWER_MAX} one answer carries "
+                                 "(base64 makes it a third bigger); fetch it from the REST API: GET "
+                                 f"/api/v1/sessions/{{id}}/page/downloads/{path.name}")
         data = await blocking(path.read_bytes)
         blob = EmbeddedResource(type="resource", resource=BlobResourceContents(
             uri=f"glassdesk://sessions/{session}/downloads/{path.name}", mime_type="application/octet-stream",
