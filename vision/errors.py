@@ -2,8 +2,8 @@
 
 from desktop.errors import GlassdeskError, InvalidRequest
 
-__all__ = ["BaselineCorrupt", "BaselineNotFound", "InvalidRequest", "ModelUnavailable", "QaRunNotFoundError",
-           "TraceCorruptError", "TraceNotFoundError"]
+__all__ = ["BaselineCorrupt", "BaselineNotFound", "InvalidRequest", "ModelUnavailable", "QaRunCorruptError",
+           "QaRunNotFoundError", "TraceCorruptError", "TraceNotFoundError"]
 
 
 class ModelUnavailable(GlassdeskError):
@@ -26,6 +26,13 @@ class QaRunNotFoundError(GlassdeskError):
     """No QA run by that id, or no artifact of that name in it."""
 
     code, status = "qa_run_not_found", 404
+
+
+class QaRunCorruptError(GlassdeskError):
+    """A QA run's records on disk no longer make a run (edited): its verify names what is wrong.
+    A 409, not a 500: nothing failed in the server, the evidence asked for is damaged."""
+
+    code, status = "qa_run_corrupt", 409
 
 
 class BaselineNotFound(GlassdeskError):

@@ -137,7 +137,11 @@ class BaselineStore:
             directory = self.root / baseline_id / f"v{version}"
             if directory.exists():  # a version whose writing was cut short: never listed, replaced
                 shutil.rmtree(directory)
-            directory.mkdir(parents=True)
+            # Screenshots of pages: the server's user only, as runs and traces are.
+            self.root.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the data dir: never re-moded
+            for level in (self.root.parent, self.root, directory.parent, directory):
+                level.mkdir(mode=0o700, exist_ok=True)
+                level.chmod(0o700)
             _fsync_dir(directory.parent)
             for _, file, data in files:
                 atomic_write(directory / file, data)

@@ -38,7 +38,7 @@ from desktop.procs import ProcessId, alive_checker, this_process
 from vision.qa.models import Artifact, Artifacts, QaRun, StepResult, Summary, TestCase, VerifyReport
 from vision.report import _CSS, _overlay
 from vision.trace import (
-    GENESIS_HASH, atomic_write, canonical_json, new_trace_id, record_hash, redact,
+    GENESIS_HASH, _is_sensitive_key, atomic_write, canonical_json, new_trace_id, record_hash, redact,
 )
 
 log = logging.getLogger("glassdesk.qa")
@@ -62,6 +62,42 @@ class QaRunNotFound(LookupError):
 
 class BadName(ValueError):
     pass
+
+
+class QaRunCorrupt(ValueError):
+    """A run's manifest parses but its records do not make a run (an edited field, a wrong type):
+    verify names what is wrong."""
+
+
+# The structure of a run: ids, artifact names, hashes, paths, counts and states. A secret is never
+# looked for in these (a secret "20" would otherwise eat the year out of the run id and break every
+# link and file name); every other string - request values, step details, reasons, console lines,
+# what a probe read - is free text, and redacted.
+STRUCTURAL_KEYS = frozenset({
+    "kind", "index", "ts", "prev_hash", "hash", "test_run_id", "trace_id", "session_id", "verb", "name",
+    "sha256", "baseline_sha256", "current_sha256", "path", "report_url", "size", "type", "status", "step", "shot",
+    "which", "before", "after", "screenshots", "baseline_id", "version", "baseline_version", "action", "attempts",
+    "duration_ms",
+})
+
+
+def redact_free_text(value: Any, secrets: Iterable[str]) -> Any:
+    """``value`` with the secrets replaced in its free text, its structure (STRUCTURAL_KEYS) left
+    exactly as it was; credential-named keys dropped, as ``vision.trace.redact`` does (pure)."""
+    if isinstance(value, dict):
+        return {key: item if key in STRUCTURAL_KEYS else redact_free_text(item, secrets)
+                for key, item in value.items() if not _is_sensitive_key(key)}
+    if isinstance(value, (list, tuple)):
+        return [redact_free_text(item, secrets) for item in value]
+    return redact(value, secrets)
+
+
+def safe_stem(stem: str, limit: int = 100) -> str:
+    """A file name's stem every artifact check accepts (pure): runs of other characters become '-',
+    runs of dots one dot (no '..' anywhere), starting and ending with a letter or digit."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", stem)
+    base = re.sub(r"\.{2,}", ".", base).strip("-._")[:limit].strip("-._")
+    return base or "file"
 
 
 def check_run_id(run_id: str) -> str:
@@ -121,7 +157,7 @@ class RunWriter:
         with self._lock:
             if self.finished:
                 raise RuntimeError(f"run {self.run_id} is finished")
-            stored = redact({"kind": kind, **content}, self._secrets)
+            stored = redact_free_text({"kind": kind, **content}, self._secrets)
             stored.update(index=len(self._records) + 1, ts=rfc3339(_now()), prev_hash=self.head)
             stored["hash"] = record_hash(stored)
             self._lines += canonical_json(stored) + b"\n"
@@ -136,7 +172,7 @@ class RunWriter:
                  **about: Any) -> Artifact:
         """Store a file of the run under a fresh name and record it with its SHA-256 and time."""
         with self._lock:
-            base = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-.")[:100] or "file"
+            base = safe_stem(stem)
             name, n = f"{base}.{ext}", 1
             while name in self._names:
                 n += 1
@@ -159,15 +195,30 @@ class RunWriter:
         self.record("artifact", name=name, sha256=digest.hexdigest(), size=(self.dir / name).stat().st_size, type=kind)
         return Artifact(name=name, path=api_artifact_url(self.run_id, name), sha256=digest.hexdigest(), kind=kind)
 
-    def finish(self, status: str, result: dict | None = None, reason: str | None = None) -> None:
-        self.record("finished", status=status, result=result, reason=reason)
+    def redacted(self, value: Any) -> Any:
+        """``value`` as this run stores it: the caller's answer must not carry a secret the
+        evidence hides (a probe's text, an assertion quoting a field, a console line)."""
+        return redact_free_text(value, self._secrets)
+
+    def finish(self, status: str, result: dict | None = None, reason: str | None = None) -> dict:
+        """Close the run; the stored (redacted) ``finished`` record."""
+        stored = self.record("finished", status=status, result=result, reason=reason)
         with _open_lock:
             _open_here.discard(str(self.dir.resolve()))
         (self.dir / OWNER_FILE).unlink(missing_ok=True)
+        return stored
 
 
 def derive_meta(records: Sequence[dict]) -> dict:
-    """meta.json's content, a pure function of the chain (so verify can recompute it)."""
+    """meta.json's content, a pure function of the chain (so verify can recompute it); QaRunCorrupt
+    when the records do not have the fields it is made of."""
+    try:
+        return _derive_meta(records)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise QaRunCorrupt(f"the run's records do not make its head ({type(exc).__name__}: {exc})") from None
+
+
+def _derive_meta(records: Sequence[dict]) -> dict:
     first = records[0]
     last = records[-1]
     done = last if last.get("kind") in ("finished", "interrupted") else None
@@ -202,9 +253,10 @@ class QaRunStore:
         started = _now()
         run_id = new_trace_id(started)
         # Runs hold screenshots and typed text: the server's user only (as traces: vision.trace).
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.runs_dir.chmod(0o700)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)  # the data dir: made, never re-moded
+        for directory in (self.runs_dir.parent, self.runs_dir):
+            directory.mkdir(mode=0o700, exist_ok=True)
+            directory.chmod(0o700)
         directory = self.run_dir(run_id)
         directory.mkdir()
         with _open_lock:
@@ -284,8 +336,13 @@ class QaRunStore:
                 listed[str(record.get("name"))] = str(record.get("sha256"))
         files = 0
         for name, expected in listed.items():
+            try:  # the check serving applies: every file listed must be one the run can serve
+                check_artifact_name(name)
+            except BadName:
+                problems.append(f"artifact {name!r}: not a name a run's file may have")
+                continue
             path = directory / name
-            if not _ARTIFACT.fullmatch(name) or not path.is_file():
+            if not path.is_file():
                 problems.append(f"artifact {name}: missing")
                 continue
             files += 1
@@ -297,9 +354,14 @@ class QaRunStore:
                 problems.append(f"file {entry.name}: not in the manifest")
         meta_path = directory / META_FILE
         if records:
+            try:
+                meta = canonical_json(derive_meta(records))
+            except QaRunCorrupt as exc:
+                meta = None
+                problems.append(f"manifest.jsonl: {exc}")
             if not meta_path.is_file():
                 problems.append("meta.json: missing")
-            elif meta_path.read_bytes() != canonical_json(derive_meta(records)):
+            elif meta is not None and meta_path.read_bytes() != meta:
                 problems.append("meta.json: does not match the manifest (edited, or the manifest's tail was cut)")
         else:
             problems.append("manifest.jsonl: no records")
@@ -326,7 +388,7 @@ class QaRunStore:
                 continue
             try:
                 self._interrupt(directory, records)
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, KeyError, TypeError) as exc:
                 log.error("QA run %s was left unfinished and could not be closed: %s", run_id, exc)
                 continue
             closed.append(run_id)
@@ -358,9 +420,19 @@ def _read_owner(directory: Path) -> ProcessId | None:
 
 
 def build_run(records: Sequence[dict]) -> QaRun:
-    """The run as the API shows it, from its manifest (pure)."""
+    """The run as the API shows it, from its manifest (pure); QaRunCorrupt when its records do not
+    make one (an edited field: verify says which)."""
     if not records:
-        raise QaRunNotFound("the run has no records")
+        raise QaRunCorrupt("the run's manifest has no readable record")
+    try:
+        return _build_run(records)
+    except QaRunCorrupt:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # pydantic's ValidationError too
+        raise QaRunCorrupt(f"the run's records do not make a run ({type(exc).__name__}: {str(exc)[:300]})") from None
+
+
+def _build_run(records: Sequence[dict]) -> QaRun:
     meta = derive_meta(records)
     artifacts = Artifacts()
     cases: list[TestCase] = []

@@ -31,7 +31,7 @@ from desktop.errors import (
 )
 from desktop.page import Target
 from desktop.sessions import QUEUE_WAIT_S, Session
-from vision.errors import QaRunNotFoundError
+from vision.errors import QaRunCorruptError, QaRunNotFoundError
 from vision.qa.baselines import BaselineStore
 from vision.qa.diff import ImageSizeMismatch, compare, decode_png, diff_image, mask_boxes
 from vision.qa.models import (
@@ -40,7 +40,9 @@ from vision.qa.models import (
     StepResult, SuccessCondition, VerifyElementRequest, VerifyPageLoadsRequest, VerifyReport, VerifyUserFlowRequest,
     check_name, template_png,
 )
-from vision.qa.runs import BadName, QaRunNotFound, QaRunStore, RunWriter, render_html, render_junit
+from vision.qa.runs import (
+    BadName, QaRunCorrupt, QaRunNotFound, QaRunStore, RunWriter, render_html, render_junit, safe_stem,
+)
 
 if TYPE_CHECKING:
     from vision.service import Glassdesk
@@ -99,13 +101,8 @@ class QaService:
         self.pages = glassdesk.desktops.pages
         self.data_dir = Path(glassdesk.store.root)
         self.runs = QaRunStore(self.data_dir)
-        self._baselines = None
-
-    @property
-    def baselines(self):
-        if self._baselines is None:
-            self._baselines = BaselineStore(self.data_dir)
-        return self._baselines
+        # Made here, not on first use: two first calls at once would each make one, with its own lock.
+        self.baselines = BaselineStore(self.data_dir)
 
     def close_interrupted(self) -> list[str]:
         return self.runs.close_interrupted()
@@ -127,6 +124,9 @@ class QaService:
             self._stop_video(run)
             if not run.finished:
                 run.finish("error", reason=_reason(exc))
+            if isinstance(exc, GlassdeskError):  # its message may quote a value typed from a secret
+                exc.message = run.redacted(exc.message)
+                exc.args = (exc.message,)
             raise
 
     def _finish(self, run: RunWriter, status: str, result: Any, case: dict) -> Any:
@@ -137,8 +137,9 @@ class QaService:
         if video is not None and hasattr(result, "video"):
             result.video = video
         run.record("case", status=status, duration_ms=self._elapsed(run), **case)
-        run.finish(status, result=result.model_dump(mode="json"))
-        return result
+        stored = run.finish(status, result=result.model_dump(mode="json"))
+        # The caller gets what the evidence keeps: a secret is no more in the answer than on disk.
+        return type(result).model_validate(stored["result"])
 
     @staticmethod
     def _elapsed(run: RunWriter) -> int:
@@ -611,33 +612,43 @@ class QaService:
 
     # ------------------------------------------------------------------ reading runs
 
-    def run(self, test_run_id: str) -> QaRun:
+    @contextmanager
+    def _reading_run(self, test_run_id: str) -> Iterator[None]:
+        """The run store's own errors as typed ones: a bad id, no such run, a damaged one."""
         try:
-            return self.runs.load(test_run_id)
+            yield
         except BadName as exc:
             raise InvalidRequest(str(exc)) from None
         except QaRunNotFound as exc:
             raise QaRunNotFoundError(str(exc)) from None
+        except QaRunCorrupt as exc:
+            raise QaRunCorruptError(f"QA run {test_run_id}: {exc}; verifying the run says what is damaged") from None
+
+    def run(self, test_run_id: str) -> QaRun:
+        with self._reading_run(test_run_id):
+            return self.runs.load(test_run_id)
 
     def verify(self, test_run_id: str) -> VerifyReport:
-        self.run(test_run_id)
-        return self.runs.verify(test_run_id)
+        """Whatever the damage, an answer: the run is not built first (a damaged one would not
+        build), only looked for; what is wrong is the report's problems."""
+        with self._reading_run(test_run_id):
+            return self.runs.verify(test_run_id)
 
     def junit(self, test_run_id: str) -> str:
-        return render_junit([self.run(test_run_id)])
+        run = self.run(test_run_id)
+        with self._reading_run(test_run_id), _corrupt_if_malformed():
+            return render_junit([run])
 
     def report_html(self, test_run_id: str) -> str:
         run = self.run(test_run_id)
-        return render_html([run], verification={test_run_id: self.runs.verify(test_run_id)})
+        with self._reading_run(test_run_id), _corrupt_if_malformed():
+            return render_html([run], verification={test_run_id: self.runs.verify(test_run_id)})
 
     def artifact(self, test_run_id: str, name: str) -> Path:
-        self.run(test_run_id)
-        try:
+        """A listed file of the run; served from the manifest's records alone, so the files of a
+        run whose record no longer builds can still be fetched and looked at."""
+        with self._reading_run(test_run_id):
             return self.runs.file(test_run_id, name)
-        except BadName as exc:
-            raise InvalidRequest(str(exc)) from None
-        except QaRunNotFound as exc:
-            raise QaRunNotFoundError(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------------------- a flow
@@ -884,8 +895,18 @@ def _squash(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+@contextmanager
+def _corrupt_if_malformed() -> Iterator[None]:
+    """A run that builds but whose free-form parts (the verb's answer, a step's detail) have the
+    wrong shape cannot be rendered: damaged evidence, not a fault of the server."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise QaRunCorrupt(f"its records cannot be rendered ({type(exc).__name__}: {str(exc)[:300]})") from None
+
+
 def _stem(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:60] or "shot"
+    return safe_stem(name, 60)
 
 
 def _sha256(data: bytes) -> str:

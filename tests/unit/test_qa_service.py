@@ -1,0 +1,175 @@
+"""QaService's own logic without X: damaged evidence answered with typed errors (never a 5xx),
+secrets kept out of the answer without touching the run's structure, artifact names every check
+accepts, baseline directories for the server's user only."""
+
+from __future__ import annotations
+
+import base64
+import stat
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from desktop.errors import GlassdeskError, SessionUnavailable
+from vision.errors import QaRunCorruptError
+from vision.qa.models import PageLoadResult, VerifyUserFlowRequest
+from vision.qa.runs import QaRunStore, check_artifact_name, safe_stem
+from vision.qa.service import QaService, _stem
+
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
+
+
+def a_service(tmp_path) -> QaService:
+    glassdesk = SimpleNamespace(desktops=SimpleNamespace(pages=None), store=SimpleNamespace(root=tmp_path))
+    return QaService(glassdesk)  # type: ignore[arg-type]
+
+
+def a_finished_run(store: QaRunStore, secrets=()):
+    run = store.create("verify_user_flow", "login", session_id="s1", request={"start_url": "http://x/"},
+                       secrets=secrets)
+    shot = run.artifact("start", PNG)
+    step = {"index": 1, "name": "click", "action": "click", "status": "failed", "attempts": 1, "duration_ms": 3,
+            "detail": {"point": [1, 2]}, "before": shot.name, "after": shot.name, "failure_reason": "nope"}
+    run.record("case", name="login", status="failed", duration_ms=9, screenshots=[shot.name], console_logs=[],
+               failure_reason="nope", steps=[step])
+    run.finish("failed", result={"success": False, "shots": [{"name": "page", "diff_pixels": 3,
+                                                               "diff_percentage": 0.5, "passed": False}]})
+    return run
+
+
+# ------------------------------------------------------------------------------- damaged evidence
+
+
+def _edit(path, old: bytes, new: bytes, count: int = 1) -> None:
+    data = path.read_bytes()
+    assert old in data, (old, data[:400])
+    path.write_bytes(data.replace(old, new, count))
+
+
+@pytest.mark.parametrize("old, new", [
+    (b'"ts":"20', b'"ts":"X0'),                       # a record's time no longer parses: ValueError
+    (b'"status":"failed","steps"', b'"status":"failex","steps"'),  # a case's status: ValidationError
+    (b'"name":"start.png"', b'"nbme":"start.png"'),   # an artifact record without its name: KeyError
+    (b'"duration_ms":9', b'"duration_ms":"x"'),       # a wrong type
+    (b'"diff_pixels":3', b'"diff_pixels":"3"'),       # the answer the report renders
+])
+def test_an_edited_record_verifies_as_broken_and_reads_as_a_typed_error(tmp_path, old, new):
+    qa = a_service(tmp_path)
+    run = a_finished_run(qa.runs)
+    _edit(qa.runs.run_dir(run.run_id) / "manifest.jsonl", old, new)
+    check = qa.verify(run.run_id)
+    assert not check.ok and check.problems
+    for read in (qa.run, qa.junit, qa.report_html):
+        try:
+            read(run.run_id)
+        except GlassdeskError as exc:
+            assert exc.status < 500 and exc.code == "qa_run_corrupt", (read, exc.code, exc.status)
+    # Its files are still served by the names its records list.
+    if b"nbme" not in new:
+        assert qa.artifact(run.run_id, "start.png").read_bytes() == PNG
+
+
+def test_a_record_that_does_not_build_is_qa_run_corrupt(tmp_path):
+    qa = a_service(tmp_path)
+    run = a_finished_run(qa.runs)
+    _edit(qa.runs.run_dir(run.run_id) / "manifest.jsonl", b'"ts":"20', b'"ts":"X0')
+    with pytest.raises(QaRunCorruptError) as caught:
+        qa.run(run.run_id)
+    assert caught.value.status == 409 and "verifying the run says what is damaged" in caught.value.message
+    assert any("records do not make" in p for p in qa.verify(run.run_id).problems)
+
+
+def test_every_flipped_byte_of_the_manifest_is_found_and_never_a_server_error(tmp_path):
+    qa = a_service(tmp_path)
+    run = a_finished_run(qa.runs)
+    manifest = qa.runs.run_dir(run.run_id) / "manifest.jsonl"
+    original = manifest.read_bytes()
+    for where in range(0, len(original) - 1, 3):  # the last byte is the final newline
+        data = bytearray(original)
+        data[where] ^= 0x01
+        manifest.write_bytes(bytes(data))
+        check = qa.verify(run.run_id)
+        assert not check.ok and check.problems, where
+        for read in (qa.run, qa.junit, qa.report_html):
+            try:
+                read(run.run_id)
+            except GlassdeskError as exc:
+                assert exc.status < 500, (where, read, exc.code)
+    manifest.write_bytes(original)
+    assert qa.verify(run.run_id).ok
+
+
+# ------------------------------------------------------------------------------- secrets
+
+
+def test_a_secret_in_the_run_ids_digits_is_redacted_from_free_text_only(tmp_path):
+    store = QaRunStore(tmp_path)
+    secret = "20"  # every run id (and every timestamp) of this century starts with it
+    run = store.create("verify_user_flow", "flow", session_id="s1", request={"value": "pin 20"}, secrets=[secret])
+    assert run.run_id.startswith("20")
+    shot = run.artifact("step-001-after", PNG, step=1)
+    run.record("step", index=1, name="fill", action="fill", status="passed", detail={"text": "you typed 20"},
+               before=shot.name, after=shot.name)
+    run.finish("passed", result={"screenshots": [shot.model_dump()], "reason": "saw 20", "test_run_id": run.run_id})
+    record = store.load(run.run_id)
+    assert record.test_run_id == run.run_id and record.timestamp.startswith("20")
+    assert record.artifacts.screenshots[0].name == shot.name == "step-001-after.png"
+    assert record.artifacts.screenshots[0].sha256 == shot.sha256
+    assert record.artifacts.screenshots[0].path == f"/api/v1/qa/runs/{run.run_id}/artifacts/step-001-after.png"
+    assert record.result["screenshots"][0]["path"] == shot.path and record.result["reason"] == "saw [REDACTED]"
+    manifest = (store.run_dir(run.run_id) / "manifest.jsonl").read_text()
+    assert "pin 20" not in manifest and "you typed 20" not in manifest and "[REDACTED]2" not in manifest
+    assert store.verify(run.run_id).ok
+
+
+def test_the_answer_is_the_redacted_one(tmp_path):
+    qa = a_service(tmp_path)
+    run = qa.runs.create("verify_page_loads", "x", session_id="s1", request={}, secrets=["hunter2"])
+    run.t0 = time.monotonic()
+    result = PageLoadResult(test_run_id=run.run_id, success=False, title="welcome hunter2",
+                            reason="title 'welcome hunter2'", console_errors=[{"text": "pw=hunter2"}])
+    answer = qa._finish(run, "failed", result, {"name": "x", "failure_reason": result.reason})
+    assert "hunter2" not in answer.model_dump_json()
+    assert answer.title == "welcome [REDACTED]" and answer.test_run_id == run.run_id
+
+
+def test_an_error_leaving_a_run_does_not_carry_the_secret(tmp_path):
+    qa = a_service(tmp_path)
+    request = VerifyUserFlowRequest(start_url="http://x/", steps=[{"action": "wait"}], secrets={"pw": "hunter2"})
+    with pytest.raises(SessionUnavailable) as caught:
+        with qa._run("verify_user_flow", None, SimpleNamespace(id="s1"), request, ("hunter2",)):
+            raise SessionUnavailable("typed hunter2 into a dead desktop")
+    assert "hunter2" not in caught.value.message and "hunter2" not in str(caught.value)
+
+
+# ------------------------------------------------------------------------------- names and modes
+
+
+@pytest.mark.parametrize("stem", ["..", "a..b", "...x...", "_x_", "-.-", "shot/../../etc", "ü" * 80,
+                                  "a" * 59 + ".b", "x" * 99 + "..", "#c > .d:nth-child(2)"])
+def test_every_stem_makes_a_name_the_run_can_serve(tmp_path, stem):
+    for name in (f"{safe_stem(stem)}.png", f"baseline-{_stem(stem)}.png"):
+        assert check_artifact_name(name) == name
+    store = QaRunStore(tmp_path)
+    run = store.create("capture_visual_baseline", "b", session_id=None, request={})
+    artifact = run.artifact(f"baseline-{_stem(stem)}", PNG)
+    assert store.file(run.run_id, artifact.name).read_bytes() == PNG
+
+
+def test_verify_names_a_listed_file_serving_would_refuse(tmp_path):
+    store = QaRunStore(tmp_path)
+    run = store.create("verify_page_loads", "x", session_id=None, request={})
+    (store.run_dir(run.run_id) / "a..b.png").write_bytes(PNG)
+    run.record("artifact", name="a..b.png", sha256="0" * 64, size=1, type="screenshot")
+    run.finish("passed")
+    assert any("not a name" in p for p in store.verify(run.run_id).problems)
+
+
+def test_baselines_are_made_with_the_service_and_their_directories_are_private(tmp_path):
+    qa = a_service(tmp_path)
+    assert qa.baselines is qa.baselines
+    qa.baselines.create("home", {"page": PNG}, url=None, scope="page", mask=[], mask_boxes=[])
+    for directory in (tmp_path / "qa", tmp_path / "qa" / "baselines", tmp_path / "qa" / "baselines" / "home",
+                      tmp_path / "qa" / "baselines" / "home" / "v1"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
