@@ -188,3 +188,22 @@ def test_requests_refuse_bad_names_thresholds_and_targets():
 
 def test_request_schema_is_json_serialisable():
     json.dumps(VerifyUserFlowRequest.model_json_schema())
+
+
+def _png_claiming(width: int, height: int) -> bytes:
+    """A 1x1 PNG whose header claims another size (the pixel data stays 1x1)."""
+    import struct
+    import zlib
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)
+    chunk = b"IHDR" + ihdr
+    return PNG[:8] + struct.pack(">I", len(ihdr)) + chunk + struct.pack(">I", zlib.crc32(chunk)) + PNG[33:]
+
+
+def test_a_template_larger_than_the_display_is_refused_from_its_header():
+    from vision.qa.models import template_png
+
+    template_png(base64.b64encode(PNG).decode())
+    huge = base64.b64encode(_png_claiming(4000, 4000)).decode()
+    with pytest.raises(ValueError, match="larger than the display"):  # not decoded: its data would not read
+        template_png(huge)

@@ -149,9 +149,10 @@ def template_png(value: str) -> bytes:
         raise ValueError("image: not a PNG")
     try:
         with Image.open(io.BytesIO(data)) as image:
-            image.load()
+            # The size is in the header: checked before a single pixel is decoded.
             if image.width * image.height > SCREEN_WIDTH * SCREEN_HEIGHT:
                 raise ValueError("image: larger than the display")
+            image.load()
     except (OSError, SyntaxError, Image.DecompressionBombError) as exc:
         raise ValueError(f"image: the PNG cannot be read ({exc})") from None
     return data
