@@ -125,6 +125,12 @@ class PageService:
         session = self._reading(session_id)
         return session.stack.record.console.since(since, (lambda e: e["level"] == level) if level else None)
 
+    def cursors(self, session_id: str | None) -> tuple[int, int]:
+        """The console's and the network log's sequence numbers now: pass them as ``since`` later
+        to read what was recorded in between."""
+        record = self._reading(session_id).stack.record
+        return record.console.last_seq, record.network.last_seq
+
     def network(self, session_id: str | None, since: int = 0, failed_only: bool = False) -> list[dict]:
         session = self._reading(session_id)
         failed = (lambda e: bool(e["failure"]) or (e["status"] or 0) >= 400 or bool(e["blocked"]))

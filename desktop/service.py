@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -128,6 +129,21 @@ class DesktopService:
                 log.info("starting the default session %r", name)
                 found = self._start(name, pinned=True)
             return found
+
+    def wait_ready(self, session_id: str | None, timeout_s: float) -> bool:
+        """Wait at most ``timeout_s`` for the session and its browser to be ready (after a heal);
+        whether they are. Never starts a session and never raises."""
+        session = self.peek(session_id or self.default)
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while True:
+            if session is None:
+                return False
+            browser = session.stack.browser
+            if session.status == "ready" and browser is not None and browser.pages is not None:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
 
     def peek(self, session_id: str) -> Session | None:
         """The named session, or None: never starts one, never raises."""

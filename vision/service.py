@@ -93,6 +93,7 @@ class Glassdesk:
         while returns with status ``paused``, unless ``wait_out_pauses`` (a stream that reports
         the pause as it goes)."""
         runner = self.runner(session_id)
+        self.qa.check_idle(runner.desktop.id)  # a QA verb's steps must not interleave with a run's
         if request.reset:  # the run resets the desktop once its request is known to be good
             self.desktops.check_agent(runner.desktop.id)
         kwargs = {"paused_return_s": None} if wait_out_pauses else {}

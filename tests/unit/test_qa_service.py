@@ -173,3 +173,156 @@ def test_baselines_are_made_with_the_service_and_their_directories_are_private(t
     for directory in (tmp_path / "qa", tmp_path / "qa" / "baselines", tmp_path / "qa" / "baselines" / "home",
                       tmp_path / "qa" / "baselines" / "home" / "v1"):
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+
+
+# ------------------------------------------------------------------------------- verbs over fakes
+
+
+class FakePages:
+    def __init__(self):
+        self.navigations: list[int] = []
+        self.navigate_does = lambda timeout_ms: {"status": 200, "url": "http://x/", "load_time_ms": 5}
+        self.network_fails: GlassdeskError | None = None
+
+    def cursors(self, session_id):
+        return 0, 0
+
+    def navigate(self, session_id, how, url, wait_until, timeout_ms):
+        self.navigations.append(timeout_ms)
+        return self.navigate_does(timeout_ms)
+
+    def state(self, session_id):
+        return SimpleNamespace(title="t", url="http://x/")
+
+    def console(self, session_id, since=0, level=None):
+        return [{"level": "error", "text": "boom", "url": "http://x/", "line": 1}]
+
+    def network(self, session_id, since=0, failed_only=False):
+        if self.network_fails is not None:
+            raise self.network_fails
+        return []
+
+
+class FakeDesktops:
+    def __init__(self):
+        self.pages = FakePages()
+        self.the_session = SimpleNamespace(id="s1", display=":99")
+        self.screenshot_fails: GlassdeskError | None = None
+
+    def check_url(self, url, session=None):
+        pass
+
+    def session(self, session_id=None):
+        return self.the_session
+
+    def check_agent(self, session_id):
+        pass
+
+    def screenshot(self, session_id):
+        if self.screenshot_fails is not None:
+            raise self.screenshot_fails
+        return SimpleNamespace(png=PNG)
+
+    def wait_ready(self, session_id, timeout_s):
+        return True
+
+
+def a_faked_service(tmp_path) -> tuple[QaService, FakeDesktops]:
+    desktops = FakeDesktops()
+    glassdesk = SimpleNamespace(desktops=desktops, store=SimpleNamespace(root=tmp_path))
+    return QaService(glassdesk), desktops  # type: ignore[arg-type]
+
+
+def test_a_dead_browser_and_desktop_make_verify_page_loads_a_failure_with_reasons_not_an_error(tmp_path):
+    from desktop.errors import PageUnavailable
+    from vision.qa.models import VerifyPageLoadsRequest
+
+    qa, desktops = a_faked_service(tmp_path)
+
+    def dead(timeout_ms):
+        raise PageUnavailable("the browser of session s1 is restarting")
+
+    desktops.pages.navigate_does = dead
+    desktops.pages.network_fails = SessionUnavailable("session s1: chromium died")
+    desktops.screenshot_fails = SessionUnavailable("session s1: Xvfb died")
+    answer = qa.verify_page_loads("s1", VerifyPageLoadsRequest(url="http://x/", timeout_ms=1000))
+    assert answer.success is False and answer.screenshot is None
+    assert "did not load" in answer.reason and "chromium died" in answer.reason and "Xvfb died" in answer.reason
+    run = qa.run(answer.test_run_id)
+    assert run.status == "failed" and qa.verify(answer.test_run_id).ok
+
+
+def test_timeout_ms_bounds_verify_page_loads_with_its_retries(tmp_path):
+    from desktop.errors import PageTimeoutError
+    from vision.qa.models import VerifyPageLoadsRequest
+
+    qa, desktops = a_faked_service(tmp_path)
+
+    def slow(timeout_ms):
+        time.sleep(timeout_ms / 1000)  # a navigation that uses all the time it is given, then times out
+        raise PageTimeoutError("navigation timed out")
+
+    desktops.pages.navigate_does = slow
+    answer = qa.verify_page_loads("s1", VerifyPageLoadsRequest(url="http://x/", timeout_ms=300))
+    assert answer.success is False and "timed out" in answer.reason
+    # The first attempt had the verb's whole time: no time was left for another.
+    assert len(desktops.pages.navigations) == 1 and desktops.pages.navigations[0] <= 300
+
+
+def test_retries_happen_at_one_level_only(tmp_path):
+    from desktop.errors import PageUnavailable
+
+    qa, desktops = a_faked_service(tmp_path)
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        raise PageUnavailable("detached", retry_after=1)
+
+    session = desktops.the_session
+    with pytest.raises(PageUnavailable):
+        qa._retrying(session, lambda: qa._retrying(session, flaky))
+    assert len(calls) == 3  # not 3 x 3
+    calls.clear()
+    with pytest.raises(PageUnavailable):
+        qa._retrying(session, flaky)
+    assert len(calls) == 3  # and the level is free again afterwards
+
+
+def test_a_second_qa_verb_on_a_session_waits_then_is_session_busy_and_creates_nothing(tmp_path, monkeypatch):
+    import threading
+
+    from desktop.errors import SessionBusy
+    from vision.qa import service as service_module
+    from vision.qa.models import VerifyPageLoadsRequest
+
+    monkeypatch.setattr(service_module, "VERB_QUEUE_WAIT_S", 0.2)
+    qa, desktops = a_faked_service(tmp_path)
+    entered, release = threading.Event(), threading.Event()
+
+    def held(timeout_ms):
+        entered.set()
+        release.wait(30)
+        return {"status": 200, "url": "http://x/", "load_time_ms": 5}
+
+    desktops.pages.navigate_does = held
+    answers = []
+    first = threading.Thread(target=lambda: answers.append(
+        qa.verify_page_loads("s1", VerifyPageLoadsRequest(url="http://x/", timeout_ms=60_000))))
+    first.start()
+    try:
+        assert entered.wait(30)
+        with pytest.raises(SessionBusy) as caught:
+            qa.verify_page_loads("s1", VerifyPageLoadsRequest(url="http://x/"))
+        assert caught.value.retry_after and caught.value.retry_after > 1 and "QA verb" in caught.value.message
+        assert len(qa.runs.list_ids()) == 1  # the refused one made no run
+        with pytest.raises(SessionBusy):  # a vision run is kept out meanwhile
+            qa.check_idle("s1")
+        qa.check_idle("another")
+    finally:
+        release.set()
+        first.join(30)
+    assert answers and answers[0].success
+    qa.check_idle("s1")
+    desktops.pages.navigate_does = lambda timeout_ms: {"status": 200, "url": "http://x/", "load_time_ms": 5}
+    assert qa.verify_page_loads("s1", VerifyPageLoadsRequest(url="http://x/")).success

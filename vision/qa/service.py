@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -60,6 +62,12 @@ CONSOLE_LIMIT = 200  # console lines kept with a test case
 # sits right of the window buttons, so it moves with how many windows are open: the whole strip is
 # masked, not a box that would miss the clock once another window opens.
 CLOCK_BOX = [0, 1051, 1920, 1080]
+# How long a verb waits for another QA verb running on the same session before it is refused with
+# session_busy (as a desktop action waits for the one before it).
+VERB_QUEUE_WAIT_S = QUEUE_WAIT_S
+# Page-controlled text a caller's regular expression is applied to is cut to this many characters
+# (a console line, a URL): a cheap bound on what a pathological pattern can cost.
+REGEX_TEXT_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,16 @@ class Miss:
 
     def __bool__(self) -> bool:
         return False
+
+
+@dataclass
+class _VerbHolder:
+    """The QA verb running on a session: which thread runs it, what it is, when it must be done."""
+
+    owner: int
+    what: str
+    ends_at: float
+    depth: int = 1
 
 
 class AssertionFailed(Exception):
@@ -101,6 +119,9 @@ class QaService:
         self.pages = glassdesk.desktops.pages
         self.data_dir = Path(glassdesk.store.root)
         self.runs = QaRunStore(self.data_dir)
+        self._verbs = threading.Condition()
+        self._holders: dict[str, _VerbHolder] = {}
+        self._retrying_here = threading.local()
         # Made here, not on first use: two first calls at once would each make one, with its own lock.
         self.baselines = BaselineStore(self.data_dir)
 
@@ -109,11 +130,60 @@ class QaService:
 
     # ------------------------------------------------------------------ runs
 
+    # ------------------------------------------------------------------ one verb at a time
+
+    @contextmanager
+    def _one_verb(self, session_id: str, verb: str, timeout_ms: int) -> Iterator[None]:
+        """Hold the session for one QA verb: a second verb on it waits at most VERB_QUEUE_WAIT_S for
+        the first, then is session_busy with when to try again (their steps would interleave)."""
+        me = threading.get_ident()
+        give_up = time.monotonic() + VERB_QUEUE_WAIT_S
+        with self._verbs:
+            while (holder := self._holders.get(session_id)) is not None and holder.owner != me:
+                left = give_up - time.monotonic()
+                if left <= 0:
+                    raise SessionBusy(f"session {session_id} is running {holder.what}; one QA verb runs on a session "
+                                      "at a time", retry_after=max(1.0, holder.ends_at - time.monotonic()))
+                self._verbs.wait(left)
+            if holder is not None:
+                holder.depth += 1
+            else:
+                self._holders[session_id] = _VerbHolder(me, f"the QA verb {verb}",
+                                                        time.monotonic() + timeout_ms / 1000)
+        try:
+            yield
+        finally:
+            with self._verbs:
+                holder = self._holders[session_id]
+                holder.depth -= 1
+                if not holder.depth:
+                    del self._holders[session_id]
+                    self._verbs.notify_all()
+
+    def check_idle(self, session_id: str) -> None:
+        """session_busy while another thread runs a QA verb on the session: a vision run started
+        meanwhile would act between the verb's steps (a flow's own act step passes: same thread)."""
+        with self._verbs:
+            holder = self._holders.get(session_id)
+            if holder is not None and holder.owner != threading.get_ident():
+                raise SessionBusy(f"session {session_id} is running {holder.what}; wait for it to end",
+                                  retry_after=max(1.0, holder.ends_at - time.monotonic()))
+
+    # ------------------------------------------------------------------ runs
+
     @contextmanager
     def _run(self, verb: str, name: str | None, session: Session, request: Any,
              secrets: tuple[str, ...] = ()) -> Iterator[RunWriter]:
-        """One QA run around a verb's work: created, recorded (and the display filmed when asked),
-        and closed as ``error`` with the reason if the work raises."""
+        """One QA run around a verb's work: the session held for it (see _one_verb), the run
+        created, recorded (and the display filmed when asked), and closed as ``error`` with the
+        reason if the work raises."""
+        with self._one_verb(session.id, verb, getattr(request, "timeout_ms", 10_000)):
+            with self._recorded_run(verb, name, session, request, secrets) as run:
+                yield run
+
+    @contextmanager
+    def _recorded_run(self, verb: str, name: str | None, session: Session, request: Any,
+                      secrets: tuple[str, ...]) -> Iterator[RunWriter]:
         dump = request.model_dump(mode="json", exclude={"secrets"})
         run = self.runs.create(verb, name or verb, session_id=session.id, request=dump, secrets=secrets)
         run.t0 = time.monotonic()  # type: ignore[attr-defined]
@@ -182,63 +252,89 @@ class QaService:
 
     def _retrying(self, session: Session, work: Callable[[], T], *, navigation: bool = False,
                   deadline: float | None = None) -> tuple[T, int]:
-        """``work()``, tried up to ATTEMPTS times on a transient failure; (its value, attempts)."""
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                return work(), attempt
-            except (AssertionFailed, StepFailed):
-                raise
-            except GlassdeskError as exc:
-                out_of_time = deadline is not None and time.monotonic() >= deadline
-                if attempt == ATTEMPTS or out_of_time or not _transient(exc, navigation):
+        """``work()``, tried up to ATTEMPTS times on a transient failure, never past ``deadline``;
+        (its value, attempts). Retries happen at one level only: inside another ``_retrying`` (a
+        flow step's look for its element) the work is tried once and the outer level tries again,
+        so a step is attempted ATTEMPTS times, not ATTEMPTS squared."""
+        if getattr(self._retrying_here, "active", False):
+            return work(), 1
+        self._retrying_here.active = True
+        try:
+            for attempt in range(1, ATTEMPTS + 1):
+                try:
+                    return work(), attempt
+                except (AssertionFailed, StepFailed):
                     raise
-                log.info("transient failure (attempt %d of %d): %s", attempt, ATTEMPTS, _reason(exc))
-                self._await_ready(session, deadline, exc.retry_after)
-        raise AssertionError("unreachable")
+                except GlassdeskError as exc:
+                    out_of_time = deadline is not None and time.monotonic() >= deadline
+                    if attempt == ATTEMPTS or out_of_time or not _transient(exc, navigation):
+                        raise
+                    log.info("transient failure (attempt %d of %d): %s", attempt, ATTEMPTS, _reason(exc))
+                    self._await_ready(session, deadline, exc.retry_after)
+            raise AssertionError("unreachable")
+        finally:
+            self._retrying_here.active = False
 
-    @staticmethod
-    def _await_ready(session: Session, deadline: float | None, retry_after: float | None) -> None:
+    def _await_ready(self, session: Session, deadline: float | None, retry_after: float | None) -> None:
         """Wait (bounded) until the session and its browser are ready again after a heal."""
         limit = time.monotonic() + min(HEAL_WAIT_S, retry_after or HEAL_WAIT_S)
         if deadline is not None:
             limit = min(limit, deadline)
         time.sleep(min(0.25, max(0.0, limit - time.monotonic())))
-        while time.monotonic() < limit:
-            browser = session.stack.browser
-            if session.status == "ready" and browser is not None and browser.pages is not None:
-                return
-            time.sleep(POLL_S)
+        self.desktops.wait_ready(session.id, limit - time.monotonic())
+
+    def _navigate(self, session: Session, url: str, deadline: float) -> dict:
+        """Load ``url``, retried on a transient failure, all of it by ``deadline``."""
+        done, _ = self._retrying(session, lambda: self.pages.navigate(session.id, "goto", url, "load",
+                                                                      _ms_left(deadline)),
+                                 navigation=True, deadline=deadline)
+        return done
 
     # ------------------------------------------------------------------ verify_page_loads
 
     def verify_page_loads(self, session_id: str | None, request: VerifyPageLoadsRequest) -> PageLoadResult:
         session = self._acting(session_id, request.url)
         with self._run("verify_page_loads", request.name, session, request) as run:
-            record = session.stack.record
-            console_from, network_from = record.console.last_seq, record.network.last_seq
+            # Whatever happens to the page or the desktop from here is this verb's answer (200,
+            # success false, the reason), never an error: only a person taking over ends it.
+            deadline = time.monotonic() + request.timeout_ms / 1000
             result = PageLoadResult(test_run_id=run.run_id, success=False)
+            problems: list[str] = []
             try:
-                done, _ = self._retrying(session, lambda: self.pages.navigate(
-                    session.id, "goto", request.url, "load", request.timeout_ms), navigation=True)
-                result.status_code, result.url = done["status"], done["url"]
-                result.load_time_ms = done["load_time_ms"]
-                result.title = self.pages.state(session.id).title
+                console_from, network_from = self.pages.cursors(session.id)
+                try:
+                    done = self._navigate(session, request.url, deadline)
+                    result.status_code, result.url = done["status"], done["url"]
+                    result.load_time_ms = done["load_time_ms"]
+                    result.title = self.pages.state(session.id).title
+                except GlassdeskError as exc:
+                    if exc.code == "operator_in_control":
+                        raise
+                    problems.append(f"the page did not load: {_reason(exc)}")
+                result.console_errors = [_console_line(e) for e in self.pages.console(
+                    session.id, console_from, "error")][:CONSOLE_LIMIT]
+                result.failed_requests = [_request_line(e) for e in self.pages.network(
+                    session.id, network_from, True)][:CONSOLE_LIMIT]
             except GlassdeskError as exc:
-                if exc.code in ("operator_in_control",):
+                if exc.code == "operator_in_control":
                     raise
-                result.reason = f"the page did not load: {_reason(exc)}"
-            result.console_errors = [_console_line(e) for e in record.console.since(
-                console_from, lambda e: e["level"] == "error")][:CONSOLE_LIMIT]
-            result.failed_requests = [_request_line(e) for e in self.pages.network(session.id, network_from, True)]
-            if result.reason is None:
+                problems.append(f"the browser's record could not be read: {_reason(exc)}")
+            if not problems:
                 if result.status_code is not None and result.status_code >= 400:
-                    result.reason = f"HTTP {result.status_code} from {result.url}"
+                    problems.append(f"HTTP {result.status_code} from {result.url}")
                 elif request.expected_title is not None and (result.title or "").strip() != request.expected_title.strip():
-                    result.reason = f"title {result.title!r}, expected {request.expected_title!r}"
-            result.success = result.reason is None
-            result.screenshot = self._shot(run, session, "page", step="loaded")
+                    problems.append(f"title {result.title!r}, expected {request.expected_title!r}")
+            try:
+                result.screenshot = self._shot(run, session, "page", step="loaded")
+            except GlassdeskError as exc:
+                if exc.code == "operator_in_control":
+                    raise
+                problems.append(f"no screenshot: {_reason(exc)}")
+            result.reason = "; ".join(problems) or None
+            result.success = not problems
             return self._finish(run, "passed" if result.success else "failed", result, {
-                "name": request.name or f"page loads: {request.url}", "screenshots": [result.screenshot.name],
+                "name": request.name or f"page loads: {request.url}",
+                "screenshots": [result.screenshot.name] if result.screenshot else [],
                 "console_logs": result.console_errors, "failure_reason": result.reason})
 
     # ------------------------------------------------------------------ verify_element_exists
@@ -252,8 +348,7 @@ class QaService:
             deadline = time.monotonic() + request.timeout_ms / 1000
             try:
                 if request.url:
-                    self._retrying(session, lambda: self.pages.navigate(session.id, "goto", request.url, "load",
-                                                                        request.timeout_ms), navigation=True)
+                    self._navigate(session, request.url, deadline)
                 found = self._find(session, target, deadline, visible=request.should_be_visible)
                 result.exists, result.visible = found["exists"], found["visible"]
                 result.box, result.matches, result.found_by = found["box"], found["matches"], found.get("how")
@@ -453,8 +548,7 @@ class QaService:
         session = self._acting(session_id, request.url) if request.url else self.desktops.session(session_id)
         with self._run("capture_visual_baseline", request.name, session, request) as run:
             if request.url:
-                self._retrying(session, lambda: self.pages.navigate(session.id, "goto", request.url, "load",
-                                                                    request.timeout_ms), navigation=True)
+                self._navigate(session, request.url, time.monotonic() + request.timeout_ms / 1000)
             scope = request.scope
             shots = self._capture(session, scope, request.selectors)
             boxes = self._mask_boxes(session, request.mask, scope)
@@ -475,8 +569,7 @@ class QaService:
         session = self._acting(session_id, request.url) if request.url else self.desktops.session(session_id)
         with self._run("compare_visual_regression", request.name, session, request) as run:
             if request.url:
-                self._retrying(session, lambda: self.pages.navigate(session.id, "goto", request.url, "load",
-                                                                    request.timeout_ms), navigation=True)
+                self._navigate(session, request.url, time.monotonic() + request.timeout_ms / 1000)
             result = self._compare(run, session, meta, threshold=request.threshold,
                                    pixel_threshold=request.pixel_threshold,
                                    ignore_antialiasing=request.ignore_antialiasing, mask=request.mask)
@@ -578,13 +671,11 @@ class QaService:
         session = self._acting(session_id, request.url) if request.url else self.desktops.session(session_id)
         ignore = [re.compile(p) for p in request.ignore_patterns]
         with self._run("analyze_console_errors", request.name, session, request) as run:
-            record = session.stack.record
-            since = record.console.last_seq if request.url else 0
+            since = self.pages.cursors(session.id)[0] if request.url else 0
             problem = None
             if request.url:
                 try:
-                    self._retrying(session, lambda: self.pages.navigate(session.id, "goto", request.url, "load",
-                                                                        request.timeout_ms), navigation=True)
+                    self._navigate(session, request.url, time.monotonic() + request.timeout_ms / 1000)
                 except GlassdeskError as exc:
                     if exc.code == "operator_in_control":
                         raise
@@ -660,7 +751,7 @@ class _Flow:
     def __init__(self, qa: QaService, run: RunWriter, session: Session, request: VerifyUserFlowRequest):
         self.qa, self.run_, self.session, self.request = qa, run, session, request
         self.deadline = time.monotonic() + request.timeout_ms / 1000
-        self.console_from = session.stack.record.console.last_seq
+        self.console_from = qa.pages.cursors(session.id)[0]
         self.errored = False
         self.result = FlowResult(test_run_id=run.run_id, success=False, steps_completed=0, trace_id=run.run_id)
         self.last_shot: Artifact | None = None
@@ -751,7 +842,7 @@ class _Flow:
             self.result.screenshots.append(self.shot("failure", which="failure"))
 
     def console(self) -> list[dict]:
-        entries = self.session.stack.record.console.since(self.console_from)
+        entries = self.qa.pages.console(self.session.id, self.console_from)
         return [_console_line(e) for e in entries][-CONSOLE_LIMIT:]
 
     def ms(self, step_deadline: float) -> int:
@@ -875,6 +966,11 @@ class _Flow:
 
 
 # ---------------------------------------------------------------------------------------- helpers
+
+
+def _ms_left(deadline: float) -> int:
+    """The milliseconds to ``deadline``, rounded up: work given them ends at or past it."""
+    return max(1, math.ceil((deadline - time.monotonic()) * 1000))
 
 
 def _dom_target(step) -> Target:
