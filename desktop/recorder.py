@@ -26,7 +26,7 @@ from typing import IO, Literal
 
 from desktop.errors import GlassdeskError
 
-__all__ = ["Recorder", "RecorderError", "ffmpeg_argv"]
+__all__ = ["Recorder", "RecorderError", "RecorderUnavailable", "ffmpeg_argv", "find_ffmpeg"]
 
 VideoFormat = Literal["webm", "mp4"]
 
@@ -40,6 +40,21 @@ class RecorderError(GlassdeskError):
     """No video could be made: ffmpeg is missing, would not start, or left no file."""
 
     code, status = "recording_failed", 500
+
+
+class RecorderUnavailable(RecorderError):
+    """This server cannot record at all: ffmpeg is not installed. Checked before anything is made."""
+
+    code, status = "recording_unavailable", 503
+
+
+def find_ffmpeg() -> str:
+    """ffmpeg's path, or RecorderUnavailable saying how to install it."""
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        raise RecorderUnavailable("ffmpeg is not installed, so the display cannot be recorded: install Debian's "
+                                  "ffmpeg (apt-get install ffmpeg; docker/install-system-deps.sh does)")
+    return ffmpeg
 
 
 def ffmpeg_argv(display: str, out_path: Path, *, fps: int, fmt: VideoFormat) -> list[str]:
@@ -132,10 +147,7 @@ class Recorder:
         with self._lock:
             if self._proc is not None:
                 raise RecorderError("this recorder was already started; a recorder makes one video")
-            ffmpeg = shutil.which("ffmpeg")
-            if ffmpeg is None:
-                raise RecorderError("ffmpeg is not installed, so the display cannot be recorded: install "
-                                    "Debian's ffmpeg (apt-get install ffmpeg; docker/install-system-deps.sh does)")
+            ffmpeg = find_ffmpeg()
             if not self.out_path.parent.is_dir():
                 raise RecorderError(f"cannot record to {self.out_path}: its directory does not exist")
             self.out_path.unlink(missing_ok=True)  # "the file exists" below must mean this ffmpeg made it

@@ -326,3 +326,60 @@ def test_a_second_qa_verb_on_a_session_waits_then_is_session_busy_and_creates_no
     qa.check_idle("s1")
     desktops.pages.navigate_does = lambda timeout_ms: {"status": 200, "url": "http://x/", "load_time_ms": 5}
     assert qa.verify_page_loads("s1", VerifyPageLoadsRequest(url="http://x/")).success
+
+
+# ------------------------------------------------------------------------------- video
+
+
+def test_record_video_without_ffmpeg_is_refused_before_anything_is_made(tmp_path, monkeypatch):
+    from desktop.recorder import RecorderUnavailable
+    from vision.qa.models import VerifyPageLoadsRequest
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    qa, _ = a_faked_service(tmp_path)
+    with pytest.raises(RecorderUnavailable) as caught:
+        qa.verify_page_loads("s1", VerifyPageLoadsRequest(url="http://x/", record_video=True))
+    assert caught.value.status == 503 and "ffmpeg is not installed" in caught.value.message
+    assert qa.runs.list_ids() == []
+
+
+class FailingRecorder:
+    """Writes part of a file, then fails where it is told to: start or stop."""
+
+    fails_at = "start"
+
+    def __init__(self, display, out_path, **kwargs):
+        self.out_path = out_path
+
+    def start(self):
+        from desktop.recorder import RecorderError
+
+        self.out_path.write_bytes(b"\x1aE\xdf\xa3 partial webm")
+        if self.fails_at == "start":
+            raise RecorderError("ffmpeg exited with code 1 before recording")
+
+    def stop(self):
+        from desktop.recorder import RecorderError
+
+        raise RecorderError("ffmpeg stopped recording on its own (exit code 1)")
+
+
+@pytest.mark.parametrize("fails_at", ["start", "stop"])
+def test_a_recording_that_fails_leaves_a_finished_run_that_verifies(tmp_path, monkeypatch, fails_at):
+    import desktop.recorder
+    from vision.qa.models import VerifyPageLoadsRequest
+
+    monkeypatch.setattr(desktop.recorder, "find_ffmpeg", lambda: "/usr/bin/ffmpeg")
+    monkeypatch.setattr(FailingRecorder, "fails_at", fails_at)
+    monkeypatch.setattr(desktop.recorder, "Recorder", FailingRecorder)
+    qa, _ = a_faked_service(tmp_path)
+    answer = qa.verify_page_loads("s1", VerifyPageLoadsRequest(url="http://x/", record_video=True))
+    assert answer.success
+    run = qa.run(answer.test_run_id)
+    assert run.status == "passed"
+    check = qa.verify(answer.test_run_id)
+    assert check.ok, check.problems  # no file the manifest does not list
+    records = qa.runs.records(answer.test_run_id)
+    assert any(r["kind"] == "note" and "no video" in r["message"] for r in records)
+    # A partial film written before a failed stop is kept, listed with its hash.
+    assert [v.name for v in run.artifacts.videos] == (["video.webm"] if fails_at == "stop" else [])

@@ -184,11 +184,18 @@ class QaService:
     @contextmanager
     def _recorded_run(self, verb: str, name: str | None, session: Session, request: Any,
                       secrets: tuple[str, ...]) -> Iterator[RunWriter]:
+        filming = bool(getattr(request, "record_video", False))
+        if filming:  # a server that cannot record says so before anything is made
+            from desktop.recorder import find_ffmpeg
+
+            find_ffmpeg()
         dump = request.model_dump(mode="json", exclude={"secrets"})
         run = self.runs.create(verb, name or verb, session_id=session.id, request=dump, secrets=secrets)
         run.t0 = time.monotonic()  # type: ignore[attr-defined]
-        run.video = self._start_video(run, session) if getattr(request, "record_video", False) else None  # type: ignore[attr-defined]
+        run.video = None  # type: ignore[attr-defined]
         try:
+            if filming:
+                run.video = self._start_video(run, session)  # type: ignore[attr-defined]
             yield run
         except BaseException as exc:
             self._stop_video(run)
@@ -215,11 +222,21 @@ class QaService:
     def _elapsed(run: RunWriter) -> int:
         return round((time.monotonic() - run.t0) * 1000)  # type: ignore[attr-defined]
 
-    def _start_video(self, run: RunWriter, session: Session):
-        from desktop.recorder import Recorder
+    VIDEO_FILE = "video.webm"
 
-        recorder = Recorder(session.display, run.dir / "video.webm", fps=10, fmt="webm")
-        recorder.start()
+    def _start_video(self, run: RunWriter, session: Session):
+        """The display filmed from now, or None (the record says why): the verdict does not depend
+        on the film, so a recording that will not start costs the verb nothing else."""
+        from desktop.recorder import Recorder, RecorderError
+
+        recorder = Recorder(session.display, run.dir / self.VIDEO_FILE, fps=10, fmt="webm")
+        try:
+            recorder.start()
+        except RecorderError as exc:
+            log.warning("run %s: no video: %s", run.run_id, exc)
+            (run.dir / self.VIDEO_FILE).unlink(missing_ok=True)  # a file the manifest will not list
+            run.record("note", message=f"no video: {exc.message}")
+            return None
         return recorder
 
     def _stop_video(self, run: RunWriter) -> Artifact | None:
@@ -231,7 +248,11 @@ class QaService:
             path = recorder.stop()
         except Exception as exc:  # the verdict stands without its film; the record says why
             log.warning("run %s: no video: %s", run.run_id, exc)
-            run.record("note", message=f"no video: {exc}")
+            run.record("note", message=f"no video: {getattr(exc, 'message', None) or exc}")
+            partial = run.dir / self.VIDEO_FILE
+            if partial.is_file() and partial.stat().st_size > 0:  # what ffmpeg wrote before it failed
+                return run.adopt(partial.name, kind="video")
+            partial.unlink(missing_ok=True)  # nothing worth keeping: no file the manifest does not list
             return None
         return run.adopt(path.name, kind="video")
 
