@@ -2,7 +2,7 @@
 
 from desktop.errors import GlassdeskError, InvalidRequest
 
-__all__ = ["BaselineCorrupt", "BaselineNotFound", "InvalidRequest", "ModelUnavailable", "QaRunCorruptError",
+__all__ = ["BaselineConflict", "BaselineCorrupt", "BaselineNotFound", "InvalidRequest", "ModelUnavailable", "QaRunCorruptError",
            "QaRunNotFoundError", "TraceCorruptError", "TraceNotFoundError"]
 
 
@@ -45,3 +45,10 @@ class BaselineCorrupt(GlassdeskError):
     """A baseline's files on disk no longer match the SHA-256 its metadata recorded."""
 
     code, status = "baseline_corrupt", 500
+
+
+class BaselineConflict(GlassdeskError):
+    """An approval that would not do what it says: the comparison was against a version that is no
+    longer the latest, or that run was approved already."""
+
+    code, status = "baseline_conflict", 409

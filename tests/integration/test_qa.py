@@ -314,6 +314,8 @@ def test_a_one_unit_colour_change_passes_and_a_moved_element_fails_with_a_diff(v
     assert compare(vision_api, "card", qa_site.url("/visual?left=160"))["passed"] is True
     again = vision_api.post("/api/v1/qa/baselines/card/approve", json={"test_run_id": same["test_run_id"]})
     assert again.status_code == 422 and again.json()["error"]["code"] == "invalid_request"
+    twice = vision_api.post("/api/v1/qa/baselines/card/approve", json={"test_run_id": moved["test_run_id"]})
+    assert twice.status_code == 409 and twice.json()["error"]["code"] == "baseline_conflict", twice.text
 
 
 def test_a_changing_clock_fails_unmasked_and_passes_once_masked(vision_api, qa_site):

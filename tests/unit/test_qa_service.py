@@ -383,3 +383,31 @@ def test_a_recording_that_fails_leaves_a_finished_run_that_verifies(tmp_path, mo
     assert any(r["kind"] == "note" and "no video" in r["message"] for r in records)
     # A partial film written before a failed stop is kept, listed with its hash.
     assert [v.name for v in run.artifacts.videos] == (["video.webm"] if fails_at == "stop" else [])
+
+
+# ------------------------------------------------------------------------------- approve
+
+
+def a_failed_comparison(qa: QaService, version: int) -> str:
+    run = qa.runs.create("compare_visual_regression", "cmp", session_id="s1", request={})
+    current = run.artifact("current-page", PNG)
+    run.record("case", name="cmp", status="failed", duration_ms=1, screenshots=[current.name])
+    run.finish("failed", result={"baseline_id": "home", "baseline_version": version, "passed": False,
+                                 "shots": [{"name": "page", "current_image": current.model_dump()}]})
+    return run.run_id
+
+
+def test_approve_is_a_conflict_once_done_or_when_the_compared_version_is_not_the_latest(tmp_path):
+    from vision.errors import BaselineConflict
+
+    qa = a_service(tmp_path)
+    qa.baselines.create("home", {"page": PNG}, url=None, scope="page", mask=[], mask_boxes=[])
+    first, second = a_failed_comparison(qa, 1), a_failed_comparison(qa, 1)
+    assert qa.approve("home", first).version == 2
+    with pytest.raises(BaselineConflict, match="approved already: it is version 2") as caught:
+        qa.approve("home", first)
+    assert caught.value.status == 409
+    with pytest.raises(BaselineConflict, match="compared version 1 .* at version 2 now"):
+        qa.approve("home", second)
+    assert [v.version for v in qa.baselines.versions("home")] == [1, 2]
+    assert qa.approve("home", a_failed_comparison(qa, 2)).version == 3

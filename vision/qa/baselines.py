@@ -27,7 +27,7 @@ from typing import Literal
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, ValidationError
 
-from vision.errors import BaselineCorrupt, BaselineNotFound, InvalidRequest
+from vision.errors import BaselineConflict, BaselineCorrupt, BaselineNotFound, InvalidRequest
 from vision.trace import atomic_write
 
 __all__ = ["BaselineMeta", "BaselineShot", "BaselineStore", "valid_baseline_id"]
@@ -147,6 +147,23 @@ class BaselineStore:
                 atomic_write(directory / file, data)
             atomic_write(directory / _META, meta.model_dump_json(indent=2).encode())  # last: the version now exists
             return meta
+
+    def promote(self, name: str, shots: dict[str, bytes], *, over_version: int, from_run: str) -> BaselineMeta:
+        """A comparison's images as the next version of ``name``, which must still be at
+        ``over_version`` (the version compared) and must not hold ``from_run``'s images already:
+        checked and written under one lock, so two approvals at once make one version."""
+        with self._lock:
+            versions = self.versions(name)
+            latest = versions[-1]
+            done = next((v for v in versions if v.approved_from == from_run), None)
+            if done is not None:
+                raise BaselineConflict(f"run {from_run} was approved already: it is version {done.version} of "
+                                       f"baseline {name!r}")
+            if latest.version != over_version:
+                raise BaselineConflict(f"run {from_run} compared version {over_version} of baseline {name!r}, which "
+                                       f"is at version {latest.version} now; compare again and approve that run")
+            return self.create(name, shots, url=latest.url, scope=latest.scope, mask=latest.mask,
+                               mask_boxes=latest.mask_boxes, approved_from=from_run)
 
     # ------------------------------------------------------------------------------ reading
 

@@ -674,13 +674,14 @@ class QaService:
             raise InvalidRequest(f"run {test_run_id}'s evidence does not verify ({'; '.join(check.problems)}); "
                                  "nothing was promoted")
         shots: dict[str, bytes] = {}
-        for shot in result.get("shots") or []:
-            image = shot.get("current_image") or {}
-            shots[shot["name"]] = self.runs.file(test_run_id, image.get("name", "")).read_bytes()
-        if [s.name for s in meta.screenshots] != list(shots):
+        with self._reading_run(test_run_id), _corrupt_if_malformed():
+            for shot in result.get("shots") or []:
+                image = shot.get("current_image") or {}
+                shots[shot["name"]] = self.runs.file(test_run_id, image.get("name", "")).read_bytes()
+            compared = int(result.get("baseline_version"))
+        if compared == meta.version and [s.name for s in meta.screenshots] != list(shots):
             raise InvalidRequest(f"run {test_run_id} compared other shots than baseline {baseline_id!r} has now")
-        promoted = self.baselines.create(baseline_id, shots, url=meta.url, scope=meta.scope, mask=meta.mask,
-                                         mask_boxes=meta.mask_boxes, approved_from=test_run_id)
+        promoted = self.baselines.promote(baseline_id, shots, over_version=compared, from_run=test_run_id)
         return BaselineResult(test_run_id=test_run_id, baseline_id=promoted.id, version=promoted.version,
                               scope=promoted.scope, screenshots=[Shot(name=s.name, sha256=s.sha256)
                                                                  for s in promoted.screenshots],
