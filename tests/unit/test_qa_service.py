@@ -411,3 +411,14 @@ def test_approve_is_a_conflict_once_done_or_when_the_compared_version_is_not_the
         qa.approve("home", second)
     assert [v.version for v in qa.baselines.versions("home")] == [1, 2]
     assert qa.approve("home", a_failed_comparison(qa, 2)).version == 3
+
+
+def test_ignore_patterns_look_at_the_first_10k_characters_of_a_line_only(tmp_path):
+    from vision.qa.models import AnalyzeConsoleRequest
+
+    qa, desktops = a_faked_service(tmp_path)
+    lines = [{"level": "error", "text": "noise: IGNOREME", "url": "", "line": 1},
+             {"level": "error", "text": "x" * 20_000 + " IGNOREME", "url": "", "line": 2}]
+    desktops.pages.console = lambda session_id, since=0, level=None: lines
+    answer = qa.analyze_console_errors("s1", AnalyzeConsoleRequest(ignore_patterns=["IGNOREME"]))
+    assert answer.ignored == 1 and [e.line for e in answer.errors] == [2]

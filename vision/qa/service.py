@@ -515,7 +515,7 @@ class QaService:
         regex = re.compile(pattern)
         while True:
             url = self.pages.state(session.id).url or ""
-            if regex.search(url):
+            if regex.search(url[:REGEX_TEXT_LIMIT]):
                 return {"url": url}
             if time.monotonic() >= deadline:
                 raise AssertionFailed(f"the URL {url!r} does not match {pattern!r}")
@@ -707,7 +707,7 @@ class QaService:
             for entry in entries:
                 if entry["level"] not in ("error", "warning"):
                     continue
-                if any(p.search(entry["text"]) for p in ignore):
+                if any(p.search(entry["text"][:REGEX_TEXT_LIMIT]) for p in ignore):
                     ignored += 1
                     continue
                 line = ConsoleEntry(message=entry["text"], source=entry.get("url") or "", line=entry.get("line") or 0)
