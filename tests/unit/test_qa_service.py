@@ -202,6 +202,21 @@ class FakePages:
             raise self.network_fails
         return []
 
+    def boxes(self, session_id, selectors, space="page"):
+        from desktop.errors import InvalidSelector
+
+        for selector in selectors:
+            if selector.startswith("(("):
+                raise InvalidSelector(f"selector {selector!r}: the browser cannot parse it")
+        return []
+
+    def screenshot(self, session_id, *, full_page=False, selector=None):
+        from desktop.errors import ElementNotFound
+
+        if selector == "#gone":
+            raise ElementNotFound("no element matches selector '#gone'")
+        return PNG
+
 
 class FakeDesktops:
     def __init__(self):
@@ -422,3 +437,43 @@ def test_ignore_patterns_look_at_the_first_10k_characters_of_a_line_only(tmp_pat
     desktops.pages.console = lambda session_id, since=0, level=None: lines
     answer = qa.analyze_console_errors("s1", AnalyzeConsoleRequest(ignore_patterns=["IGNOREME"]))
     assert answer.ignored == 1 and [e.line for e in answer.errors] == [2]
+
+
+# ------------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("verb, body, code", [
+    ("verify_user_flow", {"start_url": "http://x/", "steps": [{"action": "fill", "selector": "#pw",
+                                                               "value": "{{nope}}"}], "secrets": {"pw": "x"}},
+     "invalid_request"),
+    ("verify_user_flow", {"start_url": "http://x/", "steps": [{"action": "assert", "assertion": {
+        "type": "visual_matches", "baseline_id": "ghost"}}]}, "baseline_not_found"),
+    ("verify_user_flow", {"start_url": "http://x/", "steps": [{"action": "click", "selector": "((bad"}]},
+     "invalid_selector"),
+    ("verify_user_flow", {"start_url": "http://x/", "steps": [{"action": "wait"}],
+                          "success_condition": {"selector": "((bad"}}, "invalid_selector"),
+    ("verify_element_exists", {"selector": "((bad"}, "invalid_selector"),
+    ("capture_visual_baseline", {"name": "home", "mask": ["((bad"]}, "invalid_selector"),
+    ("capture_visual_baseline", {"name": "home", "selectors": ["((bad"]}, "invalid_selector"),
+])
+def test_bad_input_is_a_typed_4xx_and_makes_no_run(tmp_path, verb, body, code):
+    from vision.qa.cli import REQUESTS
+
+    qa, _ = a_faked_service(tmp_path)
+    with pytest.raises(GlassdeskError) as caught:
+        getattr(qa, verb)("s1", REQUESTS[verb].model_validate(body))
+    assert caught.value.code == code and 400 <= caught.value.status < 500, caught.value
+    assert qa.runs.list_ids() == [] and not (tmp_path / "qa" / "baselines" / "home").exists()
+
+
+def test_a_component_gone_at_compare_time_is_a_failed_shot_with_the_reason(tmp_path):
+    from vision.qa.models import CompareRequest
+
+    qa, _ = a_faked_service(tmp_path)
+    qa.baselines.create("card", {"page": PNG, "#gone": PNG}, url=None, scope="page", mask=[], mask_boxes=[])
+    answer = qa.compare_visual_regression("s1", CompareRequest(baseline_id="card"))
+    assert answer.passed is False
+    page, gone = answer.shots
+    assert page.passed and not gone.passed and "not on the page now" in gone.reason
+    assert "#gone: not on the page now" in answer.reason
+    assert qa.run(answer.test_run_id).status == "failed" and qa.verify(answer.test_run_id).ok

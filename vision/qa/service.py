@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from desktop.actions import Click, Key, Region, Type
 from desktop.errors import (
-    ElementNotFound, GlassdeskError, InvalidAction, InvalidRequest, PageTimeoutError, PageUnavailable, SessionBusy,
-    SessionUnavailable,
+    ElementNotFound, GlassdeskError, InvalidAction, InvalidRequest, InvalidSelector, PageTimeoutError, PageUnavailable,
+    SessionBusy, SessionUnavailable,
 )
 from desktop.page import Target
 from desktop.sessions import QUEUE_WAIT_S, Session
@@ -304,6 +304,20 @@ class QaService:
         time.sleep(min(0.25, max(0.0, limit - time.monotonic())))
         self.desktops.wait_ready(session.id, limit - time.monotonic())
 
+    def _check_selectors(self, session: Session, selectors: list[str]) -> None:
+        """invalid_selector, before the run is made, for a CSS selector the browser cannot parse:
+        one DevTools call, whatever page is loaded (parsing does not depend on it). Only the
+        browser knows its selector syntax (Playwright's extensions included); if it cannot answer
+        now (a heal, a dialog), the verb meets the selector as it runs."""
+        if not selectors:
+            return
+        try:
+            self.pages.boxes(session.id, list(dict.fromkeys(selectors)), "page")
+        except InvalidSelector:
+            raise
+        except GlassdeskError:
+            pass
+
     def _navigate(self, session: Session, url: str, deadline: float) -> dict:
         """Load ``url``, retried on a transient failure, all of it by ``deadline``."""
         done, _ = self._retrying(session, lambda: self.pages.navigate(session.id, "goto", url, "load",
@@ -363,6 +377,7 @@ class QaService:
     def verify_element_exists(self, session_id: str | None, request: VerifyElementRequest) -> ElementResult:
         session = self._acting(session_id, request.url) if request.url else self.desktops.session(session_id)
         target = Target(selector=request.selector, ref=request.ref, text=request.text)
+        self._check_selectors(session, [request.selector] if request.selector else [])
         with self._run("verify_element_exists", request.name, session, request) as run:
             result = ElementResult(test_run_id=run.run_id, success=False, exists=False, visible=False)
             miss = None
@@ -433,9 +448,22 @@ class QaService:
 
     def verify_user_flow(self, session_id: str | None, request: VerifyUserFlowRequest) -> FlowResult:
         session = self._acting(session_id, request.start_url)
-        for step in request.steps:  # every URL is checked before anything runs
+        # Everything that can be checked is, before anything runs: a bad request makes no run.
+        from desktop.actions import UnknownPlaceholder, fill_placeholders
+
+        for number, step in enumerate(request.steps, 1):
             if step.action == "navigate":
                 self.desktops.check_url(step.url, session)
+            if step.action == "fill":
+                try:
+                    fill_placeholders(step.value or "", request.secrets)
+                except UnknownPlaceholder as exc:
+                    raise InvalidRequest(f"steps[{number}].value: {exc}") from None
+            if step.assertion is not None and step.assertion.type == "visual_matches":
+                self.baselines.get(step.assertion.baseline_id or "")  # a missing one: 404
+        condition = request.success_condition
+        self._check_selectors(session, [s.selector for s in request.steps if s.selector]
+                              + ([condition.selector] if condition is not None and condition.selector else []))
         secrets = tuple(request.secrets.values())
         with self._run("verify_user_flow", request.name, session, request, secrets) as run:
             flow = _Flow(self, run, session, request)
@@ -547,13 +575,21 @@ class QaService:
 
     # ------------------------------------------------------------------ visual baselines
 
-    def _capture(self, session: Session, scope: str, selectors: list[str]) -> dict[str, bytes]:
+    def _capture(self, session: Session, scope: str, selectors: list[str],
+                 missing: dict[str, str] | None = None) -> dict[str, bytes]:
+        """The page (or display) shot and one per component selector. With ``missing``, a
+        component not on the page is noted there (selector -> why) instead of raising."""
         if scope == "display":
             shots = {"page": self.desktops.screenshot(session.id).png}
         else:
             shots = {"page": self.pages.screenshot(session.id, full_page=scope == "full_page")}
         for selector in selectors:
-            shots[selector] = self.pages.screenshot(session.id, selector=selector)
+            try:
+                shots[selector] = self.pages.screenshot(session.id, selector=selector)
+            except ElementNotFound as exc:
+                if missing is None:
+                    raise
+                missing[selector] = exc.message
         return shots
 
     def _mask_boxes(self, session: Session, mask: list, scope: str) -> list[list[int]]:
@@ -567,6 +603,7 @@ class QaService:
 
     def capture_visual_baseline(self, session_id: str | None, request: CaptureBaselineRequest) -> BaselineResult:
         session = self._acting(session_id, request.url) if request.url else self.desktops.session(session_id)
+        self._check_selectors(session, request.selectors + [m for m in request.mask if isinstance(m, str)])
         with self._run("capture_visual_baseline", request.name, session, request) as run:
             if request.url:
                 self._navigate(session, request.url, time.monotonic() + request.timeout_ms / 1000)
@@ -588,6 +625,7 @@ class QaService:
     def compare_visual_regression(self, session_id: str | None, request: CompareRequest) -> CompareResult:
         meta = self.baselines.get(request.baseline_id, request.version)  # a missing one: 404, nothing made
         session = self._acting(session_id, request.url) if request.url else self.desktops.session(session_id)
+        self._check_selectors(session, [m for m in request.mask if isinstance(m, str)])
         with self._run("compare_visual_regression", request.name, session, request) as run:
             if request.url:
                 self._navigate(session, request.url, time.monotonic() + request.timeout_ms / 1000)
@@ -607,7 +645,8 @@ class QaService:
     def _compare(self, run: RunWriter | None, session: Session, meta, *, threshold: float,
                  pixel_threshold: float = 0.1, ignore_antialiasing: bool = True, mask: list | None = None) -> CompareResult:
         components = [s.name for s in meta.screenshots if s.name != "page"]
-        current = self._capture(session, meta.scope, components)
+        missing: dict[str, str] = {}
+        current = self._capture(session, meta.scope, components, missing)
         selectors = [m for m in meta.mask if isinstance(m, str)] + [m for m in mask or [] if isinstance(m, str)]
         boxes = [list(b) for b in meta.mask_boxes] + [list(m) for m in mask or [] if not isinstance(m, str)]
         if selectors:
@@ -617,6 +656,14 @@ class QaService:
         shots: list[ShotComparison] = []
         for shot in meta.screenshots:
             base_png = self.baselines.image(meta.id, shot.name, meta.version)
+            if shot.name in missing:  # a component gone from the page: that shot fails, with why
+                gone = ShotComparison(name=shot.name, passed=False, diff_pixels=0, diff_percentage=100.0,
+                                      baseline_sha256=shot.sha256, current_sha256="",
+                                      reason=f"not on the page now ({missing[shot.name]})")
+                if run is not None:
+                    gone.baseline_image = run.artifact(f"baseline-{_stem(shot.name)}", base_png, shot=shot.name)
+                shots.append(gone)
+                continue
             now_png = current[shot.name]
             base, now = decode_png(base_png), decode_png(now_png)
             compared = ShotComparison(name=shot.name, passed=False, diff_pixels=0, diff_percentage=0.0,
@@ -676,7 +723,10 @@ class QaService:
         shots: dict[str, bytes] = {}
         with self._reading_run(test_run_id), _corrupt_if_malformed():
             for shot in result.get("shots") or []:
-                image = shot.get("current_image") or {}
+                image = shot.get("current_image")
+                if not image:
+                    raise InvalidRequest(f"run {test_run_id} has no current image of {shot['name']!r} (it was not on "
+                                         "the page): there is nothing to promote; compare again")
                 shots[shot["name"]] = self.runs.file(test_run_id, image.get("name", "")).read_bytes()
             compared = int(result.get("baseline_version"))
         if compared == meta.version and [s.name for s in meta.screenshots] != list(shots):
