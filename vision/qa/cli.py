@@ -1,9 +1,12 @@
 """`glassdesk qa SUITE.yaml`: run a suite of QA verbs for CI, against a running server (--url) or
 one embedded in this process, with progress on the terminal, JUnit XML and an HTML report.
 
-Exit status: 0 when every test passed, 1 when any failed (or errored), 2 on a usage error (no such
-file, a suite that does not parse or validate, no server at --url). The whole suite is checked
-before the first test runs, so a typo costs nothing.
+Exit status: 0 when every test passed, 1 when any failed (or errored; a server that stops answering
+mid-suite too: the tests it did not run are errors in the JUnit and report of what ran), 2 on a
+usage error (no such file, a suite that does not parse or validate, no server at --url, a server
+that refuses the token: set GLASSDESK_TOKEN). The whole suite is checked before the first test
+runs, so a typo costs nothing. Each request waits for its verb's own timeout_ms plus a margin,
+never without bound.
 
 A suite::
 
@@ -21,11 +24,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import socket
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
@@ -105,16 +110,32 @@ def _passed(run: QaRun) -> bool:
     return run.status == "passed"
 
 
+# What a verb's request may take beyond its own timeout_ms before the client gives up: the default
+# session's first start, a video's encoding, the evidence written after the verdict.
+TIMEOUT_MARGIN_S = 60.0
+
+
+def request_timeout(test: SuiteTest) -> float:
+    """Seconds to wait for a test's answer: its verb's own timeout plus a margin, never unbounded."""
+    timeout_ms = getattr(REQUESTS[test.verb].model_validate(test.body), "timeout_ms", 10_000)
+    return timeout_ms / 1000 + TIMEOUT_MARGIN_S
+
+
 def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path | None = None,
-              junit: Path | None = None, report: Path | None = None) -> int:
+              junit: Path | None = None, report: Path | None = None, transport: Any = None) -> int:
+    """Run the suite; 0 when every test passed, 1 otherwise. A server that stops answering midway
+    leaves the tests not run as errors in the JUnit and report of what ran (exit 1, and it says so).
+    ``transport``: an httpx transport instead of the network (tests)."""
     import httpx2
 
-    from vision.qa.runs import render_html, render_junit
+    from vision.qa.runs import BadName, check_run_id, render_html, render_junit
 
     headers = {"authorization": f"Bearer {token}"} if token else {}
     runs: list[QaRun] = []
     failed = 0
-    with httpx2.Client(base_url=base_url, headers=headers, timeout=httpx2.Timeout(30, read=None)) as http:
+    lost: str | None = None
+    session = quote(suite.session, safe="")
+    with httpx2.Client(base_url=base_url, headers=headers, timeout=httpx2.Timeout(30), transport=transport) as http:
         try:
             http.get("/healthz").raise_for_status()
         except (httpx2.TransportError, httpx2.HTTPStatusError) as exc:
@@ -124,18 +145,41 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
                       transient=True) as progress:
             task = progress.add_task(f"{suite.name}", total=len(suite.tests))
             for number, test in enumerate(suite.tests, 1):
+                if lost is not None:
+                    failed += 1
+                    runs.append(_error_run(test, f"not run: {lost}"))
+                    continue
                 progress.update(task, description=f"[{number}/{len(suite.tests)}] {test.name}")
                 started = time.monotonic()
-                answer = http.post(f"/api/v1/sessions/{suite.session}/qa/{test.verb}", json=test.body)
-                seconds = time.monotonic() - started
-                if answer.status_code != 200:
-                    error = _error_of(answer)
+                try:
+                    answer = http.post(f"/api/v1/sessions/{session}/qa/{test.verb}", json=test.body,
+                                       timeout=request_timeout(test))
+                    _refuse_unauthorised(answer, base_url)
+                    seconds = time.monotonic() - started
+                    if answer.status_code != 200:
+                        error = _error_of(answer)
+                        failed += 1
+                        progress.console.print(f"[red]✗ error[/red] {test.name}  [dim]{seconds:.1f} s[/dim]\n  {error}")
+                        runs.append(_error_run(test, error))
+                        continue
+                    run_id = check_run_id(answer.json()["test_run_id"])
+                    fetched = http.get(f"/api/v1/qa/runs/{run_id}")
+                    _refuse_unauthorised(fetched, base_url)
+                    run = QaRun.model_validate(fetched.json())
+                    if run.test_run_id != run_id:
+                        raise ValueError(f"the server answered run {run.test_run_id!r} for {run_id!r}")
+                except httpx2.TransportError as exc:
+                    lost = f"the server at {base_url} stopped answering during test {number} ({test.name}): {exc}"
                     failed += 1
-                    progress.console.print(f"[red]✗ error[/red] {test.name}  [dim]{seconds:.1f} s[/dim]\n  {error}")
+                    progress.console.print(f"[red]✗ error[/red] {test.name}\n  {lost}")
+                    runs.append(_error_run(test, lost))
+                    continue
+                except (ValueError, KeyError, TypeError, BadName) as exc:  # an answer that is not a QA run's
+                    failed += 1
+                    error = f"the server's answer could not be read: {exc}"
+                    progress.console.print(f"[red]✗ error[/red] {test.name}\n  {error}")
                     runs.append(_error_run(test, error))
                     continue
-                run_id = answer.json()["test_run_id"]
-                run = QaRun.model_validate(http.get(f"/api/v1/qa/runs/{run_id}").json())
                 runs.append(run)
                 if _passed(run):
                     progress.console.print(f"[green]✓ passed[/green] {test.name}  [dim]{seconds:.1f} s[/dim]")
@@ -149,33 +193,51 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
             def evidence(run_id: str, name: str) -> str:
                 if data_dir is not None:  # an embedded server's files stay on this disk
                     return str((data_dir / "qa" / "runs" / run_id / name).resolve())
-                return f"{base_url}/api/v1/qa/runs/{run_id}/artifacts/{name}"
+                return f"{base_url}/api/v1/qa/runs/{quote(run_id, safe='')}/artifacts/{quote(name, safe='')}"
 
             junit.write_text(render_junit(runs, suite=suite.name, artifact_url=evidence), encoding="utf-8")
         if report is not None:
             files = report.with_name(report.stem + "_files")
-            local = _download(http, runs, files)
+            local = _download(http, runs, files) if lost is None else {}
             page = render_html(runs, artifact_url=lambda run_id, name: local.get((run_id, name), ""),
                                title=suite.name)
             report.write_text(page, encoding="utf-8")
     colour = "green" if not failed else "red"
     console.print(f"[bold {colour}]{len(suite.tests) - failed} of {len(suite.tests)} passed[/bold {colour}]"
                   + (f"; JUnit: {junit}" if junit else "") + (f"; report: {report}" if report else ""))
+    if lost is not None:
+        console.print(f"[red]{lost}; the tests after it were not run (errors in the reports)[/red]")
     return 0 if not failed else 1
 
 
+def _refuse_unauthorised(answer, base_url: str) -> None:
+    """A token refused is the command line's problem, not a test's: a usage error (exit 2)."""
+    if answer.status_code in (401, 403):
+        raise UsageError(f"the server at {base_url} refused this client (HTTP {answer.status_code}: "
+                         f"{_error_of(answer)}); set GLASSDESK_TOKEN to the server's token")
+
+
 def _download(http, runs: list[QaRun], directory: Path) -> dict[tuple[str, str], str]:
-    """The runs' screenshots beside the report, so it opens from disk after the server is gone."""
+    """The runs' screenshots beside the report, so it opens from disk after the server is gone.
+    Run ids and file names come from the server: only those the server itself would accept are
+    used as path parts, so no answer can write outside ``directory``."""
+    from vision.qa.runs import BadName, check_artifact_name, check_run_id
+
     local: dict[tuple[str, str], str] = {}
     for run in runs:
         for artifact in run.artifacts.screenshots:
-            answer = http.get(artifact.path)
+            try:
+                run_id, name = check_run_id(run.test_run_id), check_artifact_name(artifact.name)
+            except BadName as exc:
+                console.print(f"[yellow]not downloaded: {exc}[/yellow]")
+                continue
+            answer = http.get(f"/api/v1/qa/runs/{run_id}/artifacts/{name}")
             if answer.status_code != 200:
                 continue
-            target = directory / run.test_run_id / artifact.name
+            target = directory / run_id / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(answer.content)
-            local[(run.test_run_id, artifact.name)] = f"{directory.name}/{run.test_run_id}/{artifact.name}"
+            local[(run_id, name)] = f"{directory.name}/{run_id}/{name}"
     return local
 
 
@@ -206,19 +268,21 @@ def embedded_server(data_dir: str | None):
 
     from desktop.procs import own_desktops
     from desktop.sessions import SessionManager
-    from desktop.stack import free_port
     from vision.app import Settings, create_app
     from vision.service import Glassdesk
 
     ownership = own_desktops()
     manager = SessionManager(root=ownership.root, max_sessions=2)
+    # The socket is bound here and handed to uvicorn: no other process can take the port between
+    # choosing it and listening on it.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        settings = Settings(host="127.0.0.1", port=free_port(), data_dir=data_dir)
+        sock.bind(("127.0.0.1", 0))
+        settings = Settings(host="127.0.0.1", port=sock.getsockname()[1], data_dir=data_dir)
         glassdesk = Glassdesk.from_settings(manager, settings)
         app = create_app(manager, settings, glassdesk)
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning",
-                                               lifespan="off"))
-        thread = threading.Thread(target=server.run, daemon=True)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
         deadline = time.monotonic() + 30
         while not server.started:
@@ -231,6 +295,7 @@ def embedded_server(data_dir: str | None):
             server.should_exit = True
             thread.join(10)
     finally:
+        sock.close()
         manager.close()
         ownership.close()
 

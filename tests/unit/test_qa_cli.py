@@ -1,0 +1,110 @@
+"""`glassdesk qa`'s client against a scripted server (httpx MockTransport), no X: a refused token is
+a usage error, a server lost mid-suite leaves the JUnit of what ran, every request has a bounded
+timeout, and nothing a hostile server answers can write outside the report's folder."""
+
+from __future__ import annotations
+
+import base64
+import xml.etree.ElementTree as ET
+
+import httpx2
+import pytest
+
+from vision.qa.cli import TIMEOUT_MARGIN_S, Suite, SuiteTest, UsageError, run_suite
+from vision.qa.models import Artifact, Artifacts, QaRun, TestCase
+
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
+RUN_ID = "20260101T000000000000Z-0000abcd"
+
+
+def a_suite(*names: str, session: str = "default") -> Suite:
+    return Suite(name="s", session=session, tests=[
+        SuiteTest(name=n, verb="verify_page_loads", body={"name": n, "url": "http://x/", "timeout_ms": 2000})
+        for n in names])
+
+
+def a_run(run_id: str = RUN_ID, artifact: str = "page.png") -> dict:
+    return QaRun(test_run_id=run_id, verb="verify_page_loads", name="t", timestamp="2026-01-01T00:00:00.000Z",
+                 status="passed", test_cases=[TestCase(name="t", status="passed", duration_ms=1)],
+                 artifacts=Artifacts(screenshots=[Artifact(name=artifact, path="/x", sha256="0" * 64)])
+                 ).model_dump(mode="json")
+
+
+class Server:
+    """Answers as glassdesk would, except where a test tells it otherwise."""
+
+    def __init__(self):
+        self.posts = 0
+        self.seen: list[httpx2.Request] = []
+        self.on_post = lambda number: httpx2.Response(200, json={"test_run_id": RUN_ID})
+        self.run = a_run()
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.seen.append(request)
+        if request.url.path == "/healthz":
+            return httpx2.Response(200, json={"ok": True})
+        if request.method == "POST":
+            self.posts += 1
+            return self.on_post(self.posts)
+        if "/artifacts/" in request.url.path:
+            return httpx2.Response(200, content=PNG)
+        return httpx2.Response(200, json=self.run)
+
+
+def test_a_refused_token_is_a_usage_error_naming_glassdesk_token(tmp_path):
+    server = Server()
+    server.on_post = lambda n: httpx2.Response(401, json={"error": {"code": "unauthorized", "message": "no"}})
+    with pytest.raises(UsageError, match="GLASSDESK_TOKEN"):
+        run_suite(a_suite("a"), "http://gd", token="wrong", transport=httpx2.MockTransport(server))
+
+
+def test_a_server_lost_mid_suite_leaves_the_junit_of_what_ran_and_the_rest_as_errors(tmp_path):
+    server = Server()
+
+    def post(number):
+        if number == 2:
+            raise httpx2.ConnectError("connection refused")
+        return httpx2.Response(200, json={"test_run_id": RUN_ID})
+
+    server.on_post = post
+    junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
+    code = run_suite(a_suite("one", "two", "three"), "http://gd", token=None, junit=junit, report=report,
+                     transport=httpx2.MockTransport(server))
+    assert code == 1 and server.posts == 2  # the third was not tried against a server that is gone
+    suite = ET.fromstring(junit.read_text()).find("testsuite")
+    assert suite.get("tests") == "3" and suite.get("errors") == "2"
+    cases = suite.findall("testcase")
+    assert cases[0].find("error") is None
+    assert "stopped answering during test 2" in cases[1].find("error").get("message")
+    assert "not run" in cases[2].find("error").get("message")
+    assert report.is_file()
+
+
+def test_every_request_has_a_bounded_timeout_from_its_verb(tmp_path):
+    server = Server()
+    run_suite(a_suite("a"), "http://gd", token=None, transport=httpx2.MockTransport(server))
+    post = next(r for r in server.seen if r.method == "POST")
+    assert post.extensions["timeout"]["read"] == 2 + TIMEOUT_MARGIN_S
+    assert all(r.extensions["timeout"]["read"] is not None for r in server.seen)
+
+
+def test_the_session_name_is_escaped_in_the_url(tmp_path):
+    server = Server()
+    run_suite(a_suite("a", session="a/../b?c"), "http://gd", token=None, transport=httpx2.MockTransport(server))
+    post = next(r for r in server.seen if r.method == "POST")
+    assert post.url.raw_path.startswith(b"/api/v1/sessions/a%2F..%2Fb%3Fc/qa/verify_page_loads")
+
+
+@pytest.mark.parametrize("run_id, artifact", [("../../evil", "page.png"), (RUN_ID, "../../evil.png"),
+                                              (RUN_ID, "..")])
+def test_a_hostile_server_cannot_write_outside_the_report_folder(tmp_path, run_id, artifact):
+    server = Server()
+    server.on_post = lambda n: httpx2.Response(200, json={"test_run_id": run_id})
+    server.run = a_run(run_id, artifact)
+    out = tmp_path / "out"
+    out.mkdir()
+    code = run_suite(a_suite("a"), "http://gd", token=None, report=out / "report.html",
+                     transport=httpx2.MockTransport(server))
+    assert code in (0, 1)
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert written == ["out/report.html"], written
