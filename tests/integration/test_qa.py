@@ -143,6 +143,18 @@ def test_verify_catches_a_flipped_byte_in_a_screenshot(vision_api, qa_site, serv
     assert "Evidence broken" in vision_api.get(f"/api/v1/qa/runs/{run_id}/report").text
 
 
+@pytest.mark.parametrize("old, new", [(b'"ts":"20', b'"ts":"X0'), (b'"status":"passed"', b'"status":"passex"')])
+def test_an_edited_manifest_is_verify_problems_and_a_typed_error_never_a_5xx(vision_api, qa_site, services, old, new):
+    run_id = vision_api.post(f"{QA}/verify_page_loads", json={"url": qa_site.url("/")}).json()["test_run_id"]
+    manifest = services.qa.runs.run_dir(run_id) / "manifest.jsonl"
+    manifest.write_bytes(manifest.read_bytes().replace(old, new, 1))
+    check = vision_api.get(f"/api/v1/qa/runs/{run_id}/verify")
+    assert check.status_code == 200 and check.json()["ok"] is False and check.json()["problems"], check.text
+    for path in ("", "/junit.xml", "/report"):
+        answer = vision_api.get(f"/api/v1/qa/runs/{run_id}{path}")
+        assert answer.status_code == 409 and answer.json()["error"]["code"] == "qa_run_corrupt", (path, answer.text)
+
+
 def test_console_errors_with_and_without_ignore_patterns(vision_api, qa_site):
     r = vision_api.post(f"{QA}/analyze_console_errors", json={"url": qa_site.url("/console")})
     assert r.status_code == 200, r.text
