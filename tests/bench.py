@@ -9,7 +9,9 @@ the floor; cold start <= 5 s; idle session <= 600 MB. The page layer's, from iss
 (tests/bench_page.py): page_state <= 20 ms median; a selector click to settled <= 1.5x the pixel
 click to settled on the same element; console and network recording <= 5% added to a page load.
 Issue 12's visual diff: a comparison of two 1920x1080 screenshots <= 100 ms median (vectorised;
-the pure-Python pixelmatch port is measured beside it on the same pair).
+the pure-Python pixelmatch port is measured beside it on the same pair), and `verify_page_loads` of a
+local test-site page <= 1.5 s median end to end over HTTP (tests/bench_qa.py; verify_element_exists
+and compare_visual_regression beside it, for context).
 
 The report is a list of sections, each a list of metric functions ``fn(bench) -> list[Row]``.
 Add a section by appending to SECTIONS (e.g. the vision loop's overhead per step with the
@@ -721,6 +723,38 @@ def visual_diff(bench: Bench) -> list[Row]:
     ]
 
 
+def qa_verbs(bench: Bench) -> list[Row]:
+    """Issue 12's QA verbs end to end over real HTTP (tests/bench_qa.py): verify_page_loads of a
+    local test-site page (target <= 1.5 s median), and for context verify_element_exists by selector
+    and compare_visual_regression of the unchanged page, interleaved."""
+    from tests.bench_qa import qa_times
+
+    result = qa_times(_page_rig(bench), bench.runs)
+    loads = median(result["page_loads"])
+    navigation = median(result["load_time"])
+    failures = result["failures"]
+    if any(failures.values()):
+        bench.findings.append(f"WARNING (QA verbs): answers that were not a pass: {failures}; first reasons: "
+                              f"{result['reasons']}.")
+    else:
+        bench.findings.append(
+            f"QA verbs: every timed answer passed ({len(result['page_loads'])} page loads of {result['url']} with "
+            f"the expected title, as many elements found, as many comparisons with the baseline passed: "
+            f"{result['diff_pixels']} pixels differed in all). verify_page_loads spends {navigation:.0f} ms "
+            f"(median) in the navigation itself; the rest of its {loads:.0f} ms is the title, the console and "
+            f"network read-back, the screenshot and the run's evidence written and fsynced.")
+    return [
+        Row("verify_page_loads of the test site's /load, over HTTP", "ms", result["page_loads"], "<= 1.5 s median",
+            loads <= 1500, note=_floors(loads, bench)),
+        Row("  of which the navigation (the answer's load_time_ms)", "ms", result["load_time"],
+            note=_floors(navigation, bench)),
+        Row("verify_element_exists by selector, over HTTP", "ms", result["element"],
+            note=_floors(median(result["element"]), bench)),
+        Row("compare_visual_regression of the unchanged page, over HTTP", "ms", result["compare"],
+            note=_floors(median(result["compare"]), bench)),
+    ]
+
+
 SECTIONS: list[Section] = [
     Section("Desktop", [floor, capture_png, click_settled, png_encoders, cold_start, idle_rss],
             intro="A real session (Xvfb 1920x1080x24 + XFCE + Chromium + x11vnc) started by "
@@ -733,6 +767,11 @@ SECTIONS: list[Section] = [
                   "real HTTP: the app of vision.app on uvicorn on loopback, client in the same process. Clicks on "
                   "the test page's two buttons, alternating pixel and selector; page loads of the local test site "
                   "(tests/fakes/site.py) with the console and network recorders attached and detached in turn."),
+    Section("QA verbs", [qa_verbs],
+            intro="vision/qa (QaService) through its REST routes, over real HTTP: the app of vision.app on uvicorn "
+                  "on loopback, client in the same process (tests/bench_qa.py). Each verb writes its run and "
+                  "evidence (screenshots, hash-chained records) to the QA run store, as in service. The three "
+                  "verbs are interleaved; the page is the local test site's /load (tests/fakes/site.py)."),
     Section("Visual diff", [visual_diff],
             intro="vision/qa/diff.py (pixelmatch's comparison vectorised with numpy) on two screenshots of the "
                   "session under test, beside the pure-Python pixelmatch port on the same pair; pixel_threshold "
