@@ -644,6 +644,7 @@ def recording_cost(bench: Bench) -> list[Row]:
     added = paired / detached
     low, high = result["paired_ci_ms"]
     cpu_low, cpu_high = result["paired_cpu_ci_ms"]
+    loop_low, loop_high = result["paired_loop_ci_ms"]
     per = result["per_load"]
     bench.findings.append(
         f"Recording: each load of /load added {per['attached']['network']:g} network and "
@@ -680,6 +681,10 @@ def recording_cost(bench: Bench) -> list[Row]:
         Row("  CPU per load, recorders detached", "ms", result["cpu_detached"], note=f"mean {cpu['detached']:.1f} ms"),
         Row("  CPU paired difference per load", "ms", result["paired_cpu_ms"],
             note=f"95% CI of the median {cpu_low:+.1f} .. {cpu_high:+.1f} ms"),
+        Row("  CPU of Playwright's client thread per load, recording attached", "ms", result["loop_attached"]),
+        Row("  CPU of Playwright's client thread per load, recorders detached", "ms", result["loop_detached"]),
+        Row("  CPU of Playwright's client thread, paired difference per load", "ms", result["paired_loop_ms"],
+            note=f"95% CI of the median {loop_low:+.2f} .. {loop_high:+.2f} ms: what taking the events in costs"),
     ]
 
 
