@@ -377,14 +377,22 @@ class Pages:
         if on == self._recorders:
             return  # attached twice, each event would be recorded twice
         self._recorders = on
+        # On Playwright's implementation object beneath the public one: the public ``on`` wraps a
+        # handler in a function that, at every event, reads the handler's signature
+        # (inspect.signature) and maps the event's objects to their public wrappers. That was a
+        # quarter of recording's CPU per page load (tests/bench_page.py). The objects handed over
+        # here have the properties the handlers read (url, method, resource_type, timing, failure;
+        # status, headers, request; type, text, location; error, page); a Playwright without
+        # ``_impl_obj`` gets the public object, and the same handlers.
+        events = getattr(self.context, "_impl_obj", self.context)
         for event, handler in (("console", self._on_console), ("weberror", self._on_weberror),
                                ("request", self._on_request), ("response", self._on_response),
                                ("requestfinished", self._on_request_finished),
                                ("requestfailed", self._on_request_failed)):
             if on:
-                self.context.on(event, handler)
+                events.on(event, handler)
             else:
-                self.context.remove_listener(event, handler)
+                events.remove_listener(event, handler)
 
     def _on_page(self, page) -> None:
         self._ids[page] = f"t{self._next_id}"
