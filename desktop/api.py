@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
 from desktop.errors import InvalidAction, describe_validation
 from desktop.netpolicy import BlockedRequest, NetworkPolicyInfo
-from desktop.page import DialogMode
+from desktop.page import PAGE_FIELD, DialogMode, PageSummary
 from desktop.port import Performed
 from desktop.service import DesktopService
 from desktop.sessions import SessionInfo
@@ -36,6 +36,7 @@ class ActionResponse(BaseModel):
     settle_ms: int
     screenshot: str | None = Field(None, description="settled screenshot, base64 PNG, with ?screenshot=true")
     result: dict[str, Any] | None = None
+    page: PageSummary | None = Field(None, description=PAGE_FIELD)
 
 
 class NetworkPolicyBody(_Body):
@@ -70,16 +71,18 @@ class Cursor(BaseModel):
     y: int
 
 
-def _respond(action: str, performed: Performed, screenshot: bool, result: dict | None = None) -> ActionResponse:
+def _respond(action: str, performed: Performed, screenshot: bool, page: PageSummary | None,
+             result: dict | None = None) -> ActionResponse:
     return ActionResponse(
         action=action, executed=performed.executed, duration_ms=round(performed.duration_ms, 1),
-        settle_ms=performed.settle_ms, result=result,
+        settle_ms=performed.settle_ms, result=result, page=page,
         screenshot=base64.b64encode(performed.frame.png).decode() if screenshot else None,
     )
 
 
 def desktop_router(desktops: DesktopService) -> APIRouter:
     router = APIRouter(prefix="/api/v1")
+    pages = desktops.pages
     WantShot = Query(False, description="include the settled screenshot as base64 PNG")
 
     @router.post("/sessions", status_code=status.HTTP_201_CREATED, response_model=SessionInfo, tags=["sessions"])
@@ -109,12 +112,17 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
         display, the live view and the session's id stay. 409 while a run or a person drives it."""
         return desktops.reset(session_id)
 
+    # Also under /page, where the page layer's contract lists it: one operation at two paths.
     @router.get("/sessions/{session_id}/network-policy", response_model=NetworkPolicyInfo, tags=["sessions"],
+                summary="the browser's network policy")
+    @router.get("/sessions/{session_id}/page/network-policy", response_model=NetworkPolicyInfo, tags=["page"],
                 summary="the browser's network policy")
     def get_network_policy(session_id: str) -> NetworkPolicyInfo:
         return desktops.network_policy(session_id)
 
     @router.put("/sessions/{session_id}/network-policy", response_model=NetworkPolicyInfo, tags=["sessions"],
+                summary="replace the browser's network policy")
+    @router.put("/sessions/{session_id}/page/network-policy", response_model=NetworkPolicyInfo, tags=["page"],
                 summary="replace the browser's network policy")
     def put_network_policy(session_id: str, body: NetworkPolicyBody) -> NetworkPolicyInfo:
         """Both lists are replaced; it applies at once, also to connections already open. Whatever
@@ -138,7 +146,7 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
 
     def input_route(name: str, model: type[_Action]):
         def handler(session_id: str, body: model, screenshot: bool = WantShot) -> ActionResponse:  # type: ignore[valid-type]
-            return _respond(name, desktops.perform(session_id, body), screenshot)
+            return _respond(name, desktops.perform(session_id, body), screenshot, pages.summary(session_id))
 
         handler.__name__ = f"desktop_{name}"
         router.add_api_route(f"/sessions/{{session_id}}/desktop/{name}", handler, methods=["POST"],
@@ -158,15 +166,15 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
     @router.post("/sessions/{session_id}/desktop/launch", response_model=ActionResponse, tags=["desktop"])
     def launch(session_id: str, body: LaunchRequest, screenshot: bool = WantShot) -> ActionResponse:
         performed, pid = desktops.launch(session_id, body.command, body.args)
-        return _respond("launch", performed, screenshot, {"pid": pid})
+        return _respond("launch", performed, screenshot, pages.summary(session_id), {"pid": pid})
 
     @router.post("/sessions/{session_id}/desktop/open", response_model=ActionResponse, tags=["desktop"])
     def open_url(session_id: str, body: OpenRequest, screenshot: bool = WantShot) -> ActionResponse:
-        return _respond("open", desktops.open(session_id, body.url), screenshot)
+        return _respond("open", desktops.open(session_id, body.url), screenshot, pages.summary(session_id))
 
     @router.post("/sessions/{session_id}/desktop/focus", response_model=ActionResponse, tags=["desktop"])
     def focus(session_id: str, body: FocusRequest, screenshot: bool = WantShot) -> ActionResponse:
-        return _respond("focus", desktops.focus(session_id, body.window_id), screenshot)
+        return _respond("focus", desktops.focus(session_id, body.window_id), screenshot, pages.summary(session_id))
 
     @router.get("/sessions/{session_id}/desktop/windows", response_model=list[Window], tags=["desktop"])
     def windows(session_id: str) -> list[Window]:

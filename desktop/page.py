@@ -313,6 +313,10 @@ class PageSummary(BaseModel):
                                                    "summary")
 
 
+# Every answer of a desktop or page action carries the summary, over REST (this field) and MCP.
+PAGE_FIELD = ("the visible browser after the action: url, title, the open dialog, console errors since the "
+              "previous summary; null while the browser restarts")
+
 ContentFormat = Literal["text", "accessibility", "links", "html"]
 
 

@@ -6,7 +6,9 @@ from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from desktop.page import ContentFormat, DialogInfo, DialogMode, DialogPolicy, PageContent, PageState, Tab, Target
+from desktop.page import (
+    PAGE_FIELD, ContentFormat, DialogInfo, DialogMode, DialogPolicy, PageContent, PageState, PageSummary, Tab, Target,
+)
 from desktop.page_service import Acted, PageService, UploadFile, WaitUntil
 
 # At least 1: Playwright reads 0 as "wait for ever".
@@ -79,6 +81,14 @@ class NewTabRequest(_Body):
     url: str | None = Field(None, max_length=8000)
 
 
+class ActedAnswer(Acted):
+    page: PageSummary | None = Field(None, description=PAGE_FIELD)
+
+
+class DialogAnswer(DialogInfo):
+    page: PageSummary | None = Field(None, description=PAGE_FIELD)
+
+
 def _target(body: Target) -> Target:
     return Target(selector=body.selector, ref=body.ref, label=body.label, text=body.text)
 
@@ -95,14 +105,23 @@ def page_router(pages: PageService) -> APIRouter:
                 selector: str | None = Query(None, max_length=2000)) -> PageContent:
         return pages.content(session_id, format, selector)
 
+    def with_page(session_id: str, answer):
+        """An action's answer with the page summary, as every action's answer carries it."""
+        if isinstance(answer, dict):
+            return {**answer, "page": pages.summary(session_id)}
+        return answer.model_copy(update={"page": pages.summary(session_id)})
+
+    def acted(session_id: str, done: Acted) -> ActedAnswer:
+        return with_page(session_id, ActedAnswer(**done.model_dump()))
+
     @router.post("/navigate")
     def navigate(session_id: str, body: NavigateRequest) -> dict:
-        return pages.navigate(session_id, "goto", body.url, body.wait_until, body.timeout_ms)
+        return with_page(session_id, pages.navigate(session_id, "goto", body.url, body.wait_until, body.timeout_ms))
 
     def history(how: Literal["back", "forward", "reload"]):
         def handler(session_id: str, body: HistoryRequest | None = None) -> dict:
             body = body or HistoryRequest()
-            return pages.navigate(session_id, how, None, body.wait_until, body.timeout_ms)
+            return with_page(session_id, pages.navigate(session_id, how, None, body.wait_until, body.timeout_ms))
 
         handler.__name__ = f"page_{how}"
         router.add_api_route(f"/{how}", handler, methods=["POST"], summary=f"{how} in the visible browser")
@@ -110,23 +129,23 @@ def page_router(pages: PageService) -> APIRouter:
     for how in ("back", "forward", "reload"):
         history(how)
 
-    @router.post("/click", response_model=Acted, summary="a real pointer click at the element's centre")
-    def click(session_id: str, body: ClickRequest) -> Acted:
-        return pages.click(session_id, _target(body), button=body.button, click_count=body.click_count,
-                           timeout_ms=body.timeout_ms)
+    @router.post("/click", response_model=ActedAnswer, summary="a real pointer click at the element's centre")
+    def click(session_id: str, body: ClickRequest) -> ActedAnswer:
+        return acted(session_id, pages.click(session_id, _target(body), button=body.button,
+                                             click_count=body.click_count, timeout_ms=body.timeout_ms))
 
-    @router.post("/fill", response_model=Acted, summary="click the field and type for real; the value is checked")
-    def fill(session_id: str, body: FillRequest) -> Acted:
-        return pages.fill(session_id, _target(body), body.value, clear=body.clear, secrets=body.secrets,
-                          timeout_ms=body.timeout_ms)
+    @router.post("/fill", response_model=ActedAnswer, summary="click the field and type for real; the value is checked")
+    def fill(session_id: str, body: FillRequest) -> ActedAnswer:
+        return acted(session_id, pages.fill(session_id, _target(body), body.value, clear=body.clear,
+                                            secrets=body.secrets, timeout_ms=body.timeout_ms))
 
-    @router.post("/select", response_model=Acted)
-    def select(session_id: str, body: SelectRequest) -> Acted:
-        return pages.select(session_id, _target(body), body.option, body.timeout_ms)
+    @router.post("/select", response_model=ActedAnswer)
+    def select(session_id: str, body: SelectRequest) -> ActedAnswer:
+        return acted(session_id, pages.select(session_id, _target(body), body.option, body.timeout_ms))
 
     @router.post("/wait")
     def wait(session_id: str, body: WaitRequest) -> dict:
-        return pages.wait_for(session_id, _target(body), body.state, body.timeout_ms)
+        return with_page(session_id, pages.wait_for(session_id, _target(body), body.state, body.timeout_ms))
 
     @router.post("/evaluate", summary="run JavaScript in the page (only with --allow-evaluate)")
     def evaluate(session_id: str, body: EvaluateRequest) -> dict[str, Any]:
@@ -141,9 +160,10 @@ def page_router(pages: PageService) -> APIRouter:
     def network(session_id: str, since: int = Query(0, ge=0), failed_only: bool = False) -> list[dict]:
         return pages.network(session_id, since, failed_only)
 
-    @router.post("/dialog", response_model=DialogInfo, summary="accept or dismiss the open dialog")
-    def dialog(session_id: str, body: DialogRequest) -> DialogInfo:
-        return pages.handle_dialog(session_id, body.accept, body.prompt_text)
+    @router.post("/dialog", response_model=DialogAnswer, summary="accept or dismiss the open dialog")
+    def dialog(session_id: str, body: DialogRequest) -> DialogAnswer:
+        answered = pages.handle_dialog(session_id, body.accept, body.prompt_text)
+        return with_page(session_id, DialogAnswer(**answered.model_dump()))
 
     @router.get("/dialogs", summary="the dialogs recorded, and how each was handled")
     def dialogs(session_id: str, since: int = Query(0, ge=0)) -> list[dict]:
@@ -168,9 +188,9 @@ def page_router(pages: PageService) -> APIRouter:
         path = pages.download_path(session_id, name)
         return FileResponse(path, filename=path.name, media_type="application/octet-stream")
 
-    @router.post("/upload", response_model=Acted)
-    def upload(session_id: str, body: UploadRequest) -> Acted:
-        return pages.upload(session_id, _target(body), body.files, body.timeout_ms)
+    @router.post("/upload", response_model=ActedAnswer)
+    def upload(session_id: str, body: UploadRequest) -> ActedAnswer:
+        return acted(session_id, pages.upload(session_id, _target(body), body.files, body.timeout_ms))
 
     @router.get("/tabs", response_model=list[Tab])
     def tabs(session_id: str) -> list[Tab]:

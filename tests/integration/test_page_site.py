@@ -453,3 +453,19 @@ def test_a_chromium_killed_mid_session_is_503_until_healed_and_the_record_surviv
     acted = ok(api.post(f"{P}/click", json={"selector": "#far"}))
     click = site.wait_for(lambda e: e["type"] == "click" and e["target"] == "far")
     assert (click["screenX"], click["screenY"]) == (acted["x"], acted["y"])
+
+
+def test_every_action_answer_carries_the_page_summary_over_rest(api, site):
+    """A page action's answer and a desktop action's answer both say where the visible browser is
+    (url, title, open dialog) and how many console errors came since the previous summary."""
+    navigated = goto(api, site, "/console")
+    assert navigated["page"]["url"] == site.url("/console") and navigated["page"]["title"] == "console errors"
+    assert navigated["page"]["dialog"] is None
+    assert navigated["page"]["new_console_errors"] >= 2  # console.error and the uncaught throw
+    moved = ok(api.post("/api/v1/sessions/itest/desktop/move", json={"x": 5, "y": 5}))
+    assert moved["page"]["url"] == site.url("/console")
+    assert moved["page"]["new_console_errors"] == 0, "counted once, in the answer after they happened"
+    waited = ok(api.post(f"{P}/wait", json={"selector": "#words", "timeout_ms": 2000}))
+    assert waited["page"]["title"] == "console errors"
+    # The network policy is also where the page contract lists it: the same operation.
+    assert ok(api.get(f"{P}/network-policy")) == ok(api.get("/api/v1/sessions/itest/network-policy"))
