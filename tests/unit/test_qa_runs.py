@@ -119,6 +119,15 @@ def test_html_report_shows_steps_before_and_after_with_a_marker(tmp_path):
     assert "<script" not in page
 
 
+def test_html_report_is_headed_by_the_suite_name_and_names_a_lone_case_once(tmp_path):
+    store = QaRunStore(tmp_path)
+    run = store.load(a_run(store).run_id)
+    page = render_html([run], title="smoke")
+    assert "<title>smoke</title>" in page and "<h1>smoke</h1>" in page
+    assert [c.name for c in run.test_cases] == [run.name]  # one verb call: one case named as its run
+    assert page.count(f"{run.name} <span") == 1, "the case heading repeats the run's"
+
+
 def test_artifacts_are_served_by_listed_name_only(tmp_path):
     store = QaRunStore(tmp_path)
     run = a_run(store)

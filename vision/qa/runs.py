@@ -531,6 +531,8 @@ _QA_CSS = """
 .diffs{display:grid;grid-template-columns:repeat(auto-fit,minmax(300px,1fr));gap:12px;padding:12px 16px}
 .diffs img{display:block;width:100%;height:auto;border:1px solid #d5d9df;background:#fff}
 .kv{margin:0;padding:8px 16px 12px;font-size:13px}
+.shot:has(img[alt^="element"]){display:inline-block;background:none}
+.shot img[alt^="element"]{width:auto;max-width:100%}
 """
 
 
@@ -609,8 +611,10 @@ def render_html(runs: Sequence[QaRun], artifact_url: ArtifactUrl = api_artifact_
                 lines = "\n".join(f"{c.get('level', '')}: {c.get('text', c.get('message', ''))}"[:500]
                                   for c in case.console_logs[:200])
                 console = f'<details><summary>Console ({len(case.console_logs)})</summary><pre>{_e(lines)}</pre></details>'
-            cases.append(f'<div class="case"><h2>{_e(case.name)} <span class="badge {_e(case.status)}">'
-                         f'{_e(case.status)}</span> <span class="sub">{case.duration_ms:,} ms</span></h2>{reason}'
+            # A verb call is one case named as its run: its heading would repeat the run's.
+            case_title = "" if case.name == run.name and len(run.test_cases) == 1 else (
+                f'{_e(case.name)} <span class="badge {_e(case.status)}">{_e(case.status)}</span> ')
+            cases.append(f'<div class="case"><h2>{case_title}<span class="sub">{case.duration_ms:,} ms</span></h2>{reason}'
                          f'{"<div class=shots>" + shots + "</div>" if shots else ""}{steps}{console}</div>')
         videos = "".join(f'<p><a href="{_e(artifact_url(run.test_run_id, v.name))}">video {_e(v.name)}</a> '
                          f'<span class="sub">sha256 {_e(v.sha256)}</span></p>' for v in run.artifacts.videos)
