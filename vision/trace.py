@@ -253,7 +253,7 @@ def record_hash(record: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json({k: v for k, v in record.items() if k != "hash"})).hexdigest()
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -277,7 +277,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def new_trace_id(now: datetime | None = None) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import builtins
 import hashlib
 import io
-import os
 import re
 import shutil
 import threading
@@ -28,7 +27,7 @@ from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, ValidationError
 
 from vision.errors import BaselineConflict, BaselineCorrupt, BaselineNotFound, InvalidRequest
-from vision.trace import atomic_write
+from vision.trace import atomic_write, fsync_dir
 
 __all__ = ["BaselineMeta", "BaselineShot", "BaselineStore", "valid_baseline_id"]
 
@@ -89,14 +88,6 @@ def _file_name(position: int, shot: str) -> str:
     return f"{PAGE_SHOT}.png" if shot == PAGE_SHOT else f"shot-{position}.png"
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class BaselineStore:
     """Thread-safe (one lock); files under ``<data_dir>/qa/baselines/<id>/``."""
 
@@ -142,7 +133,7 @@ class BaselineStore:
             for level in (self.root.parent, self.root, directory.parent, directory):
                 level.mkdir(mode=0o700, exist_ok=True)
                 level.chmod(0o700)
-            _fsync_dir(directory.parent)
+            fsync_dir(directory.parent)
             for _, file, data in files:
                 atomic_write(directory / file, data)
             atomic_write(directory / _META, meta.model_dump_json(indent=2).encode())  # last: the version now exists
