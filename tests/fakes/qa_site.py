@@ -6,11 +6,11 @@ sign-in) to ``POST /event``; the tests read that record, never the QA service's 
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.events import EventServer, read_event
 
 REPORT = """<script>
   function report(rec) {
@@ -96,12 +96,11 @@ def visual_page(query: dict[str, list[str]]) -> bytes:
 <h2 class="at" style="left: {heading}px; top: 380px">a steady heading</h2>{clock}""")
 
 
-class QaSite:
+class QaSite(EventServer):
     __test__ = False
 
     def __init__(self):
-        self.events: list[dict] = []
-        self._cond = threading.Condition()
+        super().__init__()
         site = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -128,36 +127,9 @@ class QaSite:
                     self._send(404, _page("not found", "<h1>not found</h1>"))
 
             def do_POST(self):
-                length = int(self.headers.get("content-length") or 0)
-                event = json.loads(self.rfile.read(length) or b"{}")
-                with site._cond:
-                    site.events.append(event)
-                    site._cond.notify_all()
-                self.send_response(204)
-                self.end_headers()
+                site.record(read_event(self))
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        self.serve(Handler)
 
     def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}{path}"
-
-    def clear(self) -> None:
-        with self._cond:
-            self.events.clear()
-
-    def wait_for(self, predicate, timeout: float = 10.0) -> dict:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for event in self.events:
-                    if predicate(event):
-                        return event
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"no matching event within {timeout}s; events: {self.events[-20:]}")
-                self._cond.wait(remaining)
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        return f"http://127.0.0.1:{self.port}{path}"

@@ -12,11 +12,10 @@ account of itself.
 
 from __future__ import annotations
 
-import json
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
+
+from tests.fakes.events import EventServer, read_event
 
 REPORT = """<script>
   // Report to the test server: ground truth for the tests.
@@ -189,15 +188,14 @@ document.getElementById('heading').textContent = 'a page load, scripted';
 }
 
 
-class TestSite:
-    __test__ = False  # a helper, not a test class
-
+class TestSite(EventServer):
     """The site on 127.0.0.1 on a free port, and the events its pages reported."""
 
+    __test__ = False  # a helper, not a test class
+
     def __init__(self):
-        self.events: list[dict] = []
+        super().__init__()
         self.hits: list[str] = []
-        self._cond = threading.Condition()
         site = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -234,20 +232,9 @@ class TestSite:
                     self._send(404, b'{"error": "not here"}', "application/json")
 
             def do_POST(self):
-                length = int(self.headers.get("content-length") or 0)
-                event = json.loads(self.rfile.read(length) or b"{}")
-                with site._cond:
-                    site.events.append(event)
-                    site._cond.notify_all()
-                self.send_response(204)
-                self.end_headers()
+                site.record(read_event(self))
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
-
-    @property
-    def port(self) -> int:
-        return self._httpd.server_address[1]
+        self.serve(Handler)
 
     def url(self, path: str = "/") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -256,20 +243,3 @@ class TestSite:
         with self._cond:
             self.events.clear()
             self.hits.clear()
-
-    def wait_for(self, predicate, timeout: float = 10.0) -> dict:
-        """The first reported event matching ``predicate``; waits for it to arrive."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for event in self.events:
-                    if predicate(event):
-                        return event
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"no matching event within {timeout}s; events: {self.events[-20:]}")
-                self._cond.wait(remaining)
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
