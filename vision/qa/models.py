@@ -14,7 +14,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from PIL import Image
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Key
 from desktop.page import REF
@@ -43,7 +43,8 @@ def check_name(value: str) -> str:
     return value
 
 
-BaselineName = Annotated[str, Field(min_length=1, max_length=100, description="letters, digits, '.', '_', '-'")]
+BaselineName = Annotated[str, Field(min_length=1, max_length=100, description="letters, digits, '.', '_', '-'"),
+                         AfterValidator(check_name)]
 
 
 class _Body(BaseModel):
@@ -76,7 +77,8 @@ MaskEntry = Annotated[Annotated[str, Field(min_length=1, max_length=2000)]
                       | Annotated[list[Annotated[int, Field(ge=0, le=100_000)]], Field(min_length=4, max_length=4)],
                       Field(description="a CSS selector, or a box [x0, y0, x1, y1] in the image's pixels")]
 Mask = Annotated[list[MaskEntry], Field(max_length=50, description="regions left out of the comparison: CSS "
-                                        "selectors (their boxes now) and [x0, y0, x1, y1] boxes")]
+                                        "selectors (their boxes now) and [x0, y0, x1, y1] boxes"),
+                 AfterValidator(_check_mask)]
 
 
 class Artifact(BaseModel):
@@ -181,7 +183,6 @@ class Assertion(_Body):
         if self.type == "visual_matches":
             if self.baseline_id is None:
                 raise ValueError("assertion visual_matches needs `baseline_id`")
-            check_name(self.baseline_id)
         return self
 
 
@@ -359,16 +360,6 @@ class CaptureBaselineRequest(_VerbRequest):
     mask: Mask = Field(default_factory=list)
     timeout_ms: Timeout = 10_000
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return check_name(value)
-
-    @field_validator("mask")
-    @classmethod
-    def _mask(cls, value: list) -> list:
-        return _check_mask(value)
-
     @model_validator(mode="after")
     def _one_scope(self):
         if "page" in self.selectors or len(set(self.selectors)) != len(self.selectors):
@@ -392,16 +383,6 @@ class CompareRequest(_VerbRequest):
     ignore_antialiasing: bool = True
     mask: Mask = Field(default_factory=list)
     timeout_ms: Timeout = 10_000
-
-    @field_validator("baseline_id")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return check_name(value)
-
-    @field_validator("mask")
-    @classmethod
-    def _mask(cls, value: list) -> list:
-        return _check_mask(value)
 
 
 class AnalyzeConsoleRequest(_VerbRequest):
