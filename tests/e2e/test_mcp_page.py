@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import io
-import time
 
 import anyio
 import pytest
@@ -14,6 +13,7 @@ from mcp import Client
 from mcp.types import EmbeddedResource, ImageContent, TextContent
 from PIL import Image
 
+from tests.answers import until
 from tests.fakes.site import REPORT_TEXT
 from vision.mcp import build_server
 
@@ -56,14 +56,6 @@ def refused(result, code: str) -> str:
     text = text_of(result)
     assert result.is_error and text.startswith(f"{code}: "), text
     return text
-
-
-def until(probe, what: str, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.05)
-    return value
 
 
 @pytest.fixture(autouse=True)

@@ -5,23 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.answers import error, ok
 from tests.fakes.testpage import at
 
 pytestmark = pytest.mark.x11
 
 P = "/api/v1/sessions/itest/page"
-
-
-def ok(response, status: int = 200):
-    assert response.status_code == status, response.text
-    return response.json()
-
-
-def error(response, status: int, code: str) -> str:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["error"]["code"] == code, body
-    return body["error"]["message"]
 
 
 def test_page_state_names_the_visible_tab(api, page):

@@ -18,36 +18,13 @@ import pytest
 from PIL import Image
 
 from desktop.actions import Click
+from tests.answers import error, ok, until
 from tests.conftest import LiveServer
 from tests.fakes.site import REPORT_TEXT, TestSite
 
 pytestmark = pytest.mark.x11
 
 P = "/api/v1/sessions/itest/page"
-
-
-def ok(response, status: int = 200):
-    assert response.status_code == status, response.text
-    return response.json()
-
-
-def error(response, status: int, code: str) -> str:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["error"]["code"] == code, body
-    return body["error"]["message"]
-
-
-def until(probe, what: str, timeout: float = 15.0):
-    """Poll ``probe`` until it returns something truthy (the machine is noisy: no timed asserts)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never: {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.answers import ok
+
 pytestmark = pytest.mark.x11
 
 SID = "formflow"
@@ -73,11 +75,6 @@ def formflow(manager, desk):
     session = manager.create(SID)
     yield session
     manager.delete(SID)
-
-
-def ok(response):
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def screen(api) -> np.ndarray:
