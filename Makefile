@@ -4,6 +4,7 @@
 #   make test       install what is missing, then the whole test suite (junit + screenshots in artifacts/)
 #   make test-unit  the pure unit tests only (no X), quick
 #   make bench      install what is missing, then the benchmark (prints a table, writes docs/benchmarks.md)
+#   make docker-test  (root) build the Docker image and test it for real under a private dockerd (tests/docker)
 #   make clean      remove what tests and builds leave behind (make distclean also removes .venv)
 #
 # Knobs: PYTHON (interpreter for the venv, default python3), RUN_ARGS (extra `glassdesk up` flags,
@@ -29,7 +30,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 INSPECTOR_VERSION := 2.12.0
 INSPECTOR := $(VENV)/inspector/node_modules/.bin/mcp-inspector
 
-.PHONY: help setup system-deps run test test-unit bench clean distclean constraints
+.PHONY: help setup system-deps run test test-unit bench clean distclean constraints docker-test
 
 help:
 	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
@@ -85,6 +86,12 @@ test-unit: setup
 
 bench: setup
 	$(BIN)/python -m tests.bench
+
+# The image built and run for real: docker.io, debootstrap and Compose v2 installed, a private dockerd
+# started and stopped, the base image made without a registry, the image built, tests/docker run.
+# The scripts it runs (docker/test/) also serve by hand: see README.md, "The image's tests".
+docker-test: setup
+	bash docker/test/docker-test.sh
 
 ## ------------------------------------------------------------------------------------- tidy
 

@@ -7,7 +7,7 @@ Handlers are plain ``def``: they block on X and xdotool, and FastAPI runs them i
 """
 
 import base64
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -17,7 +17,8 @@ from desktop.errors import InvalidAction, describe_validation
 from desktop.netpolicy import BlockedRequest, NetworkPolicyInfo
 from desktop.page import PAGE_FIELD, DialogMode, PageSummary
 from desktop.port import Performed
-from desktop.service import DesktopService
+from desktop.screen import IMAGE_FORMATS
+from desktop.service import DesktopService, Shot
 from desktop.sessions import SessionInfo
 from desktop.windows import Window
 
@@ -34,6 +35,8 @@ class ActionResponse(BaseModel):
     executed: list[list[str]] = Field(description="the exact argv lists that ran, to replay by hand")
     duration_ms: float
     settle_ms: int
+    settled: bool = Field(True, description="false when the screen was still changing at the settle wait's "
+                                            "bound (an animation, a video): the screenshot is a moment of it")
     screenshot: str | None = Field(None, description="settled screenshot, base64 PNG, with ?screenshot=true")
     result: dict[str, Any] | None = None
     page: PageSummary | None = Field(None, description=PAGE_FIELD)
@@ -75,9 +78,27 @@ def _respond(action: str, performed: Performed, screenshot: bool, page: PageSumm
              result: dict | None = None) -> ActionResponse:
     return ActionResponse(
         action=action, executed=performed.executed, duration_ms=round(performed.duration_ms, 1),
-        settle_ms=performed.settle_ms, result=result, page=page,
+        settle_ms=performed.settle_ms, settled=performed.settled, result=result, page=page,
         screenshot=base64.b64encode(performed.frame.png).decode() if screenshot else None,
     )
+
+
+# How a screenshot's pixels map to display pixels: display x = origin x + image x / scale.
+SHOT_HEADERS = {
+    "X-Glassdesk-Coordinates": {"description": "the conversion to display pixels, in one sentence",
+                                "schema": {"type": "string"}},
+    "X-Glassdesk-Scale": {"description": "image pixels per display pixel", "schema": {"type": "number"}},
+    "X-Glassdesk-Origin": {"description": "x,y: the display pixel at the image's top-left corner",
+                           "schema": {"type": "string", "example": "0,0"}},
+    "X-Glassdesk-Region": {"description": "x0,y0,x1,y1: the part of the display the image shows",
+                           "schema": {"type": "string", "example": "0,0,1920,1080"}},
+}
+
+
+def shot_headers(shot: Shot) -> dict[str, str]:
+    return {"x-glassdesk-coordinates": shot.note, "x-glassdesk-scale": f"{shot.scale:g}",
+            "x-glassdesk-origin": "{},{}".format(*shot.origin),
+            "x-glassdesk-region": ",".join(map(str, shot.bounds))}
 
 
 def desktop_router(desktops: DesktopService) -> APIRouter:
@@ -135,14 +156,23 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
                          ) -> list[BlockedRequest]:
         return desktops.blocked_requests(session_id, after)
 
-    @router.get("/sessions/{session_id}/desktop/screenshot", tags=["desktop"],
-                responses={200: {"content": {"image/png": {}}}}, response_class=Response)
+    @router.get("/sessions/{session_id}/desktop/screenshot", tags=["desktop"], response_class=Response,
+                summary="the screen, whole or a region, scaled, as PNG, JPEG or WebP",
+                responses={200: {"description": "the image; its headers say how its pixels map to display pixels",
+                                 "content": {media: {"schema": {"type": "string", "format": "binary"}}
+                                             for media in IMAGE_FORMATS.values()},
+                                 "headers": SHOT_HEADERS}})
     def screenshot(session_id: str,
-                   region: str | None = Query(None, description="x0,y0,x1,y1 in display pixels; omit for the whole screen"),
-                   scale: float = Query(1.0, gt=0, le=4, description="resize factor; the X-Glassdesk-Coordinates "
-                                                                     "header says how to convert back")) -> Response:
-        shot = desktops.screenshot(session_id, region=_region(region), scale=scale)
-        return Response(shot.png, media_type="image/png", headers={"x-glassdesk-coordinates": shot.note})
+                   region: str | None = Query(None, description="x0,y0,x1,y1 in display pixels; omit for the whole "
+                                                                "screen", examples=["0,0,960,540"]),
+                   scale: float = Query(1.0, gt=0, le=4, description="resize factor; the X-Glassdesk-* headers say "
+                                                                     "how to convert back"),
+                   format: Literal["png", "jpeg", "webp"] = Query("png", description="png (lossless) or jpeg/webp"),
+                   quality: int | None = Query(None, ge=1, le=100, description="jpeg/webp quality (refused with "
+                                                                               "png, which is lossless); default "
+                                                                               "85 (jpeg), 80 (webp)")) -> Response:
+        shot = desktops.screenshot(session_id, region=_region(region), scale=scale, format=format, quality=quality)
+        return Response(shot.image, media_type=shot.media_type, headers=shot_headers(shot))
 
     def input_route(name: str, model: type[_Action]):
         def handler(session_id: str, body: model, screenshot: bool = WantShot) -> ActionResponse:  # type: ignore[valid-type]

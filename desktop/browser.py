@@ -50,6 +50,52 @@ WINDOW_SUFFIX = " - Chromium"
 
 IGNORED_DEFAULT_ARGS = ["--enable-automation", "--disable-popup-blocking"]
 
+# Chromium honours only the LAST --disable-features switch, and Playwright passes its own first:
+# ours must repeat Playwright's list (its chromiumSwitches; tests/unit/test_browser_features.py
+# checks the installed driver's list is all here) or those features would come back on.
+PLAYWRIGHT_DISABLED_FEATURES = (
+    "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable", "LensOverlay", "MediaRouter", "PaintHolding",
+    "ThirdPartyStoragePartitioning", "AvoidCorsURLLoaderRestartOnRedirect", "TcpPortRandomizationWin",
+    "OptimizationHints", "NetworkTimeServiceQuerying", "AimEnabled", "PreconnectToSearch",
+    "msForceBrowserSignIn", "msEdgeUpdateLaunchServicesPreferredVersion",
+)
+# What an idle session's browser need not keep in memory (issue 14; measured by
+# tests/bench_scale.py, PSS of one more idle session):
+# - the omnibox's WebUI popup (Chromium 156 renders the address bar's suggestion list as a page):
+#   a whole renderer process, ~48 MB PSS, held from the start for a popup an agent rarely opens;
+#   with these off the popup is drawn by the browser process itself (views), as before;
+# - the preloading of the browser's other WebUI bubbles (tab search and the like) at start;
+# - the spare renderer Chromium keeps started for the next navigation to a new site (~15 MB): a
+#   new site's first navigation starts its renderer then, a few tens of ms.
+MEMORY_DISABLED_FEATURES = (
+    "WebUIOmniboxPopup", "WebUIOmniboxFullPopup", "WebUIOmniboxAimPopup", "PreloadTopChromeWebUI",
+    "SpareRendererForSitePerProcess",
+)
+
+
+def disable_features_switch() -> str:
+    """The one --disable-features switch the browser gets: Playwright's list and ours (pure)."""
+    return "--disable-features=" + ",".join(dict.fromkeys(PLAYWRIGHT_DISABLED_FEATURES + MEMORY_DISABLED_FEATURES))
+
+
+# The same for --enable-features. Playwright's: its screenshots on a new surface (unless the
+# driver's PLAYWRIGHT_LEGACY_SCREENSHOT says otherwise) and no account lookups at start.
+PLAYWRIGHT_ENABLED_FEATURES = ("CDPScreenshotNewSurface", "SkipListAccountsWithoutGaiaCookies")
+# Ours: the network service in the browser process rather than a process of its own (~10 MB less
+# per session). On Linux that process runs unsandboxed anyway (--service-sandbox-type=none), so
+# no isolation is lost; the policy proxy still carries every request (--proxy-server).
+MEMORY_ENABLED_FEATURES = ("NetworkServiceInProcess2",)
+
+
+def enable_features_switch(env: dict[str, str] | None = None) -> str:
+    """The one --enable-features switch the browser gets: Playwright's list and ours (pure but
+    for reading the driver's environment switch)."""
+    env = os.environ if env is None else env
+    playwright = tuple(f for f in PLAYWRIGHT_ENABLED_FEATURES
+                       if not (f == "CDPScreenshotNewSurface" and env.get("PLAYWRIGHT_LEGACY_SCREENSHOT")))
+    return "--enable-features=" + ",".join(dict.fromkeys(playwright + MEMORY_ENABLED_FEATURES))
+
 # Written into the profile before every launch: a session's browser starts the same every time
 # and keeps nothing a later run could trip over. Form history and autofill would put a dropdown
 # over the very labels a model or OCR looks for on the second run of a form; the password

@@ -42,6 +42,13 @@ class SessionNotFound(GlassdeskError):
     code, status = "session_not_found", 404
 
 
+class SessionExists(GlassdeskError):
+    """A session is asked for under a name one already has: a conflict with what exists, not a
+    malformed request."""
+
+    code, status = "session_exists", 409
+
+
 class SessionLimit(GlassdeskError):
     code, status = "session_limit", 429
 
@@ -72,6 +79,13 @@ class ScreenshotFailed(GlassdeskError):
 
 class ActionFailedError(GlassdeskError):
     code, status = "action_failed", 500
+
+
+class SingleSessionOnly(GlassdeskError):
+    """A session server (`glassdesk up --single-session`, one per container or pod) runs its one
+    session for its whole life: its control plane creates and deletes sessions, not it."""
+
+    code, status = "single_session", 409
 
 
 class Unauthorized(GlassdeskError):
@@ -172,7 +186,8 @@ def describe_errors(errors) -> str:
         kind = err.get("type")
         if kind == "json_invalid":  # FastAPI's: the body is not JSON at all
             where = f" at position {err['loc'][-1]}" if isinstance(err["loc"][-1], int) else ""
-            parts.append(f"body: not valid JSON ({err.get('ctx', {}).get('error', 'decode error')}{where})")
+            parts.append(f"body: not valid JSON ({err.get('ctx', {}).get('error', 'decode error')}{where}); "
+                         "send a JSON object with Content-Type: application/json")
             continue
         if tuple(err["loc"]) == ("body",) and kind == "missing":
             parts.append("body: missing; send a JSON object")

@@ -22,6 +22,7 @@ class Performed:
     duration_ms: float
     settle_ms: int
     frame: Frame
+    settled: bool = True  # False: the screen was still changing when the settle wait timed out
 
 
 @runtime_checkable

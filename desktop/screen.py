@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import io
+import select
+import struct
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
-
-import struct
-import zlib
 
 import mss
 import numpy as np
 from isal import isal_zlib
 from PIL import Image
+from Xlib import display as xdisplay
+from Xlib.error import ConnectionClosedError, DisplayError, XError
+from Xlib.ext import damage
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Region
 
@@ -60,6 +64,27 @@ class Frame:
             crop = crop.resize(size, Image.Resampling.LANCZOS)
         return encode_png(crop)
 
+    def view(self, region: Region | None, scale: float = 1.0) -> Image.Image:
+        """The whole frame or a region of it, resized by ``scale``, as an image to encode."""
+        image = self.image if region is None else self.image.crop((region.x0, region.y0, region.x1, region.y1))
+        if scale != 1.0:
+            image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))),
+                                 Image.Resampling.LANCZOS)
+        return image
+
+
+# The formats a screenshot may be asked in, with their media types. PNG is lossless (pixel-exact
+# checks); JPEG and WebP are for callers that pay per byte (a model's context, a slow link).
+IMAGE_FORMATS = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
+DEFAULT_QUALITY = {"jpeg": 85, "webp": 80}  # Pillow's own defaults are 75 and 80
+
+
+def encode_lossy(image: Image.Image, fmt: str, quality: int | None = None) -> bytes:
+    """An image as JPEG or WebP at ``quality`` (1..100; None: the format's default)."""
+    out = io.BytesIO()
+    image.convert("RGB").save(out, fmt.upper(), quality=quality or DEFAULT_QUALITY[fmt])
+    return out.getvalue()
+
 
 def png_from_scanlines(scanlines, width: int, height: int) -> bytes:
     """An RGB PNG from filtered scanlines. Deflate is most of a PNG's cost: ISA-L's level 1 is
@@ -81,8 +106,76 @@ def encode_png(image: Image.Image) -> bytes:
     return png_from_scanlines(rows, width, height)
 
 
+# The settle's defaults, from damage events recorded after clicks on the test page's buttons
+# (tests/assets/testpage.html; 60 clicks, 2-core machine at load average 6):
+# - QUIET_MS, the stillness window after the last damage. Chromium paints one click in one frame,
+#   or in two (the pressed button at mousedown, then the click handler's change): 35 of 60 clicks
+#   took two or three frames, up to 95 ms apart on the loaded machine (median 18 ms: one frame at
+#   60 Hz and change). A window shorter than that gap answers with the pressed button and without
+#   the click's effect; 50 ms covered 57 of 60 clicks (all but the 51, 79 and 95 ms gaps) and is
+#   what the old 45 ms quiet period polled every 10 ms gave in effect. At load average 2, 16 of 60
+#   clicks took two frames, all but one (351 ms) within 31 ms: a quieter machine would do with
+#   35 ms, a shared one needs the 50. The hard cases stay well
+#   apart from it: a caret blinks every ~600 ms (a 1x25 px damage), so a page with a focused
+#   field still settles in one window; an animation that paints more often than every 50 ms
+#   never settles and stops at TIMEOUT_MS, flagged.
+# - FIRST_CHANGE_MS, how long to wait for a first damage when an action shows nothing at once. A
+#   click handler that changes the page 300 ms later (the test page's #later, timers, a fetch)
+#   showed its damage 305-320 ms after xdotool returned: 400 ms sees it. Damage says exactly when
+#   nothing changed, so only actions with no visible effect (a pointer move over nothing that
+#   hovers) pay it; a repainting action settles QUIET_MS after its last repaint.
+# - TIMEOUT_MS bounds every wait: a blinking or animated screen cannot hang a run.
+QUIET_MS = 50
+FIRST_CHANGE_MS = 400
+TIMEOUT_MS = 3000
+
+
 class ScreenshotError(RuntimeError):
     pass
+
+
+class DamageWatch:
+    """The X DAMAGE events of a display's root window, on a connection of its own.
+
+    The root window's damage covers every window on it (x11vnc watches the screen the same way),
+    so any repaint anywhere is an event. Pointer motion is none: Xvfb's software cursor is kept
+    out of damage and out of screenshots alike. Not thread-safe: ``Screen`` guards it."""
+
+    def __init__(self, display: str):
+        try:
+            self._display = xdisplay.Display(display)
+        except (DisplayError, OSError) as exc:
+            raise ScreenshotError(f"could not watch display {display}: {exc}") from exc
+        if not self._display.has_extension("DAMAGE"):
+            self._display.close()
+            raise ScreenshotError(f"display {display} has no DAMAGE extension")
+        self._display.damage_query_version()  # the protocol wants it before the first damage request
+        self._display.screen().root.damage_create(damage.DamageReportRawRectangles)
+        self._display.sync()
+
+    def drain(self) -> bool:
+        """Read the events already here; whether there was any damage among them."""
+        seen = False
+        while self._display.pending_events():
+            self._display.next_event()  # this connection asked for damage events only
+            seen = True
+        return seen
+
+    def mark(self) -> None:
+        """Forget the damage so far: a round trip makes sure every event the server made before
+        now has arrived, and is dropped. What arrives after this is the next action's."""
+        self._display.sync()
+        self.drain()
+
+    def wait(self, timeout_s: float) -> bool:
+        """True as soon as damage arrives, False when ``timeout_s`` passes without any."""
+        if self.drain():
+            return True
+        select.select([self._display], [], [], max(0.0, timeout_s))
+        return self.drain()
+
+    def close(self) -> None:
+        self._display.close()
 
 
 class Screen:
@@ -91,6 +184,8 @@ class Screen:
     def __init__(self, display: str):
         self.display = display
         self._local = threading.local()
+        self._watch: DamageWatch | None = None
+        self._watch_lock = threading.Lock()  # one settle at a time per display (the action lock's too)
 
     def _mss(self):
         handle = getattr(self._local, "mss", None)
@@ -108,34 +203,67 @@ class Screen:
         # mss hands over a fresh buffer per grab: keep it rather than copy 8 MB.
         return Frame(shot.raw, shot.width, shot.height)
 
-    def settle(self, *, quiet_ms: int = 45, first_change_ms: int = 150, timeout_ms: int = 3000,
-               interval_ms: int = 10, before: Frame | None = None) -> tuple[Frame, int]:
-        """Wait until the screen stops changing; return the settled frame and the ms waited.
+    def _damage(self) -> DamageWatch:
+        if self._watch is None:
+            self._watch = DamageWatch(self.display)
+        return self._watch
 
-        See SettlePolicy for the rule. ``before`` is the frame from before the action, so a change
-        is recognised even when it landed before the first poll.
-        """
+    def _x(self, call):
+        """A call on the damage connection; a dead X server is a ScreenshotError, and the
+        connection is dropped so that the next call opens a new one (after a heal)."""
+        try:
+            return call(self._damage())
+        except ScreenshotError:
+            raise
+        except (XError, DisplayError, ConnectionClosedError, OSError) as exc:
+            self._drop_watch()
+            raise ScreenshotError(f"lost the damage events of display {self.display}: {exc}") from exc
+
+    def mark(self) -> None:
+        """Call just before an action: damage from here on is the action's (see ``settle``)."""
+        with self._watch_lock:
+            self._x(lambda watch: watch.mark())
+
+    def settle(self, *, quiet_ms: int = QUIET_MS, first_change_ms: int = FIRST_CHANGE_MS,
+               timeout_ms: int = TIMEOUT_MS) -> tuple[Frame, int, bool]:
+        """Wait until the screen stops changing, then capture it once. Returns the frame, the ms
+        waited, and whether it settled (False: still changing at ``timeout_ms``).
+
+        Changes are the display's DAMAGE events since ``mark()`` (called before the action), so a
+        repaint that landed before this call counts too. No frame is grabbed until the end: the
+        wait is a select() on the X connection until SettlePolicy's next deadline."""
         policy = SettlePolicy(quiet_ms=quiet_ms, first_change_ms=first_change_ms, timeout_ms=timeout_ms)
         start = time.monotonic()
-        previous = before
-        while True:
-            frame = self.capture()
-            now_ms = (time.monotonic() - start) * 1000
-            if policy.observe(now_ms, changed=not frame.same_pixels(previous)):
-                return frame, round(now_ms)
-            previous = frame
-            time.sleep(interval_ms / 1000)
+        with self._watch_lock:
+            changed = self._x(lambda watch: watch.drain())  # what arrived while the action ran: at time 0
+            now_ms = 0.0
+            while not policy.observe(now_ms, changed):
+                wait_s = max(0.001, (policy.deadline_ms() - now_ms) / 1000)  # at least a tick: no spin
+                changed = self._x(lambda watch: watch.wait(wait_s))
+                now_ms = (time.monotonic() - start) * 1000
+        return self.capture(), round(now_ms), not policy.timed_out
+
+    def _drop_watch(self) -> None:
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            try:
+                watch.close()
+            except Exception:  # already gone with its X server
+                pass
 
     def close(self) -> None:
         handle = getattr(self._local, "mss", None)
         if handle is not None:
             handle.close()
             self._local.mss = None
+        with self._watch_lock:
+            self._drop_watch()
 
 
 @dataclass
 class SettlePolicy:
-    """When is the screen settled? A pure state machine fed with (time, changed?) observations.
+    """When is the screen settled? A pure state machine fed with (time, changed?) observations
+    (Screen.settle feeds it the display's damage events, and asks it how long to wait next).
 
     - After any change, the screen must stay unchanged for ``quiet_ms``.
     - If nothing has changed yet, wait up to ``first_change_ms`` for the action's effect to show
@@ -143,16 +271,25 @@ class SettlePolicy:
     - Never wait past ``timeout_ms``: an animation or a blinking caret must not hang the loop.
     """
 
-    quiet_ms: int = 45  # ~3 Chromium frames without a change
-    first_change_ms: int = 150
-    timeout_ms: int = 3000
+    quiet_ms: int = QUIET_MS
+    first_change_ms: int = FIRST_CHANGE_MS
+    timeout_ms: int = TIMEOUT_MS
     _last_change_ms: float | None = None
 
     def observe(self, now_ms: float, changed: bool) -> bool:
         if changed:
             self._last_change_ms = now_ms
-        if now_ms >= self.timeout_ms:
-            return True
+        return now_ms >= self.deadline_ms()
+
+    def deadline_ms(self) -> float:
+        """When it will be settled if nothing changes before then."""
         if self._last_change_ms is None:
-            return now_ms >= self.first_change_ms
-        return now_ms - self._last_change_ms >= self.quiet_ms
+            due = self.first_change_ms
+        else:
+            due = self._last_change_ms + self.quiet_ms
+        return min(due, self.timeout_ms)
+
+    @property
+    def timed_out(self) -> bool:
+        """Stopped by the timeout while the screen was still changing: never settled."""
+        return (self._last_change_ms is not None and self._last_change_ms + self.quiet_ms > self.timeout_ms)

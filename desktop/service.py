@@ -26,13 +26,13 @@ from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Region, Zoom, _Action
 from desktop.browser import BrowserError
 from desktop.errors import (
     ActionFailedError, DialogOpenError, InvalidAction, InvalidRequest, OperatorInControl, PageTimeoutError,
-    PageUnavailable, ScreenshotFailed, SessionBusy, SessionNotFound, SessionUnavailable,
+    PageUnavailable, ScreenshotFailed, SessionBusy, SessionNotFound, SessionUnavailable, SingleSessionOnly,
 )
 from desktop.liveview import Grant, LiveTokens
 from desktop.page import DialogOpen, PageTimeout
 from desktop.netpolicy import BlockedRequest, NetworkPolicy, NetworkPolicyInfo, PatternError
 from desktop.port import Performed
-from desktop.screen import ScreenshotError
+from desktop.screen import IMAGE_FORMATS, ScreenshotError, encode_lossy
 from desktop.sessions import QUEUE_WAIT_S, LiveView, Session, SessionInfo, SessionManager, utcnow
 from desktop.stack import StackError
 from desktop.windows import Window, WindowError, check_program, check_url
@@ -44,16 +44,41 @@ DEFAULT_SESSION = "default"
 
 @dataclass
 class Shot:
-    """A screenshot as handed out: the PNG, its size, and how its pixels map to display pixels."""
+    """A screenshot as handed out: the encoded image, its size, and how its pixels map to display
+    pixels: display x = origin x + image x / scale (the same for y), where the origin is the
+    region's top-left corner (0, 0 for the whole screen)."""
 
     session_id: str
-    png: bytes
+    image: bytes
     width: int
     height: int
     region: Region | None
     scale: float
     pointer: tuple[int, int] | None = None
     url: str | None = None
+    format: str = "png"  # one of desktop.screen.IMAGE_FORMATS
+
+    @property
+    def png(self) -> bytes:
+        """The image, for the callers that asked for (the default) PNG."""
+        if self.format != "png":
+            raise ValueError(f"this screenshot is {self.format}, not png")
+        return self.image
+
+    @property
+    def media_type(self) -> str:
+        return IMAGE_FORMATS[self.format]
+
+    @property
+    def origin(self) -> tuple[int, int]:
+        """The display pixel the image's top-left pixel shows."""
+        return (self.region.x0, self.region.y0) if self.region is not None else (0, 0)
+
+    @property
+    def bounds(self) -> tuple[int, int, int, int]:
+        """The part of the display the image shows, [x0, y0, x1, y1) in display pixels."""
+        r = self.region
+        return (r.x0, r.y0, r.x1, r.y1) if r is not None else (0, 0, SCREEN_WIDTH, SCREEN_HEIGHT)
 
     @property
     def note(self) -> str:
@@ -86,6 +111,9 @@ class DesktopService:
         self.viewer_url: str | None = None
         # The page layer of every session: what its Chromium knows, selector actions as real input.
         self.pages = PageService(self, allow_evaluate=allow_evaluate)
+        # A session server (`glassdesk up --single-session`): its one session, once started, is the
+        # only one, neither deleted nor joined by another (desktop.backends: one per container).
+        self.single_session = False
 
     # ------------------------------------------------------------------ sessions
 
@@ -102,6 +130,7 @@ class DesktopService:
 
         network = _network_policy(allow, deny)
         check_dialog_mode(dialogs)
+        self._refuse_if_single("create")
         session = self._start(session_id, pinned=pinned, network=network)
         self.pages.set_dialog_policy(session.id, dialogs)  # before any page: Chromium starts at about:blank
         return self._info(session)
@@ -170,10 +199,16 @@ class DesktopService:
 
     def delete(self, session_id: str) -> None:
         self.existing(session_id)
+        self._refuse_if_single("delete")
         try:
             self.manager.delete(session_id)
         except SessionNotFound:  # deleted meanwhile by someone else: the outcome is the same
             pass
+
+    def _refuse_if_single(self, what: str) -> None:
+        if self.single_session:
+            raise SingleSessionOnly(f"this server runs the one session {self.default!r} for its whole life and cannot "
+                                    f"{what} sessions; ask the control plane that started it")
 
     def reset(self, session_id: str | None) -> SessionInfo:
         """Back to a fresh session on the same display: launched programs end, Chromium restarts on
@@ -261,6 +296,13 @@ class DesktopService:
         return (session is not None and session.instance == grant.instance
                 and (not grant.control or session.live_generation == grant.generation))
 
+    async def open_rfb(self, grant: Grant):
+        """The live view's RFB stream for this grant, logged in: (reader, writer), where the
+        client's ClientInit comes next. Here: x11vnc on loopback; a remote session's: its server's."""
+        from desktop.liveview import rfb_login
+
+        return await rfb_login(*self.rfb_target(grant))
+
     def rfb_target(self, grant: Grant) -> tuple[int, str]:
         """Where the relay logs in for this grant: x11vnc's port and the password of its mode."""
         return self.existing(grant.session_id).rfb_target(control=grant.control)
@@ -268,20 +310,31 @@ class DesktopService:
     # ------------------------------------------------------------------ looking
 
     def screenshot(self, session_id: str | None = None, *, region: Region | None = None,
-                   scale: float = 1.0, context: bool = False) -> Shot:
-        """The screen, whole or a region, optionally scaled. ``context`` adds the pointer position
-        and the browser's URL (two more calls; worth it when a model is going to read the answer)."""
+                   scale: float = 1.0, format: str = "png", quality: int | None = None,
+                   context: bool = False) -> Shot:
+        """The screen, whole or a region, optionally scaled, as PNG (lossless, the default), JPEG or
+        WebP (``quality`` 1..100, for those two only). ``context`` adds the pointer position and
+        the browser's URL (two more calls; worth it when a model is going to read the answer).
+        The Shot says how its pixels map to display pixels (``origin``, ``scale``, ``note``)."""
         if not 0 < scale <= 4:
             raise InvalidAction("scale: must be more than 0 and at most 4")
+        if format not in IMAGE_FORMATS:
+            raise InvalidAction(f"format: must be one of {', '.join(IMAGE_FORMATS)}, not {format!r}")
+        if quality is not None and (format == "png" or not 1 <= quality <= 100):
+            raise InvalidAction("quality: a number from 1 to 100, for jpeg and webp only (png is lossless)")
         session = self.session(session_id)
         frame = session.capture()
         if region is None:
             width, height = max(1, round(SCREEN_WIDTH * scale)), max(1, round(SCREEN_HEIGHT * scale))
-            png = frame.png if scale == 1.0 else frame.scaled_png(width, height)
         else:
             width, height = max(1, round(region.width * scale)), max(1, round(region.height * scale))
-            png = frame.crop_png(region, scale)
-        shot = Shot(session.id, png, width, height, region, scale)
+        if format != "png":
+            data = encode_lossy(frame.view(region, scale), format, quality)
+        elif region is None:
+            data = frame.png if scale == 1.0 else frame.scaled_png(width, height)
+        else:
+            data = frame.crop_png(region, scale)
+        shot = Shot(session.id, data, width, height, region, scale, format=format)
         if context:
             try:
                 shot.pointer = session.cursor()

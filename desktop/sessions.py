@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from desktop.actions import _Action
 from desktop.errors import (
-    ActionFailedError, GlassdeskError, InvalidAction, ScreenshotFailed, SessionBusy, SessionLimit, SessionNotFound,
+    ActionFailedError, GlassdeskError, InvalidAction, ScreenshotFailed, SessionBusy, SessionExists, SessionLimit, SessionNotFound,
     SessionUnavailable,
 )
 from desktop.input import ActionFailed, Executor, expected_ms
@@ -130,6 +130,9 @@ class Session:
     def _bind(self) -> None:
         """(Re)create the handles on the display; after a whole-stack restart it may be new."""
         env = self.stack.env()
+        old = getattr(self, "screen", None)
+        if old is not None:
+            old.close()  # its damage connection: to a display that may be gone
         self.screen = Screen(self.stack.display) if self.stack.display else None
         self.executor = Executor(env)
         self.windows = Windows(env, self.stack.browser, popen_kwargs(self.stack.user))
@@ -239,25 +242,28 @@ class Session:
 
     def perform(self, action: _Action, *, before: Frame | None = None, settle: bool = True,
                 queue_s: float | None = None) -> Performed:
-        """Execute one action and wait for the screen to settle. ``before`` is the frame from
-        before the action if the caller has it (the loop does), saving one capture. ``queue_s``:
-        how long to wait for an action already running (None: as long as it takes)."""
+        """Execute one action and wait for the screen to settle (one capture, when it has).
+        ``before``, the frame from before the action, is not needed: the settle watches the
+        display's damage events, not frames. ``queue_s``: how long to wait for an action already
+        running (None: as long as it takes)."""
         self.require_ready()
         self.touch()
         expected_s = expected_ms(action, self.executor.glide_ms) / 1000
+        settled = True
         with self._acting(f"a {action.action} action", expected_s, queue_s):
             try:
-                before = before or self.screen.capture()
+                if settle:
+                    self.screen.mark()
                 executed = self.executor.run(action)
                 if settle:
-                    frame, settle_ms = self.screen.settle(before=before)
+                    frame, settle_ms, settled = self.screen.settle()
                 else:
                     frame, settle_ms = self.screen.capture(), 0
             except ActionFailed as exc:
                 raise self.down_error() or ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
             except ScreenshotError as exc:
                 raise self.down_error() or ScreenshotFailed(str(exc)) from exc
-        return Performed(executed.argv, executed.duration_ms, settle_ms, frame)
+        return Performed(executed.argv, executed.duration_ms, settle_ms, frame, settled)
 
     def cursor(self) -> tuple[int, int]:
         self.require_ready()
@@ -269,18 +275,18 @@ class Session:
     def page_url(self) -> str | None:
         return self.windows.page_url() if self.status == "ready" else None
 
-    def run_settled(self, run, before: Frame | None = None, *, what: str = "a window operation",
+    def run_settled(self, run, *, what: str = "a window operation",
                     queue_s: float | None = None) -> Performed:
         """Run a non-input side effect (open, focus, launch) and settle like an action."""
         self.require_ready()
         self.touch()
         with self._acting(what, 1.0, queue_s):
-            before = before or self.screen.capture()
+            self.screen.mark()
             start = time.perf_counter()
             executed = run()
             duration = (time.perf_counter() - start) * 1000
-            frame, settle_ms = self.screen.settle(before=before, first_change_ms=400)
-        return Performed(executed, duration, settle_ms, frame)
+            frame, settle_ms, settled = self.screen.settle(first_change_ms=400)
+        return Performed(executed, duration, settle_ms, frame, settled)
 
     def reset(self, *, queue_s: float | None = None) -> None:
         """Return to a fresh session (desktop.stack.DesktopStack.reset) on the same display. Actions
@@ -402,7 +408,8 @@ class SessionManager:
             raise InvalidAction("id: use 1-32 lower-case letters, digits, '-' or '_', starting with a letter or digit")
         with self._lock:
             if session_id in self.sessions:
-                raise InvalidAction(f"id: a session named {session_id!r} already exists")
+                raise SessionExists(f"id: a session named {session_id!r} already exists; use it, delete it first, "
+                                    "or choose another name")
             if len(self.sessions) >= self.max_sessions:
                 raise SessionLimit(f"all {self.max_sessions} sessions are in use; delete one or raise the session limit")
             session_id = session_id or f"s-{secrets.token_hex(4)}"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
-from desktop.browser import Browser, BrowserError
+from desktop.browser import Browser, BrowserError, disable_features_switch, enable_features_switch
 from desktop.netpolicy import NetworkPolicy
 from desktop.netpolicy import chromium_args as network_args
 from desktop.page import PageRecord
@@ -40,6 +40,11 @@ TAG_VAR = "GLASSDESK_SESSION_TAG"
 HIDDEN_AUTOSTART = ("xscreensaver", "light-locker", "xfce4-screensaver", "xfce4-power-manager",
                     "at-spi-dbus-bus", "xdg-user-dirs", "nm-applet", "blueman", "update-notifier",
                     "polkit-gnome-authentication-agent-1", "xfce4-notifyd")
+
+
+# The desktop's backdrop: the plain colour of assets/xfce4-desktop.xml, painted on the root window
+# (xsetroot) rather than by xfdesktop, which the session does not start (assets/xfce4-session.xml).
+BACKDROP = "#2b384b"
 
 
 # The parts only the live view needs. Screenshots and input do not pass through them, so their
@@ -280,7 +285,11 @@ class DesktopStack:
         try:
             self._spawn("xvfb", ["Xvfb", "-displayfd", str(write_fd), "-screen", "0",
                                  f"{SCREEN_WIDTH}x{SCREEN_HEIGHT}x24", "-nolisten", "tcp",
-                                 "-dpms", "-s", "0", "-noreset"], pass_fds=(write_fd,))
+                                 "-dpms", "-s", "0", "-noreset",
+                                 # No GLX: with it every GL-aware client (xfce4-session, Xvfb
+                                 # itself) loads Mesa's software driver and its LLVM, ~17 MB of
+                                 # private memory each. Chromium draws through its own SwiftShader.
+                                 "-extension", "GLX"], pass_fds=(write_fd,))
         finally:
             os.close(write_fd)
         # Xvfb picks a free display itself and writes its number once it accepts clients.
@@ -289,6 +298,7 @@ class DesktopStack:
         if not number.isdigit():
             raise self._fail("xvfb", "did not report a display number")
         self.display = f":{number}"
+        self._run(["xsetroot", "-solid", BACKDROP])
 
     def _start_dbus(self) -> None:
         read_fd, write_fd = os.pipe()
@@ -314,6 +324,8 @@ class DesktopStack:
             "--force-device-scale-factor=1", "--start-maximized", "--window-position=0,0",
             "--hide-crash-restore-bubble", "--noerrdialogs",
             "--test-type",  # suppresses the "unsupported command-line flag" infobar
+            disable_features_switch(),  # Playwright's and the memory savings of desktop.browser
+            enable_features_switch(),
             *network_args(self.proxy.port),  # every request through the session's policy proxy
         ]
 

@@ -22,6 +22,8 @@ PACKAGES=(
   procps psmisc
   # Python venv support for the project itself
   python3-venv
+  # the Node.js that Playwright's driver ships links against it (absent from a slim base image)
+  libatomic1
 )
 
 # The unprivileged account the desktop runs as when glassdesk itself runs as root (desktop/user.py):

@@ -775,6 +775,55 @@ def qa_verbs(bench: Bench) -> list[Row]:
     ]
 
 
+def _scale(name: str) -> Metric:
+    """A metric of tests/bench_scale.py, imported when it runs."""
+    def metric(bench: Bench) -> list[Row]:
+        return getattr(importlib.import_module("tests.bench_scale"), name)(bench)
+    metric.__name__ = name
+    return metric
+
+
+def action_answer(bench: Bench) -> list[Row]:
+    """Issue 14's answer rows (tests/bench_answer.py): ``POST .../desktop/click?screenshot=true``
+    over HTTP to the parsed answer, and a vision/act step with the scripted model (20 clicks on the
+    quiet test page, trace included), each against the floor of this run (goal <= 2x), with the
+    figures measured before the change (BEFORE, commit 6bc3bc6) beside them."""
+    from tests.bench_answer import BEFORE, BEFORE_COMMIT, BEFORE_NOTE, answer_parts, answer_times
+    from tests.bench_loop import measure_loop_overhead
+
+    floor_ms = bench.floor_ms or float("nan")
+    rig = _page_rig(bench)
+    answer = answer_times(rig, bench.page, bench.runs)
+    parts = answer_parts(rig, bench.page, max(10, bench.runs // 2))
+    if answer["landed"] != answer["expected"]:
+        bench.findings.append(f"WARNING (action answer): the page saw clicks {answer['landed']}, expected "
+                              f"{answer['expected']}.")
+    loop = measure_loop_overhead(bench.session, bench.page.url, runs=20)
+
+    def before(key: str) -> str:
+        b = BEFORE.get(key)
+        return (f"; before ({BEFORE_COMMIT}): {b['ms']:.0f} ms = {b['ratio']:.1f}x its floor "
+                f"(runs {b['ratio_range']})") if b else ""
+
+    http, step = median(answer["total"]), median(loop["samples"]["step_ms"])
+    bench.findings.append(
+        "Action answer: " + ", ".join(f"{k} {median(v):.1f} ms" for k, v in parts.items() if k != "sum")
+        + f" (in process, medians); the answer is {answer['bytes'] / 1e6:.2f} MB of JSON. What is over the floor "
+        f"is the settle's wait: the click's repaint (one or two Chromium frames) and the stillness window after it. "
+        f"The before figures ({BEFORE_COMMIT}): {BEFORE_NOTE}")
+    return [
+        Row("click?screenshot=true over HTTP, to the parsed answer", "ms", answer["total"], "<= 2x floor",
+            http <= 2 * floor_ms, note=f"{http / floor_ms:.1f}x the floor{before('http_click')}"),
+        Row("  of which the settle wait (settle_ms)", "ms", answer["settle"]),
+        Row("  of which the xdotool click (duration_ms)", "ms", answer["exec"]),
+        Row("vision/act step, scripted model, 20 clicks on the quiet test page, trace included", "ms",
+            loop["samples"]["step_ms"], "<= 2x floor", step <= 2 * floor_ms,
+            note=f"{step / floor_ms:.1f}x the floor{before('loop_step')}"),
+        Row("  of which settle", "ms", loop["samples"]["settle_ms"]),
+        Row("  of which the rest (trace hand-over, page URL, bookkeeping)", "ms", loop["samples"]["other_ms"]),
+    ]
+
+
 SECTIONS: list[Section] = [
     Section("Desktop", [floor, capture_png, click_settled, png_encoders, cold_start, idle_rss],
             intro="A real session (Xvfb 1920x1080x24 + XFCE + Chromium + x11vnc) started by "
@@ -792,10 +841,20 @@ SECTIONS: list[Section] = [
                   "on loopback, client in the same process (tests/bench_qa.py). Each verb writes its run and "
                   "evidence (screenshots, hash-chained records) to the QA run store, as in service. The three "
                   "verbs are interleaved; the page is the local test site's /load (tests/fakes/site.py)."),
+    Section("Action answer", [action_answer],
+            intro="Issue 14: an action's answer over real HTTP (the app of vision.app on uvicorn on loopback, client in "
+                  "the same process; tests/bench_answer.py) and a vision/act step with the scripted model, both clicking "
+                  "the test page's Sign in and Cancel buttons (each click repaints), pointer glide off. The settle "
+                  "waits on the display's DAMAGE events (desktop/screen.py); the trace is written by its own thread "
+                  "(vision/trace.py)."),
     Section("Visual diff", [visual_diff],
             intro="vision/qa/diff.py (pixelmatch's comparison vectorised with numpy) on two screenshots of the "
                   "session under test, beside the pure-Python pixelmatch port on the same pair; pixel_threshold "
                   "0.1, anti-aliasing ignored (both libraries' defaults)."),
+    Section("Scale", [_scale("scale_memory"), _scale("scale_concurrency"), _scale("scale_typing")],
+            intro="Issue 14 (tests/bench_scale.py): one more idle session's memory, 9 sessions created at once, a "
+                  "click's HTTP answer under 10 clients over 10 sessions, long typing; the figures of "
+                  "commit 6bc3bc6 (before) measured by the same code on the same machine, in the notes."),
 ]
 
 
@@ -918,9 +977,8 @@ def _findings(bench: Bench, results: list[tuple[Section, list[Row]]]) -> None:
     if click and settle:
         bench.findings.append(
             f"Click -> settled: {click.median:.0f} ms median, of which the settle wait is {settle.median:.0f} ms "
-            f"(Screen.settle defaults: the screen must stay unchanged for quiet_ms={_settle_default('quiet_ms')} "
-            f"after the last change, polled every {_settle_default('interval_ms')} ms; with no change at all it "
-            f"stops waiting after first_change_ms={_settle_default('first_change_ms')}).")
+            f"(Screen.settle defaults: no damage event for quiet_ms={_settle_default('quiet_ms')} after the last "
+            f"one; with no change at all it stops waiting after first_change_ms={_settle_default('first_change_ms')}).")
     phase_rows = [r for r in rows.values() if r.metric.startswith("  of which ") and r.unit == "s"]
     if phase_rows:
         slow = max(phase_rows, key=lambda r: r.median)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -17,6 +18,12 @@ from desktop.sessions import SessionManager
 from desktop.stack import free_port
 from tests.fakes.site import TestSite
 from tests.fakes.testpage import TestPage
+
+# Every server a test starts as a child process (session servers, the fake cluster's pods, MCP over
+# stdio) must run the code under test, from this checkout, whatever the venv's editable install
+# points at and whatever the caller's environment holds.
+REPO = Path(__file__).resolve().parents[1]
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
 
 
 @contextmanager
@@ -167,3 +174,18 @@ def no_paused_run(services):
     runner = services.runner("itest")
     if runner.state is not None and not runner.active:
         runner.cancel()
+
+
+# tests/docker needs a Docker daemon and the built image (`make docker-test` provides both): it is
+# collected only when named on the command line, so `pytest tests` (make test) leaves it out.
+DOCKER_TESTS = Path(__file__).parent / "docker"
+
+
+def pytest_ignore_collect(collection_path, config):
+    if collection_path != DOCKER_TESTS:
+        return None
+    for arg in config.args:
+        named = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if named == DOCKER_TESTS or DOCKER_TESTS in named.parents:
+            return None
+    return True

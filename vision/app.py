@@ -16,9 +16,11 @@ from desktop.sessions import SessionManager
 from vision import VERSION
 from vision.api import vision_router
 from vision.auth import BearerAuth, transport_security
+from vision.computer_api import computer_router
 from vision.limits import BodyLimit
 from vision.console import install_console
 from vision.mcp import mount_http
+from vision.openapi import install_docs
 from vision.qa.api import qa_router
 from vision.service import Glassdesk
 from vision.settings import Settings
@@ -47,14 +49,21 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
                 else:  # a service it was given stays its owner's; the sessions of ``manager`` end here
                     manager.close()
 
-    app = FastAPI(title="glassdesk", version=VERSION, lifespan=lifespan,
+    # FastAPI's own /docs and /redoc load their scripts from a CDN: vision.openapi serves the docs.
+    app = FastAPI(title="glassdesk", version=VERSION, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="A visible Linux desktop for vision-mode computer-use agents.")
     app.state.glassdesk = glassdesk
+    install_docs(app)  # GET /docs (Swagger UI, offline) and the truthful /openapi.json
     add_error_handlers(app)
     app.include_router(desktop_router(glassdesk.desktops))
     app.include_router(page_router(glassdesk.desktops.pages))
     app.include_router(vision_router(glassdesk))
     app.include_router(qa_router(glassdesk.qa))
+    app.include_router(computer_router(glassdesk.computer))  # /computer/anthropic, /computer/openai
+    if settings.single_session:  # a session server: its control plane calls the page layer here
+        from desktop.calls import calls_router
+
+        app.include_router(calls_router(glassdesk.desktops))
     install_console(app, glassdesk)  # GET / (operator console), its API, /metrics
     install_viewer(app, glassdesk)  # GET /view/{id}, the RFB relay and strip websockets, static files
     glassdesk.desktops.serve_viewer(settings.public_url)  # live-view links point here
@@ -110,7 +119,7 @@ def add_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 400:
             # FastAPI's only 400: a body its JSON parser gave up on (not UTF-8, a number of over 4300
             # digits, nesting too deep). A bad body like any other.
-            return JSONResponse({"error": {"code": bad_body_code(request), "message": unreadable(exc.__cause__)}},
+            return JSONResponse({"error": {"code": "invalid_json", "message": unreadable(exc.__cause__)}},
                                 status_code=422)
         # FastAPI's own 404 (no such route) and 405 (wrong method), in the same shape as ours.
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
@@ -119,17 +128,33 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": {"code": bad_body_code(request), "message": describe_errors(exc.errors())}},
+        errors = exc.errors()
+        if body_not_json(errors):  # nothing in it was read: say what to send, and what was sent
+            sent = request.headers.get("content-type") or "none"
+            message = f"{describe_errors(errors)} (this request's Content-Type: {sent})"
+            return JSONResponse({"error": {"code": "invalid_json", "message": message}}, status_code=422)
+        return JSONResponse({"error": {"code": bad_body_code(request), "message": describe_errors(errors)}},
                             status_code=422)
+
+
+SEND_JSON = "send a JSON object with Content-Type: application/json"
+
+
+def body_not_json(errors) -> bool:
+    """Was the body not JSON at all: unparseable, or not sent as JSON (then FastAPI hands the raw
+    bytes to validation)? A JSON body with wrong fields is the route's own bad-body code."""
+    return any(e.get("type") == "json_invalid"
+               or (tuple(e.get("loc", ())) == ("body",) and isinstance(e.get("input"), (bytes, bytearray)))
+               for e in errors)
 
 
 def unreadable(cause: BaseException | None) -> str:
     if isinstance(cause, UnicodeDecodeError):
-        return "body: not valid JSON: it must be UTF-8 encoded"
-    return f"body: could not be read as JSON ({str(cause)[:120] or type(cause).__name__})"
+        return f"body: not valid JSON: it must be UTF-8 encoded; {SEND_JSON}"
+    return f"body: could not be read as JSON ({str(cause)[:120] or type(cause).__name__}); {SEND_JSON}"
 
 
 def bad_body_code(request: Request) -> str:
     """A bad desktop action is invalid_action; any other bad body (a vision run, a session) is
-    invalid_request. Unreadable bodies (not JSON, not UTF-8, not sent as JSON) included."""
+    invalid_request. A body that is not JSON at all is invalid_json, whatever the route."""
     return "invalid_action" if "/desktop/" in request.url.path else "invalid_request"

@@ -28,11 +28,15 @@ CONSOLE_STATIC = "/console/"
 VIEWER_PAGE = re.compile(r"/view/[a-z0-9][a-z0-9_-]{0,31}")
 VIEWER_API = re.compile(r"/api/v1/sessions/[a-z0-9][a-z0-9_-]{0,31}/viewer")
 VIEWER_SOCKETS = re.compile(r"/api/v1/sessions/[a-z0-9][a-z0-9_-]{0,31}/(vnc|viewer/strip)")
+# The API's schema and its docs page (vision.openapi): the schema is no secret, and a browser
+# cannot send the token to load the page; every operation they describe still needs it.
+DOCS_PATHS = frozenset({"/openapi.json", "/docs"})
+DOCS_STATIC = "/docs/static/"
 
 
 def is_open(scope) -> bool:
     """Paths served without the bearer token: /healthz, GET/HEAD of the console page and its
-    files, and the live viewer (which needs a live-view token instead)."""
+    files, of the API's schema and docs page (vision.openapi), and the live viewer (which needs a live-view token instead)."""
     path = scope["path"]
     if path in OPEN_PATHS:
         return True
@@ -40,7 +44,8 @@ def is_open(scope) -> bool:
         return VIEWER_SOCKETS.fullmatch(path) is not None
     if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
         return False
-    return (path == CONSOLE_PAGE or (path.startswith(CONSOLE_STATIC) and ".." not in path)
+    return (path == CONSOLE_PAGE or (path.startswith(CONSOLE_STATIC) and ".." not in path) or path in DOCS_PATHS
+            or (path.startswith(DOCS_STATIC) and ".." not in path)
             or VIEWER_PAGE.fullmatch(path) is not None or VIEWER_API.fullmatch(path) is not None)
 
 

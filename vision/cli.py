@@ -26,8 +26,11 @@ def _up(args: argparse.Namespace) -> int:
 
     settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, idle_ttl_s=args.ttl * 60,
                         launch_allow=_programs(args.launch_allow), allow_local_urls=args.allow_local_urls,
-                        public_host=args.public_host, allow_evaluate=args.allow_evaluate)
+                        public_host=args.public_host, allow_evaluate=args.allow_evaluate,
+                        single_session=args.single_session, backend=args.backend)
     check_bind(settings.host, settings.token)
+    if settings.backend != "local":
+        return _up_remote(args, settings)
     # The desktops die with this process, even a kill -9 (a reaper), and what a dead predecessor
     # left is ended now (desktop.procs.own_desktops).
     ownership = own_desktops()
@@ -42,6 +45,8 @@ def _up(args: argparse.Namespace) -> int:
             console.print(f"[yellow]{len(glassdesk.interrupted)} run(s) left unfinished by a server that stopped "
                           "are now marked interrupted[/yellow]")
         app = create_app(manager, settings, glassdesk)  # also points the live-view links at this server
+        # A session server's control plane names the ports its browser must not reach (its own).
+        manager.protected_ports |= {int(p) for p in os.environ.get("GLASSDESK_PROTECTED_PORTS", "").split(",") if p}
         with console.status("starting the default desktop session…"):
             try:
                 session = glassdesk.desktops.create("default", pinned=True)
@@ -50,6 +55,7 @@ def _up(args: argparse.Namespace) -> int:
                 return 1
             except KeyboardInterrupt:
                 return 130
+        glassdesk.desktops.single_session = settings.single_session
         base = settings.public_url
         watch, control = (glassdesk.desktops.live_view("default", control=c) for c in (False, True))
         console.print(f"[bold]glassdesk[/bold] session [cyan]default[/cyan] on display {session.display}")
@@ -73,6 +79,58 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _up_remote(args: argparse.Namespace, settings) -> int:
+    """`glassdesk up --backend docker|kubernetes`: the control plane alone (API, MCP, console, loop,
+    traces, QA); each session, the default one included, a container or pod of its own."""
+    import uvicorn
+
+    from desktop.backends import create_backend
+    from desktop.backends.manager import BackendSessions
+    from desktop.errors import GlassdeskError
+    from vision.app import create_app
+    from vision.service import Glassdesk
+
+    fences = [*(["--launch-allow", args.launch_allow] if args.launch_allow else []),
+              *(["--allow-local-urls"] if args.allow_local_urls else []),
+              *(["--allow-evaluate"] if args.allow_evaluate else [])]
+    protected = {settings.port}
+    try:
+        backend = create_backend(settings.backend, settings, extra_args=tuple(fences), protected_ports=protected)
+    except GlassdeskError as exc:
+        console.print(f"[red]{exc.message}[/red]")
+        return 2
+    manager = BackendSessions(backend, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
+                              memory_mb=args.session_memory, cpus=args.session_cpus)
+    if manager.orphans_removed:
+        console.print(f"[yellow]removed {len(manager.orphans_removed)} session(s) a stopped control plane left[/yellow]")
+    try:
+        glassdesk = Glassdesk.from_settings(manager, settings)
+        app = create_app(manager, settings, glassdesk)
+        with console.status(f"starting the default session on the {settings.backend} backend…"):
+            try:
+                info = glassdesk.desktops.create("default", pinned=True)
+            except GlassdeskError as exc:
+                console.print(f"[red]{exc.message}[/red]")
+                return 1
+        base = settings.public_url
+        console.print(f"[bold]glassdesk[/bold] control plane; session [cyan]default[/cyan] in {info.display}")
+        console.print(f"  operator console:     {base}/")
+        console.print(f"  API:                  {base}/api/v1  (docs: /docs)")
+        console.print(f"  MCP (streamable HTTP): {base}/mcp")
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
+    finally:
+        manager.close()
+    return 0
+
+
+def default_server(environ) -> str:
+    """The server `glassdesk act` talks to without --server: GLASSDESK_URL, else the loopback
+    server on GLASSDESK_PORT (as `glassdesk up` reads it), else on 8080."""
+    if environ.get("GLASSDESK_URL"):
+        return environ["GLASSDESK_URL"]
+    return f"http://127.0.0.1:{environ.get('GLASSDESK_PORT') or 8080}"
+
+
 def _act(args: argparse.Namespace) -> int:
     """Run an instruction on a running server's session, printing a line per step."""
     import json
@@ -84,7 +142,8 @@ def _act(args: argparse.Namespace) -> int:
     body = {"instruction": args.instruction, "max_steps": args.max_steps}
     if args.model:
         body["model"] = args.model
-    url = f"{args.url.rstrip('/')}/api/v1/sessions/{args.session}/vision/act"
+    server = args.server or default_server(os.environ)
+    url = f"{server.rstrip('/')}/api/v1/sessions/{args.session}/vision/act"
     result = None
     try:
         with httpx2.Client(timeout=httpx2.Timeout(30, read=None)) as client, \
@@ -108,8 +167,8 @@ def _act(args: argparse.Namespace) -> int:
                         console.print(f"[red]{error['code']}:[/red] {error['message']}")
                         return 2
     except httpx2.ConnectError:
-        console.print(f"[red]no glassdesk server at {args.url}[/red]; start one with `glassdesk up` "
-                      "(or set GLASSDESK_URL)")
+        console.print(f"[red]no glassdesk server at {server}[/red]; start one with `glassdesk up` "
+                      "(or pass --server, or set GLASSDESK_URL or GLASSDESK_PORT)")
         return 2
     except httpx2.TransportError:  # the connection broke mid-run: the server went away
         result = None
@@ -124,7 +183,7 @@ def _act(args: argparse.Namespace) -> int:
         console.print(f"answer: {result['answer']}")
     if result.get("error"):
         console.print(f"error: {result['error']['code']}: {result['error']['message']}")
-    console.print(f"report: {args.url.rstrip('/')}{result['report_url']}")
+    console.print(f"report: {server.rstrip('/')}{result['report_url']}")
     if result.get("report_path"):
         console.print(f"        {result['report_path']}")
     return 0 if result["status"] == "done" else 1
@@ -176,6 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--max-sessions", type=int, default=10)
     up.add_argument("--ttl", type=float, default=30, help="minutes an idle session lives (default 30)")
     up.add_argument("--log-level", default="info")
+    up.add_argument("--backend", choices=("local", "docker", "kubernetes", "process"),
+                    default=os.environ.get("GLASSDESK_BACKEND", "local"),
+                    help="where sessions run: local (processes of this server; the default), docker (a container "
+                         "each), kubernetes (a pod each), process (a local session server each, for development)")
+    up.add_argument("--single-session", action="store_true",
+                    help="run as a session server: the one session `default`, for a control plane to drive")
+    up.add_argument("--session-memory", type=int, default=1536, metavar="MB",
+                    help="memory limit of each container or pod session (default 1536)")
+    up.add_argument("--session-cpus", type=float, default=1.0, help="CPU limit of each container or pod session")
     _add_fences(up)
     up.set_defaults(func=_up)
 
@@ -195,7 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
     act.add_argument("--model", help="provider/model (default: config, else by API key, else ocr)")
     act.add_argument("--max-steps", type=int, default=10)
     act.add_argument("--session", default="default")
-    act.add_argument("--url", default=os.environ.get("GLASSDESK_URL", "http://127.0.0.1:8080"))
+    # --server names the glassdesk server (--url, its old name, stays as an alias): not a page URL.
+    act.add_argument("--server", "--url", dest="server", default=None, metavar="URL",
+                     help="the glassdesk server (default: $GLASSDESK_URL, else http://127.0.0.1:$GLASSDESK_PORT, "
+                          "else http://127.0.0.1:8080)")
     act.set_defaults(func=_act)
 
     from vision.qa.cli import add_parser as add_qa

@@ -80,12 +80,19 @@ class Space:
 
 def _convert(value: float, axis: str, top: int, units: int, target_units: int, target_top: int) -> int:
     """``value`` on a 0..top axis of ``units`` -> the same place on an axis of ``target_units``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise OffScreen(f"{axis}={value!r} is not a number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
+        raise OffScreen(f"{axis}={value!r:.40} is not a number")
     if not 0 <= value <= top:
         raise OffScreen(f"{axis}={value:g} is off the screen: valid {axis} is 0..{top}")
     # Proportional mapping of the continuous coordinate; clamp the rounding overshoot only.
     return min(round(value * target_units / units), target_top)
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond any float (JSON's integers are unbounded): no coordinate
+        return False
 
 
 def pixels(width: int, height: int) -> Space:

@@ -16,6 +16,7 @@ from typing import Any
 
 from desktop.service import DEFAULT_SESSION, DesktopService
 from desktop.sessions import LiveView, SessionManager
+from vision.computer import ComputerService
 from vision.config import VisionConfig
 from vision.errors import TraceCorruptError, TraceNotFoundError
 from vision.events import EventBus
@@ -47,6 +48,8 @@ class Glassdesk:
         # unfinished are closed the same way.
         self.qa = QaService(self)
         self.interrupted += self.qa.close_interrupted()
+        # The vendor-native executors (/computer/anthropic, /computer/openai) over the same desktops.
+        self.computer = ComputerService(desktops)
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()
         desktops.on_change(self._on_session)
@@ -68,8 +71,10 @@ class Glassdesk:
               default_session: str = DEFAULT_SESSION, strip: bool | None = None,
               launch_allow: frozenset[str] | None = None, allow_local_urls: bool = False,
               allow_evaluate: bool = False) -> "Glassdesk":
-        desktops = DesktopService(manager, default_session=default_session, launch_allow=launch_allow,
-                                  allow_local_urls=allow_local_urls, allow_evaluate=allow_evaluate)
+        from desktop.backends import desktop_service_class  # DesktopService, or its remote form
+
+        desktops = desktop_service_class(manager)(manager, default_session=default_session, launch_allow=launch_allow,
+                                                  allow_local_urls=allow_local_urls, allow_evaluate=allow_evaluate)
         return cls(desktops, TraceStore(data_dir), config or VisionConfig.load(), strip=strip)
 
     def close(self) -> None:

@@ -43,7 +43,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 from desktop.errors import GlassdeskError, SessionNotFound, SessionUnavailable, TooManyAttempts
 from desktop.errors import LiveTokenExpired, LiveTokenInvalid, LiveTokenRevoked, LiveTokenWrongSession
 from desktop.liveview import CLIENT_SECURITY_TYPES, RFB_VERSION, SECURITY_NONE, SECURITY_OK, Grant, RFBError
-from desktop.liveview import rfb_login, token_from_protocols
+from desktop.liveview import token_from_protocols
 from desktop.stack import StackError, novnc_dir
 from vision.auth import FailureLimit
 from vision.service import Glassdesk
@@ -104,8 +104,7 @@ def viewer_router(glassdesk: Glassdesk, limit: FailureLimit) -> APIRouter:
         token, protocol = token_from_protocols(websocket.scope.get("subprotocols", []))
         try:
             grant = grant_for(websocket.scope, session_id, token)
-            port, password = desktops.rfb_target(grant)
-            reader, writer = await rfb_login(port, password)
+            reader, writer = await desktops.open_rfb(grant)
         except GlassdeskError as exc:
             return await _deny(websocket, exc)
         except (OSError, RFBError, asyncio.IncompleteReadError, TimeoutError) as exc:

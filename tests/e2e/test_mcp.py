@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import base64
 import io
+import os
+import signal
+import subprocess
 
 import anyio
 import httpx2
+import numpy as np
 import pytest
 from jsonschema.validators import validator_for
 from mcp import Client
@@ -17,6 +21,7 @@ from mcp.types import ImageContent, TextContent
 from PIL import Image
 
 from desktop.stack import free_port
+from tests.answers import until
 from tests.conftest import LiveServer
 from tests.fakes.testpage import at
 from vision.app import Settings, create_app
@@ -28,6 +33,8 @@ S = {"session": "itest"}
 TOOLS = {
     "desktop_screenshot", "desktop_click", "desktop_double_click", "desktop_move", "desktop_drag", "desktop_scroll",
     "desktop_type", "desktop_key", "desktop_open_url", "desktop_launch", "desktop_windows", "desktop_zoom",
+    "desktop_triple_click", "desktop_mouse_down", "desktop_mouse_up", "desktop_hold_key", "desktop_wait",
+    "desktop_focus_window", "desktop_cursor_position",
     "vision_act", "vision_click_anywhere", "vision_extract_visible_text", "vision_fill_form_by_label",
     "session_create", "session_list", "session_close", "session_reset", "live_view_url",
     "page_state", "page_content", "page_console_messages", "page_network_requests", "page_downloads",
@@ -37,7 +44,7 @@ TOOLS = {
     "verify_page_loads", "verify_element_exists", "verify_user_flow", "capture_visual_baseline",
     "compare_visual_regression", "analyze_console_errors",
 }
-READ_ONLY = {"desktop_screenshot", "desktop_windows", "desktop_zoom", "vision_extract_visible_text", "session_list",
+READ_ONLY = {"desktop_screenshot", "desktop_windows", "desktop_zoom", "desktop_wait", "desktop_cursor_position", "vision_extract_visible_text", "session_list",
              "live_view_url", "page_state", "page_content", "page_console_messages", "page_network_requests",
              "page_downloads", "page_screenshot", "page_wait_for"}
 
@@ -185,6 +192,57 @@ def test_vision_act_without_a_script_says_what_is_missing(server):
     assert result.is_error and "script" in text_of(result)
 
 
+def decoded(result, fmt: str) -> Image.Image:
+    images = [c for c in result.content if isinstance(c, ImageContent)]
+    assert len(images) == 1 and images[0].mime_type == f"image/{fmt.lower()}", result.content
+    image = Image.open(io.BytesIO(base64.b64decode(images[0].data)))
+    image.load()
+    assert image.format == fmt
+    return image.convert("RGB")
+
+
+def test_screenshot_region_is_the_display_there_pixel_exact(server, page, desk):
+    for _attempt in range(3):  # a repaint between the two captures would differ: retry
+        result = call(server, "desktop_screenshot", {"region": [100, 200, 420, 400], **S})
+        truth = desk.capture().image.crop((100, 200, 420, 400)).convert("RGB")
+        if decoded(result, "PNG").tobytes() == truth.tobytes():
+            break
+    else:
+        raise AssertionError("the region never matched the display")
+    mapping = result.structured_content
+    assert (mapping["origin"], mapping["scale"], mapping["region"]) == ([100, 200], 1.0, [100, 200, 420, 400])
+    assert "image pixel (ix, iy) is display pixel (100 + ix / 1, 200 + iy / 1)" in text_of(result)
+
+
+@pytest.mark.parametrize("fmt,quality", [("jpeg", None), ("webp", 90)])
+def test_screenshot_lossy_formats_scaled_and_their_mapping(server, page, desk, fmt, quality):
+    arguments = {"region": [100, 100, 900, 500], "scale": 0.5, "format": fmt, **S}
+    if quality:
+        arguments["quality"] = quality
+    for _attempt in range(3):
+        result = call(server, "desktop_screenshot", arguments)
+        assert not result.is_error, text_of(result)
+        image = decoded(result, fmt.upper())
+        truth = desk.capture().image.crop((100, 100, 900, 500)).convert("RGB").resize((400, 200))
+        diff = np.abs(np.asarray(image, dtype=np.int16) - np.asarray(truth, dtype=np.int16)).mean()
+        if diff < 6:  # lossy, but the same picture: not another part of the screen
+            break
+    else:
+        raise AssertionError(f"the {fmt} image is not the display's region (mean difference {diff:.1f})")
+    assert image.size == (400, 200)
+    mapping = result.structured_content
+    assert (mapping["format"], mapping["media_type"]) == (fmt, f"image/{fmt}")
+    assert (mapping["origin"], mapping["scale"], mapping["region"]) == ([100, 100], 0.5, [100, 100, 900, 500])
+    assert "display x = 100 + image x / 0.5" in mapping["coordinates"] and mapping["coordinates"] in text_of(result)
+
+
+def test_screenshot_options_are_checked_by_the_service(server):
+    png_quality = call(server, "desktop_screenshot", {"quality": 50, **S})
+    assert png_quality.is_error and text_of(png_quality).startswith("invalid_action: quality:")
+    gif = call(server, "desktop_screenshot", {"format": "gif", **S})
+    assert gif.is_error and "format" in text_of(gif)
+
+
 @pytest.mark.parametrize("tool,arguments,names", [
     ("desktop_click", {"x": 5000, "y": 10}, "x"),
     ("desktop_move", {"x": 10, "y": -1}, "y"),
@@ -266,3 +324,156 @@ def test_a_pack_that_cannot_find_its_target_is_an_error(server, page):
     assert result.is_error
     assert result.structured_content["status"] == "failed"
     assert image_of(result).size == (1920, 1080)
+
+
+# ------------------------------------------------------------------------------- strict arguments, parity tools
+
+
+def test_an_unknown_argument_is_refused_and_nothing_is_clicked(server, page, viewport):
+    sx, sy = at(viewport, 1260, 145)  # Sign in
+    refused = call(server, "desktop_click", {"x": sx, "y": sy, "bogus": 1, **S})
+    assert refused.is_error
+    assert text_of(refused).startswith("invalid_action: unknown argument 'bogus'; nothing was done.")
+    # A real click after it: the refused one, had it run, would have reported its events first.
+    cx, cy = at(viewport, 1560, 145)  # Cancel
+    assert not call(server, "desktop_click", {"x": cx, "y": cy, "screenshot": False, **S}).is_error
+    page.wait_for(lambda e: e["type"] == "click" and e["target"] == "cancel")
+    pointer_events = [e for e in page.events if e["type"] in ("mousedown", "mouseup", "click")]
+    assert pointer_events and all(e["target"] == "cancel" for e in pointer_events), pointer_events
+
+
+def test_triple_click_selects_a_line(server, page, viewport):
+    x, y = at(viewport, 200, 190)  # inside "second line of text"
+    misses = []
+    for _attempt in range(3):  # a starved browser may count a burst as separate clicks: see test_api.multi_click
+        page.clear()
+        result = call(server, "desktop_triple_click", {"x": x, "y": y, "screenshot": False, **S})
+        assert not result.is_error, text_of(result)
+        assert "--repeat" in result.structured_content["executed"][-1]
+        try:
+            page.wait_for(lambda e: e["type"] == "selection" and e["selection"].strip() == "second line of text",
+                          timeout=5)
+            return
+        except AssertionError:
+            misses.append([(e["type"], e.get("detail"), e.get("selection")) for e in page.events])
+            anyio.run(anyio.sleep, 0.6)  # let the browser's click count reset
+    raise AssertionError(f"triple click never selected the line: {misses}")
+
+
+def test_mouse_down_move_and_up_drag_the_slider(server, page, viewport):
+    (sx, sy), (ex, ey) = at(viewport, 108, 372), at(viewport, 700, 372)
+    down = call(server, "desktop_mouse_down", {"x": sx, "y": sy, "screenshot": False, **S})
+    assert not down.is_error, text_of(down)
+    pressed = page.wait_for(lambda e: e["type"] == "mousedown")
+    assert (pressed["screenX"], pressed["screenY"], pressed["button"]) == (sx, sy, 0)
+    assert not call(server, "desktop_move", {"x": ex, "y": ey, "screenshot": False, **S}).is_error
+    up = call(server, "desktop_mouse_up", {**S})  # where the pointer is
+    assert not up.is_error, text_of(up)
+    assert image_of(up).size == (1920, 1080)
+    released = page.wait_for(lambda e: e["type"] == "mouseup")
+    assert (released["screenX"], released["screenY"]) == (ex, ey)
+    assert page.last("change")["slider"] >= 95
+
+
+def test_hold_key_holds_the_key(server, page, viewport):
+    fx, fy = at(viewport, 1600, 900)
+    call(server, "desktop_click", {"x": fx, "y": fy, "screenshot": False, **S})  # focus the page
+    result = call(server, "desktop_hold_key", {"keys": "shift", "duration_ms": 300, "screenshot": False, **S})
+    assert not result.is_error, text_of(result)
+    assert result.structured_content["executed"] == [["xdotool", "keydown", "Shift_L", "sleep", "0.3", "keyup",
+                                                      "Shift_L"]]
+    page.wait_for(lambda e: e["type"] == "keydown" and e["key"] == "Shift")
+    page.wait_for(lambda e: e["type"] == "keyup" and e["key"] == "Shift")
+    too_long = call(server, "desktop_hold_key", {"keys": "shift", "duration_ms": 20_000, **S})
+    assert too_long.is_error and "duration_ms" in text_of(too_long)
+
+
+def test_wait_waits_and_does_nothing(server, page):
+    result = call(server, "desktop_wait", {"duration_ms": 250, **S})
+    assert not result.is_error, text_of(result)
+    assert result.structured_content["executed"] == []
+    assert result.structured_content["duration_ms"] >= 240  # a sleep is never shorter than asked
+    assert image_of(result).size == (1920, 1080)
+    assert not [e for e in page.events if e["type"] in ("mousedown", "keydown", "wheel")]
+
+
+def test_cursor_position_answers_where_the_pointer_is(server):
+    for x, y in ((1111, 222), (0, 0), (1919, 1079)):
+        assert not call(server, "desktop_move", {"x": x, "y": y, "screenshot": False, **S}).is_error
+        result = call(server, "desktop_cursor_position", S)
+        assert not result.is_error, text_of(result)
+        assert (result.structured_content["x"], result.structured_content["y"]) == (x, y)
+        assert f"({x}, {y})" in text_of(result)
+
+
+def active_window(desk) -> int:
+    out = subprocess.run(["xdotool", "getactivewindow"], env=desk.stack.env(), capture_output=True, text=True,
+                         timeout=10)
+    return int(out.stdout.strip() or 0)
+
+
+def test_focus_window_brings_chromium_back_to_the_front(server, desk):
+    chromium = [w for w in call(server, "desktop_windows", S).structured_content["windows"]
+                if "chromium" in w["wm_class"].lower()][0]
+    launched = call(server, "desktop_launch", {"command": "xmessage", "args": ["-center", "in front"],
+                                               "screenshot": False, **S})
+    assert not launched.is_error, text_of(launched)
+    pid = launched.structured_content["pid"]
+    try:
+        until(lambda: active_window(desk) not in (0, int(chromium["id"], 16)), "the launched window in front")
+        result = call(server, "desktop_focus_window", {"window_id": chromium["id"], "screenshot": False, **S})
+        assert not result.is_error, text_of(result)
+        assert result.structured_content["executed"] == [["wmctrl", "-i", "-a", hex(int(chromium["id"], 16))]]
+        until(lambda: active_window(desk) == int(chromium["id"], 16), "Chromium in front again")
+        unknown = call(server, "desktop_focus_window", {"window_id": "0x0badbeef", **S})
+        assert unknown.is_error and text_of(unknown).startswith("invalid_action: ")
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------------------- sessions
+
+
+def test_session_create_honours_id(server, manager):
+    created = call(server, "session_create", {"id": "mcptmp"})
+    try:
+        assert not created.is_error, text_of(created)
+        assert created.structured_content["id"] == "mcptmp" and "'mcptmp'" in text_of(created)
+        assert "mcptmp" in manager.sessions
+        listed = call(server, "session_list").structured_content["sessions"]
+        assert "mcptmp" in [s["id"] for s in listed]
+    finally:
+        closed = call(server, "session_close", {"session": "mcptmp"})
+        assert not closed.is_error, text_of(closed)
+    assert "mcptmp" not in manager.sessions
+
+
+def test_a_restarted_default_session_is_announced_with_its_new_link(services, viewer, manager):
+    server = build_server(services)  # its own: it has seen nothing of earlier tests' sessions
+    default = services.desktops.default
+    first = call(server, "desktop_cursor_position")  # starts the default session when it is not running
+    try:
+        assert not first.is_error, text_of(first)
+        assert "default_session_restarted" not in (first.structured_content or {}), "a first start is not news"
+        old_url = call(server, "live_view_url").structured_content["url"]
+        assert not call(server, "session_close", {"session": default}).is_error
+        assert default not in manager.sessions
+        again = call(server, "desktop_cursor_position")  # the default session starts again
+        assert not again.is_error, text_of(again)
+        notice = again.structured_content["default_session_restarted"]
+        new_url = notice["live_view_url"]
+        assert notice["session"] == default and new_url.startswith(f"{viewer.url}/view/{default}#token=")
+        assert f"the default session {default!r} had been closed and was started again" in text_of(again)
+        assert new_url in text_of(again)
+        # The new link lets its holder in; the old one, to the closed desktop, no longer does.
+        granted = httpx2.get(f"{viewer.url}/api/v1/sessions/{default}/viewer",
+                             headers={"x-live-token": new_url.split("#token=")[1]})
+        assert granted.status_code == 200, granted.text
+        stale = httpx2.get(f"{viewer.url}/api/v1/sessions/{default}/viewer",
+                           headers={"x-live-token": old_url.split("#token=")[1]})
+        assert stale.status_code in (401, 403), stale.text
+        later = call(server, "desktop_cursor_position")
+        assert "default_session_restarted" not in later.structured_content, "told once"
+    finally:
+        if default in manager.sessions:
+            manager.delete(default)

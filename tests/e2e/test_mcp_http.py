@@ -68,7 +68,7 @@ def test_list_tools_and_screenshot_over_http(open_server):
             return tools, shot
 
     tools, shot = anyio.run(main)
-    assert len(tools) == 46 and all("VISIBLE" in t.description for t in tools)
+    assert len(tools) == 53 and all("VISIBLE" in t.description for t in tools)
     assert not shot.is_error
     assert _png_size(shot) == (1920, 1080)
 
@@ -114,7 +114,7 @@ def test_with_the_token_the_tools_work(token_server):
                 return tools, listing, shot
 
     tools, listing, shot = anyio.run(main)
-    assert len(tools) == 46
+    assert len(tools) == 53
     assert "itest" in [s["id"] for s in listing.structured_content["sessions"]]
     assert _png_size(shot) == (960, 540)
 

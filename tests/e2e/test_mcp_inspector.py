@@ -52,7 +52,7 @@ def run_inspector(tmp_path: Path, *method: str) -> dict:
 def test_inspector_lists_the_tools(tmp_path):
     listing = run_inspector(tmp_path, "--method", "tools/list")
     tools = {t["name"]: t for t in listing["tools"]}
-    assert len(tools) == 46 and "desktop_screenshot" in tools and "vision_act" in tools
+    assert len(tools) == 53 and "desktop_screenshot" in tools and "vision_act" in tools
     assert all("VISIBLE" in t["description"] for t in tools.values())
     assert tools["desktop_screenshot"]["annotations"]["readOnlyHint"] is True
     assert tools["desktop_click"]["inputSchema"]["properties"]["x"]["maximum"] == 1919

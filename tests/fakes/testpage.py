@@ -9,6 +9,7 @@ from pathlib import Path
 from tests.fakes.events import EventServer, read_event
 
 PAGE = Path(__file__).parent.parent / "assets" / "testpage.html"
+NOTES = PAGE.with_name("notes.html")  # /notes: a textarea for the typing tests
 
 
 def at(viewport: tuple[int, int], cx: int, cy: int) -> tuple[int, int]:
@@ -27,7 +28,7 @@ class TestPage(EventServer):
                 pass
 
             def do_GET(self):
-                body = PAGE.read_bytes()
+                body = (NOTES if self.path.startswith("/notes") else PAGE).read_bytes()
                 self.send_response(200)
                 self.send_header("content-type", "text/html; charset=utf-8")
                 self.send_header("content-length", str(len(body)))
@@ -43,6 +44,10 @@ class TestPage(EventServer):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/"
+
+    @property
+    def notes_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/notes"
 
     def record(self, event: dict) -> None:
         with self._cond:

@@ -369,13 +369,13 @@ def test_other_bad_bodies(api):
     error(act(api, "scroll", {"direction": "sideways"}), 422, "invalid_action")
     error(act(api, "click", {"button": "fourth"}), 422, "invalid_action")
     response = api.post(f"{BASE}/click", content=b"{not json", headers={"content-type": "application/json"})
-    assert "not valid JSON" in error(response, 422, "invalid_action")
+    assert "not valid JSON" in error(response, 422, "invalid_json")
     response = api.post(f"{BASE}/type", content=b'{"text": "\xff"}', headers={"content-type": "application/json"})
-    assert "UTF-8" in error(response, 422, "invalid_action")
+    assert "UTF-8" in error(response, 422, "invalid_json")
     response = api.post("/api/v1/sessions", content=b'{"id": "\xc3\x28"}', headers={"content-type": "application/json"})
-    assert "UTF-8" in error(response, 422, "invalid_request")
+    assert "UTF-8" in error(response, 422, "invalid_json")
     response = api.post(f"{BASE}/click", content=b'{"x": 1, "y": 1}', headers={"content-type": "text/plain"})
-    assert "Content-Type" in error(response, 422, "invalid_action")
+    assert "Content-Type: text/plain" in error(response, 422, "invalid_json")
 
 
 def test_unknown_session_is_404(api):
@@ -395,7 +395,7 @@ def test_session_routes(api, desk):
     assert info["novnc_url"].startswith(f"{str(api.base_url).rstrip('/')}/view/{SID}#token={SID}.view.")
     assert desk.stack.view_password not in info["novnc_url"] and desk.stack.vnc_password not in info["novnc_url"]
     error(api.post("/api/v1/sessions", json={"id": "Bad Name!"}), 422, "invalid_action")
-    assert "already exists" in error(api.post("/api/v1/sessions", json={"id": SID}), 422, "invalid_action")
+    assert "already exists" in error(api.post("/api/v1/sessions", json={"id": SID}), 409, "session_exists")
 
 
 def test_session_limit_is_429(api, manager):
@@ -559,10 +559,13 @@ def secured(manager, desk, tmp_path_factory):
                                      {"authorization": "Basic s3cret"}, {"authorization": "Bearer s3cret2"}])
 def test_without_the_token_every_route_is_401(secured, headers):
     for method, path in (("GET", "/api/v1/sessions"), ("GET", f"{BASE}/screenshot"),
-                         ("POST", f"{BASE}/click"), ("GET", "/openapi.json")):
+                         ("POST", f"{BASE}/click"), ("GET", f"{BASE}/cursor")):
         response = secured.request(method, path, headers=headers, json={"x": 1, "y": 1} if method == "POST" else None)
         error(response, 401, "unauthorized")
         assert "Bearer" in response.headers.get("www-authenticate", "")
+    # The schema and its docs page are no secret (a browser cannot send the token to load them).
+    for path in ("/openapi.json", "/docs"):
+        assert secured.get(path, headers=headers).status_code == 200
 
 
 def test_with_the_token_it_works(secured, page):

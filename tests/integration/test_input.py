@@ -107,3 +107,71 @@ def test_move_and_cursor_position(desk, page):
     desk.perform(Click(x=1234, y=567))
     event = page.wait_for(lambda e: e["type"] == "click")
     assert (event["screenX"], event["screenY"]) == (1234, 567)
+
+
+# ------------------------------------------------------------------ typing into a textarea
+
+@pytest.fixture
+def notes(desk, page_server, viewport):
+    """The test server's /notes page (a textarea that reports its value and the lock state when F9
+    is pressed), loaded and focused; Caps Lock is left off whatever a test did."""
+    page_server.clear()
+    desk.run_settled(lambda: desk.windows.open_url(page_server.notes_url))
+    page_server.wait_for(lambda e: e.get("type") == "loaded")
+    x, y = at(viewport, 600, 300)
+    desk.perform(Click(x=x, y=y))
+    yield page_server
+    if _read_notes(desk, page_server)["capsLock"]:
+        desk.perform(Key(keys=["capslock"]))
+
+
+def _read_notes(desk, page) -> dict:
+    page.clear()
+    desk.perform(Key(keys=["F9"]))
+    return page.wait_for(lambda e: e.get("type") == "notes", 30)
+
+
+def _assert_notes(desk, page, text: str) -> dict:
+    report = _read_notes(desk, page)
+    value = report["value"]
+    if value != text:
+        at_ = next((i for i, (a, b) in enumerate(zip(value, text)) if a != b), min(len(value), len(text)))
+        raise AssertionError(f"typed {len(text)} characters, the textarea holds {len(value)}; first difference at "
+                             f"{at_}: {value[at_:at_ + 30]!r} instead of {text[at_:at_ + 30]!r}")
+    return report
+
+
+MIXED = "abc Hello \tWORLD é ✓ 日本語\nnext line: $HOME; rm -rf / \"q\" 'x' ~`!@#%^&*()_+-={}[]|\\:;<>,.?/\n"
+
+
+@pytest.mark.parametrize("caps_lock", [False, True])
+@pytest.mark.parametrize("length", ["short", "long"])
+def test_typing_is_exact_whatever_the_caps_lock(desk, notes, caps_lock, length):
+    """Short text goes through xdotool, long text (over FAST_TYPE_MIN_CHARS) through the XTEST
+    typer: both arrive as given with Caps Lock on, and leave the lock as it was."""
+    text = "abc Hello " if length == "short" else MIXED * 3
+    if caps_lock:
+        desk.perform(Key(keys=["capslock"]))
+    desk.perform(Type(text=text))
+    report = _assert_notes(desk, notes, text)
+    assert report["capsLock"] is caps_lock
+
+
+def test_unicode_newlines_and_tabs_arrive_exact(desk, notes):
+    text = MIXED[:60]
+    assert len(text) < 100  # the xdotool path
+    desk.perform(Type(text=text))
+    desk.perform(Type(text=MIXED * 2))  # the XTEST path, after it
+    _assert_notes(desk, notes, text + MIXED * 2)
+
+
+def test_the_longest_text_arrives_exact(desk, notes):
+    """20,000 characters (Type's maximum), a mix of ASCII, Latin-1, other Unicode, newlines and tabs."""
+    import random
+
+    rnd = random.Random(14)
+    pool = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:!?-_()[]{}'\"/\\@#$%^&*+=<>|~`")
+    rare = list("\n\téüßçñø✓日本語€Ωπ")
+    text = "".join(rnd.choice(rare) if rnd.random() < 0.05 else rnd.choice(pool) for _ in range(20000))
+    desk.perform(Type(text=text))
+    _assert_notes(desk, notes, text)

@@ -233,11 +233,14 @@ def test_keypress_is_one_chord(names, chord, syms):
 
 
 @pytest.mark.parametrize("scroll_x, scroll_y, expected", [
-    (0, 300, [("down", 3)]),
+    (0, 300, [("down", 3)]),  # 2.5 notches: half up
+    (0, 240, [("down", 2)]),
+    (0, 179, [("down", 1)]),
+    (0, 180, [("down", 2)]),
     (0, -50, [("up", 1)]),
     (0, 1, [("down", 1)]),
     (-250, 0, [("left", 2)]),
-    (400, -120, [("up", 1), ("right", 4)]),
+    (400, -120, [("up", 1), ("right", 3)]),
     (0, 100_000, [("down", 50)]),
 ])
 def test_scroll_pixels_become_notches(scroll_x, scroll_y, expected):

@@ -40,8 +40,9 @@ def test_typed_and_unexpected_errors_share_the_error_shape():
 
 
 def test_a_body_that_cannot_be_read_is_a_typed_422_in_the_error_shape():
-    """Not UTF-8, not JSON, not sent as JSON, not an object, missing: each is the route's bad-body
-    code (invalid_action under /desktop/, invalid_request elsewhere) with a sentence saying what to send."""
+    """Not UTF-8, not JSON, not sent as JSON: invalid_json on every route, naming the Content-Type to
+    send. JSON but not an object, or missing: the route's bad-body code (invalid_action under
+    /desktop/, invalid_request elsewhere). Each with a sentence saying what to send."""
     app = FastAPI()
     add_error_handlers(app)
     ran: list[int] = []
@@ -57,27 +58,30 @@ def test_a_body_that_cannot_be_read_is_a_typed_422_in_the_error_shape():
         return {"ok": True}
 
     json_type = {"content-type": "application/json"}
-    cases = [  # (body, headers, what the message says)
-        (b'{"x": "\xff"}', json_type, "must be UTF-8"),
-        (b'{"\xc3\x28": 1}', json_type, "must be UTF-8"),
-        (b"{not json", json_type, "not valid JSON (Expecting property name"),
-        (b'{"x": 1}', {"content-type": "text/plain"}, "Content-Type: application/json"),
-        (b'{"x": 1}', {}, "Content-Type: application/json"),
-        (b"x=1", {"content-type": "application/x-www-form-urlencoded"}, "Content-Type: application/json"),
-        (b"[1]", json_type, "must be a JSON object"),
-        (b"", json_type, "missing"),
-        (b'{"x": ' + b"9" * 5000 + b"}", json_type, "could not be read as JSON (Exceeds the limit"),
-        (b"[" * 100_000 + b"]" * 100_000, json_type, "could not be read as JSON (maximum recursion depth"),
+    not_json = "Content-Type: application/json"
+    cases = [  # (body, headers, what the message says, whether it is invalid_json)
+        (b'{"x": "\xff"}', json_type, "must be UTF-8", not_json),
+        (b'{"\xc3\x28": 1}', json_type, "must be UTF-8", not_json),
+        (b"{not json", json_type, "not valid JSON (Expecting property name", not_json),
+        (b'{"x": 1}', {"content-type": "text/plain"}, "(this request's Content-Type: text/plain)", not_json),
+        (b'{"x": 1}', {}, "(this request's Content-Type: none)", not_json),
+        (b"x=1", {"content-type": "application/x-www-form-urlencoded"}, "Content-Type: application/x-www-form",
+         not_json),
+        (b"[1]", json_type, "must be a JSON object", None),
+        (b"", json_type, "missing", None),
+        (b'{"x": ' + b"9" * 5000 + b"}", json_type, "could not be read as JSON (Exceeds the limit", not_json),
+        (b"[" * 100_000 + b"]" * 100_000, json_type, "could not be read as JSON (maximum recursion depth", not_json),
     ]
     with LiveServer(app) as server, httpx2.Client(base_url=server.url) as client:
         for path, code in (("/api/v1/sessions/s/desktop/click", "invalid_action"),
                            ("/api/v1/sessions/s/vision/act", "invalid_request")):
-            for content, headers, says in cases:
+            for content, headers, says, names_type in cases:
                 reply = client.post(path, content=content, headers=headers)
                 assert reply.status_code == 422, (content, reply.text)
                 error = reply.json()["error"]
-                assert error["code"] == code and says in error["message"] and error["message"].startswith("body: "), \
-                    (content, error)
+                assert error["code"] == ("invalid_json" if names_type else code), (content, error)
+                assert says in error["message"] and error["message"].startswith("body: "), (content, error)
+                assert names_type is None or names_type in error["message"], (content, error)
         assert client.post("/api/v1/sessions/s/desktop/click", json={"x": 1}).json() == {"ok": True}
     assert ran == [1]  # none of the bad bodies reached a handler
 

@@ -202,22 +202,69 @@ def test_argv_for_refuses_what_is_not_an_input_action():
 def _typed(commands) -> list[str]:
     chunks = []
     for argv in commands:
-        if argv[:2] == ["xdotool", "type"]:
+        if argv[:2] in (["xdotool", "type"], [inp.XTEST, "type"]):
             assert argv[-2] == "--", argv  # end of options: text starting with '-' is text
             chunks.append(argv[-1])
     return chunks
 
 
 def test_type_is_chunked_and_every_chunk_follows_double_dash():
-    text = "".join(chr(ord("a") + i % 26) for i in range(inp.TYPE_CHUNK * 2 + 7))
+    text = "".join(chr(ord("a") + i % 26) for i in range(inp.TYPE_CHUNK + 7))
     commands = plan_type(text)
-    assert len(commands) == 3
+    assert len(commands) == 2
     chunks = _typed(commands)
     assert "".join(chunks) == text
     assert all(len(c) <= inp.TYPE_CHUNK for c in chunks)
     for argv in commands:
         assert argv[:4] == ["xdotool", "type", "--delay", str(inp.TYPE_DELAY_MS)]
         assert len(argv) == 6
+
+
+def test_long_text_takes_the_fast_path_in_large_chunks():
+    text = "".join(chr(ord("a") + i % 26) for i in range(inp.FAST_TYPE_CHUNK * 2 + 7))
+    commands = plan_type(text)
+    assert len(commands) == 3
+    chunks = _typed(commands)
+    assert "".join(chunks) == text
+    assert all(len(c) <= inp.FAST_TYPE_CHUNK for c in chunks)
+    assert all(argv[:3] == [inp.XTEST, "type", "--"] and len(argv) == 4 for argv in commands)
+
+
+def test_the_fast_path_starts_at_its_threshold():
+    assert plan_type("x" * (inp.FAST_TYPE_MIN_CHARS - 1))[0][0] == "xdotool"
+    assert plan_type("x" * inp.FAST_TYPE_MIN_CHARS)[0][0] == inp.XTEST
+
+
+@pytest.mark.parametrize("length", [5, 500])
+def test_caps_lock_is_switched_off_around_the_typing_and_back_on(length):
+    text = "abc Hello "[:length] if length < 10 else "abc Hello " * (length // 10)
+    commands = plan_type(text, caps_lock=True)
+    assert commands[0] == commands[-1] == ["xdotool", "key", "Caps_Lock"]
+    assert "".join(_typed(commands[1:-1])) == text
+    assert ["xdotool", "key", "Caps_Lock"] not in plan_type(text)
+
+
+def test_type_keysym_of_latin1_unicode_and_whitespace():
+    assert inp.type_keysym("a") == ord("a") and inp.type_keysym("~") == ord("~")
+    assert inp.type_keysym("é") == 0xE9
+    assert inp.type_keysym("日") == 0x01000000 + ord("日")
+    assert inp.type_keysym("\n") == inp.type_keysym("\r") == 0xFF0D
+    assert inp.type_keysym("\t") == 0xFF09
+
+
+def test_keysym_table_prefers_a_first_level_over_a_shifted_one():
+    # keycode 10: 1 / exclam; keycode 11: exclam unshifted (as on some layouts); keycode 12: a / A
+    table = inp.keysym_table(10, [[ord("1"), ord("!")], [ord("!"), 0], [ord("a"), ord("A"), ord("a")], []])
+    assert table[ord("1")] == (10, False)
+    assert table[ord("!")] == (11, False)
+    assert table[ord("A")] == (12, True)
+    assert 0 not in table
+
+
+def test_long_text_typing_is_expected_to_take_far_less_per_character():
+    short, long = Type(text="x" * 99), Type(text="x" * 20000)
+    assert inp.expected_ms(long) < 20000 * inp.TYPE_MS_PER_CHAR / 4
+    assert inp.expected_ms(short) >= 99 * inp.TYPE_MS_PER_CHAR
 
 
 @pytest.mark.parametrize("text", [
@@ -236,9 +283,8 @@ def test_hostile_text_stays_one_argv_element(text):
 def test_long_hostile_text_is_split_only_between_argv_elements():
     text = ('"; $(reboot) `id` $HOME ' * 10)[:-1]
     commands = argv_for(Type(text=text))
-    assert len(commands) > 1
     assert "".join(_typed(commands)) == text
-    assert all(len(argv) == 6 for argv in commands)
+    assert all(argv[-2] == "--" for argv in commands)
 
 
 def test_no_keymap_means_no_xmodmap():
@@ -298,7 +344,7 @@ def _simulate(commands, keymap_present: set[str]):
         elif argv[0] == "sleep":
             continue
         else:
-            assert argv[:2] == ["xdotool", "type"]
+            assert argv[:2] in (["xdotool", "type"], [inp.XTEST, "type"])
             pending_bind = False
             on_map = keymap_present | set(mapping.values())
             from desktop import keys
@@ -362,3 +408,13 @@ def test_keymap_bind_recycles_the_least_recently_bound_keycode():
     assert keymap.bind(["U65E5", "U672C"]) == ["-e", "keycode 200 = U65E5 U65E5", "-e", "keycode 201 = U672C U672C"]
     assert keymap.bind(["U8A9E"]) == ["-e", "keycode 200 = U8A9E U8A9E"]
     assert "U65E5" not in keymap.present and {"U672C", "U8A9E"} <= keymap.present
+
+
+def test_long_unicode_text_binds_what_each_fast_chunk_needs_before_it():
+    keymap = Keymap.parse(PKE)  # 5 spare keycodes
+    text = ("日本語 ✓ é " * 40) + "".join(chr(0x4E00 + i) for i in range(12)) + " tail"
+    commands = plan_type(text, keymap)
+    assert any(argv[0] == inp.XTEST for argv in commands)
+    assert "".join(_typed(commands)) == text
+    binds = _simulate(commands, Keymap.parse(PKE).present)
+    assert binds and max(binds) <= 5

@@ -10,7 +10,7 @@ import pytest
 
 from desktop.actions import Click, HoldKey, Key, Type, Wait
 from desktop.errors import ScreenshotFailed, SessionBusy, SessionUnavailable
-from desktop.input import ACTION_MS, TYPE_MS_PER_CHAR, Executed, expected_ms
+from desktop.input import ACTION_MS, FAST_TYPE_MS_PER_CHAR, TYPE_MS_PER_CHAR, Executed, expected_ms
 from desktop.screen import ScreenshotError
 from desktop.sessions import Session
 from tests.fakes.desktop import solid_frame
@@ -131,6 +131,9 @@ class BrokenScreen:
     def capture(self):
         raise ScreenshotError("could not capture display :99: XGetImage failed")
 
+    def close(self):
+        pass
+
 
 def test_a_capture_failing_on_a_dead_display_is_unavailable_and_marks_restarting_at_once():
     stack = FakeStack(children={"xvfb": DeadChild(), "chromium": DeadChild(alive=True)})
@@ -161,8 +164,14 @@ class QuietScreen:
     def capture(self):
         return solid_frame(1, 4, 4)
 
-    def settle(self, before=None, first_change_ms=150):
-        return solid_frame(2, 4, 4), 0
+    def mark(self):
+        pass
+
+    def close(self):
+        pass
+
+    def settle(self, first_change_ms=400):
+        return solid_frame(2, 4, 4), 0, True
 
 
 class GatedExecutor:
@@ -239,7 +248,9 @@ def test_a_run_step_waits_as_long_as_it_takes():
 def test_expected_durations():
     assert expected_ms(Wait(duration_ms=30_000)) == 30_000 + ACTION_MS
     assert expected_ms(HoldKey(keys="shift", duration_ms=700)) == 700 + ACTION_MS
-    assert expected_ms(Type(text="x" * 1000)) == 1000 * TYPE_MS_PER_CHAR + ACTION_MS
+    assert expected_ms(Type(text="x" * 50)) == 50 * TYPE_MS_PER_CHAR + ACTION_MS
+    # long text takes the fast path (desktop.input.XTestTyper)
+    assert expected_ms(Type(text="x" * 1000)) == 1000 * FAST_TYPE_MS_PER_CHAR + ACTION_MS
     assert expected_ms(Click(x=5, y=5), glide_ms=150) == ACTION_MS + 150
     assert expected_ms(Click(), glide_ms=150) == ACTION_MS  # no pointer move, no glide
 

@@ -73,13 +73,40 @@ def test_never_later_than_the_timeout(quiet, first, timeout):
         assert run_policy(policy, pattern, step=7) <= timeout + 7
 
 
-# ------------------------------------------------------------------ Screen.settle, no X
+def test_deadline_is_when_it_settles_if_nothing_more_changes():
+    policy = SettlePolicy(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
+    assert policy.deadline_ms() == 400
+    policy.observe(30, True)
+    assert policy.deadline_ms() == 80
+    policy.observe(2990, True)
+    assert policy.deadline_ms() == 3000  # never past the timeout
+
+
+def test_timed_out_only_when_still_changing_at_the_timeout():
+    blinking = SettlePolicy(quiet_ms=50, first_change_ms=400, timeout_ms=500)
+    run_policy(blinking, lambda t: int(t / 30) % 2 == 0)
+    assert blinking.timed_out
+    quiet = SettlePolicy(quiet_ms=50, first_change_ms=400, timeout_ms=500)
+    run_policy(quiet, lambda t: False)
+    assert not quiet.timed_out
+    settled = SettlePolicy(quiet_ms=50, first_change_ms=400, timeout_ms=500)
+    run_policy(settled, lambda t: t < 100)
+    assert not settled.timed_out
+
+
+def test_a_caret_blinking_every_600_ms_settles_within_one_quiet_window():
+    # the caret's damage: one small rectangle at 0, 600, 1200 ms...
+    policy = SettlePolicy()
+    settled = run_policy(policy, lambda t: t % 600 == 0, step=10)
+    assert settled == policy.quiet_ms and not policy.timed_out
+
+
+# ------------------------------------------------------------------ Screen.settle on damage events, no X
 
 
 class FakeClock:
     def __init__(self):
         self.now = 100.0  # seconds, arbitrary origin
-        self.sleeps: list[float] = []
 
     def monotonic(self) -> float:
         return self.now
@@ -87,23 +114,49 @@ class FakeClock:
     def time(self) -> float:
         return self.now
 
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
+
+class FakeWatch:
+    """Damage at the given ms after the mark, on the fake clock; wait() jumps the clock to the
+    next damage (True) or by its timeout (False), as select() on the X connection would."""
+
+    def __init__(self, clock: FakeClock, damage_ms):
+        self.clock, self.damage = clock, sorted(damage_ms)
+        self.origin = clock.now
+        self.waits: list[float] = []
+
+    def _due(self) -> bool:
+        now_ms = (self.clock.now - self.origin) * 1000
+        due = [t for t in self.damage if t <= now_ms + 1e-9]
+        self.damage = [t for t in self.damage if t > now_ms + 1e-9]
+        return bool(due)
+
+    def drain(self) -> bool:
+        return self._due()
+
+    def wait(self, timeout_s: float) -> bool:
+        self.waits.append(timeout_s)
+        if self._due():
+            return True
+        now_ms = (self.clock.now - self.origin) * 1000
+        if self.damage and self.damage[0] <= now_ms + timeout_s * 1000:
+            self.clock.now = self.origin + self.damage[0] / 1000
+            return self._due()
+        self.clock.now += timeout_s
+        return False
 
 
-class ScriptedScreen(Screen):
-    """Frames from a script: frame i's pixels are script(i). Each capture takes 5 ms of fake time."""
+class DamagedScreen(Screen):
+    """A Screen whose damage comes from a FakeWatch; counts its captures."""
 
-    def __init__(self, clock: FakeClock, script):
+    def __init__(self, clock: FakeClock, damage_ms, action_ms: float = 5):
         super().__init__(":fake")
-        self.clock, self.script, self.captures = clock, script, 0
+        self.clock, self.captures = clock, 0
+        self._watch = FakeWatch(clock, damage_ms)
+        clock.now += action_ms / 1000  # the action ran between mark() and settle()
 
     def capture(self) -> Frame:
-        pixels = self.script(self.captures)
         self.captures += 1
-        self.clock.now += 0.005
-        return Frame(bytes([pixels]) * 16, 2, 2)
+        return Frame(bytes([self.captures]) * 16, 2, 2)
 
 
 @pytest.fixture
@@ -113,40 +166,43 @@ def clock(monkeypatch):
     return clock
 
 
-def test_screen_settle_waits_out_an_animation_and_returns_the_final_frame(clock):
-    # frames 0..5 differ from each other, then everything stays the same
-    screen = ScriptedScreen(clock, lambda i: min(i, 6))
-    before = Frame(bytes([99]) * 16, 2, 2)
-    frame, settle_ms = screen.settle(before=before, quiet_ms=60, first_change_ms=150, timeout_ms=3000, interval_ms=15)
-    assert frame.bgra == bytes([6]) * 16
-    # the last change was seen at capture 6; the quiet period must have passed after it
-    changed_at_ms = 7 * 5 + 6 * 15
-    assert settle_ms >= changed_at_ms + 60 - 1
-    assert settle_ms < 3000
-    assert all(s == pytest.approx(0.015) for s in clock.sleeps)
+def test_screen_settle_waits_out_a_burst_and_captures_once(clock):
+    # repaints at 10, 25 and 60 ms after the mark: settled 50 ms after the last one
+    screen = DamagedScreen(clock, [10, 25, 60])
+    frame, settle_ms, settled = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
+    assert settled and screen.captures == 1
+    assert settle_ms == pytest.approx(60 + 50 - 5, abs=1)  # from the settle's start, 5 ms after the mark
+    assert screen._watch.waits and all(w > 0 for w in screen._watch.waits)  # waited, never spun
 
 
-def test_screen_settle_counts_a_change_that_landed_before_the_first_poll(clock):
-    # every frame equals the first one, but it differs from the frame before the action
-    screen = ScriptedScreen(clock, lambda i: 1)
-    before = Frame(bytes([0]) * 16, 2, 2)
-    _, settle_ms = screen.settle(before=before, quiet_ms=60, first_change_ms=400, timeout_ms=3000)
-    # settled after the quiet period following the change, not after first_change_ms
-    assert 60 <= settle_ms < 400
+def test_screen_settle_counts_damage_that_landed_while_the_action_ran(clock):
+    screen = DamagedScreen(clock, [2], action_ms=5)  # repainted before settle() was called
+    _, settle_ms, settled = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
+    assert settled and settle_ms == pytest.approx(50, abs=1)  # a quiet window from the start, not first_change_ms
+
+
+def test_screen_settle_sees_a_change_300_ms_after_the_action(clock):
+    screen = DamagedScreen(clock, [305])
+    _, settle_ms, settled = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
+    assert settled and settle_ms == pytest.approx(305 + 50 - 5, abs=1)
 
 
 def test_screen_settle_with_no_visible_effect_gives_up_after_first_change_ms(clock):
-    screen = ScriptedScreen(clock, lambda i: 1)
-    before = Frame(bytes([1]) * 16, 2, 2)
-    frame, settle_ms = screen.settle(before=before, quiet_ms=60, first_change_ms=150, timeout_ms=3000)
-    assert 150 <= settle_ms < 200
-    assert frame.bgra == bytes([1]) * 16
+    screen = DamagedScreen(clock, [])
+    _, settle_ms, settled = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
+    assert settled and settle_ms == pytest.approx(400, abs=1) and screen.captures == 1
 
 
-def test_screen_settle_with_a_blinking_screen_stops_at_the_timeout(clock):
-    screen = ScriptedScreen(clock, lambda i: i % 2)
-    _, settle_ms = screen.settle(quiet_ms=60, first_change_ms=150, timeout_ms=500)
-    assert 500 <= settle_ms < 560
+def test_screen_settle_with_a_blinking_caret_settles(clock):
+    screen = DamagedScreen(clock, [t for t in range(300, 5000, 600)])  # caret: 300, 900, 1500 ms...
+    _, settle_ms, settled = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
+    assert settled and settle_ms == pytest.approx(300 + 50 - 5, abs=1)
+
+
+def test_screen_settle_with_an_animation_stops_at_the_timeout_flagged(clock):
+    screen = DamagedScreen(clock, list(range(0, 5000, 16)))  # 60 fps
+    frame, settle_ms, settled = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=500)
+    assert not settled and 500 <= settle_ms < 520 and screen.captures == 1
 
 
 def test_frame_same_pixels():

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import stat
+import threading
 from datetime import datetime
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from PIL import Image, ImageDraw
 from desktop.actions import Click
 from desktop.screen import Frame
 from vision.providers.base import CallResult, ToolCall, Usage
+import vision.trace as trace_module
 from vision.report import render_html, render_junit
 from vision.trace import (
     FINAL_STATUSES, GENESIS_HASH, OWNER_FILE, InvalidTraceId, TraceNotFound, TraceStore, TraceWriter, canonical_json,
@@ -253,7 +255,8 @@ def test_invalid_step_writes_nothing(store: TraceStore) -> None:
 def test_naive_times_are_taken_as_utc(store: TraceStore) -> None:
     writer = store.create("x", model="m")
     naive = datetime(2025, 1, 1, 12, 0, 0)
-    step = writer.record_step(started_at=naive, finished_at=naive)
+    writer.record_step(started_at=naive, finished_at=naive)
+    [step] = store.load(writer.trace_id).steps  # a reader in this process waits for the write
     assert step.started_at.tzinfo is not None and step.started_at.hour == 12
 
 
@@ -285,6 +288,7 @@ def left_by_a_dead_server(tmp_path: Path, steps: int = 2, owner: dict | None = G
                            usage={"input_tokens": 100, "output_tokens": 5})
     if hold:
         writer.hold(hold)
+    writer.flush()  # what the dead server had written
     target = tmp_path / "data" / "traces" / writer.trace_id
     shutil.copytree(writer.dir, target)
     if owner is None:
@@ -402,3 +406,61 @@ def test_traces_are_the_servers_alone_whatever_the_umask(tmp_path):
         os.umask(old)
     assert stat.S_IMODE(data.stat().st_mode) == 0o700
     assert stat.S_IMODE((data / "traces").stat().st_mode) == 0o700
+
+
+# ------------------------------------------------------------- writing off the run's hot path
+
+
+def test_recording_does_not_wait_for_the_disk_but_finishing_does(store: TraceStore, monkeypatch) -> None:
+    gate = threading.Event()
+    real = trace_module.atomic_write
+
+    def held_png(path: Path, data: bytes) -> None:
+        if path.suffix == ".png":
+            assert gate.wait(20)
+        real(path, data)
+
+    monkeypatch.setattr(trace_module, "atomic_write", held_png)
+    writer = store.create("x", model="m")
+    for index in range(3):
+        writer.record_step(before=frame("white"), after=frame("gray", (10 * index, 0, 20, 20)), text=f"step {index}")
+    # all three recorded while no screenshot could be written yet
+    assert not list(writer.dir.glob("*.png")) and json.loads((writer.dir / "meta.json").read_bytes())["steps"] == 0
+    gate.set()
+    writer.finish("done")
+    meta = json.loads((writer.dir / "meta.json").read_bytes())  # straight from the disk
+    assert meta["steps"] == 3 and meta["status"] == "done"
+    trace = store.load(writer.trace_id)
+    assert [s.text for s in trace.steps] == ["step 0", "step 1", "step 2"]
+    assert [s.prev_hash for s in trace.steps[1:]] == [s.hash for s in trace.steps[:-1]]
+    assert store.verify(writer.trace_id).ok
+
+
+def test_a_reader_in_this_process_sees_every_step_recorded(store: TraceStore) -> None:
+    writer = store.create("x", model="m")
+    for index in range(5):
+        writer.record_step(after=frame("gray", (index, 0, 20, 20)), text=f"step {index}")
+    assert store.meta(writer.trace_id).steps == 5 and len(store.load(writer.trace_id).steps) == 5
+    assert store.verify(writer.trace_id).ok
+
+
+def test_a_failed_write_leaves_a_trace_that_verifies_without_it(store: TraceStore, monkeypatch) -> None:
+    real = trace_module.atomic_write
+
+    def disk_full_at_step_two(path: Path, data: bytes) -> None:
+        if path.name == "step-0002-after.png":
+            raise OSError(28, "No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(trace_module, "atomic_write", disk_full_at_step_two)
+    writer = store.create("x", model="m")
+    writer.record_step(before=frame("white"), after=frame("gray"), text="one")
+    writer.record_step(before=frame("gray"), after=frame("navy"), text="two")
+    writer.flush()
+    with pytest.raises(OSError, match="could not be written"):
+        writer.record_step(text="three")
+    writer.finish("failed")
+    meta = store.meta(writer.trace_id)
+    assert meta.steps == 1 and meta.status == "failed"
+    assert [s.text for s in store.load(writer.trace_id).steps] == ["one"]
+    assert store.verify(writer.trace_id).ok

@@ -6,7 +6,9 @@ ways: ``glassdesk mcp`` (stdio, its own session manager, see ``stdio.run_stdio``
 the API server (``server.mount_http``, behind the same bearer token as the REST routes).
 
 - ``tools``   the catalogue: each tool's name, wording and one call into the application service
-- ``server``  error shaping (glassdesk's typed errors as tool errors) and mounting at /mcp
+- ``server``  error shaping (glassdesk's typed errors as tool errors), strict arguments (one a tool
+              does not name is refused before anything runs), the notice of a re-started default
+              session, and mounting at /mcp
 - ``stdio``   ``glassdesk mcp``: serving over stdin/stdout, signals, cleanup
 
 Images: every screenshot a tool returns is a full-resolution 1920x1080 PNG unless the caller asks
@@ -14,7 +16,7 @@ for ``scale`` or a ``region``. Coordinates the tools take are ALWAYS display pix
 1920x1080 screen, so with the full image one image pixel is one display pixel and the agent never
 converts. That costs more tokens than a downscaled image would (a client may still downscale it for
 its model); the agent can pass ``screenshot=false`` to an action, or ask ``desktop_screenshot`` for a
-``scale``d or cropped image, and the text that comes with a scaled image says how to convert.
+``scale``d, cropped or JPEG/WebP image, and the answer that comes with it says how to convert.
 """
 
 from vision.mcp.server import GlassdeskMCP, build_server, error_message, mount_http

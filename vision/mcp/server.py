@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import logging
+import threading
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from pydantic import ValidationError
 
 from desktop.errors import GlassdeskError, describe_validation
+from desktop.service import DesktopService
 from vision import VERSION
 from vision.auth import transport_security
 from vision.mcp.page_tools import register_page_tools
@@ -25,42 +28,127 @@ if TYPE_CHECKING:
 log = logging.getLogger("glassdesk.mcp")
 
 
+def argument_code(tool: str) -> str:
+    """The code of a bad argument: the one REST gives the same bad body, invalid_action for a
+    desktop action, else invalid_request."""
+    return "invalid_action" if tool.startswith("desktop_") else "invalid_request"
+
+
 def error_message(exc: BaseException, tool: str = "") -> str | None:
     """The clear sentence for a failure the caller can correct, or None for a crash. A bad argument
     gets the code REST gives the same bad body: invalid_action for a desktop action, else
     invalid_request."""
     if isinstance(exc, ValidationError):
-        code = "invalid_action" if tool.startswith("desktop_") else "invalid_request"
-        return f"{code}: {describe_validation(exc)}"
+        return f"{argument_code(tool)}: {describe_validation(exc)}"
     if isinstance(exc, GlassdeskError):
         hint = f"; retry after {exc.retry_after} s" if exc.retry_after else ""
         return f"{exc.code}: {exc.message}{hint}"
     return None
 
 
+def unknown_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
+    """The refusal of arguments the tool's input schema does not name, or None when all are known;
+    the code is that of a bad value of a known argument."""
+    known = schema.get("properties", {})
+    unknown = [key for key in arguments if key not in known]
+    if not unknown:
+        return None
+    code = argument_code(tool)
+    names = ", ".join(repr(key) for key in unknown)
+    takes = ", ".join(known) or "no arguments"
+    return (f"{code}: unknown argument{'s' if len(unknown) > 1 else ''} {names}; nothing was done. "
+            f"{tool} takes: {takes}")
+
+
 class GlassdeskMCP(MCPServer):
-    """MCPServer whose tool errors carry glassdesk's typed messages.
+    """MCPServer whose tool errors carry glassdesk's typed messages, that refuses arguments a tool
+    does not name, and that announces a re-started default session.
 
     The SDK reports a bad argument as pydantic's multi-line dump and any other exception as a bare
     "Error executing tool"; the agent needs the one sentence that says what to change, e.g.
     ``invalid_action: x: Input should be less than or equal to 1919``.
     """
 
+    default_restarts: "DefaultRestarts | None" = None
+
+    def add_tool(self, fn, name=None, *args, **kwargs) -> None:
+        """Register a tool whose input schema says what it enforces: no argument it does not name
+        (``call_tool`` refuses them). Every tool comes through here, the decorator included."""
+        super().add_tool(fn, name, *args, **kwargs)
+        self._tool_manager.get_tool(name or fn.__name__).parameters["additionalProperties"] = False
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None):
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            # The SDK drops arguments its model does not know, so `desktop_click {"bogus": 1}`
+            # would click: a misspelt option must be the agent's error to read, before anything runs.
+            refused = unknown_arguments(name, tool.parameters, arguments)
+            if refused:
+                log.info("tool %s refused: %s", name, refused)
+                return CallToolResult(content=[_text(refused)], is_error=True)
         try:
-            return await super().call_tool(name, arguments, context)
+            result = await super().call_tool(name, arguments, context)
         except ToolError as exc:
             message = error_message(exc.__cause__, name) if exc.__cause__ is not None else None
             if message is None:
                 raise
             log.info("tool %s refused: %s", name, message)
-            return CallToolResult(content=[_text(message)], is_error=True)
+            result = CallToolResult(content=[_text(message)], is_error=True)
+        restarts = self.default_restarts
+        if restarts is not None and isinstance(result, CallToolResult) and restarts.take():
+            result = await anyio.to_thread.run_sync(restarts.announce, result)
+        return result
+
+
+class DefaultRestarts:
+    """Notices the default session starting again after it was closed. A tool without ``session``
+    then acts on a new desktop (its windows, pages and logins gone) behind a new live-view link, and
+    the person watching the old link sees nothing: the next tool result says so, with the new link."""
+
+    def __init__(self, desktops: DesktopService):
+        self.desktops = desktops
+        self._lock = threading.Lock()
+        self._closed = False
+        self._restarted = False
+        desktops.on_change(self._on_change)
+
+    def _on_change(self, what: str, session_id: str) -> None:
+        if session_id != self.desktops.default:
+            return
+        with self._lock:
+            if what == "deleted":
+                self._closed = True
+            elif what == "created" and self._closed:
+                self._closed, self._restarted = False, True
+
+    def take(self) -> bool:
+        """Whether the default session started again since the last time this was asked."""
+        with self._lock:
+            restarted, self._restarted = self._restarted, False
+            return restarted
+
+    def announce(self, result: CallToolResult) -> CallToolResult:
+        """``result`` with the announcement added (text, and ``default_session_restarted``)."""
+        name = self.desktops.default
+        try:
+            url: str | None = self.desktops.live_view(name).novnc_url
+        except GlassdeskError as exc:  # closed again meanwhile, or no viewer served in this process
+            url, where = None, f"no live-view link: {exc.message}"
+        else:
+            where = f"its live view (view-only) is now {url} ; earlier live-view links show nothing"
+        note = (f"note: the default session {name!r} had been closed and was started again: a new desktop "
+                f"(earlier windows, pages and logins are gone); {where}")
+        structured = {**(result.structured_content or {}),
+                      "default_session_restarted": {"session": name, "live_view_url": url}}
+        return result.model_copy(update={"content": [*result.content, _text(note)],
+                                         "structured_content": structured})
 
 
 def build_server(glassdesk: Glassdesk) -> GlassdeskMCP:
     """The MCP server over the application service."""
     server = GlassdeskMCP("glassdesk", title="glassdesk: a visible desktop", instructions=INSTRUCTIONS,
                           version=VERSION)
+    server.default_restarts = DefaultRestarts(glassdesk.desktops)
     register_tools(server, glassdesk)
     register_page_tools(server, glassdesk)
     register_qa_tools(server, glassdesk)

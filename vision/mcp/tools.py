@@ -11,7 +11,7 @@ import base64
 import logging
 import shlex
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, Literal
 
 import anyio
 import anyio.from_thread
@@ -21,12 +21,14 @@ from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from desktop.actions import (
-    SCREEN_HEIGHT, SCREEN_WIDTH, Button, Click, Direction, DoubleClick, Drag, Key, Move, Point, Region, Scroll, Type,
-    X, Y, Zoom, _Action,
+    SCREEN_HEIGHT, SCREEN_WIDTH, Button, Click, Direction, DoubleClick, Drag, HoldKey, Key, MouseDown, MouseUp, Move,
+    Point, Region, Scroll, TripleClick, Type, Wait, X, Y, Zoom, _Action,
 )
 from desktop.page import DialogMode
+from desktop.screen import IMAGE_FORMATS
 from desktop.port import Performed
 from vision import packs
+from vision.errors import InvalidRequest
 from vision.loop import MAX_STEPS_CAP, ActRequest, ActResult, StepSummary
 from vision.report import describe_action
 from vision.service import Glassdesk
@@ -73,6 +75,7 @@ How to work:
   on first use. `session_create` / `session_list` / `session_close` manage more desktops.
 """
 
+ImageFormat = Literal[tuple(IMAGE_FORMATS)]  # type: ignore[valid-type]  # the formats the service encodes
 SessionArg = Annotated[str, Field(description="desktop session id; omit for the default session "
                                               "(started on first use)")]
 Modifiers = Annotated[list[str] | None, Field(description='keys held during the action, e.g. ["ctrl"] or '
@@ -89,6 +92,18 @@ ModelArg = Annotated[str | None, Field(description="vision model: provider/model
                                                    "anthropic/claude-sonnet-4-5, openai/computer-use-preview, "
                                                    "chat/<model>, ocr (offline), scripted; default: glassdesk.toml's "
                                                    "default_model, else by the API key present, else ocr")]
+
+
+def _bounded_int(model: type[_Action], field: str, description: str) -> Any:
+    """An int argument with the bounds of ``model.field``, so the tool's schema and the action's
+    checks cannot drift apart."""
+    return Annotated[(int, *model.model_fields[field].metadata, Field(description=description))]
+
+
+def _most(model: type[_Action], field: str) -> str:
+    """The upper bound of ``model.field`` (ms), as prose."""
+    bound = next(m.le for m in model.model_fields[field].metadata if getattr(m, "le", None) is not None)
+    return f"{bound / 1000:g} s"
 
 
 class NetworkArg(BaseModel):
@@ -112,8 +127,8 @@ def _text(text: str) -> TextContent:
     return TextContent(type="text", text=text)
 
 
-def _image(png: bytes) -> ImageContent:
-    return ImageContent(type="image", data=base64.b64encode(png).decode(), mime_type="image/png")
+def _image(data: bytes, mime_type: str = "image/png") -> ImageContent:
+    return ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime_type)
 
 
 def _result(text: str, png: bytes | None = None, structured: dict | None = None, *,
@@ -222,12 +237,14 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     def _performed(session: str | None, done: Performed, what: str, screenshot: bool, action: str,
                    extra: dict | None = None) -> CallToolResult:
         target = session or default_session
-        text = (f"{what} on session {target!r}: done, screen settled after {done.settle_ms} ms "
+        settle = (f"screen settled after {done.settle_ms} ms" if done.settled else
+                  f"the screen was still changing after {done.settle_ms} ms (an animation?)")
+        text = (f"{what} on session {target!r}: done, {settle} "
                 f"(the action took {done.duration_ms:.0f} ms).\nexecuted:\n{_argv_text(done.executed)}")
         if screenshot:
             text += "\nThe image is the settled screen after it: 1920x1080, image pixels = display pixels."
         structured = {"session": target, "action": action, "executed": done.executed,
-                      "duration_ms": round(done.duration_ms, 1), "settle_ms": done.settle_ms, **(extra or {})}
+                      "duration_ms": round(done.duration_ms, 1), "settle_ms": done.settle_ms, "settled": done.settled, **(extra or {})}
         return _result(text, done.frame.png if screenshot else None, structured)
 
     def _point(x: int | None, y: int | None) -> str:
@@ -237,25 +254,41 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
 
     @server.tool(name="desktop_screenshot", title="Screenshot the visible desktop",
                  annotations=_annotations("Screenshot the visible desktop", read_only=True),
-                 description=f"{LOOKS} Returns a PNG of the screen as the person watching sees it, with the "
+                 description=f"{LOOKS} Returns an image of the screen as the person watching sees it, with the "
                              f"pointer position and Chromium's current URL. {COORDS} By default the image is the "
-                             "full 1920x1080 screen, so image pixels ARE display pixels. Optional: `region` "
-                             "[x0, y0, x1, y1] crops; `scale` (0.1..1) shrinks to save tokens - then divide "
-                             "image coordinates by scale (and add x0, y0 for a region) to get display pixels.")
+                             "full 1920x1080 screen as PNG, so image pixels ARE display pixels. Optional, as over "
+                             "REST: `region` [x0, y0, x1, y1] crops; `scale` (more than 0, at most 4) resizes - "
+                             "below 1 to save tokens; `format` jpeg or webp (with `quality` 1..100) makes it "
+                             "smaller still. The answer states the mapping: display x = origin x + image x / scale "
+                             "(the same for y), origin being the region's top-left corner (0, 0 for the whole "
+                             "screen).")
     async def desktop_screenshot(region: OptRegionArg = None,
-                                 scale: Annotated[float, Field(ge=0.1, le=1.0,
-                                                               description="0.1..1; 1.0 = full size")] = 1.0,
+                                 scale: Annotated[float, Field(gt=0, le=4, description="resize factor, more than "
+                                                               "0 and at most 4; 1.0 = full size")] = 1.0,
+                                 format: Annotated[ImageFormat, Field(description="png (lossless, the default), "
+                                                                      "jpeg or webp")] = "png",
+                                 quality: Annotated[int | None, Field(ge=1, le=100, description="jpeg/webp quality "
+                                                                      "1..100; default 85 (jpeg), 80 (webp)")] = None,
                                  session: SessionArg = default_session) -> CallToolResult:
         box = Region.model_validate(region) if region is not None else None
-        shot = await blocking(lambda: desktops.screenshot(session, region=box, scale=scale, context=True))
-        text = f"Screenshot of session {shot.session_id!r}: {shot.width}x{shot.height} PNG, {shot.note}."
+        shot = await blocking(lambda: desktops.screenshot(session, region=box, scale=scale, format=format,
+                                                          quality=quality, context=True))
+        (x0, y0), bounds = shot.origin, list(shot.bounds)
+        text = (f"Screenshot of session {shot.session_id!r}: {shot.width}x{shot.height} {shot.format.upper()} of "
+                f"display pixels {bounds} ([x0, y0, x1, y1]), {shot.note}.")
+        if (x0, y0) != (0, 0) or shot.scale != 1.0:
+            text += (f"\nimage pixel (ix, iy) is display pixel ({x0} + ix / {shot.scale:g}, "
+                     f"{y0} + iy / {shot.scale:g})")
         if shot.pointer:
             text += f"\npointer at: {shot.pointer[0]}, {shot.pointer[1]} (display pixels)"
         if shot.url:
             text += f"\nChromium URL: {shot.url}"
-        structured = {"session": shot.session_id, "width": shot.width, "height": shot.height, "region": region,
-                      "scale": scale, "pointer": list(shot.pointer) if shot.pointer else None, "url": shot.url}
-        return _result(text, shot.png, structured)
+        structured = {"session": shot.session_id, "width": shot.width, "height": shot.height, "region": bounds,
+                      "origin": [x0, y0], "scale": shot.scale, "format": shot.format,
+                      "media_type": shot.media_type, "coordinates": shot.note,
+                      "pointer": list(shot.pointer) if shot.pointer else None, "url": shot.url}
+        return CallToolResult(content=[_text(text), _image(shot.image, shot.media_type)],
+                              structured_content=structured)
 
     @server.tool(name="desktop_zoom", title="Zoom into a region of the visible desktop",
                  annotations=_annotations("Zoom into a region of the visible desktop", read_only=True),
@@ -303,6 +336,37 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                                    session: SessionArg = default_session) -> CallToolResult:
         action = DoubleClick(x=x, y=y, button=button, modifiers=modifiers or [])
         return await perform(session, action, f"double click at ({x}, {y})", screenshot)
+
+    @server.tool(name="desktop_triple_click", title="Triple-click on the visible desktop",
+                 annotations=_annotations("Triple-click on the visible desktop", destructive=True, open_world=True),
+                 description=f"{ACTS} Triple-clicks at (x, y): selects a whole line or paragraph of text. {COORDS} "
+                             f"{RETURNS_SHOT}")
+    async def desktop_triple_click(x: X, y: Y, button: Button = "left", modifiers: Modifiers = None,
+                                   screenshot: WantShot = True,
+                                   session: SessionArg = default_session) -> CallToolResult:
+        action = TripleClick(x=x, y=y, button=button, modifiers=modifiers or [])
+        return await perform(session, action, f"triple click at ({x}, {y})", screenshot)
+
+    @server.tool(name="desktop_mouse_down", title="Press a mouse button on the visible desktop",
+                 annotations=_annotations("Press a mouse button on the visible desktop", destructive=True,
+                                          open_world=True),
+                 description=f"{ACTS} Moves the pointer to (x, y) (or stays where it is) and presses a mouse button "
+                             "without releasing it; desktop_move then desktop_mouse_up finish a drag along any path. "
+                             f"{COORDS} {RETURNS_SHOT}")
+    async def desktop_mouse_down(x: OptX = None, y: OptY = None, button: Button = "left", screenshot: WantShot = True,
+                                 session: SessionArg = default_session) -> CallToolResult:
+        return await perform(session, MouseDown(x=x, y=y, button=button), f"{button} button down {_point(x, y)}",
+                             screenshot)
+
+    @server.tool(name="desktop_mouse_up", title="Release a mouse button on the visible desktop",
+                 annotations=_annotations("Release a mouse button on the visible desktop", destructive=True,
+                                          open_world=True),
+                 description=f"{ACTS} Moves the pointer to (x, y) (or stays where it is) and releases a mouse button "
+                             f"pressed with desktop_mouse_down. {COORDS} {RETURNS_SHOT}")
+    async def desktop_mouse_up(x: OptX = None, y: OptY = None, button: Button = "left", screenshot: WantShot = True,
+                               session: SessionArg = default_session) -> CallToolResult:
+        return await perform(session, MouseUp(x=x, y=y, button=button), f"{button} button up {_point(x, y)}",
+                             screenshot)
 
     @server.tool(name="desktop_move", title="Move the pointer on the visible desktop",
                  annotations=_annotations("Move the pointer on the visible desktop", idempotent=True, open_world=True),
@@ -356,6 +420,37 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         action = Key(keys=keys)
         return await perform(session, action, f"keys {' '.join(action.keys)}", screenshot)
 
+    @server.tool(name="desktop_hold_key", title="Hold a key down on the visible desktop",
+                 annotations=_annotations("Hold a key down on the visible desktop", destructive=True, open_world=True),
+                 description=f"{ACTS} Presses one key or chord (\"shift\", \"ctrl+alt\", \"Right\") and holds it for "
+                             f"duration_ms (at most {_most(HoldKey, 'duration_ms')}), then releases it, e.g. to keep "
+                             f"moving in a game or repeat a key. {RETURNS_SHOT}")
+    async def desktop_hold_key(keys: Annotated[str, Field(min_length=1, description='one chord, e.g. "shift" or '
+                                                                                    '"ctrl+alt"')],
+                               duration_ms: _bounded_int(HoldKey, "duration_ms", "how long to hold it, in ms") =
+                               HoldKey.model_fields["duration_ms"].default,
+                               screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
+        return await perform(session, HoldKey(keys=keys, duration_ms=duration_ms), f"hold {keys} for {duration_ms} ms",
+                             screenshot)
+
+    @server.tool(name="desktop_wait", title="Wait on the visible desktop",
+                 annotations=_annotations("Wait on the visible desktop", read_only=True),
+                 description=f"{LOOKS} Does nothing for duration_ms (at most {_most(Wait, 'duration_ms')}), then waits "
+                             "for the screen to settle: for a page or a program that is still loading. "
+                             f"{RETURNS_SHOT}")
+    async def desktop_wait(duration_ms: _bounded_int(Wait, "duration_ms", "how long to wait, in ms") =
+                           Wait.model_fields["duration_ms"].default,
+                           screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
+        return await perform(session, Wait(duration_ms=duration_ms), f"wait {duration_ms} ms", screenshot)
+
+    @server.tool(name="desktop_cursor_position", title="Pointer position on the visible desktop",
+                 annotations=_annotations("Pointer position on the visible desktop", read_only=True),
+                 description=f"{LOOKS} Returns where the mouse pointer is, in display pixels (x 0..1919, y 0..1079).")
+    async def desktop_cursor_position(session: SessionArg = default_session) -> CallToolResult:
+        x, y = await blocking(desktops.cursor, session)
+        return _result(f"pointer of session {session!r} at ({x}, {y}) (display pixels)", None,
+                       {"session": session, "x": x, "y": y})
+
     # ------------------------------------------------------------------------------ programs
 
     @server.tool(name="desktop_open_url", title="Open a URL in the visible Chromium",
@@ -367,6 +462,17 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                                screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
         done = await blocking(desktops.open, session, url)
         return _performed(session, done, f"open {url}", screenshot, "open_url", {"url": url})
+
+    @server.tool(name="desktop_focus_window", title="Bring a window to the front on the visible desktop",
+                 annotations=_annotations("Bring a window to the front on the visible desktop", idempotent=True),
+                 description=f"{ACTS} Raises and focuses one window (its id from desktop_windows, e.g. "
+                             f"0x01a00003), so keys go to it and the operator sees it. {RETURNS_SHOT}")
+    async def desktop_focus_window(window_id: Annotated[str, Field(min_length=1, description="the window's id from "
+                                                                                            "desktop_windows")],
+                                   screenshot: WantShot = True,
+                                   session: SessionArg = default_session) -> CallToolResult:
+        done = await blocking(desktops.focus, session, window_id)
+        return _performed(session, done, f"focus window {window_id}", screenshot, "focus", {"window_id": window_id})
 
     @server.tool(name="desktop_launch", title="Launch a program on the visible desktop",
                  annotations=_annotations("Launch a program on the visible desktop", open_world=True),
@@ -481,12 +587,15 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     @server.tool(name="session_create", title="Start a new visible desktop session",
                  annotations=_annotations("Start a new visible desktop session"),
                  description="Manages the VISIBLE desktop sessions: starts one more XFCE desktop (1920x1080, "
-                             "Chromium open, its own noVNC live view) and returns its id and live-view URL. Pass "
-                             "the id as `session` to the other tools. `network` limits what its browser may "
+                             "Chromium open, its own noVNC live view) and returns its id and live-view URL. `id` "
+                             "names it (as over REST); pass the id as `session` to the other tools. `network` limits what its browser may "
                              "reach (allow/deny lists of host, host:port or *.domain); `dialogs` says how its "
                              "JavaScript dialogs are answered. Takes a few seconds.")
-    async def session_create(session: Annotated[str | None, Field(description="a name for it (1-32 of a-z 0-9 - _); "
-                                                                              "generated when omitted")] = None,
+    async def session_create(id: Annotated[str | None, Field(description="a name for it (1-32 of a-z 0-9 - _, "
+                                                                         "starting with a letter or digit); generated "
+                                                                         "when omitted")] = None,
+                             session: Annotated[str | None, Field(description="the same as id (an older name of "
+                                                                              "this argument)")] = None,
                              network: Annotated[NetworkArg | None, Field(description="the browser's network policy; "
                                                                          "default: no limits beyond glassdesk's own "
                                                                          "ports")] = None,
@@ -495,8 +604,11 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                                                                   "or the operator to answer; accept / dismiss: "
                                                                   "each is answered at once")] = "manual",
                              ) -> CallToolResult:
+        if id is not None and session is not None and id != session:
+            raise InvalidRequest(f"id: {id!r} and session: {session!r} name the same thing; give one")
+        name = id if id is not None else session
         network = network or NetworkArg()
-        info = await blocking(lambda: desktops.create(session, allow=network.allow, deny=network.deny,
+        info = await blocking(lambda: desktops.create(name, allow=network.allow, deny=network.deny,
                                                       dialogs=dialogs))
         return _result(f"session {info.id!r} started on display {info.display}\n"
                        f"live view (view-only): {info.novnc_url}", None, info.model_dump(mode="json"))

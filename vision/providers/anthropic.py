@@ -17,43 +17,26 @@ Three tool generations, chosen by model (MODEL_TOOL_VERSIONS) or the ``tool_vers
 
 from __future__ import annotations
 
-import base64
-import math
 import os
 import re
-from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import anthropic
-from pydantic import ValidationError
 
-from desktop.actions import (
-    SCREEN_HEIGHT, SCREEN_WIDTH, Click, DoubleClick, Drag, HoldKey, Key, MouseDown, MouseUp, Move, Point,
-    Region, Scroll, TripleClick, Type, Wait, Zoom,
-)
+from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from vision import coords
-from vision.actions import Action, CursorPosition, Fail, Screenshot
+from vision.actions import Fail
+# The tool's input and result formats are converted by vision.converters.anthropic, shared with the
+# /computer/anthropic executor; re-exported here for the provider's callers.
+from vision.converters.anthropic import (  # noqa: F401
+    COMPUTER_20250124, COMPUTER_20251124, COMPUTER_TOOLSET_20260801, TOOL_VERSIONS, InputError, ToolVersion,
+    explain, image_block, parse_tool_use, region_to_display, result_content, text_block, to_actions,
+)
 from vision.providers.base import (
     CallResult, ModelCallError, ModelTurn, Observation, Provider, ToolCall, Usage, redact_key, retry_after,
 )
 
 # --- tool versions ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ToolVersion:
-    type: str
-    beta: str | None = None
-    zoom: bool = False
-    toolset: bool = False
-
-
-COMPUTER_20250124 = ToolVersion("computer_20250124", beta="computer-use-2025-01-24")
-COMPUTER_20251124 = ToolVersion("computer_20251124", beta="computer-use-2025-11-24", zoom=True)
-COMPUTER_TOOLSET_20260801 = ToolVersion("computer_toolset_20260801", zoom=True, toolset=True)
-TOOL_VERSIONS: dict[str, ToolVersion] = {
-    v.type: v for v in (COMPUTER_20250124, COMPUTER_20251124, COMPUTER_TOOLSET_20260801)
-}
 
 # Model name -> tool version, first match wins (re.match on the bare model name). From Anthropic's
 # computer-use docs: 20251124 is Opus 4.5+ and Sonnet 4.6+; Sonnet/Haiku 4.5 and older stay on
@@ -84,174 +67,10 @@ def model_space(width: int = SCREEN_WIDTH, height: int = SCREEN_HEIGHT, *,
     return coords.pixels(*coords.anthropic_size(width, height, max_pixels=max_pixels, max_edge=max_edge))
 
 
-def region_to_display(region: Any, space: coords.Space) -> Region:
-    """A zoom region [x0, y0, x1, y1] in model pixels -> the display Region that covers it.
-
-    Edges, not pixels: x1 may equal the image width. Rounded outwards so nothing asked for is lost.
-    """
-    if not (isinstance(region, (list, tuple)) and len(region) == 4 and all(_is_number(v) for v in region)):
-        raise InputError(f"region must be [x0, y0, x1, y1], got {region!r}")
-    x0, y0, x1, y1 = region
-    if not (0 <= x0 < x1 <= space.width and 0 <= y0 < y1 <= space.height):
-        raise InputError(f"region {list(region)} is not inside the {space.width}x{space.height} screen "
-                         "with x0 < x1 and y0 < y1")
-    sx, sy = SCREEN_WIDTH / space.width, SCREEN_HEIGHT / space.height
-    return Region(x0=math.floor(x0 * sx), y0=math.floor(y0 * sy),
-                  x1=min(SCREEN_WIDTH, math.ceil(x1 * sx)), y1=min(SCREEN_HEIGHT, math.ceil(y1 * sy)))
-
-
-# --- tool input -> Actions (pure) ---------------------------------------------------------------
-
-
-class InputError(ValueError):
-    """A computer-tool call that cannot run as given; the text goes back to the model."""
-
-
-_CLICKS: dict[str, tuple[type, str]] = {
-    "left_click": (Click, "left"),
-    "right_click": (Click, "right"),
-    "middle_click": (Click, "middle"),
-    "double_click": (DoubleClick, "left"),
-    "triple_click": (TripleClick, "left"),
-}
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _point(args: Mapping[str, Any], key: str, space: coords.Space, *, required: bool) -> dict[str, int]:
-    """``args[key]`` ([x, y] in model pixels) -> {"x", "y"} in display pixels; {} when absent."""
-    value = args.get(key)
-    if value is None:
-        if required:
-            raise InputError(f"{key} is required")
-        return {}
-    if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(_is_number(v) for v in value)):
-        raise InputError(f"{key} must be [x, y] numbers, got {value!r}")
-    try:
-        x, y = space.to_display(*value)
-    except coords.OffScreen:
-        raise InputError(f"{key} {list(value)} is off the {space.width}x{space.height} screen: x must be "
-                         f"0..{space.max_x} and y 0..{space.max_y}") from None
-    return {"x": x, "y": y}
-
-
-def _text(args: Mapping[str, Any], key: str = "text") -> str:
-    value = args.get(key)
-    if not isinstance(value, str) or not value:
-        raise InputError(f"{key} must be a non-empty string")
-    return value
-
-
-def _modifiers(args: Mapping[str, Any]) -> list[str]:
-    """Keys held during a click or scroll: "ctrl+shift" in ``text`` (or ``key``, as some models send)."""
-    held = args.get("text") or args.get("key")
-    if held is None:
-        return []
-    if not isinstance(held, str):
-        raise InputError(f"modifier keys must be a string like 'ctrl+shift', got {held!r}")
-    return [name for name in re.split(r"[+\s]+", held.strip()) if name]
-
-
-def _ms(args: Mapping[str, Any], key: str, default: float | None = None) -> int:
-    """A duration in seconds -> milliseconds."""
-    value = args.get(key, default)
-    if not _is_number(value) or value < 0:
-        raise InputError(f"{key} must be a number of seconds >= 0, got {value!r}")
-    return round(value * 1000)
-
-
-def to_actions(action: Any, args: Mapping[str, Any], space: coords.Space) -> list[Action]:
-    """One computer-tool call in model pixels -> the display-pixel Actions it means.
-
-    Raises InputError, or pydantic's ValidationError for values the desktop refuses (both are
-    ValueErrors).
-    """
-    if action in _CLICKS:
-        cls, button = _CLICKS[action]
-        return [cls(button=button, modifiers=_modifiers(args), **_point(args, "coordinate", space, required=False))]
-    match action:
-        case "mouse_move":
-            return [Move(**_point(args, "coordinate", space, required=True))]
-        case "left_click_drag":
-            start = _point(args, "start_coordinate", space, required=True)
-            end = _point(args, "coordinate", space, required=True)
-            return [Drag(path=[Point(**start), Point(**end)], modifiers=_modifiers(args))]
-        case "left_mouse_down":
-            return [MouseDown(**_point(args, "coordinate", space, required=False))]
-        case "left_mouse_up":
-            return [MouseUp(**_point(args, "coordinate", space, required=False))]
-        case "scroll":
-            direction = args.get("scroll_direction")
-            if direction not in ("up", "down", "left", "right"):
-                raise InputError(f"scroll_direction must be up, down, left or right, got {direction!r}")
-            return [Scroll(direction=direction, amount=args.get("scroll_amount", 3), modifiers=_modifiers(args),
-                           **_point(args, "coordinate", space, required=False))]
-        case "key":
-            repeat = args.get("repeat") or 1
-            if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
-                raise InputError(f"repeat must be a positive integer, got {repeat!r}")
-            return [Key(keys=_text(args).split() * repeat)]
-        case "type":
-            return [Type(text=_text(args))]
-        case "hold_key":
-            return [HoldKey(keys=_text(args), duration_ms=_ms(args, "duration"))]
-        case "wait":
-            return [Wait(duration_ms=_ms(args, "duration", default=1))]
-        case "screenshot":
-            return [Screenshot()]
-        case "cursor_position":
-            return [CursorPosition()]
-        case "zoom":
-            region = region_to_display(args.get("region"), space)
-            # Fill at most a screenshot's worth of pixels: the budget the model reads images in.
-            scale = min(4.0, space.width / region.width, space.height / region.height)
-            return [Zoom(region=region, scale=scale)]
-    raise InputError(f"unknown action {action!r}")
-
-
-def explain(exc: Exception) -> str:
-    """A short sentence for the model from an InputError or a pydantic ValidationError."""
-    if isinstance(exc, ValidationError):
-        parts = []
-        for error in exc.errors():
-            msg = error["msg"].removeprefix("Value error, ")
-            loc = ".".join(str(p) for p in error["loc"])
-            parts.append(f"{loc}: {msg}" if loc else msg)
-        return "; ".join(parts)
-    return str(exc)
-
-
-def parse_tool_use(id: str, name: str, input: Mapping[str, Any], space: coords.Space, *,
-                   toolset_name: str | None = None) -> ToolCall:
-    """One tool_use block -> a ToolCall, with ``error`` set (nothing to run) if it makes no sense."""
-    raw = dict(input)
-    if toolset_name is not None:
-        action = name if toolset_name == "computer" else None
-    else:
-        action = raw.get("action") if name == "computer" else None
-    if action is None:
-        return ToolCall(id, name, raw, error=f"unknown tool {name!r}: only the computer tool is available")
-    try:
-        return ToolCall(id, name, raw, actions=to_actions(action, raw, space))
-    except ValueError as exc:
-        return ToolCall(id, name, raw, error=explain(exc))
-
-
 # --- conversation helpers (pure) -----------------------------------------------------------------
 
 EPHEMERAL = {"type": "ephemeral"}
 PRUNED_IMAGE = "[older screenshot removed to save context]"
-
-
-def image_block(png: bytes) -> dict[str, Any]:
-    return {"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                        "data": base64.b64encode(png).decode("ascii")}}
-
-
-def text_block(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
 
 
 def _image_slots(messages: list[dict[str, Any]]) -> list[tuple[list[dict[str, Any]], int]]:
@@ -433,7 +252,7 @@ class AnthropicProvider(Provider):
         by_id = {r.call_id: r for r in results}
         blocks = []
         for i, (call, toolset_name) in enumerate(self._pending):
-            content, is_error = self._result_content(call, by_id.get(call.id))
+            content, is_error = result_content(call, by_id.get(call.id), self.space)
             if i == len(self._pending) - 1:
                 if any(b["type"] == "image" for b in content):  # a zoom: say which image is which
                     content.append(text_block("The screen now:"))
@@ -448,30 +267,6 @@ class AnthropicProvider(Provider):
             blocks.append(block)
         return blocks
 
-    def _result_content(self, call: ToolCall, result: CallResult | None) -> tuple[list[dict[str, Any]], bool]:
-        if result is None:
-            return [text_block(call.error or "not run: an earlier action of this turn failed")], True
-        if not result.ok:
-            return [text_block(result.error or call.error or "the action failed")], True
-        content = []
-        if result.output:
-            is_cursor = any(isinstance(a, CursorPosition) for a in call.actions)
-            content.append(text_block(self._cursor_text(result.output) if is_cursor else result.output))
-        if result.image_png:
-            content.append(image_block(result.image_png))
-        return content, False
-
-    def _cursor_text(self, output: str) -> str:
-        """The loop reports the pointer in display pixels; Claude reads "X=..,Y=.." in its own."""
-        found = re.findall(r"-?\d+", output)
-        if len(found) < 2:
-            return output
-        try:
-            x, y = self.space.from_display(int(found[0]), int(found[1]))
-        except coords.OffScreen:
-            return output
-        return f"X={x},Y={y}"
-
     def _parse(self, message: Any) -> ModelTurn:
         calls, texts, thoughts = [], [], []
         self._pending = []
@@ -482,7 +277,8 @@ class AnthropicProvider(Provider):
                 thoughts.append(block.thinking)
             elif block.type == "tool_use":
                 toolset_name = getattr(block, "toolset_name", None)
-                call = parse_tool_use(block.id, block.name, block.input, self.space, toolset_name=toolset_name)
+                call = parse_tool_use(block.id, block.name, block.input, self.space, toolset_name=toolset_name,
+                                      version=self.tool)
                 calls.append(call)
                 self._pending.append((call, toolset_name))
         text = "\n".join(texts).strip()

@@ -9,25 +9,26 @@ Two tool flavours, which differ in their coordinate space:
 
 The conversation lives on the server (``previous_response_id``): each turn sends only what is new,
 a ``computer_call_output`` screenshot per call of the last response. Model coordinates become
-display pixels here, at the provider's edge; the mapping functions are pure so they can be tested
-without the SDK.
+display pixels here, at the provider's edge, by the pure converters of ``vision.converters.openai``
+(shared with the ``/computer/openai`` executor).
 """
 
 from __future__ import annotations
 
-import base64
 import os
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import openai
-from pydantic import ValidationError
 
-from desktop import keys
-from desktop.actions import Click, DoubleClick, Drag, Key, Move, Point, Scroll, Type, Wait
 from desktop.screen import Frame
 from vision import coords
-from vision.actions import Action, Screenshot
+# The tool's actions and output are converted by vision.converters.openai, shared with the
+# /computer/openai executor; re-exported here for the provider's callers.
+from vision.converters.openai import (  # noqa: F401
+    SCROLL_PX_PER_NOTCH, WAIT_MS, data_url, key_name, keypress_chord, map_action, map_actions, scroll_actions,
+    screenshot_output,
+)
 from vision.providers.base import (
     CallResult, ModelCallError, ModelTurn, Observation, Provider, SafetyCheck, ToolCall, Usage, redact_key,
     retry_after,
@@ -56,12 +57,6 @@ MODEL_TOOLS: dict[str, ToolKind] = {
 }
 
 ENVIRONMENT = "linux"
-SCROLL_PX_PER_NOTCH = 100  # one wheel notch scrolls about this much in Chromium
-WAIT_MS = 1000  # the model's bare "wait" has no duration
-_BUTTONS = {"left": "left", "right": "right", "wheel": "middle", "middle": "middle", "back": "back",
-            "forward": "forward"}
-# Keys that cannot be written inside a "+"-joined chord.
-_CHORD_UNSAFE = {"+": "plus", " ": "space"}
 
 
 def tool_for_model(model: str) -> ToolKind:
@@ -69,92 +64,6 @@ def tool_for_model(model: str) -> ToolKind:
         if model.startswith(prefix):
             return kind
     return "computer"
-
-
-# --- action mapping (pure) -----------------------------------------------------------------------
-
-
-def key_name(name: str) -> str:
-    """An OpenAI key name ("CTRL", "ARROWLEFT", "ESC") -> a desktop.keys name that fits a chord."""
-    if name in _CHORD_UNSAFE:
-        return _CHORD_UNSAFE[name]
-    lowered = name.lower()
-    if lowered in keys.ALIASES or len(name) == 1:
-        return lowered
-    return name  # F5, KP_Enter, XF86AudioMute...: desktop.keys resolves the case of real keysyms
-
-
-def keypress_chord(names: list[str]) -> str:
-    """keypress keys are pressed together: ["CTRL", "A"] -> "ctrl+a"."""
-    if not names:
-        raise ValueError("keypress without keys")
-    return "+".join(key_name(n) for n in names)
-
-
-def scroll_actions(x: int, y: int, scroll_x: Any, scroll_y: Any, modifiers: list[str]) -> list[Action]:
-    """Pixel deltas -> wheel notches, vertical first; a zero scroll just moves the pointer there."""
-    actions: list[Action] = []
-    for delta, negative, positive in ((scroll_y, "up", "down"), (scroll_x, "left", "right")):
-        delta = delta or 0
-        if isinstance(delta, bool) or not isinstance(delta, (int, float)):
-            raise ValueError(f"scroll distance must be a number, got {delta!r}")
-        if delta:
-            notches = min(50, max(1, round(abs(delta) / SCROLL_PX_PER_NOTCH)))
-            actions.append(Scroll(x=x, y=y, direction=positive if delta > 0 else negative, amount=notches,
-                                  modifiers=modifiers))
-    return actions or [Move(x=x, y=y)]
-
-
-def map_action(action: dict[str, Any], space: coords.Space) -> list[Action]:
-    """One OpenAI action (as JSON) -> display-pixel Actions. Raises ValueError if unusable."""
-    kind = action.get("type")
-    held = [] if kind == "keypress" else [key_name(k) for k in action.get("keys") or []]  # GA held keys
-    if kind in ("click", "double_click"):
-        x, y = space.to_display(action.get("x"), action.get("y"))
-        if kind == "double_click":
-            return [DoubleClick(x=x, y=y, modifiers=held)]
-        button = action.get("button", "left")
-        if button not in _BUTTONS:
-            raise ValueError(f"unknown mouse button {button!r}")
-        return [Click(x=x, y=y, button=_BUTTONS[button], modifiers=held)]
-    if kind == "move":  # keys held during a bare move change nothing on this desktop: dropped
-        x, y = space.to_display(action.get("x"), action.get("y"))
-        return [Move(x=x, y=y)]
-    if kind == "drag":
-        points = (space.to_display(p.get("x"), p.get("y")) for p in action.get("path") or [])
-        return [Drag(path=[Point(x=x, y=y) for x, y in points], modifiers=held)]
-    if kind == "scroll":
-        x, y = space.to_display(action.get("x"), action.get("y"))
-        return scroll_actions(x, y, action.get("scroll_x"), action.get("scroll_y"), held)
-    if kind == "keypress":
-        return [Key(keys=[keypress_chord(list(action.get("keys") or []))])]
-    if kind == "type":
-        return [Type(text=action.get("text") or "")]
-    if kind == "wait":
-        return [Wait(duration_ms=WAIT_MS)]
-    if kind == "screenshot":
-        return [Screenshot()]
-    raise ValueError(f"unknown action type {kind!r}")
-
-
-def map_actions(batch: list[dict[str, Any]], space: coords.Space) -> tuple[list[Action], str | None]:
-    """A call's actions -> (Actions, None), or ([], why) if any one is unusable: all or nothing."""
-    mapped: list[Action] = []
-    for index, action in enumerate(batch):
-        try:
-            if not isinstance(action, dict):
-                raise ValueError(f"expected an object, got {action!r}")
-            mapped.extend(map_action(action, space))
-        except (ValueError, TypeError, AttributeError) as exc:
-            where = f"action {index + 1} ({action.get('type') if isinstance(action, dict) else '?'})"
-            return [], f"{where}: {_describe(exc)}"
-    return mapped, None
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
-    return str(exc)
 
 
 # --- errors --------------------------------------------------------------------------------------
@@ -177,10 +86,6 @@ def to_model_call_error(exc: openai.OpenAIError, api_key: str | None) -> ModelCa
 
 
 # --- the provider --------------------------------------------------------------------------------
-
-
-def _data_url(png: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(png).decode()
 
 
 def _text(text: str) -> dict[str, str]:
@@ -217,7 +122,7 @@ class OpenAIProvider(Provider):
     def turn(self, observation: Observation, results: list[CallResult], note: str | None = None) -> ModelTurn:
         frame = observation.frame
         space = self._space(frame)
-        image_url = _data_url(frame.scaled_png(space.width, space.height))
+        image_url = data_url(frame.scaled_png(space.width, space.height))
         request: dict[str, Any] = {
             "model": self.model,
             "tools": [self.tool(space)],
@@ -270,7 +175,7 @@ class OpenAIProvider(Provider):
                 "type": "computer_call_output",
                 "call_id": call_id,
                 "acknowledged_safety_checks": [asdict(s) for s in checks if s.id in self._acknowledged],
-                "output": {"type": "computer_screenshot", "image_url": image_url},
+                "output": screenshot_output(image_url),
             })
             result = by_call.get(call_id)
             if result is None:

@@ -1,0 +1,64 @@
+"""The settle on the display's damage events, on the real desktop: what the answer's frame shows.
+
+Behaviour kept from the polling settle (issue 14): a page that changes a while after the click is
+seen changed in the click's own frame, and a blinking caret does not keep an action from settling.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from desktop.actions import Click, Move, Type
+from tests.fakes.testpage import at
+
+pytestmark = pytest.mark.x11
+
+# tests/assets/testpage.html: #status (left 1200, top 360, 24 px text) and #later, whose click
+# changes #status 300 ms later with nothing visible at the click itself.
+STATUS = (1200, 360, 1600, 400)
+LATER = (1300, 455)
+SPIN = (1300, 535)  # #spin: repaints every frame for 5 s after a click
+
+
+def status_box(viewport) -> tuple[int, int, int, int]:
+    x0, y0 = at(viewport, *STATUS[:2])
+    x1, y1 = at(viewport, *STATUS[2:])
+    return x0, y0, x1, y1
+
+
+def test_a_page_that_changes_300_ms_after_a_click_is_seen_changed(desk, page, viewport):
+    box = status_box(viewport)
+    later = at(viewport, *LATER)
+    # The pointer first, on its own: leaving whatever an earlier test left it over (a button's hover
+    # style) repaints at once, which would end the click's wait before the late change.
+    desk.perform(Move(x=later[0], y=later[1]))
+    before = desk.capture().image.crop(box)
+    performed = desk.perform(Click(x=later[0], y=later[1]))
+    page.wait_for(lambda e: e.get("type") == "changed-later")
+    assert performed.settled
+    shown = performed.frame.image.crop(box)
+    assert shown.tobytes() != before.tobytes()  # the click's own answer shows the late change
+    assert shown.tobytes() == desk.capture().image.crop(box).tobytes()  # and it is what stays
+
+
+def test_a_blinking_caret_still_settles(desk, page, viewport):
+    x, y = at(viewport, 300, 280)
+    desk.perform(Click(x=x, y=y))  # the caret blinks in #field from here on
+    page.wait_for(lambda e: e.get("type") == "click")
+    for i in range(6):  # actions that repaint (typing) and one that does not (a move), across blinks
+        performed = desk.perform(Type(text="a") if i % 2 else Move(x=x + 10 * i, y=y + 200))
+        assert performed.settled, f"action {i} did not settle: the caret kept the screen changing"
+    page.wait_for(lambda e: e.get("type") == "input" and e.get("field") == "aaa")
+
+
+def test_an_animation_that_outlasts_the_wait_is_answered_as_not_settled(api, page, viewport):
+    x, y = at(viewport, *SPIN)
+    answer = api.post("/api/v1/sessions/itest/desktop/click", json={"x": x, "y": y})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    page.wait_for(lambda e: e.get("type") == "click")
+    # Bounded, and said: the answer came at the wait's bound with the screen still changing.
+    assert body["settled"] is False and body["settle_ms"] >= 2500
+    page.wait_for(lambda e: e.get("type") == "spin-stopped", timeout=15)
+    still = api.post("/api/v1/sessions/itest/desktop/move", json={"x": x, "y": y + 200})
+    assert still.json()["settled"] is True

@@ -1,0 +1,88 @@
+"""The remote path's pure parts: backend choice, typed errors back from a session server, frames
+from its PNGs, and the call route's encoding of arguments and answers."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from PIL import Image
+
+from desktop import calls
+from desktop.backends import create_backend, desktop_service_class
+from desktop.backends.base import labels
+from desktop.errors import ElementNotFound, GlassdeskError, InvalidRequest, SessionBusy, SessionUnavailable
+from desktop.page import Target
+from desktop.page_service import PageService
+from desktop.remote import decode_error, frame_from_png
+from desktop.service import DesktopService
+
+
+def test_local_is_the_embedded_default_and_unknown_backends_are_refused():
+    assert create_backend("local") is None
+    with pytest.raises(InvalidRequest, match="use one of local, docker, kubernetes"):
+        create_backend("podman")
+
+
+def test_kubernetes_says_it_is_not_available_until_its_backend_lands():
+    try:
+        import desktop.backends.kubernetes  # noqa: F401  (the k8s helper's module, once merged)
+    except ImportError:
+        with pytest.raises(InvalidRequest, match="not available yet"):
+            create_backend("kubernetes")
+
+
+def test_a_session_manager_gets_the_local_service():
+    class NotABackendManager:
+        pass
+
+    assert desktop_service_class(NotABackendManager()) is DesktopService
+
+
+def test_labels_name_the_session_and_its_owner():
+    assert labels("s1", "host-8080") == {"app.kubernetes.io/name": "glassdesk", "glassdesk.dev/role": "session",
+                                         "glassdesk.dev/session": "s1", "glassdesk.dev/owner": "host-8080"}
+
+
+def test_an_error_answer_comes_back_as_the_same_typed_error():
+    exc = decode_error(409, {"error": {"code": "session_busy", "message": "busy with a click"}}, "3")
+    assert type(exc) is SessionBusy and exc.message == "busy with a click" and exc.retry_after == 3
+    assert type(decode_error(404, {"error": {"code": "element_not_found", "message": "no"}})) is ElementNotFound
+
+
+def test_an_unknown_code_keeps_its_code_and_status_and_a_bodyless_answer_is_unavailable():
+    exc = decode_error(418, {"error": {"code": "teapot", "message": "short and stout"}})
+    assert type(exc) is GlassdeskError and (exc.code, exc.status) == ("teapot", 418)
+    assert isinstance(decode_error(502, "<html>bad gateway</html>"), SessionUnavailable)
+
+
+def test_a_frame_from_a_png_has_its_pixels_and_keeps_the_png():
+    image = Image.new("RGB", (4, 2), (10, 20, 30))
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    frame = frame_from_png(buffer.getvalue())
+    assert (frame.width, frame.height) == (4, 2)
+    assert frame.bgra[:3] == bytes([30, 20, 10])  # BGRX, the layout of a capture
+    assert frame.png == buffer.getvalue()  # never encoded again
+
+
+def test_call_arguments_and_answers_round_trip_by_the_methods_own_types():
+    wire = calls.encode_args(PageService, "click", (Target(selector="#go"),), {"button": "right"})
+    assert wire == {"target": {"selector": "#go", "ref": None, "label": None, "text": None}, "button": "right"}
+    assert calls.decode_args(PageService, "click", wire)["target"] == Target(selector="#go")
+    assert calls.decode_result(PageService, "screenshot", calls.encode_result(PageService, "screenshot", b"\x89PNG")) \
+        == b"\x89PNG"
+    assert calls.decode_result(PageService, "cursors", [3, 4]) == (3, 4)
+
+
+def test_a_call_with_an_unknown_argument_is_refused():
+    with pytest.raises(InvalidRequest, match="unknown argument"):
+        calls.decode_args(PageService, "state", {"evil": 1})
+
+
+def test_every_listed_call_is_a_method_with_types_to_encode_by():
+    for name in calls.PAGE_CALLS:
+        calls.signature(PageService, name)
+    for name in calls.DESKTOP_CALLS:
+        calls.signature(DesktopService, name)
+    assert "download_path" not in calls.PAGE_CALLS  # a path on the session server's disk

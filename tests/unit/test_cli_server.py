@@ -1,0 +1,44 @@
+"""`glassdesk act --server` (alias --url), GLASSDESK_URL, then GLASSDESK_PORT: which server it asks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vision.cli import build_parser, default_server
+
+GLASSDESK = str(Path(sys.executable).parent / "glassdesk")
+
+
+@pytest.mark.parametrize("environ, expected", [
+    ({}, "http://127.0.0.1:8080"),
+    ({"GLASSDESK_PORT": "8090"}, "http://127.0.0.1:8090"),
+    ({"GLASSDESK_URL": "http://box:9000", "GLASSDESK_PORT": "8090"}, "http://box:9000"),
+    ({"GLASSDESK_URL": "", "GLASSDESK_PORT": "8090"}, "http://127.0.0.1:8090"),
+])
+def test_default_server(environ, expected):
+    assert default_server(environ) == expected
+
+
+def test_server_flag_and_its_alias():
+    parser = build_parser()
+    assert parser.parse_args(["act", "x", "--server", "http://a:1"]).server == "http://a:1"
+    assert parser.parse_args(["act", "x", "--url", "http://b:2"]).server == "http://b:2"
+    assert parser.parse_args(["act", "x"]).server is None  # then the environment decides
+
+
+@pytest.mark.parametrize("flags, environ, named", [
+    ([], {"GLASSDESK_PORT": "9"}, "http://127.0.0.1:9"),
+    ([], {"GLASSDESK_URL": "http://127.0.0.1:9/", "GLASSDESK_PORT": "1"}, "http://127.0.0.1:9/"),
+    (["--server", "http://127.0.0.1:9"], {"GLASSDESK_PORT": "1"}, "http://127.0.0.1:9"),
+])
+def test_act_asks_the_server_it_was_told(flags, environ, named):
+    """Port 9 (discard) is closed here: the error names the server that was tried."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GLASSDESK_")} | environ | {"COLUMNS": "200"}
+    done = subprocess.run([GLASSDESK, "act", "read the screen", *flags], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert done.returncode == 2 and f"no glassdesk server at {named}" in done.stdout + done.stderr, done

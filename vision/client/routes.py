@@ -1,0 +1,418 @@
+"""Every route of the API as a method that builds a ``Call``, written once for both transports.
+
+A method here returns ``self._send(call)``: the blocking client's ``_send`` returns the typed
+answer, the async client's returns a coroutine of it (so ``await desk.click(...)``). Request
+bodies and answers are the API's own pydantic models, imported from where the routes define
+them; the methods for the input primitives, the page actions and the QA verbs are generated from
+those models, so a field the server adds is a field the client takes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import TYPE_CHECKING, Any, Callable, Literal
+from urllib.parse import quote
+
+from pydantic import BaseModel
+
+from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
+from desktop.api import ActionResponse, CreateSession, Cursor, FocusRequest, LaunchRequest, NetworkPolicyBody, OpenRequest
+from desktop.netpolicy import BlockedRequest, NetworkPolicyInfo
+from desktop.page import DialogPolicy, PageContent, PageState, Tab
+from desktop.page_api import (
+    ActedAnswer, ClickRequest, DialogAnswer, DialogPolicyRequest, DialogRequest, EvaluateRequest, FillRequest,
+    HistoryRequest, NavigateRequest, NewTabRequest, SelectRequest, UploadRequest, WaitRequest,
+)
+from desktop.sessions import LiveView, SessionInfo
+from desktop.windows import Window
+from vision.api import RunControl
+from vision.console import TakeoverRequest
+from vision.computer import (
+    AnthropicComputerRequest, AnthropicComputerResult, OpenAIComputerRequest, OpenAIComputerResult,
+)
+from vision.client.calls import Call, act_event, bind, body, image, model, raw, signature_of, text
+from vision.loop import ActRequest, ActResult
+from vision.qa.models import (
+    AnalyzeConsoleRequest, ApproveRequest, BaselineResult, CaptureBaselineRequest, CompareRequest, CompareResult,
+    ConsoleResult, ElementResult, FlowResult, PageLoadResult, QaRun, VerifyElementRequest, VerifyPageLoadsRequest,
+    VerifyReport, VerifyUserFlowRequest,
+)
+from vision.trace import Trace, TraceMeta, VerifyResult
+
+if TYPE_CHECKING:
+    from vision.client.calls import Image
+
+API = "/api/v1"
+
+
+def _seg(value: str) -> str:
+    """A path segment: an id with a slash or a dot-dot must not reach another route."""
+    return quote(str(value), safe="")
+
+
+class _Bound:
+    """Routes of one session: they send through the client that made them."""
+
+    def __init__(self, client: Any, session_id: str):
+        self._client = client
+        self.id = session_id
+
+    def _send(self, call: Call):
+        return self._client._send(call)
+
+    def _path(self, suffix: str) -> str:
+        return f"{API}/sessions/{_seg(self.id)}{suffix}"
+
+
+def _no_query(extra: dict) -> None:
+    return None
+
+
+def _posting(suffix: str, kind: type[BaseModel], answer: Any, *, code: str = "invalid_request",
+             query: Callable[[dict], dict | None] = _no_query, doc: str = "") -> Callable:
+    """A route method that POSTs ``kind`` built from its arguments (or a ready ``kind``)."""
+    signature = signature_of(kind)
+
+    def method(self, *args, **kwargs):
+        extra = {"screenshot": kwargs.pop("screenshot")} if query is not _no_query and "screenshot" in kwargs else {}
+        if len(args) == 1 and not kwargs and isinstance(args[0], kind):
+            data = body(kind, args[0], {}, code)
+        else:
+            data = body(kind, None, bind(signature, args, kwargs), code)
+        return self._send(Call("POST", self._path(suffix), model(answer), params=query(extra), json=data))
+
+    shown = signature
+    if query is not _no_query:  # the desktop actions also take ?screenshot=true
+        shown = signature.replace(parameters=[*signature.parameters.values(), inspect.Parameter(
+            "screenshot", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=bool)])
+    method.__signature__ = shown  # type: ignore[attr-defined]
+    method.__doc__ = doc or f"POST …{suffix} with a {kind.__name__} (its fields as arguments, or the model itself)."
+    return method
+
+
+# ----------------------------------------------------------------------------------- desktop
+
+
+def _shot_query(extra: dict) -> dict | None:
+    return {"screenshot": "true"} if extra.get("screenshot") else None
+
+
+class SessionClient(_Bound):
+    """One session: its lifecycle, its desktop primitives, its vision runs, and ``page`` and
+    ``qa`` for its page layer and QA verbs. Made by ``client.session(id)``; sends nothing itself."""
+
+    def __init__(self, client: Any, session_id: str):
+        super().__init__(client, session_id)
+        self.page = PageClient(client, session_id)
+        self.qa = QaClient(client, session_id)
+
+    def __repr__(self) -> str:
+        return f"<glassdesk session {self.id!r}>"
+
+    # --- lifecycle
+
+    def info(self) -> SessionInfo:
+        return self._send(Call("GET", self._path(""), model(SessionInfo)))
+
+    def delete(self) -> None:
+        return self._send(Call("DELETE", self._path("")))
+
+    def reset(self) -> SessionInfo:
+        """Programs ended, Chromium restarted on a clean profile at about:blank; same display."""
+        return self._send(Call("POST", self._path("/reset"), model(SessionInfo)))
+
+    def network_policy(self) -> NetworkPolicyInfo:
+        return self._send(Call("GET", self._path("/network-policy"), model(NetworkPolicyInfo)))
+
+    def set_network_policy(self, allow: list[str] = (), deny: list[str] = ()) -> NetworkPolicyInfo:
+        data = body(NetworkPolicyBody, None, {"allow": list(allow), "deny": list(deny)}, "invalid_request")
+        return self._send(Call("PUT", self._path("/network-policy"), model(NetworkPolicyInfo), json=data))
+
+    def blocked_requests(self, after: int = 0) -> list[BlockedRequest]:
+        return self._send(Call("GET", self._path("/network-policy/blocked"), model(list[BlockedRequest]),
+                               params={"after": after}))
+
+    def live_view(self) -> LiveView:
+        """A view-only live-view link and token (short-lived) for watching the session."""
+        return self._send(Call("GET", self._path("/live"), model(LiveView)))
+
+    def takeover(self, on: bool = True) -> LiveView:
+        """Hand mouse and keyboard to a person (agents' actions are refused, a run pauses), with a
+        control link; ``on=False`` hands them back. Earlier control links are revoked either way."""
+        data = body(TakeoverRequest, None, {"on": on}, "invalid_request")
+        return self._send(Call("POST", self._path("/takeover"), model(LiveView), json=data))
+
+    # --- pixels
+
+    def screenshot(self, *, region: Region | tuple[int, int, int, int] | None = None, scale: float | None = None,
+                   format: str | None = None, quality: int | None = None) -> Image:
+        """The display (or ``region`` of it, in display pixels) as an image; ``coordinates`` says
+        how its pixels map back to the display when scaled or cropped."""
+        params: dict[str, Any] = {}
+        if region is not None:
+            box = region if isinstance(region, Region) else Region.model_validate(list(region))
+            params["region"] = f"{box.x0},{box.y0},{box.x1},{box.y1}"
+        for name, value in (("scale", scale), ("format", format), ("quality", quality)):
+            if value is not None:
+                params[name] = value
+        return self._send(Call("GET", self._path("/desktop/screenshot"), image, params=params or None))
+
+    def perform(self, action: _Action, *, screenshot: bool = False) -> ActionResponse:
+        """Run one input action given as the API's model, e.g. ``Click(x=10, y=20)``."""
+        fields = type(action).model_fields
+        name = fields["action"].default if "action" in fields else None
+        if INPUT_ACTIONS.get(name) is not type(action):
+            raise TypeError(f"not an input action: {type(action).__name__} (one of {', '.join(INPUT_ACTIONS)})")
+        return getattr(self, name)(action, screenshot=screenshot)
+
+    def zoom(self, region: Region | tuple[int, int, int, int], scale: float = 1.0) -> ActionResponse:
+        """A crop of the display (``result.image``: base64 PNG); no input, nothing changes."""
+        data = body(Zoom, None, {"region": region, "scale": scale}, "invalid_action")
+        return self._send(Call("POST", self._path("/desktop/zoom"), model(ActionResponse), json=data))
+
+    launch = _posting("/desktop/launch", LaunchRequest, ActionResponse, code="invalid_action", query=_shot_query,
+                      doc="Start a program on the desktop by name (``result.pid``).")
+    open = _posting("/desktop/open", OpenRequest, ActionResponse, code="invalid_action", query=_shot_query,
+                    doc="Open a URL in the visible browser.")
+    focus = _posting("/desktop/focus", FocusRequest, ActionResponse, code="invalid_action", query=_shot_query,
+                     doc="Bring a window (an id from ``windows()``) to the front.")
+
+    def windows(self) -> list[Window]:
+        return self._send(Call("GET", self._path("/desktop/windows"), model(list[Window])))
+
+    def cursor(self) -> Cursor:
+        return self._send(Call("GET", self._path("/desktop/cursor"), model(Cursor)))
+
+    # --- the vendor-native executors
+
+    def computer_openai(self, request: OpenAIComputerRequest | None = None, **fields) -> OpenAIComputerResult:
+        """An OpenAI computer_call's ``action`` or ``actions``, verbatim (a keypress is one chord,
+        scroll is in pixels); the answer is what its computer_call_output needs."""
+        return self._send(self.computer_openai_call(request, **fields))
+
+    def computer_openai_call(self, request: OpenAIComputerRequest | None = None, **fields) -> Call:
+        data = body(OpenAIComputerRequest, request, fields, "invalid_request")
+        return Call("POST", self._path("/computer/openai"), model(OpenAIComputerResult), json=data)
+
+    def computer_anthropic(self, request: AnthropicComputerRequest | None = None, **fields) -> AnthropicComputerResult:
+        """An Anthropic computer tool_use's ``input`` (and ``name``, ``tool_use_id``), verbatim; the
+        answer is the tool_result's content (the whole block with ``tool_use_id``)."""
+        return self._send(self.computer_anthropic_call(request, **fields))
+
+    def computer_anthropic_call(self, request: AnthropicComputerRequest | None = None, **fields) -> Call:
+        data = body(AnthropicComputerRequest, request, fields, "invalid_request")
+        return Call("POST", self._path("/computer/anthropic"), model(AnthropicComputerResult), json=data)
+
+    # --- vision runs
+
+    def act(self, instruction: str | ActRequest | None = None, **fields) -> ActResult:
+        """Run an instruction until done, a budget or a cancel; blocks until the run returns."""
+        return self._send(self._act_call(instruction, fields, stream=False))
+
+    def act_stream(self, instruction: str | ActRequest | None = None, **fields):
+        """The same run as its events arrive: each step a ``StepSummary``, then the ``ActResult``.
+        An iterator (``for``) from the blocking client, an async iterator (``async for``) from
+        the async one. Closing it early cancels the run on the server: a ``break`` out of a
+        ``for`` does (the generator is closed at once), an ``async for`` needs ``await it.aclose()``."""
+        return self._client._stream(self._act_call(instruction, fields, stream=True), act_event)
+
+    def _act_call(self, instruction, fields: dict, *, stream: bool) -> Call:
+        if isinstance(instruction, ActRequest):
+            data = body(ActRequest, instruction, fields, "invalid_request")
+        else:
+            data = body(ActRequest, None, {**({"instruction": instruction} if instruction else {}), **fields},
+                        "invalid_request")
+        return Call("POST", self._path("/vision/act"), model(ActResult), json=data,
+                    headers={"accept": "text/event-stream"} if stream else None)
+
+    def cancel(self) -> RunControl:
+        return self._send(Call("POST", self._path("/vision/cancel"), model(RunControl)))
+
+    def pause(self) -> RunControl:
+        return self._send(Call("POST", self._path("/vision/pause"), model(RunControl)))
+
+    def resume(self) -> RunControl:
+        return self._send(Call("POST", self._path("/vision/resume"), model(RunControl)))
+
+
+def _input_route(name: str, kind: type[_Action]) -> Callable:
+    doc = (f"``{name}`` on the visible desktop ({kind.__name__}'s fields, display pixels); "
+           "``screenshot=True`` adds the settled screenshot to the answer.")
+    return _posting(f"/desktop/{name}", kind, ActionResponse, code="invalid_action", query=_shot_query, doc=doc)
+
+
+for _name, _kind in INPUT_ACTIONS.items():  # click, double_click, ..., key, hold_key, wait
+    setattr(SessionClient, _name, _input_route(_name, _kind))
+
+
+# -------------------------------------------------------------------------------------- page
+
+
+class PageClient(_Bound):
+    """The page layer of a session's visible browser: ``desk.page``."""
+
+    def _path(self, suffix: str) -> str:
+        return super()._path(f"/page{suffix}")
+
+    def state(self) -> PageState:
+        return self._send(Call("GET", self._path(""), model(PageState)))
+
+    def content(self, format: Literal["text", "accessibility", "links", "html"] = "text",
+                selector: str | None = None) -> PageContent:
+        params = {"format": format, **({"selector": selector} if selector is not None else {})}
+        return self._send(Call("GET", self._path("/content"), model(PageContent), params=params))
+
+    navigate = _posting("/navigate", NavigateRequest, dict, doc="Load a URL in the tab in front.")
+    back = _posting("/back", HistoryRequest, dict)
+    forward = _posting("/forward", HistoryRequest, dict)
+    reload = _posting("/reload", HistoryRequest, dict)
+    click = _posting("/click", ClickRequest, ActedAnswer, doc="A real pointer click at the element's centre.")
+    fill = _posting("/fill", FillRequest, ActedAnswer, doc="Click the field and type for real; the value is checked.")
+    select = _posting("/select", SelectRequest, ActedAnswer)
+    wait = _posting("/wait", WaitRequest, dict, doc="Until the element is attached, visible, hidden or detached.")
+    evaluate = _posting("/evaluate", EvaluateRequest, dict, doc="JavaScript in the page (server --allow-evaluate).")
+    dialog = _posting("/dialog", DialogRequest, DialogAnswer, doc="Accept or dismiss the open dialog.")
+    upload = _posting("/upload", UploadRequest, ActedAnswer)
+
+    def console(self, since: int = 0, level: str | None = None) -> list[dict]:
+        params = {"since": since, **({"level": level} if level else {})}
+        return self._send(Call("GET", self._path("/console"), model(list[dict]), params=params))
+
+    def network(self, since: int = 0, failed_only: bool = False) -> list[dict]:
+        params = {"since": since, "failed_only": str(failed_only).lower()}
+        return self._send(Call("GET", self._path("/network"), model(list[dict]), params=params))
+
+    def dialogs(self, since: int = 0) -> list[dict]:
+        return self._send(Call("GET", self._path("/dialogs"), model(list[dict]), params={"since": since}))
+
+    def dialog_policy(self) -> DialogPolicy:
+        return self._send(Call("GET", self._path("/dialog-policy"), model(DialogPolicy)))
+
+    def set_dialog_policy(self, mode: Literal["manual", "accept", "dismiss"]) -> DialogPolicy:
+        data = body(DialogPolicyRequest, None, {"mode": mode}, "invalid_request")
+        return self._send(Call("PUT", self._path("/dialog-policy"), model(DialogPolicy), json=data))
+
+    def downloads(self) -> list[dict]:
+        return self._send(Call("GET", self._path("/downloads"), model(list[dict])))
+
+    def download(self, name: str) -> bytes:
+        return self._send(Call("GET", self._path(f"/downloads/{_seg(name)}"), raw))
+
+    def tabs(self) -> list[Tab]:
+        return self._send(Call("GET", self._path("/tabs"), model(list[Tab])))
+
+    def new_tab(self, url: str | None = None) -> Tab:
+        data = body(NewTabRequest, None, {"url": url} if url is not None else {}, "invalid_request")
+        return self._send(Call("POST", self._path("/tabs"), model(Tab), json=data))
+
+    def activate_tab(self, tab_id: str) -> list[Tab]:
+        return self._send(Call("POST", self._path(f"/tabs/{_seg(tab_id)}/activate"), model(list[Tab])))
+
+    def close_tab(self, tab_id: str) -> list[Tab]:
+        return self._send(Call("DELETE", self._path(f"/tabs/{_seg(tab_id)}"), model(list[Tab])))
+
+    def screenshot(self, *, full_page: bool = False, selector: str | None = None) -> Image:
+        params = {"full_page": str(full_page).lower(), **({"selector": selector} if selector else {})}
+        return self._send(Call("GET", self._path("/screenshot"), image, params=params))
+
+
+# ---------------------------------------------------------------------------------------- qa
+
+
+class QaClient(_Bound):
+    """The six QA verbs on a session: ``desk.qa``. Each leaves a run (``client.qa_run(id)``)."""
+
+    def _path(self, suffix: str) -> str:
+        return super()._path(f"/qa{suffix}")
+
+    verify_page_loads = _posting("/verify_page_loads", VerifyPageLoadsRequest, PageLoadResult)
+    verify_element_exists = _posting("/verify_element_exists", VerifyElementRequest, ElementResult)
+    verify_user_flow = _posting("/verify_user_flow", VerifyUserFlowRequest, FlowResult)
+    capture_visual_baseline = _posting("/capture_visual_baseline", CaptureBaselineRequest, BaselineResult)
+    compare_visual_regression = _posting("/compare_visual_regression", CompareRequest, CompareResult)
+    analyze_console_errors = _posting("/analyze_console_errors", AnalyzeConsoleRequest, ConsoleResult)
+
+
+# ------------------------------------------------------------------------------ the client's
+
+
+class Routes:
+    """The routes not tied to one session; ``session(id)`` gives those that are."""
+
+    def _send(self, call: Call):  # the transports define it
+        raise NotImplementedError
+
+    def _stream(self, call: Call, event: Callable[[str, str], Any]):
+        raise NotImplementedError
+
+    def session(self, session_id: str = "default") -> SessionClient:
+        """The routes of one session (nothing is sent; ``default`` is started on first use)."""
+        return SessionClient(self, session_id)
+
+    def health(self) -> dict:
+        return self._send(Call("GET", "/healthz", model(dict)))
+
+    def sessions(self) -> list[SessionInfo]:
+        return self._send(Call("GET", f"{API}/sessions", model(list[SessionInfo])))
+
+    def create_session(self, request: CreateSession | None = None, **fields) -> SessionInfo:
+        """Start a desktop: ``id``, ``network`` ({allow, deny}), ``dialogs``; see CreateSession."""
+        data = body(CreateSession, request, fields, "invalid_request")
+        return self._send(Call("POST", f"{API}/sessions", model(SessionInfo), json=data))
+
+    def events(self, after: int = 0, session_id: str | None = None):
+        """The server's event stream (every run's events, ``seq`` increasing), endless: an iterator
+        of dicts (async iterator from the async client), recent events after ``after`` first."""
+        params = {"after": after, **({"session_id": session_id} if session_id else {})}
+        call = Call("GET", f"{API}/events", params=params, headers={"accept": "text/event-stream"})
+        return self._stream(call, lambda kind, data: json.loads(data))
+
+    def stats(self) -> dict:
+        """Per model, from the trace store: runs, done rate, mean steps, tokens, step latency."""
+        return self._send(Call("GET", f"{API}/stats", model(dict)))
+
+    # --- traces
+
+    def traces(self, limit: int = 100) -> list[TraceMeta]:
+        return self._send(Call("GET", f"{API}/traces", model(list[TraceMeta]), params={"limit": limit}))
+
+    def trace(self, trace_id: str) -> Trace:
+        return self._send(Call("GET", f"{API}/traces/{_seg(trace_id)}", model(Trace)))
+
+    def verify_trace(self, trace_id: str) -> VerifyResult:
+        return self._send(Call("GET", f"{API}/traces/{_seg(trace_id)}/verify", model(VerifyResult)))
+
+    def trace_image(self, trace_id: str, index: int, which: Literal["before", "after"] = "after") -> Image:
+        return self._send(Call("GET", f"{API}/traces/{_seg(trace_id)}/steps/{int(index)}/{_seg(which)}.png", image))
+
+    def trace_report(self, trace_id: str) -> str:
+        return self._send(Call("GET", f"{API}/traces/{_seg(trace_id)}/report", text))
+
+    def trace_junit(self, trace_id: str) -> str:
+        return self._send(Call("GET", f"{API}/traces/{_seg(trace_id)}/junit.xml", text))
+
+    # --- QA runs and baselines
+
+    def qa_run(self, test_run_id: str) -> QaRun:
+        return self._send(Call("GET", f"{API}/qa/runs/{_seg(test_run_id)}", model(QaRun)))
+
+    def verify_qa_run(self, test_run_id: str) -> VerifyReport:
+        return self._send(Call("GET", f"{API}/qa/runs/{_seg(test_run_id)}/verify", model(VerifyReport)))
+
+    def qa_junit(self, test_run_id: str) -> str:
+        return self._send(Call("GET", f"{API}/qa/runs/{_seg(test_run_id)}/junit.xml", text))
+
+    def qa_report(self, test_run_id: str) -> str:
+        return self._send(Call("GET", f"{API}/qa/runs/{_seg(test_run_id)}/report", text))
+
+    def qa_artifact(self, test_run_id: str, name: str) -> Image:
+        return self._send(Call("GET", f"{API}/qa/runs/{_seg(test_run_id)}/artifacts/{_seg(name)}", image))
+
+    def baselines(self) -> list[dict]:
+        return self._send(Call("GET", f"{API}/qa/baselines", model(list[dict])))
+
+    def approve_baseline(self, baseline_id: str, test_run_id: str) -> BaselineResult:
+        data = body(ApproveRequest, None, {"test_run_id": test_run_id}, "invalid_request")
+        return self._send(Call("POST", f"{API}/qa/baselines/{_seg(baseline_id)}/approve", model(BaselineResult),
+                               json=data))

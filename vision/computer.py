@@ -1,0 +1,218 @@
+"""Vendor-native executors: glassdesk as the computer of someone else's model loop.
+
+A team that runs its own Anthropic or OpenAI loop hands the model's tool call over verbatim and
+gets back what the vendor's API expects in return, with no conversion code of its own. The
+conversion is ``vision.converters``', the same the vision loop's providers use; the execution is
+the desktop service's (``DesktopService.perform``, ``zoom``, ``cursor``), so its guards hold: a
+person in control is ``operator_in_control`` and a running vision instruction ``session_busy``.
+
+Where a fault goes:
+
+- a call the *model* got wrong (unknown action, a coordinate off its declared screen, an unknown
+  key name, zoom on ``computer_20250124``, a duration over the desktop's limits) is an answer, not
+  a request error: Anthropic's ``is_error`` content with the text and the screen, OpenAI's
+  ``error`` beside the screenshot. The model reads it and tries again; nothing ran.
+- a fault of the *request* or the desktop (a bad body, no such session, a person in control, a
+  vision run, the desktop restarting) is glassdesk's usual error, ``{"error": {code, message}}``
+  with its HTTP status, for the caller's code to handle: the model can do nothing about it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
+from desktop.errors import GlassdeskError
+from desktop.screen import Frame
+from desktop.service import DesktopService
+from vision import coords
+from vision.actions import Action, CursorPosition, Done, Fail, Screenshot, Zoom
+from vision.converters import anthropic as anthropic_tool
+from vision.converters import openai as openai_tool
+from vision.providers.base import CallResult, ToolCall
+
+# A declared screen larger than this is no model's: 4K, twice the display either way.
+MAX_DECLARED_WIDTH, MAX_DECLARED_HEIGHT = 2 * SCREEN_WIDTH, 2 * SCREEN_HEIGHT
+
+
+class _Body(BaseModel):
+    """A request body: an unknown field is a mistake to report, not to ignore."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- Anthropic -----------------------------------------------------------------------------------
+
+
+class AnthropicComputerRequest(_Body):
+    tool_version: Literal["computer_20250124", "computer_20251124", "computer_toolset_20260801"] = Field(
+        description="the computer tool's type, as in the request's tools[]")
+    display_width_px: int = Field(ge=1, le=MAX_DECLARED_WIDTH, description="the display width the tool declares "
+                                  "(for the toolset: the width of the screenshots the model is sent)")
+    display_height_px: int = Field(ge=1, le=MAX_DECLARED_HEIGHT, description="the display height the tool declares")
+    input: dict[str, Any] = Field(description="the tool_use block's input, verbatim")
+    name: str = Field("computer", description="the tool_use block's name: \"computer\"; for "
+                      "computer_toolset_20260801 the action itself (\"left_click\", ...)")
+    tool_use_id: str | None = Field(None, description="the tool_use block's id: the answer then carries the "
+                                    "whole tool_result block, ready to send")
+
+    @model_validator(mode="after")
+    def _toolset_names_the_action(self):
+        # Forgetting the name is the caller's slip, not the model's: say so, rather than answer the
+        # model that "computer" is no action.
+        if self.tool_version == "computer_toolset_20260801" and self.name == "computer":
+            raise ValueError("computer_toolset_20260801 names the action in the tool_use's name: pass it as name "
+                             "(e.g. \"left_click\"), with input its arguments")
+        return self
+
+
+class AnthropicText(BaseModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class AnthropicImageSource(BaseModel):
+    type: Literal["base64"] = "base64"
+    media_type: Literal["image/png"] = "image/png"
+    data: str = Field(description="base64 PNG")
+
+
+class AnthropicImage(BaseModel):
+    type: Literal["image"] = "image"
+    source: AnthropicImageSource
+
+
+AnthropicBlock = Annotated[Union[AnthropicText, AnthropicImage], Field(discriminator="type")]
+
+
+class AnthropicComputerResult(BaseModel):
+    content: list[AnthropicBlock] = Field(description="the tool_result's content: text (an error, the cursor "
+                                          "position), then an image at the declared size (the screen after the "
+                                          "action; for zoom, the zoomed region)")
+    is_error: bool = Field(description="the call could not run as given; content says why, nothing ran")
+    tool_result: dict[str, Any] | None = Field(None, description="with tool_use_id: the whole tool_result block "
+                                               "(toolset_name echoed for the toolset)")
+
+
+# --- OpenAI --------------------------------------------------------------------------------------
+
+
+class OpenAISafetyCheck(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    code: str | None = None
+    message: str | None = None
+
+
+class OpenAIComputerRequest(_Body):
+    action: dict[str, Any] | None = Field(None, description="computer_use_preview: the computer_call's action")
+    actions: list[dict[str, Any]] | None = Field(None, max_length=100, description="GA computer: the "
+                                                 "computer_call's batch of actions, run in order, all or none")
+    display_width: int = Field(SCREEN_WIDTH, ge=1, le=MAX_DECLARED_WIDTH, description="the width the tool "
+                               "declares (GA: of the screenshots the model is sent)")
+    display_height: int = Field(SCREEN_HEIGHT, ge=1, le=MAX_DECLARED_HEIGHT, description="the height the tool declares")
+    pending_safety_checks: list[OpenAISafetyCheck] = Field(default_factory=list, description="the computer_call's "
+                                                     "pending_safety_checks: calling this is proceeding with them")
+    call_id: str | None = Field(None, description="the computer_call's call_id: the answer then carries the "
+                                "whole computer_call_output item, ready to send")
+
+    @model_validator(mode="after")
+    def _one_of(self):
+        if (self.action is None) == (self.actions is None):
+            raise ValueError("give either action (computer_use_preview) or actions (GA computer), not both or neither")
+        return self
+
+
+class ComputerScreenshot(BaseModel):
+    type: Literal["computer_screenshot"] = "computer_screenshot"
+    image_url: str = Field(description="data:image/png;base64,... at the declared size")
+
+
+class OpenAIComputerResult(BaseModel):
+    output: ComputerScreenshot = Field(description="the computer_call_output's output: the screen after the call")
+    acknowledged_safety_checks: list[OpenAISafetyCheck] = Field(description="the request's pending_safety_checks, "
+                                                          "to send back as acknowledged (after the operator agreed)")
+    error: str | None = Field(None, description="the call could not run as given (nothing ran); tell the model, "
+                              "e.g. in a text input beside the output")
+    computer_call_output: dict[str, Any] | None = Field(None, description="with call_id: the whole item")
+
+
+# --- the service ---------------------------------------------------------------------------------
+
+
+class ComputerService:
+    """The two executors over the desktop service (``Glassdesk.computer``)."""
+
+    def __init__(self, desktops: DesktopService):
+        self.desktops = desktops
+
+    def anthropic(self, session_id: str | None, request: AnthropicComputerRequest) -> AnthropicComputerResult:
+        version = anthropic_tool.TOOL_VERSIONS[request.tool_version]
+        space = coords.pixels(request.display_width_px, request.display_height_px)
+        session = self.desktops.session(session_id)  # no such session: an error of the request, first
+        toolset_name = anthropic_tool.TOOLSET_NAME if version.toolset else None
+        call = anthropic_tool.parse_tool_use(request.tool_use_id or "", request.name, request.input, space,
+                                             toolset_name=toolset_name, version=version)
+        result, frame = self._run(session.id, call)
+        content, is_error = anthropic_tool.result_content(call, result, space)
+        # The screen after the call rides on every answer (an error's too, so the model sees why),
+        # but for the two that answer with something else: the pointer, and the zoomed region.
+        reads = not is_error and any(isinstance(a, (CursorPosition, Zoom)) for a in call.actions)
+        if not reads:
+            frame = frame or session.capture()
+            content.append(anthropic_tool.image_block(frame.scaled_png(space.width, space.height)))
+        tool_result = None
+        if request.tool_use_id is not None:
+            tool_result = {"type": "tool_result", "tool_use_id": request.tool_use_id, "content": content}
+            if is_error:
+                tool_result["is_error"] = True
+            if toolset_name is not None:
+                tool_result["toolset_name"] = toolset_name
+        return AnthropicComputerResult(content=content, is_error=is_error, tool_result=tool_result)
+
+    def openai(self, session_id: str | None, request: OpenAIComputerRequest) -> OpenAIComputerResult:
+        space = coords.pixels(request.display_width, request.display_height)
+        session = self.desktops.session(session_id)
+        batch = request.actions if request.actions is not None else [request.action]
+        actions, error = openai_tool.map_actions(batch, space)
+        call = ToolCall(request.call_id or "", "computer", {"actions": batch}, actions=actions, error=error)
+        result, frame = self._run(session.id, call)
+        frame = frame or session.capture()
+        output = openai_tool.screenshot_output(openai_tool.data_url(frame.scaled_png(space.width, space.height)))
+        checks = request.pending_safety_checks
+        item = None
+        if request.call_id is not None:
+            item = {"type": "computer_call_output", "call_id": request.call_id,
+                    "acknowledged_safety_checks": [c.model_dump(exclude_none=True) for c in checks], "output": output}
+        return OpenAIComputerResult(output=ComputerScreenshot(**output), acknowledged_safety_checks=checks,
+                                    error=None if result.ok else result.error, computer_call_output=item)
+
+    def _run(self, session_id: str, call: ToolCall) -> tuple[CallResult, Frame | None]:
+        """Run a call's actions in order; its result and the settled frame after the last input
+        action (None when none ran). A refusal of the action itself (422) ends the call as a
+        result; any other fault is the request's and propagates."""
+        result = CallResult(call.id, ok=call.error is None, error=call.error)
+        frame: Frame | None = None
+        for action in call.actions if call.error is None else []:
+            try:
+                frame = self._one(session_id, action, result) or frame
+            except GlassdeskError as exc:
+                if exc.status != 422:
+                    raise
+                result.ok, result.error = False, f"{exc.code}: {exc.message}"
+                break
+        return result, frame
+
+    def _one(self, session_id: str, action: Action, result: CallResult) -> Frame | None:
+        if isinstance(action, (Screenshot, Done, Fail)):  # the converters make no Done/Fail; nothing to run
+            return None
+        if isinstance(action, CursorPosition):
+            x, y = self.desktops.cursor(session_id)
+            result.output = f"X={x},Y={y}"  # the loop's wording, which the converter reads
+            return None
+        if isinstance(action, Zoom):
+            result.image_png = self.desktops.zoom(session_id, action).image  # a PNG: zoom asks for no other format
+            return None
+        return self.desktops.perform(session_id, action).frame

@@ -1,0 +1,36 @@
+"""REST for the vendor-native executors: one route per vendor, each one call into ``ComputerService``.
+
+Plain ``def`` handlers: they block on X and xdotool, and FastAPI runs them in its threadpool.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from vision.computer import (
+    AnthropicComputerRequest, AnthropicComputerResult, ComputerService, OpenAIComputerRequest, OpenAIComputerResult,
+)
+
+
+def computer_router(computer: ComputerService) -> APIRouter:
+    router = APIRouter(prefix="/api/v1", tags=["computer"])
+
+    @router.post("/sessions/{session_id}/computer/anthropic", response_model=AnthropicComputerResult,
+                 summary="run an Anthropic computer tool_use; answers the tool_result content")
+    def anthropic(session_id: str, body: AnthropicComputerRequest) -> AnthropicComputerResult:
+        """The tool_use's ``input`` verbatim, in the declared display's pixels; the answer is the
+        tool_result's content (the screen scaled to the declared size). A call the model got wrong
+        is 200 with ``is_error``; a bad request, no session, a person in control or a running
+        vision instruction are glassdesk's errors."""
+        return computer.anthropic(session_id, body)
+
+    @router.post("/sessions/{session_id}/computer/openai", response_model=OpenAIComputerResult,
+                 summary="run an OpenAI computer_call's action(s); answers the computer_call_output")
+    def openai(session_id: str, body: OpenAIComputerRequest) -> OpenAIComputerResult:
+        """``action`` (computer_use_preview) or ``actions`` (GA) verbatim: a keypress list is one
+        chord, scroll is in pixels (120 per wheel notch). A call the model got wrong is 200 with
+        ``error`` (nothing ran); a bad request, no session, a person in control or a running
+        vision instruction are glassdesk's errors."""
+        return computer.openai(session_id, body)
+
+    return router
