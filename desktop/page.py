@@ -34,6 +34,7 @@ DOWNLOAD_RING = 200
 CONTENT_LIMIT = 200_000        # characters of text, snapshot or HTML in one answer
 LINKS_LIMIT = 2000
 EVALUATE_S = 10                # an expression (or its promise) that runs longer is a timeout
+ERROR_PAGE_S = 2               # at most this long for Chromium's error page after a failed navigation
 T = TypeVar("T")
 DIALOG_MODES = ("manual", "accept", "dismiss")
 DialogMode = Literal["manual", "accept", "dismiss"]
@@ -332,6 +333,20 @@ def bounded(text: str, limit: int = CONTENT_LIMIT) -> tuple[str, bool]:
 
 
 # ------------------------------------------------------------------------------------- one browser
+
+
+async def _error_page_committed(page, exc: Exception) -> None:
+    """Chromium commits its error page (chrome-error://chromewebdata/) for a navigation that failed
+    on the network a moment AFTER Playwright has reported the failure; a navigation started in that
+    moment fails too, "interrupted by another navigation". So a failed navigation is reported once
+    its error page is there (waiting at most ERROR_PAGE_S). An aborted one (net::ERR_ABORTED: a
+    download, a navigation replaced by another) leaves no error page to wait for."""
+    message = str(exc)
+    if "net::ERR_" not in message or "net::ERR_ABORTED" in message:
+        return
+    deadline = time.monotonic() + ERROR_PAGE_S
+    while not page.url.startswith("chrome-error://") and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
 
 
 class Pages:
@@ -699,6 +714,7 @@ class Pages:
         except DialogOpen:
             raise
         except Exception as exc:
+            await _error_page_committed(page, exc)
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             verb = "open" if how == "goto" else f"go {how}" if how != "reload" else "reload"
             if self.record.dialogs.since(dialogs_before, lambda e: e["type"] == "beforeunload" and e["by"] == "policy"
