@@ -138,8 +138,15 @@ class DamageWatch:
     """The X DAMAGE events of a display's root window, on a connection of its own.
 
     The root window's damage covers every window on it (x11vnc watches the screen the same way),
-    so any repaint anywhere is an event. Pointer motion is none: Xvfb's software cursor is kept
-    out of damage and out of screenshots alike. Not thread-safe: ``Screen`` guards it."""
+    so any repaint anywhere is damage. Pointer motion is none: Xvfb's software cursor is kept
+    out of damage and out of screenshots alike. Not thread-safe: ``Screen`` guards it.
+
+    The level is NonEmpty: the server sends one event when the damage region stops being empty,
+    then none until it is cleared, and every drain that saw one clears it. The settle only asks
+    "has anything changed since I last looked?", which this answers the same as an event per
+    repaint; and between actions, however busy the screen (an animation on an idle session), at
+    most one event waits, instead of one per repaint piling up without end in the X server and
+    this connection, to be parsed by the next action."""
 
     def __init__(self, display: str):
         try:
@@ -150,15 +157,19 @@ class DamageWatch:
             self._display.close()
             raise ScreenshotError(f"display {display} has no DAMAGE extension")
         self._display.damage_query_version()  # the protocol wants it before the first damage request
-        self._display.screen().root.damage_create(damage.DamageReportRawRectangles)
+        self._damage = self._display.screen().root.damage_create(damage.DamageReportNonEmpty)
         self._display.sync()
 
     def drain(self) -> bool:
-        """Read the events already here; whether there was any damage among them."""
+        """Read the events already here; whether there was any damage among them. Damage seen is
+        cleared, which re-arms the event for the next change."""
         seen = False
         while self._display.pending_events():
             self._display.next_event()  # this connection asked for damage events only
             seen = True
+        if seen:
+            self._display.damage_subtract(self._damage)
+            self._display.flush()
         return seen
 
     def mark(self) -> None:

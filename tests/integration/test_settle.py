@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+import time
+
 from desktop.actions import Click, Move, Type
 from tests.fakes.testpage import at
 
@@ -62,3 +64,18 @@ def test_an_animation_that_outlasts_the_wait_is_answered_as_not_settled(api, pag
     page.wait_for(lambda e: e.get("type") == "spin-stopped", timeout=15)
     still = api.post("/api/v1/sessions/itest/desktop/move", json={"x": x, "y": y + 200})
     assert still.json()["settled"] is True
+
+
+def test_an_idle_animation_leaves_at_most_one_damage_event_waiting(desk, page, viewport):
+    """Between actions nothing reads the damage connection: a busy screen must not pile events up
+    there (and in the X server) for the next action to parse."""
+    x, y = at(viewport, *SPIN)
+    page.clear()
+    desk.perform(Click(x=x, y=y))  # #spin repaints every frame for 5 s from here
+    page.wait_for(lambda e: e.get("type") == "click")
+    time.sleep(1.5)  # ~90 frames painted while the session is idle
+    display = desk.screen._damage()._display
+    display.sync()  # every event the server has made so far is here now
+    assert display.pending_events() <= 1
+    page.wait_for(lambda e: e.get("type") == "spin-stopped", timeout=15)
+    assert desk.perform(Move(x=x, y=y + 200)).settled
