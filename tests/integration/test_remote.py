@@ -74,6 +74,17 @@ def test_a_click_through_the_control_plane_lands_on_the_remote_page(plane, page_
     assert client.get(f"{S}/desktop/cursor").json() == {"x": ox + 1260, "y": oy + 145}
 
 
+def test_a_screen_still_changing_is_answered_unsettled_through_the_control_plane(plane, page_server):
+    client, _, _ = plane
+    ox, oy = _page_origin(client, page_server)
+    page_server.clear()
+    r = client.post(f"{S}/desktop/click", json={"x": ox + 1300, "y": oy + 535})  # #spin: 5 s of repaints
+    assert r.status_code == 200, r.text
+    page_server.wait_for(lambda e: e["type"] == "click" and e["target"] == "spin")
+    assert r.json()["settled"] is False  # the session server's verdict, not the control plane's default
+    page_server.wait_for(lambda e: e.get("type") == "spin-stopped", timeout=15)
+
+
 def test_a_vision_run_drives_the_remote_desktop_and_traces_in_the_control_plane(plane, page_server):
     client, glassdesk, _ = plane
     ox, oy = _page_origin(client, page_server)
