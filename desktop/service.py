@@ -180,11 +180,7 @@ class DesktopService:
 
     def existing(self, session_id: str | None) -> Session:
         """The named session (None: the default one) if it exists; never starts one."""
-        name = session_id or self.default
-        found = self.peek(name)
-        if found is None:
-            raise SessionNotFound(f"no session {name!r}; list the sessions to see which exist")
-        return found
+        return self.manager.get(session_id or self.default)
 
     def info(self, session_id: str) -> SessionInfo:
         """One session as it is now; never starts one."""

@@ -362,7 +362,45 @@ class Session:
             self.stack.close()
 
 
-class SessionManager:
+class SessionRegistry:
+    """What every registry of sessions shares, local (SessionManager) or remote (BackendSessions in
+    desktop.backends.manager): the sessions by id, their limit and names, lookup, and the listeners.
+    A subclass sets ``sessions``, ``max_sessions``, ``listeners`` and ``_lock``."""
+
+    sessions: dict
+    max_sessions: int
+    listeners: list
+
+    def _claim(self, session_id: str | None) -> str:
+        """The id a new session gets: ``session_id`` checked, or a fresh one. Call it holding
+        ``_lock``, and register the session before letting go, so that no other create takes it."""
+        if session_id is not None and not SESSION_ID.match(session_id):
+            raise InvalidAction("id: use 1-32 lower-case letters, digits, '-' or '_', starting with a letter or digit")
+        if session_id in self.sessions:
+            raise SessionExists(f"id: a session named {session_id!r} already exists; use it, delete it first, "
+                                "or choose another name")
+        if len(self.sessions) >= self.max_sessions:
+            raise SessionLimit(f"all {self.max_sessions} sessions are in use; delete one or raise the session limit")
+        return session_id or f"s-{secrets.token_hex(4)}"
+
+    def _notify(self, what: str, session_id: str) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(what, session_id)
+            except Exception:  # a listener's trouble is not the session's
+                log.exception("session listener failed on %s %s", what, session_id)
+
+    def get(self, session_id: str):
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise SessionNotFound(f"no session {session_id!r}; list the sessions to see which exist")
+        return session
+
+    def list(self) -> list:
+        return list(self.sessions.values())
+
+
+class SessionManager(SessionRegistry):
     """The registry of sessions, their limits and expiry, and the supervisor that heals them."""
 
     def __init__(self, *, root: Path | None = None, max_sessions: int = 10, idle_ttl_s: float = 1800,
@@ -395,24 +433,11 @@ class SessionManager:
             ports |= session.stack.own_ports()
         return ports
 
-    def _notify(self, what: str, session_id: str) -> None:
-        for listener in list(self.listeners):
-            try:
-                listener(what, session_id)
-            except Exception:  # a listener's trouble is not the session's
-                log.exception("session listener failed on %s %s", what, session_id)
 
     def create(self, session_id: str | None = None, *, pinned: bool = False,
                network: NetworkPolicy | None = None) -> Session:
-        if session_id is not None and not SESSION_ID.match(session_id):
-            raise InvalidAction("id: use 1-32 lower-case letters, digits, '-' or '_', starting with a letter or digit")
         with self._lock:
-            if session_id in self.sessions:
-                raise SessionExists(f"id: a session named {session_id!r} already exists; use it, delete it first, "
-                                    "or choose another name")
-            if len(self.sessions) >= self.max_sessions:
-                raise SessionLimit(f"all {self.max_sessions} sessions are in use; delete one or raise the session limit")
-            session_id = session_id or f"s-{secrets.token_hex(4)}"
+            session_id = self._claim(session_id)
             workdir = self.root / session_id
             session = Session(session_id, DesktopStack(workdir, self.stack_config, network=network or NetworkPolicy(),
                                                        control_ports=self.control_ports))
@@ -441,15 +466,6 @@ class SessionManager:
         log.info("session %s ready on %s", session_id, session.stack.display)
         self._notify("created", session_id)
         return session
-
-    def get(self, session_id: str) -> Session:
-        session = self.sessions.get(session_id)
-        if session is None:
-            raise SessionNotFound(f"no session {session_id!r}; list the sessions to see which exist")
-        return session
-
-    def list(self) -> list[Session]:
-        return list(self.sessions.values())
 
     def delete(self, session_id: str) -> None:
         with self._lock:

@@ -95,7 +95,7 @@ def _up_remote(args: argparse.Namespace, settings) -> int:
               *(["--allow-evaluate"] if args.allow_evaluate else [])]
     protected = {settings.port}
     try:
-        backend = create_backend(settings.backend, settings, extra_args=tuple(fences), protected_ports=protected)
+        backend = create_backend(settings.backend, extra_args=tuple(fences), protected_ports=protected)
     except GlassdeskError as exc:
         console.print(f"[red]{exc.message}[/red]")
         return 2

@@ -11,7 +11,7 @@ from __future__ import annotations
 BACKENDS = ("local", "docker", "kubernetes")
 
 
-def create_backend(name: str, settings=None, **options):
+def create_backend(name: str, **options):
     """The backend called ``name``; None for ``local`` (today's embedded sessions, unchanged)."""
     from desktop.errors import InvalidRequest
 

@@ -15,17 +15,17 @@ import secrets
 import threading
 
 from desktop.backends.base import BackendState, SessionBackend, SessionSpec
-from desktop.errors import GlassdeskError, InvalidAction, SessionLimit, SessionNotFound, SessionUnavailable
+from desktop.errors import GlassdeskError, SessionNotFound, SessionUnavailable
 from desktop.netpolicy import NetworkPolicy
 from desktop.remote import RemoteClient, RemoteDesktop
-from desktop.sessions import SESSION_ID, utcnow
+from desktop.sessions import SessionRegistry, utcnow
 
 log = logging.getLogger("glassdesk.backends")
 
 READY_TIMEOUT_S = 120.0
 
 
-class BackendSessions:
+class BackendSessions(SessionRegistry):
     def __init__(self, backend: SessionBackend, *, max_sessions: int = 10, idle_ttl_s: float = 1800,
                  memory_mb: int = 1024, cpus: float = 1.0, supervise_every_s: float = 1.0,
                  ready_timeout_s: float = READY_TIMEOUT_S):
@@ -55,27 +55,12 @@ class BackendSessions:
             self.backend.stop(handle)
         return handles
 
-    def control_ports(self) -> set[int]:
-        return set(self.protected_ports)
-
-    def _notify(self, what: str, session_id: str) -> None:
-        for listener in list(self.listeners):
-            try:
-                listener(what, session_id)
-            except Exception:
-                log.exception("session listener failed on %s %s", what, session_id)
 
     def create(self, session_id: str | None = None, *, pinned: bool = False,
                network: NetworkPolicy | None = None) -> RemoteDesktop:
-        if session_id is not None and not SESSION_ID.match(session_id):
-            raise InvalidAction("id: use 1-32 lower-case letters, digits, '-' or '_', starting with a letter or digit")
         lists = (network or NetworkPolicy()).lists()
         with self._lock:
-            if session_id in self.sessions:
-                raise InvalidAction(f"id: a session named {session_id!r} already exists")
-            if len(self.sessions) >= self.max_sessions:
-                raise SessionLimit(f"all {self.max_sessions} sessions are in use; delete one or raise the session limit")
-            session_id = session_id or f"s-{secrets.token_hex(4)}"
+            session_id = self._claim(session_id)
             spec = SessionSpec(session_id, secrets.token_urlsafe(32), self.memory_mb, self.cpus,
                                tuple(lists["allow"]), tuple(lists["deny"]))
             session = self.sessions[session_id] = RemoteDesktop(session_id, handle="", backend=self.backend.name)
@@ -116,15 +101,6 @@ class BackendSessions:
         if session.client is not None:
             session.client.close()
         session.client = client
-
-    def get(self, session_id: str) -> RemoteDesktop:
-        session = self.sessions.get(session_id)
-        if session is None:
-            raise SessionNotFound(f"no session {session_id!r}; list the sessions to see which exist")
-        return session
-
-    def list(self) -> list[RemoteDesktop]:
-        return list(self.sessions.values())
 
     def delete(self, session_id: str) -> None:
         with self._lock:

@@ -4,6 +4,7 @@ from its PNGs, and the call route's encoding of arguments and answers."""
 from __future__ import annotations
 
 import io
+import sys
 
 import pytest
 from PIL import Image
@@ -11,10 +12,12 @@ from PIL import Image
 from desktop import calls
 from desktop.backends import create_backend, desktop_service_class
 from desktop.backends.base import labels
-from desktop.errors import ElementNotFound, GlassdeskError, InvalidRequest, SessionBusy, SessionUnavailable
+from desktop.backends.manager import BackendSessions
+from desktop.errors import (ElementNotFound, GlassdeskError, InvalidAction, InvalidRequest, SessionBusy, SessionExists,
+                            SessionLimit, SessionNotFound, SessionUnavailable)
 from desktop.page import Target
 from desktop.page_service import PageService
-from desktop.remote import decode_error, frame_from_png
+from desktop.remote import RemoteDesktop, decode_error, frame_from_png
 from desktop.service import DesktopService
 
 
@@ -24,12 +27,44 @@ def test_local_is_the_embedded_default_and_unknown_backends_are_refused():
         create_backend("podman")
 
 
-def test_kubernetes_says_it_is_not_available_until_its_backend_lands():
+def test_kubernetes_without_its_client_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "kubernetes", None)  # `import kubernetes` raises ImportError
+    with pytest.raises(InvalidRequest, match="the kubernetes client is missing; pip install"):
+        create_backend("kubernetes")
+
+
+class _RecordingBackend:
+    """A backend that only records what it is asked to start (nothing runs)."""
+    name = "recording"
+
+    def __init__(self):
+        self.started: list[str] = []
+
+    def owned(self) -> list[str]:
+        return []
+
+    def start(self, spec) -> str:
+        self.started.append(spec.session_id)
+        raise SessionUnavailable("this backend starts nothing")
+
+
+def test_remote_registries_refuse_ids_as_local_ones_do_and_start_nothing():
+    manager = BackendSessions(_RecordingBackend(), max_sessions=2, supervise_every_s=3600)
     try:
-        import desktop.backends.kubernetes  # noqa: F401  (the k8s helper's module, once merged)
-    except ImportError:
-        with pytest.raises(InvalidRequest, match="not available yet"):
-            create_backend("kubernetes")
+        manager.sessions["taken"] = RemoteDesktop("taken", handle="h", backend="recording")
+        with pytest.raises(SessionExists, match="'taken' already exists") as exists:
+            manager.create("taken")
+        assert exists.value.code == "session_exists" and exists.value.status == 409
+        with pytest.raises(InvalidAction, match="id: use 1-32 lower-case"):
+            manager.create("Not An Id")
+        manager.sessions["other"] = RemoteDesktop("other", handle="h2", backend="recording")
+        with pytest.raises(SessionLimit):
+            manager.create("third")
+        assert manager.backend.started == [] and sorted(manager.sessions) == ["other", "taken"]
+        with pytest.raises(SessionNotFound):
+            manager.get("third")
+    finally:
+        manager._stop.set()
 
 
 def test_a_session_manager_gets_the_local_service():
