@@ -123,19 +123,13 @@ def _up_remote(args: argparse.Namespace, settings) -> int:
     return 0
 
 
-def default_server(environ) -> str:
-    """The server `glassdesk act` talks to without --server: GLASSDESK_URL, else the loopback
-    server on GLASSDESK_PORT (as `glassdesk up` reads it), else on 8080."""
-    if environ.get("GLASSDESK_URL"):
-        return environ["GLASSDESK_URL"]
-    return f"http://127.0.0.1:{environ.get('GLASSDESK_PORT') or 8080}"
-
-
 def _act(args: argparse.Namespace) -> int:
     """Run an instruction on a running server's session, printing a line per step."""
     import json
 
     import httpx2
+
+    from vision.settings import default_server
 
     token = os.environ.get("GLASSDESK_TOKEN")
     headers = {"accept": "text/event-stream", **({"authorization": f"Bearer {token}"} if token else {})}

@@ -6,10 +6,22 @@ import os
 from dataclasses import dataclass, field
 
 
+DEFAULT_PORT = 8080
+
+
+def default_server(environ) -> str:
+    """The server a client talks to when not told (`glassdesk act` without --server, a
+    GlassdeskClient without base_url): GLASSDESK_URL, else the loopback server on GLASSDESK_PORT
+    (as `glassdesk up` reads it), else on the port `glassdesk up` listens on by default."""
+    if environ.get("GLASSDESK_URL"):
+        return environ["GLASSDESK_URL"]
+    return f"http://127.0.0.1:{environ.get('GLASSDESK_PORT') or DEFAULT_PORT}"
+
+
 @dataclass
 class Settings:
     host: str = "127.0.0.1"
-    port: int = 8080
+    port: int = DEFAULT_PORT
     token: str | None = field(default_factory=lambda: os.environ.get("GLASSDESK_TOKEN") or None)
     max_sessions: int = 10
     idle_ttl_s: float = 1800

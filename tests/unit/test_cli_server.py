@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vision.cli import build_parser, default_server
+from vision.cli import build_parser
+from vision.settings import default_server
 
 GLASSDESK = str(Path(sys.executable).parent / "glassdesk")
 

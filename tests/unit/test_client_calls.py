@@ -191,7 +191,7 @@ def test_the_server_and_token_come_from_the_arguments_then_the_environment(monke
     monkeypatch.delenv("GLASSDESK_PORT", raising=False)
     monkeypatch.delenv("GLASSDESK_TOKEN", raising=False)
     with GlassdeskClient() as gd:
-        assert gd.base_url == "http://127.0.0.1:8000" and "authorization" not in gd._http.headers
+        assert gd.base_url == "http://127.0.0.1:8080" and "authorization" not in gd._http.headers
     monkeypatch.setenv("GLASSDESK_PORT", "9001")
     monkeypatch.setenv("GLASSDESK_TOKEN", "from-env")
     with GlassdeskClient() as gd:

@@ -2,7 +2,7 @@
 
     from vision.client import GlassdeskClient
 
-    with GlassdeskClient("http://127.0.0.1:8000") as gd:
+    with GlassdeskClient("http://127.0.0.1:8080") as gd:
         desk = gd.session("default")
         desk.open(url="https://example.com")
         desk.key(["ctrl+l"])

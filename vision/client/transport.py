@@ -15,6 +15,7 @@ import httpx2
 from vision.client.calls import Call, SseDecoder
 from vision.client.errors import error_from_response
 from vision.client.routes import Routes
+from vision.settings import default_server
 
 __all__ = ["AsyncGlassdeskClient", "GlassdeskClient"]
 
@@ -23,12 +24,8 @@ DEFAULT_TIMEOUT = httpx2.Timeout(600.0, connect=10.0)
 
 
 def _base_url(base_url: str | None) -> str:
-    """The server: the argument, else GLASSDESK_URL, else GLASSDESK_PORT on loopback, else :8000."""
-    if base_url:
-        return base_url.rstrip("/")
-    if os.environ.get("GLASSDESK_URL"):
-        return os.environ["GLASSDESK_URL"].rstrip("/")
-    return f"http://127.0.0.1:{os.environ.get('GLASSDESK_PORT') or 8000}"
+    """The server: the argument, else as `glassdesk act` finds it (vision.settings.default_server)."""
+    return (base_url or default_server(os.environ)).rstrip("/")
 
 
 def _headers(token: str | None) -> dict[str, str]:
@@ -48,7 +45,7 @@ def _check(response: httpx2.Response) -> httpx2.Response:
 
 class GlassdeskClient(Routes):
     """The glassdesk API, blocking. ``GlassdeskClient()`` talks to GLASSDESK_URL (or
-    127.0.0.1:GLASSDESK_PORT, or :8000) with GLASSDESK_TOKEN when set; errors raise ``ApiError``.
+    127.0.0.1:GLASSDESK_PORT, or :8080) with GLASSDESK_TOKEN when set; errors raise ``ApiError``.
 
         with GlassdeskClient() as gd:
             desk = gd.session()
