@@ -35,8 +35,8 @@ class Desktop(Protocol):
     def capture(self) -> Frame:
         """The screen now. Raises ScreenshotFailed / SessionUnavailable."""
 
-    def perform(self, action: _Action, *, before: Frame | None = None) -> Performed:
-        """Run one input action and wait for the screen to settle. ``before`` saves a capture."""
+    def perform(self, action: _Action) -> Performed:
+        """Run one input action and wait for the screen to settle."""
 
     def cursor(self) -> tuple[int, int]:
         """The pointer position in display pixels. Raises ActionFailedError."""

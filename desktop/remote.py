@@ -103,9 +103,9 @@ class RemoteClient:
     def call(self, service: str, method: str, args: dict) -> Any:
         return self.request("POST", f"/call/{service}/{method}", json={"args": args}).json()["result"]
 
-    def healthy(self) -> bool:
+    def healthy(self, timeout_s: float = 3) -> bool:
         try:
-            return self.http.get("/healthz", timeout=3).status_code == 200
+            return self.http.get("/healthz", timeout=timeout_s).status_code == 200
         except httpx2.TransportError:
             return False
 
@@ -163,9 +163,9 @@ class RemoteDesktop:
     def capture(self) -> Frame:
         return frame_from_png(self._client().request("GET", "/desktop/screenshot").content)
 
-    def perform(self, action: _Action, *, before: Frame | None = None, queue_s: float | None = None) -> Performed:
-        """One round trip: the action, its settle and the settled screen. ``before`` is not sent
-        (the session server captures its own); ``queue_s`` is the session server's own wait."""
+    def perform(self, action: _Action, *, queue_s: float | None = None) -> Performed:
+        """One round trip: the action, its settle and the settled screen; ``queue_s`` is the
+        session server's own wait."""
         body = action.model_dump(mode="json", exclude_none=True)
         return self.performed(self._client().request("POST", f"/desktop/{action.action}", json=body,
                                                      params={"screenshot": "true"}).json())

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from desktop import calls
-from desktop.errors import GlassdeskError, SessionUnavailable
+from desktop.errors import GlassdeskError
 from desktop.page_service import PageService
 from desktop.port import Performed
 from desktop.remote import RemoteDesktop
@@ -107,10 +107,6 @@ class RemoteDesktopService(DesktopService):
     def launch(self, session_id: str | None, command: str, args: list[str]) -> tuple[Performed, int]:
         performed, answer = self._act(session_id, "/desktop/launch", {"command": command, "args": args})
         return performed, answer["result"]["pid"]
-
-    def rfb_target(self, grant):
-        raise SessionUnavailable(f"session {grant.session_id} runs on the {self.manager.backend.name} backend; "
-                                 "its live view is relayed from its session server")
 
     async def open_rfb(self, grant):
         """The session server's own live view, relayed: a token of its own for the grant's mode

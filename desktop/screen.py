@@ -58,11 +58,7 @@ class Frame:
 
     def crop_png(self, region: Region, scale: float = 1.0) -> bytes:
         """A region at full resolution, optionally scaled (the zoom action)."""
-        crop = self.image.crop((region.x0, region.y0, region.x1, region.y1))
-        if scale != 1.0:
-            size = (max(1, round(region.width * scale)), max(1, round(region.height * scale)))
-            crop = crop.resize(size, Image.Resampling.LANCZOS)
-        return encode_png(crop)
+        return encode_png(self.view(region, scale))
 
     def view(self, region: Region | None, scale: float = 1.0) -> Image.Image:
         """The whole frame or a region of it, resized by ``scale``, as an image to encode."""

@@ -240,12 +240,10 @@ class Session:
         except ScreenshotError as exc:
             raise self.down_error() or ScreenshotFailed(str(exc)) from exc
 
-    def perform(self, action: _Action, *, before: Frame | None = None, settle: bool = True,
-                queue_s: float | None = None) -> Performed:
-        """Execute one action and wait for the screen to settle (one capture, when it has).
-        ``before``, the frame from before the action, is not needed: the settle watches the
-        display's damage events, not frames. ``queue_s``: how long to wait for an action already
-        running (None: as long as it takes)."""
+    def perform(self, action: _Action, *, settle: bool = True, queue_s: float | None = None) -> Performed:
+        """Execute one action and wait for the screen to settle (one capture, when it has: the
+        settle watches the display's damage events, not frames). ``queue_s``: how long to wait for
+        an action already running (None: as long as it takes)."""
         self.require_ready()
         self.touch()
         expected_s = expected_ms(action, self.executor.glide_ms) / 1000
@@ -285,7 +283,7 @@ class Session:
             start = time.perf_counter()
             executed = run()
             duration = (time.perf_counter() - start) * 1000
-            frame, settle_ms, settled = self.screen.settle(first_change_ms=400)
+            frame, settle_ms, settled = self.screen.settle()
         return Performed(executed, duration, settle_ms, frame, settled)
 
     def reset(self, *, queue_s: float | None = None) -> None:

@@ -548,13 +548,13 @@ class Runner:
                         if isinstance(action, Type) and state.request.secrets:
                             action = action.model_copy(update={"text": fill_placeholders(action.text, state.request.secrets)})
                         try:
-                            done = self.desktop.perform(action, before=frame)
+                            done = self.desktop.perform(action)
                         except SessionUnavailable:
                             # Refused before it started (the desktop is healing), or cut short by the
                             # death of the display or browser it acted on, whose state the restart
                             # replaces: wait for the heal, then run it once more on the new desktop.
                             frame = self._await_desktop(state)
-                            done = self.desktop.perform(action, before=frame)
+                            done = self.desktop.perform(action)
                         frame = done.frame
                         executed += done.executed
                         exec_ms += done.duration_ms

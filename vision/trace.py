@@ -342,16 +342,16 @@ def _read_owner(directory: Path) -> ProcessId | None:
 def _closed_here(directory: Path) -> None:
     """A finished trace names no writer any more."""
     with _open_lock:
-        _open_here.discard(_key(directory))
         _writers.pop(_key(directory), None)
     (directory / OWNER_FILE).unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------------------------------ writing
 
-# The trace directories this process is writing (created, not yet finished): never closed as
-# interrupted, whatever /proc says.
-_open_here: set[str] = set()
+# The writers of the traces this process is writing (created, not yet finished), by directory:
+# those traces are never closed as interrupted, whatever /proc says, and a reader here waits for
+# their queued writes.
+_writers: dict[str, "TraceWriter"] = {}
 _open_lock = threading.Lock()
 
 
@@ -385,11 +385,11 @@ class _WriteThread:
 
 
 _write_thread = _WriteThread()
-# The open writers of this process by directory, so a reader here can wait for their writes.
-_writers: dict[str, "TraceWriter"] = {}
 
 
 def _pending_written(directory: Path) -> None:
+    if not _writers:  # nothing open here: no directory to resolve
+        return
     with _open_lock:
         writer = _writers.get(_key(directory))
     if writer is not None:
@@ -600,7 +600,6 @@ class TraceStore:
                          model=model, started_at=started, max_steps=max_steps)
         writer = TraceWriter(directory, meta, secrets)
         with _open_lock:
-            _open_here.add(_key(directory))
             _writers[_key(directory)] = writer
         # Before meta.json: every unfinished trace names the process writing it.
         atomic_write(directory / OWNER_FILE, json.dumps(this_process().as_dict()).encode())
@@ -624,7 +623,7 @@ class TraceStore:
                 continue
             directory = self.trace_dir(meta.trace_id)
             with _open_lock:
-                if _key(directory) in _open_here:
+                if _key(directory) in _writers:
                     continue
             owner = _read_owner(directory)
             if owner is not None and alive(owner):

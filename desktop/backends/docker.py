@@ -31,13 +31,13 @@ import time
 
 import docker
 import docker.errors
-import httpx2
 
 from desktop.backends.base import (
     LABEL_OWNER, LABEL_ROLE, BackendState, Endpoint, SessionSpec, labels,
 )
-from desktop.backends.process import free_port
 from desktop.errors import SessionUnavailable
+from desktop.remote import RemoteClient
+from desktop.stack import free_port
 
 log = logging.getLogger("glassdesk.backends.docker")
 
@@ -105,19 +105,17 @@ class DockerBackend:
         endpoint = self.endpoints.get(handle)
         if endpoint is None:
             raise SessionUnavailable(f"{handle}: no such session container")
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.state(handle) in (BackendState.dead, BackendState.gone):
-                raise SessionUnavailable(f"container {handle} stopped while starting: {self._logs(handle)}")
-            try:
-                answer = httpx2.get(f"{endpoint.base_url}/healthz", timeout=2, trust_env=False,
-                                    headers={"authorization": f"Bearer {endpoint.token}",
-                                             **({"host": endpoint.host} if endpoint.host else {})})
-                if answer.status_code == 200:
+        probe = RemoteClient(endpoint, handle)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                if self.state(handle) in (BackendState.dead, BackendState.gone):
+                    raise SessionUnavailable(f"container {handle} stopped while starting: {self._logs(handle)}")
+                if probe.healthy(timeout_s=2):
                     return endpoint
-            except httpx2.TransportError:
-                pass
-            time.sleep(0.25)
+                time.sleep(0.25)
+        finally:
+            probe.close()
         raise SessionUnavailable(f"container {handle} did not answer within {timeout_s:.0f} s: {self._logs(handle)}")
 
     def _logs(self, handle: str) -> str:

@@ -13,7 +13,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,20 +20,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx2
-
 from desktop.backends.base import BackendState, Endpoint, SessionSpec
 from desktop.errors import SessionUnavailable
+from desktop.remote import RemoteClient
+from desktop.stack import free_port
 
 log = logging.getLogger("glassdesk.backends.process")
 
 STOP_WAIT_S = 15.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def server_args(spec: SessionSpec, port: int, host: str = "127.0.0.1", extra: tuple[str, ...] = ()) -> list[str]:
@@ -76,18 +69,18 @@ class ProcessBackend:
         if server is None:
             raise SessionUnavailable(f"{handle}: no such session server")
         endpoint = Endpoint(f"http://127.0.0.1:{server.port}", server.token)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if server.process.poll() is not None:
-                raise SessionUnavailable(f"{handle} exited with {server.process.returncode} while starting: "
-                                         f"{self._tail(server)}")
-            try:
-                if httpx2.get(f"{endpoint.base_url}/healthz", timeout=2, trust_env=False,
-                              headers={"authorization": f"Bearer {server.token}"}).status_code == 200:
+        probe = RemoteClient(endpoint, handle)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                if server.process.poll() is not None:
+                    raise SessionUnavailable(f"{handle} exited with {server.process.returncode} while starting: "
+                                             f"{self._tail(server)}")
+                if probe.healthy(timeout_s=2):
                     return endpoint
-            except httpx2.TransportError:
-                pass
-            time.sleep(0.2)
+                time.sleep(0.2)
+        finally:
+            probe.close()
         raise SessionUnavailable(f"{handle} did not answer within {timeout_s:.0f} s: {self._tail(server)}")
 
     @staticmethod

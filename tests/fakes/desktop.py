@@ -48,7 +48,7 @@ class FakeDesktop:
             self.captures += 1
             return solid_frame(self._shade)
 
-    def perform(self, action: _Action, *, before: Frame | None = None) -> Performed:
+    def perform(self, action: _Action) -> Performed:
         if self.during_perform is not None:
             self.during_perform(action)
         if self.fail_next is not None:
