@@ -1,6 +1,6 @@
 """The Desktop port: the things a run needs of a desktop, and nothing else.
 
-The vision loop drives a ``Desktop``; a local ``desktop.sessions.Session`` is one, a fake in the
+The vision loop drives a ``Desktop``; a local ``desktop.session.manager.Session`` is one, a fake in the
 tests is another (frames in, actions recorded), and a session in another container or pod can be a
 third. Everything on this surface speaks display pixels and glassdesk's typed errors.
 """
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from desktop.actions import _Action
-from desktop.screen import Frame
+from desktop.frame import Frame
 
 
 @dataclass

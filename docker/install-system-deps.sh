@@ -16,7 +16,7 @@ PACKAGES=(
   x11vnc novnc
   # fonts so pages and non-Latin text render legibly
   fonts-dejavu-core fonts-noto-cjk fonts-noto-color-emoji
-  # the optional video of a QA run (desktop/recorder.py: x11grab to WebM/MP4); ffprobe for its tests
+  # the optional video of a QA run (desktop/x11/recorder.py: x11grab to WebM/MP4); ffprobe for its tests
   ffmpeg
   # process tools the tests and the supervisor rely on
   procps psmisc
@@ -26,9 +26,9 @@ PACKAGES=(
   libatomic1
 )
 
-# The unprivileged account the desktop runs as when glassdesk itself runs as root (desktop/user.py):
+# The unprivileged account the desktop runs as when glassdesk itself runs as root (desktop/x11/user.py):
 # a system user with its own group, no login shell, no home of its own (each session gives it one),
-# no sudo. Keep the name in step with desktop/user.py's DESKTOP_USER.
+# no sudo. Keep the name in step with desktop/x11/user.py's DESKTOP_USER.
 DESKTOP_USER=glassdesk-desktop
 
 SUDO=""

@@ -45,9 +45,9 @@ from rich.console import Console
 from rich.table import Table
 
 from desktop.actions import Click
-from desktop.screen import Frame
-from desktop.sessions import Session, SessionManager
-from desktop.stack import tagged_pids
+from desktop.frame import Frame
+from desktop.session.manager import Session, SessionManager
+from desktop.session.stack import tagged_pids
 from tests.fakes.testpage import TestPage
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -370,9 +370,9 @@ PHASES = ("_start_xvfb", "_start_dbus", "_start_xfce", "_start_chromium", "_star
 def cold_start(bench: Bench) -> list[Row]:
     """(d) SessionManager.create: Xvfb -> dbus -> XFCE -> Chromium -> x11vnc, ready.
 
-    Each start phase of desktop.stack.DesktopStack is timed too (wrapped for the benchmark only),
+    Each start phase of desktop.session.stack.DesktopStack is timed too (wrapped for the benchmark only),
     to show which part dominates."""
-    from desktop.stack import DesktopStack
+    from desktop.session.stack import DesktopStack
 
     phases: dict[str, list[float]] = {}
     originals = {name: getattr(DesktopStack, name) for name in PHASES if hasattr(DesktopStack, name)}
@@ -440,7 +440,7 @@ def idle_rss(bench: Bench) -> list[Row]:
         ["component", "processes", "RSS MB", "PSS MB"],
         [[name, str(n), f"{rss / 1024:.0f}", f"{pss / 1024:.0f}"]
          for name, (n, rss, pss) in sorted(per_component.items(), key=lambda kv: -kv[1][1])],
-        note="The session's processes are those carrying its tag (desktop.stack.tagged_pids) and, since "
+        note="The session's processes are those carrying its tag (desktop.session.stack.tagged_pids) and, since "
              "Chromium overwrites its environment with its process title so that no Chromium process shows the "
              "tag, those in the process sessions/groups of the stack's children and their descendants. RSS counts "
              "pages shared between processes once per process (Chromium's processes share a lot), so the RSS sum "
@@ -554,7 +554,7 @@ def png_encoders(bench: Bench) -> list[Row]:
 def loop_overhead(bench: Bench) -> list[Row]:
     """The vision loop's overhead per step with the scripted provider (tests/bench_loop.py), with
     the pointer glide off (the speed setting) and at its default (what an operator watches)."""
-    from desktop.input import GLIDE_MS
+    from desktop.x11.input import GLIDE_MS
     from tests.bench_loop import measure_loop_overhead
 
     rows = []
@@ -827,25 +827,25 @@ def action_answer(bench: Bench) -> list[Row]:
 SECTIONS: list[Section] = [
     Section("Desktop", [floor, capture_png, click_settled, png_encoders, cold_start, idle_rss],
             intro="A real session (Xvfb 1920x1080x24 + XFCE + Chromium + x11vnc) started by "
-                  "desktop.sessions.SessionManager; the floor is measured in the same run."),
+                  "desktop.session.manager.SessionManager; the floor is measured in the same run."),
     Section("Vision loop", [loop_overhead],
             intro="Runner overhead per step with the scripted provider (no model time): screenshot, "
                   "execute, settle, trace (PNG + fsynced files). Each step clicks a button of the test page."),
     Section("Page layer", [page_state, selector_click, recording_cost],
-            intro="desktop.page_service.PageService on the session under test (tests/bench_page.py); GET /page over "
-                  "real HTTP: the app of vision.app on uvicorn on loopback, client in the same process. Clicks on "
+            intro="desktop.service.page.PageService on the session under test (tests/bench_page.py); GET /page over "
+                  "real HTTP: the app of vision.http.app on uvicorn on loopback, client in the same process. Clicks on "
                   "the test page's two buttons, alternating pixel and selector; page loads of the local test site "
                   "(tests/fakes/site.py) with the console and network recorders attached and detached in turn."),
     Section("QA verbs", [qa_verbs],
-            intro="vision/qa (QaService) through its REST routes, over real HTTP: the app of vision.app on uvicorn "
+            intro="vision/qa (QaService) through its REST routes, over real HTTP: the app of vision.http.app on uvicorn "
                   "on loopback, client in the same process (tests/bench_qa.py). Each verb writes its run and "
                   "evidence (screenshots, hash-chained records) to the QA run store, as in service. The three "
                   "verbs are interleaved; the page is the local test site's /load (tests/fakes/site.py)."),
     Section("Action answer", [action_answer],
-            intro="Issue 14: an action's answer over real HTTP (the app of vision.app on uvicorn on loopback, client in "
+            intro="Issue 14: an action's answer over real HTTP (the app of vision.http.app on uvicorn on loopback, client in "
                   "the same process; tests/bench_answer.py) and a vision/act step with the scripted model, both clicking "
                   "the test page's Sign in and Cancel buttons (each click repaints), pointer glide off. The settle "
-                  "waits on the display's DAMAGE events (desktop/screen.py); the trace is written by its own thread "
+                  "waits on the display's DAMAGE events (desktop/x11/screen.py); the trace is written by its own thread "
                   "(vision/trace.py)."),
     Section("Visual diff", [visual_diff],
             intro="vision/qa/diff.py (pixelmatch's comparison vectorised with numpy) on two screenshots of the "
@@ -951,7 +951,7 @@ def markdown(info: dict[str, str], results: list[tuple[Section, list[Row]]], ben
 def _settle_default(name: str):
     import inspect
 
-    from desktop.screen import Screen
+    from desktop.x11.screen import Screen
     param = inspect.signature(Screen.settle).parameters.get(name)
     return param.default if param is not None else "?"
 

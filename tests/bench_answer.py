@@ -33,7 +33,7 @@ import time
 from typing import Any
 
 from desktop.actions import Click
-from desktop.page import Target
+from desktop.browser.pages import Target
 from tests.bench_page import BUTTONS, PageRig, _ms
 from tests.fakes.testpage import TestPage
 
@@ -108,7 +108,7 @@ def answer_times(rig: PageRig, page: TestPage, runs: int, *, query: str = "scree
 
 def answer_parts(rig: PageRig, page: TestPage, runs: int) -> dict[str, list[float]]:
     """The answer of a click with its screenshot, taken apart in this process (ms per part)."""
-    from desktop.api import ActionResponse, _respond
+    from desktop.http.desktop import ActionResponse, _respond
 
     desktops, sid = rig.desktops, rig.session_id
     session = desktops.session(sid)
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import os
 
-    from desktop.sessions import SessionManager
+    from desktop.session.manager import SessionManager
     from tests.bench_loop import measure_floor, measure_loop_overhead
 
     manager = SessionManager(max_sessions=1)

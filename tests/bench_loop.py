@@ -15,7 +15,7 @@ real one and not the "nothing changed" timeout.
 The floor is measured in the same run, as in tests.bench: a raw mss grab + PNG encode (level 1) +
 one ``xdotool mousemove`` process (the sum of the three medians). Target: median step <= 5x floor.
 
-The pointer glide (desktop.input: the pointer travels visibly to its target, ~150 ms by default)
+The pointer glide (desktop.x11.input: the pointer travels visibly to its target, ~150 ms by default)
 is a deliberate show for the person watching, not overhead: it is off while measuring
 (``glide_ms=0``) unless asked for.
 """
@@ -38,8 +38,8 @@ import mss
 
 import vision.trace as trace_module
 from desktop.actions import Click
-from desktop.screen import Frame
-from desktop.sessions import Session
+from desktop.frame import Frame
+from desktop.session.manager import Session
 from vision.config import VisionConfig
 from vision.events import EventBus
 from vision.loop import MAX_STEPS_CAP, ActRequest, Runner
@@ -95,7 +95,7 @@ def measure_floor(session: Session, runs: int = 30) -> dict[str, Any]:
 
 
 def _evaluate(session: Session, expression: str) -> Any:
-    """Run JavaScript in the front tab over the session's DevTools pipe (desktop.browser); returns
+    """Run JavaScript in the front tab over the session's DevTools pipe (desktop.browser.chromium); returns
     its JSON value. RuntimeError when the page cannot run it (e.g. it is still loading)."""
     async def run(pages):
         page = await pages.front()
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
     args = parser.parse_args(argv)
 
-    from desktop.sessions import SessionManager
+    from desktop.session.manager import SessionManager
     from tests.fakes.testpage import TestPage
 
     manager = SessionManager(max_sessions=1)

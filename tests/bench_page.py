@@ -10,7 +10,7 @@ imports them for `make bench`.
 What is measured, on one real session, with the floor of the same run next to it:
 
 - ``page_state``: ``PageService.state`` (the one call every door makes) and ``GET /page`` over real
-  HTTP (the real app, ``vision.app.create_app`` with its middleware, on uvicorn on loopback in this
+  HTTP (the real app, ``vision.http.app.create_app`` with its middleware, on uvicorn on loopback in this
   process; the client is httpx2 in this process too, so the two share the GIL as a client on the
   same machine would share the cores). With one tab, and with three, where the tab in front is
   found from the browser window's title (one ``xdotool`` process and one DevTools call per tab).
@@ -56,9 +56,9 @@ from pathlib import Path
 from typing import Any
 
 from desktop.actions import Click
-from desktop.page import Target
-from desktop.service import DesktopService
-from desktop.sessions import SessionManager
+from desktop.browser.pages import Target
+from desktop.service.desktop import DesktopService
+from desktop.session.manager import SessionManager
 from tests.fakes.site import TestSite
 from tests.fakes.testpage import TestPage
 
@@ -88,9 +88,9 @@ class PageRig:
 
         import httpx2
 
-        from desktop.stack import free_port
+        from desktop.session.stack import free_port
         from tests.conftest import LiveServer
-        from vision.app import Settings, create_app
+        from vision.http.app import Settings, create_app
         from vision.config import VisionConfig
         from vision.service import Glassdesk
 
@@ -242,7 +242,7 @@ def _cpu_ms(pids: list[int]) -> tuple[float, float]:
 
 
 def _loop_cpu_ms(rig: PageRig) -> float:
-    """CPU time so far of the thread running Playwright's client (desktop.browser's loop), in ms:
+    """CPU time so far of the thread running Playwright's client (desktop.browser.chromium's loop), in ms:
     where recording's events are taken in. Read in that thread, precisely (not in clock ticks)."""
     async def now(pages) -> float:
         return time.thread_time() * 1000

@@ -5,7 +5,7 @@ them for `make bench`.
     result = qa_times(rig, runs=50)                   # {"page_loads": [...], "element": [...], ...} in ms
     rig.close()
 
-What is measured, end to end over real HTTP (the app of ``vision.app.create_app`` on uvicorn on
+What is measured, end to end over real HTTP (the app of ``vision.http.app.create_app`` on uvicorn on
 loopback, the client in this process, as in tests.bench_page) on one real session:
 
 - ``verify_page_loads`` of the local test site's ``/load`` (tests/fakes/site.py: a document, a
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=30, help="samples per verb (default 30)")
     args = parser.parse_args(argv)
 
-    from desktop.sessions import SessionManager
+    from desktop.session.manager import SessionManager
     from tests.bench_loop import measure_floor
 
     manager = SessionManager(max_sessions=1)

@@ -6,7 +6,7 @@ them; tests.bench imports them for `make bench` (section "Scale").
     python -m tests.bench_scale load          # a click's latency under a 10-client load over 10 sessions
     python -m tests.bench_scale typing        # 2,000 and 20,000 characters typed, checked exact
 
-What is measured, on real sessions (desktop.sessions.SessionManager):
+What is measured, on real sessions (desktop.session.manager.SessionManager):
 
 - Memory: the PSS of every process one more session adds (Xvfb, dbus, XFCE's parts, Chromium's
   processes by ``--type``, x11vnc), after the session has sat idle for 15 s; PSS splits the pages
@@ -15,7 +15,7 @@ What is measured, on real sessions (desktop.sessions.SessionManager):
 - Concurrency: 9 sessions created at once (threads, as 9 HTTP requests would be) against one
   created alone just before, on the same machine. Then, over 10 ready sessions, 10 clients each
   clicking its own session's page as fast as the answers come, over real HTTP (the app of
-  ``vision.app.create_app`` on uvicorn on loopback, clients in this process): a click's latency to
+  ``vision.http.app.create_app`` on uvicorn on loopback, clients in this process): a click's latency to
   its answer, p50 and p99.
 - Typing: ``Type`` actions of 2,000 and 20,000 characters (letters, digits, punctuation, Unicode,
   newlines and tabs) into the test page's textarea; the text the page holds afterwards is compared
@@ -455,7 +455,7 @@ LOAD_S = 30.0
 # ------------------------------------------------------------------------------------- main
 
 def main(argv: list[str] | None = None) -> int:
-    from desktop.sessions import SessionManager
+    from desktop.session.manager import SessionManager
 
     parser = argparse.ArgumentParser(prog="python -m tests.bench_scale", description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=["memory", "creates", "load", "typing", "clients"])

@@ -14,8 +14,8 @@ import httpx2
 import pytest
 import uvicorn
 
-from desktop.sessions import SessionManager
-from desktop.stack import free_port
+from desktop.session.manager import SessionManager
+from desktop.session.stack import free_port
 from tests.fakes.site import TestSite
 from tests.fakes.testpage import TestPage
 
@@ -29,7 +29,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get
 @contextmanager
 def session_files():
     """A directory for session files the desktop's user can pass through (pytest's own temporary
-    directories are 0700 and root's when the suite runs as root: desktop/user.py)."""
+    directories are 0700 and root's when the suite runs as root: desktop/x11/user.py)."""
     root = Path(tempfile.mkdtemp(prefix="glassdesk-test-"))
     try:
         yield root
@@ -126,7 +126,7 @@ class LiveServer:
 @pytest.fixture(scope="session")
 def api(manager, desk):
     """The real API server (uvicorn, loopback, no token) over the session manager."""
-    from vision.app import Settings, create_app
+    from vision.http.app import Settings, create_app
 
     port = free_port()
     with LiveServer(create_app(manager, Settings(token=None, port=port)), port=port) as server:
@@ -146,7 +146,7 @@ def services(manager, tmp_path_factory):
 @pytest.fixture(scope="session")
 def vision_api(manager, desk, services):
     """The real API server with the vision routes, over the shared services."""
-    from vision.app import Settings, create_app
+    from vision.http.app import Settings, create_app
 
     port = free_port()
     with LiveServer(create_app(manager, Settings(token=None, port=port), services), port=port) as server:

@@ -18,10 +18,10 @@ def _up(args: argparse.Namespace) -> int:
     import uvicorn
 
     from desktop.errors import SessionUnavailable
-    from desktop.procs import own_desktops
-    from desktop.sessions import SessionManager
-    from vision.app import Settings, create_app
-    from vision.auth import check_bind
+    from desktop.x11.procs import own_desktops
+    from desktop.session.manager import SessionManager
+    from vision.http.app import Settings, create_app
+    from vision.http.auth import check_bind
     from vision.service import Glassdesk
 
     settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, idle_ttl_s=args.ttl * 60,
@@ -32,7 +32,7 @@ def _up(args: argparse.Namespace) -> int:
     if settings.backend != "local":
         return _up_remote(args, settings)
     # The desktops die with this process, even a kill -9 (a reaper), and what a dead predecessor
-    # left is ended now (desktop.procs.own_desktops).
+    # left is ended now (desktop.x11.procs.own_desktops).
     ownership = own_desktops()
     logging.getLogger("glassdesk.cli").info("session files in %s", ownership.root)
     if ownership.reaped.pids or ownership.reaped.roots:
@@ -84,10 +84,10 @@ def _up_remote(args: argparse.Namespace, settings) -> int:
     traces, QA); each session, the default one included, a container or pod of its own."""
     import uvicorn
 
-    from desktop.backends import create_backend
-    from desktop.backends.manager import BackendSessions
+    from desktop.remote.backends import create_backend
+    from desktop.remote.backends.manager import BackendSessions
     from desktop.errors import GlassdeskError
-    from vision.app import create_app
+    from vision.http.app import create_app
     from vision.service import Glassdesk
 
     fences = [*(["--launch-allow", args.launch_allow] if args.launch_allow else []),

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.errors import GlassdeskError
-from desktop.screen import Frame
-from desktop.service import DesktopService
+from desktop.frame import Frame
+from desktop.service.desktop import DesktopService
 from vision import coords
 from vision.actions import Action, CursorPosition, Done, Fail, Screenshot, Zoom
 from vision.converters import anthropic as anthropic_tool

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from desktop import actions
 from desktop.actions import Type
 from desktop.errors import GlassdeskError, SessionBusy, SessionUnavailable
-from desktop.screen import Frame
+from desktop.frame import Frame
 from desktop.port import Desktop
 from vision.actions import CursorPosition, Done, Fail, Screenshot, Zoom
 from vision.config import VisionConfig, create_provider

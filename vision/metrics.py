@@ -5,7 +5,7 @@ The loop already publishes everything worth counting (run_started, step, retryin
 drives a run (HTTP, SSE, MCP, the console) is counted the same way. Gauges that describe *now*
 (sessions, active and paused runs) are read at scrape time.
 
-Exposed at ``GET /metrics`` by vision.console; like every path but /healthz it needs the bearer
+Exposed at ``GET /metrics`` by vision.http.console; like every path but /healthz it needs the bearer
 token when GLASSDESK_TOKEN is set (configure Prometheus with ``authorization: credentials: ...``).
 
 Each Metrics object has its own registry, so several apps in one process (tests) never collide.

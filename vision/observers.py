@@ -126,7 +126,7 @@ class Strip:
 class Narrator:
     """The status strip of each session: what the agent is doing, in a few words.
 
-    The live viewer (vision.viewer) draws it over the picture, in the person's browser. It is never
+    The live viewer (vision.http.viewer) draws it over the picture, in the person's browser. It is never
     drawn on the desktop itself, so the model's screenshots, OCR and visual comparisons see only
     the desktop (an on-screen strip once put "failed · 4 steps" into a model's own observations).
     """

@@ -2,7 +2,7 @@
 
 It holds the desktop service, the runs (act, cancel, pause, resume, take-over, their view), the
 traces and the event bus, and it starts the observers (the live viewer's status strip, the
-metrics feed). REST (desktop.api, vision.api), MCP (vision.mcp), the console and the CLI are thin adapters
+metrics feed). REST (desktop.http.desktop, vision.http.runs), MCP (vision.mcp), the console and the CLI are thin adapters
 over it: an operation, its validation and its error mapping live here or below, once.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from desktop.service import DEFAULT_SESSION, DesktopService
-from desktop.sessions import LiveView, SessionManager
+from desktop.service.desktop import DEFAULT_SESSION, DesktopService
+from desktop.session.manager import LiveView, SessionManager
 from vision.computer import ComputerService
 from vision.config import VisionConfig
 from vision.errors import TraceCorruptError, TraceNotFoundError
@@ -71,7 +71,7 @@ class Glassdesk:
               default_session: str = DEFAULT_SESSION, strip: bool | None = None,
               launch_allow: frozenset[str] | None = None, allow_local_urls: bool = False,
               allow_evaluate: bool = False) -> "Glassdesk":
-        from desktop.backends import desktop_service_class  # DesktopService, or its remote form
+        from desktop.remote.backends import desktop_service_class  # DesktopService, or its remote form
 
         desktops = desktop_service_class(manager)(manager, default_session=default_session, launch_allow=launch_allow,
                                                   allow_local_urls=allow_local_urls, allow_evaluate=allow_evaluate)

@@ -30,8 +30,8 @@ class Settings:
     allow_local_urls: bool = False  # let the browser open file:// and chrome:// pages
     allow_evaluate: bool = False  # let page evaluate run JavaScript in the session's browser
     public_host: str | None = None  # the name clients use for this server (URLs handed out, Host allowed)
-    single_session: bool = False  # a session server: one pinned session, its internal call route (desktop.calls)
-    backend: str = "local"  # where sessions run (desktop.backends): local, docker, kubernetes
+    single_session: bool = False  # a session server: one pinned session, its internal call route (desktop.remote.calls)
+    backend: str = "local"  # where sessions run (desktop.remote.backends): local, docker, kubernetes
 
     @property
     def public_url(self) -> str:

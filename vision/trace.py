@@ -49,8 +49,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from desktop.procs import ProcessId, alive_checker, this_process
-from desktop.screen import Frame
+from desktop.x11.procs import ProcessId, alive_checker, this_process
+from desktop.frame import Frame
 
 log = logging.getLogger("glassdesk.trace")
 
@@ -662,7 +662,7 @@ class TraceStore:
 
     def _private_traces_dir(self) -> None:
         """Traces hold screenshots, typed text and page URLs: only the server's user may read them,
-        not the desktop's (desktop/user.py), whatever the umask. The data dir itself is made 0700
+        not the desktop's (desktop/x11/user.py), whatever the umask. The data dir itself is made 0700
         when new; an existing one is the owner's choice, but the traces in it are not."""
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.traces_dir.mkdir(mode=0o700, exist_ok=True)

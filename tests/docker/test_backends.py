@@ -17,16 +17,16 @@ from urllib.parse import quote
 import httpx2
 import pytest
 
-from desktop.backends.base import LABEL_SESSION
-from desktop.backends.docker import DockerBackend
-from desktop.backends.manager import BackendSessions
-from desktop.stack import free_port
+from desktop.remote.backends.base import LABEL_SESSION
+from desktop.remote.backends.docker import DockerBackend
+from desktop.remote.backends.manager import BackendSessions
+from desktop.session.stack import free_port
 from tests.conftest import LiveServer
 
 
 @pytest.fixture(scope="module")
 def plane(docker_client, glassdesk_image):
-    from vision.app import Settings, create_app
+    from vision.http.app import Settings, create_app
     from vision.config import VisionConfig
     from vision.service import Glassdesk
 

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.conftest import LiveServer
 from tests.fakes import openai_fake as oa
 from tests.fakes.server import FakeServer
-from vision.app import Settings, create_app
+from vision.http.app import Settings, create_app
 
 pytestmark = pytest.mark.x11
 

@@ -1,4 +1,4 @@
-"""What the console puts on the desktop itself: only the visible pointer glide (desktop.input), on the
+"""What the console puts on the desktop itself: only the visible pointer glide (desktop.x11.input), on the
 real Xvfb/XFCE/Chromium session. (The status strip is drawn in the live viewer, never on the
 desktop: tests/e2e/test_live_view.py.)"""
 

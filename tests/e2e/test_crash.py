@@ -24,8 +24,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from desktop.procs import pids_with_env, session_pids, start_time
-from desktop.stack import free_port
+from desktop.x11.procs import pids_with_env, session_pids, start_time
+from desktop.session.stack import free_port
 
 pytestmark = pytest.mark.x11
 
@@ -107,7 +107,7 @@ class Up:
                 argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"desktop.procs" in argv and str(self.root).encode() in argv:
+            if b"desktop.x11.procs" in argv and str(self.root).encode() in argv:
                 return pid
         raise AssertionError("the server has no reaper")
 
@@ -149,7 +149,7 @@ def assert_gone(server: Up, processes: dict[int, int], seconds: float = 30) -> N
 def temp_dir():
     """The servers' temp dir: short, as dbus's socket path under it must fit in 108 bytes."""
     path = Path(tempfile.mkdtemp(prefix="gd-crash-"))
-    path.chmod(0o711)  # as /tmp is for it: a root server's desktop user must pass through (desktop/user.py)
+    path.chmod(0o711)  # as /tmp is for it: a root server's desktop user must pass through (desktop/x11/user.py)
     yield path
     shutil.rmtree(path, ignore_errors=True)
 

@@ -1,7 +1,7 @@
 """The API's docs page in a real browser with no network: Swagger UI from the pinned package lists
 the operations, and its Authorize button makes "Try it out" pass the token check.
 
-The server runs with a token; /docs and /openapi.json answer without it (vision.auth), every
+The server runs with a token; /docs and /openapi.json answer without it (vision.http.auth), every
 operation still needs it. Every request the page makes that is not to this server is aborted by
 Playwright's routing, so nothing from a CDN could make it work.
 """
@@ -16,7 +16,7 @@ import httpx2
 import pytest
 
 from tests.conftest import LiveServer
-from vision.app import Settings, create_app
+from vision.http.app import Settings, create_app
 
 TOKEN = "docs-test-token-7e2a"
 WAIT_MS = 30_000

@@ -22,9 +22,9 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from desktop.stack import free_port, tagged_pids
+from desktop.session.stack import free_port, tagged_pids
 from tests.conftest import LiveServer
-from vision.app import Settings, create_app
+from vision.http.app import Settings, create_app
 
 pytestmark = pytest.mark.x11
 
@@ -509,7 +509,7 @@ def test_up_on_every_address_exposes_the_api_port_and_nothing_else(tmp_path):
     import sys
     import uuid
 
-    from desktop.procs import pids_with_env
+    from desktop.x11.procs import pids_with_env
 
     repo = Path(__file__).resolve().parents[2]
     port, mark = free_port(), uuid.uuid4().hex

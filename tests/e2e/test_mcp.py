@@ -20,11 +20,11 @@ from mcp import Client
 from mcp.types import ImageContent, TextContent
 from PIL import Image
 
-from desktop.stack import free_port
+from desktop.session.stack import free_port
 from tests.answers import until
 from tests.conftest import LiveServer
 from tests.fakes.testpage import at
-from vision.app import Settings, create_app
+from vision.http.app import Settings, create_app
 from vision.mcp import build_server
 
 pytestmark = pytest.mark.x11

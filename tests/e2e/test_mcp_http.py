@@ -15,9 +15,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ImageContent
 from PIL import Image
 
-from desktop.sessions import SessionManager
+from desktop.session.manager import SessionManager
 from tests.conftest import LiveServer
-from vision.app import Settings, create_app
+from vision.http.app import Settings, create_app
 
 pytestmark = pytest.mark.x11
 

@@ -27,7 +27,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import ImageContent
 from PIL import Image
 
-from desktop.procs import pids_with_env
+from desktop.x11.procs import pids_with_env
 
 pytestmark = pytest.mark.x11
 

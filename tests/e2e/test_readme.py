@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from desktop.sessions import SessionManager
-from desktop.stack import free_port
+from desktop.session.manager import SessionManager
+from desktop.session.stack import free_port
 from tests.conftest import LiveServer, session_files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -209,7 +209,7 @@ def test_problems_are_found(tmp_path):
 def readme_server(tmp_path_factory):
     """glassdesk up as the README assumes it: a server with its default desktop started, on a port
     of its own, with its own sessions and data."""
-    from vision.app import Settings, create_app
+    from vision.http.app import Settings, create_app
     from vision.config import VisionConfig
     from vision.service import Glassdesk
 

@@ -547,7 +547,7 @@ def test_without_a_token_a_foreign_page_cannot_post(api, desk):
 
 @pytest.fixture(scope="module")
 def secured(manager, desk, tmp_path_factory):
-    from vision.app import Settings, create_app
+    from vision.http.app import Settings, create_app
 
     settings = Settings(token="s3cret", data_dir=str(tmp_path_factory.mktemp("secured-data")))
     with LiveServer(create_app(manager, settings)) as server:
@@ -630,7 +630,7 @@ def test_coordinates_are_not_coerced(api, page, desk, x):
 
 
 def test_a_body_over_the_limit_is_413_before_anything_runs(api, page, desk):
-    from vision.limits import MAX_BODY_BYTES
+    from vision.http.limits import MAX_BODY_BYTES
 
     page.clear()
     huge = '{"text": "' + "a" * (MAX_BODY_BYTES + 10) + '"}'

@@ -30,7 +30,7 @@ from schemathesis.checks import (
 )
 
 from desktop.errors import SessionNotFound
-from desktop.windows import WindowError, check_url
+from desktop.x11.windows import WindowError, check_url
 from tests.conftest import LiveServer
 from vision.loop import ActRequest
 
@@ -46,7 +46,7 @@ EXAMPLES = 20  # per route: enough for the shapes that matter, and the whole fil
 @pytest.fixture(scope="module")
 def fuzzed(manager, desk, tmp_path_factory):
     """The real app on its own session and trace store, with one trace to look at."""
-    from vision.app import Settings, create_app
+    from vision.http.app import Settings, create_app
     from vision.config import VisionConfig
     from vision.service import Glassdesk
 

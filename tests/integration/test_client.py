@@ -11,10 +11,10 @@ import pytest
 from PIL import Image as PILImage
 
 from desktop.actions import Click, Key
-from desktop.api import ActionResponse
+from desktop.http.desktop import ActionResponse
 from desktop.errors import InvalidAction, SessionNotFound, Unauthorized
-from desktop.sessions import SessionInfo
-from desktop.stack import free_port
+from desktop.session.manager import SessionInfo
+from desktop.session.stack import free_port
 from tests.conftest import LiveServer
 from tests.fakes.testpage import at
 from vision.client import ApiError, AsyncGlassdeskClient, GlassdeskClient
@@ -139,7 +139,7 @@ def test_the_async_client_is_the_same_api_awaited(vision_api, page, viewport):
 
 
 def test_the_token_is_sent_and_without_it_the_answer_is_unauthorized(manager, desk):
-    from vision.app import Settings, create_app
+    from vision.http.app import Settings, create_app
 
     port = free_port()
     with LiveServer(create_app(manager, Settings(token="s3cret-client-token", port=port)), port=port) as server:

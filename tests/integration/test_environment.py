@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from desktop.procs import session_pids
-from desktop.service import DesktopService
-from desktop.stack import tagged_pids
-from desktop.user import desktop_user, run_as_argv
+from desktop.x11.procs import session_pids
+from desktop.service.desktop import DesktopService
+from desktop.session.stack import tagged_pids
+from desktop.x11.user import desktop_user, run_as_argv
 from vision.trace import TraceStore
 
 pytestmark = pytest.mark.x11

@@ -27,7 +27,7 @@ import pytest
 
 from desktop.actions import Click, Key
 from desktop.errors import SessionNotFound
-from desktop.stack import tagged_pids
+from desktop.session.stack import tagged_pids
 from tests.fakes import testpage
 from vision.actions import Done
 from vision.loop import ActRequest

@@ -17,9 +17,9 @@ import httpx2
 import kubernetes.client
 import pytest
 
-from desktop.backends.kubernetes import KubernetesBackend, KubeSettings
-from desktop.backends.manager import BackendSessions
-from desktop.stack import free_port
+from desktop.remote.backends.kubernetes import KubernetesBackend, KubeSettings
+from desktop.remote.backends.manager import BackendSessions
+from desktop.session.stack import free_port
 from tests.conftest import LiveServer
 from tests.fakes.kube_api import FakeKubeApi, ProcessKubelet
 
@@ -38,7 +38,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def plane(cluster):
-    from vision.app import Settings, create_app
+    from vision.http.app import Settings, create_app
     from vision.config import VisionConfig
     from vision.service import Glassdesk
 

@@ -1,4 +1,4 @@
-"""The policy proxy (desktop.proxy) with real sockets and real servers, no X: what it forwards,
+"""The policy proxy (desktop.network.proxy) with real sockets and real servers, no X: what it forwards,
 what it refuses, what it records, and that a refused destination sees no connection at all."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from desktop.netpolicy import NetworkPolicy
-from desktop.proxy import PolicyProxy, is_local_address
+from desktop.network.policy import NetworkPolicy
+from desktop.network.proxy import PolicyProxy, is_local_address
 
 
 class Counting:

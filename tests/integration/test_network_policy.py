@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import httpx2
 import pytest
 
-from desktop.stack import free_port
+from desktop.session.stack import free_port
 from tests.conftest import LiveServer
 
 pytestmark = pytest.mark.x11
@@ -224,7 +224,7 @@ def counting():
 @pytest.fixture(scope="module")
 def guarded(manager, desk):
     """The API on its own port, told as Settings.port (how `glassdesk up` tells it), recording."""
-    from vision.app import Settings, create_app
+    from vision.http.app import Settings, create_app
 
     port = free_port()
     recorder = Recorder(create_app(manager, Settings(token=None, port=port)))

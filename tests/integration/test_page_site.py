@@ -358,7 +358,7 @@ def test_page_screenshots_full_page_viewport_and_element(api, site):
 @pytest.fixture(scope="module")
 def evaluating_api(manager, desk):
     """A second server over the same sessions, started with evaluate allowed."""
-    from vision.app import Settings, create_app
+    from vision.http.app import Settings, create_app
 
     with LiveServer(create_app(manager, Settings(token=None, allow_evaluate=True))) as server:
         with httpx2.Client(base_url=server.url, timeout=60) as client:

@@ -1,4 +1,4 @@
-"""desktop.recorder on a real session's display: the video ffmpeg leaves is playable (ffprobe reads
+"""desktop.x11.recorder on a real session's display: the video ffmpeg leaves is playable (ffprobe reads
 it), covers the time recorded at 1920x1080 and at least 10 fps, and its frames show what the screen
 showed: a red page, then a blue one. Pages come from the local test site (tests/fakes/site.py)."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from desktop.recorder import Recorder, RecorderError, ffmpeg_argv
+from desktop.x11.recorder import Recorder, RecorderError, ffmpeg_argv
 from tests.fakes import site as site_pages
 
 COLOURS = {"red": (220, 0, 0), "blue": (0, 0, 220)}

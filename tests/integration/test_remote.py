@@ -1,5 +1,5 @@
 """The remote path end to end: a control plane (API, loop, traces, page layer, QA) driving real
-single-session glassdesk servers started as local processes (desktop.backends.process).
+single-session glassdesk servers started as local processes (desktop.remote.backends.process).
 
 The same seam the Docker and Kubernetes backends use, without a daemon: a click sent to the control
 plane lands on the test page in the session server's Chromium, a vision run drives it through
@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from desktop.backends.manager import BackendSessions
-from desktop.backends.process import ProcessBackend
-from desktop.stack import free_port
+from desktop.remote.backends.manager import BackendSessions
+from desktop.remote.backends.process import ProcessBackend
+from desktop.session.stack import free_port
 from tests.conftest import LiveServer
 
 pytestmark = pytest.mark.x11
@@ -30,7 +30,7 @@ S = "/api/v1/sessions/r1"
 @pytest.fixture(scope="module")
 def plane():
     """A control plane on the process backend, its API served, with one remote session ``r1``."""
-    from vision.app import Settings, create_app
+    from vision.http.app import Settings, create_app
     from vision.config import VisionConfig
     from vision.service import Glassdesk
 

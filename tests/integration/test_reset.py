@@ -126,7 +126,7 @@ def test_reset_ends_programs_and_restarts_the_browser_clean_on_the_same_display(
         assert time.monotonic() < deadline, "xmessage never showed"
         time.sleep(0.1)
     (stack.profile / "Default" / "marker").write_text("from before the reset")
-    from desktop.netpolicy import Refusal
+    from desktop.network.policy import Refusal
     stack.proxy.blocked.record(host="denied.test", port=80, refusal=Refusal("denied", "before the reset"))
 
     info = ok(api.post(f"/api/v1/sessions/{SID}/reset"))

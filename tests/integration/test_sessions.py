@@ -18,9 +18,9 @@ import pytest
 
 from desktop.actions import Click, Move
 from desktop.errors import SessionNotFound, SessionUnavailable
-from desktop.liveview import rfb_login
-from desktop.sessions import SessionManager
-from desktop.stack import tagged_pids
+from desktop.session.liveview import rfb_login
+from desktop.session.manager import SessionManager
+from desktop.session.stack import tagged_pids
 
 pytestmark = pytest.mark.x11
 

@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from desktop.actions import Click, DoubleClick, Drag, HoldKey, Key, MouseDown, MouseUp, Move, Point, Scroll, Type, Wait, Zoom
-from desktop.screen import Frame, encode_png
+from desktop.frame import Frame, encode_png
 from tests.fakes import anthropic_fake as af
 from tests.fakes.server import FakeServer
 from vision.actions import CursorPosition, Fail, Screenshot

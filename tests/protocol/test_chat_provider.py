@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from desktop.actions import Click, Key, Type
-from desktop.screen import Frame
+from desktop.frame import Frame
 from tests.fakes.server import FakeServer, Reply, Request
 from vision.actions import Done
 from vision.providers.base import CallResult, ModelCallError, Observation

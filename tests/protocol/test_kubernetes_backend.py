@@ -24,9 +24,9 @@ import kubernetes.client
 import kubernetes_validate
 import pytest
 
-from desktop.backends.base import LABEL_OWNER, BackendState, SessionSpec, labels
-from desktop.backends.kubernetes import EXPIRES_AT, KubernetesBackend, KubeSettings, OwnerRef, rfc3339
-from desktop.backends.manager import BackendSessions
+from desktop.remote.backends.base import LABEL_OWNER, BackendState, SessionSpec, labels
+from desktop.remote.backends.kubernetes import EXPIRES_AT, KubernetesBackend, KubeSettings, OwnerRef, rfc3339
+from desktop.remote.backends.manager import BackendSessions
 from desktop.errors import InvalidRequest, SessionUnavailable
 from tests.fakes.kube_api import FakeKubeApi, failing_kubelet, ready_kubelet
 from tests.unit.test_kubernetes_render import K8S_VERSION

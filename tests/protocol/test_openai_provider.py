@@ -6,7 +6,7 @@ import pytest
 
 from desktop import keys
 from desktop.actions import Click, DoubleClick, Drag, Key, Move, Point, Scroll, Type, Wait
-from desktop.screen import Frame
+from desktop.frame import Frame
 from tests.fakes import openai_fake as oa
 from tests.fakes.server import FakeServer
 from vision.actions import Screenshot

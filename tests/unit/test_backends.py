@@ -9,16 +9,16 @@ import sys
 import pytest
 from PIL import Image
 
-from desktop import calls
-from desktop.backends import create_backend, desktop_service_class
-from desktop.backends.base import labels
-from desktop.backends.manager import BackendSessions
+from desktop.remote import calls
+from desktop.remote.backends import create_backend, desktop_service_class
+from desktop.remote.backends.base import labels
+from desktop.remote.backends.manager import BackendSessions
 from desktop.errors import (ElementNotFound, GlassdeskError, InvalidAction, InvalidRequest, SessionBusy, SessionExists,
                             SessionLimit, SessionNotFound, SessionUnavailable)
-from desktop.page import Target
-from desktop.page_service import PageService
-from desktop.remote import RemoteDesktop, decode_error, frame_from_png
-from desktop.service import DesktopService
+from desktop.browser.pages import Target
+from desktop.service.page import PageService
+from desktop.remote.desktop import RemoteDesktop, decode_error, frame_from_png
+from desktop.service.desktop import DesktopService
 
 
 def test_local_is_the_embedded_default_and_unknown_backends_are_refused():

@@ -6,7 +6,7 @@ import httpx2
 from fastapi import FastAPI, Request
 
 from tests.conftest import LiveServer
-from vision.limits import BodyLimit
+from vision.http.limits import BodyLimit
 
 
 def make_app(seen: list[int]) -> FastAPI:

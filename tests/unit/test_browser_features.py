@@ -6,7 +6,7 @@ from pathlib import Path
 
 import playwright
 
-from desktop.browser import (MEMORY_DISABLED_FEATURES, MEMORY_ENABLED_FEATURES, PLAYWRIGHT_DISABLED_FEATURES,
+from desktop.browser.chromium import (MEMORY_DISABLED_FEATURES, MEMORY_ENABLED_FEATURES, PLAYWRIGHT_DISABLED_FEATURES,
                              PLAYWRIGHT_ENABLED_FEATURES, disable_features_switch, enable_features_switch)
 
 

@@ -165,8 +165,8 @@ def every_route(gd) -> None:
 
 
 def test_every_route_of_the_api_has_a_client_method(tmp_path):
-    from desktop.sessions import SessionManager
-    from vision.app import Settings, create_app
+    from desktop.session.manager import SessionManager
+    from vision.http.app import Settings, create_app
 
     spec = create_app(SessionManager(root=tmp_path, max_sessions=1), Settings(token=None, port=1)).openapi()
     routes = {(method.upper(), path) for path, ops in spec["paths"].items() if path.startswith("/api/v1")

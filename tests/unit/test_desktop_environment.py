@@ -1,6 +1,6 @@
 """What a desktop process inherits from the server: an allowlist, so no secret reaches the desktop."""
 
-from desktop.stack import desktop_environment
+from desktop.session.stack import desktop_environment
 
 
 def test_secrets_stay_with_the_server():

@@ -1,4 +1,4 @@
-"""Who the desktop runs as (desktop/user.py): the policy, without starting a desktop."""
+"""Who the desktop runs as (desktop/x11/user.py): the policy, without starting a desktop."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from desktop.browser import write_preferences
-from desktop.stack import DesktopStack, StackError
-from desktop.user import (DESKTOP_USER, DesktopUser, desktop_user, ensure_x11_socket_dir, hand_over, may_traverse,
+from desktop.browser.chromium import write_preferences
+from desktop.session.stack import DesktopStack, StackError
+from desktop.x11.user import (DESKTOP_USER, DesktopUser, desktop_user, ensure_x11_socket_dir, hand_over, may_traverse,
                           open_without_links, popen_kwargs, remove_stale_ice_sockets, run_as_argv, share_traversal,
                           unreachable_dir)
 
@@ -214,7 +214,7 @@ def test_a_new_profiles_preferences_are_made_for_its_owner(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only a root server hands session files to another user")
 def test_session_files_the_desktop_user_cannot_reach_are_refused_before_anything_starts(monkeypatch):
-    monkeypatch.setattr("desktop.stack.desktop_user", lambda: USER)
+    monkeypatch.setattr("desktop.session.stack.desktop_user", lambda: USER)
     root = Path(tempfile.mkdtemp())  # 0700, root's alone; everything above it is open
     try:
         stack = DesktopStack(root / "sessions" / "s1")

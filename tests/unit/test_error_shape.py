@@ -6,7 +6,7 @@ import httpx2
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict
 
-from vision.app import add_error_handlers
+from vision.http.app import add_error_handlers
 from desktop.errors import SessionNotFound
 from tests.conftest import LiveServer
 

@@ -1,8 +1,8 @@
-"""The fences of what an agent may start or open, as pure checks (desktop.windows)."""
+"""The fences of what an agent may start or open, as pure checks (desktop.x11.windows)."""
 
 import pytest
 
-from desktop.windows import WindowError, check_program, check_url
+from desktop.x11.windows import WindowError, check_program, check_url
 
 
 @pytest.mark.parametrize("command", ["/bin/sh", "../../bin/sh", "./x", "bin/ls", ".", "..", "-e"])

@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from desktop import input as inp
+from desktop.x11 import input as inp
 from desktop.actions import (
     Click, DoubleClick, Drag, HoldKey, Key, MouseDown, MouseUp, Move, Point, Scroll, TripleClick, Type,
     Wait,
 )
-from desktop.input import Keymap, argv_for, plan_type
+from desktop.x11.input import Keymap, argv_for, plan_type
 
 
 def one(action) -> list[str]:

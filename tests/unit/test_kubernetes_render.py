@@ -11,8 +11,8 @@ from datetime import datetime, timedelta, timezone
 import kubernetes_validate
 import pytest
 
-from desktop.backends.base import LABEL_OWNER, LABEL_SESSION, BackendState, SessionSpec
-from desktop.backends.kubernetes import (
+from desktop.remote.backends.base import LABEL_OWNER, LABEL_SESSION, BackendState, SessionSpec
+from desktop.remote.backends.kubernetes import (
     EXPIRES_AT, PRIVATE_V4, KubeSettings, OwnerRef, egress_rules, expired, pod_verdict, render, seccomp_profile,
 )
 from desktop.errors import InvalidRequest

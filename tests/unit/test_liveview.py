@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from desktop.errors import LiveTokenExpired, LiveTokenInvalid, LiveTokenRevoked, LiveTokenWrongSession
-from desktop.liveview import CONTROL_TTL_S, VIEW_TTL_S, LiveTokens, token_from_protocols, vnc_auth_response
+from desktop.session.liveview import CONTROL_TTL_S, VIEW_TTL_S, LiveTokens, token_from_protocols, vnc_auth_response
 
 
 class Clock:

@@ -9,7 +9,7 @@ import pytest
 from mcp import Client
 from mcp.types import TextContent
 
-from desktop.sessions import SessionManager
+from desktop.session.manager import SessionManager
 from vision.config import VisionConfig
 from vision.mcp import build_server
 from vision.mcp.server import unknown_arguments

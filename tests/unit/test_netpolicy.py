@@ -1,4 +1,4 @@
-"""The network policy's patterns and decisions (desktop.netpolicy): pure, no sockets."""
+"""The network policy's patterns and decisions (desktop.network.policy): pure, no sockets."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from desktop.netpolicy import (
+from desktop.network.policy import (
     BlockLog, HostPattern, NetworkPolicy, PatternError, Refusal, chromium_args, control_plane, normalize_host,
 )
 
@@ -160,7 +160,7 @@ def test_chromium_is_sent_through_the_proxy_loopback_included():
 
 
 def test_every_profile_keeps_webrtc_off_udp():
-    from desktop.browser import PREFERENCES
+    from desktop.browser.chromium import PREFERENCES
 
     assert PREFERENCES["webrtc"]["ip_handling_policy"] == "disable_non_proxied_udp"
 

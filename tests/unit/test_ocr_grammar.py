@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from desktop.actions import Click, DoubleClick, Key, Scroll, Type, Wait
-from desktop.screen import Frame
+from desktop.frame import Frame
 from vision.actions import Done, Fail
 from vision.providers.base import CallResult, Observation
 from vision.providers.ocr import (

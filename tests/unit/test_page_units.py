@@ -9,7 +9,7 @@ import threading
 import pytest
 from pydantic import ValidationError
 
-from desktop.page import (
+from desktop.browser.pages import (
     NAME_LIMIT, DialogInfo, PageSummary, Ring, Target, display_point, numbered, safe_file_name, store_download,
     viewport_origin,
 )
@@ -144,7 +144,7 @@ def test_summary_line():
 
 
 def test_dialog_modes_are_checked_and_manual_is_the_default():
-    from desktop.page import PageRecord, dialog_mode
+    from desktop.browser.pages import PageRecord, dialog_mode
 
     assert PageRecord().dialog_policy == "manual"
     assert [dialog_mode(m) for m in ("manual", "accept", "dismiss")] == ["manual", "accept", "dismiss"]
@@ -157,8 +157,8 @@ def test_fill_refuses_an_untypeable_value_before_anything_runs():
     """A control character in the value (or in a secret it names) is a typed 422 naming the
     value, found before any session is looked up; it never reaches xdotool or becomes a 500."""
     from desktop.errors import InvalidAction
-    from desktop.page import Target
-    from desktop.page_service import PageService
+    from desktop.browser.pages import Target
+    from desktop.service.page import PageService
 
     class NoDesktops:
         def get(self, *_):

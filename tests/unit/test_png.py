@@ -8,7 +8,7 @@ import numpy as np
 from PIL import Image
 
 from desktop.actions import Region
-from desktop.screen import Frame, encode_png
+from desktop.frame import Frame, encode_png
 
 
 def _frame(seed: int = 1) -> tuple[Frame, np.ndarray]:

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from desktop.procs import (
+from desktop.x11.procs import (
     OWNER_RECORD, Leftovers, OwnerRecord, Proc, ProcessId, leftovers, mark_owner, owned_pids, owner_alive,
     read_owner_records,
 )

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from pydantic import ValidationError
 
-from desktop.procs import this_process
+from desktop.x11.procs import this_process
 from vision.qa.models import (
     CaptureBaselineRequest, CompareRequest, FlowStep, VerifyElementRequest, VerifyUserFlowRequest, action_words,
 )

@@ -347,7 +347,7 @@ def test_a_second_qa_verb_on_a_session_waits_then_is_session_busy_and_creates_no
 
 
 def test_record_video_without_ffmpeg_is_refused_before_anything_is_made(tmp_path, monkeypatch):
-    from desktop.recorder import RecorderUnavailable
+    from desktop.x11.recorder import RecorderUnavailable
     from vision.qa.models import VerifyPageLoadsRequest
 
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
@@ -367,26 +367,26 @@ class FailingRecorder:
         self.out_path = out_path
 
     def start(self):
-        from desktop.recorder import RecorderError
+        from desktop.x11.recorder import RecorderError
 
         self.out_path.write_bytes(b"\x1aE\xdf\xa3 partial webm")
         if self.fails_at == "start":
             raise RecorderError("ffmpeg exited with code 1 before recording")
 
     def stop(self):
-        from desktop.recorder import RecorderError
+        from desktop.x11.recorder import RecorderError
 
         raise RecorderError("ffmpeg stopped recording on its own (exit code 1)")
 
 
 @pytest.mark.parametrize("fails_at", ["start", "stop"])
 def test_a_recording_that_fails_leaves_a_finished_run_that_verifies(tmp_path, monkeypatch, fails_at):
-    import desktop.recorder
+    import desktop.x11.recorder
     from vision.qa.models import VerifyPageLoadsRequest
 
-    monkeypatch.setattr(desktop.recorder, "find_ffmpeg", lambda: "/usr/bin/ffmpeg")
+    monkeypatch.setattr(desktop.x11.recorder, "find_ffmpeg", lambda: "/usr/bin/ffmpeg")
     monkeypatch.setattr(FailingRecorder, "fails_at", fails_at)
-    monkeypatch.setattr(desktop.recorder, "Recorder", FailingRecorder)
+    monkeypatch.setattr(desktop.x11.recorder, "Recorder", FailingRecorder)
     qa, _ = a_faked_service(tmp_path)
     answer = qa.verify_page_loads("s1", VerifyPageLoadsRequest(url="http://x/", record_video=True))
     assert answer.success

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from desktop.screen import Frame
+from desktop.frame import Frame
 from vision.report import describe_action, render_html, render_junit, write_report
 from vision.trace import StepRecord, TraceMeta, TraceStore
 

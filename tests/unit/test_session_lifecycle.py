@@ -10,9 +10,9 @@ import pytest
 
 from desktop.actions import Click, HoldKey, Key, Type, Wait
 from desktop.errors import ScreenshotFailed, SessionBusy, SessionUnavailable
-from desktop.input import ACTION_MS, FAST_TYPE_MS_PER_CHAR, TYPE_MS_PER_CHAR, Executed, expected_ms
-from desktop.screen import ScreenshotError
-from desktop.sessions import Session
+from desktop.x11.input import ACTION_MS, FAST_TYPE_MS_PER_CHAR, TYPE_MS_PER_CHAR, Executed, expected_ms
+from desktop.x11.screen import ScreenshotError
+from desktop.session.manager import Session
 from tests.fakes.desktop import solid_frame
 
 
@@ -249,14 +249,14 @@ def test_expected_durations():
     assert expected_ms(Wait(duration_ms=30_000)) == 30_000 + ACTION_MS
     assert expected_ms(HoldKey(keys="shift", duration_ms=700)) == 700 + ACTION_MS
     assert expected_ms(Type(text="x" * 50)) == 50 * TYPE_MS_PER_CHAR + ACTION_MS
-    # long text takes the fast path (desktop.input.XTestTyper)
+    # long text takes the fast path (desktop.x11.input.XTestTyper)
     assert expected_ms(Type(text="x" * 1000)) == 1000 * FAST_TYPE_MS_PER_CHAR + ACTION_MS
     assert expected_ms(Click(x=5, y=5), glide_ms=150) == ACTION_MS + 150
     assert expected_ms(Click(), glide_ms=150) == ACTION_MS  # no pointer move, no glide
 
 
 def test_a_live_view_that_cannot_restart_is_retried_later_not_at_every_look():
-    from desktop.stack import StackError
+    from desktop.session.stack import StackError
 
     class FailingStack(FakeStack):
         def heal(self, parts=None):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from desktop import screen as screen_mod
-from desktop.screen import Frame, Screen, SettlePolicy
+from desktop.x11 import screen as screen_mod
+from desktop.frame import Frame
+from desktop.x11.screen import Screen, SettlePolicy
 
 
 def run_policy(policy: SettlePolicy, changes, step: float = 10, until: float = 10_000) -> float:

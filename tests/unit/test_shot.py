@@ -7,8 +7,8 @@ import io
 from PIL import Image
 
 from desktop.actions import Region
-from desktop.screen import Frame, encode_lossy
-from desktop.service import Shot
+from desktop.frame import Frame, encode_lossy
+from desktop.service.desktop import Shot
 
 
 def test_whole_screen_maps_from_origin():

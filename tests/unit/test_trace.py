@@ -15,7 +15,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from desktop.actions import Click
-from desktop.screen import Frame
+from desktop.frame import Frame
 from vision.providers.base import CallResult, ToolCall, Usage
 import vision.trace as trace_module
 from vision.report import render_html, render_junit

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from desktop.screen import Frame
+from desktop.frame import Frame
 from vision.config import VisionConfig, create_provider
 from vision.errors import InvalidRequest, ModelUnavailable
 from vision.events import EventBus

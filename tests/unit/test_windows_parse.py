@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from desktop.windows import URL_SCHEMES, WINDOW_ID, parse_wmctrl
+from desktop.x11.windows import URL_SCHEMES, WINDOW_ID, parse_wmctrl
 
 # Captured from a glassdesk session (host name "vm"). Chromium's WM_CLASS instance holds its
 # profile directory, with a space in it.

@@ -15,7 +15,7 @@ from functools import cache
 from pydantic import ValidationError
 
 import desktop.errors
-import desktop.recorder  # noqa: F401  (defines recording_unavailable, another GlassdeskError)
+import desktop.x11.recorder  # noqa: F401  (defines recording_unavailable, another GlassdeskError)
 import vision.errors  # noqa: F401  (the vision layer's codes)
 from desktop.errors import GlassdeskError, describe_validation
 

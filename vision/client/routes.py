@@ -17,17 +17,17 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
-from desktop.api import ActionResponse, CreateSession, Cursor, FocusRequest, LaunchRequest, NetworkPolicyBody, OpenRequest
-from desktop.netpolicy import BlockedRequest, NetworkPolicyInfo
-from desktop.page import DialogPolicy, PageContent, PageState, Tab
-from desktop.page_api import (
+from desktop.http.desktop import ActionResponse, CreateSession, Cursor, FocusRequest, LaunchRequest, NetworkPolicyBody, OpenRequest
+from desktop.network.policy import BlockedRequest, NetworkPolicyInfo
+from desktop.browser.pages import DialogPolicy, PageContent, PageState, Tab
+from desktop.http.page import (
     ActedAnswer, ClickRequest, DialogAnswer, DialogPolicyRequest, DialogRequest, EvaluateRequest, FillRequest,
     HistoryRequest, NavigateRequest, NewTabRequest, SelectRequest, UploadRequest, WaitRequest,
 )
-from desktop.sessions import LiveView, SessionInfo
-from desktop.windows import Window
-from vision.api import RunControl
-from vision.console import TakeoverRequest
+from desktop.session.manager import LiveView, SessionInfo
+from desktop.x11.windows import Window
+from vision.http.runs import RunControl
+from vision.http.console import TakeoverRequest
 from vision.computer import (
     AnthropicComputerRequest, AnthropicComputerResult, OpenAIComputerRequest, OpenAIComputerResult,
 )

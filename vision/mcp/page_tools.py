@@ -1,4 +1,4 @@
-"""The page tools of the MCP catalogue: thin adapters over desktop.page_service.PageService.
+"""The page tools of the MCP catalogue: thin adapters over desktop.service.page.PageService.
 
 Each tool parses its arguments, makes one call into the page service and renders the answer; the
 checks and the errors are the service's (so a fault has the code REST gives it). Every answer but
@@ -16,8 +16,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import BlobResourceContents, CallToolResult, EmbeddedResource
 from pydantic import Field
 
-from desktop.page import ContentFormat, DialogMode, PageSummary, Target
-from desktop.page_service import Acted, UploadFile, WaitUntil
+from desktop.browser.pages import ContentFormat, DialogMode, PageSummary, Target
+from desktop.service.page import Acted, UploadFile, WaitUntil
 from desktop.errors import ResultTooLarge
 from vision.errors import InvalidRequest
 from vision.mcp.tools import SessionArg, _annotations, _argv_text, _image, _result, _text, blocking

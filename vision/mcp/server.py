@@ -13,9 +13,9 @@ from mcp.types import CallToolResult
 from pydantic import ValidationError
 
 from desktop.errors import GlassdeskError, describe_validation
-from desktop.service import DesktopService
+from desktop.service.desktop import DesktopService
 from vision import VERSION
-from vision.auth import transport_security
+from vision.http.auth import transport_security
 from vision.mcp.page_tools import register_page_tools
 from vision.mcp.qa_tools import register_qa_tools
 from vision.mcp.tools import INSTRUCTIONS, _text, register_tools

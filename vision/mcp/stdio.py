@@ -2,7 +2,7 @@
 
 stdout carries the protocol, so everything else (logging, rich) goes to stderr. Whatever ends the
 process - stdin closing, a signal, a kill - ends every session it started: a clean exit closes
-them, and a reaper process (desktop.procs) ends what a killed one left.
+them, and a reaper process (desktop.x11.procs) ends what a killed one left.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import anyio
 
-from desktop.procs import own_desktops
+from desktop.x11.procs import own_desktops
 from vision.service import Glassdesk
 from vision.settings import Settings
 
@@ -43,10 +43,10 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
     as long as it still needs. When stdin closes, or on SIGTERM/SIGINT/SIGHUP, every session this
     process started is closed before it exits; a reaper process makes sure of it even if this
     process is killed outright, and the next server to start ends what is left if the reaper was
-    killed too (``desktop.procs.own_desktops``).
+    killed too (``desktop.x11.procs.own_desktops``).
     """
-    from desktop.sessions import SessionManager
-    from desktop.stack import free_port
+    from desktop.session.manager import SessionManager
+    from desktop.session.stack import free_port
     from vision.mcp.server import build_server
 
     ownership = own_desktops("glassdesk-mcp-")  # what a dead predecessor left is ended here
@@ -107,11 +107,11 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
 
 
 def _serve_viewer(glassdesk: Glassdesk, settings: Settings):
-    """The live viewer (vision.viewer) on 127.0.0.1, in a thread: `glassdesk mcp` has no API to
+    """The live viewer (vision.http.viewer) on 127.0.0.1, in a thread: `glassdesk mcp` has no API to
     serve it from, and the person the agent hands a link to needs it. Returns the uvicorn server."""
     import uvicorn
 
-    from vision.app import create_viewer_app
+    from vision.http.app import create_viewer_app
 
     app = create_viewer_app(glassdesk, settings)
     # log_config=None: uvicorn keeps to the logging set up here (stderr); stdout is the protocol.

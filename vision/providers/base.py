@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Mapping
 
-from desktop.screen import Frame
+from desktop.frame import Frame
 from vision.actions import Action
 from vision.trace import Usage, redact
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import openai
 
-from desktop.screen import Frame
+from desktop.frame import Frame
 from vision import coords
 # The tool's actions and output are converted by vision.converters.openai, shared with the
 # /computer/openai executor; re-exported here for the provider's callers.

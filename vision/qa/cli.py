@@ -266,9 +266,9 @@ def embedded_server(data_dir: str | None):
     """A server of its own on a free loopback port, with the crash arrangement `glassdesk up` has."""
     import uvicorn
 
-    from desktop.procs import own_desktops
-    from desktop.sessions import SessionManager
-    from vision.app import Settings, create_app
+    from desktop.x11.procs import own_desktops
+    from desktop.session.manager import SessionManager
+    from vision.http.app import Settings, create_app
     from vision.service import Glassdesk
 
     ownership = own_desktops()

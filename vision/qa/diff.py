@@ -24,7 +24,7 @@ from typing import Iterable
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from desktop.screen import png_from_scanlines
+from desktop.frame import png_from_scanlines
 
 __all__ = ["Diff", "ImageSizeMismatch", "MAX_YIQ_DELTA", "compare", "decode_png", "diff_image", "encode_png",
            "mask_boxes"]

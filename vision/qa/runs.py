@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from desktop.procs import ProcessId, alive_checker, this_process
+from desktop.x11.procs import ProcessId, alive_checker, this_process
 from vision.qa.models import Artifact, Artifacts, QaRun, StepResult, Summary, TestCase, VerifyReport
 from vision.report import _CSS, _overlay
 from vision.trace import (

@@ -31,8 +31,8 @@ from desktop.errors import (
     ElementNotFound, GlassdeskError, InvalidAction, InvalidRequest, InvalidSelector, PageTimeoutError, PageUnavailable,
     SessionBusy, SessionUnavailable,
 )
-from desktop.page import Target
-from desktop.sessions import QUEUE_WAIT_S, Session
+from desktop.browser.pages import Target
+from desktop.session.manager import QUEUE_WAIT_S, Session
 from vision.errors import QaRunCorruptError, QaRunNotFoundError
 from vision.qa.baselines import BaselineStore
 from vision.qa.diff import ImageSizeMismatch, compare, decode_png, diff_image, mask_boxes
@@ -186,7 +186,7 @@ class QaService:
                       secrets: tuple[str, ...]) -> Iterator[RunWriter]:
         filming = bool(getattr(request, "record_video", False))
         if filming:  # a server that cannot record says so before anything is made
-            from desktop.recorder import find_ffmpeg
+            from desktop.x11.recorder import find_ffmpeg
 
             find_ffmpeg()
         dump = request.model_dump(mode="json", exclude={"secrets"})
@@ -227,7 +227,7 @@ class QaService:
     def _start_video(self, run: RunWriter, session: Session):
         """The display filmed from now, or None (the record says why): the verdict does not depend
         on the film, so a recording that will not start costs the verb nothing else."""
-        from desktop.recorder import Recorder, RecorderError
+        from desktop.x11.recorder import Recorder, RecorderError
 
         recorder = Recorder(session.display, run.dir / self.VIDEO_FILE, fps=10, fmt="webm")
         try:

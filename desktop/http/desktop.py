@@ -1,0 +1,229 @@
+"""The desktop REST primitives: sessions, screenshot, one route per input action, and windows.
+
+No ``from __future__ import annotations`` here: the generated routes annotate their body with a
+local class, which FastAPI can only see when annotations are evaluated where they are written.
+
+Handlers are plain ``def``: they block on X and xdotool, and FastAPI runs them in its threadpool.
+"""
+
+import base64
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query, Response, status
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
+from desktop.errors import InvalidAction, describe_validation
+from desktop.network.policy import BlockedRequest, NetworkPolicyInfo
+from desktop.browser.pages import PAGE_FIELD, DialogMode, PageSummary
+from desktop.port import Performed
+from desktop.frame import IMAGE_FORMATS
+from desktop.service.desktop import DesktopService, Shot
+from desktop.session.manager import SessionInfo
+from desktop.x11.windows import Window
+
+
+class _Body(BaseModel):
+    """A request body: an unknown field is a mistake to report, not to ignore."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ActionResponse(BaseModel):
+    ok: bool = True
+    action: str
+    executed: list[list[str]] = Field(description="the exact argv lists that ran, to replay by hand")
+    duration_ms: float
+    settle_ms: int
+    settled: bool = Field(True, description="false when the screen was still changing at the settle wait's "
+                                            "bound (an animation, a video): the screenshot is a moment of it")
+    screenshot: str | None = Field(None, description="settled screenshot, base64 PNG, with ?screenshot=true")
+    result: dict[str, Any] | None = None
+    page: PageSummary | None = Field(None, description=PAGE_FIELD)
+
+
+class NetworkPolicyBody(_Body):
+    allow: list[str] = Field(default_factory=list, description="host, host:port or *.domain patterns: only these "
+                                                                "may be reached; empty: every host not denied")
+    deny: list[str] = Field(default_factory=list, description="patterns never reached, whatever allow says")
+
+
+class CreateSession(_Body):
+    id: str | None = Field(None, description="a name for the session; generated when omitted")
+    network: NetworkPolicyBody | None = Field(None, description="the browser's network policy; default: no limits "
+                                                                 "beyond glassdesk's own ports")
+    dialogs: DialogMode = Field("manual", description="how JavaScript dialogs are answered: manual (left open for "
+                                                      "the model or the operator), accept or dismiss (at once)")
+
+
+class LaunchRequest(_Body):
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+
+
+class OpenRequest(_Body):
+    url: str = Field(min_length=1)
+
+
+class FocusRequest(_Body):
+    window_id: str
+
+
+class Cursor(BaseModel):
+    x: int
+    y: int
+
+
+def _respond(action: str, performed: Performed, screenshot: bool, page: PageSummary | None,
+             result: dict | None = None) -> ActionResponse:
+    return ActionResponse(
+        action=action, executed=performed.executed, duration_ms=round(performed.duration_ms, 1),
+        settle_ms=performed.settle_ms, settled=performed.settled, result=result, page=page,
+        screenshot=base64.b64encode(performed.frame.png).decode() if screenshot else None,
+    )
+
+
+# How a screenshot's pixels map to display pixels: display x = origin x + image x / scale.
+SHOT_HEADERS = {
+    "X-Glassdesk-Coordinates": {"description": "the conversion to display pixels, in one sentence",
+                                "schema": {"type": "string"}},
+    "X-Glassdesk-Scale": {"description": "image pixels per display pixel", "schema": {"type": "number"}},
+    "X-Glassdesk-Origin": {"description": "x,y: the display pixel at the image's top-left corner",
+                           "schema": {"type": "string", "example": "0,0"}},
+    "X-Glassdesk-Region": {"description": "x0,y0,x1,y1: the part of the display the image shows",
+                           "schema": {"type": "string", "example": "0,0,1920,1080"}},
+}
+
+
+def shot_headers(shot: Shot) -> dict[str, str]:
+    return {"x-glassdesk-coordinates": shot.note, "x-glassdesk-scale": f"{shot.scale:g}",
+            "x-glassdesk-origin": "{},{}".format(*shot.origin),
+            "x-glassdesk-region": ",".join(map(str, shot.bounds))}
+
+
+def desktop_router(desktops: DesktopService) -> APIRouter:
+    router = APIRouter(prefix="/api/v1")
+    pages = desktops.pages
+    WantShot = Query(False, description="include the settled screenshot as base64 PNG")
+
+    @router.post("/sessions", status_code=status.HTTP_201_CREATED, response_model=SessionInfo, tags=["sessions"])
+    def create_session(body: CreateSession | None = None) -> SessionInfo:
+        network = body.network if body and body.network else NetworkPolicyBody()
+        return desktops.create(body.id if body else None, allow=network.allow, deny=network.deny,
+                               dialogs=body.dialogs if body else "manual")
+
+    @router.get("/sessions", response_model=list[SessionInfo], tags=["sessions"])
+    def list_sessions() -> list[SessionInfo]:
+        return desktops.list()
+
+    @router.get("/sessions/{session_id}", response_model=SessionInfo, tags=["sessions"])
+    def get_session(session_id: str) -> SessionInfo:
+        return desktops.info(session_id)
+
+    @router.delete("/sessions/{session_id}", status_code=status.HTTP_204_NO_CONTENT, tags=["sessions"])
+    def delete_session(session_id: str) -> Response:
+        desktops.delete(session_id)
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+    @router.post("/sessions/{session_id}/reset", response_model=SessionInfo, tags=["sessions"],
+                 summary="return the session to a fresh state on the same display")
+    def reset_session(session_id: str) -> SessionInfo:
+        """Ends the programs started on the desktop and closes their windows, and restarts Chromium
+        on a new, empty profile at about:blank (no history, cookies, form entries or logins). The
+        display, the live view and the session's id stay. 409 while a run or a person drives it."""
+        return desktops.reset(session_id)
+
+    # Also under /page, where the page layer's contract lists it: one operation at two paths.
+    @router.get("/sessions/{session_id}/network-policy", response_model=NetworkPolicyInfo, tags=["sessions"],
+                summary="the browser's network policy")
+    @router.get("/sessions/{session_id}/page/network-policy", response_model=NetworkPolicyInfo, tags=["page"],
+                summary="the browser's network policy")
+    def get_network_policy(session_id: str) -> NetworkPolicyInfo:
+        return desktops.network_policy(session_id)
+
+    @router.put("/sessions/{session_id}/network-policy", response_model=NetworkPolicyInfo, tags=["sessions"],
+                summary="replace the browser's network policy")
+    @router.put("/sessions/{session_id}/page/network-policy", response_model=NetworkPolicyInfo, tags=["page"],
+                summary="replace the browser's network policy")
+    def put_network_policy(session_id: str, body: NetworkPolicyBody) -> NetworkPolicyInfo:
+        """Both lists are replaced; it applies at once, also to connections already open. Whatever
+        the lists say, the browser never reaches glassdesk's own API or any session's live view."""
+        return desktops.set_network_policy(session_id, body.allow, body.deny)
+
+    @router.get("/sessions/{session_id}/network-policy/blocked", response_model=list[BlockedRequest],
+                tags=["sessions"], summary="the requests the network policy blocked")
+    def blocked_requests(session_id: str, after: int = Query(0, ge=0, description="only entries with a larger seq")
+                         ) -> list[BlockedRequest]:
+        return desktops.blocked_requests(session_id, after)
+
+    @router.get("/sessions/{session_id}/desktop/screenshot", tags=["desktop"], response_class=Response,
+                summary="the screen, whole or a region, scaled, as PNG, JPEG or WebP",
+                responses={200: {"description": "the image; its headers say how its pixels map to display pixels",
+                                 "content": {media: {"schema": {"type": "string", "format": "binary"}}
+                                             for media in IMAGE_FORMATS.values()},
+                                 "headers": SHOT_HEADERS}})
+    def screenshot(session_id: str,
+                   region: str | None = Query(None, description="x0,y0,x1,y1 in display pixels; omit for the whole "
+                                                                "screen", examples=["0,0,960,540"]),
+                   scale: float = Query(1.0, gt=0, le=4, description="resize factor; the X-Glassdesk-* headers say "
+                                                                     "how to convert back"),
+                   format: Literal["png", "jpeg", "webp"] = Query("png", description="png (lossless) or jpeg/webp"),
+                   quality: int | None = Query(None, ge=1, le=100, description="jpeg/webp quality (refused with "
+                                                                               "png, which is lossless); default "
+                                                                               "85 (jpeg), 80 (webp)")) -> Response:
+        shot = desktops.screenshot(session_id, region=_region(region), scale=scale, format=format, quality=quality)
+        return Response(shot.image, media_type=shot.media_type, headers=shot_headers(shot))
+
+    def input_route(name: str, model: type[_Action]):
+        def handler(session_id: str, body: model, screenshot: bool = WantShot) -> ActionResponse:  # type: ignore[valid-type]
+            return _respond(name, desktops.perform(session_id, body), screenshot, pages.summary(session_id))
+
+        handler.__name__ = f"desktop_{name}"
+        router.add_api_route(f"/sessions/{{session_id}}/desktop/{name}", handler, methods=["POST"],
+                             response_model=ActionResponse, tags=["desktop"],
+                             summary=f"{name.replace('_', ' ')} on the visible desktop")
+
+    for name, model in INPUT_ACTIONS.items():
+        input_route(name, model)
+
+    @router.post("/sessions/{session_id}/desktop/zoom", response_model=ActionResponse, tags=["desktop"])
+    def zoom(session_id: str, body: Zoom) -> ActionResponse:
+        shot = desktops.zoom(session_id, body)
+        return ActionResponse(action="zoom", executed=[], duration_ms=0, settle_ms=0,
+                              result={"image": base64.b64encode(shot.png).decode(), "width": shot.width,
+                                      "height": shot.height, "coordinates": shot.note})
+
+    @router.post("/sessions/{session_id}/desktop/launch", response_model=ActionResponse, tags=["desktop"])
+    def launch(session_id: str, body: LaunchRequest, screenshot: bool = WantShot) -> ActionResponse:
+        performed, pid = desktops.launch(session_id, body.command, body.args)
+        return _respond("launch", performed, screenshot, pages.summary(session_id), {"pid": pid})
+
+    @router.post("/sessions/{session_id}/desktop/open", response_model=ActionResponse, tags=["desktop"])
+    def open_url(session_id: str, body: OpenRequest, screenshot: bool = WantShot) -> ActionResponse:
+        return _respond("open", desktops.open(session_id, body.url), screenshot, pages.summary(session_id))
+
+    @router.post("/sessions/{session_id}/desktop/focus", response_model=ActionResponse, tags=["desktop"])
+    def focus(session_id: str, body: FocusRequest, screenshot: bool = WantShot) -> ActionResponse:
+        return _respond("focus", desktops.focus(session_id, body.window_id), screenshot, pages.summary(session_id))
+
+    @router.get("/sessions/{session_id}/desktop/windows", response_model=list[Window], tags=["desktop"])
+    def windows(session_id: str) -> list[Window]:
+        return desktops.windows(session_id)
+
+    @router.get("/sessions/{session_id}/desktop/cursor", response_model=Cursor, tags=["desktop"])
+    def cursor(session_id: str) -> Cursor:
+        x, y = desktops.cursor(session_id)
+        return Cursor(x=x, y=y)
+
+    return router
+
+
+def _region(text: str | None) -> Region | None:
+    """``?region=x0,y0,x1,y1`` -> a validated Region (bounds are checked there, once)."""
+    if text is None:
+        return None
+    try:
+        return Region.model_validate([int(v) for v in text.split(",")])
+    except ValueError as exc:  # not four integers, or off the screen
+        message = describe_validation(exc) if isinstance(exc, ValidationError) else "use four integers x0,y0,x1,y1"
+        raise InvalidAction(f"region: {message}") from exc

@@ -1,0 +1,97 @@
+"""Service calls over the wire: how a control plane runs a page-layer (or desktop) operation on a
+session server, with its arguments, answer and typed errors as they are in Python.
+
+The page layer lives with the browser it drives, in the session server (one per container or pod).
+The control plane's ``RemotePages`` (desktop.service.remote) forwards each ``PageService`` call to
+one route of the session server, ``POST /api/v1/sessions/{id}/call/{service}/{method}``, served only
+by ``glassdesk up --single-session``. Arguments and answers are encoded by the method's own type hints
+(pydantic), so both sides run the same code and nothing is written twice per operation; the route
+serves only the methods listed here.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import typing
+from typing import Any
+
+from fastapi import APIRouter, Body
+from pydantic import Base64Bytes, TypeAdapter
+
+from desktop.errors import InvalidRequest, SessionNotFound
+
+# What a control plane may call. Not here: download_path (a path on the session server's disk: the
+# control plane fetches the file instead) and the private helpers.
+PAGE_CALLS = frozenset({
+    "state", "content", "console", "cursors", "network", "downloads", "tabs", "screenshot", "summary", "navigate",
+    "new_tab", "activate_tab", "close_tab", "handle_dialog", "dialogs", "dialog_policy", "set_dialog_policy",
+    "wait_for", "probe", "boxes", "evaluate", "click", "fill", "select", "upload",
+})
+# The desktop operations that carry no frame (those that do go through the public REST routes, so
+# one round trip brings the settled screenshot with the answer).
+DESKTOP_CALLS = frozenset({"wait_ready", "network_policy", "set_network_policy", "blocked_requests", "windows",
+                           "live_view"})
+
+
+def _wire(hint: Any) -> Any:
+    """The type a value travels as: bytes as base64 text, everything else as pydantic dumps it."""
+    return Base64Bytes if hint is bytes else hint
+
+
+@functools.cache
+def signature(cls: type, method: str) -> tuple[inspect.Signature, dict[str, TypeAdapter], TypeAdapter]:
+    """A method's signature, an adapter per parameter and one for its answer."""
+    function = getattr(cls, method)
+    hints = typing.get_type_hints(function)
+    params = {name: TypeAdapter(_wire(hints.get(name, Any))) for name in inspect.signature(function).parameters
+              if name not in ("self", "session_id")}
+    return inspect.signature(function), params, TypeAdapter(_wire(hints.get("return", Any)))
+
+
+def encode_args(cls: type, method: str, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """Python arguments (without the session id) -> a JSON object of the method's parameters."""
+    sig, params, _ = signature(cls, method)
+    bound = sig.bind(None, None, *args, **kwargs)  # self, session_id
+    return {name: json.loads(params[name].dump_json(value)) for name, value in bound.arguments.items()
+            if name in params}
+
+
+def decode_args(cls: type, method: str, wire: dict[str, Any]) -> dict[str, Any]:
+    _, params, _ = signature(cls, method)
+    unknown = set(wire) - set(params)
+    if unknown:
+        raise InvalidRequest(f"{method}: unknown argument(s) {', '.join(sorted(unknown))}")
+    return {name: params[name].validate_json(json.dumps(value)) for name, value in wire.items()}
+
+
+def encode_result(cls: type, method: str, value: Any) -> Any:
+    return json.loads(signature(cls, method)[2].dump_json(value))
+
+
+def decode_result(cls: type, method: str, wire: Any) -> Any:
+    return signature(cls, method)[2].validate_json(json.dumps(wire))
+
+
+def calls_router(desktops) -> APIRouter:
+    """The call route of a single-session server. Its session is the only one, so the id in the path
+    must be it; the bearer token guards it like every other route."""
+    from desktop.service.page import PageService
+    from desktop.service.desktop import DesktopService
+
+    router = APIRouter(prefix="/api/v1")
+    services = {"pages": (PageService, PAGE_CALLS, desktops.pages), "desktop": (DesktopService, DESKTOP_CALLS, desktops)}
+
+    @router.post("/sessions/{session_id}/call/{service}/{method}", include_in_schema=False)
+    def call(session_id: str, service: str, method: str, args: dict[str, Any] = Body(default_factory=dict, embed=True)
+             ) -> dict:
+        if session_id != desktops.default:
+            raise SessionNotFound(f"no session {session_id!r}: this server runs the one session {desktops.default!r}")
+        cls, allowed, target = services.get(service, (None, frozenset(), None))
+        if method not in allowed:
+            raise InvalidRequest(f"{service}.{method}: not an operation a control plane may call")
+        result = getattr(target, method)(session_id, **decode_args(cls, method, args))
+        return {"result": encode_result(cls, method, result)}
+
+    return router

@@ -1,0 +1,401 @@
+"""The page service: every page-layer operation, its checks and its error mapping, once.
+
+Reading (state, content, console, network, downloads, tabs, page screenshots) goes through the
+session's one DevTools connection (desktop.browser.chromium, desktop.browser.pages). Acting on an element is real
+input: the element is found and scrolled into view over DevTools, and the click and the typing go
+through the session's xdotool executor and settle like every pixel action - the operator sees the
+pointer move, and the answer carries the pixel that was used. Where no pixel can serve (choosing an
+option of a native <select> popup, handing files to a file input) the answer says ``dispatched:
+"devtools"``; nothing is dispatched that way silently.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+from pydantic import BaseModel, Field, ValidationError
+
+from desktop.actions import (
+    SCREEN_HEIGHT, SCREEN_WIDTH, Click, DoubleClick, Key, TripleClick, Type, UnknownPlaceholder, fill_placeholders,
+)
+from desktop.browser.chromium import BrowserError
+from desktop.errors import (
+    DialogOpenError, ElementCovered, ElementNotFound, EvaluateDisabled, GlassdeskError, InvalidAction,
+    InvalidRequest, InvalidSelector, NoDialogError, PageTimeoutError, PageUnavailable, ResultTooLarge, UploadTooLarge,
+    describe_validation,
+)
+from desktop.browser.pages import (
+    BadSelector, ContentFormat, DialogInfo, DialogOpen, DialogPolicy, Located, NoDialog, NotFound, PageContent,
+    PageState, PageSummary, PageTimeout, Pages, Refused, Tab, Target, TooLarge, dialog_mode, locate, locator_for,
+    safe_file_name,
+)
+from desktop.port import Performed
+from desktop.session.manager import QUEUE_WAIT_S, Session
+
+T = TypeVar("T")
+WaitUntil = Literal["load", "domcontentloaded", "networkidle", "commit"]
+# Files arrive base64 in a JSON body, and every body is capped at 1 MiB (vision.http.limits): 512 KiB
+# of files is what fits, so the one limit holds over REST and MCP alike.
+MAX_UPLOAD_BYTES = 512 * 1024
+RETRY_S = 3  # a healing browser is usually back within this
+
+
+class Acted(BaseModel):
+    """An element acted on with real input."""
+
+    x: int = Field(description="the display pixel the pointer used")
+    y: int
+    box: dict = Field(description="the element's box on the display: x, y, width, height")
+    matches: int = Field(description="how many elements matched; the first visible one was used")
+    dispatched: Literal["pointer", "devtools"] = "pointer"
+    executed: list[list[str]] = Field(default_factory=list)
+    verified: bool | None = Field(None, description="fill/select: the field holds what was asked for")
+    settle_ms: int = 0
+
+
+class UploadFile(BaseModel):
+    name: str = Field(min_length=1, max_length=255)
+    content_base64: str
+
+
+class PageService:
+    def __init__(self, desktops, *, allow_evaluate: bool = False):
+        self.desktops = desktops
+        self.allow_evaluate = allow_evaluate
+        self._summary_lock = threading.Lock()
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _call(self, session: Session, work: Callable[[Pages], Awaitable[T]], timeout_ms: int = 5000) -> T:
+        """Run ``work`` on the session's pages; the page layer's errors become typed ones here."""
+        browser = session.stack.browser
+        if (session.status != "ready" or browser is None or browser.pages is None or browser.process is None
+                or browser.process.poll() is not None):
+            raise PageUnavailable(f"the browser of session {session.id} is restarting; try again in {RETRY_S} s",
+                                  retry_after=RETRY_S)
+        try:
+            return browser.call(work, timeout_ms / 1000 + 5)
+        except DialogOpen as exc:
+            raise DialogOpenError(str(exc)) from None
+        except NoDialog as exc:
+            raise NoDialogError(str(exc)) from None
+        except PageTimeout as exc:
+            raise PageTimeoutError(str(exc)) from None
+        except BadSelector as exc:
+            raise InvalidSelector(str(exc)) from None
+        except TooLarge as exc:
+            raise ResultTooLarge(str(exc)) from None
+        except NotFound as exc:
+            raise ElementNotFound(str(exc).strip("'\"")) from None
+        except Refused as exc:
+            raise InvalidAction(str(exc)) from None
+        except (BrowserError, TimeoutError) as exc:
+            raise PageUnavailable(f"the browser of session {session.id} did not answer ({exc}); try again in "
+                                  f"{RETRY_S} s", retry_after=RETRY_S) from None
+        except PlaywrightTimeout as exc:
+            raise PageTimeoutError(f"the browser did not finish in time: {_first_line(exc)}") from None
+        except PlaywrightError as exc:
+            # The page navigated, closed or crashed under the operation (or the browser died since
+            # the check above): nothing a caller did wrong, and worth trying again.
+            raise PageUnavailable(f"the page changed or closed during the operation ({_first_line(exc)}); try "
+                                  f"again in {RETRY_S} s", retry_after=RETRY_S) from None
+
+    def _reading(self, session_id: str | None) -> Session:
+        return self.desktops.session(session_id)
+
+    def _agent(self, session_id: str | None) -> Session:
+        """The session, if an agent may act on it now (no person in control, no run driving it)."""
+        return self.desktops._for_agent(session_id)
+
+    # ---------------------------------------------------------------- reading
+
+    def state(self, session_id: str | None) -> PageState:
+        return self._call(self._reading(session_id), lambda pages: pages.state())
+
+    def content(self, session_id: str | None, fmt: ContentFormat, selector: str | None = None) -> PageContent:
+        return self._call(self._reading(session_id), lambda pages: pages.content(fmt, selector))
+
+    def console(self, session_id: str | None, since: int = 0, level: str | None = None) -> list[dict]:
+        session = self._reading(session_id)
+        return session.stack.record.console.since(since, (lambda e: e["level"] == level) if level else None)
+
+    def cursors(self, session_id: str | None) -> tuple[int, int]:
+        """The console's and the network log's sequence numbers now: pass them as ``since`` later
+        to read what was recorded in between."""
+        record = self._reading(session_id).stack.record
+        return record.console.last_seq, record.network.last_seq
+
+    def network(self, session_id: str | None, since: int = 0, failed_only: bool = False) -> list[dict]:
+        session = self._reading(session_id)
+        failed = (lambda e: bool(e["failure"]) or (e["status"] or 0) >= 400 or bool(e["blocked"]))
+        return session.stack.record.network.since(since, failed if failed_only else None)
+
+    def downloads(self, session_id: str | None) -> list[dict]:
+        return self._reading(session_id).stack.record.downloads.since(0)
+
+    def download_path(self, session_id: str | None, name: str) -> Path:
+        """A finished download's file, by a name from the list (and only such a name): the copies
+        live in the session's ``downloaded`` directory, the server's own."""
+        session = self._reading(session_id)
+        if safe_file_name(name) != name:
+            raise InvalidAction(f"name {name!r}: give a name from the downloads list")
+        listed = session.stack.record.downloads.since(0, lambda e: e["name"] == name and not e["failure"])
+        path = session.stack.downloaded / name
+        if not listed or not path.is_file():
+            raise ElementNotFound(f"no download named {name!r}; list the downloads to see which exist")
+        return path
+
+    def tabs(self, session_id: str | None) -> list[Tab]:
+        return self._call(self._reading(session_id), lambda pages: pages.tabs())
+
+    def screenshot(self, session_id: str | None, *, full_page: bool = False, selector: str | None = None) -> bytes:
+        return self._call(self._reading(session_id), lambda pages: pages.screenshot(full_page, selector), 10_000)
+
+    def summary(self, session_id: str | None) -> PageSummary | None:
+        """URL, title, open dialog and the console errors new since the previous summary; None when
+        the browser cannot say right now (a heal). Never raises: it rides along with other answers."""
+        try:
+            session = self.desktops.session(session_id)
+            record = session.stack.record
+            summary = self._call(session, lambda pages: pages.summary(), 2000)
+        except GlassdeskError:
+            return None
+        with self._summary_lock:
+            last, mark = record.console.last_seq, record.errors_reported
+            summary.new_console_errors = len(record.console.since(mark, lambda e: e["level"] == "error"
+                                                                  and e["seq"] <= last))
+            record.errors_reported = max(mark, last)
+        return summary
+
+    # ---------------------------------------------------------------- navigating
+
+    def navigate(self, session_id: str | None, how: Literal["goto", "back", "forward", "reload"],
+                 url: str | None = None, wait_until: WaitUntil = "load", timeout_ms: int = 30_000) -> dict:
+        if how == "goto":
+            self.desktops.check_url(url)  # before the session: a bad URL is refused whatever its state
+        session = self._agent(session_id)
+        if how == "goto":
+            self.desktops.check_url(url, session)  # and the session's network policy
+        with session.exclusive(f"a page {how}"):
+            return self._call(session, lambda pages: pages.navigate(how, url, wait_until, timeout_ms), timeout_ms)
+
+    def new_tab(self, session_id: str | None, url: str | None) -> Tab:
+        if url:
+            self.desktops.check_url(url)
+        session = self._agent(session_id)
+        if url:
+            self.desktops.check_url(url, session)
+        with session.exclusive("opening a tab"):
+            return self._call(session, lambda pages: pages.new_tab(url), 15_000)
+
+    def activate_tab(self, session_id: str | None, tab_id: str) -> list[Tab]:
+        session = self._agent(session_id)
+        with session.exclusive("switching tabs"):
+            self._call(session, lambda pages: pages.activate_tab(tab_id))
+        return self._call(session, lambda pages: pages.tabs())
+
+    def close_tab(self, session_id: str | None, tab_id: str) -> list[Tab]:
+        session = self._agent(session_id)
+        with session.exclusive("closing a tab"):
+            self._call(session, lambda pages: pages.close_tab(tab_id))
+        return self._call(session, lambda pages: pages.tabs())
+
+    def handle_dialog(self, session_id: str | None, accept: bool, prompt_text: str | None = None) -> DialogInfo:
+        return self._call(self._agent(session_id), lambda pages: pages.handle_dialog(accept, prompt_text))
+
+    # ---------------------------------------------------------------- dialogs
+
+    def dialogs(self, session_id: str | None, since: int = 0) -> list[dict]:
+        """The dialogs recorded since ``since``: type, message, url, and how each was handled
+        (``handled``: accepted, dismissed, or null while open; ``by``: policy, request, screen)."""
+        return self._reading(session_id).stack.record.dialogs.since(since)
+
+    def dialog_policy(self, session_id: str | None) -> DialogPolicy:
+        session = self._reading(session_id)
+        return DialogPolicy(session_id=session.id, mode=session.stack.record.dialog_policy)
+
+    def set_dialog_policy(self, session_id: str | None, mode: str) -> DialogPolicy:
+        """How the session answers the dialogs that open from now on (one open now stays open until
+        answered). It lives with the session: a Chromium heal and a reset keep it. A setting, not
+        input, so neither a run nor a person at the controls holds it up; a bad mode changes nothing."""
+        checked = check_dialog_mode(mode)
+        session = self._reading(session_id)
+        session.stack.record.dialog_policy = checked
+        return DialogPolicy(session_id=session.id, mode=checked)
+
+    def wait_for(self, session_id: str | None, target: Target, state: str, timeout_ms: int) -> dict:
+        return self._call(self._reading(session_id), lambda pages: pages.wait_for(target, state, timeout_ms),
+                          timeout_ms)
+
+    def probe(self, session_id: str | None, target: Target, state: str = "attached", timeout_ms: int = 5000) -> dict:
+        """Whether the element exists and is visible (waiting up to ``timeout_ms`` for ``state``),
+        its box on the display, its text and value; nothing matching is ``exists: false``, not an error."""
+        return self._call(self._reading(session_id), lambda pages: pages.probe(target, state, timeout_ms), timeout_ms)
+
+    def boxes(self, session_id: str | None, selectors: list[str], space: str = "page") -> list[list[int]]:
+        """The boxes of the elements the selectors match, in viewport, full-page or display pixels."""
+        return self._call(self._reading(session_id), lambda pages: pages.boxes(selectors, space))
+
+    def evaluate(self, session_id: str | None, expression: str) -> Any:
+        if not self.allow_evaluate:
+            raise EvaluateDisabled("evaluate runs arbitrary JavaScript in the page and is off; start the server "
+                                   "with --allow-evaluate to turn it on")
+        session = self._agent(session_id)
+        with session.exclusive("a page script"):
+            return self._call(session, lambda pages: pages.evaluate(expression), 10_000)
+
+    # ---------------------------------------------------------------- acting with real input
+
+    def _locate(self, session: Session, target: Target, timeout_ms: int, doing: str) -> Located:
+        async def find(pages: Pages) -> Located:
+            page = await pages.need_front()
+            pages.refuse_if_dialog(doing)
+            return await locate(page, target, timeout_ms)
+
+        located = self._call(session, find, timeout_ms)
+        if located.covered_by:
+            raise ElementCovered(f"{target.describe()} is under {located.covered_by} at ({located.x}, {located.y}): "
+                                 "a click there would land on that; nothing was done")
+        return located
+
+    def click(self, session_id: str | None, target: Target, *, button: str = "left", click_count: int = 1,
+              timeout_ms: int = 5000) -> Acted:
+        session = self._agent(session_id)
+        kind = {1: Click, 2: DoubleClick, 3: TripleClick}[click_count]
+        with session.exclusive("a page click"):  # nothing moves the element between finding and clicking
+            located = self._locate(session, target, timeout_ms, "click")
+            performed = session.perform(_on_display(kind, located, button=button), queue_s=QUEUE_WAIT_S)
+        return _acted(located, performed)
+
+    def fill(self, session_id: str | None, target: Target, value: str, *, clear: bool = True,
+             secrets: dict[str, str] | None = None, timeout_ms: int = 5000) -> Acted:
+        try:
+            text = fill_placeholders(value, secrets or {})
+        except UnknownPlaceholder as exc:
+            raise InvalidAction(str(exc)) from None
+        try:  # validated (untypeable characters) before anything runs
+            typing = Type(text=text) if text else None
+        except ValidationError as exc:
+            raise InvalidAction(describe_validation(exc).replace("text:", "value:", 1)) from None
+        session = self._agent(session_id)
+        with session.exclusive("a page fill"):  # click, clear and type land in the same field
+            located = self._locate(session, target, timeout_ms, "typing")
+            steps = [session.perform(_on_display(Click, located), queue_s=QUEUE_WAIT_S)]
+            if clear:
+                steps.append(session.perform(Key(keys=["ctrl+a", "BackSpace"]), queue_s=QUEUE_WAIT_S))
+            typed = session.perform(typing, queue_s=QUEUE_WAIT_S) if typing is not None else None
+
+        async def landed(pages: Pages) -> bool:
+            page = await pages.need_front()
+            try:
+                return await locator_for(page, target).first.input_value(timeout=2000) == text
+            except Exception:
+                return False  # not a form field: nothing to compare with
+
+        acted = _acted(located, *steps, *([typed] if typed else []))
+        acted.verified = self._call(session, landed)
+        # The typed text holds the secrets: the record of what ran shows the placeholders instead.
+        acted.executed = [argv for step in steps for argv in step.executed] + \
+            ([["xdotool", "type", value]] if typed else [])
+        return acted
+
+    def select(self, session_id: str | None, target: Target, option: str, timeout_ms: int = 5000) -> Acted:
+        """Find the <select> and scroll it into view (the answer carries its pixel), then choose
+        through DevTools: a click would open Chromium's own options popup, which no pixel of the page
+        reaches reliably. The answer says ``dispatched: "devtools"``."""
+        session = self._agent(session_id)
+
+        async def choose(pages: Pages) -> bool:
+            page = await pages.need_front()
+            element = locator_for(page, target).first
+            options = await element.evaluate(_OPTIONS, timeout=timeout_ms)
+            if options is None:
+                raise Refused(f"{target.describe()} is not a <select>; fill or click it instead")
+            values = [v for v, _ in options if v == option] or [v for v, label in options if label.strip() == option.strip()]
+            if not values:
+                listed = ", ".join(f"{label!r} ({value!r})" for value, label in options[:50])
+                raise Refused(f"{target.describe()} has no option {option!r} by value or label; its options: "
+                                 f"{listed or 'none'}")
+            await element.select_option(value=values[0], timeout=timeout_ms)
+            return await element.input_value(timeout=timeout_ms) == values[0]
+
+        with session.exclusive("a page select"):
+            located = self._locate(session, target, timeout_ms, "click")
+            verified = self._call(session, choose, timeout_ms)
+        acted = _acted(located)
+        acted.dispatched = "devtools"
+        acted.verified = verified
+        return acted
+
+    def upload(self, session_id: str | None, target: Target, files: list[UploadFile], timeout_ms: int = 5000) -> Acted:
+        """Hand files to a file input through DevTools: the system file chooser is a window no
+        pixel action could fill in reliably, and the files come from the caller, not the desktop."""
+        payloads = []
+        total = 0
+        for f in files:
+            try:
+                data = base64.b64decode(f.content_base64, validate=True)
+            except ValueError:
+                raise InvalidAction(f"files: {f.name!r} is not valid base64") from None
+            total += len(data)
+            payloads.append({"name": safe_file_name(f.name), "mimeType": "application/octet-stream", "buffer": data})
+            if total > MAX_UPLOAD_BYTES:
+                raise UploadTooLarge(f"files: over {MAX_UPLOAD_BYTES} bytes in all (the limit); nothing was "
+                                     "handed over")
+        session = self._agent(session_id)
+
+        async def hand_over(pages: Pages) -> tuple[Located, bool]:
+            page = await pages.need_front()
+            pages.refuse_if_dialog("upload")
+            located = await locate(page, target, timeout_ms)
+            element = locator_for(page, target).first
+            await element.set_input_files(payloads, timeout=timeout_ms)
+            # What the input holds now: a page script may have cleared or replaced the files.
+            held = await element.evaluate(_FILE_NAMES, timeout=timeout_ms)
+            return located, held == [p["name"] for p in payloads]
+
+        with session.exclusive("a page upload"):
+            located, verified = self._call(session, hand_over, timeout_ms)
+        acted = _acted(located)
+        acted.dispatched = "devtools"
+        acted.verified = verified
+        return acted
+
+
+def check_dialog_mode(mode: str):
+    try:
+        return dialog_mode(mode)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from None
+
+
+# The names of the files an <input type=file> holds, or null for any other element.
+_FILE_NAMES = "e => e.files ? Array.from(e.files).map(f => f.name) : null"
+# A <select>'s options as [value, label] pairs, or null for any other element.
+_OPTIONS = "e => e.tagName === 'SELECT' ? Array.from(e.options).map(o => [o.value, o.label]) : null"
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def _on_display(kind, located: Located, **fields):
+    """The action at the element's pixel, or a typed refusal when that pixel is off the display
+    (a window moved partly off-screen): the element cannot be reached by real input there."""
+    try:
+        return kind(x=located.x, y=located.y, **fields)
+    except ValidationError:
+        raise ElementNotFound(f"the element's centre ({located.x}, {located.y}) is off the {SCREEN_WIDTH}x"
+                              f"{SCREEN_HEIGHT} display; move its window into view first") from None
+
+
+def _acted(located: Located, *steps: Performed) -> Acted:
+    return Acted(x=located.x, y=located.y, box=located.box, matches=located.matches,
+                 executed=[argv for step in steps for argv in step.executed],
+                 settle_ms=sum(step.settle_ms for step in steps))

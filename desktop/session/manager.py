@@ -1,0 +1,516 @@
+"""Sessions: one visible desktop each, isolated (display, ports, profile, temp dir), supervised.
+
+The manager allocates, limits and expires sessions; a supervisor thread restarts what dies. A
+session runs one input action at a time, so a screenshot taken after an action shows that action.
+A request waits at most QUEUE_WAIT_S for the action before it, then is told how long to wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from desktop.actions import _Action
+from desktop.errors import (
+    ActionFailedError, GlassdeskError, InvalidAction, ScreenshotFailed, SessionBusy, SessionExists, SessionLimit, SessionNotFound,
+    SessionUnavailable,
+)
+from desktop.x11.input import ActionFailed, Executor, expected_ms
+from desktop.network.policy import NetworkPolicy
+from desktop.port import Performed
+from desktop.frame import Frame
+from desktop.x11.screen import Screen, ScreenshotError
+from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, StackError, tagged_pids
+from desktop.x11.user import open_session_root, popen_kwargs
+from desktop.x11.windows import Windows
+
+log = logging.getLogger("glassdesk.sessions")
+
+SESSION_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+Status = Literal["starting", "ready", "restarting", "failed", "stopped"]
+# How long a request waits for the action already running on its session (a 30 s wait, a long
+# type) before it is refused with session_busy and an estimate of when to try again: never until
+# the client's own timeout. A vision run's own steps wait as long as it takes: what holds the
+# session then is bounded (one action that began before the run, or a heal).
+QUEUE_WAIT_S = 5.0
+# The retry hint of a session that is starting or restarting: a part restarts in 1-3 s, the whole
+# desktop in about 5.
+RESTART_RETRY_S = 2
+# About how long a reset takes (Chromium restarts), for whoever waits behind one.
+RESET_EXPECTED_S = 3.0
+# A live view that could not be restarted is tried again this much later, not at every look.
+VIEWER_RETRY_S = 10.0
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class SessionInfo(BaseModel):
+    id: str
+    display: str
+    status: Status
+    novnc_url: str = Field(description="a view-only live-view link (short-lived token); empty when this "
+                                       "process serves no viewer")
+    created_at: datetime
+    last_used_at: datetime
+    restarts: int = Field(description="restarts by the supervisor: one per part restarted on its own (Chromium, "
+                                      "x11vnc), one per whole-desktop restart (Xvfb, dbus or XFCE died)")
+    events: list[str] = Field(description="the last 20 restarts and failures, oldest first")
+    default: bool = Field(False, description="the session used when none is named")
+    takeover: bool = Field(False, description="a person holds mouse and keyboard; agents' actions are refused")
+    takeover_since: datetime | None = None
+
+
+class LiveView(BaseModel):
+    """A live-view link: the viewer page to open, and what a page of one's own needs to connect."""
+
+    session_id: str
+    mode: Literal["view", "control"]
+    view_only: bool
+    takeover: bool
+    token: str = Field(description="the live-view token: signed, short-lived, for this session and mode")
+    expires_at: datetime = Field(description="new connections are refused after this; open ones stay")
+    websocket: str = Field(description="path of the RFB websocket; offer the token as the subprotocol "
+                                       "'glassdesk.token.<token>' next to 'binary'")
+    novnc_url: str = Field(description="the viewer page with the token, to open in a browser")
+
+
+@dataclass
+class Running:
+    """The action holding a session's action lock, for the estimate given to whoever waits behind it."""
+
+    what: str
+    ends_at: float  # time.monotonic() by when it should be done
+
+    def remaining_s(self) -> float:
+        return max(0.0, self.ends_at - time.monotonic())
+
+
+@dataclass
+class Session:
+    id: str
+    stack: DesktopStack
+    created_at: datetime = field(default_factory=utcnow)
+    last_used_at: datetime = field(default_factory=utcnow)
+    status: Status = "starting"
+    # Set while a vision run drives the session: it never expires meanwhile, and direct actions
+    # are refused instead of interleaving with the run's.
+    busy: bool = False
+    # When a person took over mouse and keyboard (None: nobody holds it); agents must not fight them.
+    takeover_since: datetime | None = None
+    # Signed into every live-view token; a take-over bumps it, revoking the control tokens issued
+    # before. Random at first, so a later session of the same name honours none of this one's.
+    live_generation: int = field(default_factory=lambda: secrets.randbelow(2**31))
+    # Which session of this name this is: signed into every live-view token (never sent), so a token
+    # of a deleted session opens none made later under the same name.
+    instance: str = field(default_factory=lambda: secrets.token_hex(16))
+
+    def __post_init__(self):
+        self.action_lock = threading.RLock()
+        self._running: Running | None = None
+        self._viewer_retry_at = 0.0
+        self._lifecycle = threading.Lock()
+        self._bind()
+
+    def _bind(self) -> None:
+        """(Re)create the handles on the display; after a whole-stack restart it may be new."""
+        env = self.stack.env()
+        old = getattr(self, "screen", None)
+        if old is not None:
+            old.close()  # its damage connection: to a display that may be gone
+        self.screen = Screen(self.stack.display) if self.stack.display else None
+        self.executor = Executor(env)
+        self.windows = Windows(env, self.stack.browser, popen_kwargs(self.stack.user))
+
+    def touch(self) -> None:
+        self.last_used_at = utcnow()
+
+    @property
+    def display(self) -> str:
+        return self.stack.display
+
+    def info(self, *, default: bool = False, novnc_url: str = "") -> SessionInfo:
+        return SessionInfo(
+            id=self.id, display=self.stack.display, status=self.status, novnc_url=novnc_url,
+            created_at=self.created_at, last_used_at=self.last_used_at,
+            restarts=self.stack.restarts, events=self.stack.events[-20:],
+            default=default, takeover=self.takeover_since is not None, takeover_since=self.takeover_since,
+        )
+
+    def rfb_target(self, *, control: bool) -> tuple[int, str]:
+        """x11vnc's loopback port and the password for this mode: the view-only one unless
+        ``control``. For the live-view relay only; neither leaves the server."""
+        if not self.stack.vnc_port or self.status not in ("ready", "restarting"):
+            raise SessionUnavailable(f"session {self.id} is {self.status}; its live view is not up")
+        return self.stack.vnc_port, self.stack.vnc_password if control else self.stack.view_password
+
+    def require_ready(self) -> None:
+        if self.status != "ready":
+            raise SessionUnavailable(f"session {self.id} is {self.status}; try again in a few seconds",
+                                     retry_after=RESTART_RETRY_S)
+
+    def down_error(self) -> SessionUnavailable | None:
+        """After a capture or a command failed: session_unavailable if the desktop died under it
+        (and the status says restarting from now on, not from the supervisor's next look), else
+        None - the failure is the caller's to report."""
+        if self.status != "ready":
+            return self._unavailable()
+        # The X connection closes a moment before its dead server can be reaped: look twice.
+        deadline = time.monotonic() + 0.2
+        while not (dead := self._dead_core()):
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.02)
+        if not self._lifecycle.acquire(blocking=False):  # a heal (or a delete) is under way already
+            return self._unavailable(dead)
+        try:  # under the lifecycle lock: a heal cannot finish between the look and the mark
+            if self.status == "ready" and self._dead_core():
+                self.status = "restarting"
+        finally:
+            self._lifecycle.release()
+        return self._unavailable(dead)
+
+    def _dead_core(self) -> list[str]:
+        return [name for name in self.stack.dead_parts() if name not in VIEWER_PARTS]
+
+    def _unavailable(self, dead: list[str] | None = None) -> SessionUnavailable:
+        why = f"{', '.join(dead)} died; it is restarting" if dead else f"it is {self.status}"
+        return SessionUnavailable(f"session {self.id}: {why}; try again in a few seconds", retry_after=RESTART_RETRY_S)
+
+    @contextmanager
+    def _acting(self, what: str, expected_s: float, queue_s: float | None) -> Iterator[None]:
+        """Hold the action lock for one action. With ``queue_s``, wait at most that long for the
+        action before, then refuse: session_busy with an estimate of when it ends."""
+        if not self._take_action_lock(queue_s):
+            raise self._busy()
+        try:
+            self.require_ready()  # a heal may have run while this waited
+            self._running = Running(what, time.monotonic() + expected_s)
+            yield
+        finally:
+            self._running = None
+            self.action_lock.release()
+
+    def exclusive(self, what: str, queue_s: float | None = QUEUE_WAIT_S):
+        """Hold the action lock across several steps that must not be interleaved with anyone
+        else's action (find an element, then click it; click a field, clear it, type). The lock
+        is re-entrant, so the steps' own ``perform`` calls go through."""
+        return self._acting(what, 1.0, queue_s)
+
+    def _take_action_lock(self, queue_s: float | None) -> bool:
+        if self.action_lock.acquire(blocking=False):
+            return True
+        if queue_s is None:
+            return self.action_lock.acquire()
+        running = self._running
+        if running is not None and running.remaining_s() > queue_s:
+            return False  # it will not be done in time: say so now rather than hold the caller
+        return self.action_lock.acquire(timeout=queue_s)
+
+    def _busy(self) -> GlassdeskError:
+        if self.status != "ready":  # a heal holds the lock
+            return self._unavailable()
+        running = self._running
+        if running is None:  # it ended just as this gave up
+            return SessionBusy(f"session {self.id} was busy with another action; try again", retry_after=1)
+        left = running.remaining_s()
+        return SessionBusy(f"session {self.id} is busy with {running.what} (about {left:.0f} s left); one action "
+                           "runs at a time", retry_after=left)
+
+    def capture(self) -> Frame:
+        self.require_ready()
+        self.touch()
+        try:
+            return self.screen.capture()
+        except ScreenshotError as exc:
+            raise self.down_error() or ScreenshotFailed(str(exc)) from exc
+
+    def perform(self, action: _Action, *, settle: bool = True, queue_s: float | None = None) -> Performed:
+        """Execute one action and wait for the screen to settle (one capture, when it has: the
+        settle watches the display's damage events, not frames). ``queue_s``: how long to wait for
+        an action already running (None: as long as it takes)."""
+        self.require_ready()
+        self.touch()
+        expected_s = expected_ms(action, self.executor.glide_ms) / 1000
+        settled = True
+        with self._acting(f"a {action.action} action", expected_s, queue_s):
+            try:
+                if settle:
+                    self.screen.mark()
+                executed = self.executor.run(action)
+                if settle:
+                    frame, settle_ms, settled = self.screen.settle()
+                else:
+                    frame, settle_ms = self.screen.capture(), 0
+            except ActionFailed as exc:
+                raise self.down_error() or ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
+            except ScreenshotError as exc:
+                raise self.down_error() or ScreenshotFailed(str(exc)) from exc
+        return Performed(executed.argv, executed.duration_ms, settle_ms, frame, settled)
+
+    def cursor(self) -> tuple[int, int]:
+        self.require_ready()
+        try:
+            return self.executor.cursor()
+        except ActionFailed as exc:
+            raise self.down_error() or ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
+
+    def page_url(self) -> str | None:
+        return self.windows.page_url() if self.status == "ready" else None
+
+    def run_settled(self, run, *, what: str = "a window operation",
+                    queue_s: float | None = None) -> Performed:
+        """Run a non-input side effect (open, focus, launch) and settle like an action."""
+        self.require_ready()
+        self.touch()
+        with self._acting(what, 1.0, queue_s):
+            self.screen.mark()
+            start = time.perf_counter()
+            executed = run()
+            duration = (time.perf_counter() - start) * 1000
+            frame, settle_ms, settled = self.screen.settle()
+        return Performed(executed, duration, settle_ms, frame, settled)
+
+    def reset(self, *, queue_s: float | None = None) -> None:
+        """Return to a fresh session (desktop.session.stack.DesktopStack.reset) on the same display. Actions
+        wait for it; a failed reset leaves the session for the supervisor to heal. ``queue_s``: as
+        for perform."""
+        self.require_ready()
+        # A heal, a delete or another reset holds the lifecycle lock: wait for it as long as for
+        # an action, then say so, rather than hold the caller without bound.
+        if not self._lifecycle.acquire(timeout=queue_s if queue_s is not None else -1):
+            raise self._busy()
+        try:
+            with self._acting("a reset", RESET_EXPECTED_S, queue_s):
+                try:
+                    self.stack.reset()
+                except Exception as exc:  # a failed reset leaves the session to the supervisor
+                    raise SessionUnavailable(f"session {self.id} could not be reset: {exc}",
+                                             retry_after=RESTART_RETRY_S) from exc
+                finally:
+                    self._bind()
+        finally:
+            self._lifecycle.release()
+        self.touch()
+
+    def heal(self) -> list[str]:
+        # Under the lifecycle lock: a delete that races a heal waits for it, then stops what it
+        # brought back, instead of the heal rebuilding a stack that was just closed. Held by a
+        # reset or a delete: this session is looked at again on the supervisor's next round, and
+        # the other sessions are not kept waiting meanwhile.
+        if not self._lifecycle.acquire(blocking=False):
+            return []
+        try:
+            return self._heal_locked()
+        finally:
+            self._lifecycle.release()
+
+    def _heal_locked(self) -> list[str]:
+        if self.status not in ("ready", "restarting"):
+            return []
+        dead = self.stack.dead_parts()
+        if not dead:
+            return []
+        if all(name in VIEWER_PARTS for name in dead):
+            return self._heal_viewer(dead) if time.monotonic() >= self._viewer_retry_at else []
+        self.status = "restarting"
+        try:
+            with self.action_lock:
+                events = self.stack.heal()
+                self._bind()
+            self.status = "ready"
+            return events
+        except StackError as exc:
+            self.status = "failed"
+            self.stack.events.append(f"restart failed: {exc}")
+            log.error("session %s could not be restarted: %s", self.id, exc)
+            return [str(exc)]
+
+    def _heal_viewer(self, dead: list[str]) -> list[str]:
+        """Only the live view went: screenshots and input do not pass through it, so it is healed
+        behind the agent's back, the status ready and the action lock free all along."""
+        try:
+            return self.stack.heal(dead)
+        except StackError as exc:  # the agent can go on without a live view; a later look tries again
+            self._viewer_retry_at = time.monotonic() + VIEWER_RETRY_S
+            self.stack.events.append(f"restart failed: {exc}")
+            log.error("session %s: the live view could not be restarted: %s", self.id, exc)
+            return [str(exc)]
+
+    def close(self) -> None:
+        with self._lifecycle:
+            self.status = "stopped"
+            if self.screen:
+                self.screen.close()
+            self.stack.close()
+
+
+class SessionRegistry:
+    """What every registry of sessions shares, local (SessionManager) or remote (BackendSessions in
+    desktop.remote.backends.manager): the sessions by id, their limit and names, lookup, and the listeners.
+    A subclass sets ``sessions``, ``max_sessions``, ``listeners`` and ``_lock``."""
+
+    sessions: dict
+    max_sessions: int
+    listeners: list
+
+    def _claim(self, session_id: str | None) -> str:
+        """The id a new session gets: ``session_id`` checked, or a fresh one. Call it holding
+        ``_lock``, and register the session before letting go, so that no other create takes it."""
+        if session_id is not None and not SESSION_ID.match(session_id):
+            raise InvalidAction("id: use 1-32 lower-case letters, digits, '-' or '_', starting with a letter or digit")
+        if session_id in self.sessions:
+            raise SessionExists(f"id: a session named {session_id!r} already exists; use it, delete it first, "
+                                "or choose another name")
+        if len(self.sessions) >= self.max_sessions:
+            raise SessionLimit(f"all {self.max_sessions} sessions are in use; delete one or raise the session limit")
+        return session_id or f"s-{secrets.token_hex(4)}"
+
+    def _notify(self, what: str, session_id: str) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(what, session_id)
+            except Exception:  # a listener's trouble is not the session's
+                log.exception("session listener failed on %s %s", what, session_id)
+
+    def get(self, session_id: str):
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise SessionNotFound(f"no session {session_id!r}; list the sessions to see which exist")
+        return session
+
+    def list(self) -> list:
+        return list(self.sessions.values())
+
+
+class SessionManager(SessionRegistry):
+    """The registry of sessions, their limits and expiry, and the supervisor that heals them."""
+
+    def __init__(self, *, root: Path | None = None, max_sessions: int = 10, idle_ttl_s: float = 1800,
+                 stack_config: StackConfig | None = None, supervise_every_s: float = 0.5):
+        self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="glassdesk-"))
+        open_session_root(self.root)  # 0710: the desktop user may pass through to its own directories
+        self.max_sessions = max_sessions
+        self.idle_ttl_s = idle_ttl_s
+        self.stack_config = stack_config or StackConfig()
+        self.sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._supervise_every_s = supervise_every_s
+        self._supervisor = threading.Thread(target=self._supervise, name="glassdesk-supervisor", daemon=True)
+        self._supervisor.start()
+        # Sessions that must not expire while idle (the one `glassdesk up` starts).
+        self.pinned: set[str] = set()
+        # Called with (what, session_id) on "created", "deleted", "restarted": how the interfaces
+        # learn of changes without this module knowing them.
+        self.listeners: list = []
+        # glassdesk's own ports besides the sessions' (the API's, added by whoever serves it): no
+        # session's browser may reach them (desktop.network.policy).
+        self.protected_ports: set[int] = set()
+
+    def control_ports(self) -> set[int]:
+        """Every port of glassdesk's control plane, as of now: the protected ones and each
+        session's live view and proxy (a session started later counts from its start)."""
+        ports = set(self.protected_ports)
+        for session in list(self.sessions.values()):
+            ports |= session.stack.own_ports()
+        return ports
+
+
+    def create(self, session_id: str | None = None, *, pinned: bool = False,
+               network: NetworkPolicy | None = None) -> Session:
+        with self._lock:
+            session_id = self._claim(session_id)
+            workdir = self.root / session_id
+            session = Session(session_id, DesktopStack(workdir, self.stack_config, network=network or NetworkPolicy(),
+                                                       control_ports=self.control_ports))
+            self.sessions[session_id] = session
+            if pinned:
+                self.pinned.add(session_id)
+        try:
+            session.stack.start()
+        except BaseException as exc:
+            # Whatever stopped it (a part that failed, a missing program, a file system error, an
+            # interrupt), nothing of it stays registered or running.
+            session.stack.close()
+            with self._lock:
+                self.sessions.pop(session_id, None)
+            session.status = "failed"
+            shutil.rmtree(workdir, ignore_errors=True)
+            if isinstance(exc, (StackError, KeyboardInterrupt, SystemExit)):
+                raise
+            raise StackError(f"session {session_id} could not start: {type(exc).__name__}: {exc}") from exc
+        with session._lifecycle:  # a delete that came while it started wins: no closed session marked ready
+            if session.status == "stopped":
+                raise SessionUnavailable(f"session {session_id} was deleted while it started")
+            session._bind()
+            session.touch()  # idle time counts from when it can be used, not from before it started
+            session.status = "ready"
+        log.info("session %s ready on %s", session_id, session.stack.display)
+        self._notify("created", session_id)
+        return session
+
+    def delete(self, session_id: str) -> None:
+        with self._lock:
+            session = self.get(session_id)
+            del self.sessions[session_id]
+            self.pinned.discard(session_id)
+        session.close()
+        shutil.rmtree(session.stack.workdir, ignore_errors=True)
+        log.info("session %s deleted", session_id)
+        self._notify("deleted", session_id)
+
+    def abort_starting(self) -> None:
+        """End the processes of every desktop still starting: its start holds the stack's lock
+        until it is up, and a shutdown should not wait for that."""
+        for session in [s for s in list(self.sessions.values()) if s.status == "starting"]:
+            for pid in tagged_pids(session.stack.tag):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        for session_id in list(self.sessions):
+            try:
+                self.delete(session_id)
+            except SessionNotFound:
+                pass
+
+    def _supervise(self) -> None:
+        while not self._stop.wait(self._supervise_every_s):
+            for session in list(self.sessions.values()):
+                try:
+                    if session.heal():
+                        self._notify("restarted", session.id)
+                    self._expire(session)
+                except Exception:  # the supervisor must outlive any one session's trouble
+                    log.exception("supervising session %s", session.id)
+
+    def _expire(self, session: Session) -> None:
+        if session.id in self.pinned or session.busy or session.status in ("starting", "restarting"):
+            return
+        idle = (utcnow() - session.last_used_at).total_seconds()
+        if idle > self.idle_ttl_s:
+            log.info("session %s idle for %.0fs; expiring", session.id, idle)
+            try:
+                self.delete(session.id)
+            except SessionNotFound:
+                pass

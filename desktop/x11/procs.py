@@ -1,0 +1,447 @@
+"""Processes by what /proc says of them, and how no desktop outlives the server that owns it.
+
+Teardown finds a session's processes three ways: its children's process groups, the environment
+tag every one of them inherits, and the process sessions its children started (Chromium rewrites
+its environment, so the tag misses it).
+
+A server that dies without closing its sessions (SIGKILL, a crash, the OOM killer, an MCP client
+that kills it right after closing stdin) is covered twice, by one arrangement, ``own_desktops``,
+that ``glassdesk up`` and ``glassdesk mcp`` both use:
+
+- a reaper process (``python -P -m desktop.x11.procs``) that ends the server's desktops the moment the
+  server is gone, however it went;
+- an owner record (``owner.json``: pid, start time, boot and pid namespace, mark) in the session
+  root, so the next server to start finds and ends what a dead one left if its reaper died with it
+  (a kill of everything, a container stop). ``leftovers`` decides what is whose from a snapshot of
+  the process table, without touching anything: a pure function.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("glassdesk.procs")
+
+
+def kill_group(popen: subprocess.Popen, grace: float = 3.0) -> None:
+    if popen.poll() is not None:
+        return
+    try:
+        os.killpg(popen.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        popen.wait(grace)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        popen.wait(grace)
+
+
+def session_pids(sids: set[int]) -> list[int]:
+    """Every live process in one of these process sessions. Each child starts its own session,
+    and Chromium, which rewrites its environment (and so loses the tag), stays in its session."""
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) in sids and int(entry.name) != os.getpid():  # field 6: session id
+            pids.append(int(entry.name))
+    return pids
+
+
+def pids_with_env(name: str, value: str) -> list[int]:
+    """Every live process (but this one) whose environment sets ``name=value``."""
+    needle = f"{name}={value}".encode()
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+# ------------------------------------------------------------------ who a process is, exactly
+
+OWNER_VAR = "GLASSDESK_OWNER"  # every desktop process inherits it: the mark of the server that owns it
+OWNER_RECORD = "owner.json"    # in a session root: who owns the desktops under it
+ROOT_PREFIX = "glassdesk-"     # session roots are <temp dir>/glassdesk-*
+
+
+@dataclass(frozen=True)
+class ProcessId:
+    """One process, exactly. A pid alone is reused; with its start time (clock ticks after boot),
+    the boot and the pid namespace it was counted in, it names one process ever."""
+
+    pid: int
+    start_time: int
+    boot_id: str
+    pid_ns: str
+
+    def as_dict(self) -> dict:
+        return {"pid": self.pid, "start_time": self.start_time, "boot_id": self.boot_id, "pid_ns": self.pid_ns}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "ProcessId":
+        """Raises ValueError on anything but a well-formed record."""
+        try:
+            pid, start = data["pid"], data["start_time"]
+            if not (isinstance(pid, int) and isinstance(start, int) and pid > 0 and start >= 0):
+                raise ValueError
+            return cls(pid, start, str(data["boot_id"]), str(data["pid_ns"]))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"not a process record: {data!r}") from None
+
+
+@dataclass(frozen=True)
+class Proc:
+    """What the process table says of one process; what could not be read is None."""
+
+    pid: int
+    uid: int
+    sid: int
+    start_time: int
+    zombie: bool = False
+    pid_ns: str | None = None
+    cwd: str | None = None
+    mark: str | None = None  # its OWNER_VAR, if it has one and its environment is ours to read
+
+
+def _stat(pid: int | str) -> tuple[str, int, int] | None:
+    """(state, session id, start time) of a process, None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[3]), int(fields[19])  # fields 3, 6 and 22 of proc(5)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def start_time(pid: int) -> int | None:
+    """When a running process started (clock ticks after boot); None if it is gone or a zombie."""
+    stat = _stat(pid)
+    return stat[2] if stat and stat[0] not in ("Z", "X") else None
+
+
+def _readlink(path: str) -> str | None:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+_this: dict[int, ProcessId] = {}
+
+
+def this_process() -> ProcessId:
+    pid = os.getpid()
+    if pid not in _this:  # keyed by pid: a forked child is another process
+        _this[pid] = ProcessId(pid, _stat("self")[2], _boot_id(), _readlink("/proc/self/ns/pid") or "")
+    return _this[pid]
+
+
+def process_table() -> dict[int, Proc]:
+    """A snapshot of every process but this one, as far as /proc lets us read it."""
+    table = {}
+    needle = f"{OWNER_VAR}=".encode()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        stat = _stat(entry.name)
+        try:
+            uid = entry.stat().st_uid
+        except OSError:
+            continue
+        if stat is None:
+            continue
+        mark = None
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                for item in fh.read().split(b"\0"):
+                    if item.startswith(needle):
+                        mark = item[len(needle):].decode(errors="replace")
+        except OSError:
+            pass
+        cwd = _readlink(f"/proc/{entry.name}/cwd")
+        if cwd and cwd.endswith(" (deleted)"):
+            cwd = cwd[: -len(" (deleted)")]
+        pid = int(entry.name)
+        table[pid] = Proc(pid, uid, stat[1], stat[2], zombie=stat[0] in ("Z", "X"),
+                          pid_ns=_readlink(f"/proc/{entry.name}/ns/pid"), cwd=cwd, mark=mark)
+    return table
+
+
+# ------------------------------------------------------------- what a dead server left (pure)
+
+
+@dataclass(frozen=True)
+class OwnerRecord:
+    """A session root's owner.json, and who owns the file."""
+
+    root: Path
+    uid: int
+    owner: ProcessId
+    mark: str
+
+
+@dataclass
+class Leftovers:
+    pids: dict[int, int] = field(default_factory=dict)  # pid -> start time, checked again before a signal
+    roots: list[Path] = field(default_factory=list)
+
+
+def owner_alive(owner: ProcessId, table: Mapping[int, Proc], me: ProcessId) -> bool:
+    """Whether ``owner`` still runs, judged from a snapshot of the process table (pure).
+
+    A zombie is dead. A process from another boot is dead. One counted in another pid namespace
+    (a container's) cannot be looked up by pid: it counts as alive while any process we can see
+    lives in that namespace, so a live server next door is never touched.
+    """
+    if owner == me:
+        return True
+    if owner.boot_id != me.boot_id:
+        return False
+    if owner.pid_ns != me.pid_ns:
+        return any(p.pid_ns == owner.pid_ns for p in table.values())
+    proc = table.get(owner.pid)
+    return proc is not None and not proc.zombie and proc.start_time == owner.start_time
+
+
+def alive_checker() -> Callable[[ProcessId], bool]:
+    """``owner_alive`` against one snapshot of the process table, taken on first use: for judging
+    many owner records at once (the traces a server finds at start)."""
+    table: dict[int, Proc] | None = None
+
+    def alive(owner: ProcessId) -> bool:
+        nonlocal table
+        if table is None:
+            table = process_table()
+        return owner_alive(owner, table, this_process())
+
+    return alive
+
+
+def mark_owner(mark: str) -> tuple[int, int] | None:
+    """(pid, start time) of the server a mark names: marks are ``PID-STARTTIME-RANDOM``."""
+    parts = mark.split("-")
+    if len(parts) != 3 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def owned_pids(table: Mapping[int, Proc], mark: str, root: Path | None, *, uid: int) -> dict[int, int]:
+    """The processes of the desktops that ``mark`` owns (pure): pid -> start time.
+
+    A process is one of them if it carries the mark, or works in a directory under ``root``, or is
+    in a process session led by one of those (Chromium rewrites its environment, so the mark
+    misses it; it stays in the session of the process that was started). Only processes of
+    ``uid`` count, unless ``uid`` is root's; zombies are already dead.
+    """
+    prefix = f"{root}/" if root is not None else None
+
+    def ours(p: Proc) -> bool:
+        return not p.zombie and (uid == 0 or p.uid == uid)
+
+    def under_root(cwd: str | None) -> bool:
+        return prefix is not None and cwd is not None and (cwd + "/").startswith(prefix)
+
+    core = {pid for pid, p in table.items() if ours(p) and (p.mark == mark or under_root(p.cwd))}
+    leaders = {pid for pid in core if table[pid].sid == pid}
+    found = core | {pid for pid, p in table.items() if ours(p) and p.sid in leaders}
+    return {pid: table[pid].start_time for pid in sorted(found)}
+
+
+def leftovers(records: Iterable[OwnerRecord], table: Mapping[int, Proc], me: ProcessId, uid: int) -> Leftovers:
+    """What servers that are gone left behind (pure): their processes and their session roots.
+
+    A root counts if its record is ``uid``'s and its owner is dead (``owner_alive``). Processes
+    whose mark has no record (the root was removed, or lives in another temp dir) are judged by
+    the owner the mark itself names.
+    """
+    found = Leftovers()
+    known = set()
+    for record in records:
+        known.add(record.mark)
+        if record.uid != uid or owner_alive(record.owner, table, me):
+            continue
+        found.roots.append(record.root)
+        found.pids.update(owned_pids(table, record.mark, record.root, uid=uid))
+    # A mark's pid is counted in its server's namespace: only read marks from our own.
+    orphan_marks = {p.mark for p in table.values() if p.mark and p.pid_ns == me.pid_ns} - known
+    for mark in sorted(orphan_marks):
+        named = mark_owner(mark)
+        if named and not owner_alive(ProcessId(*named, me.boot_id, me.pid_ns), table, me):
+            found.pids.update(owned_pids(table, mark, None, uid=uid))
+    return found
+
+
+# --------------------------------------------------------------------------- ending them
+
+
+def end_processes(find: Callable[[], Mapping[int, int]], signals=(signal.SIGTERM, signal.SIGKILL, signal.SIGKILL),
+                  grace: float = 1.0) -> int:
+    """Signal what ``find()`` returns (pid -> start time) until it returns nothing: a polite
+    SIGTERM first, then SIGKILL. A pid whose start time changed is someone else now and is left
+    alone. Returns how many processes were signalled."""
+    signalled: set[int] = set()
+    for sig in signals:
+        pids = {pid: start for pid, start in find().items() if start_time(pid) == start}
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+                signalled.add(pid)
+            except OSError:
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(start_time(pid) == start for pid, start in pids.items()):
+            time.sleep(0.05)
+    return len(signalled)
+
+
+def read_owner_records(temp_dir: Path) -> list[OwnerRecord]:
+    """The owner records of the session roots in ``temp_dir``; unreadable ones are skipped."""
+    records = []
+    try:
+        entries = list(os.scandir(temp_dir))
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.startswith(ROOT_PREFIX):
+            continue
+        path = Path(entry.path) / OWNER_RECORD
+        try:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            root_uid = entry.stat(follow_symlinks=False).st_uid
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, "rb") as fh:
+                file_uid = os.fstat(fh.fileno()).st_uid
+                data = json.loads(fh.read(4096))
+            owner, mark = ProcessId.from_dict(data), data["mark"]
+            if not isinstance(mark, str):
+                continue
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        records.append(OwnerRecord(Path(entry.path), file_uid if file_uid == root_uid else -1, owner, mark))
+    return records
+
+
+def reap_predecessors(temp_dir: Path | None = None) -> Leftovers:
+    """End what dead servers left in ``temp_dir`` (default: the temp dir) and remove their roots.
+
+    For when a server's reaper died with it. A live server's desktops are never touched: its
+    owner record names a process that still runs (see ``leftovers``).
+    """
+    records = read_owner_records(Path(temp_dir or tempfile.gettempdir()))
+    me, uid = this_process(), os.getuid()
+    found = leftovers(records, process_table(), me, uid)
+    if found.pids:
+        end_processes(lambda: leftovers(records, process_table(), me, uid).pids)
+    for root in found.roots:
+        shutil.rmtree(root, ignore_errors=True)
+    if found.pids or found.roots:
+        log.warning("ended %d process(es) and removed %d session root(s) left by a server that is gone",
+                    len(found.pids), len(found.roots))
+    return found
+
+
+# ------------------------------------------------------------------------------- the reaper
+
+
+def start_reaper(mark: str, root: Path) -> int:
+    """Start a reaper for this process; returns the pipe end to keep open for as long as we live.
+
+    The reaper runs in its own process session, so a client's kill of our process group does not
+    reach it. It blocks on a pipe whose only writer is this process; once that end closes, however
+    this process ended, it ends the desktops ``mark`` owns (``owned_pids``) and removes ``root``.
+    """
+    read_fd, write_fd = os.pipe()  # both ends non-inheritable: only the reaper gets read_fd
+    env = {k: v for k, v in os.environ.items() if k != OWNER_VAR}  # it must not find itself
+    # -P: the working directory (an MCP client's, anything) must not shadow the desktop package.
+    subprocess.Popen([sys.executable, "-P", "-m", "desktop.x11.procs", str(read_fd), mark, str(root)],
+                     pass_fds=(read_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     start_new_session=True, env=env)
+    os.close(read_fd)
+    return write_fd
+
+
+def reap(fd: int, mark: str, root: str) -> None:
+    """Wait for the owner's end of the pipe to close, then end what it left and remove ``root``."""
+    while os.read(fd, 1):
+        pass
+    uid = os.getuid()
+    end_processes(lambda: owned_pids(process_table(), mark, Path(root), uid=uid))
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass
+class Ownership:
+    """This server's claim on its desktops: where their files go, and their mark."""
+
+    root: Path
+    mark: str
+    reaped: Leftovers  # what dead predecessors had left, ended before this server started
+
+    def close(self) -> None:
+        """After a clean shutdown (sessions closed): remove the session root."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+_KEEP: list[int] = []  # the reaper's pipe: held open for the life of the process; its closing is the signal
+
+
+def own_desktops(prefix: str = ROOT_PREFIX) -> Ownership:
+    """Make the desktops this process will start die with it. Call once, before starting any.
+
+    Ends what dead predecessors left (``reap_predecessors``), makes a session root with an owner
+    record, marks this process's environment (every desktop process inherits the mark) and starts
+    the reaper. Not PR_SET_PDEATHSIG: sessions start from worker threads, and that signal fires
+    when the forking thread exits, not the process.
+    """
+    reaped = reap_predecessors()
+    me = this_process()
+    root = Path(tempfile.mkdtemp(prefix=prefix))  # mode 0700
+    mark = f"{me.pid}-{me.start_time}-{secrets.token_hex(8)}"
+    fd = os.open(root / OWNER_RECORD, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(me.as_dict() | {"mark": mark}, fh)
+    os.environ[OWNER_VAR] = mark  # inherited by every process the sessions start
+    _KEEP.append(start_reaper(mark, root))
+    return Ownership(root, mark, reaped)
+
+
+if __name__ == "__main__":  # the reaper process: python -m desktop.x11.procs FD MARK ROOT
+    reap(int(sys.argv[1]), sys.argv[2], sys.argv[3])

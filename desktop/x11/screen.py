@@ -1,0 +1,216 @@
+"""Capture the display (mss over XShm), encode it, and wait for it to settle after an action."""
+
+from __future__ import annotations
+
+import select
+import threading
+import time
+from dataclasses import dataclass
+
+import mss
+from Xlib import display as xdisplay
+from Xlib.error import ConnectionClosedError, DisplayError, XError
+from Xlib.ext import damage
+
+from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
+from desktop.frame import Frame
+
+
+# The settle's defaults, from damage events recorded after clicks on the test page's buttons
+# (tests/assets/testpage.html; 60 clicks, 2-core machine at load average 6):
+# - QUIET_MS, the stillness window after the last damage. Chromium paints one click in one frame,
+#   or in two (the pressed button at mousedown, then the click handler's change): 35 of 60 clicks
+#   took two or three frames, up to 95 ms apart on the loaded machine (median 18 ms: one frame at
+#   60 Hz and change). A window shorter than that gap answers with the pressed button and without
+#   the click's effect; 50 ms covered 57 of 60 clicks (all but the 51, 79 and 95 ms gaps) and is
+#   what the old 45 ms quiet period polled every 10 ms gave in effect. At load average 2, 16 of 60
+#   clicks took two frames, all but one (351 ms) within 31 ms: a quieter machine would do with
+#   35 ms, a shared one needs the 50. The hard cases stay well
+#   apart from it: a caret blinks every ~600 ms (a 1x25 px damage), so a page with a focused
+#   field still settles in one window; an animation that paints more often than every 50 ms
+#   never settles and stops at TIMEOUT_MS, flagged.
+# - FIRST_CHANGE_MS, how long to wait for a first damage when an action shows nothing at once. A
+#   click handler that changes the page 300 ms later (the test page's #later, timers, a fetch)
+#   showed its damage 305-320 ms after xdotool returned: 400 ms sees it. Damage says exactly when
+#   nothing changed, so only actions with no visible effect (a pointer move over nothing that
+#   hovers) pay it; a repainting action settles QUIET_MS after its last repaint.
+# - TIMEOUT_MS bounds every wait: a blinking or animated screen cannot hang a run.
+QUIET_MS = 50
+FIRST_CHANGE_MS = 400
+TIMEOUT_MS = 3000
+
+
+class ScreenshotError(RuntimeError):
+    pass
+
+
+class DamageWatch:
+    """The X DAMAGE events of a display's root window, on a connection of its own.
+
+    The root window's damage covers every window on it (x11vnc watches the screen the same way),
+    so any repaint anywhere is damage. Pointer motion is none: Xvfb's software cursor is kept
+    out of damage and out of screenshots alike. Not thread-safe: ``Screen`` guards it.
+
+    The level is NonEmpty: the server sends one event when the damage region stops being empty,
+    then none until it is cleared, and every drain that saw one clears it. The settle only asks
+    "has anything changed since I last looked?", which this answers the same as an event per
+    repaint; and between actions, however busy the screen (an animation on an idle session), at
+    most one event waits, instead of one per repaint piling up without end in the X server and
+    this connection, to be parsed by the next action."""
+
+    def __init__(self, display: str):
+        try:
+            self._display = xdisplay.Display(display)
+        except (DisplayError, OSError) as exc:
+            raise ScreenshotError(f"could not watch display {display}: {exc}") from exc
+        if not self._display.has_extension("DAMAGE"):
+            self._display.close()
+            raise ScreenshotError(f"display {display} has no DAMAGE extension")
+        self._display.damage_query_version()  # the protocol wants it before the first damage request
+        self._damage = self._display.screen().root.damage_create(damage.DamageReportNonEmpty)
+        self._display.sync()
+
+    def drain(self) -> bool:
+        """Read the events already here; whether there was any damage among them. Damage seen is
+        cleared, which re-arms the event for the next change."""
+        seen = False
+        while self._display.pending_events():
+            self._display.next_event()  # this connection asked for damage events only
+            seen = True
+        if seen:
+            self._display.damage_subtract(self._damage)
+            self._display.flush()
+        return seen
+
+    def mark(self) -> None:
+        """Forget the damage so far: a round trip makes sure every event the server made before
+        now has arrived, and is dropped. What arrives after this is the next action's."""
+        self._display.sync()
+        self.drain()
+
+    def wait(self, timeout_s: float) -> bool:
+        """True as soon as damage arrives, False when ``timeout_s`` passes without any."""
+        if self.drain():
+            return True
+        select.select([self._display], [], [], max(0.0, timeout_s))
+        return self.drain()
+
+    def close(self) -> None:
+        self._display.close()
+
+
+class Screen:
+    """Grabs frames of one X display. mss handles are per thread, so one is kept per thread."""
+
+    def __init__(self, display: str):
+        self.display = display
+        self._local = threading.local()
+        self._watch: DamageWatch | None = None
+        self._watch_lock = threading.Lock()  # one settle at a time per display (the action lock's too)
+
+    def _mss(self):
+        handle = getattr(self._local, "mss", None)
+        if handle is None:
+            handle = mss.MSS(display=self.display)
+            self._local.mss = handle
+        return handle
+
+    def capture(self) -> Frame:
+        try:
+            shot = self._mss().grab({"left": 0, "top": 0, "width": SCREEN_WIDTH, "height": SCREEN_HEIGHT})
+        except Exception as exc:  # the X server went away or refused: drop the handle, report
+            self._local.mss = None
+            raise ScreenshotError(f"could not capture display {self.display}: {exc}") from exc
+        # mss hands over a fresh buffer per grab: keep it rather than copy 8 MB.
+        return Frame(shot.raw, shot.width, shot.height)
+
+    def _damage(self) -> DamageWatch:
+        if self._watch is None:
+            self._watch = DamageWatch(self.display)
+        return self._watch
+
+    def _x(self, call):
+        """A call on the damage connection; a dead X server is a ScreenshotError, and the
+        connection is dropped so that the next call opens a new one (after a heal)."""
+        try:
+            return call(self._damage())
+        except ScreenshotError:
+            raise
+        except (XError, DisplayError, ConnectionClosedError, OSError) as exc:
+            self._drop_watch()
+            raise ScreenshotError(f"lost the damage events of display {self.display}: {exc}") from exc
+
+    def mark(self) -> None:
+        """Call just before an action: damage from here on is the action's (see ``settle``)."""
+        with self._watch_lock:
+            self._x(lambda watch: watch.mark())
+
+    def settle(self, *, quiet_ms: int = QUIET_MS, first_change_ms: int = FIRST_CHANGE_MS,
+               timeout_ms: int = TIMEOUT_MS) -> tuple[Frame, int, bool]:
+        """Wait until the screen stops changing, then capture it once. Returns the frame, the ms
+        waited, and whether it settled (False: still changing at ``timeout_ms``).
+
+        Changes are the display's DAMAGE events since ``mark()`` (called before the action), so a
+        repaint that landed before this call counts too. No frame is grabbed until the end: the
+        wait is a select() on the X connection until SettlePolicy's next deadline."""
+        policy = SettlePolicy(quiet_ms=quiet_ms, first_change_ms=first_change_ms, timeout_ms=timeout_ms)
+        start = time.monotonic()
+        with self._watch_lock:
+            changed = self._x(lambda watch: watch.drain())  # what arrived while the action ran: at time 0
+            now_ms = 0.0
+            while not policy.observe(now_ms, changed):
+                wait_s = max(0.001, (policy.deadline_ms() - now_ms) / 1000)  # at least a tick: no spin
+                changed = self._x(lambda watch: watch.wait(wait_s))
+                now_ms = (time.monotonic() - start) * 1000
+        return self.capture(), round(now_ms), not policy.timed_out
+
+    def _drop_watch(self) -> None:
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            try:
+                watch.close()
+            except Exception:  # already gone with its X server
+                pass
+
+    def close(self) -> None:
+        handle = getattr(self._local, "mss", None)
+        if handle is not None:
+            handle.close()
+            self._local.mss = None
+        with self._watch_lock:
+            self._drop_watch()
+
+
+@dataclass
+class SettlePolicy:
+    """When is the screen settled? A pure state machine fed with (time, changed?) observations
+    (Screen.settle feeds it the display's damage events, and asks it how long to wait next).
+
+    - After any change, the screen must stay unchanged for ``quiet_ms``.
+    - If nothing has changed yet, wait up to ``first_change_ms`` for the action's effect to show
+      (an app repaints a few ms to a few tens of ms after input), then call it settled.
+    - Never wait past ``timeout_ms``: an animation or a blinking caret must not hang the loop.
+    """
+
+    quiet_ms: int = QUIET_MS
+    first_change_ms: int = FIRST_CHANGE_MS
+    timeout_ms: int = TIMEOUT_MS
+    _last_change_ms: float | None = None
+
+    def observe(self, now_ms: float, changed: bool) -> bool:
+        if changed:
+            self._last_change_ms = now_ms
+        return now_ms >= self.deadline_ms()
+
+    def deadline_ms(self) -> float:
+        """When it will be settled if nothing changes before then."""
+        if self._last_change_ms is None:
+            due = self.first_change_ms
+        else:
+            due = self._last_change_ms + self.quiet_ms
+        return min(due, self.timeout_ms)
+
+    @property
+    def timed_out(self) -> bool:
+        """Stopped by the timeout while the screen was still changing: never settled."""
+        return (self._last_change_ms is not None and self._last_change_ms + self.quiet_ms > self.timeout_ms)

@@ -1,0 +1,142 @@
+"""Windows on the display: list, focus, launch a program, open a URL in the session's Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from desktop.browser.chromium import Browser
+
+WINDOW_ID = re.compile(r"^(0x[0-9a-fA-F]{1,8}|[0-9]{1,10})$")
+URL_SCHEMES = ("http://", "https://", "file://", "about:", "data:", "chrome://")
+# Pages of this machine rather than of the web: a model-driven browser must not render
+# file:///etc/passwd into the next screenshot, nor reach Chromium's own settings.
+LOCAL_SCHEMES = ("file://", "chrome://")
+# Programs that run any command they are given: refused by launch unless explicitly allowed.
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh", "fish", "busybox", "env", "sudo",
+                    "su", "doas", "nohup", "setsid", "xargs"})
+
+
+def check_url(url: str, *, allow_local: bool = False) -> None:
+    """Raise WindowError for a URL the browser may not open (pure)."""
+    if not url.startswith(URL_SCHEMES):
+        raise WindowError(f"url {url!r} must start with one of {', '.join(URL_SCHEMES)}")
+    if url.lower().startswith(LOCAL_SCHEMES) and not allow_local:
+        raise WindowError(f"url {url!r}: file:// and chrome:// pages are refused (they show this machine, not the "
+                          "web); the server's --allow-local-urls lets them through")
+
+
+def check_program(command: str, allow: frozenset[str] | None = None) -> None:
+    """Raise WindowError for a program launch may not start (pure): a name looked up on PATH,
+    never a path; no shell unless allowed; only the allowed ones when an allowlist is set."""
+    if "/" in command or command in (".", "..") or command.startswith("-"):
+        raise WindowError(f"command {command!r}: give a program name to look up on PATH, not a path")
+    if allow is not None and command not in allow:
+        raise WindowError(f"command {command!r} is not in the allowed programs ({', '.join(sorted(allow)) or 'none'})")
+    if command in SHELLS and (allow is None or command not in allow):
+        raise WindowError(f"command {command!r} runs arbitrary commands and is refused unless explicitly allowed "
+                          "(--launch-allow)")
+
+
+class Window(BaseModel):
+    id: str
+    pid: int | None
+    x: int
+    y: int
+    width: int
+    height: int
+    wm_class: str
+    title: str
+
+
+class WindowError(ValueError):
+    """Bad input: an unknown window, program or URL. Nothing was changed."""
+
+
+# After the class wmctrl prints "%-20s " and " %*s %s": two or more spaces, the host, one space,
+# the title. The class itself may hold a space: Chromium's is "chromium (<profile dir>).Chromium".
+_CLASS_HOST_TITLE = re.compile(r"^(?P<cls>.*?\S)\s{2,}(?P<host>\S+)(?: (?P<title>.*))?$")
+
+
+def parse_wmctrl(out: str) -> list[Window]:
+    """Parse ``wmctrl -lGpx``: id desktop pid x y w h class host title..."""
+    windows = []
+    for line in out.splitlines():
+        parts = line.split(None, 7)
+        if len(parts) < 8:
+            continue
+        wid, _desk, pid, x, y, w, h, rest = parts
+        match = _CLASS_HOST_TITLE.match(rest)
+        if match:
+            wm_class, title = match["cls"], match["title"] or ""
+        else:  # a single space somewhere: fall back to whitespace fields
+            fields = rest.split(None, 2)
+            wm_class, title = fields[0], fields[2] if len(fields) > 2 else ""
+        windows.append(Window(id=wid, pid=int(pid) or None, x=int(x), y=int(y), width=int(w),
+                              height=int(h), wm_class=wm_class, title=title))
+    return windows
+
+
+@dataclass
+class Windows:
+    env: dict[str, str]
+    browser: Browser | None
+    # How launched programs are started: as the desktop's user (desktop.x11.user.popen_kwargs), while
+    # wmctrl and xdotool run as the server's.
+    launch_as: dict = field(default_factory=dict)
+
+    def _run(self, argv: list[str]) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=10)
+
+    def list(self) -> list[Window]:
+        return parse_wmctrl(self._run(["wmctrl", "-lGpx"]).stdout)
+
+    def focus(self, window_id: str) -> list[list[str]]:
+        if not WINDOW_ID.match(window_id):
+            raise WindowError(f"window_id {window_id!r} is not an X window id (hex like 0x01a00003 or decimal)")
+        wanted = int(window_id, 0)
+        if not any(int(w.id, 16) == wanted for w in self.list()):
+            raise WindowError(f"no window {window_id} on this desktop; list the windows to see which exist")
+        argv = ["wmctrl", "-i", "-a", hex(wanted)]
+        done = self._run(argv)
+        if done.returncode != 0:
+            raise RuntimeError(f"wmctrl could not focus {window_id}: {done.stderr.strip()}")
+        return [argv]
+
+    def launch(self, command: str, args: list[str]) -> tuple[list[list[str]], int]:
+        """Start a program on the desktop, detached; it ends with the session (it is tagged)."""
+        path = shutil.which(command, path=self.env.get("PATH"))
+        if path is None:
+            raise WindowError(f"program {command!r} not found on PATH")
+        argv = [command, *args]
+        try:
+            popen = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True, cwd=self.env.get("HOME"),
+                                     **self.launch_as)
+        except PermissionError as exc:  # found on PATH, but not executable by the desktop's user
+            raise WindowError(f"program {command!r} ({path}) cannot be started by the desktop's user: {exc.strerror}") \
+                from None
+        return [argv], popen.pid
+
+    # ------------------------------------------------------------ Chromium, through its pipe
+
+    def page_url(self) -> str | None:
+        """The URL of the tab in front."""
+        return self.browser.page_url() if self.browser else None
+
+    def open_url(self, url: str) -> list[list[str]]:
+        if self.browser is None:
+            raise RuntimeError("Chromium is not running")
+        try:
+            self.browser.open_url(url)
+        except ValueError as exc:
+            raise WindowError(str(exc)) from None
+        # Bring Chromium to the front so the operator and the model see the page.
+        window = self._run(["xdotool", "search", "--onlyvisible", "--class", "chromium"]).stdout.split()
+        if window:
+            self._run(["wmctrl", "-i", "-a", window[-1]])
+        return [["browser", "goto", url]]
