@@ -220,3 +220,9 @@ def _action_names() -> set[str]:
         if field is not None and isinstance(field.default, str):
             names.add(field.default)
     return names
+
+
+class StackError(RuntimeError):
+    """A part of the desktop failed to start; the message names it and quotes its log. Not a
+    GlassdeskError: DesktopService maps it to the operation's own error (session_unavailable, a
+    start failure), which is why it lives here, below everything that raises it."""

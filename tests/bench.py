@@ -329,7 +329,7 @@ def click_settled(bench: Bench) -> list[Row]:
     Measured with the visible pointer glide off (GLASSDESK_POINTER_GLIDE_MS=0: the mechanism's own
     cost, judged against the target) and with the default glide (what a watched session costs)."""
     session, page = bench.session, bench.page
-    session.run_settled(lambda: session.windows.open_url(page.url))
+    session.run_settled(lambda: session.open_url(page.url))
     page.wait_for(lambda e: e.get("type") == "loaded")
     executor = session.executor
     default_glide = getattr(executor, "glide_ms", None)
@@ -701,7 +701,7 @@ def visual_diff(bench: Bench) -> list[Row]:
     from vision.qa.diff import compare, decode_png, diff_image
 
     session, page = bench.session, bench.page
-    session.run_settled(lambda: session.windows.open_url(page.url))
+    session.run_settled(lambda: session.open_url(page.url))
     page.wait_for(lambda e: e.get("type") == "loaded")
     viewport = _measure_viewport(session, page)
     session.perform(Click(x=viewport[0] + 1540, y=viewport[1] + 146))  # "cancel": a known status to start from

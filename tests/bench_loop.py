@@ -124,7 +124,7 @@ _INSTALL = """(() => {
 
 def _targets(session: Session, page_url: str) -> tuple[list[tuple[int, int]], str]:
     """Display pixels of the two repainting buttons, the page's offset measured by a real click."""
-    session.run_settled(lambda: session.windows.open_url(page_url))
+    session.run_settled(lambda: session.open_url(page_url))
     deadline = time.monotonic() + 10
     while True:  # the page may still be loading
         try:
@@ -165,16 +165,16 @@ def _instrumented(session: Session) -> Iterator[dict[str, list[float]]]:
                 timings[name].append((time.perf_counter() - start) * 1000)
         return wrapper
 
-    saved_url = session.windows.page_url
+    saved_url = session.page_url
     saved_png, saved_write = trace_module._png_bytes, trace_module.atomic_write
-    session.windows.page_url = timed("page_url", saved_url)
+    session.page_url = timed("page_url", saved_url)
     trace_module._png_bytes = timed("trace_png", saved_png)
     trace_module.atomic_write = timed("atomic_write", saved_write)
     try:
         yield timings
     finally:
         trace_module._png_bytes, trace_module.atomic_write = saved_png, saved_write
-        del session.windows.page_url  # back to the class's method
+        del session.page_url  # back to the class's method
 
 
 # ------------------------------------------------------------------------------------ the loop

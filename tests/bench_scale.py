@@ -222,7 +222,7 @@ def measure_click_load(manager, session_ids: list[str], page, seconds: float = 3
             session = manager.get(sid)
             session.executor.glide_ms = 0  # the mechanism's own cost, as the other click figures
             page.clear()
-            session.run_settled(lambda session=session: session.windows.open_url(page.url))
+            session.run_settled(lambda session=session: session.open_url(page.url))
             page.wait_for(lambda e: e.get("type") == "loaded")
             viewport = _measure_viewport(session, page)
             targets[sid] = [_page_point(viewport, 1240, 146), _page_point(viewport, 1540, 146)]
@@ -314,7 +314,7 @@ def measure_typing(session, page, length: int, viewport=None) -> dict:
     from desktop.actions import Click, Key, Type
 
     page.clear()
-    session.run_settled(lambda: session.windows.open_url(page.notes_url))
+    session.run_settled(lambda: session.open_url(page.notes_url))
     page.wait_for(lambda e: e.get("type") == "loaded")
     session.perform(Click(x=600, y=400))  # inside the textarea (40..1240 x 40..740 of the page)
     text = typing_text(length)

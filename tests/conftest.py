@@ -76,7 +76,7 @@ def site():
 def page(desk, page_server):
     """The test page freshly loaded in the session's Chromium, with its event log cleared."""
     page_server.clear()
-    desk.run_settled(lambda: desk.windows.open_url(page_server.url))
+    desk.run_settled(lambda: desk.open_url(page_server.url))
     page_server.wait_for(lambda e: e.get("type") == "loaded")
     page_server.clear()
     return page_server
@@ -88,7 +88,7 @@ def viewport(desk, page_server):
     from desktop.actions import Click
 
     page_server.clear()
-    desk.run_settled(lambda: desk.windows.open_url(page_server.url))
+    desk.run_settled(lambda: desk.open_url(page_server.url))
     page_server.wait_for(lambda e: e.get("type") == "loaded")
     desk.perform(Click(x=960, y=700))
     event = page_server.wait_for(lambda e: e.get("type") == "click")

@@ -195,7 +195,7 @@ def _print_step(step: dict, max_steps: int) -> None:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from vision.mcp import run_stdio, stderr_logging
+    from vision.mcp.stdio import run_stdio, stderr_logging
 
     stderr_logging(getattr(logging, args.log_level.upper(), logging.INFO))  # stdout is the protocol
     return run_stdio(args.session, max_sessions=args.max_sessions, public_host=args.public_host,

@@ -35,7 +35,7 @@ from desktop.port import Performed
 from desktop.frame import IMAGE_FORMATS, encode_lossy
 from desktop.x11.screen import ScreenshotError
 from desktop.session.manager import QUEUE_WAIT_S, LiveView, Session, SessionInfo, SessionManager, utcnow
-from desktop.session.stack import StackError
+from desktop.errors import StackError
 from desktop.x11.windows import Window, WindowError, check_program, check_url
 
 log = logging.getLogger("glassdesk.desktop")
@@ -386,7 +386,7 @@ class DesktopService:
         self.check_url(url)
         session = self._for_agent(session_id)
         _check_network(session, url)
-        return self._settled(session, lambda: session.windows.open_url(url), "opening a page")
+        return self._settled(session, lambda: session.open_url(url), "opening a page")
 
     def focus(self, session_id: str | None, window_id: str) -> Performed:
         session = self._for_agent(session_id)

@@ -35,9 +35,10 @@ from desktop.network.policy import NetworkPolicy
 from desktop.port import Performed
 from desktop.frame import Frame
 from desktop.x11.screen import Screen, ScreenshotError
-from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, StackError, tagged_pids
+from desktop.errors import StackError
+from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, tagged_pids
 from desktop.x11.user import open_session_root, popen_kwargs
-from desktop.x11.windows import Windows
+from desktop.x11.windows import WindowError, Windows
 
 log = logging.getLogger("glassdesk.sessions")
 
@@ -136,7 +137,7 @@ class Session:
             old.close()  # its damage connection: to a display that may be gone
         self.screen = Screen(self.stack.display) if self.stack.display else None
         self.executor = Executor(env)
-        self.windows = Windows(env, self.stack.browser, popen_kwargs(self.stack.user))
+        self.windows = Windows(env, popen_kwargs(self.stack.user))
 
     def touch(self) -> None:
         self.last_used_at = utcnow()
@@ -272,7 +273,22 @@ class Session:
             raise self.down_error() or ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
 
     def page_url(self) -> str | None:
-        return self.windows.page_url() if self.status == "ready" else None
+        """The URL of the tab in front."""
+        browser = self.stack.browser
+        return browser.page_url() if self.status == "ready" and browser is not None else None
+
+    def open_url(self, url: str) -> list[list[str]]:
+        """Load ``url`` in the session's Chromium (through its pipe) and bring its window to the
+        front; the argv-like record of what ran, for the answer's ``executed``."""
+        browser = self.stack.browser
+        if browser is None:
+            raise RuntimeError("Chromium is not running")
+        try:
+            browser.open_url(url)
+        except ValueError as exc:
+            raise WindowError(str(exc)) from None
+        self.windows.raise_class("chromium")
+        return [["browser", "goto", url]]
 
     def run_settled(self, run, *, what: str = "a window operation",
                     queue_s: float | None = None) -> Performed:

@@ -22,14 +22,29 @@ from pathlib import Path
 from typing import Callable
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
-from desktop.browser.chromium import Browser, BrowserError, disable_features_switch, enable_features_switch
+from desktop.browser.chromium import (
+    Browser,
+    BrowserError,
+    disable_features_switch,
+    enable_features_switch,
+)
+from desktop.browser.pages import PageRecord
+from desktop.errors import StackError
 from desktop.network.policy import NetworkPolicy
 from desktop.network.policy import chromium_args as network_args
-from desktop.browser.pages import PageRecord
-from desktop.x11.procs import kill_group, pids_with_env, session_pids
-from desktop.x11.user import (DesktopUser, desktop_user, ensure_x11_socket_dir, hand_over, popen_kwargs,
-                          remove_stale_ice_sockets, run_as_argv, share_traversal, unreachable_dir)
 from desktop.network.proxy import PolicyProxy
+from desktop.x11.procs import kill_group, pids_with_env, session_pids
+from desktop.x11.user import (
+    DesktopUser,
+    desktop_user,
+    ensure_x11_socket_dir,
+    hand_over,
+    popen_kwargs,
+    remove_stale_ice_sockets,
+    run_as_argv,
+    share_traversal,
+    unreachable_dir,
+)
 
 log = logging.getLogger("glassdesk.stack")
 
@@ -50,10 +65,6 @@ BACKDROP = "#2b384b"
 # The parts only the live view needs. Screenshots and input do not pass through them, so their
 # death is healed without taking the session out of "ready" (desktop.session.manager.Session.heal).
 VIEWER_PARTS = frozenset({"x11vnc"})
-
-
-class StackError(RuntimeError):
-    """A part of the desktop failed to start; the message names it and quotes its log."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -24,14 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from desktop.errors import StackError
+
 DESKTOP_USER = "glassdesk-desktop"  # keep in step with docker/install-system-deps.sh
 X11_SOCKET_DIR = Path("/tmp/.X11-unix")
 ICE_SOCKET_DIR = Path("/tmp/.ICE-unix")
 
 
-def _stack_error(message: str) -> Exception:
-    from desktop.session.stack import StackError  # imported here: desktop.session.stack imports this module
-    return StackError(message)
 
 
 @dataclass(frozen=True)
@@ -51,10 +50,10 @@ def desktop_user(euid: int | None = None,
     try:
         entry = lookup(DESKTOP_USER)
     except KeyError:
-        raise _stack_error(f"glassdesk runs as root but the user {DESKTOP_USER!r} its desktop runs as does not "
+        raise StackError(f"glassdesk runs as root but the user {DESKTOP_USER!r} its desktop runs as does not "
                          "exist: run `make setup` as root (or `docker/install-system-deps.sh`), which creates it") from None
     if entry.pw_uid == 0 or entry.pw_gid == 0:
-        raise _stack_error(f"the desktop user {DESKTOP_USER!r} has uid {entry.pw_uid} / gid {entry.pw_gid}: "
+        raise StackError(f"the desktop user {DESKTOP_USER!r} has uid {entry.pw_uid} / gid {entry.pw_gid}: "
                          "it must be an unprivileged account, not root")
     return DesktopUser(DESKTOP_USER, entry.pw_uid, entry.pw_gid)
 
@@ -112,7 +111,6 @@ def open_session_root(root: Path) -> None:
     """Let the desktop user pass through the directory that holds the sessions (0710, group
     desktop). Nothing to do when the desktop runs as this user; nor when its account is missing:
     starting a session says so."""
-    from desktop.session.stack import StackError
     try:
         user = desktop_user()
     except StackError:
@@ -157,7 +155,7 @@ def ensure_x11_socket_dir(path: Path = X11_SOCKET_DIR) -> None:
     except FileExistsError:
         info = path.lstat()
         if not stat.S_ISDIR(info.st_mode):
-            raise _stack_error(f"{path} is not a directory; X servers need it for their sockets") from None
+            raise StackError(f"{path} is not a directory; X servers need it for their sockets") from None
         if info.st_uid == 0 and stat.S_IMODE(info.st_mode) == 0o1777:
             return
     os.chown(path, 0, 0, follow_symlinks=False)

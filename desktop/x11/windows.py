@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from desktop.browser.chromium import Browser
 
 WINDOW_ID = re.compile(r"^(0x[0-9a-fA-F]{1,8}|[0-9]{1,10})$")
 URL_SCHEMES = ("http://", "https://", "file://", "about:", "data:", "chrome://")
@@ -84,7 +83,6 @@ def parse_wmctrl(out: str) -> list[Window]:
 @dataclass
 class Windows:
     env: dict[str, str]
-    browser: Browser | None
     # How launched programs are started: as the desktop's user (desktop.x11.user.popen_kwargs), while
     # wmctrl and xdotool run as the server's.
     launch_as: dict = field(default_factory=dict)
@@ -122,21 +120,9 @@ class Windows:
                 from None
         return [argv], popen.pid
 
-    # ------------------------------------------------------------ Chromium, through its pipe
-
-    def page_url(self) -> str | None:
-        """The URL of the tab in front."""
-        return self.browser.page_url() if self.browser else None
-
-    def open_url(self, url: str) -> list[list[str]]:
-        if self.browser is None:
-            raise RuntimeError("Chromium is not running")
-        try:
-            self.browser.open_url(url)
-        except ValueError as exc:
-            raise WindowError(str(exc)) from None
-        # Bring Chromium to the front so the operator and the model see the page.
-        window = self._run(["xdotool", "search", "--onlyvisible", "--class", "chromium"]).stdout.split()
+    def raise_class(self, wm_class: str) -> None:
+        """Bring the newest visible window of ``wm_class`` to the front (the operator and the model
+        see what was just opened in it)."""
+        window = self._run(["xdotool", "search", "--onlyvisible", "--class", wm_class]).stdout.split()
         if window:
             self._run(["wmctrl", "-i", "-a", window[-1]])
-        return [["browser", "goto", url]]

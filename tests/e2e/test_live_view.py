@@ -200,7 +200,7 @@ def wait_for_desktop(page, timeout: float = 20) -> dict:
 
 
 def test_the_handed_out_link_opens_the_desktop_in_the_viewer(server, http, view, page_server, desk):
-    desk.run_settled(lambda: desk.windows.open_url(page_server.url))
+    desk.run_settled(lambda: desk.open_url(page_server.url))
     info = http.get(f"/api/v1/sessions/{SID}").json()
     url = info["novnc_url"]
     parts = urlsplit(url)

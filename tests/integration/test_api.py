@@ -246,7 +246,7 @@ def test_open_navigates_chromium(api, page, desk):
     data = ok(act(api, "open", {"url": url}))
     assert data["executed"] == [["browser", "goto", url]]
     page.wait_for(lambda e: e.get("type") == "loaded")
-    assert desk.windows.page_url() == url
+    assert desk.page_url() == url
 
 
 def test_open_refuses_other_schemes(api):

@@ -174,7 +174,7 @@ def base_url(vision_api) -> str:
 def test_a_run_outlives_the_death_of_each_part(faults, pad, services, base_url, part):
     with httpx2.Client(base_url=base_url, timeout=60) as http:
         pids = wait_for(lambda: healthy(faults, http), HEAL_TIMEOUT_S, "a healthy session")
-        faults.run_settled(lambda: faults.windows.open_url(pad.url))
+        faults.run_settled(lambda: faults.open_url(pad.url))
         pad.wait_for(lambda e: e.get("type") == "loaded", timeout=30)
         restarts = faults.info().restarts
 

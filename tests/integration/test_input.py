@@ -116,7 +116,7 @@ def notes(desk, page_server, viewport):
     """The test server's /notes page (a textarea that reports its value and the lock state when F9
     is pressed), loaded and focused; Caps Lock is left off whatever a test did."""
     page_server.clear()
-    desk.run_settled(lambda: desk.windows.open_url(page_server.notes_url))
+    desk.run_settled(lambda: desk.open_url(page_server.notes_url))
     page_server.wait_for(lambda e: e.get("type") == "loaded")
     x, y = at(viewport, 600, 300)
     desk.perform(Click(x=x, y=y))

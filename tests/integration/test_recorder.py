@@ -36,7 +36,7 @@ def colour_pages(site, monkeypatch):
 
 def show(desk, url: str, colour: str) -> None:
     """Open ``url`` and wait until the display's centre shows its colour (the page has painted)."""
-    desk.run_settled(lambda: desk.windows.open_url(url))
+    desk.run_settled(lambda: desk.open_url(url))
     want = np.array(COLOURS[colour])
     deadline = time.monotonic() + 15
     while True:

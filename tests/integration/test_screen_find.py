@@ -42,7 +42,7 @@ CANVAS_PAGE = site_pages._page("canvas app", f"""
 def canvas_app(desk, site, monkeypatch):
     monkeypatch.setitem(site_pages.PAGES, "/qa-canvas", CANVAS_PAGE)
     site.clear()
-    desk.run_settled(lambda: desk.windows.open_url(site.url("/qa-canvas")))
+    desk.run_settled(lambda: desk.open_url(site.url("/qa-canvas")))
     drawn = site.wait_for(lambda e: e.get("type") == "drawn" and e.get("page") == "/qa-canvas")
     assert LABEL not in drawn["domText"]  # only the pixels say it: the DOM cannot find it
     return drawn

@@ -75,7 +75,7 @@ def healed(session, name: str, old_pid: int) -> bool:
 
 def click_lands(session, page_server, x: int, y: int) -> None:
     page_server.clear()
-    session.run_settled(lambda: session.windows.open_url(page_server.url))
+    session.run_settled(lambda: session.open_url(page_server.url))
     page_server.wait_for(lambda e: e.get("type") == "loaded", timeout=20)
     page_server.clear()
     session.perform(Click(x=x, y=y))

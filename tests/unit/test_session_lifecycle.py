@@ -256,7 +256,7 @@ def test_expected_durations():
 
 
 def test_a_live_view_that_cannot_restart_is_retried_later_not_at_every_look():
-    from desktop.session.stack import StackError
+    from desktop.errors import StackError
 
     class FailingStack(FakeStack):
         def heal(self, parts=None):

@@ -37,7 +37,8 @@ from fastapi.responses import FileResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from desktop.session.manager import LiveView
-from desktop.session.stack import StackError, novnc_dir
+from desktop.errors import StackError
+from desktop.session.stack import novnc_dir
 from vision import VERSION
 from vision.config import DEFAULT_ANTHROPIC, DEFAULT_OPENAI
 from vision.loop import MAX_STEPS_CAP, RunView

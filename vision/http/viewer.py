@@ -44,7 +44,8 @@ from desktop.errors import GlassdeskError, SessionNotFound, SessionUnavailable, 
 from desktop.errors import LiveTokenExpired, LiveTokenInvalid, LiveTokenRevoked, LiveTokenWrongSession
 from desktop.session.liveview import CLIENT_SECURITY_TYPES, RFB_VERSION, SECURITY_NONE, SECURITY_OK, Grant, RFBError
 from desktop.session.liveview import token_from_protocols
-from desktop.session.stack import StackError, novnc_dir
+from desktop.errors import StackError
+from desktop.session.stack import novnc_dir
 from vision.http.auth import FailureLimit
 from vision.service import Glassdesk
 

@@ -20,7 +20,7 @@ its model); the agent can pass ``screenshot=false`` to an action, or ask ``deskt
 """
 
 from vision.mcp.server import GlassdeskMCP, build_server, error_message, mount_http
-from vision.mcp.stdio import default_stdio_data_dir, run_stdio, stderr_logging
 
-__all__ = ["GlassdeskMCP", "build_server", "default_stdio_data_dir", "error_message", "mount_http", "run_stdio",
-           "stderr_logging"]
+# Not ``stdio``: it is a door of its own (``glassdesk mcp``) that serves the viewer app, and the app
+# mounts this package; re-exporting it here closed a circle.
+__all__ = ["GlassdeskMCP", "build_server", "error_message", "mount_http"]
