@@ -108,7 +108,8 @@ def answer_times(rig: PageRig, page: TestPage, runs: int, *, query: str = "scree
 
 def answer_parts(rig: PageRig, page: TestPage, runs: int) -> dict[str, list[float]]:
     """The answer of a click with its screenshot, taken apart in this process (ms per part)."""
-    from desktop.http.desktop import ActionResponse, _respond
+    from desktop.http.desktop import _respond
+    from desktop.models import ActionResponse
 
     desktops, sid = rig.desktops, rig.session_id
     session = desktops.session(sid)

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from desktop.service.desktop import DEFAULT_SESSION, DesktopService
-from desktop.session.manager import LiveView, SessionManager
+from desktop.session.manager import SessionManager
+from desktop.models import LiveView
 from vision.computer import ComputerService
 from vision.config import VisionConfig
 from vision.errors import TraceCorruptError, TraceNotFoundError

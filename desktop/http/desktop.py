@@ -7,71 +7,23 @@ Handlers are plain ``def``: they block on X and xdotool, and FastAPI runs them i
 """
 
 import base64
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import APIRouter, Query, Response, status
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
+from desktop.models import (
+    ActionResponse, CreateSession, Cursor, FocusRequest, LaunchRequest, NetworkPolicyBody, OpenRequest,
+)
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
 from desktop.errors import InvalidAction, describe_validation
-from desktop.network.policy import BlockedRequest, NetworkPolicyInfo
-from desktop.browser.pages import PAGE_FIELD, DialogMode, PageSummary
+from desktop.models import BlockedRequest, NetworkPolicyInfo
+from desktop.browser.pages import PageSummary
 from desktop.port import Performed
 from desktop.frame import IMAGE_FORMATS
 from desktop.service.desktop import DesktopService, Shot
-from desktop.session.manager import SessionInfo
-from desktop.x11.windows import Window
-
-
-class _Body(BaseModel):
-    """A request body: an unknown field is a mistake to report, not to ignore."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class ActionResponse(BaseModel):
-    ok: bool = True
-    action: str
-    executed: list[list[str]] = Field(description="the exact argv lists that ran, to replay by hand")
-    duration_ms: float
-    settle_ms: int
-    settled: bool = Field(True, description="false when the screen was still changing at the settle wait's "
-                                            "bound (an animation, a video): the screenshot is a moment of it")
-    screenshot: str | None = Field(None, description="settled screenshot, base64 PNG, with ?screenshot=true")
-    result: dict[str, Any] | None = None
-    page: PageSummary | None = Field(None, description=PAGE_FIELD)
-
-
-class NetworkPolicyBody(_Body):
-    allow: list[str] = Field(default_factory=list, description="host, host:port or *.domain patterns: only these "
-                                                                "may be reached; empty: every host not denied")
-    deny: list[str] = Field(default_factory=list, description="patterns never reached, whatever allow says")
-
-
-class CreateSession(_Body):
-    id: str | None = Field(None, description="a name for the session; generated when omitted")
-    network: NetworkPolicyBody | None = Field(None, description="the browser's network policy; default: no limits "
-                                                                 "beyond glassdesk's own ports")
-    dialogs: DialogMode = Field("manual", description="how JavaScript dialogs are answered: manual (left open for "
-                                                      "the model or the operator), accept or dismiss (at once)")
-
-
-class LaunchRequest(_Body):
-    command: str = Field(min_length=1)
-    args: list[str] = Field(default_factory=list)
-
-
-class OpenRequest(_Body):
-    url: str = Field(min_length=1)
-
-
-class FocusRequest(_Body):
-    window_id: str
-
-
-class Cursor(BaseModel):
-    x: int
-    y: int
+from desktop.models import SessionInfo
+from desktop.models import Window
 
 
 def _respond(action: str, performed: Performed, screenshot: bool, page: PageSummary | None,

@@ -4,93 +4,18 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
 
 from desktop.browser.pages import (
-    PAGE_FIELD, ContentFormat, DialogInfo, DialogMode, DialogPolicy, PageContent, PageState, PageSummary, Tab, Target,
+    ContentFormat, DialogPolicy, PageContent, PageState, Tab,
 )
-from desktop.service.page import Acted, PageService, UploadFile, WaitUntil
+from desktop.service.page import PageService
+from desktop.models import Acted
 
-# At least 1: Playwright reads 0 as "wait for ever".
-Timeout = Field(5000, ge=1, le=60_000, description="how long to wait for the element, in ms")
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class NavigateRequest(_Body):
-    url: str = Field(min_length=1, max_length=8000)
-    wait_until: WaitUntil = "load"
-    timeout_ms: int = Field(30_000, ge=1, le=120_000)
-
-
-class HistoryRequest(_Body):
-    wait_until: WaitUntil = "load"
-    timeout_ms: int = Field(30_000, ge=1, le=120_000)
-
-
-class ClickRequest(Target):
-    model_config = ConfigDict(extra="forbid")
-    button: Literal["left", "middle", "right"] = "left"
-    click_count: int = Field(1, ge=1, le=3)
-    timeout_ms: int = Timeout
-
-
-class FillRequest(Target):
-    model_config = ConfigDict(extra="forbid")
-    value: str = Field(max_length=20_000, description="typed for real; {{name}} is replaced by secrets[name]")
-    clear: bool = True
-    secrets: dict[str, str] = Field(default_factory=dict, description="never echoed")
-    timeout_ms: int = Timeout
-
-
-class SelectRequest(Target):
-    model_config = ConfigDict(extra="forbid")
-    option: str = Field(min_length=1, max_length=2000, description="the option's value or label")
-    timeout_ms: int = Timeout
-
-
-class WaitRequest(Target):
-    model_config = ConfigDict(extra="forbid")
-    state: Literal["attached", "visible", "hidden", "detached"] = "visible"
-    timeout_ms: int = Field(10_000, ge=1, le=120_000)
-
-
-class EvaluateRequest(_Body):
-    expression: str = Field(min_length=1, max_length=100_000)
-
-
-class DialogRequest(_Body):
-    accept: bool = True
-    prompt_text: str | None = Field(None, max_length=10_000)
-
-
-class DialogPolicyRequest(_Body):
-    mode: DialogMode = Field(description="manual: a dialog stays open for the model or the operator to answer; "
-                                         "accept / dismiss: it is answered at once")
-
-
-class UploadRequest(Target):
-    model_config = ConfigDict(extra="forbid")
-    files: list[UploadFile] = Field(min_length=1, max_length=20)
-    timeout_ms: int = Timeout
-
-
-class NewTabRequest(_Body):
-    url: str | None = Field(None, max_length=8000)
-
-
-class ActedAnswer(Acted):
-    page: PageSummary | None = Field(None, description=PAGE_FIELD)
-
-
-class DialogAnswer(DialogInfo):
-    page: PageSummary | None = Field(None, description=PAGE_FIELD)
-
-
-def _target(body: Target) -> Target:
-    return Target(selector=body.selector, ref=body.ref, label=body.label, text=body.text)
+from desktop.models import (  # noqa: E402
+    ActedAnswer, ClickRequest, DialogAnswer, DialogPolicyRequest, DialogRequest, EvaluateRequest, FillRequest,
+    HistoryRequest, NavigateRequest, NewTabRequest, SelectRequest, UploadRequest, WaitRequest,
+)
+from desktop.models import target_of as _target  # noqa: E402
 
 
 def page_router(pages: PageService) -> APIRouter:

@@ -32,10 +32,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
 
 import idna
-from pydantic import BaseModel, Field
+
+from desktop.models import BlockedRequest, Reason
 
 log = logging.getLogger("glassdesk.netpolicy")
 
@@ -44,7 +44,6 @@ MAX_PATTERNS = 256
 BLOCKED_KEPT = 500  # entries of the blocked-request log kept per session
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-Reason = Literal["control_plane", "denied", "not_allowed"]
 
 _LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
 
@@ -269,26 +268,7 @@ def chromium_args(proxy_port: int) -> list[str]:
 WEBRTC_PREFERENCES = {"ip_handling_policy": "disable_non_proxied_udp"}
 
 
-class NetworkPolicyInfo(BaseModel):
-    """A session's network policy as handed out: its patterns in their one spelling."""
-
-    session_id: str
-    allow: list[str] = Field(description="only these hosts may be reached; empty: every host not denied")
-    deny: list[str] = Field(description="these hosts are never reached")
-
-
 # ---------------------------------------------------------------------- what was blocked
-
-
-class BlockedRequest(BaseModel):
-    seq: int = Field(description="increases by one per blocked request of the session")
-    ts: float = Field(description="when, in seconds since the epoch")
-    method: str | None = Field(None, description="the HTTP method; CONNECT for HTTPS and WebSockets")
-    host: str
-    port: int
-    url: str | None = Field(None, description="the URL, when the request was plain HTTP (HTTPS is a tunnel)")
-    reason: Reason
-    detail: str
 
 
 class BlockLog:

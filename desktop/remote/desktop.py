@@ -28,7 +28,8 @@ from desktop.remote.backends.base import Endpoint
 from desktop.errors import GlassdeskError, SessionUnavailable
 from desktop.port import Performed
 from desktop.frame import Frame
-from desktop.session.manager import RESTART_RETRY_S, SessionInfo, Status, utcnow
+from desktop.session.manager import RESTART_RETRY_S, utcnow
+from desktop.models import SessionInfo, Status
 
 log = logging.getLogger("glassdesk.remote")
 

@@ -30,13 +30,16 @@ from desktop.errors import (
 )
 from desktop.session.liveview import Grant, LiveTokens
 from desktop.browser.pages import DialogOpen, PageTimeout
-from desktop.network.policy import BlockedRequest, NetworkPolicy, NetworkPolicyInfo, PatternError
+from desktop.network.policy import NetworkPolicy, PatternError
+from desktop.models import BlockedRequest, NetworkPolicyInfo
 from desktop.port import Performed
 from desktop.frame import IMAGE_FORMATS, encode_lossy
 from desktop.x11.screen import ScreenshotError
-from desktop.session.manager import QUEUE_WAIT_S, LiveView, Session, SessionInfo, SessionManager, utcnow
+from desktop.session.manager import QUEUE_WAIT_S, Session, SessionManager, utcnow
+from desktop.models import LiveView, SessionInfo
 from desktop.errors import StackError
-from desktop.x11.windows import Window, WindowError, check_program, check_url
+from desktop.x11.windows import WindowError, check_program, check_url
+from desktop.models import Window
 
 log = logging.getLogger("glassdesk.desktop")
 

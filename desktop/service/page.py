@@ -19,49 +19,68 @@ from typing import Any, Literal, TypeVar
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeout
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from desktop.actions import (
-    SCREEN_HEIGHT, SCREEN_WIDTH, Click, DoubleClick, Key, TripleClick, Type, UnknownPlaceholder, fill_placeholders,
+    SCREEN_HEIGHT,
+    SCREEN_WIDTH,
+    Click,
+    DoubleClick,
+    Key,
+    TripleClick,
+    Type,
+    UnknownPlaceholder,
+    fill_placeholders,
 )
 from desktop.browser.chromium import BrowserError
-from desktop.errors import (
-    DialogOpenError, ElementCovered, ElementNotFound, EvaluateDisabled, GlassdeskError, InvalidAction,
-    InvalidRequest, InvalidSelector, NoDialogError, PageTimeoutError, PageUnavailable, ResultTooLarge, UploadTooLarge,
-    describe_validation,
-)
 from desktop.browser.pages import (
-    BadSelector, ContentFormat, DialogInfo, DialogOpen, DialogPolicy, Located, NoDialog, NotFound, PageContent,
-    PageState, PageSummary, PageTimeout, Pages, Refused, Tab, Target, TooLarge, dialog_mode, locate, locator_for,
+    BadSelector,
+    ContentFormat,
+    DialogInfo,
+    DialogOpen,
+    DialogPolicy,
+    Located,
+    NoDialog,
+    NotFound,
+    PageContent,
+    Pages,
+    PageState,
+    PageSummary,
+    PageTimeout,
+    Refused,
+    Tab,
+    Target,
+    TooLarge,
+    dialog_mode,
+    locate,
+    locator_for,
     safe_file_name,
 )
+from desktop.errors import (
+    DialogOpenError,
+    ElementCovered,
+    ElementNotFound,
+    EvaluateDisabled,
+    GlassdeskError,
+    InvalidAction,
+    InvalidRequest,
+    InvalidSelector,
+    NoDialogError,
+    PageTimeoutError,
+    PageUnavailable,
+    ResultTooLarge,
+    UploadTooLarge,
+    describe_validation,
+)
+from desktop.models import Acted, UploadFile, WaitUntil
 from desktop.port import Performed
 from desktop.session.manager import QUEUE_WAIT_S, Session
 
 T = TypeVar("T")
-WaitUntil = Literal["load", "domcontentloaded", "networkidle", "commit"]
 # Files arrive base64 in a JSON body, and every body is capped at 1 MiB (vision.http.limits): 512 KiB
 # of files is what fits, so the one limit holds over REST and MCP alike.
 MAX_UPLOAD_BYTES = 512 * 1024
 RETRY_S = 3  # a healing browser is usually back within this
-
-
-class Acted(BaseModel):
-    """An element acted on with real input."""
-
-    x: int = Field(description="the display pixel the pointer used")
-    y: int
-    box: dict = Field(description="the element's box on the display: x, y, width, height")
-    matches: int = Field(description="how many elements matched; the first visible one was used")
-    dispatched: Literal["pointer", "devtools"] = "pointer"
-    executed: list[list[str]] = Field(default_factory=list)
-    verified: bool | None = Field(None, description="fill/select: the field holds what was asked for")
-    settle_ms: int = 0
-
-
-class UploadFile(BaseModel):
-    name: str = Field(min_length=1, max_length=255)
-    content_base64: str
 
 
 class PageService:

@@ -21,29 +21,33 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, Field
 
 from desktop.actions import _Action
 from desktop.errors import (
-    ActionFailedError, GlassdeskError, InvalidAction, ScreenshotFailed, SessionBusy, SessionExists, SessionLimit, SessionNotFound,
+    ActionFailedError,
+    GlassdeskError,
+    InvalidAction,
+    ScreenshotFailed,
+    SessionBusy,
+    SessionExists,
+    SessionLimit,
+    SessionNotFound,
     SessionUnavailable,
+    StackError,
 )
-from desktop.x11.input import ActionFailed, Executor, expected_ms
+from desktop.frame import Frame
+from desktop.models import SessionInfo, Status
 from desktop.network.policy import NetworkPolicy
 from desktop.port import Performed
-from desktop.frame import Frame
-from desktop.x11.screen import Screen, ScreenshotError
-from desktop.errors import StackError
 from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, tagged_pids
+from desktop.x11.input import ActionFailed, Executor, expected_ms
+from desktop.x11.screen import Screen, ScreenshotError
 from desktop.x11.user import open_session_root, popen_kwargs
 from desktop.x11.windows import WindowError, Windows
 
 log = logging.getLogger("glassdesk.sessions")
 
 SESSION_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
-Status = Literal["starting", "ready", "restarting", "failed", "stopped"]
 # How long a request waits for the action already running on its session (a 30 s wait, a long
 # type) before it is refused with session_busy and an estimate of when to try again: never until
 # the client's own timeout. A vision run's own steps wait as long as it takes: what holds the
@@ -60,36 +64,6 @@ VIEWER_RETRY_S = 10.0
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
-
-
-class SessionInfo(BaseModel):
-    id: str
-    display: str
-    status: Status
-    novnc_url: str = Field(description="a view-only live-view link (short-lived token); empty when this "
-                                       "process serves no viewer")
-    created_at: datetime
-    last_used_at: datetime
-    restarts: int = Field(description="restarts by the supervisor: one per part restarted on its own (Chromium, "
-                                      "x11vnc), one per whole-desktop restart (Xvfb, dbus or XFCE died)")
-    events: list[str] = Field(description="the last 20 restarts and failures, oldest first")
-    default: bool = Field(False, description="the session used when none is named")
-    takeover: bool = Field(False, description="a person holds mouse and keyboard; agents' actions are refused")
-    takeover_since: datetime | None = None
-
-
-class LiveView(BaseModel):
-    """A live-view link: the viewer page to open, and what a page of one's own needs to connect."""
-
-    session_id: str
-    mode: Literal["view", "control"]
-    view_only: bool
-    takeover: bool
-    token: str = Field(description="the live-view token: signed, short-lived, for this session and mode")
-    expires_at: datetime = Field(description="new connections are refused after this; open ones stay")
-    websocket: str = Field(description="path of the RFB websocket; offer the token as the subprotocol "
-                                       "'glassdesk.token.<token>' next to 'binary'")
-    novnc_url: str = Field(description="the viewer page with the token, to open in a browser")
 
 
 @dataclass

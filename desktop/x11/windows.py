@@ -1,4 +1,4 @@
-"""Windows on the display: list, focus, launch a program, open a URL in the session's Chromium."""
+"""Windows on the display: list, focus, launch a program, bring a window to the front."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel
-
+from desktop.models import Window
 
 WINDOW_ID = re.compile(r"^(0x[0-9a-fA-F]{1,8}|[0-9]{1,10})$")
 URL_SCHEMES = ("http://", "https://", "file://", "about:", "data:", "chrome://")
@@ -39,17 +38,6 @@ def check_program(command: str, allow: frozenset[str] | None = None) -> None:
     if command in SHELLS and (allow is None or command not in allow):
         raise WindowError(f"command {command!r} runs arbitrary commands and is refused unless explicitly allowed "
                           "(--launch-allow)")
-
-
-class Window(BaseModel):
-    id: str
-    pid: int | None
-    x: int
-    y: int
-    width: int
-    height: int
-    wm_class: str
-    title: str
 
 
 class WindowError(ValueError):

@@ -17,15 +17,12 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
-from desktop.http.desktop import ActionResponse, CreateSession, Cursor, FocusRequest, LaunchRequest, NetworkPolicyBody, OpenRequest
-from desktop.network.policy import BlockedRequest, NetworkPolicyInfo
+from desktop.models import ActionResponse, CreateSession, Cursor, FocusRequest, LaunchRequest, NetworkPolicyBody, OpenRequest
+from desktop.models import BlockedRequest, NetworkPolicyInfo
 from desktop.browser.pages import DialogPolicy, PageContent, PageState, Tab
-from desktop.http.page import (
-    ActedAnswer, ClickRequest, DialogAnswer, DialogPolicyRequest, DialogRequest, EvaluateRequest, FillRequest,
-    HistoryRequest, NavigateRequest, NewTabRequest, SelectRequest, UploadRequest, WaitRequest,
-)
-from desktop.session.manager import LiveView, SessionInfo
-from desktop.x11.windows import Window
+from desktop.models import ActedAnswer, ClickRequest, DialogAnswer, DialogPolicyRequest, DialogRequest, EvaluateRequest, FillRequest, HistoryRequest, NavigateRequest, NewTabRequest, SelectRequest, UploadRequest, WaitRequest
+from desktop.models import LiveView, SessionInfo
+from desktop.models import Window
 from vision.http.runs import RunControl
 from vision.http.console import TakeoverRequest
 from vision.computer import (

@@ -36,7 +36,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
-from desktop.session.manager import LiveView
+from desktop.models import LiveView
 from desktop.errors import StackError
 from desktop.session.stack import novnc_dir
 from vision import VERSION

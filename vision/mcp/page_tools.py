@@ -17,7 +17,7 @@ from mcp.types import BlobResourceContents, CallToolResult, EmbeddedResource
 from pydantic import Field
 
 from desktop.browser.pages import ContentFormat, DialogMode, PageSummary, Target
-from desktop.service.page import Acted, UploadFile, WaitUntil
+from desktop.models import Acted, UploadFile, WaitUntil
 from desktop.errors import ResultTooLarge
 from vision.errors import InvalidRequest
 from vision.mcp.tools import SessionArg, _annotations, _argv_text, _image, _result, _text, blocking

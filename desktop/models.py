@@ -1,0 +1,251 @@
+"""Every wire model of the desktop's operations, in one place: the request bodies and the answers
+that REST, MCP, the Python client and the remote control plane exchange.
+
+Pure pydantic: importing this loads no X library, no web framework and no browser driver, so a
+client (vision.client) takes its types from here. Bounds are written once, here: the doors take
+their schemas and checks from these models.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from desktop.browser.pages import (
+    PAGE_FIELD,
+    DialogInfo,
+    DialogMode,
+    PageSummary,
+    Target,
+)
+
+Status = Literal["starting", "ready", "restarting", "failed", "stopped"]
+WaitUntil = Literal["load", "domcontentloaded", "networkidle", "commit"]
+# Why the network policy refused a request.
+Reason = Literal["control_plane", "denied", "not_allowed"]
+
+
+# ------------------------------------------------------------------------------------- sessions
+
+
+class SessionInfo(BaseModel):
+    id: str
+    display: str
+    status: Status
+    novnc_url: str = Field(description="a view-only live-view link (short-lived token); empty when this "
+                                       "process serves no viewer")
+    created_at: datetime
+    last_used_at: datetime
+    restarts: int = Field(description="restarts by the supervisor: one per part restarted on its own (Chromium, "
+                                      "x11vnc), one per whole-desktop restart (Xvfb, dbus or XFCE died)")
+    events: list[str] = Field(description="the last 20 restarts and failures, oldest first")
+    default: bool = Field(False, description="the session used when none is named")
+    takeover: bool = Field(False, description="a person holds mouse and keyboard; agents' actions are refused")
+    takeover_since: datetime | None = None
+
+
+class LiveView(BaseModel):
+    """A live-view link: the viewer page to open, and what a page of one's own needs to connect."""
+
+    session_id: str
+    mode: Literal["view", "control"]
+    view_only: bool
+    takeover: bool
+    token: str = Field(description="the live-view token: signed, short-lived, for this session and mode")
+    expires_at: datetime = Field(description="new connections are refused after this; open ones stay")
+    websocket: str = Field(description="path of the RFB websocket; offer the token as the subprotocol "
+                                       "'glassdesk.token.<token>' next to 'binary'")
+    novnc_url: str = Field(description="the viewer page with the token, to open in a browser")
+
+
+class Window(BaseModel):
+    id: str
+    pid: int | None
+    x: int
+    y: int
+    width: int
+    height: int
+    wm_class: str
+    title: str
+
+
+# ------------------------------------------------------------------------------------- network
+
+
+class NetworkPolicyInfo(BaseModel):
+    """A session's network policy as handed out: its patterns in their one spelling."""
+
+    session_id: str
+    allow: list[str] = Field(description="only these hosts may be reached; empty: every host not denied")
+    deny: list[str] = Field(description="these hosts are never reached")
+
+
+class BlockedRequest(BaseModel):
+    seq: int = Field(description="increases by one per blocked request of the session")
+    ts: float = Field(description="when, in seconds since the epoch")
+    method: str | None = Field(None, description="the HTTP method; CONNECT for HTTPS and WebSockets")
+    host: str
+    port: int
+    url: str | None = Field(None, description="the URL, when the request was plain HTTP (HTTPS is a tunnel)")
+    reason: Reason
+    detail: str
+
+
+# ------------------------------------------------------------------------------------- desktop
+
+
+class _Body(BaseModel):
+    """A request body: an unknown field is a mistake to report, not to ignore."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ActionResponse(BaseModel):
+    ok: bool = True
+    action: str
+    executed: list[list[str]] = Field(description="the exact argv lists that ran, to replay by hand")
+    duration_ms: float
+    settle_ms: int
+    settled: bool = Field(True, description="false when the screen was still changing at the settle wait's "
+                                            "bound (an animation, a video): the screenshot is a moment of it")
+    screenshot: str | None = Field(None, description="settled screenshot, base64 PNG, with ?screenshot=true")
+    result: dict[str, Any] | None = None
+    page: PageSummary | None = Field(None, description=PAGE_FIELD)
+
+
+class NetworkPolicyBody(_Body):
+    allow: list[str] = Field(default_factory=list, description="host, host:port or *.domain patterns: only these "
+                                                                "may be reached; empty: every host not denied")
+    deny: list[str] = Field(default_factory=list, description="patterns never reached, whatever allow says")
+
+
+class CreateSession(_Body):
+    id: str | None = Field(None, description="a name for the session; generated when omitted")
+    network: NetworkPolicyBody | None = Field(None, description="the browser's network policy; default: no limits "
+                                                                 "beyond glassdesk's own ports")
+    dialogs: DialogMode = Field("manual", description="how JavaScript dialogs are answered: manual (left open for "
+                                                      "the model or the operator), accept or dismiss (at once)")
+
+
+class LaunchRequest(_Body):
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+
+
+class OpenRequest(_Body):
+    url: str = Field(min_length=1)
+
+
+class FocusRequest(_Body):
+    window_id: str
+
+
+class Cursor(BaseModel):
+    x: int
+    y: int
+
+
+# ------------------------------------------------------------------------------------- page
+
+
+class Acted(BaseModel):
+    """An element acted on with real input."""
+
+    x: int = Field(description="the display pixel the pointer used")
+    y: int
+    box: dict = Field(description="the element's box on the display: x, y, width, height")
+    matches: int = Field(description="how many elements matched; the first visible one was used")
+    dispatched: Literal["pointer", "devtools"] = "pointer"
+    executed: list[list[str]] = Field(default_factory=list)
+    verified: bool | None = Field(None, description="fill/select: the field holds what was asked for")
+    settle_ms: int = 0
+
+
+class UploadFile(BaseModel):
+    name: str = Field(min_length=1, max_length=255)
+    content_base64: str
+
+
+# At least 1: Playwright reads 0 as "wait for ever".
+Timeout = Field(5000, ge=1, le=60_000, description="how long to wait for the element, in ms")
+
+
+class NavigateRequest(_Body):
+    url: str = Field(min_length=1, max_length=8000)
+    wait_until: WaitUntil = "load"
+    timeout_ms: int = Field(30_000, ge=1, le=120_000)
+
+
+class HistoryRequest(_Body):
+    wait_until: WaitUntil = "load"
+    timeout_ms: int = Field(30_000, ge=1, le=120_000)
+
+
+class ClickRequest(Target):
+    model_config = ConfigDict(extra="forbid")
+    button: Literal["left", "middle", "right"] = "left"
+    click_count: int = Field(1, ge=1, le=3)
+    timeout_ms: int = Timeout
+
+
+class FillRequest(Target):
+    model_config = ConfigDict(extra="forbid")
+    value: str = Field(max_length=20_000, description="typed for real; {{name}} is replaced by secrets[name]")
+    clear: bool = True
+    secrets: dict[str, str] = Field(default_factory=dict, description="never echoed")
+    timeout_ms: int = Timeout
+
+
+class SelectRequest(Target):
+    model_config = ConfigDict(extra="forbid")
+    option: str = Field(min_length=1, max_length=2000, description="the option's value or label")
+    timeout_ms: int = Timeout
+
+
+class WaitRequest(Target):
+    model_config = ConfigDict(extra="forbid")
+    state: Literal["attached", "visible", "hidden", "detached"] = "visible"
+    timeout_ms: int = Field(10_000, ge=1, le=120_000)
+
+
+class EvaluateRequest(_Body):
+    expression: str = Field(min_length=1, max_length=100_000)
+
+
+class DialogRequest(_Body):
+    accept: bool = True
+    prompt_text: str | None = Field(None, max_length=10_000)
+
+
+class DialogPolicyRequest(_Body):
+    mode: DialogMode = Field(description="manual: a dialog stays open for the model or the operator to answer; "
+                                         "accept / dismiss: it is answered at once")
+
+
+class UploadRequest(Target):
+    model_config = ConfigDict(extra="forbid")
+    files: list[UploadFile] = Field(min_length=1, max_length=20)
+    timeout_ms: int = Timeout
+
+
+class NewTabRequest(_Body):
+    url: str | None = Field(None, max_length=8000)
+
+
+def target_of(body: Target) -> Target:
+    """The element a request names, without the rest of the request."""
+    return Target(selector=body.selector, ref=body.ref, label=body.label, text=body.text)
+
+
+class ActedAnswer(Acted):
+    page: PageSummary | None = Field(None, description=PAGE_FIELD)
+
+
+class DialogAnswer(DialogInfo):
+    page: PageSummary | None = Field(None, description=PAGE_FIELD)
+
+
+def _target(body: Target) -> Target:
+    return Target(selector=body.selector, ref=body.ref, label=body.label, text=body.text)
