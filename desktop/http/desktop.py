@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
 from desktop.errors import InvalidAction, describe_validation
 from desktop.network.policy import BlockedRequest, NetworkPolicyInfo
-from desktop.browser.pages import PAGE_FIELD, DialogMode, PageSummary
+from desktop.browser.dialogs import DialogMode
+from desktop.browser.pages import PAGE_FIELD, PageSummary
 from desktop.port import Performed
 from desktop.frame import IMAGE_FORMATS
 from desktop.service.desktop import DesktopService, Shot

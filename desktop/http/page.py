@@ -6,9 +6,11 @@ from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from desktop.browser.pages import (
-    PAGE_FIELD, ContentFormat, DialogInfo, DialogMode, DialogPolicy, PageContent, PageState, PageSummary, Tab, Target,
-)
+from desktop.browser.content import ContentFormat, PageContent
+from desktop.browser.dialogs import DialogInfo, DialogMode, DialogPolicy
+from desktop.browser.locate import Target
+from desktop.browser.pages import PAGE_FIELD, PageState, PageSummary
+from desktop.browser.tabs import Tab
 from desktop.service.page import Acted, PageService, UploadFile, WaitUntil
 
 # At least 1: Playwright reads 0 as "wait for ever".

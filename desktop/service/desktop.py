@@ -29,7 +29,7 @@ from desktop.errors import (
     PageUnavailable, ScreenshotFailed, SessionBusy, SessionNotFound, SessionUnavailable, SingleSessionOnly,
 )
 from desktop.session.liveview import Grant, LiveTokens
-from desktop.browser.pages import DialogOpen, PageTimeout
+from desktop.browser.errors import DialogOpen, PageTimeout
 from desktop.network.policy import BlockedRequest, NetworkPolicy, NetworkPolicyInfo, PatternError
 from desktop.port import Performed
 from desktop.frame import IMAGE_FORMATS, encode_lossy

@@ -30,11 +30,13 @@ from desktop.errors import (
     InvalidRequest, InvalidSelector, NoDialogError, PageTimeoutError, PageUnavailable, ResultTooLarge, UploadTooLarge,
     describe_validation,
 )
-from desktop.browser.pages import (
-    BadSelector, ContentFormat, DialogInfo, DialogOpen, DialogPolicy, Located, NoDialog, NotFound, PageContent,
-    PageState, PageSummary, PageTimeout, Pages, Refused, Tab, Target, TooLarge, dialog_mode, locate, locator_for,
-    safe_file_name,
-)
+from desktop.browser.content import ContentFormat, PageContent
+from desktop.browser.dialogs import DialogInfo, DialogPolicy, dialog_mode
+from desktop.browser.downloads import safe_file_name
+from desktop.browser.errors import BadSelector, DialogOpen, NoDialog, NotFound, PageTimeout, Refused, TooLarge
+from desktop.browser.locate import Located, Target, locate, locator_for
+from desktop.browser.pages import PageState, PageSummary, Pages
+from desktop.browser.tabs import Tab
 from desktop.port import Performed
 from desktop.session.manager import QUEUE_WAIT_S, Session
 

@@ -19,7 +19,10 @@ from pydantic import BaseModel
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
 from desktop.http.desktop import ActionResponse, CreateSession, Cursor, FocusRequest, LaunchRequest, NetworkPolicyBody, OpenRequest
 from desktop.network.policy import BlockedRequest, NetworkPolicyInfo
-from desktop.browser.pages import DialogPolicy, PageContent, PageState, Tab
+from desktop.browser.content import PageContent
+from desktop.browser.dialogs import DialogPolicy
+from desktop.browser.pages import PageState
+from desktop.browser.tabs import Tab
 from desktop.http.page import (
     ActedAnswer, ClickRequest, DialogAnswer, DialogPolicyRequest, DialogRequest, EvaluateRequest, FillRequest,
     HistoryRequest, NavigateRequest, NewTabRequest, SelectRequest, UploadRequest, WaitRequest,

@@ -16,7 +16,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import BlobResourceContents, CallToolResult, EmbeddedResource
 from pydantic import Field
 
-from desktop.browser.pages import ContentFormat, DialogMode, PageSummary, Target
+from desktop.browser.content import ContentFormat
+from desktop.browser.dialogs import DialogMode
+from desktop.browser.locate import Target
+from desktop.browser.pages import PageSummary
 from desktop.service.page import Acted, UploadFile, WaitUntil
 from desktop.errors import ResultTooLarge
 from vision.errors import InvalidRequest
