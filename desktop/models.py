@@ -8,18 +8,11 @@ their schemas and checks from these models.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from desktop.browser.pages import (
-    PAGE_FIELD,
-    DialogInfo,
-    DialogMode,
-    PageSummary,
-    Target,
-)
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Status = Literal["starting", "ready", "restarting", "failed", "stopped"]
 WaitUntil = Literal["load", "domcontentloaded", "networkidle", "commit"]
@@ -91,6 +84,98 @@ class BlockedRequest(BaseModel):
     url: str | None = Field(None, description="the URL, when the request was plain HTTP (HTTPS is a tunnel)")
     reason: Reason
     detail: str
+
+
+# ------------------------------------------------------------------------------------- the page
+
+
+REF = re.compile(r"^(f[0-9]{1,6})?e[0-9]{1,7}$")
+
+
+class Target(BaseModel):
+    """Exactly one way of naming an element."""
+
+    selector: str | None = Field(None, min_length=1, max_length=2000, description="a CSS selector")
+    ref: str | None = Field(None, description="a ref from the accessibility snapshot (page content, format "
+                                              "accessibility), e.g. e12")
+    label: str | None = Field(None, min_length=1, max_length=500, description="the text of the field's label")
+    text: str | None = Field(None, min_length=1, max_length=500, description="text visible in the element")
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        given = [name for name in ("selector", "ref", "label", "text") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError("name the element one way: exactly one of selector, ref, label, text"
+                             + (f" (got {', '.join(given)})" if given else ""))
+        if self.ref is not None and not REF.match(self.ref):
+            raise ValueError(f"ref {self.ref!r}: refs look like e12 or f1e12 (take them from the accessibility snapshot)")
+        return self
+
+    def describe(self) -> str:
+        for name in ("selector", "ref", "label", "text"):
+            value = getattr(self, name)
+            if value is not None:
+                return f"{name} {value!r}"
+        return "nothing"
+
+
+DIALOG_MODES = ("manual", "accept", "dismiss")
+DialogMode = Literal["manual", "accept", "dismiss"]
+
+
+class DialogInfo(BaseModel):
+    type: str
+    message: str
+    default_prompt: str = ""
+
+
+class DialogPolicy(BaseModel):
+    session_id: str
+    mode: DialogMode = Field(description="manual: a dialog stays open for the model or the operator to answer; "
+                                         "accept / dismiss: it is answered at once (a prompt accepted with its "
+                                         "default text), and recorded with how")
+
+
+class Tab(BaseModel):
+    id: str
+    url: str
+    title: str
+    active: bool
+
+
+class PageState(BaseModel):
+    url: str | None
+    title: str | None
+    load_state: Literal["loading", "domcontentloaded", "load", "unknown"]
+    tabs: list[Tab]
+    dialog: DialogInfo | None
+    dialog_policy: DialogMode = Field("manual", description="how the session answers dialogs: manual (left open), "
+                                                            "accept or dismiss (at once)")
+    console_errors: int = Field(description="console errors and uncaught exceptions recorded so far")
+
+
+class PageSummary(BaseModel):
+    """The short account of the page that comes with every page tool's answer."""
+
+    url: str | None
+    title: str | None
+    dialog: DialogInfo | None
+    new_console_errors: int = Field(0, description="console errors and uncaught exceptions since the previous "
+                                                   "summary")
+
+
+# Every answer of a desktop or page action carries the summary, over REST (this field) and MCP.
+PAGE_FIELD = ("the visible browser after the action: url, title, the open dialog, console errors since the "
+              "previous summary; null while the browser restarts")
+
+
+ContentFormat = Literal["text", "accessibility", "links", "html"]
+
+
+class PageContent(BaseModel):
+    format: ContentFormat
+    content: str | list[dict]
+    truncated: bool
 
 
 # ------------------------------------------------------------------------------------- desktop

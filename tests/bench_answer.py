@@ -33,7 +33,7 @@ import time
 from typing import Any
 
 from desktop.actions import Click
-from desktop.browser.pages import Target
+from desktop.models import Target
 from tests.bench_page import BUTTONS, PageRig, _ms
 from tests.fakes.testpage import TestPage
 

@@ -24,7 +24,7 @@ What is measured, on one real session, with the floor of the same run next to it
   pointer glide (a show for the person watching) is off, as in the desktop benchmark's clicks.
 - The console and network recording's cost to a page load: ``PageService.navigate`` to the test
   site's ``/load`` (a document, a stylesheet, a script, four images, seven console lines) until
-  ``load``, with the recorders attached and detached in turn (``Pages._recording``, which exists
+  ``load``, with the recorders attached and detached in turn (``Recorder.attach``, which exists
   for this comparison: Playwright's driver sends console and network events over the pipe only
   while a listener is attached, but for the navigation's own request, which ``goto`` needs, so
   detached they cost next to nothing). Same browser, same tab, same page; the arms alternate
@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from desktop.actions import Click
-from desktop.browser.pages import Target
+from desktop.models import Target
 from desktop.service.desktop import DesktopService
 from desktop.session.manager import SessionManager
 from tests.fakes.site import TestSite
@@ -208,7 +208,7 @@ def click_times(rig: PageRig, page: TestPage, runs: int) -> dict[str, Any]:
 
 def _set_recording(rig: PageRig, on: bool) -> None:
     async def switch(pages) -> None:
-        pages._recording(on)
+        pages._recorder.attach(on)
 
     rig.desktops.session(rig.session_id).stack.browser.call(switch, 5)
 

@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
-from desktop.network.policy import WEBRTC_PREFERENCES
 from desktop.background import BackgroundLoop, Lazy
-from desktop.browser.pages import PageRecord, Pages
+from desktop.browser.pages import Pages
+from desktop.browser.record import PageRecord
+from desktop.network.policy import WEBRTC_PREFERENCES
 from desktop.x11.user import DesktopUser, open_without_links
 
 T = TypeVar("T")
@@ -304,7 +305,7 @@ class Browser:
             str(self.profile), executable_path=executable, headless=False, args=args,
             ignore_default_args=IGNORED_DEFAULT_ARGS, env=self.env, no_viewport=True,
             # Chromium saves each download here under a GUID name; the page layer copies it into
-            # ``downloaded`` under its own name and deletes it (desktop.browser.pages).
+            # ``downloaded`` under its own name and deletes it (desktop.browser.downloads).
             chromium_sandbox=sandbox, downloads_path=str(self.downloads), accept_downloads=True,
             handle_sigint=False, handle_sigterm=False, handle_sighup=False, timeout=timeout * 1000,
         )
@@ -317,7 +318,7 @@ class Browser:
     async def _window_title(self) -> str | None:
         """The active tab's title, as the window in front shows it ("<title> - Chromium"), or None
         when the window in front is not a browser's. A few ms; asked only when there are two tabs
-        or more (desktop.browser.pages.Pages.front)."""
+        or more (desktop.browser.tabs.Tabs.front)."""
         try:
             process = await asyncio.create_subprocess_exec(
                 "xdotool", "getactivewindow", "getwindowname", env=self.env,

@@ -18,7 +18,7 @@ from desktop.models import (
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
 from desktop.errors import InvalidAction, describe_validation
 from desktop.models import BlockedRequest, NetworkPolicyInfo
-from desktop.browser.pages import PageSummary
+from desktop.models import PageSummary
 from desktop.port import Performed
 from desktop.frame import IMAGE_FORMATS
 from desktop.service.desktop import DesktopService, Shot

@@ -5,9 +5,10 @@ from typing import Any, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse, Response
 
-from desktop.browser.pages import (
-    ContentFormat, DialogPolicy, PageContent, PageState, Tab,
-)
+from desktop.models import ContentFormat, PageContent
+from desktop.models import DialogPolicy
+from desktop.models import PageState
+from desktop.models import Tab
 from desktop.service.page import PageService
 from desktop.models import Acted
 

@@ -29,7 +29,7 @@ from desktop.errors import (
     PageUnavailable, ScreenshotFailed, SessionBusy, SessionNotFound, SessionUnavailable, SingleSessionOnly,
 )
 from desktop.session.liveview import Grant, LiveTokens
-from desktop.browser.pages import DialogOpen, PageTimeout
+from desktop.browser.errors import DialogOpen, PageTimeout
 from desktop.network.policy import NetworkPolicy, PatternError
 from desktop.models import BlockedRequest, NetworkPolicyInfo
 from desktop.port import Performed

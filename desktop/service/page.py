@@ -33,29 +33,19 @@ from desktop.actions import (
     fill_placeholders,
 )
 from desktop.browser.chromium import BrowserError
-from desktop.browser.pages import (
+from desktop.browser.dialogs import dialog_mode
+from desktop.browser.downloads import safe_file_name
+from desktop.browser.errors import (
     BadSelector,
-    ContentFormat,
-    DialogInfo,
     DialogOpen,
-    DialogPolicy,
-    Located,
     NoDialog,
     NotFound,
-    PageContent,
-    Pages,
-    PageState,
-    PageSummary,
     PageTimeout,
     Refused,
-    Tab,
-    Target,
     TooLarge,
-    dialog_mode,
-    locate,
-    locator_for,
-    safe_file_name,
 )
+from desktop.browser.locate import Located, locate, locator_for
+from desktop.browser.pages import Pages
 from desktop.errors import (
     DialogOpenError,
     ElementCovered,
@@ -72,7 +62,19 @@ from desktop.errors import (
     UploadTooLarge,
     describe_validation,
 )
-from desktop.models import Acted, UploadFile, WaitUntil
+from desktop.models import (
+    Acted,
+    ContentFormat,
+    DialogInfo,
+    DialogPolicy,
+    PageContent,
+    PageState,
+    PageSummary,
+    Tab,
+    Target,
+    UploadFile,
+    WaitUntil,
+)
 from desktop.port import Performed
 from desktop.session.manager import QUEUE_WAIT_S, Session
 

@@ -15,7 +15,7 @@ from desktop.remote.backends.base import labels
 from desktop.remote.backends.manager import BackendSessions
 from desktop.errors import (ElementNotFound, GlassdeskError, InvalidAction, InvalidRequest, SessionBusy, SessionExists,
                             SessionLimit, SessionNotFound, SessionUnavailable)
-from desktop.browser.pages import Target
+from desktop.models import Target
 from desktop.service.page import PageService
 from desktop.remote.desktop import RemoteDesktop, decode_error, frame_from_png
 from desktop.service.desktop import DesktopService

@@ -9,10 +9,12 @@ import threading
 import pytest
 from pydantic import ValidationError
 
-from desktop.browser.pages import (
-    NAME_LIMIT, DialogInfo, PageSummary, Ring, Target, display_point, numbered, safe_file_name, store_download,
-    viewport_origin,
-)
+from desktop.models import DialogInfo
+from desktop.browser.downloads import NAME_LIMIT, numbered, safe_file_name, store_download
+from desktop.browser.locate import display_point, viewport_origin
+from desktop.models import Target
+from desktop.models import PageSummary
+from desktop.browser.record import Ring
 from vision.mcp.page_tools import summary_line
 
 
@@ -144,7 +146,8 @@ def test_summary_line():
 
 
 def test_dialog_modes_are_checked_and_manual_is_the_default():
-    from desktop.browser.pages import PageRecord, dialog_mode
+    from desktop.browser.dialogs import dialog_mode
+    from desktop.browser.record import PageRecord
 
     assert PageRecord().dialog_policy == "manual"
     assert [dialog_mode(m) for m in ("manual", "accept", "dismiss")] == ["manual", "accept", "dismiss"]
@@ -157,7 +160,7 @@ def test_fill_refuses_an_untypeable_value_before_anything_runs():
     """A control character in the value (or in a secret it names) is a typed 422 naming the
     value, found before any session is looked up; it never reaches xdotool or becomes a 500."""
     from desktop.errors import InvalidAction
-    from desktop.browser.pages import Target
+    from desktop.models import Target
     from desktop.service.page import PageService
 
     class NoDesktops:

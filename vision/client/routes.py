@@ -19,7 +19,10 @@ from pydantic import BaseModel
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
 from desktop.models import ActionResponse, CreateSession, Cursor, FocusRequest, LaunchRequest, NetworkPolicyBody, OpenRequest
 from desktop.models import BlockedRequest, NetworkPolicyInfo
-from desktop.browser.pages import DialogPolicy, PageContent, PageState, Tab
+from desktop.models import PageContent
+from desktop.models import DialogPolicy
+from desktop.models import PageState
+from desktop.models import Tab
 from desktop.models import ActedAnswer, ClickRequest, DialogAnswer, DialogPolicyRequest, DialogRequest, EvaluateRequest, FillRequest, HistoryRequest, NavigateRequest, NewTabRequest, SelectRequest, UploadRequest, WaitRequest
 from desktop.models import LiveView, SessionInfo
 from desktop.models import Window

@@ -16,7 +16,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import BlobResourceContents, CallToolResult, EmbeddedResource
 from pydantic import Field
 
-from desktop.browser.pages import ContentFormat, DialogMode, PageSummary, Target
+from desktop.models import ContentFormat
+from desktop.models import DialogMode
+from desktop.models import Target
+from desktop.models import PageSummary
 from desktop.models import Acted, UploadFile, WaitUntil
 from desktop.errors import ResultTooLarge
 from vision.errors import InvalidRequest

@@ -24,7 +24,7 @@ from desktop.actions import (
     SCREEN_HEIGHT, SCREEN_WIDTH, Button, Click, Direction, DoubleClick, Drag, HoldKey, Key, MouseDown, MouseUp, Move,
     Point, Region, Scroll, TripleClick, Type, Wait, X, Y, Zoom, _Action,
 )
-from desktop.browser.pages import DialogMode
+from desktop.models import DialogMode
 from desktop.frame import IMAGE_FORMATS
 from desktop.port import Performed
 from vision import packs

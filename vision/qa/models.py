@@ -17,7 +17,7 @@ from PIL import Image
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Key
-from desktop.browser.pages import REF
+from desktop.models import REF
 
 # Baseline names double as ids and directory names (vision.qa.baselines): one plain path component.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"

@@ -31,7 +31,7 @@ from desktop.errors import (
     ElementNotFound, GlassdeskError, InvalidAction, InvalidRequest, InvalidSelector, PageTimeoutError, PageUnavailable,
     SessionBusy, SessionUnavailable,
 )
-from desktop.browser.pages import Target
+from desktop.models import Target
 from desktop.session.manager import QUEUE_WAIT_S, Session
 from vision.errors import QaRunCorruptError, QaRunNotFoundError
 from vision.qa.baselines import BaselineStore

@@ -1,0 +1,182 @@
+"""Reading the tab in front: its text, accessibility snapshot, links or HTML, an element's presence
+and boxes, an expression's value, a screenshot. Nothing here acts on the page; none of it runs
+while a dialog is open (it would be swallowed, or wait for the answer)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from desktop.browser.errors import (
+    DialogOpen,
+    PageTimeout,
+    Refused,
+    TooLarge,
+    first_line,
+)
+from desktop.browser.locate import (
+    WINDOW,
+    locator_for,
+    present,
+    raise_for,
+    viewport_origin,
+)
+from desktop.models import ContentFormat, PageContent, Target
+
+if TYPE_CHECKING:
+    from desktop.browser.dialogs import Dialogs
+    from desktop.browser.tabs import Tabs
+
+CONTENT_LIMIT = 200_000        # characters of text, snapshot or HTML in one answer
+LINKS_LIMIT = 2000
+EVALUATE_S = 10                # an expression (or its promise) that runs longer is a timeout
+
+def bounded(text: str, limit: int = CONTENT_LIMIT) -> tuple[str, bool]:
+    return (text[:limit], True) if len(text) > limit else (text, False)
+
+
+class Content:
+    """What the tab in front holds. Every method runs on the Playwright driver's loop."""
+
+    def __init__(self, tabs: Tabs, dialogs: Dialogs):
+        self.tabs = tabs
+        self.dialogs = dialogs
+
+    async def read(self, fmt: ContentFormat, selector: str | None) -> PageContent:
+        page = await self.tabs.need_front()
+        self.dialogs.refuse_if_open("read")
+        root = page.locator(f"css={selector}").first if selector else page.locator("body")
+        try:
+            await present(page, selector)
+            if fmt == "text":
+                text, cut = bounded(await root.inner_text(timeout=5000))
+                return PageContent(format=fmt, content=text, truncated=cut)
+            if fmt == "accessibility":
+                text, cut = bounded(await root.aria_snapshot(mode="ai", timeout=5000))
+                return PageContent(format=fmt, content=text, truncated=cut)
+            if fmt == "html":
+                text, cut = bounded(await root.evaluate("e => e.outerHTML", timeout=5000))
+                return PageContent(format=fmt, content=text, truncated=cut)
+            links = await root.evaluate(
+                "(e, n) => Array.from(e.querySelectorAll('a[href]')).slice(0, n + 1).map("
+                "a => ({text: (a.innerText || a.title || '').trim().slice(0, 300), href: a.href}))", LINKS_LIMIT)
+            return PageContent(format=fmt, content=links[:LINKS_LIMIT], truncated=len(links) > LINKS_LIMIT)
+        except Exception as exc:
+            raise_for(exc, Target(selector=selector) if selector else Target(selector="body"), 5000)
+
+    async def probe(self, target: Target, state: str, timeout_ms: int) -> dict:
+        """Whether an element exists and is visible, without acting on it: waits up to ``timeout_ms``
+        for ``state`` (attached, visible, hidden), then reports what is there. A visible element is
+        scrolled into view so its box is on the display; its text and form value come along."""
+        page = await self.tabs.need_front()
+        self.dialogs.refuse_if_open("look")
+        locator = locator_for(page, target)
+        try:
+            await self.dialogs.unless_held(page, locator.first.wait_for(state=state, timeout=timeout_ms))
+        except DialogOpen:
+            raise
+        except Exception as exc:
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            if not ("Timeout" in first or "Timeout" in type(exc).__name__):
+                raise_for(exc, target, timeout_ms)
+        matches = await locator.count()
+        found = {"exists": matches > 0, "visible": False, "matches": matches, "box": None, "text": None,
+                 "value": None}
+        if not matches:
+            return found
+        element = locator.first
+        try:
+            found["visible"] = await element.is_visible()
+            found["text"] = (await element.inner_text(timeout=2000))[:CONTENT_LIMIT]
+            found["value"] = await element.evaluate(_VALUE, timeout=2000)
+            if found["visible"]:
+                await element.scroll_into_view_if_needed(timeout=2000)
+                box = await element.bounding_box(timeout=2000)
+                if box is not None:
+                    origin = viewport_origin(await page.evaluate(WINDOW))
+                    found["box"] = {"x": origin[0] + round(box["x"]), "y": origin[1] + round(box["y"]),
+                                    "width": round(box["width"]), "height": round(box["height"])}
+        except Exception as exc:  # detached meanwhile: what was seen stands, the rest is unknown
+            if type(exc).__name__ == "TargetClosedError":
+                raise
+        return found
+
+    async def boxes(self, selectors: list[str], space: str) -> list[list[int]]:
+        """The boxes [x0, y0, x1, y1] of every element each selector matches, in the pixels of the
+        viewport (``page``), of the whole page (``full_page``) or of the display (``display``)."""
+        page = await self.tabs.need_front()
+        self.dialogs.refuse_if_open("look")
+        window = await page.evaluate(WINDOW)
+        origin = viewport_origin(window)
+        found: list[list[int]] = []
+        for selector in selectors:
+            try:
+                rects = await page.locator(f"css={selector}").evaluate_all(_RECTS)
+            except Exception as exc:
+                raise_for(exc, Target(selector=selector), 0)
+            for x, y, w, h, sx, sy in rects:
+                if w <= 0 or h <= 0:
+                    continue
+                if space == "full_page":
+                    x, y = x + sx, y + sy
+                elif space == "display":
+                    x, y = x + origin[0], y + origin[1]
+                found.append([max(0, int(x)), max(0, int(y)), int(x + w + 0.999), int(y + h + 0.999)])
+        return found
+
+    async def evaluate(self, expression: str, limit: int = CONTENT_LIMIT) -> Any:
+        """The expression's value as JSON. It is measured in the page, so a huge value is refused
+        there instead of crossing the pipe."""
+        import json
+
+        page = await self.tabs.need_front()
+        self.dialogs.refuse_if_open("script")
+        try:
+            handle = await asyncio.wait_for(self.dialogs.unless_held(page, page.evaluate_handle(expression)),
+                                            EVALUATE_S)
+        except DialogOpen:
+            raise
+        except asyncio.TimeoutError:
+            raise PageTimeout(f"the expression did not finish within {EVALUATE_S} s") from None
+        except Exception as exc:
+            raise Refused(f"the expression failed: {first_line(exc)}") from None
+        try:
+            answer = await asyncio.wait_for(handle.evaluate(_AS_JSON, limit), EVALUATE_S)
+        except asyncio.TimeoutError:
+            raise PageTimeout(f"the result could not be read within {EVALUATE_S} s") from None
+        except Exception as exc:
+            raise Refused(f"the result is not JSON: {first_line(exc)}") from None
+        finally:
+            try:
+                await handle.dispose()
+            except Exception:
+                pass
+        if "too_large" in answer:
+            raise TooLarge(f"the result is {answer['too_large']} characters of JSON; the limit is {limit}: "
+                           "return less (a part, a count, a slice)")
+        return json.loads(answer["json"])
+
+    async def screenshot(self, full_page: bool, selector: str | None) -> bytes:
+        page = await self.tabs.need_front()
+        self.dialogs.refuse_if_open("screenshot")
+        try:
+            await present(page, selector)
+            if selector:
+                return await page.locator(f"css={selector}").first.screenshot(timeout=10_000)
+            return await page.screenshot(full_page=full_page, timeout=10_000)
+        except Exception as exc:
+            raise_for(exc, Target(selector=selector or "html"), 10_000)
+
+
+# A form field's value, or null for an element that has none.
+_VALUE = "e => ('value' in e && typeof e.value === 'string') ? e.value : null"
+# Each element's box in the viewport and the page's scroll offsets.
+_RECTS = ("els => els.map(e => { const r = e.getBoundingClientRect(); "
+          "return [r.x, r.y, r.width, r.height, window.scrollX, window.scrollY]; })")
+
+# The value of an evaluated expression as JSON text, measured in the page.
+_AS_JSON = """(value, limit) => {
+  const text = JSON.stringify(value);
+  if (text === undefined) return {json: 'null'};
+  return text.length > limit ? {too_large: text.length} : {json: text};
+}"""

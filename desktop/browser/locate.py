@@ -1,0 +1,145 @@
+"""Where an element is on the display.
+
+Targets: a CSS selector, an accessibility ``ref`` from a snapshot (``aria_snapshot(mode="ai")``),
+a label, or visible text. ``locate`` scrolls the element into view and maps its box to display
+pixels (the viewport's origin on the display, at device-scale-factor 1); the session then clicks
+and types there with the same xdotool executor as every pixel action, so the operator sees it and
+the trace records the pixel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from desktop.browser.errors import BadSelector, NotFound
+from desktop.models import Target
+
+
+def locator_for(page, target: Target):
+    if target.selector is not None:
+        return page.locator(f"css={target.selector}")
+    if target.ref is not None:
+        return page.locator(f"aria-ref={target.ref}")
+    if target.label is not None:
+        return page.get_by_label(target.label)
+    return page.get_by_text(target.text)
+
+
+def display_point(box: dict, origin: tuple[int, int]) -> tuple[int, int]:
+    """The centre of an element's box (CSS px in the viewport, DPR 1) on the display (pure)."""
+    return origin[0] + int(box["x"] + box["width"] / 2), origin[1] + int(box["y"] + box["height"] / 2)
+
+
+def viewport_origin(metrics: dict) -> tuple[int, int]:
+    """Where the viewport's (0, 0) is on the display, from the window's own numbers (pure): the
+    window's position plus the browser's frame around the viewport (tab strip and toolbar above,
+    borders at the sides; the frame below the viewport is none in a maximised window)."""
+    side = (metrics["outerWidth"] - metrics["innerWidth"]) // 2
+    top = metrics["outerHeight"] - metrics["innerHeight"] - side
+    return metrics["screenX"] + side, metrics["screenY"] + top
+
+
+@dataclass
+class Located:
+    """An element found on the page and where it is: its box on the display and the pixel to use."""
+
+    x: int
+    y: int
+    box: dict                # display px: x, y, width, height
+    matches: int
+    covered_by: str | None   # what is on top at the pixel, when it is not the element itself
+
+
+# What is on top at a viewport point: null when it is the target element or inside it, else a
+# label like "div#overlay.modal".
+_COVERED = """(el, x, y) => {
+  const top = document.elementFromPoint(x, y);
+  if (!top || el === top || el.contains(top)) return null;
+  const id = top.id ? '#' + top.id : '';
+  const cls = typeof top.className === 'string' && top.className ? '.' + top.className.trim().split(/\\s+/).join('.') : '';
+  return top.tagName.toLowerCase() + id + cls;
+}"""
+
+_HIT_TEST = f"([el, x, y]) => ({_COVERED})(el, x, y)"
+
+# The window's own numbers, for viewport_origin.
+WINDOW = "() => ({screenX, screenY, outerWidth, outerHeight, innerWidth, innerHeight})"
+
+# Everything locate needs once the element is in view, in one call instead of six: how many
+# elements match, the first one's box (CSS px in the viewport), the window's numbers and what is on
+# top at the box's centre (the pixel display_point picks, less the origin). null when the element
+# is in a frame of its own: its box and window would be the frame's, so locate asks the page
+# (_where_in_frame), as it does when nothing is found here.
+_WHERE = f"""(els) => {{
+  if (!els.length) return {{matches: 0}};
+  const el = els[0], view = el.ownerDocument.defaultView;
+  if (!view || view !== view.top) return null;
+  const r = el.getBoundingClientRect();
+  return {{matches: els.length, box: {{x: r.x, y: r.y, width: r.width, height: r.height}},
+          covered_by: ({_COVERED})(el, Math.trunc(r.x + r.width / 2), Math.trunc(r.y + r.height / 2)),
+          window: {{screenX, screenY, outerWidth, outerHeight, innerWidth, innerHeight}}}};
+}}"""
+
+
+async def locate(page, target: Target, timeout_ms: int) -> Located:
+    """Find the element, scroll it into view and say where it is on the display. Raises
+    NotFound (nothing matches in time) or BadSelector (a selector the browser cannot parse)."""
+    locator = locator_for(page, target)
+    try:
+        await locator.first.wait_for(state="visible", timeout=timeout_ms)
+    except Exception as exc:
+        raise_for(exc, target, timeout_ms)
+    element = locator.first
+    # Playwright's scroll waits for the element to stand still (two animation frames): a pixel
+    # taken from a moving element would miss it.
+    await element.scroll_into_view_if_needed(timeout=timeout_ms)
+    where = await locator.evaluate_all(_WHERE)
+    if where is None or not where["matches"]:  # a frame's element (a ref like f1e2 is not even seen here)
+        where = await _where_in_frame(page, locator)
+    if not where["matches"] or not where.get("box"):
+        raise NotFound(f"no visible element for {target.describe()}")
+    box = where["box"]
+    origin = viewport_origin(where["window"])
+    x, y = display_point(box, origin)
+    display_box = {"x": origin[0] + round(box["x"]), "y": origin[1] + round(box["y"]),
+                   "width": round(box["width"]), "height": round(box["height"])}
+    return Located(x, y, display_box, where["matches"], where["covered_by"])
+
+
+async def _where_in_frame(page, locator) -> dict:
+    """_WHERE's answer for an element in a frame of its own, asked of Playwright and of the page
+    (its box on the page, the page's window, what is on top there in the page)."""
+    element = locator.first
+    box = await element.bounding_box()
+    if box is None:
+        return {"matches": 0}
+    window = await page.evaluate(WINDOW)
+    origin = viewport_origin(window)
+    x, y = display_point(box, origin)
+    handle = await element.element_handle()
+    covered_by = await page.evaluate(_HIT_TEST, [handle, x - origin[0], y - origin[1]])
+    await handle.dispose()
+    return {"matches": await locator.count(), "box": box, "covered_by": covered_by, "window": window}
+
+
+async def present(page, selector: str | None) -> None:
+    """Reading an element does not wait for it: NotFound when nothing matches now."""
+    if selector and await page.locator(f"css={selector}").count() == 0:
+        raise NotFound(f"no element matches selector {selector!r}")
+
+
+def raise_for(exc: Exception, target: Target, timeout_ms: int):
+    """An element lookup's failure as NotFound (nothing matches) or BadSelector; a page or
+    browser that closed meanwhile goes on as it is (the service says: unavailable, try again)."""
+    if isinstance(exc, (NotFound, BadSelector)):
+        raise exc
+    text = str(exc)
+    first = text.splitlines()[0] if text else type(exc).__name__
+    if type(exc).__name__ == "TargetClosedError" or "has been closed" in first:
+        raise exc
+    if "Timeout" in type(exc).__name__ or "Timeout" in first:
+        raise NotFound(f"no visible element for {target.describe()} within {timeout_ms} ms") from None
+    if any(k in text for k in ("Unexpected token", "is not a valid selector", "Unknown engine", "malformed",
+                                "SyntaxError", "Invalid selector", "while parsing")):
+        raise BadSelector(f"{target.describe()}: the browser cannot parse it ({first})") from None
+    raise NotFound(f"{target.describe()}: {first}") from None

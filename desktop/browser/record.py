@@ -1,0 +1,184 @@
+"""The record of a session's browser: console messages, uncaught exceptions, network requests,
+dialogs and downloads, kept per session from its start in bounded rings with sequence numbers (a
+client asks for everything since N). The record belongs to the session, not to one browser
+process: a healed or reset Chromium goes on writing into it, and it is cleared with the session.
+
+Here too the recorders of the console and the network; dialogs are recorded by
+desktop.browser.dialogs, downloads by desktop.browser.downloads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from desktop.models import DialogMode
+
+CONSOLE_RING = 1000
+NETWORK_RING = 2000
+DIALOG_RING = 100
+DOWNLOAD_RING = 200
+
+
+class Ring:
+    """A bounded, thread-safe log whose entries carry a sequence number and a timestamp (pure)."""
+
+    def __init__(self, size: int):
+        self._entries: deque[dict] = deque(maxlen=size)
+        self._seq = 0
+        self._lock = threading.Lock()
+
+    def add(self, entry: dict) -> dict:
+        with self._lock:
+            self._seq += 1
+            entry = {"seq": self._seq, "ts": time.time(), **entry}
+            self._entries.append(entry)
+            return entry
+
+    def update(self, seq: int, **changes) -> None:
+        with self._lock:
+            for entry in reversed(self._entries):
+                if entry["seq"] == seq:
+                    entry.update(changes)
+                    return
+
+    def since(self, seq: int = 0, where: Callable[[dict], bool] | None = None) -> list[dict]:
+        with self._lock:
+            return [dict(e) for e in self._entries if e["seq"] > seq and (where is None or where(e))]
+
+    @property
+    def last_seq(self) -> int:
+        return self._seq
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+@dataclass
+class PageRecord:
+    """Everything recorded about one session's browser, across its heals and resets."""
+
+    console: Ring = field(default_factory=lambda: Ring(CONSOLE_RING))
+    network: Ring = field(default_factory=lambda: Ring(NETWORK_RING))
+    dialogs: Ring = field(default_factory=lambda: Ring(DIALOG_RING))
+    downloads: Ring = field(default_factory=lambda: Ring(DOWNLOAD_RING))
+    # The console's sequence number up to which page summaries have counted errors: each summary
+    # reports the errors that are new since the one before.
+    errors_reported: int = 0
+    # How the session answers JavaScript dialogs: "manual" leaves each open for the model or the
+    # operator to see and answer; "accept" and "dismiss" answer it at once. A setting of the session,
+    # not of one browser process, so it lives here with the record and outlives a heal and a reset.
+    dialog_policy: DialogMode = "manual"
+
+
+class Recorder:
+    """The console and network recorders of one browser process, writing into the session's
+    PageRecord. Every handler runs on the Playwright driver's loop (desktop.browser.chromium)."""
+
+    def __init__(self, context, record: PageRecord, blocks=None):
+        self.context = context
+        self.record = record
+        # The session's policy proxy's record of what it refused (desktop.network.policy.BlockLog), to
+        # mark those requests ``blocked: "policy"`` in the network log.
+        self.blocks = blocks
+        self._requests: dict[Any, tuple[int, float]] = {}   # request -> its entry's seq and start
+        self._attached = False
+
+    def attach(self, on: bool) -> None:
+        """Attach (or detach) the console and network recorders. Playwright's driver sends these
+        events over the pipe only while the context has a listener for them (but uncaught errors and
+        a navigation's own request), so detached they cost a page load next to nothing. Always on
+        in service; off only for the benchmark's comparison of page loads with and without
+        recording (tests/bench_page.py)."""
+        if on == self._attached:
+            return  # attached twice, each event would be recorded twice
+        self._attached = on
+        # On Playwright's implementation object beneath the public one: the public ``on`` wraps a
+        # handler in a function that, at every event, reads the handler's signature
+        # (inspect.signature) and maps the event's objects to their public wrappers. That was a
+        # quarter of recording's CPU per page load (tests/bench_page.py). The objects handed over
+        # here have the properties the handlers read (url, method, resource_type, timing, failure;
+        # status, headers, request; type, text, location; error, page); a Playwright without
+        # ``_impl_obj`` gets the public object, and the same handlers.
+        events = getattr(self.context, "_impl_obj", self.context)
+        for event, handler in (("console", self._on_console), ("weberror", self._on_weberror),
+                               ("request", self._on_request), ("response", self._on_response),
+                               ("requestfinished", self._on_request_finished),
+                               ("requestfailed", self._on_request_failed)):
+            if on:
+                events.on(event, handler)
+            else:
+                events.remove_listener(event, handler)
+
+    def _on_console(self, message) -> None:
+        where = message.location or {}
+        level = {"warning": "warning", "error": "error", "assert": "error", "debug": "debug",
+                 "info": "info", "trace": "debug"}.get(message.type, "log")
+        self.record.console.add({"level": level, "text": message.text[:10_000], "url": where.get("url", ""),
+                                 "line": where.get("lineNumber", 0), "column": where.get("columnNumber", 0)})
+
+    def _on_weberror(self, web_error) -> None:
+        error = web_error.error
+        self.record.console.add({"level": "error", "text": f"Uncaught {error.name}: {error.message}"[:10_000],
+                                 "url": web_error.page.url if web_error.page else "", "line": 0, "column": 0,
+                                 "exception": True})
+
+    def _on_request(self, request) -> None:
+        entry = self.record.network.add({"method": request.method, "url": request.url[:4000],
+                                         "resource_type": request.resource_type, "status": None,
+                                         "duration_ms": None, "size": None, "failure": None, "blocked": None})
+        self._requests[request] = (entry["seq"], entry["ts"])
+        if len(self._requests) > NETWORK_RING:  # requests that never end (long polls) must not pile up
+            self._requests.pop(next(iter(self._requests)))
+
+    def _on_response(self, response) -> None:
+        # The status is known when the headers arrive: a body the page never reads (a fetch whose
+        # response is only looked at for its status) may never "finish".
+        seq, started = self._requests.get(response.request, (None, 0))
+        if seq is not None:
+            size = response.headers.get("content-length")
+            # A plain-HTTP request the policy refused gets the proxy's 403.
+            blocked = self._blocked(response.request, started) if response.status == 403 else None
+            self.record.network.update(seq, status=response.status, size=int(size) if size and size.isdigit() else None,
+                                       **({"blocked": blocked} if blocked else {}))
+
+    def _on_request_finished(self, request) -> None:
+        seq, _ = self._requests.pop(request, (None, 0))
+        if seq is not None:
+            self.record.network.update(seq, duration_ms=_duration(request))
+
+    def _on_request_failed(self, request) -> None:
+        seq, started = self._requests.pop(request, (None, 0))
+        if seq is not None:
+            # An HTTPS or WebSocket connection the policy refused fails as a refused tunnel.
+            self.record.network.update(seq, failure=request.failure or "failed", duration_ms=_duration(request),
+                                       blocked=self._blocked(request, started))
+
+    def _blocked(self, request, started: float) -> str | None:
+        """"policy" when the session's policy proxy refused this request: a refusal of its URL
+        (plain HTTP), or of its host and port (a tunnel), since shortly before it started."""
+        if self.blocks is None:
+            return None
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(request.url)
+            host = (parts.hostname or "").lower()
+            port = parts.port or {"https": 443, "wss": 443, "http": 80, "ws": 80}.get(parts.scheme)
+        except ValueError:
+            return None
+        for entry in self.blocks.since(0):
+            if entry.ts >= started - 1 and (entry.url == request.url
+                                            or (entry.url is None and entry.host == host and entry.port == port)):
+                return "policy"
+        return None
+
+
+def _duration(request) -> int | None:
+    """Milliseconds from the request's start to the end of its response, where Chromium says."""
+    end = request.timing.get("responseEnd", -1)
+    return round(end) if end and end > 0 else None
