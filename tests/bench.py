@@ -846,7 +846,7 @@ SECTIONS: list[Section] = [
                   "the same process; tests/bench_answer.py) and a vision/act step with the scripted model, both clicking "
                   "the test page's Sign in and Cancel buttons (each click repaints), pointer glide off. The settle "
                   "waits on the display's DAMAGE events (desktop/x11/screen.py); the trace is written by its own thread "
-                  "(vision/trace.py)."),
+                  "(vision/trace/writer.py)."),
     Section("Visual diff", [visual_diff],
             intro="vision/qa/diff.py (pixelmatch's comparison vectorised with numpy) on two screenshots of the "
                   "session under test, beside the pure-Python pixelmatch port on the same pair; pixel_threshold "

@@ -30,7 +30,9 @@ from vision.errors import InvalidRequest, ModelUnavailable
 from vision.events import EventBus
 from vision.providers.base import CallResult, ModelCallError, ModelTurn, Observation, Provider
 from vision.report import write_report
-from vision.trace import ErrorInfo, RunStatus, TraceStore, TraceWriter, Usage, redact
+from vision.trace.records import ErrorInfo, RunStatus, Usage, redact
+from vision.trace.store import TraceStore
+from vision.trace.writer import TraceWriter
 
 log = logging.getLogger("glassdesk.loop")
 

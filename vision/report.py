@@ -21,7 +21,9 @@ from typing import Any
 from urllib.parse import quote
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
-from vision.trace import StepRecord, TraceMeta, TraceStore, VerifyResult, atomic_write
+from vision.trace.files import atomic_write
+from vision.trace.records import StepRecord, TraceMeta, VerifyResult
+from vision.trace.store import TraceStore
 
 #: (step index, "before" | "after") -> URL of that screenshot
 ImageUrl = Callable[[int, str], str]

@@ -27,7 +27,8 @@ from vision.observers import BusListener, Narrator, strip_enabled
 from vision.providers.base import Provider
 from vision.report import render_html, render_junit
 from vision.settings import Settings
-from vision.trace import InvalidTraceId, Trace, TraceCorrupt, TraceMeta, TraceNotFound, TraceStore, VerifyResult
+from vision.trace.records import InvalidTraceId, Trace, TraceCorrupt, TraceMeta, TraceNotFound, VerifyResult
+from vision.trace.store import TraceStore
 
 log = logging.getLogger("glassdesk.service")
 

@@ -434,7 +434,7 @@ def strip_text(view) -> str:
 def test_the_strip_is_in_the_viewer_and_never_in_what_the_model_sees(server, http, view, page, desk):
     """The person watching sees what the agent does; the model's own screenshot (and so its OCR
     and any visual comparison) shows only the desktop."""
-    from vision.providers.ocr import frame_array, read_text, shared_engine
+    from vision.perception.ocr import frame_array, read_text, shared_engine
 
     view.goto(link(http)["novnc_url"])
     wait_for_desktop(view)

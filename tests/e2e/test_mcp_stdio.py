@@ -146,7 +146,7 @@ def test_over_stdio_the_viewer_shows_the_strip_and_the_models_screenshot_does_no
     screenshot the model gets during the run shows no strip (nor does its OCR read one)."""
     from playwright.sync_api import sync_playwright
 
-    from vision.providers.ocr import read_text, shared_engine
+    from vision.perception.ocr import read_text, shared_engine
 
     mark = uuid.uuid4().hex
     env = {**server_env(tmp_path, mark), "GLASSDESK_OVERLAY": "1"}

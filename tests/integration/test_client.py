@@ -20,7 +20,7 @@ from tests.fakes.testpage import at
 from vision.client import ApiError, AsyncGlassdeskClient, GlassdeskClient
 from vision.loop import ActResult, StepSummary
 from vision.qa.models import PageLoadResult
-from vision.trace import Trace
+from vision.trace.records import Trace
 
 pytestmark = pytest.mark.x11
 

@@ -185,7 +185,8 @@ def test_pixel_input_is_not_refused_while_a_dialog_is_open(api, site, desk):
 
 
 def test_a_dialog_answered_by_a_click_on_its_ok_is_recorded_as_answered_on_the_screen(api, site, desk):
-    from vision.providers.ocr import find_text, frame_array, shared_engine
+    from vision.perception.grounding import find_text
+    from vision.perception.ocr import frame_array, shared_engine
 
     since = last_dialog_seq(api)
     goto(api, site, "/dialogs")

@@ -172,7 +172,8 @@ def test_confirm_and_prompt_are_answered(api, site):
 
 
 def test_a_dialog_answered_by_a_real_click_on_its_ok_clears_the_state(api, site, desk):
-    from vision.providers.ocr import find_text, frame_array, shared_engine
+    from vision.perception.grounding import find_text
+    from vision.perception.ocr import frame_array, shared_engine
 
     goto(api, site, "/dialogs")
     open_dialog(api, site, "alert")

@@ -34,7 +34,7 @@ from vision.providers.base import (
     Usage,
 )
 from vision.providers.function import Context, FunctionProvider, calls
-from vision.trace import TraceStore
+from vision.trace.store import TraceStore
 
 SECRET = "hunter2-secret"
 

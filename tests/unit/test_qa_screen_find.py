@@ -13,7 +13,7 @@ import pytest
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 from desktop.errors import InvalidRequest
-from vision.providers import ocr as ocr_provider
+from vision.perception import ocr as ocr_engine
 from vision.qa import screen_find
 from vision.qa.screen_find import (AmbiguousOnScreen, Found, NotOnScreen, find_image_on_screen, find_text_on_screen,
                                    screen_text)
@@ -107,7 +107,7 @@ def test_screen_text_reads_in_reading_order(screen):
 def test_one_screen_is_read_once_and_the_engine_is_shared(screen, monkeypatch):
     """Asking twice about one screenshot runs OCR once; different screens use the process's one engine,
     from several threads at once."""
-    engine = ocr_provider.shared_engine()
+    engine = ocr_engine.shared_engine()
     reads = []
 
     class Counting:
@@ -121,7 +121,7 @@ def test_one_screen_is_read_once_and_the_engine_is_shared(screen, monkeypatch):
     assert find_text_on_screen(png, "Pay now").how == "ocr"
     assert "Pay now" in screen_text(png)
     assert reads == [(1080, 1920, 3)]
-    assert ocr_provider.shared_engine() is engine
+    assert ocr_engine.shared_engine() is engine
 
     labels = ["Ship it", "Keep going", "Order more"]
     results: dict[str, Found | BaseException] = {}

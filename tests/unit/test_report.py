@@ -11,7 +11,8 @@ from PIL import Image
 
 from desktop.frame import Frame
 from vision.report import describe_action, render_html, render_junit, write_report
-from vision.trace import StepRecord, TraceMeta, TraceStore
+from vision.trace.records import StepRecord, TraceMeta
+from vision.trace.store import TraceStore
 
 T0 = datetime(2025, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 HOSTILE = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'

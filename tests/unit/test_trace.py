@@ -17,12 +17,12 @@ from PIL import Image, ImageDraw
 from desktop.actions import Click
 from desktop.frame import Frame
 from vision.providers.base import CallResult, ToolCall, Usage
-import vision.trace as trace_module
+import vision.trace.writer as writer_module
 from vision.report import render_html, render_junit
-from vision.trace import (
-    FINAL_STATUSES, GENESIS_HASH, OWNER_FILE, InvalidTraceId, TraceNotFound, TraceStore, TraceWriter, canonical_json,
-    check_trace_id, new_trace_id, redact,
-)
+from vision.trace.files import OWNER_FILE, check_trace_id, new_trace_id
+from vision.trace.records import FINAL_STATUSES, GENESIS_HASH, InvalidTraceId, TraceNotFound, canonical_json, redact
+from vision.trace.store import TraceStore
+from vision.trace.writer import TraceWriter
 
 SECRET = "hunter2-very-secret"
 DATA_URL = "data:image/png;base64," + "iVBORw0KGgoAAAANSUhEUg" * 20
@@ -413,14 +413,14 @@ def test_traces_are_the_servers_alone_whatever_the_umask(tmp_path):
 
 def test_recording_does_not_wait_for_the_disk_but_finishing_does(store: TraceStore, monkeypatch) -> None:
     gate = threading.Event()
-    real = trace_module.atomic_write
+    real = writer_module.atomic_write
 
     def held_png(path: Path, data: bytes) -> None:
         if path.suffix == ".png":
             assert gate.wait(20)
         real(path, data)
 
-    monkeypatch.setattr(trace_module, "atomic_write", held_png)
+    monkeypatch.setattr(writer_module, "atomic_write", held_png)
     writer = store.create("x", model="m")
     for index in range(3):
         writer.record_step(before=frame("white"), after=frame("gray", (10 * index, 0, 20, 20)), text=f"step {index}")
@@ -445,14 +445,14 @@ def test_a_reader_in_this_process_sees_every_step_recorded(store: TraceStore) ->
 
 
 def test_a_failed_write_leaves_a_trace_that_verifies_without_it(store: TraceStore, monkeypatch) -> None:
-    real = trace_module.atomic_write
+    real = writer_module.atomic_write
 
     def disk_full_at_step_two(path: Path, data: bytes) -> None:
         if path.name == "step-0002-after.png":
             raise OSError(28, "No space left on device")
         real(path, data)
 
-    monkeypatch.setattr(trace_module, "atomic_write", disk_full_at_step_two)
+    monkeypatch.setattr(writer_module, "atomic_write", disk_full_at_step_two)
     writer = store.create("x", model="m")
     writer.record_step(before=frame("white"), after=frame("gray"), text="one")
     writer.record_step(before=frame("gray"), after=frame("navy"), text="two")

@@ -38,7 +38,7 @@ from vision.qa.models import (
     ConsoleResult, ElementResult, FlowResult, PageLoadResult, QaRun, VerifyElementRequest, VerifyPageLoadsRequest,
     VerifyReport, VerifyUserFlowRequest,
 )
-from vision.trace import Trace, TraceMeta, VerifyResult
+from vision.trace.records import Trace, TraceMeta, VerifyResult
 
 if TYPE_CHECKING:
     from vision.client.calls import Image

@@ -44,7 +44,8 @@ from vision.config import DEFAULT_ANTHROPIC, DEFAULT_OPENAI
 from vision.loop import MAX_STEPS_CAP, RunView
 from vision.observers import latest_seq
 from vision.service import Glassdesk
-from vision.trace import FINAL_STATUSES, TraceMeta, TraceStore
+from vision.trace.records import FINAL_STATUSES, TraceMeta
+from vision.trace.store import TraceStore
 
 log = logging.getLogger("glassdesk.console")
 

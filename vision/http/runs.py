@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from desktop.errors import GlassdeskError
 from vision.loop import ActRequest, ActResult
 from vision.service import Glassdesk
-from vision.trace import Trace, TraceMeta, VerifyResult
+from vision.trace.records import Trace, TraceMeta, VerifyResult
 
 
 class RunControl(BaseModel):

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from desktop.frame import Frame
 from vision.actions import Action
-from vision.trace import Usage, redact
+from vision.trace.records import Usage, redact
 
 __all__ = ["Usage"]  # providers report their token counts in the trace's own type
 

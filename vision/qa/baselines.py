@@ -2,7 +2,7 @@
 
 Layout: ``<data_dir>/qa/baselines/<id>/v<version>/`` holds the version's PNGs and ``meta.json``,
 which names every PNG with its SHA-256. The metadata is written last, each file atomically
-(vision.trace.atomic_write), so a version whose writing was cut short has no metadata and is never
+(vision.trace.files.atomic_write), so a version whose writing was cut short has no metadata and is never
 listed, and the next version written takes its number (the leftover files are removed first).
 Reading a screenshot checks its SHA-256 against the metadata: an edited file is an error, never
 silently compared against.
@@ -27,7 +27,7 @@ from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, ValidationError
 
 from vision.errors import BaselineConflict, BaselineCorrupt, BaselineNotFound, InvalidRequest
-from vision.trace import atomic_write, fsync_dir
+from vision.trace.files import atomic_write, fsync_dir
 
 __all__ = ["BaselineMeta", "BaselineShot", "BaselineStore", "valid_baseline_id"]
 

@@ -8,7 +8,7 @@ Layout under the data directory::
     qa/runs/<test_run_id>/owner.json       while the run is unfinished: the process writing it
 
 Each record carries the hash of the previous one and its own hash over its canonical JSON
-(``vision.trace.canonical_json``); every file written is named in an ``artifact`` record with its
+(``vision.trace.records.canonical_json``); every file written is named in an ``artifact`` record with its
 SHA-256 and the UTC time it was taken. meta.json is itself derived from the chain (canonical JSON
 of the first and last records' facts), so ``verify`` recomputes it and compares bytes: an edited
 byte in any record, any artifact or meta.json, a removed or an extra file, is a problem it names.
@@ -37,9 +37,8 @@ from urllib.parse import quote
 from desktop.x11.procs import ProcessId, alive_checker, this_process
 from vision.qa.models import Artifact, Artifacts, QaRun, StepResult, Summary, TestCase, VerifyReport
 from vision.report import _CSS, _overlay
-from vision.trace import (
-    GENESIS_HASH, _is_sensitive_key, atomic_write, canonical_json, new_trace_id, record_hash, redact,
-)
+from vision.trace.files import atomic_write, new_trace_id
+from vision.trace.records import GENESIS_HASH, _is_sensitive_key, canonical_json, record_hash, redact
 
 log = logging.getLogger("glassdesk.qa")
 
@@ -83,7 +82,7 @@ STRUCTURAL_KEYS = frozenset({
 
 def redact_free_text(value: Any, secrets: Iterable[str]) -> Any:
     """``value`` with the secrets replaced in its free text, its structure (STRUCTURAL_KEYS) left
-    exactly as it was; credential-named keys dropped, as ``vision.trace.redact`` does (pure)."""
+    exactly as it was; credential-named keys dropped, as ``vision.trace.records.redact`` does (pure)."""
     if isinstance(value, dict):
         return {key: item if key in STRUCTURAL_KEYS else redact_free_text(item, secrets)
                 for key, item in value.items() if not _is_sensitive_key(key)}

@@ -4,9 +4,10 @@ template matching. Pure given the image (a PNG of the display); every answer is 
 This is what lets a QA step target text drawn on a ``<canvas>`` or in a native window, where there
 is no DOM to ask, and a picture (an icon, a logo) that has no text at all.
 
-- Text: the OCR provider's own engine and matcher (``vision.providers.ocr``): the one rapidocr
-  engine of the process (``shared_engine``: loaded once, calls serialised, so threads share it
-  safely), and ``find_text``'s tiers (whole line, run of words, fuzzy) with its ambiguity rule.
+- Text: the OCR engine and matcher of ``vision.perception``, the ones the ocr provider grounds
+  with: the one rapidocr engine of the process (``shared_engine``: loaded once, calls serialised,
+  so threads share it safely), and ``find_text``'s tiers (whole line, run of words, fuzzy) with
+  its ambiguity rule.
   The lines read from one screenshot are kept for the next few calls, so a flow that finds a text
   and then asserts ``screen_text_contains`` on the same screen pays for one OCR.
 - Images: pyautogui's locate function (``pyscreeze.locate``, pyautogui's own module; pyautogui
@@ -30,7 +31,8 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from desktop.errors import InvalidRequest
-from vision.providers.ocr import GroundingError, Line, find_text, read_text, shared_engine
+from vision.perception.grounding import GroundingError, find_text
+from vision.perception.ocr import Line, read_text, shared_engine
 
 __all__ = ["AmbiguousOnScreen", "Found", "NotOnScreen", "find_image_on_screen", "find_text_on_screen",
            "ocr_lines", "screen_text"]
@@ -109,7 +111,7 @@ def screen_text(png: bytes) -> str:
 
 def find_text_on_screen(png: bytes, text: str) -> Found:
     """Where ``text`` is on the screenshot, by OCR, grounded exactly as the ocr provider grounds a
-    click (``vision.providers.ocr.find_text``). Raises NotOnScreen (with a sample of the visible
+    click (``vision.perception.grounding.find_text``). Raises NotOnScreen (with a sample of the visible
     text), AmbiguousOnScreen, or InvalidRequest for an empty text or an unreadable image."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidRequest("nothing to look for: the text is empty")

@@ -1,0 +1,222 @@
+"""What a trace is made of: the run's and the steps' records, the run statuses, token usage, the
+verify result; ``redact``, through which everything written passes; and the canonical JSON and
+record hash that chain the steps (see the package docstring).
+
+Only pydantic and the standard library: ``vision.client`` imports these models, and must not pull
+in the desktop (Xlib, mss) or the server (fastapi) with them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, Field
+
+GENESIS_HASH = "0" * 64
+REDACTED = "[REDACTED]"
+IMAGE_OMITTED = "[image omitted]"
+
+# The one list of a run's statuses, for the loop, the trace, the API and the console (which reads
+# FINAL_STATUSES from the server). "paused" is a run's state between calls, never written to a trace.
+# "interrupted": the server stopped (crashed, was killed) before the run finished; set only by
+# TraceStore.close_interrupted when the next server starts, never by the loop.
+RunStatus = Literal["running", "paused", "needs_confirmation", "done", "failed", "max_steps", "budget_exceeded",
+                    "cancelled", "interrupted"]
+FINAL_STATUSES = ("done", "failed", "max_steps", "budget_exceeded", "cancelled", "interrupted")
+ImageKind = Literal["before", "after"]
+# Naive datetimes from callers are taken as UTC, so every stored time compares with every other.
+UtcDatetime = Annotated[datetime, AfterValidator(lambda d: d if d.tzinfo else d.replace(tzinfo=timezone.utc))]
+
+
+# --------------------------------------------------------------------------------------------- models
+
+
+class ErrorInfo(BaseModel):
+    code: str
+    message: str
+
+
+class Usage(BaseModel):
+    """Tokens used by one model call, a step, or a whole run."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, other: "Usage") -> None:
+        for name in Usage.model_fields:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def plus(self, other: "Usage") -> "Usage":
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
+
+
+class TraceMeta(BaseModel):
+    trace_id: str
+    session_id: str | None = None
+    instruction: str
+    model: str
+    started_at: UtcDatetime
+    finished_at: UtcDatetime | None = None
+    status: RunStatus = "running"
+    answer: str | None = None
+    error: ErrorInfo | None = None
+    usage: Usage = Field(default_factory=Usage)
+    steps: int = 0
+    max_steps: int | None = None
+    # Hash of the last committed step record: lets verify notice a truncated steps.jsonl.
+    head_hash: str = GENESIS_HASH
+
+    @property
+    def duration_s(self) -> float | None:
+        return (self.finished_at - self.started_at).total_seconds() if self.finished_at else None
+
+
+class ToolCallRecord(BaseModel):
+    """One call as the model made it, in the model's own coordinate space."""
+
+    id: str
+    name: str
+    raw: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None  # why the call was not understood / not executed
+
+
+class CallResultRecord(BaseModel):
+    """What running one call produced, as reported back to the model."""
+
+    call_id: str
+    ok: bool
+    error: str | None = None
+    output: str | None = None
+
+
+class StepRecord(BaseModel):
+    index: int  # 1-based, matches the step-NNNN file names
+    started_at: UtcDatetime
+    finished_at: UtcDatetime
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    actions: list[dict[str, Any]] = Field(default_factory=list)  # display pixels, in execution order
+    argv: list[list[str]] = Field(default_factory=list)  # every xdotool command that ran, in order
+    results: list[CallResultRecord] = Field(default_factory=list)
+    error: ErrorInfo | None = None
+    model_ms: int | None = None
+    exec_ms: int | None = None
+    settle_ms: int | None = None
+    usage: Usage = Field(default_factory=Usage)
+    url: str | None = None
+    model_image_size: tuple[int, int] | None = None
+    before_png: str | None = None
+    before_sha256: str | None = None
+    after_png: str | None = None
+    after_sha256: str | None = None
+    prev_hash: str = GENESIS_HASH
+    hash: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or any(not r.ok for r in self.results)
+
+
+class Trace(BaseModel):
+    meta: TraceMeta
+    steps: list[StepRecord]
+    # steps.jsonl ended in an unterminated line (a write cut short); it was ignored.
+    partial_tail: bool = False
+
+
+class VerifyResult(BaseModel):
+    ok: bool
+    steps_checked: int
+    broken_index: int | None = None  # the first step index (1-based) that fails, if any
+    reason: str | None = None
+    partial_tail: bool = False
+
+
+class InvalidTraceId(ValueError):
+    pass
+
+
+class TraceNotFound(LookupError):
+    pass
+
+
+class TraceCorrupt(ValueError):
+    pass
+
+
+# ---------------------------------------------------------------------------------------- redaction
+
+_DATA_URL = re.compile(r"data:[\w.+-]+/[\w.+-]+;base64,[A-Za-z0-9+/=\s]*")
+# Bare base64 of an image (Anthropic/OpenAI image blocks): PNG, JPEG, GIF, WebP magic numbers.
+_BARE_IMAGE = re.compile(r"^(iVBORw0KGgo|/9j/|R0lGOD|UklGR)[A-Za-z0-9+/=\s]{64,}$")
+# Credential shapes worth catching even when nobody told us the value.
+# The one key-shaped pattern: an API key (even a masked one, as SDK errors print it) or a bearer token.
+_KEY_LIKE = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{6,}|Bearer\s+[A-Za-z0-9._~+/\-]{16,}=*)")
+_SENSITIVE_KEYS = {"api_key", "apikey", "authorization", "proxy_authorization", "x_api_key", "password",
+                   "passwd", "secret", "client_secret", "access_token", "refresh_token", "cookie",
+                   "set_cookie"}
+
+
+def _is_sensitive_key(key: object) -> bool:
+    return isinstance(key, str) and key.lower().replace("-", "_") in _SENSITIVE_KEYS
+
+
+def redact(obj: Any, secrets: Iterable[str] = ()) -> Any:
+    """A copy of ``obj`` fit to be written: secrets replaced, credential keys dropped, images omitted.
+
+    Walks dicts, lists and tuples; in strings, replaces each given secret with "[REDACTED]", any
+    key-like token (sk-..., Bearer ...) too, and base64 image data with "[image omitted]". Dict
+    entries named like credentials (api_key, authorization, ...) are removed outright. Bytes never
+    reach a trace: they become a note of their length.
+    """
+    ordered = sorted({s for s in secrets if s}, key=len, reverse=True)  # longest first: overlaps
+
+    def clean_str(value: str) -> str:
+        if _BARE_IMAGE.match(value):
+            return IMAGE_OMITTED
+        value = _DATA_URL.sub(IMAGE_OMITTED, value)
+        for secret in ordered:
+            value = value.replace(secret, REDACTED)
+        return _KEY_LIKE.sub(REDACTED, value)
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return clean_str(value)
+        if isinstance(value, dict):
+            return {walk(k): walk(v) for k, v in value.items() if not _is_sensitive_key(k)}
+        if isinstance(value, (list, tuple)):
+            return [walk(v) for v in value]
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return f"[{len(value)} bytes omitted]"
+        return value
+
+    return walk(obj)
+
+
+# --------------------------------------------------------------------------------------- hash chain
+
+
+def canonical_json(obj: Any) -> bytes:
+    """The one serialisation that is hashed and stored: sorted keys, no spaces, ASCII only.
+
+    ASCII keeps a record on one physical line whatever the text holds (U+2028 and friends are
+    escaped), so splitting steps.jsonl on b"\\n" is always right.
+    """
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def record_hash(record: dict[str, Any]) -> str:
+    """SHA-256 of a record's canonical JSON without its own ``hash`` field."""
+    return hashlib.sha256(canonical_json({k: v for k, v in record.items() if k != "hash"})).hexdigest()

@@ -1,0 +1,252 @@
+"""Reading traces, and starting them: TraceStore (create, list, load, image paths, verify,
+close_interrupted), over one data directory.
+
+A run whose server died (a crash, a kill) leaves its trace ``running``. When a server starts,
+``TraceStore.close_interrupted`` closes such traces as ``interrupted``, ending at their last
+record; it leaves alone any trace whose writer (``owner.json``) still runs, in this process or
+another server on the same data directory. Only meta.json changes, so the trace still verifies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from desktop.x11.procs import ProcessId, alive_checker, this_process
+from vision.trace.files import _TRACE_ID, OWNER_FILE, atomic_write, check_trace_id, new_trace_id
+from vision.trace.records import (
+    FINAL_STATUSES, GENESIS_HASH, ImageKind, StepRecord, Trace, TraceCorrupt, TraceMeta, TraceNotFound,
+    VerifyResult, record_hash, redact,
+)
+from vision.trace.writer import TraceWriter, _key, _now, _open_lock, _pending_written, _writers
+
+log = logging.getLogger("glassdesk.trace")
+
+INTERRUPTED_MESSAGE = ("the server stopped before this run finished (a crash, a kill or a power cut); "
+                       "the trace ends at its last recorded step")
+
+
+def _split_lines(data: bytes) -> tuple[list[bytes], bool]:
+    """Complete lines of a JSONL file, and whether an unterminated tail was dropped."""
+    *lines, tail = data.split(b"\n")
+    return [line for line in lines if line.strip()], bool(tail.strip())
+
+
+def _read_owner(directory: Path) -> ProcessId | None:
+    try:
+        return ProcessId.from_dict(json.loads((directory / OWNER_FILE).read_bytes()))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+# ------------------------------------------------------------------------------------------ reading
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("GLASSDESK_DATA_DIR") or "data")
+
+
+class TraceStore:
+    """All traces under one data directory. Reads only the disk, so it works after a restart."""
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None):
+        self.root = Path(data_dir) if data_dir is not None else default_data_dir()
+        self.traces_dir = self.root / "traces"
+
+    def trace_dir(self, trace_id: str) -> Path:
+        return self.traces_dir / check_trace_id(trace_id)
+
+    def create(self, instruction: str, *, model: str, session_id: str | None = None,
+               max_steps: int | None = None, secrets: Iterable[str] = ()) -> TraceWriter:
+        """Start a trace. ``secrets`` are strings never to be written (typed passwords, keys)."""
+        started = _now()
+        trace_id = new_trace_id(started)
+        directory = self.trace_dir(trace_id)
+        self._private_traces_dir()
+        directory.mkdir()
+        secrets = list(secrets)
+        meta = TraceMeta(trace_id=trace_id, session_id=session_id, instruction=redact(instruction, secrets),
+                         model=model, started_at=started, max_steps=max_steps)
+        writer = TraceWriter(directory, meta, secrets)
+        with _open_lock:
+            _writers[_key(directory)] = writer
+        # Before meta.json: every unfinished trace names the process writing it.
+        atomic_write(directory / OWNER_FILE, json.dumps(this_process().as_dict()).encode())
+        atomic_write(directory / "steps.jsonl", b"")
+        writer._write_meta()  # last: a directory with meta.json is a complete trace
+        return writer
+
+    def close_interrupted(self, alive: Callable[[ProcessId], bool] | None = None) -> list[str]:
+        """Close as ``interrupted`` every unfinished trace whose writer is gone; returns their ids.
+
+        Left alone: traces this process is writing, and traces whose owner record names a process
+        that still runs (``alive``, default: judged from /proc), e.g. another server on the same
+        data directory. A trace with no readable owner record was written before owner records
+        existed, or by a process that cannot be asked: it is closed. A damaged trace is logged and
+        skipped, never a reason not to start.
+        """
+        alive = alive or alive_checker()
+        closed = []
+        for meta in self.list_traces():
+            if meta.status in FINAL_STATUSES or meta.finished_at is not None:
+                continue
+            directory = self.trace_dir(meta.trace_id)
+            with _open_lock:
+                if _key(directory) in _writers:
+                    continue
+            owner = _read_owner(directory)
+            if owner is not None and alive(owner):
+                continue
+            try:
+                self._interrupt(meta)
+            except (OSError, ValueError) as exc:
+                log.error("trace %s was left unfinished and could not be closed: %s", meta.trace_id, exc)
+                continue
+            closed.append(meta.trace_id)
+        if closed:
+            log.warning("closed %d trace(s) left unfinished by a server that stopped: %s", len(closed),
+                        ", ".join(closed))
+        return closed
+
+    def _interrupt(self, meta: TraceMeta) -> None:
+        """meta.json says ``interrupted``, finished at the last record; the chain is untouched."""
+        directory = self.trace_dir(meta.trace_id)
+        lines, _ = self._read_lines(meta.trace_id)
+        changes: dict[str, Any] = {"status": "interrupted",
+                                   "error": {"code": "interrupted", "message": INTERRUPTED_MESSAGE}}
+        counted = min(meta.steps, len(lines))
+        if len(lines) > meta.steps and self.verify(meta.trace_id).ok:
+            # The server died between writing a step and meta.json: the step is whole and chained.
+            extra = [StepRecord.model_validate_json(line) for line in lines[meta.steps:]]
+            usage = meta.usage.model_copy()
+            for step in extra:
+                usage.add(step.usage)
+            changes.update(steps=len(lines), head_hash=extra[-1].hash, usage=usage)
+            counted = len(lines)
+        last = StepRecord.model_validate_json(lines[counted - 1]).finished_at if counted else meta.started_at
+        changes["finished_at"] = max(last, meta.started_at)
+        closed = TraceMeta.model_validate(meta.model_dump() | changes)
+        atomic_write(directory / "meta.json", json.dumps(closed.model_dump(mode="json"), indent=2).encode())
+        (directory / OWNER_FILE).unlink(missing_ok=True)
+
+    def _private_traces_dir(self) -> None:
+        """Traces hold screenshots, typed text and page URLs: only the server's user may read them,
+        not the desktop's (desktop/x11/user.py), whatever the umask. The data dir itself is made 0700
+        when new; an existing one is the owner's choice, but the traces in it are not."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.traces_dir.mkdir(mode=0o700, exist_ok=True)
+        self.traces_dir.chmod(0o700)
+
+    def _existing_dir(self, trace_id: str) -> Path:
+        directory = self.trace_dir(trace_id)
+        _pending_written(directory)  # a trace this process is writing: its recorded steps first
+        if not (directory / "meta.json").is_file():
+            raise TraceNotFound(f"no trace {trace_id!r}")
+        return directory
+
+    def meta(self, trace_id: str) -> TraceMeta:
+        return TraceMeta.model_validate_json((self._existing_dir(trace_id) / "meta.json").read_bytes())
+
+    def list_traces(self, limit: int | None = None) -> list[TraceMeta]:
+        """Every readable trace's meta, newest first."""
+        metas = []
+        if self.traces_dir.is_dir():
+            for entry in self.traces_dir.iterdir():
+                if not _TRACE_ID.fullmatch(entry.name):
+                    continue
+                try:
+                    metas.append(self.meta(entry.name))
+                except (TraceNotFound, ValueError, OSError):
+                    continue  # half-created or foreign directory: not a trace
+        metas.sort(key=lambda m: (m.started_at, m.trace_id), reverse=True)
+        return metas[:limit] if limit is not None else metas
+
+    def _read_lines(self, trace_id: str) -> tuple[list[bytes], bool]:
+        path = self._existing_dir(trace_id) / "steps.jsonl"
+        return _split_lines(path.read_bytes()) if path.exists() else ([], False)
+
+    def load(self, trace_id: str) -> Trace:
+        """Meta and steps. A torn last line is skipped (``partial_tail``); other bad lines raise."""
+        meta = self.meta(trace_id)
+        lines, partial = self._read_lines(trace_id)
+        steps = []
+        for number, line in enumerate(lines, 1):
+            try:
+                steps.append(StepRecord.model_validate_json(line))
+            except ValueError as exc:
+                raise TraceCorrupt(f"trace {trace_id}: line {number} of steps.jsonl is not a step record") from exc
+        return Trace(meta=meta, steps=steps, partial_tail=partial)
+
+    def image_path(self, trace_id: str, index: int, which: ImageKind) -> Path:
+        """The PNG file of step ``index``'s before/after screenshot (TraceNotFound if none)."""
+        for step in self.load(trace_id).steps:
+            if step.index == index:
+                name = step.before_png if which == "before" else step.after_png
+                # The name comes from a file on disk: accept a bare file name only.
+                if name and Path(name).name == name and not name.startswith("."):
+                    path = self.trace_dir(trace_id) / name
+                    if path.is_file():
+                        return path
+                break
+        raise TraceNotFound(f"trace {trace_id!r} has no {which} screenshot for step {index}")
+
+    def verify(self, trace_id: str) -> VerifyResult:
+        """Check the hash chain and every screenshot's SHA-256; report the first break."""
+        directory = self._existing_dir(trace_id)
+        meta = self.meta(trace_id)
+        lines, partial = self._read_lines(trace_id)
+        digests: dict[str, str | None] = {}
+
+        def file_sha(name: str) -> str | None:
+            if name not in digests:
+                path = directory / name
+                ok_name = Path(name).name == name and path.is_file()
+                digests[name] = hashlib.sha256(path.read_bytes()).hexdigest() if ok_name else None
+            return digests[name]
+
+        def broken(index: int, reason: str, checked: int) -> VerifyResult:
+            return VerifyResult(ok=False, steps_checked=checked, broken_index=index, reason=reason,
+                                partial_tail=partial)
+
+        prev = GENESIS_HASH
+        for number, line in enumerate(lines, 1):
+            try:
+                record = json.loads(line)
+                assert isinstance(record, dict)
+            except (ValueError, AssertionError):
+                return broken(number, "record is not valid JSON", number - 1)
+            if record.get("index") != number:
+                return broken(number, f"expected step {number}, found {record.get('index')!r}", number - 1)
+            if record.get("prev_hash") != prev:
+                return broken(number, "prev_hash does not match the previous record's hash", number - 1)
+            if record.get("hash") != record_hash(record):
+                return broken(number, "record content does not match its hash", number - 1)
+            for which in ("before", "after"):
+                name, expected = record.get(f"{which}_png"), record.get(f"{which}_sha256")
+                if name is None and expected is None:
+                    continue
+                actual = file_sha(str(name))
+                if actual is None:
+                    return broken(number, f"{which} screenshot {name} is missing", number - 1)
+                if actual != expected:
+                    return broken(number, f"{which} screenshot {name} does not match its SHA-256", number - 1)
+            prev = record["hash"]
+
+        # The chain cannot see its own tail being cut off; meta.json remembers the head.
+        # (More records than meta counts is a crash between the two writes, not tampering.)
+        if len(lines) < meta.steps:
+            return broken(len(lines) + 1, f"meta.json records {meta.steps} steps, steps.jsonl has {len(lines)}",
+                          len(lines))
+        if meta.steps and json.loads(lines[meta.steps - 1]).get("hash") != meta.head_hash:
+            return broken(meta.steps, "chain head does not match meta.json", len(lines))
+        return VerifyResult(ok=True, steps_checked=len(lines), partial_tail=partial)
+
+
+def verify(trace_id: str, data_dir: str | os.PathLike[str] | None = None) -> VerifyResult:
+    """``TraceStore(data_dir).verify(trace_id)``."""
+    return TraceStore(data_dir).verify(trace_id)

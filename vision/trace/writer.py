@@ -1,0 +1,285 @@
+"""Writing a trace: TraceWriter, and the one thread that writes every trace of the process.
+
+Writing is off the run's hot path: ``record_step`` checks and redacts the step, then hands the PNG
+encodes, hashes and fsynced writes to the one trace-writing thread (a bounded queue: a run that
+outpaces the disk waits rather than piling up frames). Steps are written in the order recorded,
+each exactly as before; ``finish`` and ``hold`` wait for the writes before them, and a reader in
+this process (``TraceStore``) waits for an open trace's pending writes, so nobody here sees a
+trace behind what was recorded. A crash may lose the steps still queued, never make a trace that
+does not verify: the files on disk are only ever replaced whole, in the same order as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from desktop.frame import Frame
+from vision.trace.files import OWNER_FILE, atomic_write
+from vision.trace.records import (
+    ErrorInfo, ImageKind, RunStatus, StepRecord, TraceMeta, canonical_json, record_hash, redact,
+)
+
+log = logging.getLogger("glassdesk.trace")
+
+
+def _plain(value: Any) -> Any:
+    """The loop's objects (pydantic models, provider dataclasses) as JSON-able data."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _png_bytes(image: Frame | bytes) -> bytes:
+    return image.png if isinstance(image, Frame) else bytes(image)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _closed_here(directory: Path) -> None:
+    """A finished trace names no writer any more."""
+    with _open_lock:
+        _writers.pop(_key(directory), None)
+    (directory / OWNER_FILE).unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+# The writers of the traces this process is writing (created, not yet finished), by directory:
+# those traces are never closed as interrupted, whatever /proc says, and a reader here waits for
+# their queued writes.
+_writers: dict[str, "TraceWriter"] = {}
+_open_lock = threading.Lock()
+
+
+def _key(directory: Path) -> str:
+    return str(directory.resolve())
+
+
+# Steps recorded but not yet on disk, at most: each holds its two frames (8 MB each at 1080p),
+# so a run that outpaces the disk waits here rather than filling memory.
+WRITE_QUEUE = 8
+
+
+class _WriteThread:
+    """The one thread that writes traces: jobs run in the order submitted, across all traces."""
+
+    def __init__(self):
+        self._queue: queue.Queue[Callable[[], None]] = queue.Queue(maxsize=WRITE_QUEUE)
+        self._thread: threading.Thread | None = None
+        self._start = threading.Lock()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._start:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="glassdesk-trace-writer", daemon=True)
+                self._thread.start()
+        self._queue.put(job)  # blocks while WRITE_QUEUE steps wait
+
+    def _run(self) -> None:
+        while True:
+            self._queue.get()()  # a job reports its own failure to its writer
+
+
+_write_thread = _WriteThread()
+
+
+def _pending_written(directory: Path) -> None:
+    if not _writers:  # nothing open here: no directory to resolve
+        return
+    with _open_lock:
+        writer = _writers.get(_key(directory))
+    if writer is not None:
+        writer.flush()
+
+
+
+class TraceWriter:
+    """Appends the steps of one run to its trace. One writer per trace; thread-safe.
+
+    Get one from ``TraceStore.create``. Call ``record_step`` once per step and ``finish`` once.
+    """
+
+    def __init__(self, directory: Path, meta: TraceMeta, secrets: Iterable[str] = ()):
+        self.dir = directory
+        self._meta = meta
+        self._secrets: set[str] = {s for s in secrets if s}
+        self._lines = bytearray()  # steps.jsonl as last written; this writer is its only author
+        self._last_after: tuple[str, str] | None = None  # (file name, sha256) of the last after PNG
+        self._lock = threading.Lock()  # callers, one at a time; the write thread never takes it
+        self._recorded = meta.steps  # steps handed to the write thread; meta.steps: those on disk
+        self._pending = 0  # steps handed over and not yet written (or failed)
+        self._written = threading.Condition()
+        self._failure: BaseException | None = None  # a write that failed: no step is written after it
+
+    @property
+    def trace_id(self) -> str:
+        return self._meta.trace_id
+
+    @property
+    def meta(self) -> TraceMeta:
+        self.flush()
+        return self._meta.model_copy(deep=True)
+
+    def flush(self) -> None:
+        """Wait until every step recorded so far is on disk (or its write has failed)."""
+        with self._written:
+            self._written.wait_for(lambda: self._pending == 0)
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise OSError(f"trace {self.trace_id}: a step could not be written: {self._failure}") from self._failure
+
+    def add_secrets(self, *values: str) -> None:
+        """More strings that must never be written (e.g. a secret resolved mid-run)."""
+        with self._lock:
+            self._secrets.update(v for v in values if v)
+
+    def _update_meta(self, **changes: Any) -> None:
+        self._meta = TraceMeta.model_validate(self._meta.model_dump() | changes)
+        self._write_meta()
+
+    def _write_meta(self) -> None:
+        atomic_write(self.dir / "meta.json", json.dumps(self._meta.model_dump(mode="json"), indent=2).encode())
+
+    def _store_image(self, index: int, which: ImageKind, image: Frame | bytes | None) -> tuple[str | None, str | None]:
+        if image is None:
+            return None, None
+        png = _png_bytes(image)
+        digest = hashlib.sha256(png).hexdigest()
+        # The loop captures once: a step's "before" is usually the previous step's "after".
+        # Point at that file instead of storing the same observation twice.
+        if which == "before" and self._last_after and self._last_after[1] == digest:
+            return self._last_after
+        name = f"step-{index:04d}-{which}.png"
+        atomic_write(self.dir / name, png)
+        return name, digest
+
+    def record_step(
+        self,
+        *,
+        before: Frame | bytes | None = None,
+        after: Frame | bytes | None = None,
+        started_at: datetime | None = None,
+        finished_at: datetime | None = None,
+        text: str = "",
+        reasoning: str = "",
+        tool_calls: Iterable[Any] = (),
+        actions: Iterable[Any] = (),
+        argv: Iterable[Iterable[str]] = (),
+        results: Iterable[Any] = (),
+        error: ErrorInfo | dict[str, str] | None = None,
+        model_ms: int | None = None,
+        exec_ms: int | None = None,
+        settle_ms: int | None = None,
+        usage: Any = None,
+        url: str | None = None,
+        model_image_size: tuple[int, int] | None = None,
+    ) -> None:
+        """Record one step; the write thread stores its screenshots, then its record, then the
+        updated meta (``flush`` waits for it). Raises at once on a step that does not validate,
+        and OSError once a previous step's write has failed.
+
+        Accepts the loop's own objects: ``tool_calls`` as provider ToolCalls or dicts with
+        id/name/raw, ``actions`` as Action models or dicts (display pixels), ``results`` as
+        CallResults or dicts, ``usage`` as a Usage or dict. Pass ``started_at``
+        (when the step's observation was taken); both times default to now.
+        """
+        with self._lock:
+            if self._meta.status != "running":
+                raise RuntimeError(f"trace {self.trace_id} is finished ({self._meta.status})")
+            self._raise_failure()
+            index = self._recorded + 1
+            # Validate and redact everything here, in the caller: a bad step raises at once and
+            # nothing of it reaches the disk.
+            content = redact(_plain({
+                "text": text, "reasoning": reasoning, "tool_calls": list(tool_calls), "actions": list(actions),
+                "argv": [list(a) for a in argv], "results": list(results), "error": error, "url": url,
+            }), self._secrets)
+            finished = finished_at or _now()
+            record = StepRecord(
+                **content, index=index, started_at=started_at or finished, finished_at=finished,
+                model_ms=model_ms, exec_ms=exec_ms, settle_ms=settle_ms, usage=_plain(usage) or {},
+                model_image_size=model_image_size,
+            )
+            self._recorded = index
+            with self._written:
+                self._pending += 1
+            # Under the lock: steps reach the (FIFO) write thread in the order they were recorded.
+            _write_thread.submit(lambda: self._write_step(record, before, after))
+
+    def _write_step(self, record: StepRecord, before: Frame | bytes | None, after: Frame | bytes | None) -> None:
+        """On the write thread: the step's screenshots, then its record, then the updated meta,
+        exactly as they were written in the caller before. After a failed write, none is."""
+        try:
+            if self._failure is None:
+                self._store_step(record, before, after)
+        except BaseException as exc:
+            self._failure = exc
+            log.error("trace %s: step %d could not be written: %s", self.trace_id, record.index, exc)
+        finally:
+            with self._written:
+                self._pending -= 1
+                self._written.notify_all()
+
+    def _store_step(self, record: StepRecord, before: Frame | bytes | None, after: Frame | bytes | None) -> None:
+        index = record.index
+        before_png, before_sha = self._store_image(index, "before", before)
+        after_png, after_sha = self._store_image(index, "after", after)
+        stored = record.model_dump(mode="json") | {
+            "before_png": before_png, "before_sha256": before_sha,
+            "after_png": after_png, "after_sha256": after_sha, "prev_hash": self._meta.head_hash,
+        }
+        stored["hash"] = record_hash(stored)
+        # Rewrite the whole file atomically rather than append in place: an in-place append cut
+        # short by a crash leaves a torn line that readers must second-guess; a rename never
+        # does. The copy costs O(steps) per step, trivial at a run's scale (tens of KB).
+        self._lines += canonical_json(stored) + b"\n"
+        atomic_write(self.dir / "steps.jsonl", bytes(self._lines))
+        if after_png:
+            self._last_after = (after_png, after_sha)
+        self._update_meta(steps=index, head_hash=stored["hash"], usage=self._meta.usage.plus(record.usage))
+
+    def hold(self, status: RunStatus) -> None:
+        """Mark a run that is paused between calls (``needs_confirmation``), or ``running`` again,
+        so a reader of the store sees why it is not moving."""
+        with self._lock:
+            if self._meta.finished_at is not None:
+                raise RuntimeError(f"trace {self.trace_id} is already finished ({self._meta.status})")
+            self.flush()  # after the steps before it, as a reader of meta.json expects
+            self._raise_failure()
+            self._update_meta(status=status)
+
+    def finish(self, status: RunStatus, answer: str | None = None,
+               error: ErrorInfo | dict[str, str] | None = None) -> TraceMeta:
+        """Close the trace with its final status. Call once."""
+        if status == "running":
+            raise ValueError("finish needs a final status, not 'running'")
+        with self._lock:
+            if self._meta.finished_at is not None:
+                raise RuntimeError(f"trace {self.trace_id} is already finished ({self._meta.status})")
+            final = redact({"answer": answer, "error": _plain(error)}, self._secrets)
+            # The run's end waits for its steps: a finished trace is never missing one recorded
+            # (one whose write failed is not in it, and the chain still verifies without it).
+            self.flush()
+            self._update_meta(status=status, finished_at=_now(), **final)
+            _closed_here(self.dir)
+            return self.meta
