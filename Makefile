@@ -89,7 +89,7 @@ bench: setup
 
 # The image built and run for real: docker.io, debootstrap and Compose v2 installed, a private dockerd
 # started and stopped, the base image made without a registry, the image built, tests/docker run.
-# The scripts it runs (docker/test/) also serve by hand: see README.md, "The image's tests".
+# The scripts it runs (docker/test/) also serve by hand: see docs/docker.md, "The image's tests".
 docker-test: setup
 	bash docker/test/docker-test.sh
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A private Docker daemon for glassdesk's image tests: its own socket, data root and exec root, no
-# bridge and no iptables rules, so it clashes with nothing else on the machine (README.md, Docker).
+# bridge and no iptables rules, so it clashes with nothing else on the machine (docs/docker.md).
 #
 #   docker/test/dockerd.sh start DIR   start one under DIR (DIR/docker.sock), wait until it answers,
 #                                      print `export DOCKER_HOST=unix://DIR/docker.sock`
