@@ -222,6 +222,18 @@ def _action_names() -> set[str]:
     return names
 
 
+
+class RecorderError(GlassdeskError):
+    """No video could be made: ffmpeg is missing, would not start, or left no file."""
+
+    code, status = "recording_failed", 500
+
+
+class RecorderUnavailable(RecorderError):
+    """This server cannot record at all: ffmpeg is not installed. Checked before anything is made."""
+
+    code, status = "recording_unavailable", 503
+
 class StackError(RuntimeError):
     """A part of the desktop failed to start; the message names it and quotes its log. Not a
     GlassdeskError: DesktopService maps it to the operation's own error (session_unavailable, a

@@ -7,11 +7,9 @@ Any real X keysym name (``KP_Enter``, ``XF86AudioMute``...) is accepted as is.
 
 from __future__ import annotations
 
-from Xlib import XK
+import functools
 
-XK.load_keysym_group("xf86")
-
-# alias (lower case) -> keysym. Documented in README "Key names".
+# alias (lower case) -> keysym. Documented in docs/desktop-api.md, "Key names".
 ALIASES: dict[str, str] = {
     # modifiers
     "ctrl": "Control_L", "control": "Control_L", "lctrl": "Control_L", "rctrl": "Control_R",
@@ -44,18 +42,27 @@ MODIFIER_KEYSYMS = frozenset(
 )
 
 
-# Latin-1 keysym values equal their code points: "/" -> "slash", "é" -> "eacute".
-_LATIN1_NAMES: dict[int, str] = {
-    value: attr[3:]
-    for attr, value in vars(XK).items()
-    if attr.startswith("XK_") and isinstance(value, int) and 0x20 <= value <= 0xFF
-}
+@functools.cache
+def _xk():
+    """python-xlib's keysym tables (data, no X connection), loaded on the first key name checked:
+    a client that imports the action models to send them needs no part of Xlib until then."""
+    from Xlib import XK
+
+    XK.load_keysym_group("xf86")
+    return XK
+
+
+@functools.cache
+def _latin1_names() -> dict[int, str]:
+    """Latin-1 keysym values equal their code points: "/" -> "slash", "é" -> "eacute"."""
+    return {value: attr[3:] for attr, value in vars(_xk()).items()
+            if attr.startswith("XK_") and isinstance(value, int) and 0x20 <= value <= 0xFF}
 
 
 def _char_keysym(char: str) -> str:
     if char.isascii() and char.isalnum():
         return char
-    return _LATIN1_NAMES.get(ord(char)) or f"U{ord(char):04X}"
+    return _latin1_names().get(ord(char)) or f"U{ord(char):04X}"
 
 
 class KeyNameError(ValueError):
@@ -63,6 +70,7 @@ class KeyNameError(ValueError):
 
 
 def _is_keysym(name: str) -> bool:
+    XK = _xk()
     if XK.string_to_keysym(name) != XK.NoSymbol:
         return True
     # python-xlib spells the XF86 keysyms "XF86_AudioMute"; X and xdotool take "XF86AudioMute" too.

@@ -43,7 +43,8 @@ from desktop.frame import Frame
 from desktop.session.manager import Session
 from vision.config import VisionConfig
 from vision.events import EventBus
-from vision.loop import MAX_STEPS_CAP, ActRequest, Runner
+from vision.loop import Runner
+from vision.models import MAX_STEPS_CAP, ActRequest
 
 TARGET_RATIO = 5.0
 # Buttons of tests/assets/testpage.html whose click repaints the page (#status text).

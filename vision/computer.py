@@ -19,11 +19,8 @@ Where a fault goes:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.errors import GlassdeskError
 from desktop.frame import Frame
 from desktop.service.desktop import DesktopService
@@ -32,112 +29,7 @@ from vision.actions import Action, CursorPosition, Done, Fail, Screenshot, Zoom
 from vision.converters import anthropic as anthropic_tool
 from vision.converters import openai as openai_tool
 from vision.providers.base import CallResult, ToolCall
-
-# A declared screen larger than this is no model's: 4K, twice the display either way.
-MAX_DECLARED_WIDTH, MAX_DECLARED_HEIGHT = 2 * SCREEN_WIDTH, 2 * SCREEN_HEIGHT
-
-
-class _Body(BaseModel):
-    """A request body: an unknown field is a mistake to report, not to ignore."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-# --- Anthropic -----------------------------------------------------------------------------------
-
-
-class AnthropicComputerRequest(_Body):
-    tool_version: Literal["computer_20250124", "computer_20251124", "computer_toolset_20260801"] = Field(
-        description="the computer tool's type, as in the request's tools[]")
-    display_width_px: int = Field(ge=1, le=MAX_DECLARED_WIDTH, description="the display width the tool declares "
-                                  "(for the toolset: the width of the screenshots the model is sent)")
-    display_height_px: int = Field(ge=1, le=MAX_DECLARED_HEIGHT, description="the display height the tool declares")
-    input: dict[str, Any] = Field(description="the tool_use block's input, verbatim")
-    name: str = Field("computer", description="the tool_use block's name: \"computer\"; for "
-                      "computer_toolset_20260801 the action itself (\"left_click\", ...)")
-    tool_use_id: str | None = Field(None, description="the tool_use block's id: the answer then carries the "
-                                    "whole tool_result block, ready to send")
-
-    @model_validator(mode="after")
-    def _toolset_names_the_action(self):
-        # Forgetting the name is the caller's slip, not the model's: say so, rather than answer the
-        # model that "computer" is no action.
-        if self.tool_version == "computer_toolset_20260801" and self.name == "computer":
-            raise ValueError("computer_toolset_20260801 names the action in the tool_use's name: pass it as name "
-                             "(e.g. \"left_click\"), with input its arguments")
-        return self
-
-
-class AnthropicText(BaseModel):
-    type: Literal["text"] = "text"
-    text: str
-
-
-class AnthropicImageSource(BaseModel):
-    type: Literal["base64"] = "base64"
-    media_type: Literal["image/png"] = "image/png"
-    data: str = Field(description="base64 PNG")
-
-
-class AnthropicImage(BaseModel):
-    type: Literal["image"] = "image"
-    source: AnthropicImageSource
-
-
-AnthropicBlock = Annotated[Union[AnthropicText, AnthropicImage], Field(discriminator="type")]
-
-
-class AnthropicComputerResult(BaseModel):
-    content: list[AnthropicBlock] = Field(description="the tool_result's content: text (an error, the cursor "
-                                          "position), then an image at the declared size (the screen after the "
-                                          "action; for zoom, the zoomed region)")
-    is_error: bool = Field(description="the call could not run as given; content says why, nothing ran")
-    tool_result: dict[str, Any] | None = Field(None, description="with tool_use_id: the whole tool_result block "
-                                               "(toolset_name echoed for the toolset)")
-
-
-# --- OpenAI --------------------------------------------------------------------------------------
-
-
-class OpenAISafetyCheck(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    id: str
-    code: str | None = None
-    message: str | None = None
-
-
-class OpenAIComputerRequest(_Body):
-    action: dict[str, Any] | None = Field(None, description="computer_use_preview: the computer_call's action")
-    actions: list[dict[str, Any]] | None = Field(None, max_length=100, description="GA computer: the "
-                                                 "computer_call's batch of actions, run in order, all or none")
-    display_width: int = Field(SCREEN_WIDTH, ge=1, le=MAX_DECLARED_WIDTH, description="the width the tool "
-                               "declares (GA: of the screenshots the model is sent)")
-    display_height: int = Field(SCREEN_HEIGHT, ge=1, le=MAX_DECLARED_HEIGHT, description="the height the tool declares")
-    pending_safety_checks: list[OpenAISafetyCheck] = Field(default_factory=list, description="the computer_call's "
-                                                     "pending_safety_checks: calling this is proceeding with them")
-    call_id: str | None = Field(None, description="the computer_call's call_id: the answer then carries the "
-                                "whole computer_call_output item, ready to send")
-
-    @model_validator(mode="after")
-    def _one_of(self):
-        if (self.action is None) == (self.actions is None):
-            raise ValueError("give either action (computer_use_preview) or actions (GA computer), not both or neither")
-        return self
-
-
-class ComputerScreenshot(BaseModel):
-    type: Literal["computer_screenshot"] = "computer_screenshot"
-    image_url: str = Field(description="data:image/png;base64,... at the declared size")
-
-
-class OpenAIComputerResult(BaseModel):
-    output: ComputerScreenshot = Field(description="the computer_call_output's output: the screen after the call")
-    acknowledged_safety_checks: list[OpenAISafetyCheck] = Field(description="the request's pending_safety_checks, "
-                                                          "to send back as acknowledged (after the operator agreed)")
-    error: str | None = Field(None, description="the call could not run as given (nothing ran); tell the model, "
-                              "e.g. in a text input beside the output")
-    computer_call_output: dict[str, Any] | None = Field(None, description="with call_id: the whole item")
-
+from vision.models import AnthropicComputerRequest, AnthropicComputerResult, ComputerScreenshot, OpenAIComputerRequest, OpenAIComputerResult
 
 # --- the service ---------------------------------------------------------------------------------
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from desktop import actions
 from desktop.actions import Type
@@ -33,97 +32,16 @@ from vision.report import write_report
 from vision.trace.records import ErrorInfo, RunStatus, Usage, redact
 from vision.trace.store import TraceStore
 from vision.trace.writer import TraceWriter
+from vision.models import ActRequest, ActResult, RunView, SafetyCheckOut, StepSummary
 
 log = logging.getLogger("glassdesk.loop")
 
-MAX_STEPS_CAP = 50
-# A blocking act call on a paused run returns after this long, saying so, instead of hanging
-# until a person hands back.
 PAUSED_RETURN_S = 5.0
 # How long a step waits for a healing desktop (a part restarts in 1-3 s, the whole stack in ~5 s).
 HEAL_WAIT_S = 20.0
 MODEL_RETRIES = 3
 MAX_RETRY_WAIT_S = 60.0
 PauseKind = Literal["operator", "takeover"]
-
-
-class ActRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    instruction: str | None = Field(None, min_length=1, max_length=10_000,
-                                    description="what to do; may be omitted to continue a paused run")
-    model: str | None = Field(None, description="provider/model, e.g. anthropic/claude-sonnet-4-5, openai/computer-use-preview, "
-                                                "chat/<model>, ocr, scripted; default from config or API keys")
-    max_steps: int = Field(10, ge=1, le=MAX_STEPS_CAP)
-    budget_tokens: int | None = Field(None, ge=1, description="stop once this many tokens are used")
-    budget_seconds: float = Field(600, gt=0, le=3600, description="wall-clock budget for the run")
-    autopilot: bool = Field(True, description="false: one model turn per call (step mode)")
-    acknowledged_safety_checks: list[str] = Field(default_factory=list,
-                                                  description="ids of pending safety checks the operator approves")
-    script: list[dict] | None = Field(None, description="actions to replay, for model 'scripted'")
-    secrets: dict[str, str] = Field(default_factory=dict,
-                                    description="values typed where the model writes {{name}}; never sent to the model "
-                                                "nor written to the trace")
-    reset: bool = Field(False, description="first return the session to a fresh state, as POST "
-                                           "/sessions/{id}/reset does (launched programs end, Chromium restarts "
-                                           "on a clean profile at about:blank); only with a new instruction")
-
-    @model_validator(mode="after")
-    def _reset_starts_a_run(self) -> "ActRequest":
-        if self.reset and self.instruction is None:
-            raise ValueError("reset: a reset comes before a new instruction, not when continuing a paused run")
-        return self
-
-
-class StepSummary(BaseModel):
-    index: int
-    text: str = ""
-    actions: list[dict] = Field(default_factory=list)
-    executed: list[list[str]] = Field(default_factory=list)
-    error: dict | None = None
-    model_ms: int = 0
-    exec_ms: int = 0
-    settle_ms: int = 0
-    usage: Usage = Field(default_factory=Usage)
-    url: str | None = None
-
-
-class SafetyCheckOut(BaseModel):
-    id: str
-    code: str
-    message: str
-
-
-class ActResult(BaseModel):
-    trace_id: str
-    status: RunStatus
-    answer: str | None = None
-    error: dict | None = None
-    steps: list[StepSummary]
-    usage: Usage
-    pending_safety_checks: list[SafetyCheckOut] = Field(default_factory=list)
-    note: str | None = Field(None, description="why the call returned before the run ended, and how to go on")
-    failed_steps: int = Field(0, description="steps in which an action failed or the reply could not be understood")
-    final_screenshot: str | None = Field(None, description="base64 PNG of the screen when the call returned")
-    report_url: str
-    report_path: str | None = Field(None, description="report.html on the server's disk, once the run has ended")
-
-
-class RunView(BaseModel):
-    """A run as the operator, metrics and clients see it."""
-
-    trace_id: str
-    status: RunStatus
-    instruction: str
-    model: str
-    step: int
-    max_steps: int
-    tokens: int
-    pending_safety_checks: list[SafetyCheckOut] = Field(default_factory=list)
-    active: bool
-    pause_reason: str | None = None
-    answer: str | None = None
-    error: dict | None = None
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from vision.loop import ActResult
+from vision.models import ActResult
 
 Act = Callable[[str, int, int, str], Awaitable[ActResult]]
 

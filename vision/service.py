@@ -21,7 +21,8 @@ from vision.computer import ComputerService
 from vision.config import VisionConfig
 from vision.errors import TraceCorruptError, TraceNotFoundError
 from vision.events import EventBus
-from vision.loop import ActRequest, ActResult, Runner, RunView, StepSummary
+from vision.loop import Runner
+from vision.models import ActRequest, ActResult, RunView, StepSummary
 from vision.metrics import Metrics
 from vision.observers import BusListener, Narrator, strip_enabled
 from vision.providers.base import Provider

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import IO, Literal
 
-from desktop.errors import GlassdeskError
+from desktop.errors import RecorderError, RecorderUnavailable
 
 __all__ = ["Recorder", "RecorderError", "RecorderUnavailable", "ffmpeg_argv", "find_ffmpeg"]
 
@@ -34,18 +34,6 @@ STARTED_TIMEOUT = 15.0   # ffmpeg has written its first frame: the recording cov
 CATCH_UP_TIMEOUT = 10.0  # at stop, for a lagging ffmpeg to have written the frames up to the stop
 QUIT_TIMEOUT = 15.0      # after "q": it encodes the frames it holds and writes the file's end
 INTERRUPT_TIMEOUT = 5.0  # after SIGINT
-
-
-class RecorderError(GlassdeskError):
-    """No video could be made: ffmpeg is missing, would not start, or left no file."""
-
-    code, status = "recording_failed", 500
-
-
-class RecorderUnavailable(RecorderError):
-    """This server cannot record at all: ffmpeg is not installed. Checked before anything is made."""
-
-    code, status = "recording_unavailable", 503
 
 
 def find_ffmpeg() -> str:

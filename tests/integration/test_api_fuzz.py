@@ -32,7 +32,7 @@ from schemathesis.checks import (
 from desktop.errors import SessionNotFound
 from desktop.x11.windows import WindowError, check_url
 from tests.conftest import LiveServer
-from vision.loop import ActRequest
+from vision.models import ActRequest
 
 pytestmark = pytest.mark.x11
 

@@ -18,7 +18,7 @@ from desktop.session.stack import free_port
 from tests.conftest import LiveServer
 from tests.fakes.testpage import at
 from vision.client import ApiError, AsyncGlassdeskClient, GlassdeskClient
-from vision.loop import ActResult, StepSummary
+from vision.models import ActResult, StepSummary
 from vision.qa.models import PageLoadResult
 from vision.trace.records import Trace
 

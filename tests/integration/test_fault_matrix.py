@@ -30,7 +30,7 @@ from desktop.errors import SessionNotFound
 from desktop.session.stack import tagged_pids
 from tests.fakes import testpage
 from vision.actions import Done
-from vision.loop import ActRequest
+from vision.models import ActRequest
 from vision.providers.function import Context, FunctionProvider, calls
 
 pytestmark = pytest.mark.x11

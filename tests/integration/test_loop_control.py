@@ -276,7 +276,7 @@ def test_after_a_pause_the_model_sees_the_screen_as_the_operator_left_it(service
     import threading
 
     from desktop.actions import Click
-    from vision.loop import ActRequest
+    from vision.models import ActRequest
 
     from desktop.actions import Region
 
@@ -317,7 +317,7 @@ def test_cancelling_a_paused_run_keeps_the_pause_for_the_next_run(services, desk
     """Cancel ends the run, not the operator's take-over: a new run must still wait for resume."""
     import threading
 
-    from vision.loop import ActRequest
+    from vision.models import ActRequest
 
     runner = services.runner(SESSION)
     request = ActRequest(instruction="while the operator has control", model="scripted",
@@ -351,7 +351,7 @@ def test_deleting_the_session_ends_its_paused_run(services, manager):
     """A run paused on a session that is then deleted must end (cancelled), not wait forever."""
     import threading
 
-    from vision.loop import ActRequest
+    from vision.models import ActRequest
 
     session = manager.create("itest-gone")
     try:
@@ -375,7 +375,7 @@ def test_a_failure_outside_the_normal_stops_still_ends_the_trace(services, desk)
     """An unexpected error mid-run (here: the desktop cannot be captured) must not leave the
     trace 'running' or the runner holding a dead run."""
     from desktop.errors import ScreenshotFailed
-    from vision.loop import ActRequest
+    from vision.models import ActRequest
 
     runner = services.runner("itest")
     original = runner._act

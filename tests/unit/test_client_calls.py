@@ -19,7 +19,7 @@ from vision.client import ApiError, AsyncGlassdeskClient, GlassdeskClient
 from vision.client.calls import SseDecoder, act_event, body
 from vision.client.errors import error_class, error_from_response
 from vision.client.routes import SessionClient
-from vision.loop import ActResult, StepSummary
+from vision.models import ActResult, StepSummary
 
 
 def test_a_body_sends_only_what_was_given_validated_by_the_apis_model():

@@ -25,7 +25,8 @@ from desktop.errors import InvalidAction, OperatorInControl
 from tests.fakes.desktop import FakeDesktop
 from vision import coords
 from vision.actions import CursorPosition, Screenshot
-from vision.computer import AnthropicComputerRequest, ComputerService, OpenAIComputerRequest
+from vision.computer import ComputerService
+from vision.models import AnthropicComputerRequest, OpenAIComputerRequest
 from vision.converters import anthropic as claude
 from vision.converters import openai as gpt
 from vision.providers.base import CallResult

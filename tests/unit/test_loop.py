@@ -25,7 +25,8 @@ from vision.actions import CursorPosition, Done, Fail, Screenshot
 from vision.config import VisionConfig
 from vision.errors import InvalidRequest
 from vision.events import EventBus
-from vision.loop import ActRequest, Runner, StepSummary
+from vision.loop import Runner
+from vision.models import ActRequest, StepSummary
 from vision.providers.base import (
     ModelCallError,
     ModelTurn,

@@ -10,7 +10,8 @@ from desktop.frame import Frame
 from vision.config import VisionConfig, create_provider
 from vision.errors import InvalidRequest, ModelUnavailable
 from vision.events import EventBus
-from vision.loop import ActRequest, backoff_s, fill_placeholders
+from vision.loop import backoff_s, fill_placeholders
+from vision.models import ActRequest
 from vision.providers.base import Observation
 
 

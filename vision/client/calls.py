@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from vision.client.errors import ApiError, error_class, invalid_input
-from vision.loop import ActResult, StepSummary
+from vision.models import ActResult, StepSummary
 
 __all__ = ["Call", "Image", "SseDecoder", "act_event", "body", "model", "signature_of"]
 

@@ -14,8 +14,6 @@ from functools import cache
 
 from pydantic import ValidationError
 
-import desktop.errors
-import desktop.x11.recorder  # noqa: F401  (defines recording_unavailable, another GlassdeskError)
 import vision.errors  # noqa: F401  (the vision layer's codes)
 from desktop.errors import GlassdeskError, describe_validation
 

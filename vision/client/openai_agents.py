@@ -21,7 +21,7 @@ from vision.client.calls import model
 from vision.client.errors import error_class
 from vision.client.routes import SessionClient
 from vision.client.transport import AsyncGlassdeskClient, GlassdeskClient
-from vision.computer import OpenAIComputerResult
+from vision.models import OpenAIComputerResult
 
 __all__ = ["GlassdeskComputer", "SyncGlassdeskComputer"]
 

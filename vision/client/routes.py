@@ -26,13 +26,11 @@ from desktop.models import Tab
 from desktop.models import ActedAnswer, ClickRequest, DialogAnswer, DialogPolicyRequest, DialogRequest, EvaluateRequest, FillRequest, HistoryRequest, NavigateRequest, NewTabRequest, SelectRequest, UploadRequest, WaitRequest
 from desktop.models import LiveView, SessionInfo
 from desktop.models import Window
-from vision.http.runs import RunControl
-from vision.http.console import TakeoverRequest
-from vision.computer import (
-    AnthropicComputerRequest, AnthropicComputerResult, OpenAIComputerRequest, OpenAIComputerResult,
-)
+from vision.models import RunControl
+from vision.models import TakeoverRequest
+from vision.models import AnthropicComputerRequest, AnthropicComputerResult, OpenAIComputerRequest, OpenAIComputerResult
 from vision.client.calls import Call, act_event, bind, body, image, model, raw, signature_of, text
-from vision.loop import ActRequest, ActResult
+from vision.models import ActRequest, ActResult
 from vision.qa.models import (
     AnalyzeConsoleRequest, ApproveRequest, BaselineResult, CaptureBaselineRequest, CompareRequest, CompareResult,
     ConsoleResult, ElementResult, FlowResult, PageLoadResult, QaRun, VerifyElementRequest, VerifyPageLoadsRequest,

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from vision.computer import (
-    AnthropicComputerRequest, AnthropicComputerResult, ComputerService, OpenAIComputerRequest, OpenAIComputerResult,
-)
+from vision.computer import ComputerService
+from vision.models import AnthropicComputerRequest, AnthropicComputerResult, OpenAIComputerRequest, OpenAIComputerResult
 
 
 def computer_router(computer: ComputerService) -> APIRouter:

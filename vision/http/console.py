@@ -34,18 +34,18 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, Response, StreamingResponse
-from pydantic import BaseModel, Field
 
 from desktop.models import LiveView
 from desktop.errors import StackError
 from desktop.session.stack import novnc_dir
 from vision import VERSION
 from vision.config import DEFAULT_ANTHROPIC, DEFAULT_OPENAI
-from vision.loop import MAX_STEPS_CAP, RunView
+from vision.models import MAX_STEPS_CAP, RunView
 from vision.observers import latest_seq
 from vision.service import Glassdesk
 from vision.trace.records import FINAL_STATUSES, TraceMeta
 from vision.trace.store import TraceStore
+from vision.models import TakeoverRequest
 
 log = logging.getLogger("glassdesk.console")
 
@@ -137,10 +137,6 @@ class StatsCache:
 
 
 # ------------------------------------------------------------------------------------ HTTP
-
-
-class TakeoverRequest(BaseModel):
-    on: bool = Field(description="true: pause the agent and hand mouse and keyboard to the operator")
 
 
 def _run_view(view: RunView | None, meta: TraceMeta | None) -> dict[str, Any] | None:

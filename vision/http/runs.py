@@ -9,17 +9,12 @@ from typing import Literal
 from anyio import to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
-from pydantic import BaseModel
 
 from desktop.errors import GlassdeskError
-from vision.loop import ActRequest, ActResult
+from vision.models import ActRequest, ActResult
 from vision.service import Glassdesk
 from vision.trace.records import Trace, TraceMeta, VerifyResult
-
-
-class RunControl(BaseModel):
-    ok: bool
-    active: bool
+from vision.models import RunControl
 
 
 def vision_router(glassdesk: Glassdesk) -> APIRouter:

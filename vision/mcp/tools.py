@@ -29,7 +29,7 @@ from desktop.frame import IMAGE_FORMATS
 from desktop.port import Performed
 from vision import packs
 from vision.errors import InvalidRequest
-from vision.loop import MAX_STEPS_CAP, ActRequest, ActResult, StepSummary
+from vision.models import MAX_STEPS_CAP, ActRequest, ActResult, StepSummary
 from vision.report import describe_action
 from vision.service import Glassdesk
 

@@ -1019,7 +1019,7 @@ class _Flow:
         return {"point": [x, y], "found_by": how}
 
     def vision(self, index: int, step: FlowStep, step_deadline: float) -> dict:
-        from vision.loop import ActRequest
+        from vision.models import ActRequest
 
         budget = max(1.0, min(3600.0, step_deadline - time.monotonic()))
         try:

@@ -1,0 +1,219 @@
+"""The wire models of the vision layer's operations: a run's request and answer, the run controls,
+the take-over switch, and the vendor-native executors' requests and answers.
+
+Pure pydantic (and the trace's record models): importing this loads no X library, web framework or
+model SDK, so the Python client (vision.client) takes its types from here.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
+from vision.trace.records import RunStatus, Usage
+
+MAX_STEPS_CAP = 50
+# A blocking act call on a paused run returns after this long, saying so, instead of hanging
+# until a person hands back.
+
+
+# ------------------------------------------------------------------------------------- runs
+
+
+class ActRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    instruction: str | None = Field(None, min_length=1, max_length=10_000,
+                                    description="what to do; may be omitted to continue a paused run")
+    model: str | None = Field(None, description="provider/model, e.g. anthropic/claude-sonnet-4-5, openai/computer-use-preview, "
+                                                "chat/<model>, ocr, scripted; default from config or API keys")
+    max_steps: int = Field(10, ge=1, le=MAX_STEPS_CAP)
+    budget_tokens: int | None = Field(None, ge=1, description="stop once this many tokens are used")
+    budget_seconds: float = Field(600, gt=0, le=3600, description="wall-clock budget for the run")
+    autopilot: bool = Field(True, description="false: one model turn per call (step mode)")
+    acknowledged_safety_checks: list[str] = Field(default_factory=list,
+                                                  description="ids of pending safety checks the operator approves")
+    script: list[dict] | None = Field(None, description="actions to replay, for model 'scripted'")
+    secrets: dict[str, str] = Field(default_factory=dict,
+                                    description="values typed where the model writes {{name}}; never sent to the model "
+                                                "nor written to the trace")
+    reset: bool = Field(False, description="first return the session to a fresh state, as POST "
+                                           "/sessions/{id}/reset does (launched programs end, Chromium restarts "
+                                           "on a clean profile at about:blank); only with a new instruction")
+
+    @model_validator(mode="after")
+    def _reset_starts_a_run(self) -> "ActRequest":
+        if self.reset and self.instruction is None:
+            raise ValueError("reset: a reset comes before a new instruction, not when continuing a paused run")
+        return self
+
+
+class StepSummary(BaseModel):
+    index: int
+    text: str = ""
+    actions: list[dict] = Field(default_factory=list)
+    executed: list[list[str]] = Field(default_factory=list)
+    error: dict | None = None
+    model_ms: int = 0
+    exec_ms: int = 0
+    settle_ms: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    url: str | None = None
+
+
+class SafetyCheckOut(BaseModel):
+    id: str
+    code: str
+    message: str
+
+
+class ActResult(BaseModel):
+    trace_id: str
+    status: RunStatus
+    answer: str | None = None
+    error: dict | None = None
+    steps: list[StepSummary]
+    usage: Usage
+    pending_safety_checks: list[SafetyCheckOut] = Field(default_factory=list)
+    note: str | None = Field(None, description="why the call returned before the run ended, and how to go on")
+    failed_steps: int = Field(0, description="steps in which an action failed or the reply could not be understood")
+    final_screenshot: str | None = Field(None, description="base64 PNG of the screen when the call returned")
+    report_url: str
+    report_path: str | None = Field(None, description="report.html on the server's disk, once the run has ended")
+
+
+class RunView(BaseModel):
+    """A run as the operator, metrics and clients see it."""
+
+    trace_id: str
+    status: RunStatus
+    instruction: str
+    model: str
+    step: int
+    max_steps: int
+    tokens: int
+    pending_safety_checks: list[SafetyCheckOut] = Field(default_factory=list)
+    active: bool
+    pause_reason: str | None = None
+    answer: str | None = None
+    error: dict | None = None
+
+
+
+class RunControl(BaseModel):
+    ok: bool
+    active: bool
+
+
+class TakeoverRequest(BaseModel):
+    on: bool = Field(description="true: pause the agent and hand mouse and keyboard to the operator")
+
+
+# ------------------------------------------------------------------------------------- the executors
+
+# A declared screen larger than this is no model's: 4K, twice the display either way.
+MAX_DECLARED_WIDTH, MAX_DECLARED_HEIGHT = 2 * SCREEN_WIDTH, 2 * SCREEN_HEIGHT
+
+
+class _Body(BaseModel):
+    """A request body: an unknown field is a mistake to report, not to ignore."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- Anthropic -----------------------------------------------------------------------------------
+
+
+class AnthropicComputerRequest(_Body):
+    tool_version: Literal["computer_20250124", "computer_20251124", "computer_toolset_20260801"] = Field(
+        description="the computer tool's type, as in the request's tools[]")
+    display_width_px: int = Field(ge=1, le=MAX_DECLARED_WIDTH, description="the display width the tool declares "
+                                  "(for the toolset: the width of the screenshots the model is sent)")
+    display_height_px: int = Field(ge=1, le=MAX_DECLARED_HEIGHT, description="the display height the tool declares")
+    input: dict[str, Any] = Field(description="the tool_use block's input, verbatim")
+    name: str = Field("computer", description="the tool_use block's name: \"computer\"; for "
+                      "computer_toolset_20260801 the action itself (\"left_click\", ...)")
+    tool_use_id: str | None = Field(None, description="the tool_use block's id: the answer then carries the "
+                                    "whole tool_result block, ready to send")
+
+    @model_validator(mode="after")
+    def _toolset_names_the_action(self):
+        # Forgetting the name is the caller's slip, not the model's: say so, rather than answer the
+        # model that "computer" is no action.
+        if self.tool_version == "computer_toolset_20260801" and self.name == "computer":
+            raise ValueError("computer_toolset_20260801 names the action in the tool_use's name: pass it as name "
+                             "(e.g. \"left_click\"), with input its arguments")
+        return self
+
+
+class AnthropicText(BaseModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class AnthropicImageSource(BaseModel):
+    type: Literal["base64"] = "base64"
+    media_type: Literal["image/png"] = "image/png"
+    data: str = Field(description="base64 PNG")
+
+
+class AnthropicImage(BaseModel):
+    type: Literal["image"] = "image"
+    source: AnthropicImageSource
+
+
+AnthropicBlock = Annotated[Union[AnthropicText, AnthropicImage], Field(discriminator="type")]
+
+
+class AnthropicComputerResult(BaseModel):
+    content: list[AnthropicBlock] = Field(description="the tool_result's content: text (an error, the cursor "
+                                          "position), then an image at the declared size (the screen after the "
+                                          "action; for zoom, the zoomed region)")
+    is_error: bool = Field(description="the call could not run as given; content says why, nothing ran")
+    tool_result: dict[str, Any] | None = Field(None, description="with tool_use_id: the whole tool_result block "
+                                               "(toolset_name echoed for the toolset)")
+
+
+# --- OpenAI --------------------------------------------------------------------------------------
+
+
+class OpenAISafetyCheck(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    code: str | None = None
+    message: str | None = None
+
+
+class OpenAIComputerRequest(_Body):
+    action: dict[str, Any] | None = Field(None, description="computer_use_preview: the computer_call's action")
+    actions: list[dict[str, Any]] | None = Field(None, max_length=100, description="GA computer: the "
+                                                 "computer_call's batch of actions, run in order, all or none")
+    display_width: int = Field(SCREEN_WIDTH, ge=1, le=MAX_DECLARED_WIDTH, description="the width the tool "
+                               "declares (GA: of the screenshots the model is sent)")
+    display_height: int = Field(SCREEN_HEIGHT, ge=1, le=MAX_DECLARED_HEIGHT, description="the height the tool declares")
+    pending_safety_checks: list[OpenAISafetyCheck] = Field(default_factory=list, description="the computer_call's "
+                                                     "pending_safety_checks: calling this is proceeding with them")
+    call_id: str | None = Field(None, description="the computer_call's call_id: the answer then carries the "
+                                "whole computer_call_output item, ready to send")
+
+    @model_validator(mode="after")
+    def _one_of(self):
+        if (self.action is None) == (self.actions is None):
+            raise ValueError("give either action (computer_use_preview) or actions (GA computer), not both or neither")
+        return self
+
+
+class ComputerScreenshot(BaseModel):
+    type: Literal["computer_screenshot"] = "computer_screenshot"
+    image_url: str = Field(description="data:image/png;base64,... at the declared size")
+
+
+class OpenAIComputerResult(BaseModel):
+    output: ComputerScreenshot = Field(description="the computer_call_output's output: the screen after the call")
+    acknowledged_safety_checks: list[OpenAISafetyCheck] = Field(description="the request's pending_safety_checks, "
+                                                          "to send back as acknowledged (after the operator agreed)")
+    error: str | None = Field(None, description="the call could not run as given (nothing ran); tell the model, "
+                              "e.g. in a text input beside the output")
+    computer_call_output: dict[str, Any] | None = Field(None, description="with call_id: the whole item")
