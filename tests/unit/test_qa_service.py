@@ -20,9 +20,12 @@ from vision.qa.service import QaService, _stem
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
 
 
+def no_act(session_id, request):
+    raise AssertionError("no flow here runs an act step")
+
+
 def a_service(tmp_path) -> QaService:
-    glassdesk = SimpleNamespace(desktops=SimpleNamespace(pages=None), store=SimpleNamespace(root=tmp_path))
-    return QaService(glassdesk)  # type: ignore[arg-type]
+    return QaService(SimpleNamespace(pages=None), tmp_path, act=no_act)  # type: ignore[arg-type]
 
 
 def a_finished_run(store: QaRunStore, secrets=()):
@@ -244,8 +247,7 @@ class FakeDesktops:
 
 def a_faked_service(tmp_path) -> tuple[QaService, FakeDesktops]:
     desktops = FakeDesktops()
-    glassdesk = SimpleNamespace(desktops=desktops, store=SimpleNamespace(root=tmp_path))
-    return QaService(glassdesk), desktops  # type: ignore[arg-type]
+    return QaService(desktops, tmp_path, act=no_act), desktops  # type: ignore[arg-type]
 
 
 def test_a_dead_browser_and_desktop_make_verify_page_loads_a_failure_with_reasons_not_an_error(tmp_path):
@@ -477,3 +479,28 @@ def test_a_component_gone_at_compare_time_is_a_failed_shot_with_the_reason(tmp_p
     assert page.passed and not gone.passed and "not on the page now" in gone.reason
     assert "#gone: not on the page now" in answer.reason
     assert qa.run(answer.test_run_id).status == "failed" and qa.verify(answer.test_run_id).ok
+
+
+# ------------------------------------------------------------------------------- layering
+
+
+def test_the_qa_package_imports_nothing_of_the_application_service():
+    """QaService is given the desktop service, a data directory and ``act``: no module of
+    vision/qa imports vision.service, not even deferred or for type checking (an import circle)."""
+    import ast
+    from pathlib import Path
+
+    import vision.qa
+
+    offenders = []
+    for path in sorted(Path(vision.qa.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            if any(name == "vision.service" or name.startswith("vision.service.") for name in names):
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert not offenders, offenders

@@ -1,10 +1,13 @@
 """The QA service: the six verbs, flows with retries and an aggregate timeout, baseline approval.
 
-``QaService`` is built by ``Glassdesk`` (``glassdesk.qa``) and every door calls it. It drives the
-visible browser through the page layer (``DesktopService.pages``: navigate, state, console,
-network, click, fill, select, screenshots) and the real pixels through the session (a click found
-by OCR or by an image is real input at that pixel). Every call is one QA run
-(``vision.qa.runs``): its screenshots hashed and timestamped in a hash-chained manifest.
+``QaService`` is built by ``Glassdesk`` (``glassdesk.qa``) and every door calls it. It is given
+what it calls, not the application: the desktop service (``DesktopService``), the data directory
+its runs and baselines are kept under, and ``act``, the call that runs a vision instruction (a
+flow's ``act`` step). It drives the visible browser through the page layer
+(``DesktopService.pages``: navigate, state, console, network, click, fill, select, screenshots) and
+the real pixels through the session (a click found by OCR or by an image is real input at that
+pixel). Every call is one QA run (``vision.qa.runs``): its screenshots hashed and timestamped in a
+hash-chained manifest.
 
 What is a result and what is an error: a page that does not load, an element that is not there, a
 flow step that fails, a visual difference are answers (200, ``success``/``passed`` false, with the
@@ -47,7 +50,8 @@ from vision.qa.runs import (
 )
 
 if TYPE_CHECKING:
-    from vision.service import Glassdesk
+    from desktop.service.desktop import DesktopService
+    from vision.loop import ActRequest, ActResult
 
 log = logging.getLogger("glassdesk.qa")
 T = TypeVar("T")
@@ -113,11 +117,12 @@ def _reason(exc: BaseException) -> str:
 
 
 class QaService:
-    def __init__(self, glassdesk: "Glassdesk"):
-        self.glassdesk = glassdesk
-        self.desktops = glassdesk.desktops
-        self.pages = glassdesk.desktops.pages
-        self.data_dir = Path(glassdesk.store.root)
+    def __init__(self, desktops: DesktopService, data_dir: str | Path, *,
+                 act: Callable[[str, ActRequest], ActResult]):
+        self.desktops = desktops
+        self.pages = desktops.pages
+        self.data_dir = Path(data_dir)
+        self.act = act
         self.runs = QaRunStore(self.data_dir)
         self._verbs = threading.Condition()
         self._holders: dict[str, _VerbHolder] = {}
@@ -1027,7 +1032,7 @@ class _Flow:
                                  script=step.script, budget_seconds=budget, secrets=self.request.secrets)
         except ValueError as exc:
             raise StepFailed(f"act: {exc}") from None
-        result = self.qa.glassdesk.act(self.session.id, request)
+        result = self.qa.act(self.session.id, request)
         self.result.act_traces.append(result.trace_id)
         self.run_.record("trace", trace_id=result.trace_id, path=f"/api/v1/traces/{result.trace_id}", step=index)
         if result.status != "done":
