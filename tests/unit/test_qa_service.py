@@ -15,7 +15,8 @@ from desktop.errors import GlassdeskError, SessionUnavailable
 from vision.errors import QaRunCorruptError
 from vision.qa.models import PageLoadResult, VerifyUserFlowRequest
 from vision.qa.runs import QaRunStore, check_artifact_name, safe_stem
-from vision.qa.service import QaService, _stem
+from vision.qa.driver import _stem
+from vision.qa.service import QaService
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
 
@@ -298,11 +299,11 @@ def test_retries_happen_at_one_level_only(tmp_path):
 
     session = desktops.the_session
     with pytest.raises(PageUnavailable):
-        qa._retrying(session, lambda: qa._retrying(session, flaky))
+        qa.driver.retrying(session, lambda: qa.driver.retrying(session, flaky))
     assert len(calls) == 3  # not 3 x 3
     calls.clear()
     with pytest.raises(PageUnavailable):
-        qa._retrying(session, flaky)
+        qa.driver.retrying(session, flaky)
     assert len(calls) == 3  # and the level is free again afterwards
 
 
