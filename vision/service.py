@@ -26,6 +26,7 @@ from vision.models import ActRequest, ActResult, RunView, StepSummary
 from vision.metrics import Metrics
 from vision.observers import BusListener, Narrator, strip_enabled
 from vision.providers.base import Provider
+from vision.qa.service import QaService
 from vision.report import render_html, render_junit
 from vision.settings import Settings
 from vision.trace.records import InvalidTraceId, Trace, TraceCorrupt, TraceMeta, TraceNotFound, VerifyResult
@@ -45,11 +46,9 @@ class Glassdesk:
         self.bus = bus or EventBus()
         # Runs a stopped server left unfinished end as "interrupted" now, before any new run starts.
         self.interrupted = store.close_interrupted()
-        from vision.qa.service import QaService  # it builds on this service
-
-        # The QA verbs over the same desktops and data directory; their runs a dead server left
-        # unfinished are closed the same way.
-        self.qa = QaService(self)
+        # The QA verbs over the same desktops and data directory, a flow's act step run as act()
+        # runs any other; their runs a dead server left unfinished are closed the same way.
+        self.qa = QaService(desktops, store.root, act=self.act)
         self.interrupted += self.qa.close_interrupted()
         # The vendor-native executors (/computer/anthropic, /computer/openai) over the same desktops.
         self.computer = ComputerService(desktops)

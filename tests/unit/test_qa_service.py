@@ -15,14 +15,18 @@ from desktop.errors import GlassdeskError, SessionUnavailable
 from vision.errors import QaRunCorruptError
 from vision.qa.models import PageLoadResult, VerifyUserFlowRequest
 from vision.qa.runs import QaRunStore, check_artifact_name, safe_stem
-from vision.qa.service import QaService, _stem
+from vision.qa.driver import _stem
+from vision.qa.service import QaService
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
 
 
+def no_act(session_id, request):
+    raise AssertionError("no flow here runs an act step")
+
+
 def a_service(tmp_path) -> QaService:
-    glassdesk = SimpleNamespace(desktops=SimpleNamespace(pages=None), store=SimpleNamespace(root=tmp_path))
-    return QaService(glassdesk)  # type: ignore[arg-type]
+    return QaService(SimpleNamespace(pages=None), tmp_path, act=no_act)  # type: ignore[arg-type]
 
 
 def a_finished_run(store: QaRunStore, secrets=()):
@@ -244,8 +248,7 @@ class FakeDesktops:
 
 def a_faked_service(tmp_path) -> tuple[QaService, FakeDesktops]:
     desktops = FakeDesktops()
-    glassdesk = SimpleNamespace(desktops=desktops, store=SimpleNamespace(root=tmp_path))
-    return QaService(glassdesk), desktops  # type: ignore[arg-type]
+    return QaService(desktops, tmp_path, act=no_act), desktops  # type: ignore[arg-type]
 
 
 def test_a_dead_browser_and_desktop_make_verify_page_loads_a_failure_with_reasons_not_an_error(tmp_path):
@@ -296,11 +299,11 @@ def test_retries_happen_at_one_level_only(tmp_path):
 
     session = desktops.the_session
     with pytest.raises(PageUnavailable):
-        qa._retrying(session, lambda: qa._retrying(session, flaky))
+        qa.driver.retrying(session, lambda: qa.driver.retrying(session, flaky))
     assert len(calls) == 3  # not 3 x 3
     calls.clear()
     with pytest.raises(PageUnavailable):
-        qa._retrying(session, flaky)
+        qa.driver.retrying(session, flaky)
     assert len(calls) == 3  # and the level is free again afterwards
 
 
@@ -347,7 +350,7 @@ def test_a_second_qa_verb_on_a_session_waits_then_is_session_busy_and_creates_no
 
 
 def test_record_video_without_ffmpeg_is_refused_before_anything_is_made(tmp_path, monkeypatch):
-    from desktop.x11.recorder import RecorderUnavailable
+    from desktop.errors import RecorderUnavailable
     from vision.qa.models import VerifyPageLoadsRequest
 
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
@@ -367,14 +370,14 @@ class FailingRecorder:
         self.out_path = out_path
 
     def start(self):
-        from desktop.x11.recorder import RecorderError
+        from desktop.errors import RecorderError
 
         self.out_path.write_bytes(b"\x1aE\xdf\xa3 partial webm")
         if self.fails_at == "start":
             raise RecorderError("ffmpeg exited with code 1 before recording")
 
     def stop(self):
-        from desktop.x11.recorder import RecorderError
+        from desktop.errors import RecorderError
 
         raise RecorderError("ffmpeg stopped recording on its own (exit code 1)")
 
@@ -477,3 +480,28 @@ def test_a_component_gone_at_compare_time_is_a_failed_shot_with_the_reason(tmp_p
     assert page.passed and not gone.passed and "not on the page now" in gone.reason
     assert "#gone: not on the page now" in answer.reason
     assert qa.run(answer.test_run_id).status == "failed" and qa.verify(answer.test_run_id).ok
+
+
+# ------------------------------------------------------------------------------- layering
+
+
+def test_the_qa_package_imports_nothing_of_the_application_service():
+    """QaService is given the desktop service, a data directory and ``act``: no module of
+    vision/qa imports vision.service, not even deferred or for type checking (an import circle)."""
+    import ast
+    from pathlib import Path
+
+    import vision.qa
+
+    offenders = []
+    for path in sorted(Path(vision.qa.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            if any(name == "vision.service" or name.startswith("vision.service.") for name in names):
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert not offenders, offenders

@@ -269,7 +269,6 @@ def embedded_server(data_dir: str | None):
     from desktop.x11.procs import own_desktops
     from desktop.session.manager import SessionManager
     from vision.http.app import Settings, create_app
-    from vision.service import Glassdesk
 
     ownership = own_desktops()
     manager = SessionManager(root=ownership.root, max_sessions=2)
@@ -279,8 +278,10 @@ def embedded_server(data_dir: str | None):
     try:
         sock.bind(("127.0.0.1", 0))
         settings = Settings(host="127.0.0.1", port=sock.getsockname()[1], data_dir=data_dir)
-        glassdesk = Glassdesk.from_settings(manager, settings)
-        app = create_app(manager, settings, glassdesk)
+        # The app builds the application over ``manager`` (Glassdesk.from_settings, as ``glassdesk up``
+        # does), so vision.qa imports no application module; with lifespan off the app closes nothing.
+        app = create_app(manager, settings)
+        glassdesk = app.state.glassdesk
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()

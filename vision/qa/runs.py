@@ -28,13 +28,16 @@ import logging
 import re
 import threading
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
 
+from desktop.errors import InvalidRequest
 from desktop.x11.procs import ProcessId, alive_checker, this_process
+from vision.errors import QaRunCorruptError, QaRunNotFoundError
 from vision.qa.models import Artifact, Artifacts, QaRun, StepResult, Summary, TestCase, VerifyReport
 from vision.report import _CSS, _overlay
 from vision.trace.files import atomic_write, new_trace_id
@@ -413,6 +416,32 @@ def _read_owner(directory: Path) -> ProcessId | None:
         return ProcessId.from_dict(json.loads((directory / OWNER_FILE).read_bytes()))
     except (OSError, ValueError, AttributeError):
         return None
+
+
+# ------------------------------------------------------------------------------------ reading a run
+
+
+@contextmanager
+def reading_run(test_run_id: str) -> Iterator[None]:
+    """The run store's own errors as typed ones: a bad id, no such run, a damaged one."""
+    try:
+        yield
+    except BadName as exc:
+        raise InvalidRequest(str(exc)) from None
+    except QaRunNotFound as exc:
+        raise QaRunNotFoundError(str(exc)) from None
+    except QaRunCorrupt as exc:
+        raise QaRunCorruptError(f"QA run {test_run_id}: {exc}; verifying the run says what is damaged") from None
+
+
+@contextmanager
+def corrupt_if_malformed() -> Iterator[None]:
+    """A run that builds but whose free-form parts (the verb's answer, a step's detail) have the
+    wrong shape cannot be rendered: damaged evidence, not a fault of the server."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise QaRunCorrupt(f"its records cannot be rendered ({type(exc).__name__}: {str(exc)[:300]})") from None
 
 
 # ------------------------------------------------------------------------------------ the record

@@ -1,0 +1,410 @@
+"""verify_user_flow: a flow's steps in order on the visible desktop, each with its evidence, retried
+on a transient failure, all within the flow's aggregate timeout; the assertions a step makes and
+the flow's success condition.
+
+A step's targets are found in the DOM first and, for text or an image, on the screen (a click there
+is real input at that pixel). An ``act`` step runs a vision instruction through the ``act``
+callable ``QaService`` is given (``Glassdesk.act``): the flow knows the vision loop only by it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from desktop.actions import Click, Key, Type
+from desktop.errors import ElementNotFound, GlassdeskError, InvalidAction, InvalidRequest
+from desktop.models import Target
+from desktop.session.manager import Session
+from vision.qa.baselines import BaselineStore
+from vision.qa.driver import (
+    CONSOLE_LIMIT, DOM_FIRST_MS, POLL_S, REGEX_TEXT_LIMIT, AssertionFailed, Driver, FinishRun, StartRun, StepFailed,
+    _console_line, _reason, _stem, _transient,
+)
+from vision.qa.models import (
+    Artifact, FlowResult, FlowStep, StepResult, SuccessCondition, VerifyUserFlowRequest, template_png,
+)
+from vision.qa.runs import RunWriter
+
+if TYPE_CHECKING:
+    from vision.models import ActRequest, ActResult
+
+
+class Flows:
+    """verify_user_flow, checked whole before its run is made, and the assertions its steps make."""
+
+    def __init__(self, driver: Driver, baselines: BaselineStore, run: StartRun, finish: FinishRun, *,
+                 compare_now: Callable[..., dict], act: Callable[[str, ActRequest], ActResult]):
+        self.driver = driver
+        self.desktops = driver.desktops
+        self.pages = driver.pages
+        self.baselines = baselines
+        self._run = run
+        self._finish = finish
+        self.compare_now = compare_now  # vision.qa.visual.Visual.compare_now: a visual_matches assertion
+        self.act = act
+
+    def verify_user_flow(self, session_id: str | None, request: VerifyUserFlowRequest) -> FlowResult:
+        session = self.driver.acting(session_id, request.start_url)
+        # Everything that can be checked is, before anything runs: a bad request makes no run.
+        from desktop.actions import UnknownPlaceholder, fill_placeholders
+
+        for number, step in enumerate(request.steps, 1):
+            if step.action == "navigate":
+                self.desktops.check_url(step.url, session)
+            if step.action == "fill":
+                try:
+                    fill_placeholders(step.value or "", request.secrets)
+                except UnknownPlaceholder as exc:
+                    raise InvalidRequest(f"steps[{number}].value: {exc}") from None
+            if step.assertion is not None and step.assertion.type == "visual_matches":
+                self.baselines.get(step.assertion.baseline_id or "")  # a missing one: 404
+        condition = request.success_condition
+        self.driver.check_selectors(session, [s.selector for s in request.steps if s.selector]
+                                    + ([condition.selector] if condition is not None and condition.selector else []))
+        secrets = tuple(request.secrets.values())
+        with self._run("verify_user_flow", request.name, session, request, secrets) as run:
+            flow = _Flow(self, run, session, request)
+            flow.run()
+            result = flow.result
+            status = "passed" if result.success else ("error" if flow.errored else "failed")
+            return self._finish(run, status, result, {
+                "name": request.name or f"flow from {request.start_url}",
+                "screenshots": [a.name for a in result.screenshots], "console_logs": result.console_logs,
+                "failure_reason": result.failure_reason,
+                "steps": [s.model_dump(mode="json") for s in result.steps]})
+
+    # ------------------------------------------------------------------ assertions
+
+    def check_assertion(self, session: Session, step: FlowStep, deadline: float) -> dict:
+        """Raise AssertionFailed unless the step's assertion holds by ``deadline`` (it is looked at
+        until then, as a person would wait for a page to settle); what was seen otherwise."""
+        a = step.assertion
+        assert a is not None
+        if a.type in ("exists", "visible", "hidden"):
+            return self._element_state(session, step, a.type, deadline)
+        if a.type in ("text_contains", "value_equals"):
+            target = _dom_target(step)
+            key = "text" if a.type == "text_contains" else "value"
+            seen = None
+            while True:
+                remaining = max(1, int((deadline - time.monotonic()) * 1000))
+                found, _ = self.driver.retrying(session, lambda: self.pages.probe(session.id, target, "attached",
+                                                                                  min(remaining, 1000)),
+                                                deadline=deadline)
+                seen = found[key]
+                ok = seen is not None and (a.expected in seen if key == "text" else seen == a.expected)
+                if ok:
+                    return {key: seen[:500]}
+                if time.monotonic() >= deadline:
+                    what = "no element" if not found["exists"] else f"{key} {(seen or '')[:300]!r}"
+                    raise AssertionFailed(f"{target.describe()}: {what}; expected {key} "
+                                          f"{'containing' if key == 'text' else 'equal to'} {a.expected!r}")
+                time.sleep(POLL_S)
+        if a.type == "url_matches":
+            return self._url_matches(session, a.expected or "", deadline)
+        if a.type == "screen_text_contains":
+            return self._screen_text(session, a.expected or "", deadline)
+        if a.type == "visual_matches":
+            compared = self.compare_now(session, a.baseline_id or "", threshold=a.threshold)
+            if not compared["passed"]:
+                raise AssertionFailed(f"baseline {a.baseline_id}: {compared['diff_percentage']:.3f}% of pixels "
+                                      f"differ (threshold {a.threshold * 100:g}%)"
+                                      + (f"; {compared['reason']}" if compared.get("reason") else ""))
+            return compared
+        raise AssertionFailed(f"unknown assertion {a.type}")
+
+    def _element_state(self, session: Session, step: FlowStep, kind: str, deadline: float) -> dict:
+        if step.image is not None:
+            spot = self.driver.on_screen(session, deadline, template=template_png(step.image),
+                                         confidence=step.confidence)
+            if (not spot) != (kind == "hidden"):
+                raise AssertionFailed(f"{step.describe()} is on the screen" if spot else spot.why)
+            return {"point": [spot.x, spot.y]} if spot else {}
+        target = _dom_target(step)
+        if kind == "hidden":
+            remaining = max(1, int((deadline - time.monotonic()) * 1000))
+            found, _ = self.driver.retrying(session, lambda: self.pages.probe(session.id, target, "hidden", remaining),
+                                            deadline=deadline)
+            if found["visible"]:
+                raise AssertionFailed(f"{target.describe()} is still visible")
+            if target.text is not None and self.driver.on_screen(session, time.monotonic(), text=target.text):
+                raise AssertionFailed(f"{target.describe()} is visible on the screen")
+            return {"exists": found["exists"]}
+        found = self.driver.find(session, target, deadline, visible=kind == "visible")
+        if not found["exists"]:
+            raise AssertionFailed(f"no element for {target.describe()}"
+                                  + (f"; nor on the screen: {found['miss']}" if found.get("miss") else ""))
+        if kind == "visible" and not found["visible"]:
+            raise AssertionFailed(f"{target.describe()} exists but is not visible")
+        return {"box": found["box"], "found_by": found.get("how")}
+
+    def _url_matches(self, session: Session, pattern: str, deadline: float) -> dict:
+        regex = re.compile(pattern)
+        while True:
+            url = self.pages.state(session.id).url or ""
+            if regex.search(url[:REGEX_TEXT_LIMIT]):
+                return {"url": url}
+            if time.monotonic() >= deadline:
+                raise AssertionFailed(f"the URL {url!r} does not match {pattern!r}")
+            time.sleep(POLL_S)
+
+    def _screen_text(self, session: Session, expected: str, deadline: float) -> dict:
+        from vision.qa.screen_find import screen_text
+
+        want = _squash(expected)
+        while True:
+            text = screen_text(self.desktops.screenshot(session.id).png)
+            if want in _squash(text):
+                return {"screen_text": expected}
+            if time.monotonic() >= deadline:
+                raise AssertionFailed(f"the screen does not show {expected!r}; it reads: {text[:300]!r}")
+            time.sleep(POLL_S)
+
+    def check_success(self, session: Session, condition: SuccessCondition, deadline: float) -> dict:
+        if condition.url_matches is not None:
+            return self._url_matches(session, condition.url_matches, deadline)
+        if condition.screen_text is not None:
+            return self._screen_text(session, condition.screen_text, deadline)
+        target = Target(selector=condition.selector) if condition.selector else Target(text=condition.text)
+        found = self.driver.find(session, target, deadline, visible=True)
+        if not (found["exists"] and found["visible"]):
+            raise AssertionFailed(f"no visible element for {target.describe()}"
+                                  + (f" in the page; nor on the screen: {found.get('miss')}" if target.text else ""))
+        return {"box": found["box"], "found_by": found.get("how")}
+
+
+# ---------------------------------------------------------------------------------------- a flow
+
+
+class _Flow:
+    """One verify_user_flow: its steps in order, with evidence, retries and the flow's deadline."""
+
+    def __init__(self, flows: Flows, run: RunWriter, session: Session, request: VerifyUserFlowRequest):
+        self.flows, self.run_, self.session, self.request = flows, run, session, request
+        self.deadline = time.monotonic() + request.timeout_ms / 1000
+        self.console_from = flows.pages.cursors(session.id)[0]
+        self.errored = False
+        self.result = FlowResult(test_run_id=run.run_id, success=False, steps_completed=0, trace_id=run.run_id)
+        self.last_shot: Artifact | None = None
+
+    def remaining_ms(self) -> int:
+        return int((self.deadline - time.monotonic()) * 1000)
+
+    def shot(self, stem: str, **about: Any) -> Artifact:
+        self.last_shot = self.flows.driver.shot(self.run_, self.session, stem, **about)
+        return self.last_shot
+
+    def run(self) -> None:
+        flows, session, request = self.flows, self.session, self.request
+        try:
+            flows.driver.retrying(session, lambda: flows.pages.navigate(session.id, "goto", request.start_url, "load",
+                                                                        max(1, min(30_000, self.remaining_ms()))),
+                                  navigation=True, deadline=self.deadline)
+        except GlassdeskError as exc:
+            if exc.code == "operator_in_control":
+                raise
+            self.fail(None, f"start_url {request.start_url}: {_reason(exc)}", error=True)
+            return
+        self.shot("start")
+        for index, step in enumerate(request.steps, 1):
+            if not self.step(index, step):
+                return
+        if request.success_condition is not None:
+            try:
+                seen = flows.check_success(session, request.success_condition,
+                                           time.monotonic() + max(0, min(10_000, self.remaining_ms())) / 1000)
+            except (AssertionFailed, GlassdeskError) as exc:
+                if isinstance(exc, GlassdeskError) and exc.code == "operator_in_control":
+                    raise
+                self.fail(None, f"success_condition {request.success_condition.describe()}: {_reason(exc)}",
+                          error=isinstance(exc, GlassdeskError))
+                return
+            self.run_.record("success_condition", seen=seen)
+        self.result.success = True
+        self.result.console_logs = self.console()
+
+    def step(self, index: int, step: FlowStep) -> bool:
+        flows, session = self.flows, self.session
+        started = time.monotonic()
+        record = StepResult(index=index, name=step.title(), action=step.action, status="passed",
+                            before=self.last_shot.name if self.last_shot else None)
+        if self.remaining_ms() <= 0:
+            record.status, record.failure_reason = "failed", (f"the flow's timeout of {self.request.timeout_ms} ms "
+                                                              f"ran out before step {index}")
+            self.finish_step(record, started, failed=True)
+            self.fail(index, record.failure_reason)
+            return False
+        step_deadline = min(self.deadline, started + step.timeout_ms / 1000)
+        try:
+            detail, attempts = flows.driver.retrying(session, lambda: self.act(index, step, step_deadline),
+                                                     navigation=step.action == "navigate", deadline=self.deadline)
+            record.detail, record.attempts = detail or {}, attempts
+        except (AssertionFailed, StepFailed, GlassdeskError) as exc:
+            if isinstance(exc, GlassdeskError) and exc.code == "operator_in_control":
+                raise
+            record.status = "error" if isinstance(exc, GlassdeskError) and _transient(exc, True) else "failed"
+            record.failure_reason = _reason(exc)
+            self.finish_step(record, started, failed=True)
+            self.fail(index, f"step {index} ({record.name}): {record.failure_reason}",
+                      error=record.status == "error")
+            return False
+        self.finish_step(record, started, failed=False)
+        self.result.steps_completed = index
+        return True
+
+    def finish_step(self, record: StepResult, started: float, *, failed: bool) -> None:
+        shot = self.shot(f"step-{record.index:03d}-{'failure' if failed else 'after'}", step=record.index,
+                         which="failure" if failed else "after")
+        record.after = shot.name
+        record.duration_ms = round((time.monotonic() - started) * 1000)
+        if failed:  # the console at the failure, with the step
+            record.detail["console"] = self.console()[-50:]
+        self.result.steps.append(record)
+        self.result.screenshots.append(shot)
+        self.run_.record("step", **record.model_dump(mode="json"))
+
+    def fail(self, index: int | None, reason: str, *, error: bool = False) -> None:
+        self.result.success = False
+        self.result.failure_step = index
+        self.result.failure_reason = reason
+        self.errored = error
+        self.result.console_logs = self.console()
+        if index is None:  # the start or the success condition: the screen at that moment
+            self.result.screenshots.append(self.shot("failure", which="failure"))
+
+    def console(self) -> list[dict]:
+        entries = self.flows.pages.console(self.session.id, self.console_from)
+        return [_console_line(e) for e in entries][-CONSOLE_LIMIT:]
+
+    def ms(self, step_deadline: float) -> int:
+        return max(1, int((step_deadline - time.monotonic()) * 1000))
+
+    def act(self, index: int, step: FlowStep, step_deadline: float) -> dict:
+        """Carry out one step; what it did (for the record)."""
+        flows, sid = self.flows, self.session.id
+        pages = flows.pages
+        if step.action == "navigate":
+            done = pages.navigate(sid, "goto", step.url, "load", self.ms(step_deadline))
+            return {"status": done["status"], "url": done["url"], "load_time_ms": done["load_time_ms"]}
+        if step.action == "click":
+            return self.click(step, step_deadline)
+        if step.action == "fill":
+            return self.fill(step, step_deadline)
+        if step.action == "select":
+            acted = pages.select(sid, _dom_target(step), step.option or "", self.ms(step_deadline))
+            return {"point": [acted.x, acted.y], "box": acted.box, "verified": acted.verified}
+        if step.action == "press":
+            done = flows.desktops.perform(sid, Key(keys=step.key_list))
+            return {"executed": done.executed}
+        if step.action == "wait":
+            if not step.target_kinds():
+                time.sleep(max(0.0, step_deadline - time.monotonic()))
+                return {"waited_ms": step.timeout_ms}
+            if step.image is not None:
+                spot = flows.driver.on_screen(self.session, step_deadline, template=template_png(step.image),
+                                              confidence=step.confidence)
+                if not spot:
+                    raise StepFailed(f"{step.describe()} did not show within {step.timeout_ms} ms: {spot.why}")
+                return {"point": [spot.x, spot.y]}
+            found = flows.driver.find(self.session, _dom_target(step), step_deadline, visible=True)
+            if not (found["exists"] and found["visible"]):
+                raise StepFailed(f"{step.describe()} was not visible within {step.timeout_ms} ms")
+            return {"box": found["box"], "found_by": found.get("how")}
+        if step.action == "assert":
+            return flows.check_assertion(self.session, step, step_deadline)
+        if step.action == "screenshot":
+            shot = self.shot(f"step-{index:03d}-{_stem(step.name or 'screenshot')}", step=index, which="screenshot")
+            self.result.screenshots.append(shot)
+            return {"screenshot": shot.name}
+        if step.action == "act":
+            return self.vision(index, step, step_deadline)
+        raise StepFailed(f"unknown action {step.action}")
+
+    def point(self, step: FlowStep, step_deadline: float) -> tuple[int, int, str]:
+        """The display pixel of a target that has no DOM element: OCR text, an image, x,y."""
+        if step.x is not None and step.y is not None:
+            return step.x, step.y, "pixels"
+        spot = self.flows.driver.on_screen(self.session, step_deadline, text=step.text,
+                                           template=template_png(step.image) if step.image else None,
+                                           confidence=step.confidence)
+        if not spot:
+            where = "in the page nor on the screen" if step.text else "on the screen"
+            raise StepFailed(f"{step.describe()} was not found {where} within {step.timeout_ms} ms: {spot.why}")
+        return spot.x, spot.y, "ocr" if step.text else "image"
+
+    def _dom_or_pixel(self, step: FlowStep, step_deadline: float, dom: Callable[[Target, int], Any]):
+        """The step done on its DOM element (a text target: the DOM first, then OCR), or None when
+        it has to be done at a pixel."""
+        if step.selector or step.ref or step.label:
+            return dom(_dom_target(step), self.ms(step_deadline))
+        if step.text is not None:
+            try:
+                return dom(Target(text=step.text), min(self.ms(step_deadline), DOM_FIRST_MS))
+            except ElementNotFound:
+                return None  # not in the DOM (a canvas, a native window): OCR
+        return None
+
+    def click(self, step: FlowStep, step_deadline: float) -> dict:
+        pages, sid = self.flows.pages, self.session.id
+        acted = self._dom_or_pixel(step, step_deadline, lambda t, ms: pages.click(sid, t, timeout_ms=ms))
+        if acted is not None:
+            return {"point": [acted.x, acted.y], "box": acted.box, "found_by": "dom"}
+        x, y, how = self.point(step, step_deadline)
+        done = self.flows.desktops.perform(sid, Click(x=x, y=y))
+        return {"point": [x, y], "found_by": how, "executed": done.executed}
+
+    def fill(self, step: FlowStep, step_deadline: float) -> dict:
+        pages, sid = self.flows.pages, self.session.id
+        secrets = self.request.secrets
+        acted = self._dom_or_pixel(step, step_deadline,
+                                   lambda t, ms: pages.fill(sid, t, step.value or "", secrets=secrets, timeout_ms=ms))
+        if acted is not None:
+            return {"point": [acted.x, acted.y], "box": acted.box, "verified": acted.verified, "found_by": "dom"}
+        x, y, how = self.point(step, step_deadline)
+        from desktop.actions import UnknownPlaceholder, fill_placeholders
+
+        try:
+            text = fill_placeholders(step.value or "", secrets)
+        except UnknownPlaceholder as exc:
+            raise InvalidAction(str(exc)) from None
+        try:  # untypeable characters are found before anything is clicked
+            typing = Type(text=text) if text else None
+        except ValueError as exc:
+            raise StepFailed(f"value: {exc}") from None
+        self.flows.desktops.perform(sid, Click(x=x, y=y))
+        self.flows.desktops.perform(sid, Key(keys=["ctrl+a", "BackSpace"]))
+        if typing is not None:
+            self.flows.desktops.perform(sid, typing)
+        return {"point": [x, y], "found_by": how}
+
+    def vision(self, index: int, step: FlowStep, step_deadline: float) -> dict:
+        from vision.models import ActRequest
+
+        budget = max(1.0, min(3600.0, step_deadline - time.monotonic()))
+        try:
+            request = ActRequest(instruction=step.instruction, model=step.model, max_steps=step.max_steps,
+                                 script=step.script, budget_seconds=budget, secrets=self.request.secrets)
+        except ValueError as exc:
+            raise StepFailed(f"act: {exc}") from None
+        result = self.flows.act(self.session.id, request)
+        self.result.act_traces.append(result.trace_id)
+        self.run_.record("trace", trace_id=result.trace_id, path=f"/api/v1/traces/{result.trace_id}", step=index)
+        if result.status != "done":
+            error = result.error or {}
+            raise StepFailed(f"act ended {result.status}" + (f": {error.get('code')}: {error.get('message')}"
+                                                             if error else ""))
+        return {"trace_id": result.trace_id, "answer": result.answer, "steps": len(result.steps)}
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+
+def _dom_target(step) -> Target:
+    return Target(selector=step.selector, ref=step.ref, label=step.label, text=step.text)
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split()).casefold()

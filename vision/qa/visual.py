@@ -1,0 +1,206 @@
+"""Visual baselines: captured (capture_visual_baseline), compared (compare_visual_regression, and a
+flow's ``visual_matches`` assertion through ``compare_now``) and approved, over the pixel
+comparison (``vision.qa.diff``) and the versioned store (``vision.qa.baselines``).
+"""
+
+from __future__ import annotations
+
+import time
+
+from desktop.errors import ElementNotFound, InvalidRequest
+from desktop.session.manager import Session
+from vision.qa.baselines import BaselineStore
+from vision.qa.diff import ImageSizeMismatch, compare, decode_png, diff_image, mask_boxes
+from vision.qa.driver import Driver, FinishRun, StartRun, _stem
+from vision.qa.models import (
+    BaselineResult, CaptureBaselineRequest, CompareRequest, CompareResult, Shot, ShotComparison, check_name,
+)
+from vision.qa.runs import QaRunStore, RunWriter, corrupt_if_malformed, reading_run
+
+# The XFCE panel at the bottom of the display (desktop/assets/xfce4-panel.xml; its window is at
+# y 1051, 29 px tall): masked in every display-wide comparison. Its clock changes each minute and
+# sits right of the window buttons, so it moves with how many windows are open: the whole strip is
+# masked, not a box that would miss the clock once another window opens.
+CLOCK_BOX = [0, 1051, 1920, 1080]
+
+
+class Visual:
+    """Baselines captured, compared (with a run, or within a flow's step) and approved."""
+
+    def __init__(self, driver: Driver, baselines: BaselineStore, runs: QaRunStore, run: StartRun, finish: FinishRun):
+        self.driver = driver
+        self.desktops = driver.desktops
+        self.pages = driver.pages
+        self.baselines = baselines
+        self.runs = runs
+        self._run = run
+        self._finish = finish
+
+    def _capture(self, session: Session, scope: str, selectors: list[str],
+                 missing: dict[str, str] | None = None) -> dict[str, bytes]:
+        """The page (or display) shot and one per component selector. With ``missing``, a
+        component not on the page is noted there (selector -> why) instead of raising."""
+        if scope == "display":
+            shots = {"page": self.desktops.screenshot(session.id).png}
+        else:
+            shots = {"page": self.pages.screenshot(session.id, full_page=scope == "full_page")}
+        for selector in selectors:
+            try:
+                shots[selector] = self.pages.screenshot(session.id, selector=selector)
+            except ElementNotFound as exc:
+                if missing is None:
+                    raise
+                missing[selector] = exc.message
+        return shots
+
+    def _mask_boxes(self, session: Session, mask: list, scope: str) -> list[list[int]]:
+        boxes = [list(entry) for entry in mask if not isinstance(entry, str)]
+        selectors = [entry for entry in mask if isinstance(entry, str)]
+        if selectors:
+            boxes += self.pages.boxes(session.id, selectors, scope)
+        if scope == "display":
+            boxes.append(list(CLOCK_BOX))
+        return boxes
+
+    def capture_visual_baseline(self, session_id: str | None, request: CaptureBaselineRequest) -> BaselineResult:
+        session = self.driver.acting(session_id, request.url) if request.url else self.desktops.session(session_id)
+        self.driver.check_selectors(session, request.selectors + [m for m in request.mask if isinstance(m, str)])
+        with self._run("capture_visual_baseline", request.name, session, request) as run:
+            if request.url:
+                self.driver.navigate(session, request.url, time.monotonic() + request.timeout_ms / 1000)
+            scope = request.scope
+            shots = self._capture(session, scope, request.selectors)
+            boxes = self._mask_boxes(session, request.mask, scope)
+            url = self.pages.state(session.id).url if scope != "display" or request.url else request.url
+            meta = self.baselines.create(request.name, shots, url=url, scope=scope, mask=request.mask,
+                                         mask_boxes=boxes)
+            names = []
+            for shot_name, png in shots.items():
+                names.append(run.artifact(f"baseline-{_stem(shot_name)}", png, shot=shot_name).name)
+            result = BaselineResult(test_run_id=run.run_id, baseline_id=meta.id, version=meta.version, scope=scope,
+                                    screenshots=[Shot(name=s.name, sha256=s.sha256) for s in meta.screenshots],
+                                    mask_boxes=boxes)
+            return self._finish(run, "passed", result, {
+                "name": f"baseline {request.name}", "screenshots": names})
+
+    def compare_visual_regression(self, session_id: str | None, request: CompareRequest) -> CompareResult:
+        meta = self.baselines.get(request.baseline_id, request.version)  # a missing one: 404, nothing made
+        session = self.driver.acting(session_id, request.url) if request.url else self.desktops.session(session_id)
+        self.driver.check_selectors(session, [m for m in request.mask if isinstance(m, str)])
+        with self._run("compare_visual_regression", request.name, session, request) as run:
+            if request.url:
+                self.driver.navigate(session, request.url, time.monotonic() + request.timeout_ms / 1000)
+            result = self._compare(run, session, meta, threshold=request.threshold,
+                                   pixel_threshold=request.pixel_threshold,
+                                   ignore_antialiasing=request.ignore_antialiasing, mask=request.mask)
+            shots = [a for s in result.shots for a in (s.baseline_image, s.current_image, s.diff_image) if a]
+            return self._finish(run, "passed" if result.passed else "failed", result, {
+                "name": request.name or f"visual regression: {meta.id} v{meta.version}",
+                "screenshots": [a.name for a in shots], "failure_reason": result.reason})
+
+    def compare_now(self, session: Session, baseline_id: str, *, threshold: float) -> dict:
+        """A flow's visual_matches: the comparison without a run of its own."""
+        meta = self.baselines.get(check_name(baseline_id))
+        return self._compare(None, session, meta, threshold=threshold).model_dump(mode="json")
+
+    def _compare(self, run: RunWriter | None, session: Session, meta, *, threshold: float,
+                 pixel_threshold: float = 0.1, ignore_antialiasing: bool = True, mask: list | None = None) -> CompareResult:
+        components = [s.name for s in meta.screenshots if s.name != "page"]
+        missing: dict[str, str] = {}
+        current = self._capture(session, meta.scope, components, missing)
+        selectors = [m for m in meta.mask if isinstance(m, str)] + [m for m in mask or [] if isinstance(m, str)]
+        boxes = [list(b) for b in meta.mask_boxes] + [list(m) for m in mask or [] if not isinstance(m, str)]
+        if selectors:
+            boxes += self.pages.boxes(session.id, selectors, meta.scope)
+        if meta.scope == "display" and CLOCK_BOX not in boxes:
+            boxes.append(list(CLOCK_BOX))
+        shots: list[ShotComparison] = []
+        for shot in meta.screenshots:
+            base_png = self.baselines.image(meta.id, shot.name, meta.version)
+            if shot.name in missing:  # a component gone from the page: that shot fails, with why
+                gone = ShotComparison(name=shot.name, passed=False, diff_pixels=0, diff_percentage=100.0,
+                                      baseline_sha256=shot.sha256, current_sha256="",
+                                      reason=f"not on the page now ({missing[shot.name]})")
+                if run is not None:
+                    gone.baseline_image = run.artifact(f"baseline-{_stem(shot.name)}", base_png, shot=shot.name)
+                shots.append(gone)
+                continue
+            now_png = current[shot.name]
+            base, now = decode_png(base_png), decode_png(now_png)
+            compared = ShotComparison(name=shot.name, passed=False, diff_pixels=0, diff_percentage=0.0,
+                                      baseline_sha256=shot.sha256, current_sha256=_sha256(now_png))
+            try:
+                masked = mask_boxes(base.shape[0], base.shape[1], boxes) if shot.name == "page" and boxes else None
+                diff = compare(base, now, pixel_threshold=pixel_threshold, ignore_antialiasing=ignore_antialiasing,
+                               mask=masked)
+                compared.diff_pixels, compared.diff_percentage = diff.diff_pixels, round(diff.diff_percentage, 6)
+                compared.passed = diff.diff_fraction <= threshold
+                picture = None if compared.passed else diff_image(base, now, diff)
+            except ImageSizeMismatch as exc:
+                compared.reason = str(exc)
+                compared.diff_pixels = int(now.shape[0] * now.shape[1])
+                compared.diff_percentage = 100.0
+                picture = None
+            if run is not None:
+                stem = _stem(shot.name)
+                compared.baseline_image = run.artifact(f"baseline-{stem}", base_png, shot=shot.name)
+                compared.current_image = run.artifact(f"current-{stem}", now_png, shot=shot.name)
+                if picture is not None:
+                    compared.diff_image = run.artifact(f"diff-{stem}", picture, kind="diff", shot=shot.name)
+            shots.append(compared)
+        page = shots[0]
+        failed = [s for s in shots if not s.passed]
+        reason = None
+        if failed:
+            reason = "; ".join(f"{s.name}: " + (s.reason or f"{s.diff_percentage:.3f}% of pixels differ "
+                                                            f"(threshold {threshold * 100:g}%)") for s in failed)
+        return CompareResult(test_run_id=run.run_id if run else "", passed=not failed,
+                             diff_percentage=page.diff_percentage, diff_pixels=page.diff_pixels,
+                             diff_image=page.diff_image, baseline_sha256=page.baseline_sha256,
+                             current_sha256=page.current_sha256, baseline_id=meta.id, baseline_version=meta.version,
+                             threshold=threshold, shots=shots, reason=reason)
+
+    def baseline_list(self) -> list:
+        return self.baselines.list()
+
+    def approve(self, baseline_id: str, test_run_id: str) -> BaselineResult:
+        """Promote a failed comparison's current images to the baseline's next version."""
+        try:
+            check_name(baseline_id)
+        except ValueError as exc:
+            raise InvalidRequest(f"baseline_id: {exc}") from None
+        meta = self.baselines.get(baseline_id)
+        with reading_run(test_run_id):
+            run = self.runs.load(test_run_id)
+        result = run.result or {}
+        if run.verb != "compare_visual_regression" or result.get("baseline_id") != baseline_id:
+            raise InvalidRequest(f"run {test_run_id} is not a comparison with baseline {baseline_id!r}; approve "
+                                 "the test_run_id that compare_visual_regression answered")
+        if run.status != "failed":
+            raise InvalidRequest(f"run {test_run_id} {run.status}; only a failed comparison's images are promoted")
+        check = self.runs.verify(test_run_id)
+        if not check.ok:
+            raise InvalidRequest(f"run {test_run_id}'s evidence does not verify ({'; '.join(check.problems)}); "
+                                 "nothing was promoted")
+        shots: dict[str, bytes] = {}
+        with reading_run(test_run_id), corrupt_if_malformed():
+            for shot in result.get("shots") or []:
+                image = shot.get("current_image")
+                if not image:
+                    raise InvalidRequest(f"run {test_run_id} has no current image of {shot['name']!r} (it was not on "
+                                         "the page): there is nothing to promote; compare again")
+                shots[shot["name"]] = self.runs.file(test_run_id, image.get("name", "")).read_bytes()
+            compared = int(result.get("baseline_version"))
+        if compared == meta.version and [s.name for s in meta.screenshots] != list(shots):
+            raise InvalidRequest(f"run {test_run_id} compared other shots than baseline {baseline_id!r} has now")
+        promoted = self.baselines.promote(baseline_id, shots, over_version=compared, from_run=test_run_id)
+        return BaselineResult(test_run_id=test_run_id, baseline_id=promoted.id, version=promoted.version,
+                              scope=promoted.scope, screenshots=[Shot(name=s.name, sha256=s.sha256)
+                                                                 for s in promoted.screenshots],
+                              mask_boxes=promoted.mask_boxes)
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
