@@ -257,15 +257,19 @@ class UploadFile(BaseModel):
 Timeout = Field(5000, ge=1, le=60_000, description="how long to wait for the element, in ms")
 
 
+LoadedWhen = Field("load", description="when the page counts as loaded")
+NavigationTimeout = Field(30_000, ge=1, le=120_000, description="ms")
+
+
 class NavigateRequest(_Body):
     url: str = Field(min_length=1, max_length=8000)
-    wait_until: WaitUntil = "load"
-    timeout_ms: int = Field(30_000, ge=1, le=120_000)
+    wait_until: WaitUntil = LoadedWhen
+    timeout_ms: int = NavigationTimeout
 
 
 class HistoryRequest(_Body):
-    wait_until: WaitUntil = "load"
-    timeout_ms: int = Field(30_000, ge=1, le=120_000)
+    wait_until: WaitUntil = LoadedWhen
+    timeout_ms: int = NavigationTimeout
 
 
 class ClickRequest(Target):
@@ -279,7 +283,8 @@ class FillRequest(Target):
     model_config = ConfigDict(extra="forbid")
     value: str = Field(max_length=20_000, description="typed for real; {{name}} is replaced by secrets[name]")
     clear: bool = True
-    secrets: dict[str, str] = Field(default_factory=dict, description="never echoed")
+    secrets: dict[str, str] = Field(default_factory=dict, description="values for {{name}} placeholders; never "
+                                                                      "echoed")
     timeout_ms: int = Timeout
 
 
@@ -292,7 +297,7 @@ class SelectRequest(Target):
 class WaitRequest(Target):
     model_config = ConfigDict(extra="forbid")
     state: Literal["attached", "visible", "hidden", "detached"] = "visible"
-    timeout_ms: int = Field(10_000, ge=1, le=120_000)
+    timeout_ms: int = Field(10_000, ge=1, le=120_000, description="ms")
 
 
 class EvaluateRequest(_Body):
@@ -319,6 +324,32 @@ class NewTabRequest(_Body):
     url: str | None = Field(None, max_length=8000)
 
 
+class TabRequest(_Body):
+    tab_id: str = Field(description="an id from the tab list, e.g. t2")
+
+
+# The readers' query parameters. Not strict: a query string may carry what a proxy or a cache adds.
+
+
+class ContentQuery(BaseModel):
+    format: ContentFormat = "text"
+    selector: str | None = Field(None, min_length=1, max_length=2000, description="a CSS selector")
+
+
+class ConsoleQuery(BaseModel):
+    since: int = Field(0, ge=0, description="only messages after this sequence number")
+    level: Literal["error", "warning", "info", "log", "debug"] | None = None
+
+
+class NetworkQuery(BaseModel):
+    since: int = Field(0, ge=0, description="only requests after this sequence number")
+    failed_only: bool = False
+
+
+class DialogsQuery(BaseModel):
+    since: int = Field(0, ge=0, description="only dialogs after this sequence number")
+
+
 def target_of(body: Target) -> Target:
     """The element a request names, without the rest of the request."""
     return Target(selector=body.selector, ref=body.ref, label=body.label, text=body.text)
@@ -332,5 +363,6 @@ class DialogAnswer(DialogInfo):
     page: PageSummary | None = Field(None, description=PAGE_FIELD)
 
 
-def _target(body: Target) -> Target:
-    return Target(selector=body.selector, ref=body.ref, label=body.label, text=body.text)
+
+class BlockedQuery(BaseModel):
+    after: int = Field(0, ge=0, description="only entries with a larger seq")

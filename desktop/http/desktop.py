@@ -17,13 +17,11 @@ from desktop.models import (
 )
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
 from desktop.errors import InvalidAction, describe_validation
-from desktop.models import BlockedRequest, NetworkPolicyInfo
 from desktop.models import PageSummary
 from desktop.port import Performed
 from desktop.frame import IMAGE_FORMATS
 from desktop.service.desktop import DesktopService, Shot
 from desktop.models import SessionInfo
-from desktop.models import Window
 
 
 def _respond(action: str, performed: Performed, screenshot: bool, page: PageSummary | None,
@@ -85,29 +83,6 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
         display, the live view and the session's id stay. 409 while a run or a person drives it."""
         return desktops.reset(session_id)
 
-    # Also under /page, where the page layer's contract lists it: one operation at two paths.
-    @router.get("/sessions/{session_id}/network-policy", response_model=NetworkPolicyInfo, tags=["sessions"],
-                summary="the browser's network policy")
-    @router.get("/sessions/{session_id}/page/network-policy", response_model=NetworkPolicyInfo, tags=["page"],
-                summary="the browser's network policy")
-    def get_network_policy(session_id: str) -> NetworkPolicyInfo:
-        return desktops.network_policy(session_id)
-
-    @router.put("/sessions/{session_id}/network-policy", response_model=NetworkPolicyInfo, tags=["sessions"],
-                summary="replace the browser's network policy")
-    @router.put("/sessions/{session_id}/page/network-policy", response_model=NetworkPolicyInfo, tags=["page"],
-                summary="replace the browser's network policy")
-    def put_network_policy(session_id: str, body: NetworkPolicyBody) -> NetworkPolicyInfo:
-        """Both lists are replaced; it applies at once, also to connections already open. Whatever
-        the lists say, the browser never reaches glassdesk's own API or any session's live view."""
-        return desktops.set_network_policy(session_id, body.allow, body.deny)
-
-    @router.get("/sessions/{session_id}/network-policy/blocked", response_model=list[BlockedRequest],
-                tags=["sessions"], summary="the requests the network policy blocked")
-    def blocked_requests(session_id: str, after: int = Query(0, ge=0, description="only entries with a larger seq")
-                         ) -> list[BlockedRequest]:
-        return desktops.blocked_requests(session_id, after)
-
     @router.get("/sessions/{session_id}/desktop/screenshot", tags=["desktop"], response_class=Response,
                 summary="the screen, whole or a region, scaled, as PNG, JPEG or WebP",
                 responses={200: {"description": "the image; its headers say how its pixels map to display pixels",
@@ -157,10 +132,6 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
     @router.post("/sessions/{session_id}/desktop/focus", response_model=ActionResponse, tags=["desktop"])
     def focus(session_id: str, body: FocusRequest, screenshot: bool = WantShot) -> ActionResponse:
         return _respond("focus", desktops.focus(session_id, body.window_id), screenshot, pages.summary(session_id))
-
-    @router.get("/sessions/{session_id}/desktop/windows", response_model=list[Window], tags=["desktop"])
-    def windows(session_id: str) -> list[Window]:
-        return desktops.windows(session_id)
 
     @router.get("/sessions/{session_id}/desktop/cursor", response_model=Cursor, tags=["desktop"])
     def cursor(session_id: str) -> Cursor:

@@ -6,7 +6,7 @@ The control plane's ``RemotePages`` (desktop.service.remote) forwards each ``Pag
 one route of the session server, ``POST /api/v1/sessions/{id}/call/{service}/{method}``, served only
 by ``glassdesk up --single-session``. Arguments and answers are encoded by the method's own type hints
 (pydantic), so both sides run the same code and nothing is written twice per operation; the route
-serves only the methods listed here.
+serves only the catalogue's operations (desktop.ops).
 """
 
 from __future__ import annotations
@@ -21,19 +21,7 @@ from fastapi import APIRouter, Body
 from pydantic import Base64Bytes, TypeAdapter
 
 from desktop.errors import InvalidRequest, SessionNotFound
-
-# What a control plane may call. Not here: download_path (a path on the session server's disk: the
-# control plane fetches the file instead) and the private helpers.
-PAGE_CALLS = frozenset({
-    "state", "content", "console", "cursors", "network", "downloads", "tabs", "screenshot", "summary", "navigate",
-    "new_tab", "activate_tab", "close_tab", "handle_dialog", "dialogs", "dialog_policy", "set_dialog_policy",
-    "wait_for", "probe", "boxes", "evaluate", "click", "fill", "select", "upload",
-})
-# The desktop operations that carry no frame (those that do go through the public REST routes, so
-# one round trip brings the settled screenshot with the answer).
-DESKTOP_CALLS = frozenset({"wait_ready", "network_policy", "set_network_policy", "blocked_requests", "windows",
-                           "live_view"})
-
+from desktop.ops import of_service
 
 def _wire(hint: Any) -> Any:
     """The type a value travels as: bytes as base64 text, everything else as pydantic dumps it."""
@@ -81,7 +69,11 @@ def calls_router(desktops) -> APIRouter:
     from desktop.service.desktop import DesktopService
 
     router = APIRouter(prefix="/api/v1")
-    services = {"pages": (PageService, PAGE_CALLS, desktops.pages), "desktop": (DesktopService, DESKTOP_CALLS, desktops)}
+    # What a control plane may call: the catalogue's operations of each service (desktop.ops), its
+    # readers for the QA verbs included. Not download_path (a path on this server's disk: the
+    # control plane fetches the file instead), nor any private helper.
+    services = {"pages": (PageService, frozenset(of_service("pages")), desktops.pages),
+                "desktop": (DesktopService, frozenset(of_service("desktop")), desktops)}
 
     @router.post("/sessions/{session_id}/call/{service}/{method}", include_in_schema=False)
     def call(session_id: str, service: str, method: str, args: dict[str, Any] = Body(default_factory=dict, embed=True)

@@ -22,17 +22,12 @@ from pydantic import BaseModel
 
 from desktop.remote import calls
 from desktop.errors import GlassdeskError
+from desktop.ops import of_service
 from desktop.service.page import PageService
 from desktop.port import Performed
 from desktop.remote.desktop import RemoteDesktop
 from desktop.service.desktop import DesktopService, _fenced, _network_policy
 from desktop.x11.windows import check_url
-
-# The page operations that act (PageService takes them through DesktopService._for_agent): the
-# control plane refuses them while a person or a run holds the session, before anything is sent.
-ACTING = frozenset({"navigate", "new_tab", "activate_tab", "close_tab", "handle_dialog", "evaluate", "click", "fill",
-                    "select", "upload"})
-
 
 def _renamed(value: Any, session_id: str) -> Any:
     """The session server calls its session ``default``; answers name the control plane's id."""
@@ -123,9 +118,9 @@ class RemoteDesktopService(DesktopService):
         return await remote_rfb_login(session.require_ready().endpoint, view.websocket, view.token)
 
 
-def _page_call(method: str):
+def _page_call(method: str, acts: bool):
     def call(self: "RemotePages", session_id: str | None, *args, **kwargs):
-        if method in ACTING:
+        if acts:  # refused while a person or a run holds the session, before anything is sent
             self.desktops.check_agent(session_id)
         return forward(self.desktops.session(session_id), PageService, "pages", method, *args, **kwargs)
 
@@ -135,7 +130,7 @@ def _page_call(method: str):
 
 
 class RemotePages:
-    """PageService's operations, each forwarded to the session server (desktop.remote.calls.PAGE_CALLS)."""
+    """PageService's operations, each forwarded to the session server (the catalogue's, desktop.ops)."""
 
     def __init__(self, desktops: RemoteDesktopService):
         self.desktops = desktops
@@ -160,5 +155,6 @@ class RemotePages:
         return path
 
 
-for _method in calls.PAGE_CALLS - {"summary"}:
-    setattr(RemotePages, _method, _page_call(_method))
+for _method, _op in of_service("pages").items():  # the catalogue's page operations (desktop.ops)
+    if _method != "summary":
+        setattr(RemotePages, _method, _page_call(_method, _op.acts))

@@ -21,7 +21,7 @@ from mcp.types import ImageContent, TextContent
 from PIL import Image
 
 from desktop.session.stack import free_port
-from tests.answers import until
+from tests.answers import mcp_tool_names, until
 from tests.conftest import LiveServer
 from tests.fakes.testpage import at
 from vision.http.app import Settings, create_app
@@ -30,20 +30,7 @@ from vision.mcp import build_server
 pytestmark = pytest.mark.x11
 
 S = {"session": "itest"}
-TOOLS = {
-    "desktop_screenshot", "desktop_click", "desktop_double_click", "desktop_move", "desktop_drag", "desktop_scroll",
-    "desktop_type", "desktop_key", "desktop_open_url", "desktop_launch", "desktop_windows", "desktop_zoom",
-    "desktop_triple_click", "desktop_mouse_down", "desktop_mouse_up", "desktop_hold_key", "desktop_wait",
-    "desktop_focus_window", "desktop_cursor_position",
-    "vision_act", "vision_click_anywhere", "vision_extract_visible_text", "vision_fill_form_by_label",
-    "session_create", "session_list", "session_close", "session_reset", "live_view_url",
-    "page_state", "page_content", "page_console_messages", "page_network_requests", "page_downloads",
-    "page_screenshot", "page_wait_for", "page_navigate", "page_back", "page_forward", "page_reload", "page_tabs",
-    "page_click", "page_fill", "page_select", "page_upload_file", "page_handle_dialog", "page_dialogs",
-    "page_evaluate",
-    "verify_page_loads", "verify_element_exists", "verify_user_flow", "capture_visual_baseline",
-    "compare_visual_regression", "analyze_console_errors",
-}
+TOOLS = mcp_tool_names()
 READ_ONLY = {"desktop_screenshot", "desktop_windows", "desktop_zoom", "desktop_wait", "desktop_cursor_position", "vision_extract_visible_text", "session_list",
              "live_view_url", "page_state", "page_content", "page_console_messages", "page_network_requests",
              "page_downloads", "page_screenshot", "page_wait_for"}

@@ -18,6 +18,7 @@ from PIL import Image
 from desktop.session.manager import SessionManager
 from tests.conftest import LiveServer
 from vision.http.app import Settings, create_app
+from tests.answers import mcp_tool_names
 
 pytestmark = pytest.mark.x11
 
@@ -68,7 +69,7 @@ def test_list_tools_and_screenshot_over_http(open_server):
             return tools, shot
 
     tools, shot = anyio.run(main)
-    assert len(tools) == 53 and all("VISIBLE" in t.description for t in tools)
+    assert len(tools) == len(mcp_tool_names()) and all("VISIBLE" in t.description for t in tools)
     assert not shot.is_error
     assert _png_size(shot) == (1920, 1080)
 
@@ -114,7 +115,7 @@ def test_with_the_token_the_tools_work(token_server):
                 return tools, listing, shot
 
     tools, listing, shot = anyio.run(main)
-    assert len(tools) == 53
+    assert len(tools) == len(mcp_tool_names())
     assert "itest" in [s["id"] for s in listing.structured_content["sessions"]]
     assert _png_size(shot) == (960, 540)
 

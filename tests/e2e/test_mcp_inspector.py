@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_mcp_stdio import GLASSDESK, MARK, assert_all_gone
+from tests.answers import mcp_tool_names
 
 pytestmark = pytest.mark.x11
 
@@ -52,7 +53,7 @@ def run_inspector(tmp_path: Path, *method: str) -> dict:
 def test_inspector_lists_the_tools(tmp_path):
     listing = run_inspector(tmp_path, "--method", "tools/list")
     tools = {t["name"]: t for t in listing["tools"]}
-    assert len(tools) == 53 and "desktop_screenshot" in tools and "vision_act" in tools
+    assert len(tools) == len(mcp_tool_names()) and "desktop_screenshot" in tools and "vision_act" in tools
     assert all("VISIBLE" in t["description"] for t in tools.values())
     assert tools["desktop_screenshot"]["annotations"]["readOnlyHint"] is True
     assert tools["desktop_click"]["inputSchema"]["properties"]["x"]["maximum"] == 1919

@@ -9,7 +9,9 @@ import sys
 import pytest
 from PIL import Image
 
+from desktop.ops import of_service
 from desktop.remote import calls
+from desktop.service.remote import RemotePages
 from desktop.remote.backends import create_backend, desktop_service_class
 from desktop.remote.backends.base import labels
 from desktop.remote.backends.manager import BackendSessions
@@ -115,9 +117,19 @@ def test_a_call_with_an_unknown_argument_is_refused():
         calls.decode_args(PageService, "state", {"evil": 1})
 
 
-def test_every_listed_call_is_a_method_with_types_to_encode_by():
-    for name in calls.PAGE_CALLS:
+def test_every_operation_of_the_catalogue_is_a_method_with_types_to_encode_by():
+    for name in of_service("pages"):
         calls.signature(PageService, name)
-    for name in calls.DESKTOP_CALLS:
+    for name in of_service("desktop"):
         calls.signature(DesktopService, name)
-    assert "download_path" not in calls.PAGE_CALLS  # a path on the session server's disk
+    assert "download_path" not in of_service("pages")  # a path on the session server's disk
+
+
+def test_the_remote_pages_forward_every_page_operation_and_guard_those_that_act():
+    """What a control plane may forward and what it refuses while a person or a run holds the
+    session both come from the catalogue's declarations, not from lists kept beside them."""
+    acting = {name for name, op in of_service("pages").items() if op.acts}
+    assert acting == {"navigate", "new_tab", "activate_tab", "close_tab", "handle_dialog", "evaluate", "click",
+                      "fill", "select", "upload"}
+    for name in of_service("pages"):
+        assert callable(getattr(RemotePages, name)), name

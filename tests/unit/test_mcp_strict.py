@@ -14,6 +14,7 @@ from vision.config import VisionConfig
 from vision.mcp import build_server
 from vision.mcp.server import unknown_arguments
 from vision.service import Glassdesk
+from tests.answers import mcp_tool_names
 
 NEW_TOOLS = {"desktop_triple_click", "desktop_mouse_down", "desktop_mouse_up", "desktop_hold_key", "desktop_wait",
              "desktop_focus_window", "desktop_cursor_position"}
@@ -43,7 +44,7 @@ def text_of(result) -> str:
 def test_every_schema_forbids_unknown_arguments(glassdesk):
     tools = run(build_server(glassdesk), lambda client: client.list_tools()).tools
     assert NEW_TOOLS <= {t.name for t in tools}
-    assert len(tools) == 53
+    assert len(tools) == len(mcp_tool_names())
     loose = [t.name for t in tools if t.input_schema.get("additionalProperties") is not False]
     assert loose == []
 

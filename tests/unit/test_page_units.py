@@ -15,7 +15,7 @@ from desktop.browser.locate import display_point, viewport_origin
 from desktop.models import Target
 from desktop.models import PageSummary
 from desktop.browser.record import Ring
-from vision.mcp.page_tools import summary_line
+from vision.mcp.operations import summary_line
 
 
 def test_ring_numbers_entries_and_answers_since():

@@ -17,18 +17,12 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
-from desktop.models import ActionResponse, CreateSession, Cursor, FocusRequest, LaunchRequest, NetworkPolicyBody, OpenRequest
-from desktop.models import BlockedRequest, NetworkPolicyInfo
-from desktop.models import PageContent
-from desktop.models import DialogPolicy
-from desktop.models import PageState
-from desktop.models import Tab
-from desktop.models import ActedAnswer, ClickRequest, DialogAnswer, DialogPolicyRequest, DialogRequest, EvaluateRequest, FillRequest, HistoryRequest, NavigateRequest, NewTabRequest, SelectRequest, UploadRequest, WaitRequest
+from desktop.models import ActionResponse, CreateSession, Cursor, FocusRequest, LaunchRequest, OpenRequest
 from desktop.models import LiveView, SessionInfo
-from desktop.models import Window
 from vision.models import RunControl
 from vision.models import TakeoverRequest
 from vision.models import AnthropicComputerRequest, AnthropicComputerResult, OpenAIComputerRequest, OpenAIComputerResult
+from desktop.ops import Operation, catalogue
 from vision.client.calls import Call, act_event, bind, body, image, model, raw, signature_of, text
 from vision.models import ActRequest, ActResult
 from vision.qa.models import (
@@ -120,17 +114,6 @@ class SessionClient(_Bound):
         """Programs ended, Chromium restarted on a clean profile at about:blank; same display."""
         return self._send(Call("POST", self._path("/reset"), model(SessionInfo)))
 
-    def network_policy(self) -> NetworkPolicyInfo:
-        return self._send(Call("GET", self._path("/network-policy"), model(NetworkPolicyInfo)))
-
-    def set_network_policy(self, allow: list[str] = (), deny: list[str] = ()) -> NetworkPolicyInfo:
-        data = body(NetworkPolicyBody, None, {"allow": list(allow), "deny": list(deny)}, "invalid_request")
-        return self._send(Call("PUT", self._path("/network-policy"), model(NetworkPolicyInfo), json=data))
-
-    def blocked_requests(self, after: int = 0) -> list[BlockedRequest]:
-        return self._send(Call("GET", self._path("/network-policy/blocked"), model(list[BlockedRequest]),
-                               params={"after": after}))
-
     def live_view(self) -> LiveView:
         """A view-only live-view link and token (short-lived) for watching the session."""
         return self._send(Call("GET", self._path("/live"), model(LiveView)))
@@ -175,9 +158,6 @@ class SessionClient(_Bound):
                     doc="Open a URL in the visible browser.")
     focus = _posting("/desktop/focus", FocusRequest, ActionResponse, code="invalid_action", query=_shot_query,
                      doc="Bring a window (an id from ``windows()``) to the front.")
-
-    def windows(self) -> list[Window]:
-        return self._send(Call("GET", self._path("/desktop/windows"), model(list[Window])))
 
     def cursor(self) -> Cursor:
         return self._send(Call("GET", self._path("/desktop/cursor"), model(Cursor)))
@@ -253,62 +233,8 @@ class PageClient(_Bound):
     def _path(self, suffix: str) -> str:
         return super()._path(f"/page{suffix}")
 
-    def state(self) -> PageState:
-        return self._send(Call("GET", self._path(""), model(PageState)))
-
-    def content(self, format: Literal["text", "accessibility", "links", "html"] = "text",
-                selector: str | None = None) -> PageContent:
-        params = {"format": format, **({"selector": selector} if selector is not None else {})}
-        return self._send(Call("GET", self._path("/content"), model(PageContent), params=params))
-
-    navigate = _posting("/navigate", NavigateRequest, dict, doc="Load a URL in the tab in front.")
-    back = _posting("/back", HistoryRequest, dict)
-    forward = _posting("/forward", HistoryRequest, dict)
-    reload = _posting("/reload", HistoryRequest, dict)
-    click = _posting("/click", ClickRequest, ActedAnswer, doc="A real pointer click at the element's centre.")
-    fill = _posting("/fill", FillRequest, ActedAnswer, doc="Click the field and type for real; the value is checked.")
-    select = _posting("/select", SelectRequest, ActedAnswer)
-    wait = _posting("/wait", WaitRequest, dict, doc="Until the element is attached, visible, hidden or detached.")
-    evaluate = _posting("/evaluate", EvaluateRequest, dict, doc="JavaScript in the page (server --allow-evaluate).")
-    dialog = _posting("/dialog", DialogRequest, DialogAnswer, doc="Accept or dismiss the open dialog.")
-    upload = _posting("/upload", UploadRequest, ActedAnswer)
-
-    def console(self, since: int = 0, level: str | None = None) -> list[dict]:
-        params = {"since": since, **({"level": level} if level else {})}
-        return self._send(Call("GET", self._path("/console"), model(list[dict]), params=params))
-
-    def network(self, since: int = 0, failed_only: bool = False) -> list[dict]:
-        params = {"since": since, "failed_only": str(failed_only).lower()}
-        return self._send(Call("GET", self._path("/network"), model(list[dict]), params=params))
-
-    def dialogs(self, since: int = 0) -> list[dict]:
-        return self._send(Call("GET", self._path("/dialogs"), model(list[dict]), params={"since": since}))
-
-    def dialog_policy(self) -> DialogPolicy:
-        return self._send(Call("GET", self._path("/dialog-policy"), model(DialogPolicy)))
-
-    def set_dialog_policy(self, mode: Literal["manual", "accept", "dismiss"]) -> DialogPolicy:
-        data = body(DialogPolicyRequest, None, {"mode": mode}, "invalid_request")
-        return self._send(Call("PUT", self._path("/dialog-policy"), model(DialogPolicy), json=data))
-
-    def downloads(self) -> list[dict]:
-        return self._send(Call("GET", self._path("/downloads"), model(list[dict])))
-
     def download(self, name: str) -> bytes:
         return self._send(Call("GET", self._path(f"/downloads/{_seg(name)}"), raw))
-
-    def tabs(self) -> list[Tab]:
-        return self._send(Call("GET", self._path("/tabs"), model(list[Tab])))
-
-    def new_tab(self, url: str | None = None) -> Tab:
-        data = body(NewTabRequest, None, {"url": url} if url is not None else {}, "invalid_request")
-        return self._send(Call("POST", self._path("/tabs"), model(Tab), json=data))
-
-    def activate_tab(self, tab_id: str) -> list[Tab]:
-        return self._send(Call("POST", self._path(f"/tabs/{_seg(tab_id)}/activate"), model(list[Tab])))
-
-    def close_tab(self, tab_id: str) -> list[Tab]:
-        return self._send(Call("DELETE", self._path(f"/tabs/{_seg(tab_id)}"), model(list[Tab])))
 
     def screenshot(self, *, full_page: bool = False, selector: str | None = None) -> Image:
         params = {"full_page": str(full_page).lower(), **({"selector": selector} if selector else {})}
@@ -414,3 +340,46 @@ class Routes:
         data = body(ApproveRequest, None, {"test_run_id": test_run_id}, "invalid_request")
         return self._send(Call("POST", f"{API}/qa/baselines/{_seg(baseline_id)}/approve", model(BaselineResult),
                                json=data))
+
+
+# ------------------------------------------------------------------------------ the catalogue's
+
+
+def _operation_method(op: Operation) -> Callable:
+    """A route method for a catalogue operation (desktop.ops): its request's fields as arguments
+    (or the request model itself), checked by the model before anything is sent; the fields named
+    in the path travel in it, the rest in the query (GET) or the body."""
+    rest = op.rest
+    kind = op.request
+    in_path = rest.path_fields
+    signature = signature_of(kind) if kind is not None else inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)])
+    answer = model(rest.answer or op.answer)
+
+    def method(self, *args, **kwargs):
+        if kind is None:
+            fields: dict[str, Any] = {}
+        elif len(args) == 1 and not kwargs and isinstance(args[0], kind):
+            fields = body(kind, args[0], {}, "invalid_request")
+        else:
+            fields = body(kind, None, bind(signature, args, kwargs), "invalid_request")
+        path = rest.path
+        for name in in_path:
+            path = path.replace(f"{{{name}}}", _seg(fields.pop(name)))
+        suffix = f"{API}/sessions/{_seg(self.id)}{path}"
+        if rest.method == "GET":
+            query = {name: value for name, value in fields.items() if value is not None}
+            return self._send(Call("GET", suffix, answer, params=query or None))
+        sends_body = kind is not None and any(name not in in_path for name in kind.model_fields)
+        return self._send(Call(rest.method, suffix, answer, json=fields if sends_body else None))
+
+    method.__name__ = rest.client or op.method
+    method.__signature__ = signature.replace(return_annotation=rest.answer or op.answer)  # type: ignore[attr-defined]
+    method.__doc__ = rest.summary and rest.summary[0].upper() + rest.summary[1:] + "."
+    return method
+
+
+for _op in catalogue():  # the page layer's on ``desk.page``, the rest on the session
+    if _op.rest is not None:
+        _owner = PageClient if _op.service == "pages" else SessionClient
+        setattr(_owner, _op.rest.client or _op.method, _operation_method(_op))

@@ -11,6 +11,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from desktop.http.desktop import desktop_router
 from desktop.http.page import page_router
+from desktop.http.routes import operations_router
+from desktop.ops import catalogue
 from desktop.errors import GlassdeskError, describe_errors
 from desktop.session.manager import SessionManager
 from vision import VERSION
@@ -57,6 +59,8 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
     add_error_handlers(app)
     app.include_router(desktop_router(glassdesk.desktops))
     app.include_router(page_router(glassdesk.desktops.pages))
+    # Every operation of the catalogue with a REST route (desktop.ops)
+    app.include_router(operations_router(catalogue(), {"desktop": glassdesk.desktops, "pages": glassdesk.desktops.pages}))
     app.include_router(vision_router(glassdesk))
     app.include_router(qa_router(glassdesk.qa))
     app.include_router(computer_router(glassdesk.computer))  # /computer/anthropic, /computer/openai

@@ -1,0 +1,73 @@
+"""The REST routes of the catalogue's operations (desktop.ops), generated: one route per operation
+(and per extra path it is also served at), each parsing its request, making the operation's one
+service call and answering, with the page summary when the operation says so.
+
+No ``from __future__ import annotations`` here: FastAPI reads the generated endpoints' signatures,
+whose annotations are the request models themselves.
+"""
+
+import inspect
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query
+from pydantic import BaseModel
+
+from desktop.ops import Operation
+
+PREFIX = "/api/v1/sessions/{session_id}"
+
+
+def with_page(answer: Any, summary: Any, shape: Any) -> Any:
+    """An action's answer with the page summary, as every action's answer carries it."""
+    if isinstance(answer, dict):
+        return {**answer, "page": summary}
+    if isinstance(shape, type) and issubclass(shape, BaseModel):
+        return shape.model_validate({**answer.model_dump(), "page": summary})
+    return answer
+
+
+def endpoint(op: Operation, service: Any, summary: Any) -> Any:
+    """The route's handler: its signature says FastAPI where each part of the request comes from."""
+    rest = op.rest
+    in_path = rest.path_fields
+    params = [inspect.Parameter("session_id", inspect.Parameter.KEYWORD_ONLY, annotation=str)]
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=str) for name in in_path]
+    rest_of_request = op.request is not None and any(name not in in_path for name in op.request.model_fields)
+    if rest_of_request and rest.method == "GET":
+        params.append(inspect.Parameter("query", inspect.Parameter.KEYWORD_ONLY,
+                                        annotation=Annotated[op.request, Query()]))
+    elif rest_of_request and rest.optional_body:
+        params.append(inspect.Parameter("body", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                        annotation=Annotated[op.request | None, Body()]))
+    elif rest_of_request:
+        params.append(inspect.Parameter("body", inspect.Parameter.KEYWORD_ONLY, annotation=op.request))
+
+    def handler(**arguments: Any) -> Any:
+        session_id = arguments.pop("session_id")
+        request = arguments.pop("query", None) or arguments.pop("body", None)
+        if request is None and op.request is not None:
+            request = op.request(**arguments)  # the path's fields, or every field's default
+        answer = op.invoke(service, session_id, request)
+        return with_page(answer, summary(session_id), rest.answer) if op.page else answer
+
+    handler.__name__ = rest.name or op.method
+    handler.__doc__ = None  # FastAPI would take a docstring as the description
+    handler.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return handler
+
+
+def operations_router(operations: tuple[Operation, ...], services: Mapping[str, Any]) -> APIRouter:
+    """Every operation of ``operations`` that has a REST route, served over ``services`` (by the
+    operation's ``service``: ``desktop`` or ``pages``)."""
+    router = APIRouter(prefix=PREFIX)
+    summary = services["pages"].summary
+    for op in operations:
+        if op.rest is None:
+            continue
+        handler = endpoint(op, services[op.service], summary)
+        for path, tags in ((op.rest.path, op.rest.tags), *op.rest.also):
+            router.add_api_route(path, handler, methods=[op.rest.method], response_model=op.rest.answer or op.answer,
+                                 status_code=op.rest.status_code, tags=list(tags), summary=op.rest.summary,
+                                 description=op.rest.description, name=op.rest.name or op.method)
+    return router

@@ -1,0 +1,97 @@
+"""How an operation is declared: the data the catalogue (desktop.ops) is written in. Pure: the
+declarations hold models and small functions that render an answer as text, nothing that runs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel
+
+Service = Literal["desktop", "pages"]
+
+
+@dataclass(frozen=True)
+class Hints:
+    """The MCP tool annotations: what a client may assume about calling it."""
+
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    open_world: bool = False
+
+
+@dataclass(frozen=True)
+class Rest:
+    """The operation's REST route. ``path`` is under ``/api/v1/sessions/{session_id}``; a field of
+    the request named in it (``{tab_id}``) travels in the path, the others in the query (GET) or
+    the body."""
+
+    method: Literal["GET", "POST", "PUT", "DELETE"]
+    path: str
+    summary: str | None = None
+    description: str | None = None
+    tags: tuple[str, ...] = ("page",)
+    status_code: int = 200
+    # A request body every field of which has a default may be left out.
+    optional_body: bool = False
+    # The answer as REST sends it, when it differs from the service's (the page summary added).
+    answer: Any = None
+    # The route's name (its OpenAPI operationId is made from it): kept as it was when routes were
+    # written by hand, so generated clients of the API keep their method names.
+    name: str | None = None
+    # The client method's name; the service method's by default.
+    client: str | None = None
+    # The same operation also served at these paths, with their tags: the network policy is at
+    # /network-policy, and at /page/network-policy where the page layer's contract lists it.
+    also: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def path_fields(self) -> tuple[str, ...]:
+        return tuple(re.findall(r"{(\w+)}", self.path))
+
+
+@dataclass(frozen=True)
+class Tool:
+    """The operation's MCP tool. ``text`` renders the answer for the model; the structured content
+    is the answer as JSON. The description is tuned prose for models: change it with care."""
+
+    name: str
+    title: str
+    description: str
+    hints: Hints
+    text: Callable[[Any, Any], str]  # (request, answer) -> what the model reads
+    # (request, answer) -> the structured content; by default the answer as JSON
+    structured: Callable[[Any, Any], dict] | None = None
+    # A page tool's answer ends with the page summary (Playwright MCP's habit), but for the tool
+    # that is itself the page's state.
+    summary: bool = True
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation of a session's desktop or page layer."""
+
+    service: Service
+    method: str  # the service's method: ``method(session_id, **request fields)`` unless ``call`` says otherwise
+    request: type[BaseModel] | None
+    answer: Any
+    acts: bool  # the control plane's guards: refused while a person or a run holds the session
+    rest: Rest | None = None
+    tool: Tool | None = None
+    # Every answer of an acting page or desktop operation carries the page summary (REST: ``page``;
+    # MCP: a line of text and ``page`` in the structured content).
+    page: bool = False
+    call: Callable[[Any, str | None, Any], Any] | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return f"{self.service}.{self.method}"
+
+    def invoke(self, service: Any, session_id: str | None, request: BaseModel | None) -> Any:
+        """Run the operation on ``service`` (the real one, or its remote stand-in)."""
+        if self.call is not None:
+            return self.call(service, session_id, request)
+        fields = {} if request is None else {name: getattr(request, name) for name in type(request).model_fields}
+        return getattr(service, self.method)(session_id, **fields)

@@ -1,0 +1,91 @@
+"""The catalogue (desktop.ops): each declaration is whole, no two claim the same route or tool, the
+doors generated from it serve exactly it, and the docs list every operation it declares."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+from fastapi.routing import APIRoute
+
+from desktop.http.routes import PREFIX, operations_router
+from desktop.ops import catalogue, of_service
+from desktop.service.desktop import DesktopService
+from desktop.service.page import PageService
+from vision.client import PageClient, SessionClient
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = {"pages": ROOT / "docs" / "page.md", "desktop": ROOT / "docs" / "desktop-api.md"}
+SERVICES = {"pages": PageService, "desktop": DesktopService}
+
+
+def routes():
+    return [(op.rest.method, path) for op in catalogue() if op.rest
+            for path in (op.rest.path, *(also for also, _ in op.rest.also))]
+
+
+def test_no_two_operations_claim_a_route_a_tool_or_a_client_method():
+    assert len(routes()) == len(set(routes()))
+    tools = [op.tool.name for op in catalogue() if op.tool]
+    assert len(tools) == len(set(tools))
+    methods = [(op.service, op.rest.client or op.method) for op in catalogue() if op.rest]
+    assert len(methods) == len(set(methods))
+
+
+@pytest.mark.parametrize("op", catalogue(), ids=lambda op: f"{op.name}:{op.rest.path if op.rest else '-'}")
+def test_every_declaration_names_a_real_service_method_and_a_well_formed_route(op):
+    assert callable(getattr(SERVICES[op.service], op.method, None)), f"{op.name}: no such service method"
+    if op.rest is None:
+        return
+    for name in op.rest.path_fields:  # a path parameter is a field of the request
+        assert op.request is not None and name in op.request.model_fields, (op.name, name)
+    if op.tool is not None:
+        assert "VISIBLE" in op.tool.description, f"{op.tool.name}: say where it acts"
+
+
+def test_the_generated_router_serves_each_route_once_over_its_service():
+    class Service:
+        def summary(self, _session):
+            return None
+
+    router = operations_router(catalogue(), {"pages": Service(), "desktop": Service()})
+    served = [(method, route.path.removeprefix(PREFIX)) for route in router.routes if isinstance(route, APIRoute)
+              for method in route.methods]
+    assert sorted(served) == sorted(routes())
+
+
+def test_the_client_has_a_method_per_route_with_the_request_fields_as_arguments():
+    for op in catalogue():
+        if op.rest is None:
+            continue
+        owner = PageClient if op.service == "pages" else SessionClient
+        method = getattr(owner, op.rest.client or op.method)
+        parameters = list(inspect.signature(method).parameters)[1:]
+        assert parameters == list(op.request.model_fields if op.request else []), op.name
+
+
+@pytest.mark.parametrize("service", sorted(DOCS))
+def test_the_docs_list_every_operation_with_its_route_and_tool(service):
+    """The operation tables of docs/page.md and docs/desktop-api.md are the catalogue's, row for row:
+    a new operation is one line there, and forgetting it fails here."""
+    text = DOCS[service].read_text()
+    missing = []
+    for op in of_service_ops(service):
+        if op.rest is not None:
+            # ``GET /page/content?format=``, ``GET /sessions/{id}/network-policy``, ``GET .../desktop/windows``
+            route = re.escape(op.rest.method) + r" \S*?" + re.escape(op.rest.path) + r"(?=[\s`{?])"
+            if not re.search(route, text):
+                missing.append(f"{op.rest.method} {op.rest.path}")
+        if op.tool is not None and f"`{op.tool.name}`" not in text:
+            missing.append(op.tool.name)
+    assert missing == []
+
+
+def of_service_ops(service):
+    return [op for op in catalogue() if op.service == service]
+
+
+def test_of_service_indexes_the_service_methods():
+    assert set(of_service("pages")) == {op.method for op in catalogue() if op.service == "pages"}

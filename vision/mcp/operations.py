@@ -1,0 +1,102 @@
+"""The MCP tools of the catalogue's operations (desktop.ops), generated: each takes its request
+model's fields as arguments (their bounds and descriptions included) plus ``session``, makes the
+operation's one service call and answers with the operation's text and the answer as structured
+content. Every page tool's answer but the state's ends with the page summary, as Playwright MCP
+does: URL, title, an open dialog and the console errors new since the previous answer.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult
+from pydantic import BaseModel, Field
+from pydantic_core import PydanticUndefined
+
+from desktop.models import PageSummary
+from desktop.ops import Operation
+from vision.mcp.tools import SessionArg, _annotations, _text, blocking
+
+
+def summary_line(summary: PageSummary) -> str:
+    """The page summary as one line of text."""
+    line = f"page: {summary.url or '(no tab)'}"
+    if summary.title:
+        line += f" - {summary.title!r}"
+    if summary.dialog is not None:
+        line += (f"\ndialog open: {summary.dialog.type} {summary.dialog.message[:300]!r}; answer it with "
+                 "page_handle_dialog before acting on the page")
+    if summary.new_console_errors:
+        line += (f"\n{summary.new_console_errors} new console error(s): page_console_messages level=error "
+                 "shows them")
+    return line
+
+
+async def with_summary(pages: Any, session: str, text: str, structured: dict[str, Any],
+                       *extra: Any) -> CallToolResult:
+    """A page tool's answer with the page summary appended (left out while the browser heals)."""
+    summary = await blocking(pages.summary, session)
+    if summary is not None:
+        text += "\n" + summary_line(summary)
+        structured = {**structured, "page": summary.model_dump(mode="json")}
+    return CallToolResult(content=[_text(text), *extra], structured_content={"session": session, **structured})
+
+
+def parameters(model: type[BaseModel] | None, default_session: str) -> list[inspect.Parameter]:
+    """The request model's fields as keyword parameters, bounds and descriptions kept, then ``session``."""
+    params = []
+    for name, field in (model.model_fields.items() if model is not None else ()):
+        annotation: Any = Annotated[(field.annotation, *field.metadata, Field(description=field.description))] \
+            if field.description else Annotated[(field.annotation, *field.metadata)] if field.metadata \
+            else field.annotation
+        if field.default_factory is not None:
+            default = field.default_factory()
+        elif field.default is PydanticUndefined:
+            default = inspect.Parameter.empty
+        else:
+            default = field.default
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
+    params.append(inspect.Parameter("session", inspect.Parameter.KEYWORD_ONLY, default=default_session,
+                                    annotation=SessionArg))
+    return params
+
+
+def _as_json(answer: Any) -> dict[str, Any]:
+    if isinstance(answer, BaseModel):
+        return answer.model_dump(mode="json")
+    return answer if isinstance(answer, dict) else {"result": answer}
+
+
+def tool_function(op: Operation, service: Any, pages: Any, default_session: str):
+    tool = op.tool
+
+    async def call(**arguments: Any) -> CallToolResult:
+        session = arguments.pop("session")
+        # The request model's own checks (one way of naming an element, ...) run here, before
+        # anything does: a bad request is the same refusal it is over REST.
+        request = op.request(**arguments) if op.request is not None else None
+        answer = await blocking(op.invoke, service, session, request)
+        text = tool.text(request, answer)
+        structured = tool.structured(request, answer) if tool.structured else _as_json(answer)
+        if op.service == "pages" and tool.summary:
+            return await with_summary(pages, session, text, structured)
+        return CallToolResult(content=[_text(text)], structured_content={"session": session, **structured})
+
+    call.__name__ = tool.name
+    call.__signature__ = inspect.Signature(parameters(op.request, default_session),  # type: ignore[attr-defined]
+                                           return_annotation=CallToolResult)
+    return call
+
+
+def register_operations(server: MCPServer, operations: tuple[Operation, ...], services: Mapping[str, Any],
+                        default_session: str) -> None:
+    """A tool for every operation of ``operations`` that declares one."""
+    for op in operations:
+        if op.tool is None:
+            continue
+        fn = tool_function(op, services[op.service], services["pages"], default_session)
+        server.tool(name=op.tool.name, title=op.tool.title, description=op.tool.description,
+                    annotations=_annotations(op.tool.title, **vars(op.tool.hints)))(fn)
