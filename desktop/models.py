@@ -288,6 +288,11 @@ class FillRequest(Target):
     timeout_ms: int = Timeout
 
 
+class HoverRequest(Target):
+    model_config = ConfigDict(extra="forbid")
+    timeout_ms: int = Timeout
+
+
 class SelectRequest(Target):
     model_config = ConfigDict(extra="forbid")
     option: str = Field(min_length=1, max_length=2000, description="the option's value or label")

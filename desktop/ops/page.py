@@ -12,7 +12,7 @@ from typing import Any
 
 from desktop.models import (
     Acted, ActedAnswer, ClickRequest, ConsoleQuery, ContentQuery, DialogAnswer, DialogInfo, DialogPolicy,
-    DialogPolicyRequest, DialogRequest, DialogsQuery, EvaluateRequest, FillRequest, HistoryRequest, NavigateRequest,
+    DialogPolicyRequest, DialogRequest, DialogsQuery, EvaluateRequest, FillRequest, HistoryRequest, HoverRequest, NavigateRequest,
     NetworkQuery, NewTabRequest, PageContent, PageState, PageSummary, SelectRequest, Tab, TabRequest,
     UploadRequest, WaitRequest, target_of,
 )
@@ -192,6 +192,17 @@ OPERATIONS: tuple[Operation, ...] = (
                   f"{PAGE_ACTS} Clicks an element of the page. {NAME_IT} {REAL_INPUT} Refused while a dialog is "
                   "open, and when something else covers the element.", ACTING,
                   lambda r, acted: acted_text(f"click {target_of(r).describe()}", acted))),
+    Operation(
+        "pages", "hover", HoverRequest, Acted, acts=True, page=True,
+        call=lambda pages, session, r: pages.hover(session, target_of(r), r.timeout_ms),
+        rest=Rest("POST", "/page/hover", summary="the real pointer moved onto the element and left there",
+                  answer=ActedAnswer),
+        tool=Tool("page_hover", "Hover an element in the visible page",
+                  f"{PAGE_ACTS} Moves the real pointer onto an element's centre and leaves it there: menus that open "
+                  f"on hover, tooltips, hover styles. {NAME_IT} The element is scrolled into view first; the answer "
+                  "gives the display pixel used. Refused while a dialog is open, and when something else covers "
+                  "the element.", Hints(open_world=True),
+                  lambda r, acted: acted_text(f"hover {target_of(r).describe()}", acted))),
     Operation(
         "pages", "fill", FillRequest, Acted, acts=True, page=True,
         call=lambda pages, session, r: pages.fill(session, target_of(r), r.value, clear=r.clear, secrets=r.secrets,

@@ -27,6 +27,7 @@ from desktop.actions import (
     Click,
     DoubleClick,
     Key,
+    Move,
     TripleClick,
     Type,
     UnknownPlaceholder,
@@ -282,7 +283,7 @@ class PageService:
         located = self._call(session, find, timeout_ms)
         if located.covered_by:
             raise ElementCovered(f"{target.describe()} is under {located.covered_by} at ({located.x}, {located.y}): "
-                                 "a click there would land on that; nothing was done")
+                                 "real input there would land on that; nothing was done")
         return located
 
     def click(self, session_id: str | None, target: Target, *, button: str = "left", click_count: int = 1,
@@ -292,6 +293,15 @@ class PageService:
         with session.exclusive("a page click"):  # nothing moves the element between finding and clicking
             located = self._locate(session, target, timeout_ms, "click")
             performed = session.perform(_on_display(kind, located, button=button), queue_s=QUEUE_WAIT_S)
+        return _acted(located, performed)
+
+    def hover(self, session_id: str | None, target: Target, timeout_ms: int = 5000) -> Acted:
+        """The real pointer moved onto the element's centre and left there: what opens on hover
+        (menus, tooltips) opens, as for a person."""
+        session = self._agent(session_id)
+        with session.exclusive("a page hover"):  # nothing moves the element between finding and moving there
+            located = self._locate(session, target, timeout_ms, "hover")
+            performed = session.perform(_on_display(Move, located), queue_s=QUEUE_WAIT_S)
         return _acted(located, performed)
 
     def fill(self, session_id: str | None, target: Target, value: str, *, clear: bool = True,

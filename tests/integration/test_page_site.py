@@ -328,6 +328,28 @@ def test_a_click_far_down_a_tall_page_scrolls_it_into_view_pixel_exact(api, site
     assert 0 <= acted["y"] < 1080
 
 
+HOVER_PAGE = ("data:text/html,<title>none</title>"
+              "<button id=a style='position:absolute;left:300px;top:200px'>A</button>"
+              "<button id=b style='position:absolute;left:600px;top:400px'>B</button>"
+              # the last pointer event over a button: where the pointer came to rest (it glides there)
+              "<script>for (const b of document.querySelectorAll('button')) b.onmousemove = (e) => "
+              "document.title = `over ${b.id} ${e.screenX},${e.screenY}`</script>")
+
+
+def test_a_hover_moves_the_real_pointer_onto_the_element_and_leaves_it_there_pixel_exact(api, desk):
+    """Declared once in the catalogue: served over REST and by the client (and MCP) from that."""
+    from vision.client import GlassdeskClient
+
+    ok(api.post(f"{P}/navigate", json={"url": HOVER_PAGE}))
+    first = ok(api.post(f"{P}/hover", json={"selector": "#a"}))
+    assert first["dispatched"] == "pointer" and first["page"]["title"] == f"over a {first['x']},{first['y']}"
+    with GlassdeskClient(str(api.base_url)) as client:
+        second = client.session("itest").page.hover(selector="#b")
+    assert desk.cursor() == (second.x, second.y)  # left there: nothing moved it back
+    assert second.page.title == f"over b {second.x},{second.y}"
+    error(api.post(f"{P}/hover", json={"selector": "#a", "text": "A"}), 422, "invalid_request")
+
+
 def test_an_element_under_another_is_refused_and_nothing_is_clicked(api, site):
     goto(api, site, "/covered")
     message = error(api.post(f"{P}/click", json={"selector": "#under"}), 409, "element_covered")
