@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-# The MCP tools written by hand, each in its door (desktop.ops lists why); with the catalogue's and
-# the QA verbs', the whole tool list. A new operation of the catalogue changes no test here.
+# The MCP tools written by hand, each in its door (desktop.ops lists why); with the catalogue's
+# (vision.ops: the desktop's, the page layer's and the QA verbs), the whole tool list. A new operation of the catalogue changes no test here.
 HAND_WRITTEN_TOOLS = frozenset({
     "desktop_screenshot", "desktop_click", "desktop_double_click", "desktop_move", "desktop_drag", "desktop_scroll",
     "desktop_type", "desktop_key", "desktop_open_url", "desktop_launch", "desktop_windows", "desktop_zoom",
@@ -20,10 +20,9 @@ HAND_WRITTEN_TOOLS = frozenset({
 
 def mcp_tool_names() -> frozenset[str]:
     """Every tool the MCP server must list."""
-    from desktop.ops import catalogue
-    from vision.mcp.qa_tools import VERBS
+    from vision.ops import catalogue
 
-    return HAND_WRITTEN_TOOLS | {op.tool.name for op in catalogue() if op.tool} | set(VERBS)
+    return HAND_WRITTEN_TOOLS | {op.tool.name for op in catalogue() if op.tool}
 
 
 def ok(response, status: int = 200):

@@ -9,7 +9,8 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel
 
-Service = Literal["desktop", "pages"]
+# The services the doors are handed (the QA verbs are the vision layer's: vision.qa.ops).
+Service = Literal["desktop", "pages", "qa"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class Tool:
     # A page tool's answer ends with the page summary (Playwright MCP's habit), but for the tool
     # that is itself the page's state.
     summary: bool = True
+    # (service, answer) -> the one image that says most, or None (read in a worker thread)
+    image: Callable[[Any, Any], bytes | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ def test_the_remote_pages_forward_every_page_operation_and_guard_those_that_act(
     """What a control plane may forward and what it refuses while a person or a run holds the
     session both come from the catalogue's declarations, not from lists kept beside them."""
     acting = {name for name, op in of_service("pages").items() if op.acts}
-    assert acting == {"navigate", "new_tab", "activate_tab", "close_tab", "handle_dialog", "evaluate", "click",
+    assert acting == {"navigate", "new_tab", "activate_tab", "close_tab", "handle_dialog", "evaluate", "click", "hover",
                       "fill", "select", "upload"}
     for name in of_service("pages"):
         assert callable(getattr(RemotePages, name)), name

@@ -22,13 +22,12 @@ from desktop.models import LiveView, SessionInfo
 from vision.models import RunControl
 from vision.models import TakeoverRequest
 from vision.models import AnthropicComputerRequest, AnthropicComputerResult, OpenAIComputerRequest, OpenAIComputerResult
-from desktop.ops import Operation, catalogue
+from desktop.ops.declare import Operation
+from vision.ops import catalogue
 from vision.client.calls import Call, act_event, bind, body, image, model, raw, signature_of, text
 from vision.models import ActRequest, ActResult
 from vision.qa.models import (
-    AnalyzeConsoleRequest, ApproveRequest, BaselineResult, CaptureBaselineRequest, CompareRequest, CompareResult,
-    ConsoleResult, ElementResult, FlowResult, PageLoadResult, QaRun, VerifyElementRequest, VerifyPageLoadsRequest,
-    VerifyReport, VerifyUserFlowRequest,
+    ApproveRequest, BaselineResult, QaRun, VerifyReport,
 )
 from vision.trace.records import Trace, TraceMeta, VerifyResult
 
@@ -250,13 +249,6 @@ class QaClient(_Bound):
     def _path(self, suffix: str) -> str:
         return super()._path(f"/qa{suffix}")
 
-    verify_page_loads = _posting("/verify_page_loads", VerifyPageLoadsRequest, PageLoadResult)
-    verify_element_exists = _posting("/verify_element_exists", VerifyElementRequest, ElementResult)
-    verify_user_flow = _posting("/verify_user_flow", VerifyUserFlowRequest, FlowResult)
-    capture_visual_baseline = _posting("/capture_visual_baseline", CaptureBaselineRequest, BaselineResult)
-    compare_visual_regression = _posting("/compare_visual_regression", CompareRequest, CompareResult)
-    analyze_console_errors = _posting("/analyze_console_errors", AnalyzeConsoleRequest, ConsoleResult)
-
 
 # ------------------------------------------------------------------------------ the client's
 
@@ -379,7 +371,7 @@ def _operation_method(op: Operation) -> Callable:
     return method
 
 
-for _op in catalogue():  # the page layer's on ``desk.page``, the rest on the session
+_OWNERS = {"desktop": SessionClient, "pages": PageClient, "qa": QaClient}  # ``desk``, ``desk.page``, ``desk.qa``
+for _op in catalogue():
     if _op.rest is not None:
-        _owner = PageClient if _op.service == "pages" else SessionClient
-        setattr(_owner, _op.rest.client or _op.method, _operation_method(_op))
+        setattr(_OWNERS[_op.service], _op.rest.client or _op.method, _operation_method(_op))

@@ -12,7 +12,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from desktop.http.desktop import desktop_router
 from desktop.http.page import page_router
 from desktop.http.routes import operations_router
-from desktop.ops import catalogue
 from desktop.errors import GlassdeskError, describe_errors
 from desktop.session.manager import SessionManager
 from vision import VERSION
@@ -24,6 +23,7 @@ from vision.http.console import install_console
 from vision.mcp import mount_http
 from vision.http.openapi import install_docs
 from vision.http.qa import qa_router
+from vision.ops import catalogue, services
 from vision.service import Glassdesk
 from vision.settings import Settings
 from vision.http.viewer import install_viewer
@@ -60,7 +60,7 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
     app.include_router(desktop_router(glassdesk.desktops))
     app.include_router(page_router(glassdesk.desktops.pages))
     # Every operation of the catalogue with a REST route (desktop.ops)
-    app.include_router(operations_router(catalogue(), {"desktop": glassdesk.desktops, "pages": glassdesk.desktops.pages}))
+    app.include_router(operations_router(catalogue(), services(glassdesk)))
     app.include_router(vision_router(glassdesk))
     app.include_router(qa_router(glassdesk.qa))
     app.include_router(computer_router(glassdesk.computer))  # /computer/anthropic, /computer/openai

@@ -1,8 +1,6 @@
-"""The QA verbs over REST: thin routes over vision.qa.service.QaService.
-
-``POST /api/v1/sessions/{id}/qa/<verb>`` for the six verbs (the session ``default`` is started on
-first use, as for every other route), and the runs and baselines they leave under ``/api/v1/qa``.
-"""
+"""The QA runs and baselines over REST, under ``/api/v1/qa``: thin routes over
+vision.qa.service.QaService. The six verbs' routes (``POST /api/v1/sessions/{id}/qa/<verb>``) are the
+catalogue's (vision.qa.ops), generated with the others."""
 
 from __future__ import annotations
 
@@ -10,9 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from vision.qa.models import (
-    AnalyzeConsoleRequest, ApproveRequest, BaselineResult, CaptureBaselineRequest, CompareRequest, CompareResult,
-    ConsoleResult, ElementResult, FlowResult, PageLoadResult, QaRun, VerifyElementRequest, VerifyPageLoadsRequest,
-    VerifyReport, VerifyUserFlowRequest,
+    ApproveRequest, BaselineResult, QaRun, VerifyReport,
 )
 from vision.qa.service import QaService
 
@@ -21,36 +17,6 @@ _MEDIA = {"png": "image/png", "webm": "video/webm", "mp4": "video/mp4", "json": 
 
 def qa_router(qa: QaService) -> APIRouter:
     router = APIRouter(prefix="/api/v1", tags=["qa"])
-
-    @router.post("/sessions/{session_id}/qa/verify_page_loads", response_model=PageLoadResult,
-                 summary="load a URL in the visible browser and check status, title, console and requests")
-    def verify_page_loads(session_id: str, body: VerifyPageLoadsRequest) -> PageLoadResult:
-        return qa.verify_page_loads(session_id, body)
-
-    @router.post("/sessions/{session_id}/qa/verify_element_exists", response_model=ElementResult,
-                 summary="is an element there (DOM, or OCR of the screen for text), and visible")
-    def verify_element_exists(session_id: str, body: VerifyElementRequest) -> ElementResult:
-        return qa.verify_element_exists(session_id, body)
-
-    @router.post("/sessions/{session_id}/qa/verify_user_flow", response_model=FlowResult,
-                 summary="run steps on the visible desktop and check the outcome, with evidence per step")
-    def verify_user_flow(session_id: str, body: VerifyUserFlowRequest) -> FlowResult:
-        return qa.verify_user_flow(session_id, body)
-
-    @router.post("/sessions/{session_id}/qa/capture_visual_baseline", response_model=BaselineResult,
-                 summary="save the page (or the display) as a new version of a visual baseline")
-    def capture_visual_baseline(session_id: str, body: CaptureBaselineRequest) -> BaselineResult:
-        return qa.capture_visual_baseline(session_id, body)
-
-    @router.post("/sessions/{session_id}/qa/compare_visual_regression", response_model=CompareResult,
-                 summary="compare the page (or the display) with a baseline, pixel by pixel")
-    def compare_visual_regression(session_id: str, body: CompareRequest) -> CompareResult:
-        return qa.compare_visual_regression(session_id, body)
-
-    @router.post("/sessions/{session_id}/qa/analyze_console_errors", response_model=ConsoleResult,
-                 summary="the console's errors and warnings, less those ignore_patterns match")
-    def analyze_console_errors(session_id: str, body: AnalyzeConsoleRequest) -> ConsoleResult:
-        return qa.analyze_console_errors(session_id, body)
 
     # -------------------------------------------------------------------------------- runs
 

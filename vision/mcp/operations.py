@@ -18,7 +18,7 @@ from pydantic_core import PydanticUndefined
 
 from desktop.models import PageSummary
 from desktop.ops import Operation
-from vision.mcp.tools import SessionArg, _annotations, _text, blocking
+from vision.mcp.tools import SessionArg, _annotations, _image, _text, blocking
 
 
 def summary_line(summary: PageSummary) -> str:
@@ -81,9 +81,11 @@ def tool_function(op: Operation, service: Any, pages: Any, default_session: str)
         answer = await blocking(op.invoke, service, session, request)
         text = tool.text(request, answer)
         structured = tool.structured(request, answer) if tool.structured else _as_json(answer)
+        png = await blocking(tool.image, service, answer) if tool.image else None
+        pictures = [_image(png)] if png else []
         if op.service == "pages" and tool.summary:
-            return await with_summary(pages, session, text, structured)
-        return CallToolResult(content=[_text(text)], structured_content={"session": session, **structured})
+            return await with_summary(pages, session, text, structured, *pictures)
+        return CallToolResult(content=[_text(text), *pictures], structured_content={"session": session, **structured})
 
     call.__name__ = tool.name
     call.__signature__ = inspect.Signature(parameters(op.request, default_session),  # type: ignore[attr-defined]

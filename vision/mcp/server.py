@@ -16,11 +16,10 @@ from desktop.errors import GlassdeskError, describe_validation
 from desktop.service.desktop import DesktopService
 from vision import VERSION
 from vision.http.auth import transport_security
-from desktop.ops import catalogue
 from vision.mcp.operations import register_operations
 from vision.mcp.page_tools import register_page_tools
-from vision.mcp.qa_tools import register_qa_tools
 from vision.mcp.tools import INSTRUCTIONS, _text, register_tools
+from vision.ops import catalogue, services
 from vision.service import Glassdesk
 from vision.settings import Settings
 
@@ -152,10 +151,8 @@ def build_server(glassdesk: Glassdesk) -> GlassdeskMCP:
                           version=VERSION)
     server.default_restarts = DefaultRestarts(glassdesk.desktops)
     register_tools(server, glassdesk)
-    register_operations(server, catalogue(), {"desktop": glassdesk.desktops, "pages": glassdesk.desktops.pages},
-                        glassdesk.desktops.default)
+    register_operations(server, catalogue(), services(glassdesk), glassdesk.desktops.default)
     register_page_tools(server, glassdesk)
-    register_qa_tools(server, glassdesk)
     return server
 
 

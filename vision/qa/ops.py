@@ -1,34 +1,26 @@
-"""The QA tools of the MCP catalogue, named exactly as the verbs: thin adapters over
-vision.qa.service.QaService.
-
-Each tool takes the same arguments as the verb's REST body (generated from its request model, so
-the two cannot drift) plus ``session``, makes one call into the service and answers with a short
-text, the verb's answer as structured content, and the one image that says most (the page loaded,
-the element found, the screen where a flow stopped, a visual diff).
+"""The QA verbs as operations of the catalogue (desktop.ops.declare): named exactly as the verbs,
+each a REST route under /sessions/{id}/qa, an MCP tool with the verb's request fields as arguments,
+and a client method, all from this one declaration. Each call is a QA run with its evidence; the MCP
+answer is a short text, the verb's answer as structured content, and the one image that says most
+(the page loaded, the element found, the screen where a flow stopped, a visual diff).
 """
 
 from __future__ import annotations
 
-import inspect
-from typing import Annotated, Any
+from typing import Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult
-from pydantic import BaseModel, Field
-
-from vision.mcp.tools import SessionArg, _annotations, _image, _text, blocking
+from desktop.ops.declare import Hints, Operation, Rest, Tool
 from vision.qa.models import (
-    AnalyzeConsoleRequest, CaptureBaselineRequest, CompareRequest, VerifyElementRequest, VerifyPageLoadsRequest,
-    VerifyUserFlowRequest,
+    AnalyzeConsoleRequest, BaselineResult, CaptureBaselineRequest, CompareRequest, CompareResult, ConsoleResult,
+    ElementResult, FlowResult, PageLoadResult, VerifyElementRequest, VerifyPageLoadsRequest, VerifyUserFlowRequest,
 )
-from vision.service import Glassdesk
 
 WHERE = "the VISIBLE Chromium on the desktop the operator watches live in noVNC"
 EVIDENCE = ("Every call is a QA run: test_run_id names its hash-chained, timestamped evidence (screenshots with "
             "SHA-256), its JUnit XML and HTML report.")
 
 # name -> (request model, title, description, read only)
-VERBS: dict[str, tuple[type[BaseModel], str, str, bool]] = {
+_VERBS: dict[str, tuple[type, str, str, bool]] = {
     "verify_page_loads": (
         VerifyPageLoadsRequest, "Verify a page loads in the visible browser",
         f"Acts on {WHERE}: loads `url` and checks it: success is false, with the reason, on an HTTP error "
@@ -73,20 +65,8 @@ VERBS: dict[str, tuple[type[BaseModel], str, str, bool]] = {
 }
 
 
-def _parameters(model: type[BaseModel], default_session: str) -> list[inspect.Parameter]:
-    """The request model's fields as keyword parameters (constraints and descriptions kept)."""
-    params = []
-    for name, field in model.model_fields.items():
-        annotation: Any = Annotated[(field.annotation, *field.metadata, Field(description=field.description))] \
-            if field.description or field.metadata else field.annotation
-        default = inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
-    params.append(inspect.Parameter("session", inspect.Parameter.KEYWORD_ONLY, default=default_session,
-                                    annotation=SessionArg))
-    return params
-
-
-def _summary(verb: str, answer: dict) -> str:
+def summary_text(verb: str, answer: dict) -> str:
+    """A verb's answer in a few lines for a model: the verdict, the reason, the run to open."""
     run = f"test_run_id {answer['test_run_id']} (report {answer.get('report_url')})"
     if verb == "verify_page_loads":
         head = (f"{'loaded' if answer['success'] else 'FAILED'}: HTTP {answer['status_code']}, title "
@@ -115,7 +95,7 @@ def _summary(verb: str, answer: dict) -> str:
     return head + (f"\nreason: {reason}" if reason else "") + f"\n{run}"
 
 
-def _picture(verb: str, answer: dict) -> str | None:
+def picture(verb: str, answer: dict) -> str | None:
     """The artifact name of the one image to show with the answer."""
     if verb == "verify_page_loads":
         return (answer.get("screenshot") or {}).get("name")
@@ -129,30 +109,35 @@ def _picture(verb: str, answer: dict) -> str | None:
     return None
 
 
-def register_qa_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
-    qa = glassdesk.qa
-    default_session = glassdesk.desktops.default
+# name -> (answer, REST summary)
+_ANSWERS: dict[str, tuple[type, str]] = {
+    "verify_page_loads": (PageLoadResult, "load a URL in the visible browser and check status, title, console and "
+                                          "requests"),
+    "verify_element_exists": (ElementResult, "is an element there (DOM, or OCR of the screen for text), and visible"),
+    "verify_user_flow": (FlowResult, "run steps on the visible desktop and check the outcome, with evidence per step"),
+    "capture_visual_baseline": (BaselineResult, "save the page (or the display) as a new version of a visual "
+                                                "baseline"),
+    "compare_visual_regression": (CompareResult, "compare the page (or the display) with a baseline, pixel by pixel"),
+    "analyze_console_errors": (ConsoleResult, "the console's errors and warnings, less those ignore_patterns match"),
+}
 
-    def register(verb: str, model: type[BaseModel], title: str, description: str, read_only: bool) -> None:
-        call = getattr(qa, verb)
 
-        async def tool(**arguments: Any) -> CallToolResult:
-            session = arguments.pop("session", default_session)
-            request = model.model_validate(arguments)  # the checks REST makes, and its error codes
-            answer = (await blocking(call, session, request)).model_dump(mode="json")
-            content: list = [_text(_summary(verb, answer))]
-            picture = _picture(verb, answer)
-            if picture:
-                path = await blocking(qa.artifact, answer["test_run_id"], picture)
-                content.append(_image(await blocking(path.read_bytes)))
-            return CallToolResult(content=content, structured_content={"session": session, **answer},
-                                  is_error=False)
+def _image(verb: str):
+    def image(qa: Any, answer: Any) -> bytes | None:
+        name = picture(verb, answer.model_dump(mode="json"))
+        return qa.artifact(answer.test_run_id, name).read_bytes() if name else None
+    return image
 
-        tool.__name__ = verb
-        tool.__signature__ = inspect.Signature(_parameters(model, default_session),  # type: ignore[attr-defined]
-                                               return_annotation=CallToolResult)
-        server.tool(name=verb, title=title, description=f"{description} {EVIDENCE}",
-                    annotations=_annotations(title, read_only=read_only, open_world=True))(tool)
 
-    for verb, (model, title, description, read_only) in VERBS.items():
-        register(verb, model, title, description, read_only)
+def _verb(verb: str) -> Operation:
+    model, title, description, read_only = _VERBS[verb]
+    answer, summary = _ANSWERS[verb]
+    return Operation(
+        "qa", verb, model, answer, acts=not read_only,
+        call=lambda qa, session, request: getattr(qa, verb)(session, request),
+        rest=Rest("POST", f"/qa/{verb}", summary=summary, tags=("qa",)),
+        tool=Tool(verb, title, f"{description} {EVIDENCE}", Hints(read_only=read_only, open_world=True),
+                  lambda _, result: summary_text(verb, result.model_dump(mode="json")), image=_image(verb)))
+
+
+OPERATIONS: tuple[Operation, ...] = tuple(_verb(verb) for verb in _VERBS)

@@ -1,0 +1,17 @@
+"""The whole catalogue: the desktop layer's operations (desktop.ops) and the vision layer's (the QA
+verbs, vision.qa.ops). The doors are generated from this one tuple."""
+
+from __future__ import annotations
+
+from desktop.ops import catalogue as desktop_catalogue
+from desktop.ops.declare import Operation
+from vision.qa.ops import OPERATIONS as QA
+
+
+def catalogue() -> tuple[Operation, ...]:
+    return (*desktop_catalogue(), *QA)
+
+
+def services(glassdesk) -> dict:
+    """The service each operation's ``service`` names, of one application."""
+    return {"desktop": glassdesk.desktops, "pages": glassdesk.desktops.pages, "qa": glassdesk.qa}
