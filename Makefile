@@ -3,6 +3,7 @@
 #   make run        install what is missing, then start the default desktop + API (Ctrl-C stops all)
 #   make test       install what is missing, then the whole test suite (junit + screenshots in artifacts/)
 #   make test-unit  the pure unit tests only (no X), quick
+#   make lint       ruff over the tree (make test runs it first)
 #   make bench      install what is missing, then the benchmark (prints a table, writes docs/benchmarks.md)
 #   make docker-test  (root) build the Docker image and test it for real under a private dockerd (tests/docker)
 #   make clean      remove what tests and builds leave behind (make distclean also removes .venv)
@@ -30,7 +31,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 INSPECTOR_VERSION := 2.12.0
 INSPECTOR := $(VENV)/inspector/node_modules/.bin/mcp-inspector
 
-.PHONY: help setup system-deps run test test-unit bench clean distclean constraints docker-test
+.PHONY: help setup system-deps run test test-unit lint bench clean distclean constraints docker-test
 
 help:
 	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
@@ -79,6 +80,10 @@ test: setup $(INSPECTOR)
 	@mkdir -p $(ARTIFACTS)
 	GLASSDESK_ARTIFACTS="$(CURDIR)/$(ARTIFACTS)" $(BIN)/pytest tests \
 	  --junitxml=$(ARTIFACTS)/junit.xml -o junit_family=xunit2 -rfE $(PYTEST_ARGS)
+
+# The linter, over the whole tree (a second or two): its rules are in pyproject.toml, [tool.ruff].
+lint: setup
+	$(BIN)/ruff check .
 
 test-unit: setup
 	@mkdir -p $(ARTIFACTS)

@@ -9,8 +9,7 @@ with a message that says what was wrong.
 from __future__ import annotations
 
 import re
-
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -165,7 +164,7 @@ class Wait(_Action):
 
 
 InputAction = Annotated[
-    Union[Click, DoubleClick, TripleClick, Move, MouseDown, MouseUp, Drag, Scroll, Type, Key, HoldKey, Wait],
+    Click | DoubleClick | TripleClick | Move | MouseDown | MouseUp | Drag | Scroll | Type | Key | HoldKey | Wait,
     Field(discriminator="action"),
 ]
 

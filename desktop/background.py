@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable, Coroutine
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, Callable, Coroutine
+from typing import Any
 
 
 class BackgroundLoop:

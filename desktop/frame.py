@@ -45,7 +45,7 @@ class Frame:
             rgb[:, :, channel] = bgra[:, :, 2 - channel]
         return png_from_scanlines(rows, self.width, self.height)
 
-    def same_pixels(self, other: "Frame | None") -> bool:
+    def same_pixels(self, other: Frame | None) -> bool:
         return other is not None and self.bgra == other.bgra
 
     def scaled_png(self, width: int, height: int) -> bytes:

@@ -32,10 +32,11 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import mss
 import mss.tools
@@ -875,7 +876,7 @@ def machine() -> dict[str, str]:
         chromium = "not found"
     mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "nproc": str(os.cpu_count()),
         "CPU": cpu,
         "memory": f"{mem_gb:.0f} GiB",

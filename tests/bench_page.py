@@ -79,7 +79,7 @@ class PageRig:
     _data_dir: Any = None
 
     @classmethod
-    def start(cls, manager: SessionManager, session_id: str, *, http: bool = True) -> "PageRig":
+    def start(cls, manager: SessionManager, session_id: str, *, http: bool = True) -> PageRig:
         site = TestSite()
         data_dir = tempfile.TemporaryDirectory(prefix="glassdesk-bench-page-")
         if not http:
@@ -90,8 +90,8 @@ class PageRig:
 
         from desktop.session.stack import free_port
         from tests.conftest import LiveServer
-        from vision.http.app import Settings, create_app
         from vision.config import VisionConfig
+        from vision.http.app import Settings, create_app
         from vision.service import Glassdesk
 
         glassdesk = Glassdesk.build(manager, data_dir=data_dir.name, config=VisionConfig(), allow_local_urls=True)

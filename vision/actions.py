@@ -6,13 +6,25 @@ executable ones come from desktop.actions; the rest only steer the loop.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter
 
 from desktop.actions import (
-    Click, DoubleClick, Drag, HoldKey, Key, MouseDown, MouseUp, Move, Scroll, TripleClick, Type,
-    Wait, Zoom, _Action,
+    Click,
+    DoubleClick,
+    Drag,
+    HoldKey,
+    Key,
+    MouseDown,
+    MouseUp,
+    Move,
+    Scroll,
+    TripleClick,
+    Type,
+    Wait,
+    Zoom,
+    _Action,
 )
 
 
@@ -41,8 +53,7 @@ class Fail(_Action):
 
 
 Action = Annotated[
-    Union[Click, DoubleClick, TripleClick, Move, MouseDown, MouseUp, Drag, Scroll, Type, Key,
-          HoldKey, Wait, Zoom, Screenshot, CursorPosition, Done, Fail],
+    Click | DoubleClick | TripleClick | Move | MouseDown | MouseUp | Drag | Scroll | Type | Key | HoldKey | Wait | Zoom | Screenshot | CursorPosition | Done | Fail,
     Field(discriminator="action"),
 ]
 ACTION_ADAPTER: TypeAdapter = TypeAdapter(Action)

@@ -18,8 +18,8 @@ def _up(args: argparse.Namespace) -> int:
     import uvicorn
 
     from desktop.errors import SessionUnavailable
-    from desktop.x11.procs import own_desktops
     from desktop.session.manager import SessionManager
+    from desktop.x11.procs import own_desktops
     from vision.http.app import Settings, create_app
     from vision.http.auth import check_bind
     from vision.service import Glassdesk
@@ -84,9 +84,9 @@ def _up_remote(args: argparse.Namespace, settings) -> int:
     traces, QA); each session, the default one included, a container or pod of its own."""
     import uvicorn
 
+    from desktop.errors import GlassdeskError
     from desktop.remote.backends import create_backend
     from desktop.remote.backends.manager import BackendSessions
-    from desktop.errors import GlassdeskError
     from vision.http.app import create_app
     from vision.service import Glassdesk
 

@@ -19,8 +19,6 @@ Where a fault goes:
 
 from __future__ import annotations
 
-
-
 from desktop.errors import GlassdeskError
 from desktop.frame import Frame
 from desktop.service.desktop import DesktopService
@@ -28,8 +26,14 @@ from vision import coords
 from vision.actions import Action, CursorPosition, Done, Fail, Screenshot, Zoom
 from vision.converters import anthropic as anthropic_tool
 from vision.converters import openai as openai_tool
+from vision.models import (
+    AnthropicComputerRequest,
+    AnthropicComputerResult,
+    ComputerScreenshot,
+    OpenAIComputerRequest,
+    OpenAIComputerResult,
+)
 from vision.providers.base import CallResult, ToolCall
-from vision.models import AnthropicComputerRequest, AnthropicComputerResult, ComputerScreenshot, OpenAIComputerRequest, OpenAIComputerResult
 
 # --- the service ---------------------------------------------------------------------------------
 

@@ -65,7 +65,7 @@ class VisionConfig:
     path: Path | None = None
 
     @classmethod
-    def load(cls, path: str | os.PathLike | None = None) -> "VisionConfig":
+    def load(cls, path: str | os.PathLike | None = None) -> VisionConfig:
         """Read GLASSDESK_CONFIG, or ./glassdesk.toml if present; a missing default file is fine."""
         explicit = path or os.environ.get("GLASSDESK_CONFIG")
         file = Path(explicit) if explicit else Path("glassdesk.toml")

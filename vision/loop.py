@@ -13,10 +13,10 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Callable, Literal
-
+from datetime import UTC, datetime
+from typing import Literal
 
 from desktop import actions
 from desktop.actions import Type
@@ -27,12 +27,12 @@ from vision.actions import CursorPosition, Done, Fail, Screenshot, Zoom
 from vision.config import VisionConfig, create_provider
 from vision.errors import InvalidRequest, ModelUnavailable
 from vision.events import EventBus
+from vision.models import ActRequest, ActResult, RunView, SafetyCheckOut, StepSummary
 from vision.providers.base import CallResult, ModelCallError, ModelTurn, Observation, Provider
 from vision.report import write_report
 from vision.trace.records import ErrorInfo, RunStatus, Usage, redact
 from vision.trace.store import TraceStore
 from vision.trace.writer import TraceWriter
-from vision.models import ActRequest, ActResult, RunView, SafetyCheckOut, StepSummary
 
 log = logging.getLogger("glassdesk.loop")
 
@@ -109,7 +109,7 @@ def cancelled() -> Stop:
 
 
 def _utc() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def held(step: StepSummary) -> bool:
@@ -501,7 +501,7 @@ class Runner:
                 on_step, executed=(), exec_ms=0.0, settle_ms=0.0, results=(), error=None) -> None:
         actions = [a.model_dump() for call in turn.calls for a in call.actions]
         url = state.url = self.desktop.page_url()
-        started = datetime.fromtimestamp(before.taken_at, timezone.utc)
+        started = datetime.fromtimestamp(before.taken_at, UTC)
         state.trace.record_step(
             before=before, after=after, started_at=started, finished_at=_utc(), text=turn.text,
             reasoning=turn.reasoning, tool_calls=turn.calls, actions=actions, argv=executed, results=results,

@@ -7,7 +7,7 @@ model SDK, so the Python client (vision.client) takes its types from here.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -44,7 +44,7 @@ class ActRequest(BaseModel):
                                            "on a clean profile at about:blank); only with a new instruction")
 
     @model_validator(mode="after")
-    def _reset_starts_a_run(self) -> "ActRequest":
+    def _reset_starts_a_run(self) -> ActRequest:
         if self.reset and self.instruction is None:
             raise ValueError("reset: a reset comes before a new instruction, not when continuing a paused run")
         return self
@@ -164,7 +164,7 @@ class AnthropicImage(BaseModel):
     source: AnthropicImageSource
 
 
-AnthropicBlock = Annotated[Union[AnthropicText, AnthropicImage], Field(discriminator="type")]
+AnthropicBlock = Annotated[AnthropicText | AnthropicImage, Field(discriminator="type")]
 
 
 class AnthropicComputerResult(BaseModel):

@@ -14,16 +14,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from desktop.models import LiveView
 from desktop.service.desktop import DEFAULT_SESSION, DesktopService
 from desktop.session.manager import SessionManager
-from desktop.models import LiveView
 from vision.computer import ComputerService
 from vision.config import VisionConfig
 from vision.errors import TraceCorruptError, TraceNotFoundError
 from vision.events import EventBus
 from vision.loop import Runner
-from vision.models import ActRequest, ActResult, RunView, StepSummary
 from vision.metrics import Metrics
+from vision.models import ActRequest, ActResult, RunView, StepSummary
 from vision.observers import BusListener, Narrator, strip_enabled
 from vision.providers.base import Provider
 from vision.qa.service import QaService
@@ -63,7 +63,7 @@ class Glassdesk:
 
     @classmethod
     def from_settings(cls, manager: SessionManager, settings: Settings, *,
-                      default_session: str = DEFAULT_SESSION) -> "Glassdesk":
+                      default_session: str = DEFAULT_SESSION) -> Glassdesk:
         return cls.build(manager, data_dir=settings.data_dir, default_session=default_session,
                          launch_allow=settings.launch_allow, allow_local_urls=settings.allow_local_urls,
                          allow_evaluate=settings.allow_evaluate)
@@ -72,7 +72,7 @@ class Glassdesk:
     def build(cls, manager: SessionManager, *, data_dir: str | Path | None = None, config: VisionConfig | None = None,
               default_session: str = DEFAULT_SESSION, strip: bool | None = None,
               launch_allow: frozenset[str] | None = None, allow_local_urls: bool = False,
-              allow_evaluate: bool = False) -> "Glassdesk":
+              allow_evaluate: bool = False) -> Glassdesk:
         from desktop.remote.backends import desktop_service_class  # DesktopService, or its remote form
 
         desktops = desktop_service_class(manager)(manager, default_session=default_session, launch_allow=launch_allow,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-
 DEFAULT_PORT = 8080
 
 

@@ -28,9 +28,10 @@ import os
 import signal
 import stat
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 from desktop.background import BackgroundLoop, Lazy
 from desktop.browser.pages import Pages
@@ -327,7 +328,7 @@ class Browser:
             return None
         try:
             out, _ = await asyncio.wait_for(process.communicate(), 2)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             process.kill()
             await process.wait()
             return None

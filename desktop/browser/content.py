@@ -136,13 +136,13 @@ class Content:
                                             EVALUATE_S)
         except DialogOpen:
             raise
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise PageTimeout(f"the expression did not finish within {EVALUATE_S} s") from None
         except Exception as exc:
             raise Refused(f"the expression failed: {first_line(exc)}") from None
         try:
             answer = await asyncio.wait_for(handle.evaluate(_AS_JSON, limit), EVALUATE_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise PageTimeout(f"the result could not be read within {EVALUATE_S} s") from None
         except Exception as exc:
             raise Refused(f"the result is not JSON: {first_line(exc)}") from None

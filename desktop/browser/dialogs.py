@@ -6,7 +6,8 @@ dialog holds up. Every dialog is recorded in the session's PageRecord (desktop.b
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Awaitable, TypeVar
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from desktop.browser.errors import DialogOpen, NoDialog, first_line
 from desktop.models import DIALOG_MODES, DialogInfo, DialogMode

@@ -19,7 +19,8 @@ in a module of its own job:
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from desktop.browser.content import CONTENT_LIMIT, Content
 from desktop.browser.dialogs import Dialogs, dialog_info

@@ -4,7 +4,8 @@ switching and closing them."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from desktop.browser.errors import NotFound, Refused
 from desktop.models import Tab

@@ -12,16 +12,22 @@ from typing import Literal
 from fastapi import APIRouter, Query, Response, status
 from pydantic import ValidationError
 
-from desktop.models import (
-    ActionResponse, CreateSession, Cursor, FocusRequest, LaunchRequest, NetworkPolicyBody, OpenRequest,
-)
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
 from desktop.errors import InvalidAction, describe_validation
-from desktop.models import PageSummary
-from desktop.port import Performed
 from desktop.frame import IMAGE_FORMATS
+from desktop.models import (
+    ActionResponse,
+    CreateSession,
+    Cursor,
+    FocusRequest,
+    LaunchRequest,
+    NetworkPolicyBody,
+    OpenRequest,
+    PageSummary,
+    SessionInfo,
+)
+from desktop.port import Performed
 from desktop.service.desktop import DesktopService, Shot
-from desktop.models import SessionInfo
 
 
 def _respond(action: str, performed: Performed, screenshot: bool, page: PageSummary | None,

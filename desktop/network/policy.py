@@ -136,7 +136,7 @@ class HostPattern:
     ip: IPAddress | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "HostPattern":
+    def parse(cls, text: str) -> HostPattern:
         if not isinstance(text, str):
             raise PatternError(f"{text!r} is not a string; {PATTERN_HELP}")
         raw = text.strip()
@@ -189,7 +189,7 @@ class NetworkPolicy:
     deny: tuple[HostPattern, ...] = ()
 
     @classmethod
-    def parse(cls, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> "NetworkPolicy":
+    def parse(cls, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> NetworkPolicy:
         """Both lists parsed, or a PatternError naming the list, the place and the pattern."""
         return cls(_parse_list("allow", allow or ()), _parse_list("deny", deny or ()))
 

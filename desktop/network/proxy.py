@@ -38,7 +38,14 @@ from urllib.parse import urlsplit
 
 from desktop.background import BackgroundLoop, Lazy
 from desktop.network.policy import (
-    BlockLog, IPAddress, NetworkPolicy, PatternError, Refusal, control_plane, normalize_host, parse_ip,
+    BlockLog,
+    IPAddress,
+    NetworkPolicy,
+    PatternError,
+    Refusal,
+    control_plane,
+    normalize_host,
+    parse_ip,
     split_host_port,
 )
 
@@ -110,7 +117,7 @@ class PolicyProxy:
 
     # ---------------------------------------------------------------------------- lifecycle
 
-    def start(self) -> "PolicyProxy":
+    def start(self) -> PolicyProxy:
         if self._server is None:
             self._server = proxy_loop().run(asyncio.start_server(self._accept, "127.0.0.1", 0, limit=HEAD_LIMIT), 10)
             self.port = self._server.sockets[0].getsockname()[1]
@@ -190,7 +197,7 @@ class PolicyProxy:
         loop = asyncio.get_running_loop()
         try:
             infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_S)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise _BadGateway(f"could not resolve {host}: {exc}") from None
         addresses = [parse_ip(info[4][0].split("%")[0]) for info in infos]
         return list(dict.fromkeys(a for a in addresses if a is not None))
@@ -205,8 +212,7 @@ class PolicyProxy:
         self._tasks.add(task)
         try:
             await self._serve(reader, writer)
-        except (asyncio.CancelledError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                asyncio.TimeoutError, OSError):
+        except (TimeoutError, asyncio.CancelledError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
             pass
         except Exception:
             log.exception("proxy connection failed")
@@ -262,7 +268,7 @@ class PolicyProxy:
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(str(address), port, limit=HEAD_LIMIT), CONNECT_S)
                 return reader, writer, address
-            except (OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError) as exc:
                 last = exc
         raise _BadGateway(f"could not connect to port {port} of {', '.join(map(str, addresses))}: {last}")
 
@@ -278,7 +284,7 @@ class _Request:
     url: str | None = None      # the whole URL, plain HTTP only
 
     @classmethod
-    def parse(cls, head: bytes) -> "_Request | None":
+    def parse(cls, head: bytes) -> _Request | None:
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):

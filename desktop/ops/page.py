@@ -11,10 +11,33 @@ import shlex
 from typing import Any
 
 from desktop.models import (
-    Acted, ActedAnswer, ClickRequest, ConsoleQuery, ContentQuery, DialogAnswer, DialogInfo, DialogPolicy,
-    DialogPolicyRequest, DialogRequest, DialogsQuery, EvaluateRequest, FillRequest, HistoryRequest, HoverRequest, NavigateRequest,
-    NetworkQuery, NewTabRequest, PageContent, PageState, PageSummary, SelectRequest, Tab, TabRequest,
-    UploadRequest, WaitRequest, target_of,
+    Acted,
+    ActedAnswer,
+    ClickRequest,
+    ConsoleQuery,
+    ContentQuery,
+    DialogAnswer,
+    DialogInfo,
+    DialogPolicy,
+    DialogPolicyRequest,
+    DialogRequest,
+    DialogsQuery,
+    EvaluateRequest,
+    FillRequest,
+    HistoryRequest,
+    HoverRequest,
+    NavigateRequest,
+    NetworkQuery,
+    NewTabRequest,
+    PageContent,
+    PageState,
+    PageSummary,
+    SelectRequest,
+    Tab,
+    TabRequest,
+    UploadRequest,
+    WaitRequest,
+    target_of,
 )
 from desktop.ops.declare import Hints, Operation, Rest, Tool
 

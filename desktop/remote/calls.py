@@ -23,6 +23,7 @@ from pydantic import Base64Bytes, TypeAdapter
 from desktop.errors import InvalidRequest, SessionNotFound
 from desktop.ops import of_service
 
+
 def _wire(hint: Any) -> Any:
     """The type a value travels as: bytes as base64 text, everything else as pydantic dumps it."""
     return Base64Bytes if hint is bytes else hint
@@ -65,8 +66,8 @@ def decode_result(cls: type, method: str, wire: Any) -> Any:
 def calls_router(desktops) -> APIRouter:
     """The call route of a single-session server. Its session is the only one, so the id in the path
     must be it; the bearer token guards it like every other route."""
-    from desktop.service.page import PageService
     from desktop.service.desktop import DesktopService
+    from desktop.service.page import PageService
 
     router = APIRouter(prefix="/api/v1")
     # What a control plane may call: the catalogue's operations of each service (desktop.ops), its

@@ -24,12 +24,12 @@ import httpx2
 from PIL import Image
 
 from desktop.actions import _Action
-from desktop.remote.backends.base import Endpoint
 from desktop.errors import GlassdeskError, SessionUnavailable
-from desktop.port import Performed
 from desktop.frame import Frame
-from desktop.session.manager import RESTART_RETRY_S, utcnow
 from desktop.models import SessionInfo, Status
+from desktop.port import Performed
+from desktop.remote.backends.base import Endpoint
+from desktop.session.manager import RESTART_RETRY_S, utcnow
 
 log = logging.getLogger("glassdesk.remote")
 

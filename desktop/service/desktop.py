@@ -18,28 +18,35 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
-
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Region, Zoom, _Action
 from desktop.browser.chromium import BrowserError
-from desktop.errors import (
-    ActionFailedError, DialogOpenError, InvalidAction, InvalidRequest, OperatorInControl, PageTimeoutError,
-    PageUnavailable, ScreenshotFailed, SessionBusy, SessionNotFound, SessionUnavailable, SingleSessionOnly,
-)
-from desktop.session.liveview import Grant, LiveTokens
 from desktop.browser.errors import DialogOpen, PageTimeout
-from desktop.network.policy import NetworkPolicy, PatternError
-from desktop.models import BlockedRequest, NetworkPolicyInfo
-from desktop.port import Performed
+from desktop.errors import (
+    ActionFailedError,
+    DialogOpenError,
+    InvalidAction,
+    InvalidRequest,
+    OperatorInControl,
+    PageTimeoutError,
+    PageUnavailable,
+    ScreenshotFailed,
+    SessionBusy,
+    SessionNotFound,
+    SessionUnavailable,
+    SingleSessionOnly,
+    StackError,
+)
 from desktop.frame import IMAGE_FORMATS, encode_lossy
-from desktop.x11.screen import ScreenshotError
+from desktop.models import BlockedRequest, LiveView, NetworkPolicyInfo, SessionInfo, Window
+from desktop.network.policy import NetworkPolicy, PatternError
+from desktop.port import Performed
+from desktop.session.liveview import Grant, LiveTokens
 from desktop.session.manager import QUEUE_WAIT_S, Session, SessionManager, utcnow
-from desktop.models import LiveView, SessionInfo
-from desktop.errors import StackError
+from desktop.x11.screen import ScreenshotError
 from desktop.x11.windows import WindowError, check_program, check_url
-from desktop.models import Window
 
 log = logging.getLogger("glassdesk.desktop")
 
@@ -277,7 +284,7 @@ class DesktopService:
         token, expires = self.live_tokens.issue(session.id, mode, session.live_generation, instance=session.instance)
         return LiveView(
             session_id=session.id, mode=mode, view_only=not control, takeover=session.takeover_since is not None,
-            token=token, expires_at=datetime.fromtimestamp(expires, timezone.utc),
+            token=token, expires_at=datetime.fromtimestamp(expires, UTC),
             websocket=f"/api/v1/sessions/{session.id}/vnc",
             # The token goes in the fragment: browsers never send it to the server or in a Referer.
             novnc_url=f"{self.viewer_url}/view/{session.id}#token={token}",

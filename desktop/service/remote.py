@@ -20,14 +20,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from desktop.remote import calls
 from desktop.errors import GlassdeskError
 from desktop.ops import of_service
-from desktop.service.page import PageService
 from desktop.port import Performed
+from desktop.remote import calls
 from desktop.remote.desktop import RemoteDesktop
 from desktop.service.desktop import DesktopService, _fenced, _network_policy
+from desktop.service.page import PageService
 from desktop.x11.windows import check_url
+
 
 def _renamed(value: Any, session_id: str) -> Any:
     """The session server calls its session ``default``; answers name the control plane's id."""
@@ -119,7 +120,7 @@ class RemoteDesktopService(DesktopService):
 
 
 def _page_call(method: str, acts: bool):
-    def call(self: "RemotePages", session_id: str | None, *args, **kwargs):
+    def call(self: RemotePages, session_id: str | None, *args, **kwargs):
         if acts:  # refused while a person or a run holds the session, before anything is sent
             self.desktops.check_agent(session_id)
         return forward(self.desktops.session(session_id), PageService, "pages", method, *args, **kwargs)

@@ -29,14 +29,18 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
 
 from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
 from cryptography.hazmat.primitives.ciphers import Cipher, modes
 
 from desktop.errors import (
-    LiveTokenExpired, LiveTokenInvalid, LiveTokenRevoked, LiveTokenWrongSession,
+    LiveTokenExpired,
+    LiveTokenInvalid,
+    LiveTokenRevoked,
+    LiveTokenWrongSession,
 )
 
 Mode = Literal["view", "control"]

@@ -16,10 +16,9 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.browser.chromium import (

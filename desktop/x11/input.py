@@ -13,8 +13,19 @@ from dataclasses import dataclass
 
 from desktop import keys
 from desktop.actions import (
-    Click, DoubleClick, Drag, HoldKey, Key, MouseDown, MouseUp, Move, Scroll, TripleClick, Type,
-    Wait, _Action,
+    Click,
+    DoubleClick,
+    Drag,
+    HoldKey,
+    Key,
+    MouseDown,
+    MouseUp,
+    Move,
+    Scroll,
+    TripleClick,
+    Type,
+    Wait,
+    _Action,
 )
 
 BUTTONS = {"left": "1", "middle": "2", "right": "3", "back": "8", "forward": "9"}
@@ -84,7 +95,7 @@ class Keymap:
     bound: dict[int, str]
 
     @classmethod
-    def parse(cls, pke: str) -> "Keymap":
+    def parse(cls, pke: str) -> Keymap:
         """Parse ``xmodmap -pke`` output."""
         present, spare = set(), []
         for line in pke.splitlines():
@@ -307,7 +318,8 @@ class XTestTyper:
         self.fallback = fallback  # types one character some other way (xdotool)
 
     def type(self, text: str) -> None:
-        from Xlib import X, display as xdisplay
+        from Xlib import X
+        from Xlib import display as xdisplay
         from Xlib.ext import xtest
 
         try:

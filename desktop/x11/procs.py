@@ -106,7 +106,7 @@ class ProcessId:
         return {"pid": self.pid, "start_time": self.start_time, "boot_id": self.boot_id, "pid_ns": self.pid_ns}
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "ProcessId":
+    def from_dict(cls, data: Mapping) -> ProcessId:
         """Raises ValueError on anything but a well-formed record."""
         try:
             pid, start = data["pid"], data["start_time"]

@@ -227,7 +227,7 @@ class Recorder:
             self._stderr.close()
             self._stderr = None
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         self.start()
         return self
 

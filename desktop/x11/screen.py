@@ -15,7 +15,6 @@ from Xlib.ext import damage
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.frame import Frame
 
-
 # The settle's defaults, from damage events recorded after clicks on the test page's buttons
 # (tests/assets/testpage.html; 60 clicks, 2-core machine at load average 6):
 # - QUIET_MS, the stillness window after the last damage. Chromium paints one click in one frame,

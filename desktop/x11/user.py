@@ -20,9 +20,9 @@ from __future__ import annotations
 import os
 import pwd
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from desktop.errors import StackError
 

@@ -53,7 +53,7 @@ class Console:
         self.page.set_default_timeout(WAIT_MS)
         self.url = url
 
-    def open(self) -> "Console":
+    def open(self) -> Console:
         self.page.goto(f"{self.url}/#session={SESSION}")
         return self
 

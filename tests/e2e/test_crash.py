@@ -24,8 +24,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from desktop.x11.procs import pids_with_env, session_pids, start_time
 from desktop.session.stack import free_port
+from desktop.x11.procs import pids_with_env, session_pids, start_time
 
 pytestmark = pytest.mark.x11
 

@@ -218,8 +218,9 @@ def test_the_handed_out_link_opens_the_desktop_in_the_viewer(server, http, view,
 def test_the_canvas_matches_the_screenshot(server, http, view):
     view.goto(link(http)["novnc_url"])
     wait_for_desktop(view)
-    from PIL import Image
     import io
+
+    from PIL import Image
 
     shot = Image.open(io.BytesIO(http.get(f"/api/v1/sessions/{SID}/desktop/screenshot").content)).convert("RGB")
     # The panel and the browser's tab strip are static: their pixels must agree (lossy encodings allowed).

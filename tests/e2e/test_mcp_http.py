@@ -16,9 +16,9 @@ from mcp.types import ImageContent
 from PIL import Image
 
 from desktop.session.manager import SessionManager
+from tests.answers import mcp_tool_names
 from tests.conftest import LiveServer
 from vision.http.app import Settings, create_app
-from tests.answers import mcp_tool_names
 
 pytestmark = pytest.mark.x11
 

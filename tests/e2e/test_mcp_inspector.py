@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_mcp_stdio import GLASSDESK, MARK, assert_all_gone
 from tests.answers import mcp_tool_names
+from tests.e2e.test_mcp_stdio import GLASSDESK, MARK, assert_all_gone
 
 pytestmark = pytest.mark.x11
 

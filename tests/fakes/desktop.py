@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, _Action
 from desktop.errors import GlassdeskError, SessionUnavailable
-from desktop.port import Performed
 from desktop.frame import Frame
+from desktop.port import Performed
 
 
 def solid_frame(shade: int, width: int = SCREEN_WIDTH, height: int = SCREEN_HEIGHT) -> Frame:

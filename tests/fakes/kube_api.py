@@ -24,10 +24,11 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 ROUTE = re.compile(r"^/(?:api/v1|apis/networking\.k8s\.io/v1|apis/apps/v1)/namespaces/(?P<ns>[^/]+)/"
@@ -48,7 +49,7 @@ Kubelet = Callable[["FakeKubeApi", dict], None]
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def running_status(ip: str, ready: bool = True) -> dict:
@@ -181,7 +182,7 @@ class FakeKubeApi:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
-    def start(self) -> "FakeKubeApi":
+    def start(self) -> FakeKubeApi:
         self._thread.start()
         return self
 

@@ -9,7 +9,8 @@ import base64
 import itertools
 import struct
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from tests.fakes.server import Reply, Request
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -82,7 +83,7 @@ class FakeServer:
             item = self._replies.pop(0)
         return item(request) if callable(item) else item
 
-    def __enter__(self) -> "FakeServer":
+    def __enter__(self) -> FakeServer:
         self._thread.start()
         return self
 

@@ -25,7 +25,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import (
-    content_type_conformance, not_a_server_error, response_headers_conformance, response_schema_conformance,
+    content_type_conformance,
+    not_a_server_error,
+    response_headers_conformance,
+    response_schema_conformance,
     status_code_conformance,
 )
 
@@ -46,8 +49,8 @@ EXAMPLES = 20  # per route: enough for the shapes that matter, and the whole fil
 @pytest.fixture(scope="module")
 def fuzzed(manager, desk, tmp_path_factory):
     """The real app on its own session and trace store, with one trace to look at."""
-    from vision.http.app import Settings, create_app
     from vision.config import VisionConfig
+    from vision.http.app import Settings, create_app
     from vision.service import Glassdesk
 
     manager.create(SID)

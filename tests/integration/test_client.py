@@ -11,9 +11,8 @@ import pytest
 from PIL import Image as PILImage
 
 from desktop.actions import Click, Key
-from desktop.models import ActionResponse
 from desktop.errors import InvalidAction, SessionNotFound, Unauthorized
-from desktop.models import SessionInfo
+from desktop.models import ActionResponse, SessionInfo
 from desktop.session.stack import free_port
 from tests.conftest import LiveServer
 from tests.fakes.testpage import at

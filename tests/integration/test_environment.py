@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from desktop.x11.procs import session_pids
 from desktop.service.desktop import DesktopService
 from desktop.session.stack import tagged_pids
+from desktop.x11.procs import session_pids
 from desktop.x11.user import desktop_user, run_as_argv
 from vision.trace.store import TraceStore
 

@@ -38,8 +38,8 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def plane(cluster):
-    from vision.http.app import Settings, create_app
     from vision.config import VisionConfig
+    from vision.http.app import Settings, create_app
     from vision.service import Glassdesk
 
     api, _ = cluster

@@ -275,10 +275,8 @@ def test_after_a_pause_the_model_sees_the_screen_as_the_operator_left_it(service
     """A pause (or take-over) must not leave the model looking at the frame from before it."""
     import threading
 
-    from desktop.actions import Click
+    from desktop.actions import Click, Region
     from vision.models import ActRequest
-
-    from desktop.actions import Region
 
     runner = services.runner("itest")
     seen = []

@@ -13,7 +13,7 @@ the test reports which request was wrong (``model.problems``).
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from desktop.x11.recorder import Recorder, ffmpeg_argv
 from desktop.errors import RecorderError
+from desktop.x11.recorder import Recorder, ffmpeg_argv
 from tests.fakes import site as site_pages
 
 COLOURS = {"red": (220, 0, 0), "blue": (0, 0, 220)}

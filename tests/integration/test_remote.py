@@ -30,8 +30,8 @@ S = "/api/v1/sessions/r1"
 @pytest.fixture(scope="module")
 def plane():
     """A control plane on the process backend, its API served, with one remote session ``r1``."""
-    from vision.http.app import Settings, create_app
     from vision.config import VisionConfig
+    from vision.http.app import Settings, create_app
     from vision.service import Glassdesk
 
     manager = BackendSessions(ProcessBackend(), max_sessions=3, supervise_every_s=0.3)

@@ -11,7 +11,7 @@ import os
 import signal
 import socket
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -126,7 +126,7 @@ def test_session_info_fields(second):
     assert info["status"] == "ready"
     assert info["novnc_url"] == ""  # the live-view link is the server's to hand out (DesktopService)
     assert isinstance(info["created_at"], datetime) and info["created_at"].tzinfo is not None
-    assert info["created_at"] <= info["last_used_at"] <= datetime.now(timezone.utc)
+    assert info["created_at"] <= info["last_used_at"] <= datetime.now(UTC)
     before = info["last_used_at"]
     second.capture()
     assert second.info().last_used_at > before  # using a session touches it
@@ -245,7 +245,7 @@ def test_idle_sessions_expire_unless_pinned(sessions_root):
         wait_for(lambda: not idle.stack.workdir.exists(), 20, "its directory to be removed")
         time.sleep(2.5)  # past the TTL again: the pinned one stays
         assert "kept" in ttl.sessions and kept.status == "ready"
-        assert (datetime.now(timezone.utc) - kept.last_used_at).total_seconds() > ttl.idle_ttl_s
+        assert (datetime.now(UTC) - kept.last_used_at).total_seconds() > ttl.idle_ttl_s
         assert kept.capture().width == 1920
     finally:
         tags = [s.stack.tag for s in ttl.sessions.values()]

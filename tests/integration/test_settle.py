@@ -6,9 +6,9 @@ seen changed in the click's own frame, and a blinking caret does not keep an act
 
 from __future__ import annotations
 
-import pytest
-
 import time
+
+import pytest
 
 from desktop.actions import Click, Move, Type
 from tests.fakes.testpage import at

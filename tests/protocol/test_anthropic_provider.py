@@ -7,18 +7,41 @@ import json
 import pytest
 from PIL import Image
 
-from desktop.actions import Click, DoubleClick, Drag, HoldKey, Key, MouseDown, MouseUp, Move, Point, Scroll, Type, Wait, Zoom
+from desktop.actions import (
+    Click,
+    DoubleClick,
+    Drag,
+    HoldKey,
+    Key,
+    MouseDown,
+    MouseUp,
+    Move,
+    Point,
+    Scroll,
+    Type,
+    Wait,
+    Zoom,
+)
 from desktop.frame import Frame, encode_png
 from tests.fakes import anthropic_fake as af
 from tests.fakes.server import FakeServer
 from vision.actions import CursorPosition, Fail, Screenshot
 from vision.providers.anthropic import (
-    COMPUTER_20250124, COMPUTER_20251124, COMPUTER_TOOLSET_20260801, PRUNED_IMAGE, AnthropicProvider, InputError,
-    model_space, parse_tool_use, prune_images, region_to_display, to_actions, tool_version_for,
+    COMPUTER_20250124,
+    COMPUTER_20251124,
+    COMPUTER_TOOLSET_20260801,
+    PRUNED_IMAGE,
+    AnthropicProvider,
+    InputError,
+    model_space,
+    parse_tool_use,
+    prune_images,
+    region_to_display,
+    to_actions,
+    tool_version_for,
     with_cache_breakpoints,
 )
-from vision.providers.base import retry_after
-from vision.providers.base import CallResult, ModelCallError, Observation
+from vision.providers.base import CallResult, ModelCallError, Observation, retry_after
 
 API_KEY = "sk-ant-test-0123456789abcdefSECRET"
 INSTRUCTION = "Open the settings page."

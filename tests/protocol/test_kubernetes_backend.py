@@ -14,20 +14,20 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import threading
 import time
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx2
 import kubernetes.client
 import kubernetes_validate
 import pytest
 
+from desktop.errors import InvalidRequest, SessionUnavailable
 from desktop.remote.backends.base import LABEL_OWNER, BackendState, SessionSpec, labels
 from desktop.remote.backends.kubernetes import EXPIRES_AT, KubernetesBackend, KubeSettings, OwnerRef, rfc3339
 from desktop.remote.backends.manager import BackendSessions
-from desktop.errors import InvalidRequest, SessionUnavailable
 from tests.fakes.kube_api import FakeKubeApi, failing_kubelet, ready_kubelet
 from tests.unit.test_kubernetes_render import K8S_VERSION
 
@@ -245,7 +245,7 @@ def test_the_owning_deployment_is_looked_up_and_referenced(api, session_server, 
 
 
 def test_the_lease_is_renewed_while_supervised(api, session_server):
-    clock = [datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)]
+    clock = [datetime(2026, 11, 23, 12, 0, tzinfo=UTC)]
     client = kubernetes.client.ApiClient(kubernetes.client.Configuration(host=api.url))
     backend = KubernetesBackend(settings=KubeSettings(owner="cp", port=session_server.port, lease_s=60),
                                 api_client=client, clock=lambda: clock[0])
@@ -272,7 +272,7 @@ def _leftover(api: FakeKubeApi, name: str, owner: str, expires: datetime) -> Non
 
 
 def test_owned_is_this_owners_objects_and_anyones_expired_ones(api, backend):
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     _leftover(api, "glassdesk-mine-000001", "cp-test", now + timedelta(hours=1))
     _leftover(api, "glassdesk-dead-000002", "cp-gone", now - timedelta(minutes=1))
     _leftover(api, "glassdesk-alive-000003", "cp-other", now + timedelta(hours=1))

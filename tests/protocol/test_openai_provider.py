@@ -9,11 +9,16 @@ from desktop.actions import Click, DoubleClick, Drag, Key, Move, Point, Scroll, 
 from desktop.frame import Frame
 from tests.fakes import openai_fake as oa
 from tests.fakes.server import FakeServer
-from vision.actions import Screenshot
 from vision import coords
+from vision.actions import Screenshot
 from vision.providers.base import CallResult, ModelCallError, Observation, SafetyCheck
 from vision.providers.openai import (
-    OpenAIProvider, keypress_chord, map_action, map_actions, scroll_actions, tool_for_model,
+    OpenAIProvider,
+    keypress_chord,
+    map_action,
+    map_actions,
+    scroll_actions,
+    tool_for_model,
 )
 
 API_KEY = "sk-test-0123456789abcdefSECRET"

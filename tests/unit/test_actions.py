@@ -6,11 +6,33 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from desktop.actions import (
-    INPUT_ACTIONS, SCREEN_HEIGHT, SCREEN_WIDTH, Click, DoubleClick, Drag, HoldKey, InputAction, Key,
-    MouseDown, MouseUp, Move, Point, Region, Scroll, TripleClick, Type, Wait, Zoom,
+    INPUT_ACTIONS,
+    SCREEN_HEIGHT,
+    SCREEN_WIDTH,
+    Click,
+    DoubleClick,
+    Drag,
+    HoldKey,
+    InputAction,
+    Key,
+    MouseDown,
+    MouseUp,
+    Move,
+    Point,
+    Region,
+    Scroll,
+    TripleClick,
+    Type,
+    Wait,
+    Zoom,
 )
 from desktop.errors import (
-    ActionFailedError, GlassdeskError, InvalidAction, SessionLimit, SessionNotFound, describe_errors,
+    ActionFailedError,
+    GlassdeskError,
+    InvalidAction,
+    SessionLimit,
+    SessionNotFound,
+    describe_errors,
     describe_validation,
 )
 

@@ -9,18 +9,27 @@ import sys
 import pytest
 from PIL import Image
 
+from desktop.errors import (
+    ElementNotFound,
+    GlassdeskError,
+    InvalidAction,
+    InvalidRequest,
+    SessionBusy,
+    SessionExists,
+    SessionLimit,
+    SessionNotFound,
+    SessionUnavailable,
+)
+from desktop.models import Target
 from desktop.ops import of_service
 from desktop.remote import calls
-from desktop.service.remote import RemotePages
 from desktop.remote.backends import create_backend, desktop_service_class
 from desktop.remote.backends.base import labels
 from desktop.remote.backends.manager import BackendSessions
-from desktop.errors import (ElementNotFound, GlassdeskError, InvalidAction, InvalidRequest, SessionBusy, SessionExists,
-                            SessionLimit, SessionNotFound, SessionUnavailable)
-from desktop.models import Target
-from desktop.service.page import PageService
 from desktop.remote.desktop import RemoteDesktop, decode_error, frame_from_png
 from desktop.service.desktop import DesktopService
+from desktop.service.page import PageService
+from desktop.service.remote import RemotePages
 
 
 def test_local_is_the_embedded_default_and_unknown_backends_are_refused():

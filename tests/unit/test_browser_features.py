@@ -6,8 +6,14 @@ from pathlib import Path
 
 import playwright
 
-from desktop.browser.chromium import (MEMORY_DISABLED_FEATURES, MEMORY_ENABLED_FEATURES, PLAYWRIGHT_DISABLED_FEATURES,
-                             PLAYWRIGHT_ENABLED_FEATURES, disable_features_switch, enable_features_switch)
+from desktop.browser.chromium import (
+    MEMORY_DISABLED_FEATURES,
+    MEMORY_ENABLED_FEATURES,
+    PLAYWRIGHT_DISABLED_FEATURES,
+    PLAYWRIGHT_ENABLED_FEATURES,
+    disable_features_switch,
+    enable_features_switch,
+)
 
 
 def _driver_features(name: str) -> list[str]:

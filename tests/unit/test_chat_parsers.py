@@ -4,11 +4,30 @@ from __future__ import annotations
 
 import pytest
 
-from desktop.actions import Click, DoubleClick, Drag, Key, MouseDown, MouseUp, Move, Point, Scroll, TripleClick, Type, Wait
+from desktop.actions import (
+    Click,
+    DoubleClick,
+    Drag,
+    Key,
+    MouseDown,
+    MouseUp,
+    Move,
+    Point,
+    Scroll,
+    TripleClick,
+    Type,
+    Wait,
+)
 from vision import coords
 from vision.actions import Done, Fail
 from vision.providers.chat import (
-    DIALECTS, ChatParseError, detect_dialect, keep_last_images, parse_json, parse_qwen, parse_uitars,
+    DIALECTS,
+    ChatParseError,
+    detect_dialect,
+    keep_last_images,
+    parse_json,
+    parse_qwen,
+    parse_uitars,
 )
 
 PIX = coords.pixels(1280, 720)      # json dialect default: 1.5 display px per model px

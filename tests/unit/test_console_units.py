@@ -11,10 +11,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from desktop.actions import Click, Drag, Key, Move, Point, Scroll, Type
 from desktop.x11.input import GLIDE_MS, glide_argv, glide_ms_from, pointer_target
 from vision.http.auth import FailureLimit, host_allowed, is_open, origin_allowed
-from vision.observers import Narrator, action_points, strip_enabled
 from vision.http.console import model_stats
-from vision.report import describe_action
 from vision.metrics import Metrics
+from vision.observers import Narrator, action_points, strip_enabled
+from vision.report import describe_action
 
 # ------------------------------------------------------------------------------------ glide
 

@@ -18,17 +18,29 @@ from PIL import Image
 from pydantic import ValidationError
 
 from desktop.actions import (
-    Click, DoubleClick, Drag, HoldKey, Key, MouseDown, MouseUp, Move, Region, Scroll, TripleClick, Type,
-    Wait, Zoom,
+    Click,
+    DoubleClick,
+    Drag,
+    HoldKey,
+    Key,
+    MouseDown,
+    MouseUp,
+    Move,
+    Region,
+    Scroll,
+    TripleClick,
+    Type,
+    Wait,
+    Zoom,
 )
 from desktop.errors import InvalidAction, OperatorInControl
 from tests.fakes.desktop import FakeDesktop
 from vision import coords
 from vision.actions import CursorPosition, Screenshot
 from vision.computer import ComputerService
-from vision.models import AnthropicComputerRequest, OpenAIComputerRequest
 from vision.converters import anthropic as claude
 from vision.converters import openai as gpt
+from vision.models import AnthropicComputerRequest, OpenAIComputerRequest
 from vision.providers.base import CallResult
 
 SPACES = {"1280x720": coords.pixels(1280, 720), "1429x804": coords.pixels(1429, 804),

@@ -17,9 +17,20 @@ import pytest
 from desktop.browser.chromium import write_preferences
 from desktop.errors import StackError
 from desktop.session.stack import DesktopStack
-from desktop.x11.user import (DESKTOP_USER, DesktopUser, desktop_user, ensure_x11_socket_dir, hand_over, may_traverse,
-                          open_without_links, popen_kwargs, remove_stale_ice_sockets, run_as_argv, share_traversal,
-                          unreachable_dir)
+from desktop.x11.user import (
+    DESKTOP_USER,
+    DesktopUser,
+    desktop_user,
+    ensure_x11_socket_dir,
+    hand_over,
+    may_traverse,
+    open_without_links,
+    popen_kwargs,
+    remove_stale_ice_sockets,
+    run_as_argv,
+    share_traversal,
+    unreachable_dir,
+)
 
 USER = DesktopUser(DESKTOP_USER, 54321, 54322)
 

@@ -6,9 +6,9 @@ import httpx2
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict
 
-from vision.http.app import add_error_handlers
 from desktop.errors import SessionNotFound
 from tests.conftest import LiveServer
+from vision.http.app import add_error_handlers
 
 
 class Body(BaseModel):

@@ -6,11 +6,22 @@ import re
 
 import pytest
 
-from desktop.x11 import input as inp
 from desktop.actions import (
-    Click, DoubleClick, Drag, HoldKey, Key, MouseDown, MouseUp, Move, Point, Scroll, TripleClick, Type,
+    Click,
+    DoubleClick,
+    Drag,
+    HoldKey,
+    Key,
+    MouseDown,
+    MouseUp,
+    Move,
+    Point,
+    Scroll,
+    TripleClick,
+    Type,
     Wait,
 )
+from desktop.x11 import input as inp
 from desktop.x11.input import Keymap, argv_for, plan_type
 
 

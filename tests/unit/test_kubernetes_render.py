@@ -6,22 +6,30 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import kubernetes_validate
 import pytest
 
+from desktop.errors import InvalidRequest
 from desktop.remote.backends.base import LABEL_OWNER, LABEL_SESSION, BackendState, SessionSpec
 from desktop.remote.backends.kubernetes import (
-    EXPIRES_AT, PRIVATE_V4, KubeSettings, OwnerRef, egress_rules, expired, pod_verdict, render, seccomp_profile,
+    EXPIRES_AT,
+    PRIVATE_V4,
+    KubeSettings,
+    OwnerRef,
+    egress_rules,
+    expired,
+    pod_verdict,
+    render,
+    seccomp_profile,
 )
-from desktop.errors import InvalidRequest
 
 # The Kubernetes version the rendered objects are validated against (kubernetes-validate ships
 # schemas for 1.25-1.37; no manifest validation of the docker helper's was visible to align with).
 K8S_VERSION = "1.33"
 
-NOW = datetime(2026, 11, 23, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
 TOKEN = "tok-3f9a-very-secret"
 SPEC = SessionSpec("s1", TOKEN, 1536, 1.5)
 OWNER = OwnerRef("Deployment", "glassdesk", "0b6f4c2e-1c1d-4a57-9a34-3a0b8f0d7e11")

@@ -7,7 +7,14 @@ import ipaddress
 import pytest
 
 from desktop.network.policy import (
-    BlockLog, HostPattern, NetworkPolicy, PatternError, Refusal, chromium_args, control_plane, normalize_host,
+    BlockLog,
+    HostPattern,
+    NetworkPolicy,
+    PatternError,
+    Refusal,
+    chromium_args,
+    control_plane,
+    normalize_host,
 )
 
 

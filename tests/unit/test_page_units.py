@@ -9,12 +9,10 @@ import threading
 import pytest
 from pydantic import ValidationError
 
-from desktop.models import DialogInfo
 from desktop.browser.downloads import NAME_LIMIT, numbered, safe_file_name, store_download
 from desktop.browser.locate import display_point, viewport_origin
-from desktop.models import Target
-from desktop.models import PageSummary
 from desktop.browser.record import Ring
+from desktop.models import DialogInfo, PageSummary, Target
 from vision.mcp.operations import summary_line
 
 

@@ -8,7 +8,15 @@ import os
 from pathlib import Path
 
 from desktop.x11.procs import (
-    OWNER_RECORD, Leftovers, OwnerRecord, Proc, ProcessId, leftovers, mark_owner, owned_pids, owner_alive,
+    OWNER_RECORD,
+    Leftovers,
+    OwnerRecord,
+    Proc,
+    ProcessId,
+    leftovers,
+    mark_owner,
+    owned_pids,
+    owner_alive,
     read_owner_records,
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +41,7 @@ def test_a_baseline_is_stored_with_metadata_naming_every_png_and_its_sha256(stor
     page, header = _png(200, 64, 40), _png(10, 16, 8)
     meta = _create(store, "home", {"#header .logo": header, "page": page})
     assert (meta.id, meta.version, meta.width, meta.height, meta.scope) == ("home", 1, 64, 40, "page")
-    assert meta.created_at.tzinfo is not None and meta.created_at.utcoffset() == timezone.utc.utcoffset(None)
+    assert meta.created_at.tzinfo is not None and meta.created_at.utcoffset() == UTC.utcoffset(None)
     assert [s.name for s in meta.screenshots] == ["page", "#header .logo"]  # "page" first
     assert meta.mask == ["#clock", [0, 0, 10, 10]] and meta.mask_boxes == [[0, 0, 10, 10], [100, 5, 160, 25]]
     assert meta.approved_from is None

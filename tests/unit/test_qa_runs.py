@@ -12,7 +12,12 @@ from pydantic import ValidationError
 
 from desktop.x11.procs import this_process
 from vision.qa.models import (
-    CaptureBaselineRequest, CompareRequest, FlowStep, VerifyElementRequest, VerifyUserFlowRequest, action_words,
+    CaptureBaselineRequest,
+    CompareRequest,
+    FlowStep,
+    VerifyElementRequest,
+    VerifyUserFlowRequest,
+    action_words,
 )
 from vision.qa.runs import BadName, QaRunNotFound, QaRunStore, build_run, render_html, render_junit
 

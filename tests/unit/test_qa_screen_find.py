@@ -15,8 +15,14 @@ from PIL import Image, ImageDraw, ImageFilter, ImageFont
 from desktop.errors import InvalidRequest
 from vision.perception import ocr as ocr_engine
 from vision.qa import screen_find
-from vision.qa.screen_find import (AmbiguousOnScreen, Found, NotOnScreen, find_image_on_screen, find_text_on_screen,
-                                   screen_text)
+from vision.qa.screen_find import (
+    AmbiguousOnScreen,
+    Found,
+    NotOnScreen,
+    find_image_on_screen,
+    find_text_on_screen,
+    screen_text,
+)
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 BUTTON = (800, 500, 1060, 560)            # the canvas button's rectangle, display px

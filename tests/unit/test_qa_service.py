@@ -13,9 +13,9 @@ import pytest
 
 from desktop.errors import GlassdeskError, SessionUnavailable
 from vision.errors import QaRunCorruptError
+from vision.qa.driver import _stem
 from vision.qa.models import PageLoadResult, VerifyUserFlowRequest
 from vision.qa.runs import QaRunStore, check_artifact_name, safe_stem
-from vision.qa.driver import _stem
 from vision.qa.service import QaService
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from PIL import Image
@@ -14,7 +14,7 @@ from vision.report import describe_action, render_html, render_junit, write_repo
 from vision.trace.records import StepRecord, TraceMeta
 from vision.trace.store import TraceStore
 
-T0 = datetime(2025, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 5, 1, 12, 0, 0, tzinfo=UTC)
 HOSTILE = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'
 
 

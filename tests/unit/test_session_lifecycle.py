@@ -10,9 +10,9 @@ import pytest
 
 from desktop.actions import Click, HoldKey, Key, Type, Wait
 from desktop.errors import ScreenshotFailed, SessionBusy, SessionUnavailable
+from desktop.session.manager import Session
 from desktop.x11.input import ACTION_MS, FAST_TYPE_MS_PER_CHAR, TYPE_MS_PER_CHAR, Executed, expected_ms
 from desktop.x11.screen import ScreenshotError
-from desktop.session.manager import Session
 from tests.fakes.desktop import solid_frame
 
 

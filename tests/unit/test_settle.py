@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from desktop.x11 import screen as screen_mod
 from desktop.frame import Frame
+from desktop.x11 import screen as screen_mod
 from desktop.x11.screen import Screen, SettlePolicy
 
 

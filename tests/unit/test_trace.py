@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw
 
+import vision.trace.writer as writer_module
 from desktop.actions import Click
 from desktop.frame import Frame
 from vision.providers.base import CallResult, ToolCall, Usage
-import vision.trace.writer as writer_module
 from vision.report import render_html, render_junit
 from vision.trace.files import OWNER_FILE, check_trace_id, new_trace_id
 from vision.trace.records import FINAL_STATUSES, GENESIS_HASH, InvalidTraceId, TraceNotFound, canonical_json, redact

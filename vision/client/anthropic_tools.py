@@ -10,7 +10,8 @@ as an ``is_error`` tool_result for the model to read.
 
 from __future__ import annotations
 
-from typing import Any, Generator
+from collections.abc import Generator
+from typing import Any
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from vision import coords

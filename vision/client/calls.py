@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import inspect
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 

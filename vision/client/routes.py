@@ -11,23 +11,41 @@ from __future__ import annotations
 
 import inspect
 import json
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
 from pydantic import BaseModel
 
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
-from desktop.models import ActionResponse, CreateSession, Cursor, FocusRequest, LaunchRequest, OpenRequest
-from desktop.models import LiveView, SessionInfo
-from vision.models import RunControl
-from vision.models import TakeoverRequest
-from vision.models import AnthropicComputerRequest, AnthropicComputerResult, OpenAIComputerRequest, OpenAIComputerResult
+from desktop.models import (
+    ActionResponse,
+    CreateSession,
+    Cursor,
+    FocusRequest,
+    LaunchRequest,
+    LiveView,
+    OpenRequest,
+    SessionInfo,
+)
 from desktop.ops.declare import Operation
-from vision.ops import catalogue
 from vision.client.calls import Call, act_event, bind, body, image, model, raw, signature_of, text
-from vision.models import ActRequest, ActResult
+from vision.models import (
+    ActRequest,
+    ActResult,
+    AnthropicComputerRequest,
+    AnthropicComputerResult,
+    OpenAIComputerRequest,
+    OpenAIComputerResult,
+    RunControl,
+    TakeoverRequest,
+)
+from vision.ops import catalogue
 from vision.qa.models import (
-    ApproveRequest, BaselineResult, QaRun, VerifyReport,
+    ApproveRequest,
+    BaselineResult,
+    QaRun,
+    VerifyReport,
 )
 from vision.trace.records import Trace, TraceMeta, VerifyResult
 

@@ -8,7 +8,8 @@ use, so the client adds no dependency.
 from __future__ import annotations
 
 import os
-from typing import Any, AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from typing import Any
 
 import httpx2
 

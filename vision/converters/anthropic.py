@@ -19,14 +19,30 @@ from __future__ import annotations
 import base64
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
 from desktop.actions import (
-    SCREEN_HEIGHT, SCREEN_WIDTH, Click, DoubleClick, Drag, HoldKey, Key, MouseDown, MouseUp, Move, Point,
-    Region, Scroll, TripleClick, Type, Wait, Zoom,
+    SCREEN_HEIGHT,
+    SCREEN_WIDTH,
+    Click,
+    DoubleClick,
+    Drag,
+    HoldKey,
+    Key,
+    MouseDown,
+    MouseUp,
+    Move,
+    Point,
+    Region,
+    Scroll,
+    TripleClick,
+    Type,
+    Wait,
+    Zoom,
 )
 from vision import coords
 from vision.actions import Action, CursorPosition, Screenshot

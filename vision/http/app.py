@@ -9,24 +9,24 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from desktop.errors import GlassdeskError, describe_errors
 from desktop.http.desktop import desktop_router
 from desktop.http.page import page_router
 from desktop.http.routes import operations_router
-from desktop.errors import GlassdeskError, describe_errors
 from desktop.session.manager import SessionManager
 from vision import VERSION
-from vision.http.runs import vision_router
 from vision.http.auth import BearerAuth, transport_security
 from vision.http.computer import computer_router
-from vision.http.limits import BodyLimit
 from vision.http.console import install_console
-from vision.mcp import mount_http
+from vision.http.limits import BodyLimit
 from vision.http.openapi import install_docs
 from vision.http.qa import qa_router
+from vision.http.runs import vision_router
+from vision.http.viewer import install_viewer
+from vision.mcp import mount_http
 from vision.ops import catalogue, services
 from vision.service import Glassdesk
 from vision.settings import Settings
-from vision.http.viewer import install_viewer
 
 __all__ = ["Settings", "create_app", "create_viewer_app"]
 

@@ -11,7 +11,8 @@ import re
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mcp.server.transport_security import TransportSecuritySettings
 
@@ -194,7 +195,7 @@ class FailureLimit:
             failures.append(now)
 
 
-def transport_security(settings: "Settings") -> TransportSecuritySettings:
+def transport_security(settings: Settings) -> TransportSecuritySettings:
     """The Host/Origin policy, for /mcp and every other route.
 
     DNS-rebinding protection stays ON: a web page on evil.example whose name an attacker re-points

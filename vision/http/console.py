@@ -35,17 +35,16 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, Response, StreamingResponse
 
-from desktop.models import LiveView
 from desktop.errors import StackError
+from desktop.models import LiveView
 from desktop.session.stack import novnc_dir
 from vision import VERSION
 from vision.config import DEFAULT_ANTHROPIC, DEFAULT_OPENAI
-from vision.models import MAX_STEPS_CAP, RunView
+from vision.models import MAX_STEPS_CAP, RunView, TakeoverRequest
 from vision.observers import latest_seq
 from vision.service import Glassdesk
 from vision.trace.records import FINAL_STATUSES, TraceMeta
 from vision.trace.store import TraceStore
-from vision.models import TakeoverRequest
 
 log = logging.getLogger("glassdesk.console")
 
@@ -246,7 +245,7 @@ def console_router(glassdesk: Glassdesk) -> APIRouter:
                 while True:
                     try:
                         event = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         yield ": keep-alive\n\n"
                         continue
                     if event["seq"] <= last:

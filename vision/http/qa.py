@@ -8,7 +8,10 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from vision.qa.models import (
-    ApproveRequest, BaselineResult, QaRun, VerifyReport,
+    ApproveRequest,
+    BaselineResult,
+    QaRun,
+    VerifyReport,
 )
 from vision.qa.service import QaService
 

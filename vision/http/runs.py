@@ -11,10 +11,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 
 from desktop.errors import GlassdeskError
-from vision.models import ActRequest, ActResult
+from vision.models import ActRequest, ActResult, RunControl
 from vision.service import Glassdesk
 from vision.trace.records import Trace, TraceMeta, VerifyResult
-from vision.models import RunControl
 
 
 def vision_router(glassdesk: Glassdesk) -> APIRouter:

@@ -40,11 +40,26 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from desktop.errors import GlassdeskError, SessionNotFound, SessionUnavailable, TooManyAttempts
-from desktop.errors import LiveTokenExpired, LiveTokenInvalid, LiveTokenRevoked, LiveTokenWrongSession
-from desktop.session.liveview import CLIENT_SECURITY_TYPES, RFB_VERSION, SECURITY_NONE, SECURITY_OK, Grant, RFBError
-from desktop.session.liveview import token_from_protocols
-from desktop.errors import StackError
+from desktop.errors import (
+    GlassdeskError,
+    LiveTokenExpired,
+    LiveTokenInvalid,
+    LiveTokenRevoked,
+    LiveTokenWrongSession,
+    SessionNotFound,
+    SessionUnavailable,
+    StackError,
+    TooManyAttempts,
+)
+from desktop.session.liveview import (
+    CLIENT_SECURITY_TYPES,
+    RFB_VERSION,
+    SECURITY_NONE,
+    SECURITY_OK,
+    Grant,
+    RFBError,
+    token_from_protocols,
+)
 from desktop.session.stack import novnc_dir
 from vision.http.auth import FailureLimit
 from vision.service import Glassdesk

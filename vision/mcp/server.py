@@ -70,7 +70,7 @@ class GlassdeskMCP(MCPServer):
     ``invalid_action: x: Input should be less than or equal to 1919``.
     """
 
-    default_restarts: "DefaultRestarts | None" = None
+    default_restarts: DefaultRestarts | None = None
 
     def add_tool(self, fn, name=None, *args, **kwargs) -> None:
         """Register a tool whose input schema says what it enforces: no argument it does not name
@@ -156,7 +156,7 @@ def build_server(glassdesk: Glassdesk) -> GlassdeskMCP:
     return server
 
 
-def mount_http(app: "FastAPI", glassdesk: Glassdesk, settings: Settings) -> GlassdeskMCP:
+def mount_http(app: FastAPI, glassdesk: Glassdesk, settings: Settings) -> GlassdeskMCP:
     """Serve the MCP server at /mcp on the API app; enter ``server.session_manager.run()`` in the
     app's lifespan (a mounted app's own lifespan does not run).
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import base64
 import logging
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
 import anyio.from_thread
@@ -21,11 +22,31 @@ from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from desktop.actions import (
-    SCREEN_HEIGHT, SCREEN_WIDTH, Button, Click, Direction, DoubleClick, Drag, HoldKey, Key, MouseDown, MouseUp, Move,
-    Point, Region, Scroll, TripleClick, Type, Wait, X, Y, Zoom, _Action,
+    SCREEN_HEIGHT,
+    SCREEN_WIDTH,
+    Button,
+    Click,
+    Direction,
+    DoubleClick,
+    Drag,
+    HoldKey,
+    Key,
+    MouseDown,
+    MouseUp,
+    Move,
+    Point,
+    Region,
+    Scroll,
+    TripleClick,
+    Type,
+    Wait,
+    X,
+    Y,
+    Zoom,
+    _Action,
 )
-from desktop.models import DialogMode
 from desktop.frame import IMAGE_FORMATS
+from desktop.models import DialogMode
 from desktop.port import Performed
 from vision import packs
 from vision.errors import InvalidRequest

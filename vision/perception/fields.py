@@ -18,7 +18,6 @@ import numpy as np
 from vision.perception.grounding import GroundingError
 from vision.perception.ocr import Box, Line
 
-
 # ---------------------------------------------------------------------------------------------
 # Finding the input field next to a label
 

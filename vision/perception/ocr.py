@@ -32,7 +32,7 @@ class Box:
     y1: float
 
     @classmethod
-    def from_quad(cls, points: Iterable[Sequence[float]]) -> "Box":
+    def from_quad(cls, points: Iterable[Sequence[float]]) -> Box:
         xs, ys = zip(*((float(p[0]), float(p[1])) for p in points))
         return cls(min(xs), min(ys), max(xs), max(ys))
 
@@ -59,10 +59,10 @@ class Box:
     def contains(self, x: float, y: float) -> bool:
         return self.x0 <= x <= self.x1 and self.y0 <= y <= self.y1
 
-    def union(self, other: "Box") -> "Box":
+    def union(self, other: Box) -> Box:
         return Box(min(self.x0, other.x0), min(self.y0, other.y0), max(self.x1, other.x1), max(self.y1, other.y1))
 
-    def v_overlap(self, other: "Box") -> float:
+    def v_overlap(self, other: Box) -> float:
         """Shared height as a fraction of the smaller height (0..1)."""
         shared = min(self.y1, other.y1) - max(self.y0, other.y0)
         return max(0.0, shared) / max(1.0, min(self.height, other.height))

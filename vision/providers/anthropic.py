@@ -26,14 +26,34 @@ import anthropic
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from vision import coords
 from vision.actions import Fail
+
 # The tool's input and result formats are converted by vision.converters.anthropic, shared with the
 # /computer/anthropic executor; re-exported here for the provider's callers.
 from vision.converters.anthropic import (  # noqa: F401
-    COMPUTER_20250124, COMPUTER_20251124, COMPUTER_TOOLSET_20260801, TOOL_VERSIONS, InputError, ToolVersion,
-    explain, image_block, parse_tool_use, region_to_display, result_content, text_block, to_actions,
+    COMPUTER_20250124,
+    COMPUTER_20251124,
+    COMPUTER_TOOLSET_20260801,
+    TOOL_VERSIONS,
+    InputError,
+    ToolVersion,
+    explain,
+    image_block,
+    parse_tool_use,
+    region_to_display,
+    result_content,
+    text_block,
+    to_actions,
 )
 from vision.providers.base import (
-    CallResult, ModelCallError, ModelTurn, Observation, Provider, ToolCall, Usage, redact_key, retry_after,
+    CallResult,
+    ModelCallError,
+    ModelTurn,
+    Observation,
+    Provider,
+    ToolCall,
+    Usage,
+    redact_key,
+    retry_after,
 )
 
 # --- tool versions ---------------------------------------------------------------------------

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import abc
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any, Mapping
+from typing import Any
 
 from desktop.frame import Frame
 from vision.actions import Action

@@ -30,14 +30,31 @@ from openai.types import CompletionUsage
 from pydantic import ValidationError
 
 from desktop.actions import (
-    Click, DoubleClick, Drag, Key, MouseDown, MouseUp, Move, Scroll, TripleClick, Type, Wait,
+    Click,
+    DoubleClick,
+    Drag,
+    Key,
+    MouseDown,
+    MouseUp,
+    Move,
+    Scroll,
+    TripleClick,
+    Type,
+    Wait,
 )
 from desktop.errors import describe_validation
 from vision import coords
 from vision.actions import Action, Done, Fail
 from vision.coords import DISPLAY, QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, Space
 from vision.providers.base import (
-    CallResult, ModelCallError, ModelTurn, Observation, Provider, ToolCall, Usage, retry_after,
+    CallResult,
+    ModelCallError,
+    ModelTurn,
+    Observation,
+    Provider,
+    ToolCall,
+    Usage,
+    retry_after,
 )
 
 

@@ -23,14 +23,30 @@ import openai
 
 from desktop.frame import Frame
 from vision import coords
+
 # The tool's actions and output are converted by vision.converters.openai, shared with the
 # /computer/openai executor; re-exported here for the provider's callers.
 from vision.converters.openai import (  # noqa: F401
-    SCROLL_PX_PER_NOTCH, WAIT_MS, data_url, key_name, keypress_chord, map_action, map_actions, scroll_actions,
+    SCROLL_PX_PER_NOTCH,
+    WAIT_MS,
+    data_url,
+    key_name,
+    keypress_chord,
+    map_action,
+    map_actions,
     screenshot_output,
+    scroll_actions,
 )
 from vision.providers.base import (
-    CallResult, ModelCallError, ModelTurn, Observation, Provider, SafetyCheck, ToolCall, Usage, redact_key,
+    CallResult,
+    ModelCallError,
+    ModelTurn,
+    Observation,
+    Provider,
+    SafetyCheck,
+    ToolCall,
+    Usage,
+    redact_key,
     retry_after,
 )
 

@@ -19,7 +19,7 @@ import io
 import re
 import shutil
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -117,7 +117,7 @@ class BaselineStore:
             version = max(self._version_numbers(baseline_id), default=0) + 1
             try:
                 meta = BaselineMeta(
-                    id=baseline_id, version=version, created_at=datetime.now(timezone.utc), url=url,
+                    id=baseline_id, version=version, created_at=datetime.now(UTC), url=url,
                     width=width, height=height, scope=scope, mask=mask, mask_boxes=mask_boxes,
                     screenshots=[BaselineShot(name=shot, file=file, sha256=hashlib.sha256(data).hexdigest())
                                  for shot, file, data in files],

@@ -28,6 +28,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -38,8 +39,14 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from desktop.errors import describe_validation
 from vision.qa.models import (
-    VERBS, AnalyzeConsoleRequest, CaptureBaselineRequest, CompareRequest, QaRun, VerifyElementRequest,
-    VerifyPageLoadsRequest, VerifyUserFlowRequest,
+    VERBS,
+    AnalyzeConsoleRequest,
+    CaptureBaselineRequest,
+    CompareRequest,
+    QaRun,
+    VerifyElementRequest,
+    VerifyPageLoadsRequest,
+    VerifyUserFlowRequest,
 )
 
 console = Console(stderr=True, soft_wrap=True)
@@ -251,11 +258,11 @@ def _error_of(answer) -> str:
 
 def _error_run(test: SuiteTest, error: str) -> QaRun:
     """A test the server refused: an error case in the reports, with no evidence."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from vision.qa.models import Summary, TestCase
 
-    return QaRun(test_run_id="-", verb=test.verb, name=test.name, timestamp=datetime.now(timezone.utc).isoformat(),
+    return QaRun(test_run_id="-", verb=test.verb, name=test.name, timestamp=datetime.now(UTC).isoformat(),
                  status="error", test_cases=[TestCase(name=test.name, status="error", duration_ms=0,
                                                       failure_reason=error)],
                  summary=Summary(total=1, error=1))
@@ -266,8 +273,8 @@ def embedded_server(data_dir: str | None):
     """A server of its own on a free loopback port, with the crash arrangement `glassdesk up` has."""
     import uvicorn
 
-    from desktop.x11.procs import own_desktops
     from desktop.session.manager import SessionManager
+    from desktop.x11.procs import own_desktops
     from vision.http.app import Settings, create_app
 
     ownership = own_desktops()

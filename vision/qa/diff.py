@@ -18,8 +18,8 @@ checks it against the PyPI port), while a 1920x1080 pair takes milliseconds.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError

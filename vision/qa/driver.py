@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from desktop.errors import (
-    GlassdeskError, InvalidSelector, PageTimeoutError, PageUnavailable, SessionBusy, SessionUnavailable,
+    GlassdeskError,
+    InvalidSelector,
+    PageTimeoutError,
+    PageUnavailable,
+    SessionBusy,
+    SessionUnavailable,
 )
 from desktop.models import Target
 from desktop.session.manager import Session

@@ -20,11 +20,28 @@ from desktop.models import Target
 from desktop.session.manager import Session
 from vision.qa.baselines import BaselineStore
 from vision.qa.driver import (
-    CONSOLE_LIMIT, DOM_FIRST_MS, POLL_S, REGEX_TEXT_LIMIT, AssertionFailed, Driver, FinishRun, StartRun, StepFailed,
-    _console_line, _reason, _stem, _transient,
+    CONSOLE_LIMIT,
+    DOM_FIRST_MS,
+    POLL_S,
+    REGEX_TEXT_LIMIT,
+    AssertionFailed,
+    Driver,
+    FinishRun,
+    StartRun,
+    StepFailed,
+    _console_line,
+    _reason,
+    _stem,
+    _transient,
 )
 from vision.qa.models import (
-    Artifact, FlowResult, FlowStep, StepResult, SuccessCondition, VerifyUserFlowRequest, template_png,
+    Artifact,
+    FlowResult,
+    FlowStep,
+    StepResult,
+    SuccessCondition,
+    VerifyUserFlowRequest,
+    template_png,
 )
 from vision.qa.runs import RunWriter
 

@@ -11,8 +11,18 @@ from typing import Any
 
 from desktop.ops.declare import Hints, Operation, Rest, Tool
 from vision.qa.models import (
-    AnalyzeConsoleRequest, BaselineResult, CaptureBaselineRequest, CompareRequest, CompareResult, ConsoleResult,
-    ElementResult, FlowResult, PageLoadResult, VerifyElementRequest, VerifyPageLoadsRequest, VerifyUserFlowRequest,
+    AnalyzeConsoleRequest,
+    BaselineResult,
+    CaptureBaselineRequest,
+    CompareRequest,
+    CompareResult,
+    ConsoleResult,
+    ElementResult,
+    FlowResult,
+    PageLoadResult,
+    VerifyElementRequest,
+    VerifyPageLoadsRequest,
+    VerifyUserFlowRequest,
 )
 
 WHERE = "the VISIBLE Chromium on the desktop the operator watches live in noVNC"

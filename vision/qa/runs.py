@@ -29,9 +29,9 @@ import re
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import datetime, timezone
-from pathlib import Path
 from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -119,11 +119,11 @@ def api_artifact_url(run_id: str, name: str) -> str:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _sha(data: bytes) -> str:
@@ -139,7 +139,7 @@ _open_lock = threading.Lock()
 class RunWriter:
     """Appends the records and files of one run. Thread-safe; get one from ``QaRunStore.create``."""
 
-    def __init__(self, store: "QaRunStore", directory: Path, run_id: str, secrets: Iterable[str] = ()):
+    def __init__(self, store: QaRunStore, directory: Path, run_id: str, secrets: Iterable[str] = ()):
         self.store = store
         self.dir = directory
         self.run_id = run_id

@@ -38,9 +38,24 @@ from vision.qa.baselines import BaselineStore
 from vision.qa.driver import AssertionFailed, Driver, _reason
 from vision.qa.flow import Flows
 from vision.qa.models import (
-    VERBS, AnalyzeConsoleRequest, Artifact, BaselineResult, CaptureBaselineRequest, CompareRequest, CompareResult,
-    ConsoleResult, ElementResult, FlowResult, FlowStep, PageLoadResult, QaRun, SuccessCondition, VerifyElementRequest,
-    VerifyPageLoadsRequest, VerifyReport, VerifyUserFlowRequest,
+    VERBS,
+    AnalyzeConsoleRequest,
+    Artifact,
+    BaselineResult,
+    CaptureBaselineRequest,
+    CompareRequest,
+    CompareResult,
+    ConsoleResult,
+    ElementResult,
+    FlowResult,
+    FlowStep,
+    PageLoadResult,
+    QaRun,
+    SuccessCondition,
+    VerifyElementRequest,
+    VerifyPageLoadsRequest,
+    VerifyReport,
+    VerifyUserFlowRequest,
 )
 from vision.qa.runs import QaRunStore, RunWriter, corrupt_if_malformed, reading_run, render_html, render_junit
 from vision.qa.verbs import Verbs
@@ -220,8 +235,8 @@ class QaService:
     def _start_video(self, run: RunWriter, session: Session):
         """The display filmed from now, or None (the record says why): the verdict does not depend
         on the film, so a recording that will not start costs the verb nothing else."""
-        from desktop.x11.recorder import Recorder
         from desktop.errors import RecorderError
+        from desktop.x11.recorder import Recorder
 
         recorder = Recorder(session.display, run.dir / self.VIDEO_FILE, fps=10, fmt="webm")
         try:

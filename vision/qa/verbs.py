@@ -15,10 +15,21 @@ from desktop.actions import Region
 from desktop.errors import GlassdeskError
 from desktop.models import Target
 from vision.qa.driver import (
-    CONSOLE_LIMIT, REGEX_TEXT_LIMIT, Driver, FinishRun, StartRun, _console_line, _reason,
+    CONSOLE_LIMIT,
+    REGEX_TEXT_LIMIT,
+    Driver,
+    FinishRun,
+    StartRun,
+    _console_line,
+    _reason,
 )
 from vision.qa.models import (
-    AnalyzeConsoleRequest, ConsoleEntry, ConsoleResult, ElementResult, PageLoadResult, VerifyElementRequest,
+    AnalyzeConsoleRequest,
+    ConsoleEntry,
+    ConsoleResult,
+    ElementResult,
+    PageLoadResult,
+    VerifyElementRequest,
     VerifyPageLoadsRequest,
 )
 

@@ -13,7 +13,13 @@ from vision.qa.baselines import BaselineStore
 from vision.qa.diff import ImageSizeMismatch, compare, decode_png, diff_image, mask_boxes
 from vision.qa.driver import Driver, FinishRun, StartRun, _stem
 from vision.qa.models import (
-    BaselineResult, CaptureBaselineRequest, CompareRequest, CompareResult, Shot, ShotComparison, check_name,
+    BaselineResult,
+    CaptureBaselineRequest,
+    CompareRequest,
+    CompareResult,
+    Shot,
+    ShotComparison,
+    check_name,
 )
 from vision.qa.runs import QaRunStore, RunWriter, corrupt_if_malformed, reading_run
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import secrets as _random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from vision.trace.records import InvalidTraceId
@@ -42,7 +42,7 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 def new_trace_id(now: datetime | None = None) -> str:
     """UTC time to the microsecond plus a random suffix: sorts by creation, unique, path-safe."""
-    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    now = (now or datetime.now(UTC)).astimezone(UTC)
     return now.strftime("%Y%m%dT%H%M%S%fZ-") + _random.token_hex(4)
 
 

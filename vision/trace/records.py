@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
@@ -30,7 +30,7 @@ RunStatus = Literal["running", "paused", "needs_confirmation", "done", "failed",
 FINAL_STATUSES = ("done", "failed", "max_steps", "budget_exceeded", "cancelled", "interrupted")
 ImageKind = Literal["before", "after"]
 # Naive datetimes from callers are taken as UTC, so every stored time compares with every other.
-UtcDatetime = Annotated[datetime, AfterValidator(lambda d: d if d.tzinfo else d.replace(tzinfo=timezone.utc))]
+UtcDatetime = Annotated[datetime, AfterValidator(lambda d: d if d.tzinfo else d.replace(tzinfo=UTC))]
 
 
 # --------------------------------------------------------------------------------------------- models
@@ -53,11 +53,11 @@ class Usage(BaseModel):
     def total(self) -> int:
         return self.input_tokens + self.output_tokens
 
-    def add(self, other: "Usage") -> None:
+    def add(self, other: Usage) -> None:
         for name in Usage.model_fields:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
-    def plus(self, other: "Usage") -> "Usage":
+    def plus(self, other: Usage) -> Usage:
         return Usage(**{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
 
 

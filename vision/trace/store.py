@@ -20,8 +20,17 @@ from typing import Any
 from desktop.x11.procs import ProcessId, alive_checker, this_process
 from vision.trace.files import _TRACE_ID, OWNER_FILE, atomic_write, check_trace_id, new_trace_id
 from vision.trace.records import (
-    FINAL_STATUSES, GENESIS_HASH, ImageKind, StepRecord, Trace, TraceCorrupt, TraceMeta, TraceNotFound,
-    VerifyResult, record_hash, redact,
+    FINAL_STATUSES,
+    GENESIS_HASH,
+    ImageKind,
+    StepRecord,
+    Trace,
+    TraceCorrupt,
+    TraceMeta,
+    TraceNotFound,
+    VerifyResult,
+    record_hash,
+    redact,
 )
 from vision.trace.writer import TraceWriter, _key, _now, _open_lock, _pending_written, _writers
 

@@ -18,7 +18,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,14 @@ from pydantic import BaseModel
 from desktop.frame import Frame
 from vision.trace.files import OWNER_FILE, atomic_write
 from vision.trace.records import (
-    ErrorInfo, ImageKind, RunStatus, StepRecord, TraceMeta, canonical_json, record_hash, redact,
+    ErrorInfo,
+    ImageKind,
+    RunStatus,
+    StepRecord,
+    TraceMeta,
+    canonical_json,
+    record_hash,
+    redact,
 )
 
 log = logging.getLogger("glassdesk.trace")
@@ -51,7 +58,7 @@ def _png_bytes(image: Frame | bytes) -> bytes:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _closed_here(directory: Path) -> None:
@@ -66,7 +73,7 @@ def _closed_here(directory: Path) -> None:
 # The writers of the traces this process is writing (created, not yet finished), by directory:
 # those traces are never closed as interrupted, whatever /proc says, and a reader here waits for
 # their queued writes.
-_writers: dict[str, "TraceWriter"] = {}
+_writers: dict[str, TraceWriter] = {}
 _open_lock = threading.Lock()
 
 

@@ -29,13 +29,18 @@ import secrets
 import socket
 import time
 
-import docker
 import docker.errors
 
-from desktop.remote.backends.base import (
-    LABEL_OWNER, LABEL_ROLE, BackendState, Endpoint, SessionSpec, labels,
-)
+import docker
 from desktop.errors import SessionUnavailable
+from desktop.remote.backends.base import (
+    LABEL_OWNER,
+    LABEL_ROLE,
+    BackendState,
+    Endpoint,
+    SessionSpec,
+    labels,
+)
 from desktop.remote.desktop import RemoteClient
 from desktop.session.stack import free_port
 

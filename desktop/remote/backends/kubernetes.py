@@ -37,13 +37,19 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from desktop.remote.backends.base import (
-    LABEL_NAME, LABEL_OWNER, LABEL_ROLE, BackendState, Endpoint, SessionSpec, labels,
-)
 from desktop.errors import InvalidRequest, SessionUnavailable
 from desktop.network.policy import NetworkPolicy, PatternError
+from desktop.remote.backends.base import (
+    LABEL_NAME,
+    LABEL_OWNER,
+    LABEL_ROLE,
+    BackendState,
+    Endpoint,
+    SessionSpec,
+    labels,
+)
 
 log = logging.getLogger("glassdesk.backends.kubernetes")
 
@@ -105,7 +111,7 @@ class KubeSettings:
     extra_args: tuple[str, ...] = ()  # the control plane's fences, passed on (--launch-allow, ...)
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "KubeSettings":
+    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> KubeSettings:
         """The settings from GLASSDESK_* variables (docs/scaling.md lists them); a bad value is an
         InvalidRequest naming the variable."""
         env = os.environ if env is None else env
@@ -198,7 +204,7 @@ def seccomp_profile(setting: str) -> dict:
 
 
 def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def egress_rules(allow: tuple[str, ...], deny: tuple[str, ...], web_ports: tuple[int, ...] = (80, 443)) -> list[dict]:
@@ -357,7 +363,7 @@ def expired(obj: dict, now: datetime) -> bool:
     """Has this object's lease passed? (No annotation, or a bad one: not ours to judge: False.)"""
     stamp = ((obj.get("metadata") or {}).get("annotations") or {}).get(EXPIRES_AT)
     try:
-        return bool(stamp) and datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) < now
+        return bool(stamp) and datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) < now
     except ValueError:
         return False
 
@@ -372,7 +378,7 @@ class PodCache:
 
     WATCH_S = 60  # each watch request's length; the next one goes on from the last version seen
 
-    def __init__(self, backend: "KubernetesBackend", selector: str):
+    def __init__(self, backend: KubernetesBackend, selector: str):
         self.backend, self.selector = backend, selector
         self.pods: dict[str, dict] = {}
         self.synced = threading.Event()
@@ -435,7 +441,7 @@ class KubernetesBackend:
     name = "kubernetes"
 
     def __init__(self, *, settings: KubeSettings | None = None, api_client=None, extra_args: tuple[str, ...] = (),
-                 protected_ports: set[int] | None = None, clock=lambda: datetime.now(timezone.utc)):
+                 protected_ports: set[int] | None = None, clock=lambda: datetime.now(UTC)):
         # Imported here: the local backend, and a control plane on another backend, need none of it.
         import kubernetes.client
         import kubernetes.config

@@ -14,9 +14,9 @@ import logging
 import secrets
 import threading
 
-from desktop.remote.backends.base import BackendState, SessionBackend, SessionSpec
 from desktop.errors import GlassdeskError, SessionNotFound, SessionUnavailable
 from desktop.network.policy import NetworkPolicy
+from desktop.remote.backends.base import BackendState, SessionBackend, SessionSpec
 from desktop.remote.desktop import RemoteClient, RemoteDesktop
 from desktop.session.manager import SessionRegistry, utcnow
 

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from desktop.remote.backends.base import BackendState, Endpoint, SessionSpec
 from desktop.errors import SessionUnavailable
+from desktop.remote.backends.base import BackendState, Endpoint, SessionSpec
 from desktop.remote.desktop import RemoteClient
 from desktop.session.stack import free_port
 
