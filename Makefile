@@ -76,7 +76,7 @@ constraints:
 run: setup
 	exec $(BIN)/glassdesk up $(RUN_ARGS)
 
-test: setup $(INSPECTOR)
+test: setup $(INSPECTOR) lint
 	@mkdir -p $(ARTIFACTS)
 	GLASSDESK_ARTIFACTS="$(CURDIR)/$(ARTIFACTS)" $(BIN)/pytest tests \
 	  --junitxml=$(ARTIFACTS)/junit.xml -o junit_family=xunit2 -rfE $(PYTEST_ARGS)

@@ -108,7 +108,8 @@ class Target(BaseModel):
             raise ValueError("name the element one way: exactly one of selector, ref, label, text"
                              + (f" (got {', '.join(given)})" if given else ""))
         if self.ref is not None and not REF.match(self.ref):
-            raise ValueError(f"ref {self.ref!r}: refs look like e12 or f1e12 (take them from the accessibility snapshot)")
+            raise ValueError(f"ref {self.ref!r}: refs look like e12 or f1e12 "
+                             "(take them from the accessibility snapshot)")
         return self
 
     def describe(self) -> str:

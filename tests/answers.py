@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 # The MCP tools written by hand, each in its door (desktop.ops lists why); with the catalogue's
-# (vision.ops: the desktop's, the page layer's and the QA verbs), the whole tool list. A new operation of the catalogue changes no test here.
+# (vision.ops: the desktop's, the page layer's and the QA verbs), the whole tool list. A new
+# operation of the catalogue changes no test here.
 HAND_WRITTEN_TOOLS = frozenset({
     "desktop_screenshot", "desktop_click", "desktop_double_click", "desktop_move", "desktop_drag", "desktop_scroll",
     "desktop_type", "desktop_key", "desktop_open_url", "desktop_launch", "desktop_windows", "desktop_zoom",

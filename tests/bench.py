@@ -200,7 +200,8 @@ def session_pids(tag: str, leaders: set[int]) -> tuple[list[int], list[int]]:
             stat = _proc_stat(int(entry.name))
             if stat:
                 table[int(entry.name)] = stat
-    found = set(tagged_pids(tag)) | {pid for pid, (_, pgrp, sid, _) in table.items() if pgrp in leaders or sid in leaders}
+    found = set(tagged_pids(tag)) | {pid for pid, (_, pgrp, sid, _) in table.items()
+                                     if pgrp in leaders or sid in leaders}
     grew = True
     while grew:
         more = {pid for pid, (ppid, *_rest) in table.items() if ppid in found and pid not in found}
@@ -293,7 +294,8 @@ def capture_png(bench: Bench) -> list[Row]:
     ]
 
 
-def _click_series(bench: Bench, targets: list[tuple[str, tuple[int, int]]]) -> tuple[list[float], list[float], list[float]]:
+def _click_series(bench: Bench,
+                  targets: list[tuple[str, tuple[int, int]]]) -> tuple[list[float], list[float], list[float]]:
     session = bench.session
     total, settle, execute = [], [], []
     for i in range(bench.runs):
@@ -320,7 +322,8 @@ def _check_landed(bench: Bench, expected: dict[str, int], series: str) -> None:
     if landed != expected:
         bench.findings.append(f"WARNING ({series}): the page saw clicks {landed}, expected {expected}.")
     else:
-        bench.findings.append(f"Every timed click ({series}) landed on its button, as the page's events show: {landed}.")
+        bench.findings.append(f"Every timed click ({series}) landed on its button, "
+                              f"as the page's events show: {landed}.")
 
 
 def click_settled(bench: Bench) -> list[Row]:
@@ -521,7 +524,8 @@ def png_encoders(bench: Bench) -> list[Row]:
     # dependencies): the same PNG layout (filter 0 scanlines, one IDAT) with deflate and CRC swapped.
     line = frame.width * 3
     scanlines = b"".join(b"\0" + rgb[y * line:(y + 1) * line] for y in range(frame.height))
-    measure("zlib-deflate", "of which stdlib zlib.compress level 1 of the scanlines", lambda: zlib.compress(scanlines, 1))
+    measure("zlib-deflate", "of which stdlib zlib.compress level 1 of the scanlines",
+            lambda: zlib.compress(scanlines, 1))
     for key, module_name, label in (("zlib-ng", "zlib_ng.zlib_ng", "zlib-ng"), ("isal", "isal.isal_zlib", "isal")):
         try:
             module = importlib.import_module(module_name)
@@ -546,7 +550,8 @@ def png_encoders(bench: Bench) -> list[Row]:
     faster = [f"{k} {cpu_ms[k]:.1f} ms" for k in ("zlib-ng", "isal") if k in cpu_ms]
     if faster:
         text += (f" The same PNG with a faster deflate: {', '.join(faster)} (against {cpu_ms['mss-1']:.1f} ms), "
-                 f"so capture+PNG would take about {cpu_ms['pillow-rgb'] + min(cpu_ms[k] for k in ('zlib-ng', 'isal') if k in cpu_ms):.0f} ms "
+                 "so capture+PNG would take about "
+                 f"{cpu_ms['pillow-rgb'] + min(cpu_ms[k] for k in ('zlib-ng', 'isal') if k in cpu_ms):.0f} ms "
                  f"of CPU plus the capture.")
     bench.findings.append(text)
     return []
@@ -660,7 +665,8 @@ def recording_cost(bench: Bench) -> list[Row]:
         f"{high:+.1f} ms ({low / detached:+.1%} .. {high / detached:+.1%}): {verdict} the 5% target. "
         f"The difference of the two arms' medians is {attached / detached - 1:+.1%}.")
     bench.findings.append(
-        f"Recording's CPU per load (means): this process {result['cpu_ms']['attached']['this process']:.1f} ms attached "
+        "Recording's CPU per load (means): this process "
+        f"{result['cpu_ms']['attached']['this process']:.1f} ms attached "
         f"against {result['cpu_ms']['detached']['this process']:.1f} ms detached, Playwright's driver "
         f"{result['cpu_ms']['attached']['playwright driver']:.1f} against "
         f"{result['cpu_ms']['detached']['playwright driver']:.1f} ms (clock ticks of 10 ms, averaged): "
@@ -729,11 +735,13 @@ def visual_diff(bench: Bench) -> list[Row]:
     med = median(wall)
     bench.findings.append(
         f"Visual diff: the click changed {result.diff_pixels} pixels by compare() and {reference_count} by the "
-        f"pure-Python pixelmatch on the same pair ({'the same count' if result.diff_pixels == reference_count else 'MISMATCH'}"
+        "pure-Python pixelmatch on the same pair "
+        f"({'the same count' if result.diff_pixels == reference_count else 'MISMATCH'}"
         f"); compare() takes {median(cpu):.1f} ms of CPU, pixelmatch {median(reference_cpu) / 1000:.2f} s "
         f"({median(reference) / med:.0f}x the wall time).")
     if result.diff_pixels == 0:
-        bench.findings.append("WARNING (visual diff): the two screenshots did not differ: the figure measures no change.")
+        bench.findings.append("WARNING (visual diff): the two screenshots did not differ: "
+                              "the figure measures no change.")
     return [
         Row("compare() of two 1920x1080 screenshots (before/after a click)", "ms", wall, "<= 100 ms median", med <= 100,
             note=f"CPU {median(cpu):.1f} ms; {result.diff_pixels} pixels differ"),
@@ -838,15 +846,19 @@ SECTIONS: list[Section] = [
                   "the test page's two buttons, alternating pixel and selector; page loads of the local test site "
                   "(tests/fakes/site.py) with the console and network recorders attached and detached in turn."),
     Section("QA verbs", [qa_verbs],
-            intro="vision/qa (QaService) through its REST routes, over real HTTP: the app of vision.http.app on uvicorn "
+            intro="vision/qa (QaService) through its REST routes, over real HTTP: "
+                  "the app of vision.http.app on uvicorn "
                   "on loopback, client in the same process (tests/bench_qa.py). Each verb writes its run and "
                   "evidence (screenshots, hash-chained records) to the QA run store, as in service. The three "
                   "verbs are interleaved; the page is the local test site's /load (tests/fakes/site.py)."),
     Section("Action answer", [action_answer],
-            intro="Issue 14: an action's answer over real HTTP (the app of vision.http.app on uvicorn on loopback, client in "
-                  "the same process; tests/bench_answer.py) and a vision/act step with the scripted model, both clicking "
+            intro="Issue 14: an action's answer over real HTTP "
+                  "(the app of vision.http.app on uvicorn on loopback, client in "
+                  "the same process; tests/bench_answer.py) and a vision/act step with the scripted model, "
+                  "both clicking "
                   "the test page's Sign in and Cancel buttons (each click repaints), pointer glide off. The settle "
-                  "waits on the display's DAMAGE events (desktop/x11/screen.py); the trace is written by its own thread "
+                  "waits on the display's DAMAGE events (desktop/x11/screen.py); "
+                  "the trace is written by its own thread "
                   "(vision/trace/writer.py)."),
     Section("Visual diff", [visual_diff],
             intro="vision/qa/diff.py (pixelmatch's comparison vectorised with numpy) on two screenshots of the "
@@ -871,7 +883,8 @@ def machine() -> dict[str, str]:
     except OSError:
         pass
     try:
-        chromium = subprocess.run(["chromium", "--version"], check=False, capture_output=True, text=True, timeout=10).stdout.strip()
+        chromium = subprocess.run(["chromium", "--version"], check=False, capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
     except OSError:
         chromium = "not found"
     mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
@@ -916,7 +929,8 @@ def console_table(section: Section, rows: list[Row]) -> Table:
     for row in rows:
         colour = {"PASS": "green", "MISS": "red"}.get(row.result, "")
         table.add_row(row.metric, f"{fmt(row.median, row.unit)} {row.unit}", f"{fmt(row.p90, row.unit)} {row.unit}",
-                      str(len(row.samples)), row.target, f"[{colour}]{row.result}[/{colour}]" if colour else "", row.note)
+                      str(len(row.samples)), row.target, f"[{colour}]{row.result}[/{colour}]" if colour else "",
+                      row.note)
     return table
 
 
@@ -936,7 +950,8 @@ def markdown(info: dict[str, str], results: list[tuple[Section, list[Row]]], ben
         out += ["| metric | median | p90 | n | target | result | note |", "|---|---:|---:|---:|---|---|---|"]
         for row in rows:
             out.append(f"| {row.metric} | {fmt(row.median, row.unit)} {row.unit} | {fmt(row.p90, row.unit)} {row.unit} "
-                       f"| {len(row.samples)} | {row.target} | {('**' + row.result + '**') if row.result == 'MISS' else row.result} "
+                       f"| {len(row.samples)} | {row.target} "
+                       f"| {('**' + row.result + '**') if row.result == 'MISS' else row.result} "
                        f"| {row.note} |")
         out.append("")
     for detail in bench.details:
@@ -984,7 +999,8 @@ def _findings(bench: Bench, results: list[tuple[Section, list[Row]]]) -> None:
     if phase_rows:
         slow = max(phase_rows, key=lambda r: r.median)
         bench.findings.append(f"Cold start: the slowest phase is {slow.metric.removeprefix('  of which ')} "
-                              f"({slow.median:.2f} s median of {rows['cold start to ready (SessionManager.create)'].median:.2f} s).")
+                              f"({slow.median:.2f} s median of "
+                              f"{rows['cold start to ready (SessionManager.create)'].median:.2f} s).")
     missed = [r.metric for _, rs in results for r in rs if r.passed is False]
     bench.findings.append("Targets missed: " + ("; ".join(missed) if missed else "none") + ".")
 

@@ -176,14 +176,16 @@ def main(argv: list[str] | None = None) -> int:
     med = statistics.median
     print(f"load average {load[0]:.2f} at start, {load_end[0]:.2f} at end; floor {floor:.1f} ms")
     print(f"click?screenshot=true over HTTP: {med(answer['total']):.1f} ms median "
-          f"({med(answer['total']) / floor:.2f}x floor), p90 {sorted(answer['total'])[int(0.9 * len(answer['total'])) - 1]:.1f}, "
+          f"({med(answer['total']) / floor:.2f}x floor), "
+          f"p90 {sorted(answer['total'])[int(0.9 * len(answer['total'])) - 1]:.1f}, "
           f"settle {med(answer['settle']):.1f}, exec {med(answer['exec']):.1f}, {answer['bytes'] / 1e6:.2f} MB; "
           f"landed {answer['landed']} of {answer['expected']}")
     print("  in process: " + ", ".join(f"{k} {med(v):.1f}" for k, v in parts.items()))
     if loop is not None:
         print(f"vision/act step, scripted, 20 clicks: {loop['step_ms']['median']:.1f} ms "
               f"({loop['step_ms']['median'] / floor:.2f}x this floor; {loop['ratio']:.2f}x its own floor of "
-              f"{loop['floor_ms']:.1f}), settle {loop['settle_ms']['median']:.1f}, other {loop['other_ms']['median']:.1f}, "
+              f"{loop['floor_ms']:.1f}), settle {loop['settle_ms']['median']:.1f}, "
+              f"other {loop['other_ms']['median']:.1f}, "
               f"parts {loop['parts_ms']}")
     return 0
 

@@ -82,7 +82,7 @@ def measure_floor(session: Session, runs: int = 30) -> dict[str, Any]:
             t0 = time.perf_counter()
             shot = sct.grab(monitor)
             t1 = time.perf_counter()
-            Frame(shot.raw, shot.width, shot.height).png
+            _ = Frame(shot.raw, shot.width, shot.height).png
             t2 = time.perf_counter()
             x, y = points[i % 2]
             done = subprocess.run(["xdotool", "mousemove", str(x), str(y)], env=env, capture_output=True)

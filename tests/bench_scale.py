@@ -352,7 +352,8 @@ def scale_memory(bench) -> list:
                  f"{BEFORE['pss_mb']:g}", f"{BEFORE['uss_mb']:g}"])
     bench.detail(
         f"One more idle session's memory by process (after {IDLE_S:g} s idle), now and before ({BEFORE_COMMIT})",
-        ["process", "n", "PSS MB", "USS MB", f"n {BEFORE_COMMIT}", f"PSS MB {BEFORE_COMMIT}", f"USS MB {BEFORE_COMMIT}"],
+        ["process", "n", "PSS MB", "USS MB",
+         f"n {BEFORE_COMMIT}", f"PSS MB {BEFORE_COMMIT}", f"USS MB {BEFORE_COMMIT}"],
         rows,
         note="Measured by tests/bench_scale.py beside the bench's own session. PSS splits the pages processes share "
              "(libraries, Chromium's binary) between every process mapping them, this machine's other sessions "

@@ -53,7 +53,8 @@ class Fail(_Action):
 
 
 Action = Annotated[
-    Click | DoubleClick | TripleClick | Move | MouseDown | MouseUp | Drag | Scroll | Type | Key | HoldKey | Wait | Zoom | Screenshot | CursorPosition | Done | Fail,
+    Click | DoubleClick | TripleClick | Move | MouseDown | MouseUp | Drag | Scroll | Type | Key | HoldKey | Wait | Zoom
+    | Screenshot | CursorPosition | Done | Fail,
     Field(discriminator="action"),
 ]
 ACTION_ADAPTER: TypeAdapter = TypeAdapter(Action)

@@ -102,7 +102,8 @@ def _up_remote(args: argparse.Namespace, settings) -> int:
     manager = BackendSessions(backend, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                               memory_mb=args.session_memory, cpus=args.session_cpus)
     if manager.orphans_removed:
-        console.print(f"[yellow]removed {len(manager.orphans_removed)} session(s) a stopped control plane left[/yellow]")
+        console.print(f"[yellow]removed {len(manager.orphans_removed)} session(s) "
+                      "a stopped control plane left[/yellow]")
     try:
         glassdesk = Glassdesk.from_settings(manager, settings)
         app = create_app(manager, settings, glassdesk)
@@ -189,7 +190,8 @@ def _print_step(step: dict, max_steps: int) -> None:
     actions = ", ".join(describe_action(a) for a in step["actions"]) or "no action"
     error = f"  [red]{step['error']['code']}[/red]" if step.get("error") else ""
     console.print(f"step {step['index']}/{max_steps}  {actions}  "
-                  f"[dim]model {step['model_ms']} ms · exec {step['exec_ms']} ms · settle {step['settle_ms']} ms[/dim]{error}")
+                  f"[dim]model {step['model_ms']} ms · exec {step['exec_ms']} ms · "
+                  f"settle {step['settle_ms']} ms[/dim]{error}")
     if step.get("text"):
         console.print(f"  [dim]{step['text'][:200]}[/dim]")
 

@@ -2,8 +2,8 @@
 
 from desktop.errors import GlassdeskError, InvalidRequest
 
-__all__ = ["BaselineConflict", "BaselineCorrupt", "BaselineNotFound", "InvalidRequest", "ModelUnavailable", "QaRunCorruptError",
-           "QaRunNotFoundError", "TraceCorruptError", "TraceNotFoundError"]
+__all__ = ["BaselineConflict", "BaselineCorrupt", "BaselineNotFound", "InvalidRequest", "ModelUnavailable",
+           "QaRunCorruptError", "QaRunNotFoundError", "TraceCorruptError", "TraceNotFoundError"]
 
 
 class ModelUnavailable(GlassdeskError):

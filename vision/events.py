@@ -45,4 +45,4 @@ class EventBus:
 
     def unsubscribe(self, queue: asyncio.Queue) -> None:
         with self._lock:
-            self._subscribers = {(l, q) for l, q in self._subscribers if q is not queue}
+            self._subscribers = {(loop, q) for loop, q in self._subscribers if q is not queue}

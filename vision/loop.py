@@ -96,7 +96,8 @@ class Hold(Exception):
 class Stop(Exception):
     """Ends the run with a status (and maybe an error)."""
 
-    def __init__(self, status: RunStatus, message: str | None = None, code: str | None = None, answer: str | None = None):
+    def __init__(self, status: RunStatus, message: str | None = None, code: str | None = None,
+                 answer: str | None = None):
         super().__init__(message or status)
         self.status = status
         self.error = {"code": code or status, "message": message} if message else None
@@ -267,7 +268,8 @@ class Runner:
                     raise InvalidRequest(f"acknowledged_safety_checks: {', '.join(sorted(unknown))} not pending; "
                                          f"pending: {', '.join(sorted(pending_ids))}")
                 if set(request.acknowledged_safety_checks) != pending_ids:
-                    raise InvalidRequest("acknowledged_safety_checks: acknowledge every pending check, or cancel the run")
+                    raise InvalidRequest("acknowledged_safety_checks: acknowledge every pending check, "
+                                         "or cancel the run")
                 state.provider.acknowledge(request.acknowledged_safety_checks)
                 state.status = "running"
                 state.trace.hold("running")
@@ -280,7 +282,8 @@ class Runner:
                 state.request = state.request.model_copy(update={"autopilot": request.autopilot})
                 return state
             # A new instruction (or a refusal to approve) ends the paused run.
-            reason = "the operator did not approve the safety checks" if state.pending else "replaced by a new instruction"
+            reason = ("the operator did not approve the safety checks" if state.pending
+                      else "replaced by a new instruction")
             self._finish(state, Stop("cancelled", reason, code="cancelled"))
         if request.acknowledged_safety_checks:
             raise InvalidRequest("acknowledged_safety_checks: no run on this session is waiting for approval")
@@ -466,7 +469,8 @@ class Runner:
                         result.image_png = frame.crop_png(action.region, action.scale)
                     else:
                         if isinstance(action, Type) and state.request.secrets:
-                            action = action.model_copy(update={"text": fill_placeholders(action.text, state.request.secrets)})
+                            action = action.model_copy(
+                                update={"text": fill_placeholders(action.text, state.request.secrets)})
                         try:
                             done = self.desktop.perform(action)
                         except SessionUnavailable:
@@ -514,8 +518,8 @@ class Runner:
         # What leaves the process must not carry typed secrets either.
         summary = StepSummary.model_validate(redact(summary.model_dump(), state.request.secrets.values()))
         state.steps.append(summary)
-        self._publish("step", trace_id=state.trace.trace_id, step=summary.model_dump(), max_steps=state.request.max_steps,
-                      tokens=state.usage.total)
+        self._publish("step", trace_id=state.trace.trace_id, step=summary.model_dump(),
+                      max_steps=state.request.max_steps, tokens=state.usage.total)
         if on_step:
             on_step(summary)
 

@@ -27,7 +27,8 @@ class ActRequest(BaseModel):
 
     instruction: str | None = Field(None, min_length=1, max_length=10_000,
                                     description="what to do; may be omitted to continue a paused run")
-    model: str | None = Field(None, description="provider/model, e.g. anthropic/claude-sonnet-4-5, openai/computer-use-preview, "
+    model: str | None = Field(None, description="provider/model, e.g. anthropic/claude-sonnet-4-5, "
+                                                "openai/computer-use-preview, "
                                                 "chat/<model>, ocr, scripted; default from config or API keys")
     max_steps: int = Field(10, ge=1, le=MAX_STEPS_CAP)
     budget_tokens: int | None = Field(None, ge=1, description="stop once this many tokens are used")

@@ -59,7 +59,8 @@ def describe_action(action: dict[str, Any], *, redact: bool = False) -> str:
     if "path" in rest:
         path = rest.pop("path")
         points = [f"({p['x']}, {p['y']})" for p in path]
-        words.append(" → ".join(points) if len(points) <= 4 else f"{points[0]} → {points[-1]} via {len(points) - 2} points")
+        words.append(" → ".join(points) if len(points) <= 4
+                     else f"{points[0]} → {points[-1]} via {len(points) - 2} points")
     if "keys" in rest:
         keys = rest.pop("keys")
         keys = " ".join(keys) if isinstance(keys, list) else str(keys)
@@ -105,14 +106,16 @@ def _pct(value: float, size: int) -> str:
 
 _CSS = """
 *{box-sizing:border-box}
-body{margin:0;background:#eef0f3;color:#1c2330;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
+body{margin:0;background:#eef0f3;color:#1c2330;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,\
+"Helvetica Neue",Arial,sans-serif}
 header,main{max-width:1400px;margin:0 auto;padding:20px 28px}
 header{padding-top:28px}
 h1{font-size:22px;margin:0 0 6px;font-weight:650;white-space:pre-wrap;overflow-wrap:anywhere}
 h2{font-size:17px;margin:0}
 h3{font-size:12px;text-transform:uppercase;letter-spacing:.06em;color:#5b6472;margin:14px 0 4px}
 .sub{color:#5b6472;font-size:13px}
-.badge{display:inline-block;padding:1px 9px;border-radius:999px;font-size:12px;font-weight:650;color:#fff;background:#5b6472;vertical-align:middle}
+.badge{display:inline-block;padding:1px 9px;border-radius:999px;font-size:12px;font-weight:650;color:#fff;\
+background:#5b6472;vertical-align:middle}
 .badge.done{background:#1a7f37}.badge.running{background:#0969da}.badge.cancelled{background:#6e7781}
 .badge.failed,.badge.max_steps,.badge.budget_exceeded{background:#cf222e}.badge.needs_confirmation{background:#bf8700}
 .badge.interrupted{background:#bc4c00}
@@ -125,7 +128,8 @@ h3{font-size:12px;text-transform:uppercase;letter-spacing:.06em;color:#5b6472;ma
 .verified{background:#ddf4ff;border:1px solid #80ccff}
 .step{background:#fff;border:1px solid #d5d9df;border-radius:8px;margin:0 0 22px;overflow:hidden}
 .step.failed{border-color:#ff8182;box-shadow:0 0 0 1px #ff8182}
-.step>.head{display:flex;flex-wrap:wrap;align-items:baseline;gap:6px 16px;padding:10px 16px;border-bottom:1px solid #e4e7eb;background:#f8f9fb}
+.step>.head{display:flex;flex-wrap:wrap;align-items:baseline;gap:6px 16px;padding:10px 16px;\
+border-bottom:1px solid #e4e7eb;background:#f8f9fb}
 .metrics{color:#5b6472;font-size:13px;font-variant-numeric:tabular-nums}
 .shots{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:12px;padding:12px 16px 0}
 figure{margin:0}
@@ -133,13 +137,17 @@ figcaption{font-size:12px;color:#5b6472;margin:0 0 4px}
 .shot{position:relative;line-height:0;border:1px solid #d5d9df;background:#000}
 .shot img{display:block;width:100%;height:auto}
 .shot svg{position:absolute;inset:0;width:100%;height:100%;pointer-events:none;overflow:visible}
-.shot polyline{fill:none;stroke:#ff1744;stroke-width:3;stroke-linejoin:round;stroke-dasharray:8 4;filter:drop-shadow(0 0 1px #fff)}
-.mark{position:absolute;width:24px;height:24px;transform:translate(-50%,-50%);border:2.5px solid #ff1744;border-radius:50%;
+.shot polyline{fill:none;stroke:#ff1744;stroke-width:3;stroke-linejoin:round;stroke-dasharray:8 4;\
+filter:drop-shadow(0 0 1px #fff)}
+.mark{position:absolute;width:24px;height:24px;transform:translate(-50%,-50%);\
+border:2.5px solid #ff1744;border-radius:50%;
  box-shadow:0 0 0 1.5px rgba(255,255,255,.95),inset 0 0 0 1.5px rgba(255,255,255,.8);pointer-events:none}
 /* crosshair ticks outside the ring: the exact point stays visible inside it */
 .mark::before,.mark::after{content:"";position:absolute;left:50%;top:50%}
-.mark::before{width:2px;height:40px;margin:-20px 0 0 -1px;background:linear-gradient(#ff1744 0 9px,transparent 9px 31px,#ff1744 31px)}
-.mark::after{width:40px;height:2px;margin:-1px 0 0 -20px;background:linear-gradient(90deg,#ff1744 0 9px,transparent 9px 31px,#ff1744 31px)}
+.mark::before{width:2px;height:40px;margin:-20px 0 0 -1px;background:linear-gradient(#ff1744 0 9px,\
+transparent 9px 31px,#ff1744 31px)}
+.mark::after{width:40px;height:2px;margin:-1px 0 0 -20px;background:linear-gradient(90deg,#ff1744 0 9px,\
+transparent 9px 31px,#ff1744 31px)}
 .mark.move{border-style:dashed}
 .mark.scroll{border-color:#8250df}
 .mark.scroll::before{background:linear-gradient(#8250df 0 9px,transparent 9px 31px,#8250df 31px)}
@@ -147,7 +155,8 @@ figcaption{font-size:12px;color:#5b6472;margin:0 0 4px}
 .mark.scroll b{background:#8250df}
 .mark.end{width:12px;height:12px;background:#ff1744}
 .mark.end::before,.mark.end::after{content:none}
-.mark b{position:absolute;left:18px;top:-17px;min-width:18px;padding:0 5px;border-radius:9px;background:#ff1744;color:#fff;
+.mark b{position:absolute;left:18px;top:-17px;min-width:18px;padding:0 5px;border-radius:9px;\
+background:#ff1744;color:#fff;
  font:700 12px/18px system-ui,sans-serif;text-align:center;box-shadow:0 0 0 1px #fff}
 .region{position:absolute;border:2px dashed #0969da;background:rgba(9,105,218,.08);pointer-events:none}
 .body{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:0 28px;padding:2px 16px 14px}
@@ -155,7 +164,8 @@ figcaption{font-size:12px;color:#5b6472;margin:0 0 4px}
 .muted{color:#8c959f;font-style:italic}
 ol.actions{margin:0;padding-left:24px}
 ol.actions li{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13px;overflow-wrap:anywhere}
-pre{margin:0;padding:8px 10px;background:#f3f4f6;border:1px solid #e4e7eb;border-radius:6px;font:12.5px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:pre-wrap;overflow-wrap:anywhere}
+pre{margin:0;padding:8px 10px;background:#f3f4f6;border:1px solid #e4e7eb;border-radius:6px;\
+font:12.5px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:pre-wrap;overflow-wrap:anywhere}
 .bad{color:#cf222e;font-weight:600}
 .ok{color:#1a7f37}
 details{margin:10px 0 0}
@@ -185,7 +195,8 @@ def _overlay(actions: Sequence[dict[str, Any]]) -> str:
             points = [(action["x"], action["y"])]
         if len(points) > 1:
             coords = " ".join(f"{x},{y}" for x, y in points)
-            lines.append(f'<polyline points="{coords}" vector-effect="non-scaling-stroke"><title>{tip}</title></polyline>')
+            lines.append(f'<polyline points="{coords}" vector-effect="non-scaling-stroke">'
+                         f'<title>{tip}</title></polyline>')
             end = points[-1]
             marks.append(_mark(f"{kind} end", end[0], end[1], tip, ""))  # released here
             points = points[:1]  # pressed here
@@ -193,7 +204,8 @@ def _overlay(actions: Sequence[dict[str, Any]]) -> str:
             marks.append(_mark(kind, x, y, tip, f"<b>{number}</b>"))
         if region := action.get("region"):
             marks.append(f'<span class="region" title="{tip}" style="left:{_pct(region["x0"], SCREEN_WIDTH)};'
-                         f'top:{_pct(region["y0"], SCREEN_HEIGHT)};width:{_pct(region["x1"] - region["x0"], SCREEN_WIDTH)};'
+                         f'top:{_pct(region["y0"], SCREEN_HEIGHT)};'
+                         f'width:{_pct(region["x1"] - region["x0"], SCREEN_WIDTH)};'
                          f'height:{_pct(region["y1"] - region["y0"], SCREEN_HEIGHT)}"></span>')
     svg = (f'<svg viewBox="0 0 {SCREEN_WIDTH} {SCREEN_HEIGHT}" preserveAspectRatio="none" aria-hidden="true">'
            f'{"".join(lines)}</svg>') if lines else ""
@@ -290,7 +302,8 @@ def render_html(meta: TraceMeta, steps: Sequence[StepRecord], image_url: ImageUr
             f'<span class="sub">{_e(meta.model)}</span></div>'
             '<ul class="totals">' + "".join(f"<li><b>{_e(v)}</b><span>{_e(k)}</span></li>" for v, k in totals)
             + "</ul>" + "".join(boxes) + "</header>")
-    body = "".join(_step_html(s, image_url, meta.started_at) for s in steps) or '<p class="muted">No steps recorded.</p>'
+    body = ("".join(_step_html(s, image_url, meta.started_at) for s in steps)
+            or '<p class="muted">No steps recorded.</p>')
     return ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f'<title>{_e(meta.status)} · {_e(meta.instruction[:80])}</title><style>{_CSS}</style></head>'
@@ -302,7 +315,8 @@ def render_html(meta: TraceMeta, steps: Sequence[StepRecord], image_url: ImageUr
 def write_report(store: TraceStore, trace_id: str) -> Path:
     """Write ``report.html`` into the trace's directory, linking the screenshots by relative name."""
     trace = store.load(trace_id)
-    names = {(s.index, "before"): s.before_png for s in trace.steps} | {(s.index, "after"): s.after_png for s in trace.steps}
+    names = ({(s.index, "before"): s.before_png for s in trace.steps}
+             | {(s.index, "after"): s.after_png for s in trace.steps})
     page = render_html(trace.meta, trace.steps, lambda index, which: quote(names[(index, which)] or ""),
                        verification=store.verify(trace_id))
     path = store.trace_dir(trace_id) / "report.html"
@@ -345,7 +359,8 @@ def render_junit(meta: TraceMeta, steps: Sequence[StepRecord]) -> str:
                         time=f"{meta.duration_s or 0:.3f}")
     if meta.status != "done":
         message = f"{meta.status}: {meta.error.message}" if meta.error else meta.status
-        failure = ET.SubElement(result, "failure", message=_x(message), type=_x(meta.error.code if meta.error else meta.status))
+        failure = ET.SubElement(result, "failure", message=_x(message),
+                                type=_x(meta.error.code if meta.error else meta.status))
         failure.text = _x(message)
     if meta.answer:
         ET.SubElement(result, "system-out").text = _x(meta.answer)
@@ -355,8 +370,8 @@ def render_junit(meta: TraceMeta, steps: Sequence[StepRecord]) -> str:
     counts = {"tests": str(len(cases)), "failures": str(failures), "errors": "0", "skipped": "0",
               "time": f"{meta.duration_s or 0:.3f}"}
     root = ET.Element("testsuites", name="glassdesk", **counts)
-    suite = ET.SubElement(root, "testsuite", name=_x(suite_name), timestamp=meta.started_at.strftime("%Y-%m-%dT%H:%M:%S"),
-                          **counts)
+    suite = ET.SubElement(root, "testsuite", name=_x(suite_name),
+                          timestamp=meta.started_at.strftime("%Y-%m-%dT%H:%M:%S"), **counts)
     properties = ET.SubElement(suite, "properties")
     for key, value in (("instruction", meta.instruction), ("model", meta.model), ("status", meta.status),
                        ("session_id", meta.session_id)):

@@ -2,8 +2,9 @@
 
 It holds the desktop service, the runs (act, cancel, pause, resume, take-over, their view), the
 traces and the event bus, and it starts the observers (the live viewer's status strip, the
-metrics feed). REST (desktop.http.desktop, vision.http.runs), MCP (vision.mcp), the console and the CLI are thin adapters
-over it: an operation, its validation and its error mapping live here or below, once.
+metrics feed). REST (desktop.http.desktop, vision.http.runs), MCP (vision.mcp), the console and the
+CLI are thin adapters over it: an operation, its validation and its error mapping live here or
+below, once.
 """
 
 from __future__ import annotations

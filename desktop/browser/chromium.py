@@ -359,7 +359,8 @@ class Browser:
         try:
             self.call(lambda pages: pages.navigate("goto", url, "commit", int(timeout * 1000)), timeout + 5)
         except (PlaywrightError, TimeoutError) as exc:
-            raise BrowserError(f"Chromium could not open {url}: {(str(exc).splitlines() or ['no answer'])[0]}") from None
+            raise BrowserError(f"Chromium could not open {url}: "
+                               f"{(str(exc).splitlines() or ['no answer'])[0]}") from None
 
     def close(self) -> None:
         """End this browser: politely through Playwright, then for sure through its process group."""

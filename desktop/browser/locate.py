@@ -56,7 +56,8 @@ _COVERED = """(el, x, y) => {
   const top = document.elementFromPoint(x, y);
   if (!top || el === top || el.contains(top)) return null;
   const id = top.id ? '#' + top.id : '';
-  const cls = typeof top.className === 'string' && top.className ? '.' + top.className.trim().split(/\\s+/).join('.') : '';
+  const cls = typeof top.className === 'string' && top.className\
+ ? '.' + top.className.trim().split(/\\s+/).join('.') : '';
   return top.tagName.toLowerCase() + id + cls;
 }"""
 

@@ -212,7 +212,8 @@ class PolicyProxy:
         self._tasks.add(task)
         try:
             await self._serve(reader, writer)
-        except (TimeoutError, asyncio.CancelledError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+        except (TimeoutError, asyncio.CancelledError, ConnectionError, asyncio.IncompleteReadError,
+                asyncio.LimitOverrunError, OSError):
             pass
         except Exception:
             log.exception("proxy connection failed")

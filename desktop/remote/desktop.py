@@ -267,7 +267,8 @@ class RemoteRFB:
         asyncio.ensure_future(self.ws.close())
 
 
-async def remote_rfb_login(endpoint: Endpoint, path: str, token: str, timeout: float = 5.0) -> tuple[RemoteRFB, RemoteRFB]:
+async def remote_rfb_login(endpoint: Endpoint, path: str, token: str,
+                           timeout: float = 5.0) -> tuple[RemoteRFB, RemoteRFB]:
     """Open the session server's live view (its own RFB relay, token in the subprotocol) and do
     the client's side of its handshake (RFB 3.8, security None). Returns the stream where the
     ClientInit comes next, as desktop.session.liveview.rfb_login does for a local x11vnc."""

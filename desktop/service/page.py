@@ -155,7 +155,10 @@ class PageService:
 
     def network(self, session_id: str | None, since: int = 0, failed_only: bool = False) -> list[dict]:
         session = self._reading(session_id)
-        failed = (lambda e: bool(e["failure"]) or (e["status"] or 0) >= 400 or bool(e["blocked"]))
+
+        def failed(e):
+            return bool(e["failure"]) or (e["status"] or 0) >= 400 or bool(e["blocked"])
+
         return session.stack.record.network.since(since, failed if failed_only else None)
 
     def downloads(self, session_id: str | None) -> list[dict]:
@@ -348,7 +351,8 @@ class PageService:
             options = await element.evaluate(_OPTIONS, timeout=timeout_ms)
             if options is None:
                 raise Refused(f"{target.describe()} is not a <select>; fill or click it instead")
-            values = [v for v, _ in options if v == option] or [v for v, label in options if label.strip() == option.strip()]
+            values = ([v for v, _ in options if v == option]
+                      or [v for v, label in options if label.strip() == option.strip()])
             if not values:
                 listed = ", ".join(f"{label!r} ({value!r})" for value, label in options[:50])
                 raise Refused(f"{target.describe()} has no option {option!r} by value or label; its options: "

@@ -111,7 +111,8 @@ class LiveTokens:
             raise LiveTokenWrongSession(f"this live-view token is for session {sid!r}, not {session_id!r}")
         grant = Grant(sid, mode, int(expires), int(generation), instance)  # signed by us: well formed
         if grant.expires <= self._clock():
-            raise LiveTokenExpired(f"this live-view link expired at {time.strftime('%H:%M:%S UTC', time.gmtime(grant.expires))}; "
+            raise LiveTokenExpired("this live-view link expired at "
+                                   f"{time.strftime('%H:%M:%S UTC', time.gmtime(grant.expires))}; "
                                    "ask for a new one")
         if grant.control and current_generation is not None and grant.generation != current_generation:
             raise LiveTokenRevoked("this control link was revoked by a take-over; ask for a new one")
@@ -160,7 +161,8 @@ async def _reason(reader: asyncio.StreamReader) -> str:
     return (await reader.readexactly(min(length, 4096))).decode("latin-1", "replace")
 
 
-async def rfb_login(port: int, password: str, timeout: float = 5.0) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def rfb_login(port: int, password: str,
+                    timeout: float = 5.0) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """Connect to x11vnc on loopback and authenticate with ``password``. Returns the stream right
     after the SecurityResult, where the client's ClientInit comes next."""
     reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout)

@@ -207,7 +207,8 @@ class DesktopStack:
         if self.user:
             blocked = unreachable_dir(self.workdir, self.user)
             if blocked:
-                raise StackError(f"the desktop user {self.user.name!r} cannot reach {self.workdir}: {blocked} is closed "
+                raise StackError(f"the desktop user {self.user.name!r} cannot reach {self.workdir}: "
+                                 f"{blocked} is closed "
                                  "to it; keep session files under a directory it may pass through (a fresh one in "
                                  "/tmp, the default, is)")
             ensure_x11_socket_dir()

@@ -62,8 +62,8 @@ def ffmpeg_argv(display: str, out_path: Path, *, fps: int, fmt: VideoFormat) -> 
             # A constant rate out (still screens repeat frames), a keyframe every 2 s for seeking,
             # the pixel format every player decodes, and each frame written as it is encoded (a still
             # screen encodes to a few bytes: buffered, nothing would reach the file for minutes).
-            "-r", str(fps), "-fps_mode", "cfr", "-g", str(2 * fps), "-pix_fmt", "yuv420p", *codec, "-flush_packets", "1",
-            str(out_path)]
+            "-r", str(fps), "-fps_mode", "cfr", "-g", str(2 * fps), "-pix_fmt", "yuv420p", *codec,
+            "-flush_packets", "1", str(out_path)]
 
 
 class _Progress:

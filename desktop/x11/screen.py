@@ -159,7 +159,7 @@ class Screen:
             now_ms = 0.0
             while not policy.observe(now_ms, changed):
                 wait_s = max(0.001, (policy.deadline_ms() - now_ms) / 1000)  # at least a tick: no spin
-                changed = self._x(lambda watch: watch.wait(wait_s))
+                changed = self._x(lambda watch, wait_s=wait_s: watch.wait(wait_s))
                 now_ms = (time.monotonic() - start) * 1000
         return self.capture(), round(now_ms), not policy.timed_out
 

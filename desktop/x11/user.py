@@ -7,9 +7,9 @@ group, no supplementary groups, no login shell, no sudo. When glassdesk does not
 desktop runs as the same user as the server, as before (the container runs as uid 1000).
 
 What stays with the server user: the API, the traces, the session logs, the VNC passwords and the
-viewer process that holds them (x11vnc; the live view is relayed by the server itself). The desktop user can traverse to its own
-directories in a session (home, browser profile, downloads, runtime dir) but list or read nothing
-else there.
+viewer process that holds them (x11vnc; the live view is relayed by the server itself). The desktop
+user can traverse to its own directories in a session (home, browser profile, downloads, runtime
+dir) but list or read nothing else there.
 
 All sessions share the one account, so this separates the desktop from the server, not one
 session's desktop from another's.
@@ -51,7 +51,8 @@ def desktop_user(euid: int | None = None,
         entry = lookup(DESKTOP_USER)
     except KeyError:
         raise StackError(f"glassdesk runs as root but the user {DESKTOP_USER!r} its desktop runs as does not "
-                         "exist: run `make setup` as root (or `docker/install-system-deps.sh`), which creates it") from None
+                         "exist: run `make setup` as root (or `docker/install-system-deps.sh`), "
+                         "which creates it") from None
     if entry.pw_uid == 0 or entry.pw_gid == 0:
         raise StackError(f"the desktop user {DESKTOP_USER!r} has uid {entry.pw_uid} / gid {entry.pw_gid}: "
                          "it must be an unprivileged account, not root")

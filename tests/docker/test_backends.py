@@ -121,6 +121,8 @@ def test_the_live_view_of_a_container_session_is_relayed_by_the_control_plane(pl
 
 
 def test_a_container_killed_mid_run_is_reported_and_replaced(plane, docker_client):
+    import docker
+
     client, glassdesk, manager = plane
     session = manager.get("d1")
     first = session.handle
@@ -140,7 +142,7 @@ def test_a_container_killed_mid_run_is_reported_and_replaced(plane, docker_clien
     info = client.get("/api/v1/sessions/d1").json()
     assert info["restarts"] == 1 and any("dead" in e for e in info["events"]), info
     assert session.handle != first
-    with pytest.raises(Exception):
+    with pytest.raises(docker.errors.NotFound):
         docker_client.containers.get(first)  # the dead one is gone, not left stopped
     # The run that met the dead desktop waited for the replacement and went on there (as after a
     # local heal), or ended saying the session was unavailable; either way it ended, with a trace.

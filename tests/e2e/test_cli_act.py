@@ -20,7 +20,8 @@ def _env() -> dict[str, str]:
 
 
 def test_act_clicks_sign_in_offline_and_reports(vision_api, page):
-    done = subprocess.run([GLASSDESK, "act", 'click "Sign in"', "--session", "itest", "--url", str(vision_api.base_url)],
+    done = subprocess.run([GLASSDESK, "act", 'click "Sign in"', "--session", "itest",
+                           "--url", str(vision_api.base_url)],
                           capture_output=True, text=True, timeout=240, env=_env())
     out = done.stdout + done.stderr
     assert done.returncode == 0, out

@@ -48,7 +48,8 @@ class Console:
         self.context = browser.new_context(viewport={"width": 1920, "height": 1080})
         self.page = self.context.new_page()
         self.errors: list[str] = []
-        self.page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+        self.page.on("console",
+                     lambda m: self.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
         self.page.set_default_timeout(WAIT_MS)
         self.url = url
@@ -95,7 +96,8 @@ class Console:
             assert p.locator("#script-field").is_hidden()
         p.click("#start")
         # The timeline first shows the session's previous run: wait for the console to follow the new one.
-        p.wait_for_function("(old) => { const t = document.querySelector('#timeline').dataset.trace; return t && t !== old; }",
+        p.wait_for_function("(old) => { const t = document.querySelector('#timeline').dataset.trace; "
+                            "return t && t !== old; }",
                             arg=previous)
         return self.trace_id()
 

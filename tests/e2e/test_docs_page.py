@@ -54,7 +54,8 @@ def offline_page(browser, locked):
 def test_schema_and_docs_need_no_token_but_operations_do(locked):
     with httpx2.Client(base_url=locked.url) as client:
         schema = client.get("/openapi.json")
-        assert schema.status_code == 200 and schema.json()["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+        assert (schema.status_code == 200
+                and schema.json()["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer")
         docs = client.get("/docs")
         assert docs.status_code == 200 and "/docs/static/swagger-ui-bundle.js" in docs.text
         assert "cdn" not in docs.text.lower() and "https://" not in docs.text
@@ -81,7 +82,8 @@ def test_docs_list_the_operations_offline_and_authorize_works(offline_page, lock
     page.locator(".opblock").first.wait_for()
     operations = sum(len(ops) for ops in httpx2.get(f"{locked.url}/openapi.json").json()["paths"].values())
     assert page.locator(".opblock").count() == operations > 80
-    assert page.locator('.opblock-summary-path[data-path="/api/v1/sessions/{session_id}/desktop/screenshot"]').count() == 1
+    assert page.locator('.opblock-summary-path'
+                        '[data-path="/api/v1/sessions/{session_id}/desktop/screenshot"]').count() == 1
 
     page.locator(f"{LIST} .opblock-summary").click()
     page.locator(f"{LIST} button.try-out__btn").click()

@@ -390,8 +390,8 @@ def test_a_public_host_is_answered_and_named_in_the_links(manager, desk, tmp_pat
         url = http.get(f"/api/v1/sessions/{SID}").json()["novnc_url"]
         assert url.startswith(f"http://glassdesk.example:{port}/view/{SID}#token=")
         token = url.split("#token=")[1]
-        response = http.get(f"/api/v1/sessions/{SID}/viewer", headers={"host": "glassdesk.example", "x-live-token": token,
-                                                                        "authorization": ""})
+        response = http.get(f"/api/v1/sessions/{SID}/viewer",
+                            headers={"host": "glassdesk.example", "x-live-token": token, "authorization": ""})
         assert response.status_code == 200 and response.json()["mode"] == "view"
 
 
@@ -429,7 +429,8 @@ def test_x11vnc_listens_on_loopback_only_and_there_is_no_websockify(desk):
 
 
 def strip_text(view) -> str:
-    return view.evaluate("document.getElementById('strip').hidden ? '' : document.getElementById('strip-text').textContent")
+    return view.evaluate("document.getElementById('strip').hidden ? '' "
+                         ": document.getElementById('strip-text').textContent")
 
 
 def test_the_strip_is_in_the_viewer_and_never_in_what_the_model_sees(server, http, view, page, desk):
@@ -454,10 +455,12 @@ def test_the_strip_is_in_the_viewer_and_never_in_what_the_model_sees(server, htt
     run = threading.Thread(target=drive)
     run.start()
     try:
-        view.wait_for_function("() => document.getElementById('strip-text').textContent.startsWith('step 1/')", polling=100)
+        view.wait_for_function("() => document.getElementById('strip-text').textContent.startsWith('step 1/')",
+                               polling=100)
         # Hold the run (paused between steps, still active): the strip stays up while we look.
         assert http.post(f"/api/v1/sessions/{SID}/vision/pause").status_code == 200
-        view.wait_for_function("() => document.getElementById('strip-text').textContent.startsWith('paused')", polling=100)
+        view.wait_for_function("() => document.getElementById('strip-text').textContent.startsWith('paused')",
+                               polling=100)
         assert strip_text(view).startswith("paused · ")
         assert server.glassdesk.active(SID) and view.locator("#strip").is_visible()
         text = read_text(shared_engine().read(frame_array(desk.capture()))).lower()
@@ -583,6 +586,7 @@ def test_a_deleted_sessions_links_open_nothing_of_a_later_session_with_its_name(
         with client_at(server, "127.0.0.24") as anyone:
             refused = anyone.get(f"/api/v1/sessions/{again}/viewer", headers={"x-live-token": old})
             assert (refused.status_code, refused.json()["error"]["code"]) == (403, "live_token_invalid")
-            assert anyone.get(f"/api/v1/sessions/{again}/viewer", headers={"x-live-token": new}).json()["mode"] == "view"
+            assert anyone.get(f"/api/v1/sessions/{again}/viewer",
+                              headers={"x-live-token": new}).json()["mode"] == "view"
     finally:
         http.delete(f"/api/v1/sessions/{again}")

@@ -151,7 +151,8 @@ def test_click_fill_select_wait_upload_with_real_input(server, site):
 
     navigate(server, site, "/upload")
     data = base64.b64encode(b"from mcp").decode()
-    done(call(server, "page_upload_file", {"selector": "#file", "files": [{"name": "../m.txt", "content_base64": data}]}))
+    done(call(server, "page_upload_file",
+              {"selector": "#file", "files": [{"name": "../m.txt", "content_base64": data}]}))
     assert site.wait_for(lambda e: e["type"] == "files")["files"] == [{"name": "m.txt", "size": 8, "text": "from mcp"}]
 
 
@@ -232,7 +233,8 @@ def test_screenshots_and_downloads(server, site, monkeypatch):
     refused(call(server, "page_downloads", {"name": "..."}), "invalid_action")
     # A file bigger than one answer carries is refused whole, not cut: REST serves it.
     monkeypatch.setattr("vision.mcp.page_tools.DOWNLOAD_IN_ANSWER_MAX", len(REPORT_TEXT) - 1)
-    assert "/page/downloads/" in refused(call(server, "page_downloads", {"name": listed[-1]["name"]}), "result_too_large")
+    assert "/page/downloads/" in refused(call(server, "page_downloads", {"name": listed[-1]["name"]}),
+                                         "result_too_large")
 
 
 def test_evaluate_is_off_unless_allowed(server, evaluating_server, site):

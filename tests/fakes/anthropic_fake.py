@@ -22,7 +22,8 @@ def _id(prefix: str) -> str:
 # --- replies -------------------------------------------------------------------------------------
 
 
-def usage(input_tokens: int = 1000, output_tokens: int = 50, cache_read: int = 0, cache_write: int = 0) -> dict[str, Any]:
+def usage(input_tokens: int = 1000, output_tokens: int = 50, cache_read: int = 0,
+          cache_write: int = 0) -> dict[str, Any]:
     return {"input_tokens": input_tokens, "output_tokens": output_tokens,
             "cache_read_input_tokens": cache_read, "cache_creation_input_tokens": cache_write}
 

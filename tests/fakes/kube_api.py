@@ -261,7 +261,8 @@ class FakeKubeApi:
                 return 201, copy.deepcopy(obj)
             if method == "GET" and name is None:
                 items = [copy.deepcopy(o) for (k, s, _), o in sorted(self.objects.items())
-                         if k == kind and s == ns and matches(o, query.get("labelSelector"), query.get("fieldSelector"))]
+                         if k == kind and s == ns
+                         and matches(o, query.get("labelSelector"), query.get("fieldSelector"))]
                 return 200, {"kind": f"{kind_name}List", "apiVersion": api_version,
                              "metadata": {"resourceVersion": str(self.version)}, "items": items}
             obj = self.objects.get((kind, ns, name))
@@ -376,7 +377,8 @@ class ProcessKubelet:
         data = os.path.join(self.workdir, name)
         os.makedirs(data, exist_ok=True)
         with open(os.path.join(data, "server.log"), "wb") as log:
-            process = subprocess.Popen(argv, env={**os.environ, **env, "GLASSDESK_DATA_DIR": os.path.join(data, "data")},
+            process = subprocess.Popen(argv,
+                                       env={**os.environ, **env, "GLASSDESK_DATA_DIR": os.path.join(data, "data")},
                                        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=data,
                                        start_new_session=True)
         self.processes[name] = process

@@ -153,7 +153,8 @@ PAGES: dict[str, bytes] = {
     "/covered": _page("covered", """
 <button class="at go" id="free" style="left: 500px; top: 100px">Free</button>
 <button class="at go" id="under" style="left: 100px; top: 100px">Under the veil</button>
-<div class="at veil" id="veil" style="left: 50px; top: 50px; width: 350px; height: 150px; background: rgba(0, 0, 0, .3)"></div>"""),
+<div class="at veil" id="veil" style="left: 50px; top: 50px; width: 350px; height: 150px; \
+background: rgba(0, 0, 0, .3)"></div>"""),
 
     # A page whose load brings what the recording sees: a stylesheet, a script, images (each a
     # request with its response) and console lines, one of them an error. The benchmark loads it

@@ -3,13 +3,15 @@ from it (valid and not), on a real desktop session; no answer may be a server er
 every answer must be what the schema declares: its status, its content type, its headers and its
 body (``CONFORMANCE``). A 503 ``session_unavailable`` with a Retry-After is not counted as a server
 error: it is the documented answer while the desktop restarts, which the fuzzing itself can cause
-(a generated key may close the browser); it must still match the schema. Path parameters name things that exist (a session of its own, a trace of
-a run on it), so the handlers run for real rather than stopping at "not found".
+(a generated key may close the browser); it must still match the schema. Path parameters name
+things that exist (a session of its own, a trace of a run on it), so the handlers run for real
+rather than stopping at "not found".
 
 What would harm the machine or block is bounded here, not skipped: the session is a throwaway one;
 ``launch`` may start only ``true``; an ``open`` (or a page navigation, a new tab) that would leave
-the machine goes to a closed local port; waits, key holds, typing and page timeouts are kept short; a vision run gets a model family that does not
-exist (there is no model here), so it is refused before it starts. Left out: creating sessions
+the machine goes to a closed local port; waits, key holds, typing and page timeouts are kept short;
+a vision run gets a model family that does not exist (there is no model here), so it is refused
+before it starts. Left out: creating sessions
 (each is a whole desktop: ``test_api`` covers it), deleting other than a missing one, and the
 event stream (it never ends by design: ``test_console`` reads it).
 """
@@ -184,7 +186,8 @@ def test_every_answer_is_declared_and_none_is_a_server_error(fuzzed, api_schema)
                 case.validate_response(response, checks=CONFORMANCE)
                 return
             if response.status_code >= 500:
-                seen_5xx.append(f"{operation.label} {case.body!r:.300} -> {response.status_code} {response.text[:500]}")
+                seen_5xx.append(f"{case.operation.label} {case.body!r:.300} -> "
+                                f"{response.status_code} {response.text[:500]}")
             case.validate_response(response, checks=[not_a_server_error, *CONFORMANCE])
 
         tried.append(operation.label)
@@ -195,4 +198,5 @@ def test_every_answer_is_declared_and_none_is_a_server_error(fuzzed, api_schema)
     assert len(tried) >= 35, tried
     print(f"\n{len(tried)} routes, answers {dict(sorted(answers.items()))}")
     assert answers[200] and sum(n for code, n in answers.items() if code >= 400)  # both kinds were sent
-    assert not failures, "\n".join(seen_5xx) + "\n\n" + "\n\n".join(f"{label}:\n{why}" for label, why in failures.items())
+    assert not failures, ("\n".join(seen_5xx) + "\n\n"
+                          + "\n\n".join(f"{label}:\n{why}" for label, why in failures.items()))

@@ -213,7 +213,8 @@ def test_the_sync_computer_runs_a_ga_batch_and_raises_what_the_model_got_wrong(t
 
 
 def test_the_async_runner_answers_a_screenshot_at_the_declared_size(default_desk, vision_api):
-    message = an.message(an.tool_use({"action": "screenshot"}, id="toolu_1"), an.tool_use({"action": "zoom"}, name="other"))
+    message = an.message(an.tool_use({"action": "screenshot"}, id="toolu_1"),
+                         an.tool_use({"action": "zoom"}, name="other"))
 
     async def scenario():
         async with AsyncGlassdeskClient(str(vision_api.base_url)) as client:

@@ -311,7 +311,8 @@ def test_an_anthropic_sdk_loop_uses_the_executor_with_no_conversion(api, page):
         while True:
             message = client.beta.messages.create(model="claude-opus-4-5", max_tokens=1024, tools=[tool],
                                                   messages=messages, betas=["computer-use-2025-11-24"])
-            messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in message.content]})
+            messages.append({"role": "assistant",
+                             "content": [b.model_dump(exclude_none=True) for b in message.content]})
             uses = [b for b in message.content if b.type == "tool_use"]
             if not uses:
                 break
@@ -347,7 +348,8 @@ def test_an_openai_sdk_loop_uses_the_executor_with_no_conversion(api, page, view
         for item in response.output:
             if item.type == "computer_call":
                 call = item.to_dict()
-                body = {key: call[key] for key in ("action", "actions", "call_id", "pending_safety_checks") if key in call}
+                body = {key: call[key] for key in ("action", "actions", "call_id", "pending_safety_checks")
+                        if key in call}
                 outputs.append(ok(gpt(api, body))["computer_call_output"])
         client.responses.create(model="gpt-5.4", tools=[{"type": "computer"}], previous_response_id=response.id,
                                 input=outputs)

@@ -183,7 +183,8 @@ def test_the_desktop_cannot_remote_control_x11vnc(desk):
     assert _listeners(stack.vnc_port) and _listeners(stack.vnc_port) <= LOOPBACK
     env = {**stack.env(), "DISPLAY": stack.display}
     for command in ("cmd=nolocalhost", "cmd=httpdir:/", "cmd=http"):
-        done = subprocess.run([*run_as_argv(stack.user), "xprop", "-root", "-f", "X11VNC_REMOTE", "8s", "-set", "X11VNC_REMOTE", command],
+        done = subprocess.run([*run_as_argv(stack.user), "xprop", "-root", "-f", "X11VNC_REMOTE", "8s",
+                               "-set", "X11VNC_REMOTE", command],
                               env=env, capture_output=True, text=True, timeout=10)
         assert done.returncode == 0, done.stderr  # the desktop can set the property...
     x11vnc = stack.children["x11vnc"]

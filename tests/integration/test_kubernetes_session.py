@@ -47,7 +47,8 @@ def plane(cluster):
     # One pod at a time here: every pod's server listens on this port of 127.0.0.1 (its "pod IP").
     backend = KubernetesBackend(settings=KubeSettings(owner="cp-it", port=free_port()), api_client=client)
     manager = BackendSessions(backend, max_sessions=1, supervise_every_s=0.5)
-    glassdesk = Glassdesk.build(manager, data_dir=tempfile.mkdtemp(prefix="glassdesk-k8s-plane-"), config=VisionConfig())
+    glassdesk = Glassdesk.build(manager, data_dir=tempfile.mkdtemp(prefix="glassdesk-k8s-plane-"),
+                                config=VisionConfig())
     port = free_port()
     with LiveServer(create_app(manager, Settings(token=None, port=port), glassdesk), port=port) as server:
         with httpx2.Client(base_url=server.url, timeout=120) as http:

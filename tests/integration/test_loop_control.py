@@ -384,7 +384,8 @@ def test_a_failure_outside_the_normal_stops_still_ends_the_trace(services, desk)
     runner._act = broken
     try:
         with pytest.raises(ScreenshotFailed):
-            runner.act(ActRequest(instruction="break mid-run", model="scripted", script=[{"action": "wait", "duration_ms": 1}]))
+            runner.act(ActRequest(instruction="break mid-run", model="scripted",
+                                  script=[{"action": "wait", "duration_ms": 1}]))
     finally:
         runner._act = original
     assert runner.state is None

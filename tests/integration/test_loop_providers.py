@@ -324,7 +324,8 @@ def test_openai_ga_batched_actions_execute_in_order(vision_api, page, viewport, 
     assert [a["action"] for a in step1["actions"]] == ["click", "type", "click", "type"]
     # The commands that act (the pointer glide before a click, if on, only moves), in the model's order.
     acting = [argv for argv in step1["executed"] if "click" in argv or "type" in argv]
-    assert [(argv[argv.index("click") - 2:argv.index("click")] if "click" in argv else argv[-1]) for argv in acting] == \
+    assert [(argv[argv.index("click") - 2:argv.index("click")] if "click" in argv else argv[-1])
+            for argv in acting] == \
         [[str(email_px[0]), str(email_px[1])], "ga@example.test", [str(field_px[0]), str(field_px[1])], "batched"]
     email = page.wait_for(lambda e: e["type"] == "click" and e["target"] == "email")
     field = page.wait_for(lambda e: e["type"] == "click" and e["target"] == "field")

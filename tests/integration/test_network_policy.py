@@ -279,7 +279,8 @@ def test_a_denied_host_never_sees_the_page_s_requests(api_client, site, counting
     site.clear()
     # localhost is another name for the denied address: the deny holds for it too
     targets = [denied, f"localhost:{counting.port}"]
-    ok(api_client.post(f"/api/v1/sessions/{SID}/desktop/open", json={"url": site.url(*targets, stun=counting.udp_port)}))
+    ok(api_client.post(f"/api/v1/sessions/{SID}/desktop/open",
+                       json={"url": site.url(*targets, stun=counting.udp_port)}))
     reports = site.wait("done")
     for target in targets:
         entries = wait_blocked(api_client, SID, after, target, PROBES)

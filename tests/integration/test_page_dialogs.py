@@ -38,7 +38,8 @@ def goto(api, site, path: str, base: str = P) -> dict:
 
 
 def answered(site, kind: str):
-    return site.wait_for(lambda e: e["type"] == "answered" and e["kind"] == kind).get("value")  # alert gives undefined: no value
+    # alert gives undefined: no value
+    return site.wait_for(lambda e: e["type"] == "answered" and e["kind"] == kind).get("value")
 
 
 def last_dialog_seq(api, base: str = P) -> int:

@@ -367,7 +367,10 @@ def test_images_are_pruned_in_chunks(fake):
     counts = [len(af.images(r.body)) for r in fake.requests]
     assert counts == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 5, 6, 7, 8, 9, 10]
     # Between prunes each request extends the previous one unchanged: the cached prefix holds.
-    strip = lambda msgs: json.loads(json.dumps(msgs).replace(', "cache_control": {"type": "ephemeral"}', ""))
+
+    def strip(msgs):
+        return json.loads(json.dumps(msgs).replace(', "cache_control": {"type": "ephemeral"}', ""))
+
     for before, after in zip(fake.requests[10:], fake.requests[11:]):
         n = len(before.body["messages"])
         assert strip(after.body["messages"][:n]) == strip(before.body["messages"])

@@ -159,7 +159,8 @@ def test_qwen25_tool_call(fake):
 
 
 def test_qwen3_relative_and_dialect_override(fake):
-    reply = '<tool_call>{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [500, 500]}}</tool_call>'
+    reply = ('<tool_call>{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [500, 500]}}'
+             '</tool_call>')
     fake.queue(checked(reply, model="my-finetune", size=(1920, 1080), prompt_mentions="0 to 1000"))
     turn = provider(fake, model="my-finetune", dialect="qwen3").turn(OBSERVATION, [])
     assert turn.calls[0].actions == [Click(x=960, y=540)]

@@ -119,7 +119,8 @@ def test_create_watch_ready_reach_and_delete(api, backend, session_server, caplo
     # The Endpoint reaches the session server, with the session's token.
     with httpx2.Client(base_url=endpoint.base_url, trust_env=False) as http:
         assert http.get("/healthz").status_code == 200
-        assert http.get("/whoami", headers={"authorization": f"Bearer {endpoint.token}"}).json() == {"session": "default"}
+        assert http.get("/whoami",
+                        headers={"authorization": f"Bearer {endpoint.token}"}).json() == {"session": "default"}
         assert http.get("/whoami").status_code == 401
 
     assert api.names("pods") == api.names("secrets") == api.names("networkpolicies") == [handle]
@@ -177,7 +178,8 @@ def test_a_pod_never_scheduled_times_out_saying_why(api, backend):
 def test_a_pod_deleted_while_it_starts(api, backend):
     api.kubelet = failing_kubelet("Unschedulable", "waiting")
     handle = backend.start(SessionSpec("s1", TOKEN, 1024, 1.0))
-    deleter = threading.Thread(target=lambda: (api.wait_for_watch(handle), api.handle("DELETE", "pods", "default", handle, {}, None)))
+    deleter = threading.Thread(target=lambda: (api.wait_for_watch(handle),
+                                               api.handle("DELETE", "pods", "default", handle, {}, None)))
     deleter.start()
     with pytest.raises(SessionUnavailable, match="deleted while it started"):
         backend.wait_ready(handle, timeout_s=30)
@@ -323,7 +325,8 @@ def test_glassdesk_up_backend_kubernetes_without_a_cluster_says_so(tmp_path):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECONFIG")}
-    env.update(KUBECONFIG=str(tmp_path / "no-kubeconfig"), HOME=str(tmp_path), GLASSDESK_DATA_DIR=str(tmp_path / "data"))
+    env.update(KUBECONFIG=str(tmp_path / "no-kubeconfig"), HOME=str(tmp_path),
+               GLASSDESK_DATA_DIR=str(tmp_path / "data"))
     done = subprocess.run([sys.executable, "-m", "vision.cli", "up", "--backend", "kubernetes", "--port", "0"],
                           env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr

@@ -218,7 +218,8 @@ def tool_call(args: str) -> str:
     ('{"action": "key", "keys": ["ctrl", "c"]}', [Key(keys=["ctrl+c"])]),
     ('{"action": "key", "keys": ["Return"]}', [Key(keys=["Return"])]),
     ('{"action": "type", "text": "hello\\n"}', [Type(text="hello"), Key(keys=["enter"])]),
-    ('{"action": "scroll", "pixels": -5, "coordinate": [966, 546]}', [Scroll(x=960, y=540, direction="down", amount=5)]),
+    ('{"action": "scroll", "pixels": -5, "coordinate": [966, 546]}',
+     [Scroll(x=960, y=540, direction="down", amount=5)]),
     ('{"action": "scroll", "pixels": 3}', [Scroll(direction="up", amount=3)]),
     ('{"action": "scroll", "pixels": -500}', [Scroll(direction="down", amount=50)]),
     ('{"action": "hscroll", "pixels": 2}', [Scroll(direction="right", amount=2)]),
@@ -247,7 +248,8 @@ def test_qwen3_uses_relative_coordinates():
     # no tags at all
     '{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [500, 500]}}',
     # arguments encoded as a JSON string
-    '<tool_call>{"name": "computer_use", "arguments": "{\\"action\\": \\"left_click\\", \\"coordinate\\": [500, 500]}"}</tool_call>',
+    '<tool_call>{"name": "computer_use", '
+    '"arguments": "{\\"action\\": \\"left_click\\", \\"coordinate\\": [500, 500]}"}</tool_call>',
     # the action written as the function name
     '<tool_call>{"name": "left_click", "arguments": {"coordinate": [500, 500]}}</tool_call>',
 ])

@@ -125,7 +125,8 @@ def every_route(gd) -> None:
     desk = gd.session("s")
     calls = [
         gd.health, gd.sessions, lambda: gd.create_session(id="s"), desk.info, desk.delete, desk.reset,
-        desk.screenshot, lambda: desk.zoom((0, 0, 10, 10)), lambda: desk.launch("xterm"), lambda: desk.open("about:blank"),
+        desk.screenshot, lambda: desk.zoom((0, 0, 10, 10)), lambda: desk.launch("xterm"),
+        lambda: desk.open("about:blank"),
         lambda: desk.focus("0x1"), desk.cursor, desk.live_view, desk.takeover,
         lambda: desk.act("x"), lambda: list(desk.act_stream("x")), desk.cancel, desk.pause, desk.resume,
         lambda: desk.computer_openai(action={"type": "wait"}),

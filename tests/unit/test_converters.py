@@ -283,7 +283,7 @@ def test_every_anthropic_action_runs_and_answers(desktops, action):
     assert result.is_error is False
     blocks = [b.model_dump() for b in result.content]
     if action == "cursor_position":
-        assert blocks == [{"type": "text", "text": "X=%d,Y=%d" % tuple(model(SPACES["1280x720"]))}]
+        assert blocks == [{"type": "text", "text": "X={:d},Y={:d}".format(*model(SPACES["1280x720"]))}]
     elif action == "zoom":
         [zoomed] = blocks
         assert b64size(zoomed["source"]["data"]) == (1280, 720)

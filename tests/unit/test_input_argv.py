@@ -55,7 +55,8 @@ def test_click_without_coordinates_clicks_where_the_pointer_is():
     assert argv == ["xdotool", "click", "--repeat", "1", "--delay", "0", "1"]
 
 
-@pytest.mark.parametrize("button,code", [("left", "1"), ("middle", "2"), ("right", "3"), ("back", "8"), ("forward", "9")])
+@pytest.mark.parametrize("button,code",
+                         [("left", "1"), ("middle", "2"), ("right", "3"), ("back", "8"), ("forward", "9")])
 def test_buttons(button, code):
     argv = one(Click(x=1, y=2, button=button))
     assert argv[-1] == code
@@ -150,7 +151,8 @@ def test_short_drag_still_has_both_endpoints():
 
 def test_drag_with_a_modifier_and_another_button():
     argv = one(Drag(path=[Point(x=0, y=0), Point(x=50, y=50)], button="right", modifiers=["shift"]))
-    assert index(argv, "keydown", "Shift_L") < argv.index("mousedown") < argv.index("mouseup") < index(argv, "keyup", "Shift_L")
+    assert (index(argv, "keydown", "Shift_L") < argv.index("mousedown") < argv.index("mouseup")
+            < index(argv, "keyup", "Shift_L"))
     assert argv[argv.index("mousedown") + 1] == "3"
 
 
@@ -173,7 +175,8 @@ def test_scroll_defaults_and_at_the_pointer():
 
 def test_scroll_with_ctrl_held():
     argv = one(Scroll(x=1, y=1, direction="up", amount=2, modifiers=["ctrl"]))
-    assert index(argv, "keydown", "Control_L") < index(argv, "click", "--repeat", "2") < index(argv, "keyup", "Control_L")
+    assert (index(argv, "keydown", "Control_L") < index(argv, "click", "--repeat", "2")
+            < index(argv, "keyup", "Control_L"))
 
 
 # ------------------------------------------------------------------ keys

@@ -112,7 +112,8 @@ def test_the_validator_refuses_what_a_cluster_would():
 def test_rbac_is_limited_to_what_the_session_backend_calls_in_its_namespace(rendered):
     assert not by_kind(rendered, "ClusterRole") and not by_kind(rendered, "ClusterRoleBinding")
     [role] = by_kind(rendered, "Role")
-    granted = {(group, resource) for rule in role["rules"] for group in rule["apiGroups"] for resource in rule["resources"]}
+    granted = {(group, resource) for rule in role["rules"]
+               for group in rule["apiGroups"] for resource in rule["resources"]}
     assert granted == {("", "pods"), ("", "secrets"), ("networking.k8s.io", "networkpolicies"), ("apps", "deployments")}
     [deployments] = [rule for rule in role["rules"] if rule["resources"] == ["deployments"]]
     assert deployments["verbs"] == ["get"] and deployments["resourceNames"] == ["glassdesk"]
@@ -120,7 +121,8 @@ def test_rbac_is_limited_to_what_the_session_backend_calls_in_its_namespace(rend
     [binding] = by_kind(rendered, "RoleBinding")
     [account] = by_kind(rendered, "ServiceAccount")
     [deployment] = by_kind(rendered, "Deployment")
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]}
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": role["metadata"]["name"]}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
                                     "namespace": "glassdesk"}]
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]

@@ -99,7 +99,8 @@ def test_the_pod_runs_the_single_session_server_non_root_with_limits_and_a_probe
     assert "--no-sandbox" not in json.dumps(pod)
     assert container["resources"] == {"requests": {"memory": "1536Mi", "cpu": "1500m"},
                                       "limits": {"memory": "1536Mi", "cpu": "1500m"}}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}  # no header: no secret in the spec
+    # no header: no secret in the spec
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] == 1000
     assert spec["securityContext"]["seccompProfile"] == {"type": "Unconfined"}
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
@@ -190,7 +191,8 @@ READY = {"type": "Ready", "status": "True"}
     (_pod(containers=[_waiting("ImagePullBackOff", "pull access denied")]), BackendState.dead, False,
      "ImagePullBackOff: pull access denied"),
     (_pod("Running", containers=[_waiting("CrashLoopBackOff")]), BackendState.dead, False, "CrashLoopBackOff"),
-    (_pod("Failed", containers=[{"name": "session", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]),
+    (_pod("Failed",
+          containers=[{"name": "session", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]),
      BackendState.dead, False, "the pod failed (OOMKilled, exit code 137)"),
     (_pod("Running", [READY], ip="10.1.2.3", deleting=True), BackendState.dead, False, "the pod is being deleted"),
 ])
@@ -213,7 +215,8 @@ def test_settings_from_the_environment():
     settings = KubeSettings.from_env({
         "GLASSDESK_K8S_NAMESPACE": "agents", "GLASSDESK_IMAGE": "registry.example/glassdesk:1.2",
         "GLASSDESK_OWNER_NAME": "glassdesk", "GLASSDESK_OWNER_UID": OWNER.uid,
-        "GLASSDESK_K8S_CONTROL_PLANE_LABELS": "app=gd, tier=control", "GLASSDESK_K8S_SECCOMP": "localhost/chromium.json",
+        "GLASSDESK_K8S_CONTROL_PLANE_LABELS": "app=gd, tier=control",
+        "GLASSDESK_K8S_SECCOMP": "localhost/chromium.json",
         "GLASSDESK_K8S_EGRESS_PORTS": "any", "GLASSDESK_K8S_LEASE_S": "600", "GLASSDESK_K8S_PORT": "8001"})
     assert settings.namespace == "agents" and settings.image == "registry.example/glassdesk:1.2"
     assert settings.owner == "glassdesk" and settings.owner_ref == OWNER

@@ -152,7 +152,8 @@ def test_a_clean_tree_has_no_violations(tmp_path):
 
 
 def test_a_circle_behind_a_deferred_import_is_found(tmp_path):
-    planted = {**CLEAN, "desktop/base.py": "X = 1\n\ndef later():\n    from desktop.service import run\n    return run\n"}
+    planted = {**CLEAN,
+               "desktop/base.py": "X = 1\n\ndef later():\n    from desktop.service import run\n    return run\n"}
     problems = violations(import_graph(_tree(tmp_path, planted)), doors=("desktop.http",))
     assert problems == ["import circle: desktop.base <-> desktop.service"]
 

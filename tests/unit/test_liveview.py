@@ -30,7 +30,8 @@ def test_a_token_grants_its_mode_on_its_session_until_it_expires(tokens, clock):
     token, expires = tokens.issue("s1", "view", 7)
     assert expires == int(clock.now) + VIEW_TTL_S
     grant = tokens.verify(token, "s1", current_generation=7)
-    assert (grant.session_id, grant.mode, grant.expires, grant.generation, grant.control) == ("s1", "view", expires, 7, False)
+    assert (grant.session_id, grant.mode, grant.expires, grant.generation, grant.control) == \
+        ("s1", "view", expires, 7, False)
     control, control_expires = tokens.issue("s1", "control", 7)
     assert control_expires == int(clock.now) + CONTROL_TTL_S
     assert tokens.verify(control, "s1", current_generation=7).control

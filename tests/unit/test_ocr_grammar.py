@@ -324,7 +324,9 @@ def test_lines_without_word_boxes_get_proportional_ones():
 
 
 def test_rapidocr_output_with_missing_word_groups_is_realigned():
-    quad = lambda x0, y0, x1, y1: [[x0, y0], [x1, y0], [x1, y1], [x0, y1]]
+    def quad(x0, y0, x1, y1):
+        return [[x0, y0], [x1, y0], [x1, y1], [x0, y1]]
+
     result = SimpleNamespace(
         boxes=[quad(0, 0, 100, 20), quad(0, 50, 60, 70), quad(0, 100, 80, 120)],
         txts=("hello world", "●", "last one"),
@@ -334,7 +336,7 @@ def test_rapidocr_output_with_missing_word_groups_is_realigned():
                       (("last", 0.9, quad(1, 100, 35, 120)), ("one", 0.9, quad(45, 100, 79, 120)))),
     )
     lines = lines_from_rapidocr(result)
-    assert [l.text for l in lines] == ["hello world", "●", "last one"]
+    assert [line.text for line in lines] == ["hello world", "●", "last one"]
     assert [w.text for w in lines[2].words] == ["last", "one"]
     assert lines[2].words[1].box == Box(45, 100, 79, 120)
     assert lines[0].words[0].box == Box(2, 0, 45, 20)
@@ -348,7 +350,7 @@ def test_rapidocr_output_with_missing_word_groups_is_realigned():
 def test_reading_order_groups_rows_and_sorts_left_to_right():
     lines = [PAGE[2], PAGE[0], PAGE[3], PAGE[1]]
     rows = reading_order(lines)
-    assert [[l.text for l in row] for row in rows] == [
+    assert [[line.text for line in row] for row in rows] == [
         ["alpha bravo charlie delta", "Sign in", "Cancel"], ["second line of text"]]
     assert read_text(PAGE) == ("alpha bravo charlie delta  Sign in  Cancel\nsecond line of text\nEmail\nready")
 

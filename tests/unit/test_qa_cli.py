@@ -13,7 +13,8 @@ import pytest
 from vision.qa.cli import TIMEOUT_MARGIN_S, Suite, SuiteTest, UsageError, run_suite
 from vision.qa.models import Artifact, Artifacts, QaRun, TestCase
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5E"
+                       "rkJggg==")
 RUN_ID = "20260101T000000000000Z-0000abcd"
 
 

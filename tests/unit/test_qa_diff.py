@@ -99,7 +99,8 @@ def test_anti_aliased_text_re_rendered_at_a_sub_pixel_offset_passes_only_when_an
     forgiving = compare(baseline, current)
     strict = compare(baseline, current, ignore_antialiasing=False)
     assert forgiving.diff_fraction <= 0.01 < strict.diff_fraction  # the verbs' default threshold: 1% of pixels
-    assert forgiving.antialiased is not None and forgiving.antialiased.sum() == strict.diff_pixels - forgiving.diff_pixels
+    assert (forgiving.antialiased is not None
+            and forgiving.antialiased.sum() == strict.diff_pixels - forgiving.diff_pixels)
     assert (forgiving.diff_pixels, strict.diff_pixels) == (_pixelmatch(baseline, current),
                                                            _pixelmatch(baseline, current, includeAA=True))
     # Text that moved by whole pixels is a change, anti-aliasing or not.

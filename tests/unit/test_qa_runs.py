@@ -21,7 +21,8 @@ from vision.qa.models import (
 )
 from vision.qa.runs import BadName, QaRunNotFound, QaRunStore, build_run, render_html, render_junit
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5E"
+                       "rkJggg==")
 
 
 def a_run(store: QaRunStore, *, status: str = "failed", finish: bool = True):

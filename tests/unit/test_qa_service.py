@@ -18,7 +18,8 @@ from vision.qa.models import PageLoadResult, VerifyUserFlowRequest
 from vision.qa.runs import QaRunStore, check_artifact_name, safe_stem
 from vision.qa.service import QaService
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5E"
+                       "rkJggg==")
 
 
 def no_act(session_id, request):

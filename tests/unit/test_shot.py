@@ -21,7 +21,7 @@ def test_region_maps_from_its_corner():
     shot = Shot("s", b"", 640, 400, Region(x0=100, y0=50, x1=420, y1=250), 2.0, format="webp")
     assert shot.origin == (100, 50) and shot.bounds == (100, 50, 420, 250) and shot.media_type == "image/webp"
     try:
-        shot.png
+        _ = shot.png
     except ValueError as exc:
         assert "webp" in str(exc)
     else:

@@ -127,7 +127,8 @@ def test_rehashed_forgery_breaks_the_next_link(store: TraceStore, trace_id: str)
     path = steps_file(store, trace_id)
     records = [json.loads(line) for line in path.read_bytes().splitlines()]
     records[0]["text"] = "I did something else."
-    records[0]["hash"] = hashlib.sha256(canonical_json({k: v for k, v in records[0].items() if k != "hash"})).hexdigest()
+    records[0]["hash"] = hashlib.sha256(
+        canonical_json({k: v for k, v in records[0].items() if k != "hash"})).hexdigest()
     path.write_bytes(b"".join(canonical_json(r) + b"\n" for r in records))
     result = store.verify(trace_id)
     assert not result.ok and result.broken_index == 2 and "prev_hash" in result.reason
@@ -279,7 +280,8 @@ def test_a_held_run_shows_its_status_on_disk_and_can_resume_and_finish(tmp_path)
 GONE = {"pid": 4_000_000, "start_time": 1, "boot_id": "b", "pid_ns": "n"}  # the server that wrote it
 
 
-def left_by_a_dead_server(tmp_path: Path, steps: int = 2, owner: dict | None = GONE, hold: str | None = None) -> TraceStore:
+def left_by_a_dead_server(tmp_path: Path, steps: int = 2, owner: dict | None = GONE,
+                          hold: str | None = None) -> TraceStore:
     """A data dir holding one unfinished trace written by another process (copied out of the
     directory this process wrote it in, so nothing here knows it as open)."""
     writer = TraceStore(tmp_path / "writing").create("fill the form", model="scripted", max_steps=10)

@@ -59,7 +59,8 @@ def test_missing_api_key_is_reported_not_sent(no_keys):
 
 def test_scripted_provider_validates_its_script_up_front():
     with pytest.raises(InvalidRequest, match=r"script\[1\]: x"):
-        create_provider("scripted", "x", VisionConfig(), script=[{"action": "wait"}, {"action": "click", "x": 5000, "y": 1}])
+        create_provider("scripted", "x", VisionConfig(),
+                        script=[{"action": "wait"}, {"action": "click", "x": 5000, "y": 1}])
     with pytest.raises(InvalidRequest, match="non-empty"):
         create_provider("scripted", "x", VisionConfig(), script=[])
 
@@ -112,7 +113,8 @@ def test_event_bus_delivers_across_threads_and_replays_recent():
     assert [e["i"] for e in bus.recent(after_seq=bus.recent()[-2]["seq"])] == [4]
 
 
-@pytest.mark.parametrize("option", ['"api-key" = "sk-1"', 'x_api_key = "sk-1"', 'default_headers = {Authorization = "Bearer sk-1"}',
+@pytest.mark.parametrize("option", ['"api-key" = "sk-1"', 'x_api_key = "sk-1"',
+                                    'default_headers = {Authorization = "Bearer sk-1"}',
                                     '[models."openai/x".extra]\ntoken = "sk-1"'])
 def test_config_file_refuses_credentials_however_spelled(tmp_path, option):
     file = tmp_path / "glassdesk.toml"

@@ -11,7 +11,8 @@ from desktop.x11.windows import URL_SCHEMES, WINDOW_ID, parse_wmctrl
 SAMPLE = """\
 0x00a00003 -1 25564  0    1051 1920 29   xfce4-panel.Xfce4-panel  vm xfce4-panel
 0x00800028 -1 25574  0    0    1920 1080 xfdesktop.Xfdesktop   vm Desktop
-0x00e00002  0 25593  0    0    1920 1051 chromium (/tmp/glassdesk-m44mn5of/x/chromium-profile).Chromium  vm about:blank - Chromium
+0x00e00002  0 25593  0    0    1920 1051 chromium (/tmp/glassdesk-m44mn5of/x/chromium-profile).Chromium  vm \
+about:blank - Chromium
 0x01200003  0 0      712  480  496  120  xmessage.Xmessage     vm xmessage
 0x01400007  0 31337  -5   -20  800  600  mousepad.Mousepad     buildhost Untitled 1 - Mousepad  (edited)
 """

@@ -42,7 +42,8 @@ def vision_router(glassdesk: Glassdesk) -> APIRouter:
                 await queue.put(("result", result.model_dump(mode="json")))
             except Exception as exc:  # reported in the stream: the status line is already sent
                 error = exc.to_dict() if isinstance(exc, GlassdeskError) else {
-                    "code": "internal_error", "message": f"unexpected {type(exc).__name__}; the server log has the details"}
+                    "code": "internal_error",
+                    "message": f"unexpected {type(exc).__name__}; the server log has the details"}
                 await queue.put(("error", {"error": error}))
 
         task = asyncio.create_task(run())

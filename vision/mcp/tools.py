@@ -265,7 +265,8 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         if screenshot:
             text += "\nThe image is the settled screen after it: 1920x1080, image pixels = display pixels."
         structured = {"session": target, "action": action, "executed": done.executed,
-                      "duration_ms": round(done.duration_ms, 1), "settle_ms": done.settle_ms, "settled": done.settled, **(extra or {})}
+                      "duration_ms": round(done.duration_ms, 1), "settle_ms": done.settle_ms, "settled": done.settled,
+                      **(extra or {})}
         return _result(text, done.frame.png if screenshot else None, structured)
 
     def _point(x: int | None, y: int | None) -> str:
@@ -477,7 +478,8 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     @server.tool(name="desktop_open_url", title="Open a URL in the visible Chromium",
                  annotations=_annotations("Open a URL in the visible Chromium", idempotent=True, open_world=True),
                  description=f"{ACTS} Navigates the already-open Chromium's front tab to a URL (http, https, "
-                             "about, data; file and chrome pages only if the server allows them) and brings Chromium to the front, so the operator sees the page "
+                             "about, data; file and chrome pages only if the server allows them) and brings Chromium "
+                             "to the front, so the operator sees the page "
                              f"load. Do not launch another browser. {RETURNS_SHOT}")
     async def desktop_open_url(url: Annotated[str, Field(min_length=1, description="e.g. https://example.com")],
                                screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
@@ -539,7 +541,8 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                              "glassdesk's vision loop: it screenshots, asks the vision model what to do, clicks and "
                              "types, waits for the screen to settle, and repeats until done or max_steps. Sends a "
                              "progress notification per step. Returns the status (done, failed, max_steps, "
-                             "budget_exceeded, needs_confirmation, cancelled, or paused when a person holds the desktop), the model's answer, the final "
+                             "budget_exceeded, needs_confirmation, cancelled, or paused when a person holds the "
+                             "desktop), the model's answer, the final "
                              "screenshot and the URL of the trace report (every step's screenshots and commands).")
     async def vision_act(instruction: Annotated[str, Field(min_length=1, max_length=10_000,
                                                            description="what to do, in plain words")],
@@ -609,7 +612,8 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                  annotations=_annotations("Start a new visible desktop session"),
                  description="Manages the VISIBLE desktop sessions: starts one more XFCE desktop (1920x1080, "
                              "Chromium open, its own noVNC live view) and returns its id and live-view URL. `id` "
-                             "names it (as over REST); pass the id as `session` to the other tools. `network` limits what its browser may "
+                             "names it (as over REST); pass the id as `session` to the other tools. `network` "
+                             "limits what its browser may "
                              "reach (allow/deny lists of host, host:port or *.domain); `dialogs` says how its "
                              "JavaScript dialogs are answered. Takes a few seconds.")
     async def session_create(id: Annotated[str | None, Field(description="a name for it (1-32 of a-z 0-9 - _, "

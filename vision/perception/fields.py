@@ -179,7 +179,7 @@ def field_point(lines: Sequence[Line], label: Box, image: np.ndarray | None = No
         if found:
             return FieldPoint(*found, "box-below")
     width, height = (image.shape[1], image.shape[0]) if image is not None else size
-    others = [l.box for l in lines if not _own(l, label)]
+    others = [line.box for line in lines if not _own(line, label)]
     x, y = round(label.x1 + max(40.0, 2 * label.height)), round(label.cy)
     if x < width and not any(b.y0 <= y <= b.y1 and label.x1 < b.x1 and b.x0 <= x for b in others):
         return FieldPoint(x, y, "offset-right")

@@ -108,7 +108,7 @@ def _where(matches: Sequence[Match]) -> str:
 
 def visible_sample(lines: Sequence[Line], limit: int = 12) -> str:
     """A short sample of the screen's text for error messages: quoted, in reading order."""
-    texts = [l.text for row in reading_order(lines) for l in row if sum(c.isalnum() for c in l.text) >= 2]
+    texts = [line.text for row in reading_order(lines) for line in row if sum(c.isalnum() for c in line.text) >= 2]
     if not texts:
         return "(no readable text)"
     shown = [f"'{t[:40]}{'…' if len(t) > 40 else ''}'" for t in texts[:limit]]

@@ -131,7 +131,7 @@ def reading_order(lines: Iterable[Line]) -> list[list[Line]]:
     A line joins a row when it shares at least half of the smaller height with the row's first line.
     """
     rows: list[list[Line]] = []
-    for line in sorted(lines, key=lambda l: (l.box.cy, l.box.x0)):
+    for line in sorted(lines, key=lambda line: (line.box.cy, line.box.x0)):
         for row in rows:
             if row[0].box.v_overlap(line.box) >= 0.5:
                 row.append(line)
@@ -139,14 +139,14 @@ def reading_order(lines: Iterable[Line]) -> list[list[Line]]:
         else:
             rows.append([line])
     for row in rows:
-        row.sort(key=lambda l: l.box.x0)
-    rows.sort(key=lambda r: min(l.box.y0 for l in r))
+        row.sort(key=lambda line: line.box.x0)
+    rows.sort(key=lambda r: min(line.box.y0 for line in r))
     return rows
 
 
 def read_text(lines: Iterable[Line]) -> str:
     """The screen's text in reading order: one row per line, items in a row two spaces apart."""
-    return "\n".join("  ".join(l.text for l in row) for row in reading_order(lines))
+    return "\n".join("  ".join(line.text for line in row) for row in reading_order(lines))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -82,7 +82,8 @@ def tool_version_for(model: str) -> ToolVersion:
 
 
 def model_space(width: int = SCREEN_WIDTH, height: int = SCREEN_HEIGHT, *,
-                max_pixels: int = coords.ANTHROPIC_MAX_PIXELS, max_edge: int = coords.ANTHROPIC_MAX_EDGE) -> coords.Space:
+                max_pixels: int = coords.ANTHROPIC_MAX_PIXELS,
+                max_edge: int = coords.ANTHROPIC_MAX_EDGE) -> coords.Space:
     """Pixels of the screenshot Claude is sent: the display scaled into the image budget."""
     return coords.pixels(*coords.anthropic_size(width, height, max_pixels=max_pixels, max_edge=max_edge))
 
@@ -201,13 +202,15 @@ class AnthropicProvider(Provider):
         self.tool = TOOL_VERSIONS[tool_version] if tool_version else tool_version_for(model)
         if max_images < 1:
             raise ValueError("max_images must be at least 1")
-        self.max_tokens, self.max_images, self.prune_chunk, self.thinking = max_tokens, max_images, prune_chunk, thinking
+        self.max_tokens, self.max_images = max_tokens, max_images
+        self.prune_chunk, self.thinking = prune_chunk, thinking
         self.space = model_space(max_pixels=max_pixels, max_edge=max_edge)
 
         # Resolved here rather than by the SDK, which would otherwise go looking for profiles on disk.
         self._api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not self._api_key:
-            raise ModelCallError("no Anthropic API key: set ANTHROPIC_API_KEY in the environment of the glassdesk server")
+            raise ModelCallError("no Anthropic API key: "
+                                 "set ANTHROPIC_API_KEY in the environment of the glassdesk server")
         # Retries belong to the loop, which knows the budget; the SDK would retry twice on its own.
         self._client = anthropic.Anthropic(api_key=self._api_key, base_url=base_url, max_retries=0, timeout=timeout)
 

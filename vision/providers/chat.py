@@ -123,7 +123,8 @@ def _call(index: int, name: str, raw: dict[str, Any], build: Callable[[], list[A
     try:
         return ToolCall(f"call_{index}", name, raw, actions=build())
     except (ValueError, TypeError) as exc:
-        return ToolCall(f"call_{index}", name, raw, error=f"{name}: {describe_validation(exc) if isinstance(exc, ValidationError) else exc}")
+        return ToolCall(f"call_{index}", name, raw,
+                        error=f"{name}: {describe_validation(exc) if isinstance(exc, ValidationError) else exc}")
 
 
 def _json_objects(text: str) -> Iterator[dict]:
@@ -166,7 +167,8 @@ Actions:
 {{"action": "triple_click", "x": {cx}, "y": {cy}}}
 {{"action": "move", "x": {cx}, "y": {cy}}}
 {{"action": "drag", "x": {cx}, "y": {cy}, "to_x": {tx}, "to_y": {cy}}}
-{{"action": "scroll", "x": {cx}, "y": {cy}, "direction": "down", "amount": 3}}  direction up|down|left|right, amount in wheel notches
+{{"action": "scroll", "x": {cx}, "y": {cy}, "direction": "down", "amount": 3}}  direction up|down|left|right, \
+amount in wheel notches
 {{"action": "type", "text": "hello"}}
 {{"action": "key", "keys": "ctrl+l"}}  one chord, or several in order separated by spaces: "ctrl+a Delete"
 {{"action": "wait", "seconds": 1}}
@@ -338,7 +340,8 @@ You may call a function to assist with the user query. Function signatures are w
 {tool}
 </tools>
 
-For each function call, return a json object with the function name and arguments within <tool_call></tool_call> XML tags:
+For each function call, return a json object with the function name and arguments within \
+<tool_call></tool_call> XML tags:
 <tool_call>
 {{"name": <function-name>, "arguments": <args-json-object>}}
 </tool_call>"""

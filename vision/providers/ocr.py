@@ -104,12 +104,14 @@ _READ = re.compile(
     r"(?:\s+text)?(?:\s+(?:on|of|in)(?:\s+the)?)?(?:\s+(?:screen|page|display|desktop))?"
     r"|what(?:'s|\s+is)\s+(?:written\s+)?on\s+(?:the\s+)?(?:screen|page|display)"
     r"|what\s+(?:does|do)\s+(?:the\s+)?(?:screen|page|display)\s+(?:say|show|read)", re.I)
-_CLICK = re.compile(r"(?P<verb>double[- ]?click|right[- ]?click|left[- ]?click|click|tap)(?:\s+on)?\s+(?P<rest>.+)", re.I)
+_CLICK = re.compile(r"(?P<verb>double[- ]?click|right[- ]?click|left[- ]?click|click|tap)"
+                    r"(?:\s+on)?\s+(?P<rest>.+)", re.I)
 _BUTTON = re.compile(r"(?:press|push|hit|click|tap)(?:\s+on)?\s+the\s+(?P<rest>.+?)\s+button", re.I)
 _TYPE = re.compile(r"(?:type|write|enter|input)\s+(?P<rest>.+)", re.I)
 _FILL = re.compile(r"fill(?:\s+in|\s+out)?\s+(?:the\s+)?(?P<label>.+?)\s+with\s+(?P<text>.+)", re.I)
 _PRESS = re.compile(r"(?:press|hit|push)\s+(?P<keys>.+)", re.I)
-_OPEN = re.compile(r"(?:open|go\s+to|navigate\s+to|visit|browse\s+to)\s+(?:the\s+)?(?:(?:url|page|site|website)\s+)?(?P<url>.+)", re.I)
+_OPEN = re.compile(r"(?:open|go\s+to|navigate\s+to|visit|browse\s+to)\s+(?:the\s+)?"
+                   r"(?:(?:url|page|site|website)\s+)?(?P<url>.+)", re.I)
 _SCROLL = re.compile(r"scroll\s+(?:the\s+page\s+)?(?P<dir>up|down|left|right)"
                      r"(?:\s+(?:by\s+)?(?P<n>\d+)(?:\s+(?:times|notches|clicks|steps|lines))?)?", re.I)
 _URL = re.compile(r"(?:(?:https?|file|ftp)://\S+|(?:about|chrome|data):\S+|"

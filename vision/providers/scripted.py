@@ -15,7 +15,8 @@ from vision.providers.base import CallResult, ModelTurn, Observation, Provider, 
 
 
 class ScriptedProvider(Provider):
-    def __init__(self, instruction: str, *, model: str = "scripted", system: str = "", script: list[dict] | None = None):
+    def __init__(self, instruction: str, *, model: str = "scripted", system: str = "",
+                 script: list[dict] | None = None):
         super().__init__(instruction, model=model, system=system)
         self.name = "scripted"
         if not script:
@@ -30,7 +31,8 @@ class ScriptedProvider(Provider):
 
     def turn(self, observation: Observation, results: list[CallResult], note: str | None = None) -> ModelTurn:
         if self._next >= len(self.script):
-            return ModelTurn(done=True, answer="script finished", image_size=(observation.frame.width, observation.frame.height))
+            return ModelTurn(done=True, answer="script finished",
+                             image_size=(observation.frame.width, observation.frame.height))
         action = self.script[self._next]
         self._next += 1
         call = ToolCall(id=f"script-{self._next}", name=action.action, raw=action.model_dump(), actions=[action])

@@ -108,9 +108,10 @@ class Flows:
             seen = None
             while True:
                 remaining = max(1, int((deadline - time.monotonic()) * 1000))
-                found, _ = self.driver.retrying(session, lambda: self.pages.probe(session.id, target, "attached",
-                                                                                  min(remaining, 1000)),
-                                                deadline=deadline)
+                found, _ = self.driver.retrying(
+                    session, lambda remaining=remaining: self.pages.probe(session.id, target, "attached",
+                                                                          min(remaining, 1000)),
+                    deadline=deadline)
                 seen = found[key]
                 ok = seen is not None and (a.expected in seen if key == "text" else seen == a.expected)
                 if ok:

@@ -176,7 +176,8 @@ class Assertion(_Body):
 
     @model_validator(mode="after")
     def _complete(self):
-        if self.type in ("text_contains", "value_equals", "url_matches", "screen_text_contains") and self.expected is None:
+        if (self.type in ("text_contains", "value_equals", "url_matches", "screen_text_contains")
+                and self.expected is None):
             raise ValueError(f"assertion {self.type} needs `expected`")
         if self.type == "url_matches":
             _regex(self.expected or "", "assertion.expected")

@@ -84,7 +84,8 @@ def summary_text(verb: str, answer: dict) -> str:
                 f"error(s), {len(answer['failed_requests'])} failed request(s)")
     elif verb == "verify_element_exists":
         head = (f"{'found' if answer['success'] else 'NOT as expected'}: exists {answer['exists']}, visible "
-                f"{answer['visible']}, box {answer['box']}" + (f" (by {answer['found_by']})" if answer['found_by'] else ""))
+                f"{answer['visible']}, box {answer['box']}"
+                + (f" (by {answer['found_by']})" if answer['found_by'] else ""))
     elif verb == "verify_user_flow":
         head = (f"flow {'passed' if answer['success'] else 'FAILED'}: {answer['steps_completed']} of "
                 f"{len(answer['steps']) if answer['success'] else '?'} steps completed")

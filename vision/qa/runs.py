@@ -492,8 +492,8 @@ def _build_run(records: Sequence[dict]) -> QaRun:
         reason = next((r.get("reason") for r in reversed(records) if r.get("kind") in ("finished", "interrupted")),
                       None) or ("still running" if status == "running" else INTERRUPTED_MESSAGE)
         if not cases and status != "running":
-            cases.append(TestCase(name=meta["name"] or meta["verb"], status="error", duration_ms=meta["duration_ms"] or 0,
-                                  failure_reason=reason))
+            cases.append(TestCase(name=meta["name"] or meta["verb"], status="error",
+                                  duration_ms=meta["duration_ms"] or 0, failure_reason=reason))
     summary = Summary(total=len(cases))
     for case in cases:
         setattr(summary, case.status, getattr(summary, case.status) + 1)
@@ -512,7 +512,8 @@ def _x(value: Any) -> str:
     return _XML_INVALID.sub("\ufffd", str(value))
 
 
-def render_junit(runs: Sequence[QaRun], suite: str = "glassdesk.qa", artifact_url: ArtifactUrl = api_artifact_url) -> str:
+def render_junit(runs: Sequence[QaRun], suite: str = "glassdesk.qa",
+                 artifact_url: ArtifactUrl = api_artifact_url) -> str:
     """JUnit XML: one testcase per verb call or flow. A failure carries its reason; the paths of
     its screenshots go in system-out (pure)."""
     cases: list[ET.Element] = []
@@ -638,11 +639,13 @@ def render_html(runs: Sequence[QaRun], artifact_url: ArtifactUrl = api_artifact_
             if case.console_logs:
                 lines = "\n".join(f"{c.get('level', '')}: {c.get('text', c.get('message', ''))}"[:500]
                                   for c in case.console_logs[:200])
-                console = f'<details><summary>Console ({len(case.console_logs)})</summary><pre>{_e(lines)}</pre></details>'
+                console = (f'<details><summary>Console ({len(case.console_logs)})</summary>'
+                           f'<pre>{_e(lines)}</pre></details>')
             # A verb call is one case named as its run: its heading would repeat the run's.
             case_title = "" if case.name == run.name and len(run.test_cases) == 1 else (
                 f'{_e(case.name)} <span class="badge {_e(case.status)}">{_e(case.status)}</span> ')
-            cases.append(f'<div class="case"><h2>{case_title}<span class="sub">{case.duration_ms:,} ms</span></h2>{reason}'
+            cases.append(f'<div class="case"><h2>{case_title}<span class="sub">{case.duration_ms:,} ms</span></h2>'
+                         f'{reason}'
                          f'{"<div class=shots>" + shots + "</div>" if shots else ""}{steps}{console}</div>')
         videos = "".join(f'<p><a href="{_e(artifact_url(run.test_run_id, v.name))}">video {_e(v.name)}</a> '
                          f'<span class="sub">sha256 {_e(v.sha256)}</span></p>' for v in run.artifacts.videos)

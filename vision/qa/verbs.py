@@ -76,7 +76,8 @@ class Verbs:
             if not problems:
                 if result.status_code is not None and result.status_code >= 400:
                     problems.append(f"HTTP {result.status_code} from {result.url}")
-                elif request.expected_title is not None and (result.title or "").strip() != request.expected_title.strip():
+                elif (request.expected_title is not None
+                      and (result.title or "").strip() != request.expected_title.strip()):
                     problems.append(f"title {result.title!r}, expected {request.expected_title!r}")
             try:
                 result.screenshot = self.driver.shot(run, session, "page", step="loaded")
@@ -178,7 +179,8 @@ def _clip(box: dict) -> Region | None:
 
     x0, y0 = max(0, box["x"]), max(0, box["y"])
     x1, y1 = min(SCREEN_WIDTH, box["x"] + box["width"]), min(SCREEN_HEIGHT, box["y"] + box["height"])
-    return Region(x0=x0, y0=y0, x1=x1, y1=y1) if x1 > x0 and y1 > y0 and x0 < SCREEN_WIDTH and y0 < SCREEN_HEIGHT else None
+    return (Region(x0=x0, y0=y0, x1=x1, y1=y1)
+            if x1 > x0 and y1 > y0 and x0 < SCREEN_WIDTH and y0 < SCREEN_HEIGHT else None)
 
 
 def _crop(png: bytes, box: dict) -> bytes:

@@ -110,7 +110,8 @@ class Visual:
         return self._compare(None, session, meta, threshold=threshold).model_dump(mode="json")
 
     def _compare(self, run: RunWriter | None, session: Session, meta, *, threshold: float,
-                 pixel_threshold: float = 0.1, ignore_antialiasing: bool = True, mask: list | None = None) -> CompareResult:
+                 pixel_threshold: float = 0.1, ignore_antialiasing: bool = True,
+                 mask: list | None = None) -> CompareResult:
         components = [s.name for s in meta.screenshots if s.name != "page"]
         missing: dict[str, str] = {}
         current = self._capture(session, meta.scope, components, missing)

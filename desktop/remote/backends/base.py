@@ -10,7 +10,7 @@ Kubernetes backend is written against it).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Protocol
 
 # Labels on every container or pod a control plane starts: which are ours, whose, and for which
@@ -48,7 +48,7 @@ class Endpoint:
     #                          not answer to (a container's IP: the server answers to its --public-host)
 
 
-class BackendState(str, Enum):
+class BackendState(StrEnum):
     starting = "starting"
     running = "running"
     dead = "dead"  # it exited or was killed: report it, then replace or close it

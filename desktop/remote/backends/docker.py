@@ -97,7 +97,8 @@ class DockerBackend:
                                      "does) or name another with GLASSDESK_IMAGE") from exc
         except docker.errors.APIError as exc:
             self.stop(name)
-            raise SessionUnavailable(f"Docker could not start the session's container: {exc.explanation or exc}") from exc
+            raise SessionUnavailable("Docker could not start the session's container: "
+                                     f"{exc.explanation or exc}") from exc
         if host:
             self.endpoints[name] = Endpoint(f"http://127.0.0.1:{port}", spec.token)
         else:

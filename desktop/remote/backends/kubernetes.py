@@ -58,7 +58,8 @@ SESSION_PORT = 8000  # the session server's port in its pod (BACKEND-CONTRACT.md
 TOKEN_KEY = "GLASSDESK_TOKEN"
 EXPIRES_AT = "glassdesk.dev/expires-at"  # RFC 3339 UTC: past it, no control plane supervises the pod
 DEFAULT_LEASE_S = 900.0
-SHM_LIMIT = "1Gi"  # Chromium's shared memory; the Docker backend gives the same (memory-backed, so it counts against the limit)
+# Chromium's shared memory; the Docker backend gives the same (memory-backed, so it counts against the limit)
+SHM_LIMIT = "1Gi"
 STOP_GRACE_S = 10  # SIGTERM first: the session server closes its desktop
 DEFAULT_CONTROL_PLANE_LABELS = {LABEL_NAME: "glassdesk", "app.kubernetes.io/component": "control-plane"}
 
@@ -155,7 +156,8 @@ class KubeSettings:
         seccomp_profile(settings.seccomp)  # refused now, not at the first session
         if not LABEL_VALUE.match(settings.owner):
             raise InvalidRequest(f"GLASSDESK_INSTANCE: {settings.owner!r} is the owner label of the session pods: use "
-                                 "up to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
+                                 "up to 63 letters, digits, '-', '_' or '.', "
+                                 "starting and ending with a letter or digit")
         return settings
 
 
@@ -355,7 +357,8 @@ def pod_verdict(pod: dict) -> PodVerdict:
     if scheduled.get("status") == "False":  # waiting for a node (the autoscaler may add one): not fatal
         return PodVerdict(BackendState.starting, reason=f"{scheduled.get('reason', 'unscheduled')}: "
                                                           f"{scheduled.get('message', '')}".rstrip(": "))
-    waiting = next(((c.get("state") or {}).get("waiting") for c in containers if (c.get("state") or {}).get("waiting")), None)
+    waiting = next(((c.get("state") or {}).get("waiting") for c in containers
+                    if (c.get("state") or {}).get("waiting")), None)
     return PodVerdict(BackendState.starting, reason=(waiting or {}).get("reason") or phase.lower())
 
 
@@ -486,7 +489,8 @@ class KubernetesBackend:
         readers = {"Deployment": client.AppsV1Api(self.api_client).read_namespaced_deployment,
                    "Pod": self.core.read_namespaced_pod}
         if ref.kind not in readers:
-            raise InvalidRequest(f"GLASSDESK_OWNER_KIND: {ref.kind!r}: give GLASSDESK_OWNER_UID, or use Deployment or Pod")
+            raise InvalidRequest(f"GLASSDESK_OWNER_KIND: {ref.kind!r}: "
+                                 "give GLASSDESK_OWNER_UID, or use Deployment or Pod")
         try:
             return replace(ref, uid=readers[ref.kind](ref.name, self.namespace).metadata.uid)
         except self._api_exception as exc:
@@ -651,7 +655,8 @@ class KubernetesBackend:
         for pod in self.core.list_namespaced_pod(self.namespace, label_selector=selector).items:
             pod = self._as_dict(pod)
             pods[pod["metadata"]["name"]] = pod
-        others = [self._as_dict(o) for lister in (self.core.list_namespaced_secret, self.net.list_namespaced_network_policy)
+        others = [self._as_dict(o)
+                  for lister in (self.core.list_namespaced_secret, self.net.list_namespaced_network_policy)
                   for o in lister(self.namespace, label_selector=selector).items]
         for obj in [*pods.values(), *others]:
             name = obj["metadata"]["name"]

@@ -58,7 +58,8 @@ class ProcessBackend:
         env = {**os.environ, "GLASSDESK_TOKEN": spec.token, "GLASSDESK_DATA_DIR": str(workdir / "data"),
                "GLASSDESK_PROTECTED_PORTS": ",".join(str(p) for p in sorted(self.protected_ports))}
         with open(workdir / "server.log", "wb") as out:
-            process = subprocess.Popen([sys.executable, "-m", "vision.cli", *server_args(spec, port, extra=self.extra_args)],
+            process = subprocess.Popen([sys.executable, "-m", "vision.cli",
+                                        *server_args(spec, port, extra=self.extra_args)],
                                        env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        cwd=workdir, start_new_session=True)
         self.servers[handle] = _Server(process, port, spec.token, workdir)
