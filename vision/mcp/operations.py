@@ -14,7 +14,6 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
-from pydantic_core import PydanticUndefined
 
 from desktop.models import PageSummary
 from desktop.ops import Operation
@@ -52,12 +51,7 @@ def parameters(model: type[BaseModel] | None, default_session: str) -> list[insp
         annotation: Any = Annotated[(field.annotation, *field.metadata, Field(description=field.description))] \
             if field.description else Annotated[(field.annotation, *field.metadata)] if field.metadata \
             else field.annotation
-        if field.default_factory is not None:
-            default = field.default_factory()
-        elif field.default is PydanticUndefined:
-            default = inspect.Parameter.empty
-        else:
-            default = field.default
+        default = inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
     params.append(inspect.Parameter("session", inspect.Parameter.KEYWORD_ONLY, default=default_session,
                                     annotation=SessionArg))
