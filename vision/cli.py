@@ -38,7 +38,8 @@ def _up(args: argparse.Namespace) -> int:
     if ownership.reaped.pids or ownership.reaped.roots:
         console.print(f"[yellow]ended {len(ownership.reaped.pids)} process(es) and removed "
                       f"{len(ownership.reaped.roots)} session folder(s) left by a glassdesk that was killed[/yellow]")
-    manager = SessionManager(root=ownership.root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s)
+    manager = SessionManager(root=ownership.root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
+                             stack_config=settings.stack_config())
     try:
         glassdesk = Glassdesk.from_settings(manager, settings)
         if glassdesk.interrupted:

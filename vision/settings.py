@@ -32,6 +32,13 @@ class Settings:
     single_session: bool = False  # a session server: one pinned session, its internal call route (desktop.remote.calls)
     backend: str = "local"  # where sessions run (desktop.remote.backends): local, docker, kubernetes
 
+    def stack_config(self):
+        """How each session's desktop is made under these settings: the browser's own fences
+        (desktop.browser.chromium.fence_preferences) allow what the API's do, and no more."""
+        from desktop.session.stack import StackConfig  # the client imports this module: no desktop here
+
+        return StackConfig(local_pages=self.allow_local_urls, page_code=self.allow_evaluate)
+
     @property
     def public_url(self) -> str:
         """Where clients reach this server: the base of the live-view links it hands out."""

@@ -117,6 +117,27 @@ PREFERENCES: dict[str, Any] = {
 }
 
 
+# What the browser refuses to open whatever opens it: the API's fences (desktop.x11.windows.check_url,
+# evaluate_disabled) hold only for what comes through the API, and a model's keystrokes (ctrl+l and a
+# typed URL, ctrl+shift+j) or a hostile page's instructions reach the browser below it. Chromium's
+# URL blocklist, read from the profile's preferences, stops them there: the pages of this machine
+# (file://, chrome://, view-source:) unless the server lets the API open them, and DevTools and
+# typed javascript: URLs (code run in the page) unless it lets the API evaluate. The DevTools pipe
+# Playwright drives the browser by is not a URL and stays open.
+LOCAL_PAGES = ("file://*", "chrome://*", "chrome-untrusted://*", "view-source:*")
+PAGE_CODE = ("devtools://*", "javascript:*")
+# A new tab opens Chromium's own new-tab page (a chrome:// page showing nothing of this machine).
+NEW_TAB_PAGES = ("chrome://newtab", "chrome://new-tab-page", "chrome://new-tab-page-third-party")
+
+
+def fence_preferences(*, local_pages: bool, page_code: bool) -> dict[str, Any]:
+    """The profile preferences of the browser's fences: ``local_pages`` and ``page_code`` say what
+    the server allows (pure). Always the whole lists, so a change of setting replaces the old ones."""
+    blocked = [*(() if local_pages else LOCAL_PAGES), *(() if page_code else PAGE_CODE)]
+    allowed = [] if local_pages else list(NEW_TAB_PAGES)
+    return {"policy": {"url_blocklist": blocked, "url_allowlist": allowed}}
+
+
 def merge_preferences(current: dict, wanted: dict) -> dict:
     """``current`` with every leaf of ``wanted`` set (pure)."""
     merged = dict(current)
@@ -128,8 +149,9 @@ def merge_preferences(current: dict, wanted: dict) -> dict:
     return merged
 
 
-def write_preferences(profile: Path, owner: DesktopUser | None = None) -> None:
-    """Make the profile's preferences say what :data:`PREFERENCES` says, keeping the rest (a healed
+def write_preferences(profile: Path, owner: DesktopUser | None = None, fences: dict | None = None) -> None:
+    """Make the profile's preferences say what :data:`PREFERENCES` and ``fences`` say
+    (:func:`fence_preferences`), keeping the rest (a healed
     browser keeps its profile; a crash must not bring up the restore-tabs bubble).
 
     The profile may be the desktop user's (``owner``, desktop/x11/user.py) while this runs as root: no
@@ -154,7 +176,8 @@ def write_preferences(profile: Path, owner: DesktopUser | None = None) -> None:
                 current = json.loads(fh.read()) if stat.S_ISREG(os.fstat(fd).st_mode) else {}
         except (OSError, ValueError):
             current = {}
-        data = json.dumps(merge_preferences(current if isinstance(current, dict) else {}, PREFERENCES)).encode()
+        wanted = merge_preferences(PREFERENCES, fences or {})
+        data = json.dumps(merge_preferences(current if isinstance(current, dict) else {}, wanted)).encode()
         temp = f"Preferences.glassdesk-{os.getpid()}"
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=default_fd)
         with os.fdopen(fd, "wb") as fh:
@@ -270,9 +293,10 @@ class Browser:
     pages: Pages | None = None
     process: BrowserProcess | None = None
 
-    def launch(self, args: list[str], start_url: str, *, sandbox: bool, timeout: float) -> BrowserProcess:
+    def launch(self, args: list[str], start_url: str, *, sandbox: bool, timeout: float,
+               fences: dict | None = None) -> BrowserProcess:
         try:
-            write_preferences(self.profile, self.owner)
+            write_preferences(self.profile, self.owner, fences)
         except OSError as exc:  # e.g. a link where the profile's Default directory should be
             raise BrowserError(f"the profile's preferences could not be written: {exc}") from exc
         self.downloads.mkdir(parents=True, exist_ok=True)

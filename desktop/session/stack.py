@@ -26,6 +26,7 @@ from desktop.browser.chromium import (
     BrowserError,
     disable_features_switch,
     enable_features_switch,
+    fence_preferences,
 )
 from desktop.browser.pages import PageRecord
 from desktop.errors import StackError
@@ -128,6 +129,11 @@ def desktop_environment(server_env: Mapping[str, str]) -> dict[str, str]:
 class StackConfig:
     start_url: str = "about:blank"
     start_timeout: float = 30.0
+    # The browser's own fences (desktop.browser.chromium.fence_preferences): may it open this
+    # machine's pages (--allow-local-urls), may DevTools and typed javascript: run code in a page
+    # (--allow-evaluate). Off unless the server is started so.
+    local_pages: bool = False
+    page_code: bool = False
 
 
 @dataclass
@@ -372,7 +378,9 @@ class DesktopStack:
         log_path = self.logs / "chromium.log"
         try:
             process = self.browser.launch(self.chromium_args(), self.config.start_url,
-                                          sandbox=self.chromium_sandbox(), timeout=self.config.start_timeout)
+                                          sandbox=self.chromium_sandbox(), timeout=self.config.start_timeout,
+                                          fences=fence_preferences(local_pages=self.config.local_pages,
+                                                                   page_code=self.config.page_code))
         except BrowserError as exc:
             log_path.write_text(str(exc))
             raise StackError(f"chromium failed to start: {exc}") from exc

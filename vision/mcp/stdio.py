@@ -58,7 +58,8 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
                         idle_ttl_s=24 * 3600, data_dir=str(data_dir or default_stdio_data_dir()),
                         launch_allow=launch_allow, allow_local_urls=allow_local_urls, allow_evaluate=allow_evaluate,
                         public_host=public_host)
-    manager = SessionManager(root=root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s)
+    manager = SessionManager(root=root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
+                             stack_config=settings.stack_config())
     glassdesk = Glassdesk.from_settings(manager, settings, default_session=session)
     server = build_server(glassdesk)
     viewer = _serve_viewer(glassdesk, settings)

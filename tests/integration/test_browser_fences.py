@@ -1,0 +1,82 @@
+"""The fences below the API, in the real Chromium: a model's keystrokes reach the browser without
+passing the API's checks (ctrl+l and a typed URL, ctrl+shift+j), so the browser itself refuses
+this machine's pages, DevTools and typed javascript: URLs, unless the server allows them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from desktop.actions import Key, Type, Wait
+from desktop.session.manager import SessionManager
+from desktop.session.stack import StackConfig
+from tests.conftest import session_files
+
+pytestmark = pytest.mark.x11
+
+PLAIN = "data:text/html,<title>plain</title><body style='background:white'>plain page</body>"
+
+
+@pytest.fixture(scope="module")
+def sessions():
+    """Two desktops of their own: a DevTools-refused dialog must not stay over the shared one."""
+    with session_files() as fenced_root, session_files() as open_root:
+        fenced = SessionManager(root=fenced_root, max_sessions=1)
+        opened = SessionManager(root=open_root, max_sessions=1,
+                                stack_config=StackConfig(local_pages=True, page_code=True))
+        try:
+            yield {"fenced": fenced.create("fenced"), "open": opened.create("open")}
+        finally:
+            fenced.close()
+            opened.close()
+
+
+def typed(session, url: str) -> str | None:
+    """The URL typed into the address bar as a person (or a model) would; the tab's URL after."""
+    session.perform(Key(keys=["ctrl+l"]))
+    session.perform(Type(text=url + "\n"))
+    session.perform(Wait(duration_ms=1000))
+    return session.page_url()
+
+
+def title(session) -> str:
+    return session.stack.browser.call(lambda pages: pages.summary(), 10).title
+
+
+def inner_width(session) -> int:
+    async def width(pages):
+        return await (await pages.need_front()).evaluate("innerWidth")
+    return session.stack.browser.call(width, 10)
+
+
+def test_typed_local_pages_are_blocked_by_default(sessions):
+    fenced = sessions["fenced"]
+    for url in ("file:///etc/passwd", "chrome://version", "view-source:file:///etc/passwd"):
+        landed = typed(fenced, url)
+        assert landed == "chrome-error://chromewebdata/", (url, landed)
+
+
+def test_typed_javascript_and_devtools_do_not_run_code_in_the_page_by_default(sessions):
+    fenced = sessions["fenced"]
+    typed(fenced, PLAIN)
+    assert title(fenced) == "plain"
+    typed(fenced, "javascript:document.title='ran'")  # a string result would also replace the page
+    assert title(fenced) == "plain" and fenced.page_url().startswith("data:")
+    before = inner_width(fenced)
+    fenced.perform(Key(keys=["ctrl+shift+j"]))
+    fenced.perform(Wait(duration_ms=1500))
+    assert inner_width(fenced) == before == 1920, "DevTools docked beside the page"
+    fenced.perform(Key(keys=["Escape"]))  # Chromium says DevTools is not allowed: dismiss it
+
+
+def test_a_server_that_allows_local_pages_and_evaluate_lets_them_through(sessions):
+    opened = sessions["open"]
+    hostname = Path("/etc/hostname")
+    assert typed(opened, f"file://{hostname}") == f"file://{hostname}"
+    typed(opened, PLAIN)
+    typed(opened, "javascript:void(document.title='ran')")
+    assert title(opened) == "ran"
+    opened.perform(Key(keys=["ctrl+shift+j"]))  # DevTools docks beside the page: the page narrows
+    opened.perform(Wait(duration_ms=1500))
+    assert inner_width(opened) < 1920
