@@ -174,6 +174,15 @@ class HostPattern:
         """Does this IP pattern match a connection to ``address`` on ``port``?"""
         return self.ip is not None and self.ip == address and (self.port is None or self.port == port)
 
+    @property
+    def names_this_machine(self) -> bool:
+        """A loopback or unspecified address, or ``localhost``: a listener of this machine, which
+        other addresses reach too (0.0.0.0 and [::] connect to this machine, any 127.x to its
+        loopback, and an interface's own address to whatever listens on all of them)."""
+        if self.wildcard:
+            return False
+        return self.host == "localhost" or (self.ip is not None and (self.ip.is_loopback or self.ip.is_unspecified))
+
 
 @dataclass(frozen=True)
 class Refusal:
@@ -205,11 +214,18 @@ class NetworkPolicy:
             return Refusal("not_allowed", "matches no pattern of the allow list")
         return None
 
-    def by_address(self, address: IPAddress, port: int) -> Refusal | None:
-        """What an address the name resolved to decides: the IP patterns of the deny list."""
+    def by_address(self, address: IPAddress, port: int,
+                   is_local: Callable[[IPAddress], bool] | None = None) -> Refusal | None:
+        """What an address the name resolved to decides: the IP patterns of the deny list. A deny
+        of one of this machine's listeners (``127.0.0.1:8240``, ``localhost:8240``) holds for every
+        address that reaches this machine (loopback, unspecified, and what ``is_local`` says is one
+        of its interfaces'): denying 127.0.0.1:8240 must not let http://0.0.0.0:8240 through."""
+        local = address.is_loopback or address.is_unspecified or bool(is_local and is_local(address))
         for pattern in self.deny:
             if pattern.matches_address(address, port):
                 return Refusal("denied", f"resolves to {address}, which matches the deny pattern {pattern}")
+            if local and pattern.names_this_machine and (pattern.port is None or pattern.port == port):
+                return Refusal("denied", f"{address} is this machine, which the deny pattern {pattern} names")
         return None
 
 

@@ -167,7 +167,7 @@ class PolicyProxy:
 
     def _refusal(self, host: str, port: int, address: IPAddress) -> Refusal | None:
         return (control_plane(address, port, self.control_ports(), self._is_local)
-                or self.policy.by_name(host, port) or self.policy.by_address(address, port))
+                or self.policy.by_name(host, port) or self.policy.by_address(address, port, self._is_local))
 
     async def _addresses(self, method: str, host: str, port: int, url: str | None) -> list[IPAddress]:
         """The addresses this request may connect to, best first; raises _Refused (recorded) or

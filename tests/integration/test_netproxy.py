@@ -304,3 +304,18 @@ def test_what_is_not_a_proxy_request_is_refused(make_proxy, request_bytes):
     proxy = make_proxy()
     assert status(exchange(proxy, request_bytes)) == 400
     assert proxy.blocked.since() == []
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.2"])
+def test_a_denied_local_listener_is_not_reached_by_another_address_of_this_machine(make_proxy, host):
+    """The issue's bypass: with 127.0.0.1:PORT denied, http://0.0.0.0:PORT reached it. (IPv6's ::1
+    is covered by the policy's unit test: this machine may have no IPv6 to listen on.)"""
+    server = Counting("0.0.0.0")
+    try:
+        proxy = make_proxy(deny=[f"127.0.0.1:{server.port}"])
+        plain = exchange(proxy, get(host, server.port, "/secret"))
+        assert status(plain) == 403 and header(plain, "x-glassdesk-blocked") == "denied"
+        assert status(exchange(proxy, connect(host, server.port))) == 403
+        assert server.hits == 0
+    finally:
+        server.close()

@@ -190,3 +190,24 @@ def test_the_blocked_log_is_a_bounded_ring_with_growing_seq():
     log.clear()  # a reset: nothing kept, and numbering goes on
     assert log.since() == []
     assert log.record(host="x.test", port=7, refusal=refusal).seq == 7
+
+
+@pytest.mark.parametrize("pattern", ["127.0.0.1:8240", "localhost:8240", "[::1]:8240", "0.0.0.0:8240"])
+@pytest.mark.parametrize("address", ["127.0.0.1", "0.0.0.0", "127.0.0.2", "::1", "::", "10.1.2.3"])
+def test_a_deny_of_a_listener_of_this_machine_holds_for_every_address_that_reaches_it(pattern, address):
+    """Denying 127.0.0.1:8240 meant that listener: 0.0.0.0, [::], any 127.x and ::1 reach it too
+    (connecting to the unspecified address is connecting to this machine), and so does an
+    interface's own address when the listener is on all of them (10.1.2.3 is one, here)."""
+    policy = NetworkPolicy.parse(deny=[pattern])
+    this_machine = {ipaddress.ip_address("10.1.2.3")}
+    refusal = policy.by_address(ipaddress.ip_address(address), 8240, lambda a: a in this_machine)
+    assert refusal is not None and refusal.reason == "denied"
+    assert policy.by_address(ipaddress.ip_address(address), 8241, lambda a: a in this_machine) is None  # other ports
+
+
+def test_an_address_of_another_machine_is_not_taken_for_this_one():
+    policy = NetworkPolicy.parse(deny=["127.0.0.1:8240"])
+    assert policy.by_address(ipaddress.ip_address("10.9.9.9"), 8240, lambda a: False) is None
+    assert policy.by_address(ipaddress.ip_address("10.9.9.9"), 8240) is None
+    # a pattern naming another host is not about this machine, whatever address is asked for
+    assert NetworkPolicy.parse(deny=["10.9.9.9:8240"]).by_address(ipaddress.ip_address("0.0.0.0"), 8240) is None
