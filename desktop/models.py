@@ -284,8 +284,7 @@ class FillRequest(Target):
     model_config = ConfigDict(extra="forbid")
     value: str = Field(max_length=20_000, description="typed for real; {{name}} is replaced by secrets[name]")
     clear: bool = True
-    secrets: dict[str, str] = Field(default_factory=dict, description="values for {{name}} placeholders; never "
-                                                                      "echoed")
+    secrets: dict[str, str] | None = Field(None, description="values for {{name}} placeholders; never echoed")
     timeout_ms: int = Timeout
 
 

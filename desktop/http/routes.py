@@ -34,6 +34,8 @@ def endpoint(op: Operation, service: Any, summary: Any) -> Any:
     params = [inspect.Parameter("session_id", inspect.Parameter.KEYWORD_ONLY, annotation=str)]
     params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=str) for name in in_path]
     rest_of_request = op.request is not None and any(name not in in_path for name in op.request.model_fields)
+    if in_path and rest_of_request:  # the body would have to repeat the path's fields: not supported yet
+        raise TypeError(f"{op.name}: a request with fields both in the path ({', '.join(in_path)}) and elsewhere")
     if rest_of_request and rest.method == "GET":
         params.append(inspect.Parameter("query", inspect.Parameter.KEYWORD_ONLY,
                                         annotation=Annotated[op.request, Query()]))

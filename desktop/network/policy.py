@@ -224,7 +224,8 @@ class NetworkPolicy:
         for pattern in self.deny:
             if pattern.matches_address(address, port):
                 return Refusal("denied", f"resolves to {address}, which matches the deny pattern {pattern}")
-            if local and pattern.names_this_machine and (pattern.port is None or pattern.port == port):
+            if local and (pattern.port is None or pattern.port == port) and (
+                    pattern.names_this_machine or (pattern.ip is not None and is_local and is_local(pattern.ip))):
                 return Refusal("denied", f"{address} is this machine, which the deny pattern {pattern} names")
         return None
 

@@ -94,3 +94,23 @@ def of_service_ops(service):
 
 def test_of_service_indexes_the_service_methods():
     assert set(of_service("pages")) == {op.method for op in catalogue() if op.service == "pages"}
+
+
+def test_a_client_method_without_a_request_refuses_arguments_it_does_not_take():
+    from vision.client import GlassdeskClient
+
+    with GlassdeskClient("http://127.0.0.1:9") as client:
+        with pytest.raises(TypeError):
+            client.session("s").page.state("other")
+
+
+def test_a_route_with_fields_in_both_path_and_body_is_refused_when_generated():
+    """Not supported yet: the generated route would take the path's fields from the body too."""
+    from dataclasses import replace
+
+    from desktop.http.routes import endpoint
+    from desktop.ops.page import OPERATIONS
+
+    click = next(op for op in OPERATIONS if op.method == "click")
+    with pytest.raises(TypeError, match="both in the path"):
+        endpoint(replace(click, rest=replace(click.rest, path="/page/{selector}/click")), object(), None)

@@ -211,3 +211,12 @@ def test_an_address_of_another_machine_is_not_taken_for_this_one():
     assert policy.by_address(ipaddress.ip_address("10.9.9.9"), 8240) is None
     # a pattern naming another host is not about this machine, whatever address is asked for
     assert NetworkPolicy.parse(deny=["10.9.9.9:8240"]).by_address(ipaddress.ip_address("0.0.0.0"), 8240) is None
+
+
+def test_a_deny_of_this_machine_s_own_interface_address_holds_for_loopback_too():
+    """In a container, denying its own IP (a listener on all addresses) must not leave 127.0.0.1 open."""
+    policy = NetworkPolicy.parse(deny=["10.1.2.3:8240"])
+    this_machine = {ipaddress.ip_address("10.1.2.3")}
+    for address in ("127.0.0.1", "0.0.0.0", "::1"):
+        assert policy.by_address(ipaddress.ip_address(address), 8240, lambda a: a in this_machine) is not None
+    assert policy.by_address(ipaddress.ip_address("127.0.0.1"), 8240, lambda a: False) is None  # another machine's

@@ -368,6 +368,7 @@ def _operation_method(op: Operation) -> Callable:
 
     def method(self, *args, **kwargs):
         if kind is None:
+            signature.bind(self, *args, **kwargs)  # it takes nothing: say so, as a plain method would
             fields: dict[str, Any] = {}
         elif len(args) == 1 and not kwargs and isinstance(args[0], kind):
             fields = body(kind, args[0], {}, "invalid_request")
