@@ -85,7 +85,11 @@ tests:
     ("tests: []", "non-empty list"),
     ("tests:\n  - name: x\n    verify_everything: {}", "exactly one of"),
     ("tests:\n  - name: x\n    verify_user_flow: {start_url: 'http://127.0.0.1:9/', steps: [{action: jump}]}",
-     "steps.0.action"),
+     "step 1 action"),  # numbered from 1, as the reports number steps
+    ("before_each: []\ntests:\n  - name: x\n    verify_page_loads: {url: 'http://127.0.0.1:9/'}",
+     "unknown key(s) before_each"),
+    ("test:\n  - name: x\ntests:\n  - name: y\n    verify_page_loads: {url: 'http://127.0.0.1:9/'}",
+     "a suite takes name, session, tests"),
     ("tests:\n  - name: x\n    compare_visual_regression: {baseline_id: home, threshold: -1}", "threshold"),
 ])
 def test_usage_errors_exit_2_before_anything_runs(vision_api, tmp_path, capsys, text, says, services):
@@ -96,6 +100,22 @@ def test_usage_errors_exit_2_before_anything_runs(vision_api, tmp_path, capsys, 
     assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 2
     assert says in capsys.readouterr().err
     assert set(services.qa.runs.list_ids()) == before
+
+
+def test_every_problem_of_a_suite_is_listed_at_once(tmp_path):
+    from vision.qa.cli import UsageError, load_suite
+
+    path = tmp_path / "suite.yaml"
+    path.write_text("setup: []\ntests:\n"
+                    "  - name: a\n    verify_page_loads: {}\n"
+                    "  - name: b\n    verify_page_loads: {url: 'http://127.0.0.1:9/'}\n"
+                    "  - name: c\n    verify_everything: {}\n")
+    with pytest.raises(UsageError) as raised:
+        load_suite(path)
+    lines = str(raised.value).splitlines()
+    assert len(lines) == 3, lines  # the unknown key, test 1's missing url, test 3's unknown verb; test 2 is fine
+    assert "unknown key(s) setup" in lines[0] and "test 1 (a)" in lines[1] and "url" in lines[1]
+    assert "test 3" in lines[2]
 
 
 def test_no_server_at_the_url_is_a_usage_error(tmp_path, capsys):

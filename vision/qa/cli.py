@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import socket
 import threading
 import time
@@ -76,8 +77,20 @@ class Suite:
     tests: list[SuiteTest]
 
 
+# What a suite file may say at its top level; anything else (a misspelt key, a `setup:` this runner
+# does not know) is refused rather than silently ignored.
+SUITE_KEYS = ("name", "session", "tests")
+
+
+def numbered_from_one(message: str) -> str:
+    """A validation message's step positions as the reports number them: ``steps.0.action`` ->
+    ``step 1 action`` (pure)."""
+    return re.sub(r"\bsteps\.(\d+)\.?", lambda m: f"step {int(m.group(1)) + 1} ", message).replace(" :", ":")
+
+
 def load_suite(path: Path) -> Suite:
-    """The suite file, parsed and every test's request validated (pure but for the read)."""
+    """The suite file, parsed and every test's request validated (pure but for the read). Every
+    problem is listed at once, one line each, so a suite is fixed in one pass."""
     import yaml
 
     try:
@@ -88,28 +101,38 @@ def load_suite(path: Path) -> Suite:
         raise UsageError(f"{path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("tests"), list) or not data["tests"]:
         raise UsageError(f"{path}: a suite is a mapping with a non-empty list `tests`")
+    problems = []
+    unknown_keys = [str(k) for k in data if k not in SUITE_KEYS]
+    if unknown_keys:
+        problems.append(f"{path}: unknown key(s) {', '.join(unknown_keys)}; a suite takes {', '.join(SUITE_KEYS)}")
     tests = []
     for number, entry in enumerate(data["tests"], 1):
         where = f"{path}: test {number}"
         if not isinstance(entry, dict):
-            raise UsageError(f"{where}: each test is a mapping with a name and one verb")
+            problems.append(f"{where}: each test is a mapping with a name and one verb")
+            continue
         verbs = [k for k in entry if k in VERBS]
         unknown = [k for k in entry if k not in VERBS and k != "name"]
         if unknown or len(verbs) != 1:
-            raise UsageError(f"{where}: give `name` and exactly one of {', '.join(VERBS)}"
-                             + (f" (unknown: {', '.join(map(str, unknown))})" if unknown else ""))
+            problems.append(f"{where}: give `name` and exactly one of {', '.join(VERBS)}"
+                            + (f" (unknown: {', '.join(map(str, unknown))})" if unknown else ""))
+            continue
         verb = verbs[0]
         body = entry[verb] or {}
         if not isinstance(body, dict):
-            raise UsageError(f"{where}: {verb} takes a mapping of its arguments")
+            problems.append(f"{where}: {verb} takes a mapping of its arguments")
+            continue
         name = str(entry.get("name") or f"{verb} {number}")
         if verb != "capture_visual_baseline":  # its `name` is the baseline's
             body = {"name": name, **body}
         try:
             REQUESTS[verb].model_validate(body)
         except ValidationError as exc:
-            raise UsageError(f"{where} ({name}): {verb}: {describe_validation(exc)}") from None
+            problems.append(f"{where} ({name}): {verb}: {numbered_from_one(describe_validation(exc))}")
+            continue
         tests.append(SuiteTest(name=name, verb=verb, body=body))
+    if problems:
+        raise UsageError("\n".join(problems))
     return Suite(name=str(data.get("name") or path.stem), session=str(data.get("session") or "default"), tests=tests)
 
 
