@@ -47,6 +47,7 @@ from desktop.actions import (
 )
 from desktop.frame import IMAGE_FORMATS
 from desktop.models import DialogMode
+from desktop.ops.page import argv_text
 from desktop.port import Performed
 from vision import packs
 from vision.errors import InvalidRequest
@@ -160,10 +161,6 @@ def _result(text: str, png: bytes | None = None, structured: dict | None = None,
     return CallToolResult(content=content, structured_content=structured, is_error=error)
 
 
-def _argv_text(executed: list[list[str]]) -> str:
-    return "\n".join(f"  {shlex.join(argv)}" for argv in executed) or "  (nothing)"
-
-
 def _report_url(ctx: Context, glassdesk: Glassdesk, result: ActResult) -> str:
     """Where a person can open the run's report: the API's URL when called over HTTP, else a
     file:// URL of the report.html the loop wrote into the trace directory (stdio has no web server)."""
@@ -261,7 +258,7 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         settle = (f"screen settled after {done.settle_ms} ms" if done.settled else
                   f"the screen was still changing after {done.settle_ms} ms (an animation?)")
         text = (f"{what} on session {target!r}: done, {settle} "
-                f"(the action took {done.duration_ms:.0f} ms).\nexecuted:\n{_argv_text(done.executed)}")
+                f"(the action took {done.duration_ms:.0f} ms).\nexecuted:\n{argv_text(done.executed)}")
         if screenshot:
             text += "\nThe image is the settled screen after it: 1920x1080, image pixels = display pixels."
         structured = {"session": target, "action": action, "executed": done.executed,
