@@ -125,14 +125,16 @@ def notes(desk, page_server, viewport):
         desk.perform(Key(keys=["capslock"]))
 
 
-def _read_notes(desk, page) -> dict:
+def _read_notes(desk, page, timeout: float = 30) -> dict:
     page.clear()
     desk.perform(Key(keys=["F9"]))
-    return page.wait_for(lambda e: e.get("type") == "notes", 30)
+    return page.wait_for(lambda e: e.get("type") == "notes", timeout)
 
 
 def _assert_notes(desk, page, text: str) -> dict:
-    report = _read_notes(desk, page)
+    # Chromium inserts a key into a long textarea in ~1.4 ms on this machine: 20,000 characters take
+    # it ~28 s after the typer has sent them (2.6 s), so the report of F9 waits in line behind them.
+    report = _read_notes(desk, page, timeout=30 + len(text) * 0.006)
     value = report["value"]
     if value != text:
         at_ = next((i for i, (a, b) in enumerate(zip(value, text)) if a != b), min(len(value), len(text)))
