@@ -17,6 +17,21 @@ if TYPE_CHECKING:
     from desktop.browser.tabs import Tabs
 
 ERROR_PAGE_S = 2               # at most this long for Chromium's error page after a failed navigation
+PAINT_S = 1                    # at most this long for the new page's first frame (a hung renderer must not hang us)
+
+# Resolves once the page has produced a frame: the second animation frame begins only after the
+# first one (the committed page's content) has been handed to the compositor.
+_TWO_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
+
+
+async def painted(page) -> bool:
+    """Wait (at most PAINT_S) until ``page`` has produced a frame of what it now holds. The load
+    event fires before the page is painted: a screenshot of the display taken at that moment still
+    shows the page before it. False when no frame came in time (a page busy in a loop)."""
+    try:
+        return bool(await asyncio.wait_for(page.evaluate(_TWO_FRAMES), PAINT_S))
+    except Exception:  # timed out, or the page navigated again meanwhile: the display settle still follows
+        return False
 
 
 async def _error_page_committed(page, exc: Exception) -> None:
@@ -65,8 +80,9 @@ class Navigation:
             if "Timeout" in first or "Timeout" in type(exc).__name__:
                 raise PageTimeout(f"{url or how}: not {wait_until} within {timeout_ms} ms") from None
             raise Refused(f"Chromium could not {verb}{' ' + url if url else ''}: {first}") from None
-        return {"status": response.status if response else None, "url": page.url,
-                "load_time_ms": round((time.perf_counter() - start) * 1000)}
+        load_time_ms = round((time.perf_counter() - start) * 1000)
+        await painted(page)
+        return {"status": response.status if response else None, "url": page.url, "load_time_ms": load_time_ms}
 
     async def wait_for(self, target: Target, state: str, timeout_ms: int) -> dict:
         page = await self.tabs.need_front()

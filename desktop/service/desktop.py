@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Region, Zoom, _Action
@@ -396,11 +397,11 @@ class DesktopService:
         self.check_url(url)
         session = self._for_agent(session_id)
         _check_network(session, url)
-        return self._settled(session, lambda: session.open_url(url), "opening a page")
+        return self.settled(session, lambda: session.open_url(url), "opening a page")
 
     def focus(self, session_id: str | None, window_id: str) -> Performed:
         session = self._for_agent(session_id)
-        return self._settled(session, lambda: session.windows.focus(window_id), "focusing a window")
+        return self.settled(session, lambda: session.windows.focus(window_id), "focusing a window")
 
     def launch(self, session_id: str | None, command: str, args: list[str]) -> tuple[Performed, int]:
         _fenced(check_program, command, self.launch_allow)
@@ -412,10 +413,10 @@ class DesktopService:
             started.append(pid)
             return argv
 
-        return self._settled(session, run, "launching a program"), started[0]
+        return self.settled(session, run, "launching a program"), started[0]
 
     @staticmethod
-    def _settled(session: Session, run: Callable[[], list[list[str]]], what: str) -> Performed:
+    def settled(session: Session, run: Callable[[], Any], what: str) -> Performed:
         try:
             return session.run_settled(run, what=what, queue_s=QUEUE_WAIT_S)
         except WindowError as exc:

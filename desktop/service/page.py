@@ -207,8 +207,12 @@ class PageService:
         session = self._agent(session_id)
         if how == "goto":
             self.desktops.check_url(url, session)  # and the session's network policy
-        with session.exclusive(f"a page {how}"):
-            return self._call(session, lambda pages: pages.navigate(how, url, wait_until, timeout_ms), timeout_ms)
+        # Settled like an action: the answer (and any screenshot taken after it, a QA verb's evidence
+        # first) shows the page navigated to. The browser has painted it when the navigation returns
+        # (desktop.browser.navigation.painted); the settle waits for the display to show it.
+        navigated = self.desktops.settled(session, lambda: self._call(
+            session, lambda pages: pages.navigate(how, url, wait_until, timeout_ms), timeout_ms), f"a page {how}")
+        return navigated.executed
 
     def new_tab(self, session_id: str | None, url: str | None) -> Tab:
         if url:

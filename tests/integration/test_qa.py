@@ -397,3 +397,31 @@ def test_record_video_films_the_display_and_lists_it_with_its_hash(vision_api, q
     # Off by default: no video, nothing started.
     plain = vision_api.post(f"{QA}/verify_page_loads", json={"url": qa_site.url("/")}).json()
     assert vision_api.get(f"/api/v1/qa/runs/{plain['test_run_id']}").json()["artifacts"]["videos"] == []
+
+
+def _card_pixels(png: bytes, red: int) -> int:
+    """How many display pixels have the /visual card's colour rgb(red, 60, 60)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    return int(((pixels[..., 0] == red) & (pixels[..., 1] == 60) & (pixels[..., 2] == 60)).sum())
+
+
+def test_the_evidence_of_a_page_load_shows_that_page_never_the_one_before(vision_api, qa_site, services):
+    """Page B verified right after page A, 50 times: every saved image is B's by its pixels (B's
+    card, none of A's), not merely by the title the verb read."""
+    card = 300 * 200
+    wrong = []
+    for round_ in range(50):
+        services.desktops.pages.navigate("itest", "goto", qa_site.url(f"/visual?red=10&n={round_}"))
+        body = vision_api.post(f"{QA}/verify_page_loads",
+                               json={"url": qa_site.url(f"/visual?red=250&n={round_}")}).json()
+        assert body["success"] is True, body
+        png = vision_api.get(body["screenshot"]["path"]).content
+        a, b = _card_pixels(png, 10), _card_pixels(png, 250)
+        if a or b != card:
+            wrong.append((round_, a, b))
+    assert not wrong, f"{len(wrong)} of 50 images were not page B's alone (round, A's pixels, B's pixels): {wrong}"
