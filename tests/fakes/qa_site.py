@@ -64,6 +64,11 @@ PAGES: dict[str, bytes] = {
 
     "/quiet": _page("quiet", "<p>no errors here</p><script>console.error('analytics: tracker blocked');</script>"),
 
+    # Quiet at its load event; a timer throws 300 ms later, as late bundles and first fetches do.
+    "/late-error": _page("late error", "<p>fine at first</p><script>"
+                                       "setTimeout(() => { throw new Error('qa: thrown after load'); }, 300);"
+                                       "</script>"),
+
     # A button drawn on a canvas: its words are pixels, not DOM text. A click inside it is reported.
     "/canvas": _page("canvas app", """
 <canvas id="app" class="at" width="800" height="400" style="left: 100px; top: 100px"></canvas>

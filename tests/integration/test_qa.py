@@ -178,6 +178,48 @@ def test_console_errors_with_and_without_ignore_patterns(vision_api, qa_site):
     assert run["status"] == "passed"
 
 
+def test_an_error_thrown_after_the_load_event_is_caught_while_the_verb_listens(vision_api, qa_site):
+    """The page throws 300 ms after its load event: the default listen period catches it; with
+    listen_ms 0 the verb answers at the load event and misses it (what it did before)."""
+    late = vision_api.post(f"{QA}/analyze_console_errors", json={"url": qa_site.url("/late-error")}).json()
+    assert late["has_errors"] is True and any("qa: thrown after load" in e["message"] for e in late["errors"]), late
+    at_load = vision_api.post(f"{QA}/analyze_console_errors",
+                              json={"url": qa_site.url("/late-error"), "listen_ms": 0}).json()
+    assert at_load["has_errors"] is False, at_load
+    refused = vision_api.post(f"{QA}/analyze_console_errors", json={"url": qa_site.url("/"), "listen_ms": -1})
+    assert refused.status_code == 422 and "listen_ms" in refused.text
+
+
+def test_a_flow_lists_every_uncaught_exception_of_its_run(vision_api, qa_site):
+    flow = {"start_url": qa_site.url("/console"),
+            "steps": [{"action": "navigate", "url": qa_site.url("/late-error")},
+                      {"action": "wait", "timeout_ms": 600},
+                      {"action": "assert", "assertion": {"type": "url_matches", "expected": "late-error"}}]}
+    body = vision_api.post(f"{QA}/verify_user_flow", json=flow).json()
+    assert body["success"] is True, body
+    assert [e["text"] for e in body["page_errors"]] == ["Uncaught Error: qa: uncaught boom",
+                                                        "Uncaught Error: qa: thrown after load"], body["page_errors"]
+
+
+def test_images_inline_on_request_are_the_bytes_the_run_recorded(vision_api, qa_site, runs_dir):
+    import base64
+    import hashlib
+
+    plain = vision_api.post(f"{QA}/verify_page_loads", json={"url": qa_site.url("/")}).json()
+    assert plain["screenshot"]["data"] is None
+    inline = vision_api.post(f"{QA}/verify_page_loads", json={"url": qa_site.url("/"), "inline_images": True}).json()
+    shot = inline["screenshot"]
+    png = base64.b64decode(shot["data"])
+    assert png.startswith(b"\x89PNG") and hashlib.sha256(png).hexdigest() == shot["sha256"]
+    assert png == vision_api.get(shot["path"]).content
+    stored = vision_api.get(f"/api/v1/qa/runs/{inline['test_run_id']}").json()["result"]
+    assert stored["screenshot"]["data"] is None  # the run keeps the file, not a second copy in its record
+    flow = vision_api.post(f"{QA}/verify_user_flow", json={
+        "start_url": qa_site.url("/"), "inline_images": True,
+        "steps": [{"action": "assert", "selector": "#heading", "assertion": {"type": "visible"}}]}).json()
+    assert flow["screenshots"] and all(base64.b64decode(a["data"]).startswith(b"\x89PNG") for a in flow["screenshots"])
+
+
 def test_an_act_step_runs_the_vision_loop_with_the_scripted_provider(vision_api, qa_site, services):
     flow = {"start_url": qa_site.url("/login"),
             "steps": [{"action": "click", "selector": "#user"},

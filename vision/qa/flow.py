@@ -295,6 +295,8 @@ class _Flow:
 
     def console(self) -> list[dict]:
         entries = self.flows.pages.console(self.session.id, self.console_from)
+        # Every uncaught exception of the run, however many log lines followed it.
+        self.result.page_errors = [_console_line(e) for e in entries if e.get("exception")][:CONSOLE_LIMIT]
         return [_console_line(e) for e in entries][-CONSOLE_LIMIT:]
 
     def ms(self, step_deadline: float) -> int:

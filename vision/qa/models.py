@@ -88,6 +88,8 @@ class Artifact(BaseModel):
     path: str
     sha256: str
     kind: str = "screenshot"
+    data: str | None = Field(None, description="the image itself, base64, when the request asked for inline_images "
+                                               "(never stored: the run keeps the file)")
 
 
 # ------------------------------------------------------------------------------------ targets
@@ -318,6 +320,8 @@ class SuccessCondition(_Body):
 class _VerbRequest(_Body):
     record_video: bool = Field(False, description="record the display (ffmpeg, 10 fps) while the verb runs")
     name: str | None = Field(None, min_length=1, max_length=200, description="the test's name in reports")
+    inline_images: bool = Field(False, description="the answer's images also inline, base64 in each artifact's "
+                                                   "`data`, beside their references")
 
 
 class VerifyPageLoadsRequest(_VerbRequest):
@@ -388,6 +392,9 @@ class CompareRequest(_VerbRequest):
 
 class AnalyzeConsoleRequest(_VerbRequest):
     url: Url | None = None
+    listen_ms: int = Field(1000, ge=0, le=60_000, description="how long to keep listening once the page has loaded "
+                                                              "(without url: from now), so an error thrown by a "
+                                                              "timer or a late script counts")
     ignore_patterns: list[Annotated[str, Field(max_length=1000)]] = Field(default_factory=list, max_length=50)
     timeout_ms: Timeout = 10_000
 
@@ -456,6 +463,8 @@ class FlowResult(_Answer):
     failure_reason: str | None = None
     screenshots: list[Artifact] = Field(default_factory=list)
     console_logs: list[dict] = Field(default_factory=list)
+    page_errors: list[dict] = Field(default_factory=list, description="every uncaught exception of the flow's whole "
+                                                                      "run, whichever step it came after")
     trace_id: str = Field(description="the run's hash-chained evidence (the test_run_id); act steps' vision traces "
                                       "are in act_traces")
     act_traces: list[str] = Field(default_factory=list)

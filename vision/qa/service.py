@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from desktop.errors import GlassdeskError, SessionBusy
 from desktop.session.manager import QUEUE_WAIT_S, Session
 from vision.qa.baselines import BaselineStore
@@ -201,6 +203,7 @@ class QaService:
         run = self.runs.create(verb, name or verb, session_id=session.id, request=dump, secrets=secrets)
         run.t0 = time.monotonic()  # type: ignore[attr-defined]
         run.video = None  # type: ignore[attr-defined]
+        run.inline_images = bool(getattr(request, "inline_images", False))  # type: ignore[attr-defined]
         try:
             if filming:
                 run.video = self._start_video(run, session)  # type: ignore[attr-defined]
@@ -224,7 +227,10 @@ class QaService:
         run.record("case", status=status, duration_ms=self._elapsed(run), **case)
         stored = run.finish(status, result=result.model_dump(mode="json"))
         # The caller gets what the evidence keeps: a secret is no more in the answer than on disk.
-        return type(result).model_validate(stored["result"])
+        answer = type(result).model_validate(stored["result"])
+        if getattr(run, "inline_images", False):
+            _inline_images(answer, run.dir)
+        return answer
 
     @staticmethod
     def _elapsed(run: RunWriter) -> int:
@@ -295,3 +301,22 @@ class QaService:
 
 
 __all__ = ["QaService", "VERBS", "AssertionFailed", "QUEUE_WAIT_S"]
+
+
+def _inline_images(value: Any, run_dir: Path) -> None:
+    """Fill ``data`` (base64) of every image artifact in an answer, from the run's own files: the
+    bytes the caller gets are the ones whose SHA-256 the run recorded."""
+    import base64
+
+    if isinstance(value, Artifact):
+        if value.name.endswith(".png"):
+            value.data = base64.b64encode((run_dir / value.name).read_bytes()).decode()
+    elif isinstance(value, BaseModel):
+        for field in type(value).model_fields:
+            _inline_images(getattr(value, field), run_dir)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _inline_images(item, run_dir)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _inline_images(item, run_dir)

@@ -144,6 +144,9 @@ class Verbs:
                     if exc.code == "operator_in_control":
                         raise
                     problem = ConsoleEntry(message=f"the page did not load: {_reason(exc)}", source=request.url)
+            # The load event is not the end of a page's scripts: timers, late bundles and the first
+            # fetches throw after it. The record keeps collecting meanwhile; this only waits.
+            time.sleep(request.listen_ms / 1000)
             entries = self.pages.console(session.id, since)
             errors, warnings, ignored = [], [], 0
             for entry in entries:
