@@ -196,6 +196,10 @@ class ActionResponse(BaseModel):
     settle_ms: int
     settled: bool = Field(True, description="false when the screen was still changing at the settle wait's "
                                             "bound (an animation, a video): the screenshot is a moment of it")
+    settled_by: str = Field("damage", description="what ended the wait: frame (the browser in front showed the "
+                                                  "input and nothing changed), damage (the display was painted, "
+                                                  "then still), network (requests the input started, then their "
+                                                  "frames), navigation, dialog, timeout")
     screenshot: str | None = Field(None, description="settled screenshot, base64 PNG, with ?screenshot=true")
     result: dict[str, Any] | None = None
     page: PageSummary | None = Field(None, description=PAGE_FIELD)

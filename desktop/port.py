@@ -23,6 +23,9 @@ class Performed:
     settle_ms: int
     frame: Frame
     settled: bool = True  # False: the screen was still changing when the settle wait timed out
+    # What ended the wait (desktop.session.manager.Session._settle_after_input): damage, frame,
+    # network, navigation, dialog, timeout; none when the action was not settled.
+    settled_by: str = "damage"
 
 
 @runtime_checkable

@@ -27,6 +27,7 @@ from desktop.browser.dialogs import Dialogs, dialog_info
 from desktop.browser.downloads import Downloads
 from desktop.browser.navigation import Navigation
 from desktop.browser.record import PageRecord, Recorder
+from desktop.browser.settle import InputMark, SettledBy, after_input
 from desktop.browser.tabs import Tabs
 from desktop.models import (
     ContentFormat,
@@ -130,6 +131,9 @@ class Pages:
 
     async def screenshot(self, full_page: bool, selector: str | None) -> bytes:
         return await self._content.screenshot(full_page, selector)
+
+    async def after_input(self, mark: InputMark, budget_ms: int) -> SettledBy:
+        return await after_input(self._tabs, self.record, self._recorder, mark, budget_ms)
 
     # ---------------------------------------------------------------- operations on the tab in front
 

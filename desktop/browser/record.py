@@ -87,6 +87,7 @@ class Recorder:
         # mark those requests ``blocked: "policy"`` in the network log.
         self.blocks = blocks
         self._requests: dict[Any, tuple[int, float]] = {}   # request -> its entry's seq and start
+        self._answered: set = set()  # the requests among them whose response has arrived
         self._attached = False
 
     def attach(self, on: bool) -> None:
@@ -134,13 +135,14 @@ class Recorder:
                                          "duration_ms": None, "size": None, "failure": None, "blocked": None})
         self._requests[request] = (entry["seq"], entry["ts"])
         if len(self._requests) > NETWORK_RING:  # requests that never end (long polls) must not pile up
-            self._requests.pop(next(iter(self._requests)))
+            self._answered.discard(self._requests.pop(next(iter(self._requests))))
 
     def _on_response(self, response) -> None:
         # The status is known when the headers arrive: a body the page never reads (a fetch whose
         # response is only looked at for its status) may never "finish".
         seq, started = self._requests.get(response.request, (None, 0))
         if seq is not None:
+            self._answered.add(response.request)
             size = response.headers.get("content-length")
             # A plain-HTTP request the policy refused gets the proxy's 403.
             blocked = self._blocked(response.request, started) if response.status == 403 else None
@@ -148,16 +150,26 @@ class Recorder:
                                        **({"blocked": blocked} if blocked else {}))
 
     def _on_request_finished(self, request) -> None:
+        self._answered.discard(request)
         seq, _ = self._requests.pop(request, (None, 0))
         if seq is not None:
             self.record.network.update(seq, duration_ms=_duration(request))
 
     def _on_request_failed(self, request) -> None:
+        self._answered.discard(request)
         seq, started = self._requests.pop(request, (None, 0))
         if seq is not None:
             # An HTTPS or WebSocket connection the policy refused fails as a refused tunnel.
             self.record.network.update(seq, failure=request.failure or "failed", duration_ms=_duration(request),
                                        blocked=self._blocked(request, started))
+
+    def awaiting_response(self, since_seq: int) -> list[str]:
+        """The resource types of the requests started after entry ``since_seq`` that have no
+        response yet (desktop.browser.settle waits for them). A response's headers are the end of
+        the wait, not its body: a body the page never reads (a beacon, an event report) never
+        finishes loading."""
+        return [request.resource_type for request, (seq, _) in list(self._requests.items())
+                if seq > since_seq and request not in self._answered]
 
     def _blocked(self, request, started: float) -> str | None:
         """"policy" when the session's policy proxy refused this request: a refusal of its URL

@@ -34,7 +34,8 @@ def _respond(action: str, performed: Performed, screenshot: bool, page: PageSumm
              result: dict | None = None) -> ActionResponse:
     return ActionResponse(
         action=action, executed=performed.executed, duration_ms=round(performed.duration_ms, 1),
-        settle_ms=performed.settle_ms, settled=performed.settled, result=result, page=page,
+        settle_ms=performed.settle_ms, settled=performed.settled, settled_by=performed.settled_by, result=result,
+        page=page,
         screenshot=base64.b64encode(performed.frame.png).decode() if screenshot else None,
     )
 

@@ -176,7 +176,8 @@ class RemoteDesktop:
         page = answer.get("page") or {}
         self._url = page.get("url")
         return Performed(answer["executed"], answer["duration_ms"], answer["settle_ms"],
-                         frame_from_png(base64.b64decode(answer["screenshot"])), answer["settled"])
+                         frame_from_png(base64.b64decode(answer["screenshot"])), answer["settled"],
+                         answer.get("settled_by", "damage"))
 
     def cursor(self) -> tuple[int, int]:
         answer = self._client().request("GET", "/desktop/cursor").json()

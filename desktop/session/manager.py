@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from desktop.actions import _Action
+from desktop.browser.settle import input_mark
 from desktop.errors import (
     ActionFailedError,
     GlassdeskError,
@@ -41,10 +42,14 @@ from desktop.network.policy import NetworkPolicy
 from desktop.port import Performed
 from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, tagged_pids
 from desktop.x11.input import ActionFailed, Executor, expected_ms
-from desktop.x11.screen import Screen, ScreenshotError
+from desktop.x11.screen import FIRST_CHANGE_MS, TIMEOUT_MS, WINDOW_FIRST_CHANGE_MS, Screen, ScreenshotError, Settled
 from desktop.x11.user import open_session_root, popen_kwargs
 from desktop.x11.windows import WindowError, Windows
 
+# After the browser has produced its frames, the display shows them within a frame or so (Chromium
+# draws them into its X window): how long to wait for that damage before calling the input one
+# that changed nothing.
+FRAME_SLACK_MS = 20
 log = logging.getLogger("glassdesk.sessions")
 
 SESSION_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
@@ -223,21 +228,53 @@ class Session:
         self.require_ready()
         self.touch()
         expected_s = expected_ms(action, self.executor.glide_ms) / 1000
-        settled = True
         with self._acting(f"a {action.action} action", expected_s, queue_s):
             try:
-                if settle:
-                    self.screen.mark()
+                if not settle:
+                    executed = self.executor.run(action)
+                    return Performed(executed.argv, executed.duration_ms, 0, self.screen.capture(), True, "none")
+                watch = self._browser_watch()
+                self.screen.mark()
                 executed = self.executor.run(action)
-                if settle:
-                    frame, settle_ms, settled = self.screen.settle()
-                else:
-                    frame, settle_ms = self.screen.capture(), 0
+                shot, settled_by = self._settle_after_input(watch)
             except ActionFailed as exc:
                 raise self.down_error() or ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
             except ScreenshotError as exc:
                 raise self.down_error() or ScreenshotFailed(str(exc)) from exc
-        return Performed(executed.argv, executed.duration_ms, settle_ms, frame, settled)
+        return Performed(executed.argv, executed.duration_ms, shot.settle_ms, shot.frame, shot.settled, settled_by)
+
+    def _browser_watch(self):
+        """(the browser, where its record stands) when the session's Chromium is the window in
+        front, so that its own signals can tell when an input's effect is shown; else None."""
+        browser = self.stack.browser
+        if browser is None or browser.pages is None or browser.process is None:
+            return None
+        if self.screen.active_pid() != browser.process.pid:
+            return None
+        return browser, input_mark(browser.record)
+
+    def _settle_after_input(self, watch) -> tuple[Settled, str]:
+        """Wait for what the input set in motion, and only that (see desktop.browser.settle): with
+        Chromium in front, its frames, the requests the input started, a navigation or a dialog,
+        then the display's damage for the frame to reach the screen; elsewhere the damage alone.
+        The screenshot and what decided the wait."""
+        start = time.monotonic()
+        by = None
+        if watch is not None:
+            browser, mark = watch
+            try:
+                by = browser.call(lambda pages: pages.after_input(mark, TIMEOUT_MS), TIMEOUT_MS / 1000 + 2)
+            except Exception as exc:  # the browser cannot say (a heal, a hang): the damage alone decides
+                log.debug("session %s: no browser signal after the input: %s", self.id, exc)
+        waited_ms = round((time.monotonic() - start) * 1000)
+        shot = self.screen.settle(first_change_ms=FRAME_SLACK_MS if by is not None else FIRST_CHANGE_MS,
+                                  timeout_ms=max(0, TIMEOUT_MS - waited_ms))
+        shot = shot._replace(settle_ms=waited_ms + shot.settle_ms)
+        if by == "timeout" or not shot.settled:
+            return shot._replace(settled=False), "timeout"
+        if by in ("network", "navigation", "dialog"):
+            return shot, by
+        return shot, "frame" if by == "frame" and not shot.changed else "damage"
 
     def cursor(self) -> tuple[int, int]:
         self.require_ready()
@@ -274,8 +311,9 @@ class Session:
             start = time.perf_counter()
             executed = run()
             duration = (time.perf_counter() - start) * 1000
-            frame, settle_ms, settled = self.screen.settle()
-        return Performed(executed, duration, settle_ms, frame, settled)
+            shot = self.screen.settle(first_change_ms=WINDOW_FIRST_CHANGE_MS)
+        return Performed(executed, duration, shot.settle_ms, shot.frame, shot.settled,
+                         "damage" if shot.settled else "timeout")
 
     def reset(self, *, queue_s: float | None = None) -> None:
         """Return to a fresh session (desktop.session.stack.DesktopStack.reset) on the same display. Actions

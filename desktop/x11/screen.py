@@ -6,8 +6,10 @@ import select
 import threading
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import mss
+from Xlib import Xatom
 from Xlib import display as xdisplay
 from Xlib.error import ConnectionClosedError, DisplayError, XError
 from Xlib.ext import damage
@@ -28,14 +30,20 @@ from desktop.frame import Frame
 #   apart from it: a caret blinks every ~600 ms (a 1x25 px damage), so a page with a focused
 #   field still settles in one window; an animation that paints more often than every 50 ms
 #   never settles and stops at TIMEOUT_MS, flagged.
-# - FIRST_CHANGE_MS, how long to wait for a first damage when an action shows nothing at once. A
-#   click handler that changes the page 300 ms later (the test page's #later, timers, a fetch)
-#   showed its damage 305-320 ms after xdotool returned: 400 ms sees it. Damage says exactly when
-#   nothing changed, so only actions with no visible effect (a pointer move over nothing that
-#   hovers) pay it; a repainting action settles QUIET_MS after its last repaint.
+# - FIRST_CHANGE_MS, how long to wait for a first damage when an action shows nothing at once and
+#   no browser can say more (a native window in front; with Chromium in front its own signals
+#   decide, desktop.browser.settle). Only actions with no visible effect pay it; a repainting
+#   action settles QUIET_MS after its last repaint. XFCE's own windows (the desktop's menu, the
+#   panel) and GTK apps repaint an input's effect in one or two frames: 150 ms is several frames
+#   on a loaded machine. A native app that shows its effect later than that is answered before
+#   it (the next screenshot shows it); it was 400 ms for every action, paid by every action
+#   that changed nothing, whichever window was in front.
+# - WINDOW_FIRST_CHANGE_MS, the same for a window operation (opening a page, focusing a window,
+#   launching a program): a new window takes a few hundred ms to map and paint.
 # - TIMEOUT_MS bounds every wait: a blinking or animated screen cannot hang a run.
 QUIET_MS = 50
-FIRST_CHANGE_MS = 400
+FIRST_CHANGE_MS = 150
+WINDOW_FIRST_CHANGE_MS = 400
 TIMEOUT_MS = 3000
 
 
@@ -94,8 +102,25 @@ class DamageWatch:
         select.select([self._display], [], [], max(0.0, timeout_s))
         return self.drain()
 
+    def active_pid(self) -> int | None:
+        """The process that owns the window in front (its _NET_WM_PID), or None."""
+        root = self._display.screen().root
+        active = root.get_full_property(self._display.intern_atom("_NET_ACTIVE_WINDOW"), Xatom.WINDOW)
+        if not active or not active.value or not active.value[0]:
+            return None
+        window = self._display.create_resource_object("window", active.value[0])
+        pid = window.get_full_property(self._display.intern_atom("_NET_WM_PID"), Xatom.CARDINAL)
+        return int(pid.value[0]) if pid and len(pid.value) else None
+
     def close(self) -> None:
         self._display.close()
+
+
+class Settled(NamedTuple):
+    frame: Frame
+    settle_ms: int
+    settled: bool   # False: still changing at the timeout
+    changed: bool   # whether anything was painted since the mark
 
 
 class Screen:
@@ -144,8 +169,16 @@ class Screen:
         with self._watch_lock:
             self._x(lambda watch: watch.mark())
 
+    def active_pid(self) -> int | None:
+        """The process owning the window in front; None when there is none or it cannot be read."""
+        with self._watch_lock:
+            try:
+                return self._x(lambda watch: watch.active_pid())
+            except (ScreenshotError, XError):
+                return None
+
     def settle(self, *, quiet_ms: int = QUIET_MS, first_change_ms: int = FIRST_CHANGE_MS,
-               timeout_ms: int = TIMEOUT_MS) -> tuple[Frame, int, bool]:
+               timeout_ms: int = TIMEOUT_MS) -> Settled:
         """Wait until the screen stops changing, then capture it once. Returns the frame, the ms
         waited, and whether it settled (False: still changing at ``timeout_ms``).
 
@@ -161,7 +194,7 @@ class Screen:
                 wait_s = max(0.001, (policy.deadline_ms() - now_ms) / 1000)  # at least a tick: no spin
                 changed = self._x(lambda watch, wait_s=wait_s: watch.wait(wait_s))
                 now_ms = (time.monotonic() - start) * 1000
-        return self.capture(), round(now_ms), not policy.timed_out
+        return Settled(self.capture(), round(now_ms), not policy.timed_out, policy.changed)
 
     def _drop_watch(self) -> None:
         watch, self._watch = self._watch, None
@@ -208,6 +241,10 @@ class SettlePolicy:
         else:
             due = self._last_change_ms + self.quiet_ms
         return min(due, self.timeout_ms)
+
+    @property
+    def changed(self) -> bool:
+        return self._last_change_ms is not None
 
     @property
     def timed_out(self) -> bool:

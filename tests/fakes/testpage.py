@@ -28,6 +28,13 @@ class TestPage(EventServer):
                 pass
 
             def do_GET(self):
+                if self.path.startswith("/slow"):  # an answer 300 ms late: #later's click handler fetches it
+                    time.sleep(0.3)
+                    self.send_response(200)
+                    self.send_header("content-length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                    return
                 body = (NOTES if self.path.startswith("/notes") else PAGE).read_bytes()
                 self.send_response(200)
                 self.send_header("content-type", "text/html; charset=utf-8")

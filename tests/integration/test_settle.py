@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from desktop.actions import Click, Move, Type
+from desktop.actions import Click, Key, Move, Type
 from tests.fakes.testpage import at
 
 pytestmark = pytest.mark.x11
@@ -20,6 +20,10 @@ pytestmark = pytest.mark.x11
 STATUS = (1200, 360, 1600, 400)
 LATER = (1300, 455)
 SPIN = (1300, 535)  # #spin: repaints every frame for 5 s after a click
+# The notes page (tests/assets/notes.html): #elsewhere, a link to the test page; #ask, an alert.
+ELSEWHERE = (1460, 115)
+ASK = (1480, 220)
+PAGE_AREA = (0, 0, 1900, 900)  # page px: most of the viewport
 
 
 def status_box(viewport) -> tuple[int, int, int, int]:
@@ -43,6 +47,75 @@ def test_a_page_that_changes_300_ms_after_a_click_is_seen_changed(desk, page, vi
     assert shown.tobytes() == desk.capture().image.crop(box).tobytes()  # and it is what stays
 
 
+def test_a_click_whose_handler_fetches_is_answered_with_the_change_50_of_50(desk, page, viewport):
+    """The answer waits for the response of the request the click started, then for the frames
+    after it: every one of 50 clicks is answered with its own change (the status counts them)."""
+    box = status_box(viewport)
+    later = at(viewport, *LATER)
+    desk.perform(Move(x=later[0], y=later[1]))
+    missed, decided = [], set()
+    for n in range(1, 51):
+        page.clear()
+        performed = desk.perform(Click(x=later[0], y=later[1]))
+        page.wait_for(lambda e: e.get("type") == "changed-later")
+        decided.add(performed.settled_by)
+        if performed.frame.image.crop(box).tobytes() != desk.capture().image.crop(box).tobytes():
+            missed.append(n)
+    assert not missed, f"clicks answered before their change showed: {missed}"
+    assert decided == {"network"}
+
+
+def test_a_click_that_changes_nothing_is_answered_by_the_browser_frames(desk, notes_page, viewport):
+    """No first-change window to wait out: the browser has shown the click and nothing changed."""
+    x, y = at(viewport, 1600, 850)  # outside the notes page's textarea: nothing reacts
+    desk.perform(Click(x=x, y=y))
+    for _ in range(5):
+        performed = desk.perform(Click(x=x, y=y))
+        assert performed.settled and performed.settled_by == "frame", performed.settled_by
+
+
+def _differing(a, b, viewport) -> int:
+    """How many pixels of the page area differ between two frames."""
+    import numpy as np
+
+    x0, y0 = at(viewport, *PAGE_AREA[:2])
+    x1, y1 = at(viewport, *PAGE_AREA[2:])
+    box = (x0, y0, x1, min(y1, 1080))
+    return int((np.asarray(a.image.crop(box)) != np.asarray(b.image.crop(box))).any(axis=-1).sum())
+
+
+@pytest.fixture
+def notes_page(desk, page_server):
+    page_server.clear()
+    desk.run_settled(lambda: desk.open_url(page_server.notes_url))
+    page_server.wait_for(lambda e: e.get("type") == "loaded")
+    page_server.clear()
+    return page_server
+
+
+def test_a_click_that_navigates_is_answered_with_the_new_page(desk, notes_page, viewport):
+    x, y = at(viewport, *ELSEWHERE)
+    before = desk.capture()
+    performed = desk.perform(Click(x=x, y=y))
+    notes_page.wait_for(lambda e: e.get("type") == "loaded")  # the test page's report of its load
+    time.sleep(0.5)
+    assert performed.settled_by == "navigation", performed.settled_by
+    assert _differing(performed.frame, before, viewport) > 10_000  # another page
+    assert _differing(performed.frame, desk.capture(), viewport) == 0  # and the one that stays
+
+
+def test_a_click_that_opens_a_dialog_is_answered_with_it_open(desk, notes_page, viewport):
+    x, y = at(viewport, *ASK)
+    performed = desk.perform(Click(x=x, y=y))
+    try:
+        assert performed.settled_by == "dialog", performed.settled_by
+        time.sleep(0.5)
+        # The open dialog, as it stays (but the caret, which blinks in the notes page behind it).
+        assert _differing(performed.frame, desk.capture(), viewport) < 100
+    finally:
+        desk.perform(Key(keys=["Escape"]))
+
+
 def test_a_blinking_caret_still_settles(desk, page, viewport):
     x, y = at(viewport, 300, 280)
     desk.perform(Click(x=x, y=y))  # the caret blinks in #field from here on
@@ -60,7 +133,7 @@ def test_an_animation_that_outlasts_the_wait_is_answered_as_not_settled(api, pag
     body = answer.json()
     page.wait_for(lambda e: e.get("type") == "click")
     # Bounded, and said: the answer came at the wait's bound with the screen still changing.
-    assert body["settled"] is False and body["settle_ms"] >= 2500
+    assert (body["settled"], body["settled_by"]) == (False, "timeout") and body["settle_ms"] >= 2500, body["settle_ms"]
     page.wait_for(lambda e: e.get("type") == "spin-stopped", timeout=15)
     still = api.post("/api/v1/sessions/itest/desktop/move", json={"x": x, "y": y + 200})
     assert still.json()["settled"] is True
