@@ -318,6 +318,8 @@ class SuccessCondition(_Body):
 class _VerbRequest(_Body):
     record_video: bool = Field(False, description="record the display (ffmpeg, 10 fps) while the verb runs")
     name: str | None = Field(None, min_length=1, max_length=200, description="the test's name in reports")
+    fresh: bool = Field(False, description="first clear the browser's state (cookies, storage, cache, permissions "
+                                           "of every origin; one blank tab left), as page clear-state does")
 
 
 class VerifyPageLoadsRequest(_VerbRequest):
@@ -343,7 +345,7 @@ class VerifyElementRequest(_VerbRequest):
 
 
 class VerifyUserFlowRequest(_VerbRequest):
-    start_url: Url
+    start_url: Url | None = Field(None, description="opened first; without it the flow starts on the page in front")
     steps: list[FlowStep] = Field(min_length=1, max_length=200)
     success_condition: SuccessCondition | None = None
     timeout_ms: FlowTimeout = 120_000
