@@ -80,8 +80,7 @@ async def clear_state(context, tabs: Tabs, record: PageRecord, warming: asyncio.
         await asyncio.gather(*(cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
                                for origin in sorted(origins)))
         # Only what was fetched can be cached: with no origin seen since the last clear (a new
-        # session's clean profile), there is nothing to clear. Worth the check: in the first few
-        # seconds after Chromium starts, its cache clear waits ~5 s (measured; afterwards ~10 ms).
+        # session's clean profile), there is nothing to clear.
         if origins:
             await cdp.send("Network.clearBrowserCache")
     finally:
@@ -97,12 +96,12 @@ async def clear_state(context, tabs: Tabs, record: PageRecord, warming: asyncio.
             "duration_ms": round((time.perf_counter() - started) * 1000), "page": keep}
 
 
-
 async def warm_up(context) -> None:
     """Clear the (still empty) HTTP cache once as the browser starts, in the background: Chromium's
     first cache clear after a start waits for something it sets up lazily, ~5 s on an idle browser
     here (measured; every later clear takes ~10 ms). Started at launch, it is done, or nearly, when
-    the first clear_state that needs the cache cleared comes. Best effort: a failure costs only that."""
+    the first clear_state comes, which waits for the rest of it (3.2 s once, measured right after a
+    session was created). Best effort: a failure costs only that."""
     try:
         cdp = await context.new_cdp_session(context.pages[0])
         await cdp.send("Network.clearBrowserCache")

@@ -8,10 +8,17 @@ that refuses the token: set GLASSDESK_TOKEN). The whole suite is checked before 
 runs, so a typo costs nothing. Each request waits for its verb's own timeout_ms plus a margin,
 never without bound.
 
+Each test starts on a cleared browser (its verb is sent with ``fresh``; ``keep_state: true`` on
+the suite or a test says not to), then ``before_each``'s flow steps, the test, and ``after_each``'s
+(docs/qa.md, "The suite file").
+
 A suite::
 
     name: smoke
     session: default            # optional
+    keep_state: false           # optional: true keeps cookies, storage and tabs from test to test
+    before_each: [...]          # optional: flow steps, as verify_user_flow's
+    after_each: [...]           # optional: run even after a failed test
     tests:
       - name: home loads
         verify_page_loads: {url: "http://127.0.0.1:8000/", expected_title: "Home"}
