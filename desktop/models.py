@@ -337,6 +337,19 @@ class TabRequest(_Body):
     tab_id: str = Field(description="an id from the tab list, e.g. t2")
 
 
+class ClearStateRequest(_Body):
+    timeout_ms: int = Field(10_000, ge=100, le=60_000, description="ms the clearing may take")
+
+
+class ClearedState(BaseModel):
+    """What a clear of the browser's state did (desktop.browser.state.clear_state)."""
+
+    origins: list[str] = Field(description="the origins whose storage was cleared")
+    closed_tabs: int = Field(description="the tabs closed; one new tab is left, at about:blank")
+    duration_ms: int
+    tab: Tab = Field(description="the tab left, in front")
+
+
 # The readers' query parameters. Not strict: a query string may carry what a proxy or a cache adds.
 
 

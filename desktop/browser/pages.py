@@ -11,6 +11,7 @@ in a module of its own job:
 - downloads.py: finished downloads copied out under safe names, and recorded
 - tabs.py: the tabs, the one in front, opening, switching and closing them
 - navigation.py: going to a URL, back, forward, reload; waiting for an element
+- state.py: clearing cookies, storage, cache and permissions for every origin, one blank tab left
 - content.py: reading the page (text, snapshot, links, HTML, probe, boxes, evaluate, screenshot)
 - locate.py: targets and where an element is on the display
 - errors.py: the page layer's failures
@@ -28,8 +29,10 @@ from desktop.browser.downloads import Downloads
 from desktop.browser.navigation import Navigation
 from desktop.browser.record import PageRecord, Recorder
 from desktop.browser.settle import InputMark, SettledBy, after_input
+from desktop.browser.state import clear_state, warm_up
 from desktop.browser.tabs import Tabs
 from desktop.models import (
+    ClearedState,
     ContentFormat,
     DialogInfo,
     PageContent,
@@ -62,6 +65,8 @@ class Pages:
         context.on("page", self._on_page)
         for page in context.pages:
             self._on_page(page)
+        # The first cache clear after a start is slow; paid here, in the background (state.warm_up).
+        self._warming = asyncio.ensure_future(warm_up(context)) if context.pages else None
 
     # ---------------------------------------------------------------- a page's events, to the parts
 
@@ -160,3 +165,9 @@ class Pages:
 
     async def close_tab(self, tab_id: str) -> None:
         await self._tabs.close(tab_id)
+
+    async def clear_state(self) -> ClearedState:
+        done = await clear_state(self.context, self._tabs, self.record, self._warming)
+        page = done.pop("page")
+        tab = Tab(id=self._tabs.tab_id(page), url=page.url, title=await self._tabs.title(page), active=True)
+        return ClearedState(**done, tab=tab)

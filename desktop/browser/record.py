@@ -22,6 +22,33 @@ CONSOLE_RING = 1000
 NETWORK_RING = 2000
 DIALOG_RING = 100
 DOWNLOAD_RING = 200
+ORIGINS = 5000  # origins remembered for a clear (each costs a DevTools call then: ~1 ms)
+
+
+DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
+def origin_of(url: str) -> str | None:
+    """The web origin of an http(s) URL, ``scheme://host[:port]`` as the browser writes it (default
+    port left out, user info dropped), or None for any other URL (about:, data:, blob:, chrome:),
+    which keeps no storage of its own (pure). Cheap: the recorder calls it for every request."""
+    if url.startswith("http://"):
+        scheme, rest = "http", url[7:]
+    elif url.startswith("https://"):
+        scheme, rest = "https", url[8:]
+    else:
+        return None
+    end = len(rest)
+    for stop in "/?#":
+        at = rest.find(stop)
+        if 0 <= at < end:
+            end = at
+    host = rest[:end].rpartition("@")[2].lower()
+    if not host:
+        return None
+    if host.endswith(f":{DEFAULT_PORTS[scheme]}") and not host.endswith("]"):
+        host = host[: -len(DEFAULT_PORTS[scheme]) - 1]
+    return f"{scheme}://{host}"
 
 
 class Ring:
@@ -74,6 +101,17 @@ class PageRecord:
     # operator to see and answer; "accept" and "dismiss" answer it at once. A setting of the session,
     # not of one browser process, so it lives here with the record and outlives a heal and a reset.
     dialog_policy: DialogMode = "manual"
+    # Every web origin the browser has requested something from since its state was last cleared
+    # (desktop.browser.state.clear_state): DevTools clears storage one origin at a time, and has no
+    # list of the origins that keep some. In the order first seen; at most ORIGINS, the oldest
+    # forgotten first.
+    origins: dict[str, None] = field(default_factory=dict)
+
+    def saw(self, origin: str) -> None:
+        if origin not in self.origins:
+            self.origins[origin] = None
+            if len(self.origins) > ORIGINS:
+                del self.origins[next(iter(self.origins))]
 
 
 class Recorder:
@@ -130,6 +168,9 @@ class Recorder:
                                  "exception": True})
 
     def _on_request(self, request) -> None:
+        origin = origin_of(request.url)
+        if origin is not None:
+            self.record.saw(origin)
         entry = self.record.network.add({"method": request.method, "url": request.url[:4000],
                                          "resource_type": request.resource_type, "status": None,
                                          "duration_ms": None, "size": None, "failure": None, "blocked": None})

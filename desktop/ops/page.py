@@ -13,6 +13,8 @@ from typing import Any
 from desktop.models import (
     Acted,
     ActedAnswer,
+    ClearedState,
+    ClearStateRequest,
     ClickRequest,
     ConsoleQuery,
     ContentQuery,
@@ -205,6 +207,18 @@ OPERATIONS: tuple[Operation, ...] = (
               rest=Rest("POST", "/page/tabs/{tab_id}/activate")),
     Operation("pages", "close_tab", TabRequest, list[Tab], acts=True,
               rest=Rest("DELETE", "/page/tabs/{tab_id}")),
+    Operation(
+        "pages", "clear_state", ClearStateRequest, ClearedState, acts=True,
+        rest=Rest("POST", "/page/clear-state", summary="clear cookies, storage, cache and permissions of every "
+                  "origin; one blank tab left", optional_body=True),
+        tool=Tool("page_clear_state", "Clear the visible browser's state",
+                  f"{PAGE_ACTS} A clean start without restarting Chromium: clears cookies, localStorage, "
+                  "sessionStorage, IndexedDB, Cache Storage, service workers, the HTTP cache and granted permissions "
+                  "for every origin the browser has seen, closes every tab and leaves one at about:blank. Logins "
+                  "kept in cookies or storage are gone. Well under a second.", Hints(destructive=True, idempotent=True),
+                  lambda _, done: f"cleared {len(done.origins)} origin(s) ({', '.join(done.origins[:20]) or 'none'}), "
+                                  f"closed {done.closed_tabs} tab(s), {done.duration_ms} ms; one tab left: "
+                                  f"{done.tab.id} {done.tab.url}")),
     # ------------------------------------------------------------------------------ acting
     Operation(
         "pages", "click", ClickRequest, Acted, acts=True, page=True,

@@ -65,6 +65,7 @@ from desktop.errors import (
 )
 from desktop.models import (
     Acted,
+    ClearedState,
     ContentFormat,
     DialogInfo,
     DialogPolicy,
@@ -234,6 +235,14 @@ class PageService:
         with session.exclusive("closing a tab"):
             self._call(session, lambda pages: pages.close_tab(tab_id))
         return self._call(session, lambda pages: pages.tabs())
+
+    def clear_state(self, session_id: str | None, timeout_ms: int = 10_000) -> ClearedState:
+        """Cookies, storage, cache and permissions cleared for every origin the browser has seen,
+        every tab closed and one left at about:blank (desktop.browser.state): a clean start without
+        a new Chromium. An open dialog goes with its tab."""
+        session = self._agent(session_id)
+        with session.exclusive("clearing the browser's state"):
+            return self._call(session, lambda pages: pages.clear_state(), timeout_ms)
 
     def handle_dialog(self, session_id: str | None, accept: bool, prompt_text: str | None = None) -> DialogInfo:
         return self._call(self._agent(session_id), lambda pages: pages.handle_dialog(accept, prompt_text))

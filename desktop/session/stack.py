@@ -500,6 +500,7 @@ class DesktopStack:
             self.downloaded.mkdir(mode=0o700)
             for ring in (self.record.console, self.record.network, self.record.dialogs, self.record.downloads):
                 ring.clear()  # a fresh session has seen nothing (sequence numbers go on)
+            self.record.origins.clear()  # a new profile keeps nothing of any origin
             if self.proxy is not None:
                 self.proxy.blocked.clear()  # the policy itself stays: it is the session's, not the profile's
             self._start_chromium()

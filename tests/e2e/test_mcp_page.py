@@ -132,6 +132,18 @@ def test_navigation_history_and_tabs(server, site):
     refused(call(server, "page_navigate", {"url": "gopher://x.test/"}), "invalid_action")
 
 
+def test_clear_state_leaves_one_blank_tab_and_says_what_it_cleared(server, site):
+    navigate(server, site, "/form")
+    done(call(server, "page_tabs", {"action": "new", "url": site.url("/tall")}))
+    result = call(server, "page_clear_state", {})
+    cleared = done(result)
+    origin = site.url("/").rstrip("/")
+    assert origin in cleared["origins"] and cleared["closed_tabs"] == 2
+    assert cleared["tab"]["url"] == "about:blank" and cleared["tab"]["active"] is True
+    assert "closed 2 tab(s)" in text_of(result) and origin in text_of(result)
+    assert [t["url"] for t in done(call(server, "page_tabs", {"action": "list"}))["tabs"]] == ["about:blank"]
+
+
 def test_click_fill_select_wait_upload_with_real_input(server, site):
     navigate(server, site, "/tall")
     clicked = done(call(server, "page_click", {"selector": "#far"}))

@@ -1,14 +1,17 @@
 """The QA verbs' own local site, on 127.0.0.1: a login flow, a page with console errors, a canvas
-whose button only OCR can find, and pages for visual comparisons (a colour one unit off, an element
-moved, a clock that changes). Pages report what really happened to them (a click on the canvas, a
+whose button only OCR can find, pages for visual comparisons (a colour one unit off, an element
+moved, a clock that changes), and pages that keep state in the browser (a localStorage counter, a
+first-visit cookie, a cookie login the server checks, and a page that writes and reads back every
+kind of browser storage). Pages report what really happened to them (a click on the canvas, a
 sign-in) to ``POST /event``; the tests read that record, never the QA service's own account.
 """
 
 from __future__ import annotations
 
+import html
 import time
 from http.server import BaseHTTPRequestHandler
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.fakes.events import EventServer, read_event
 
@@ -88,6 +91,72 @@ PAGES: dict[str, bytes] = {
 }
 
 
+# Pages whose answer depends on what the browser kept from earlier tests: run after another test
+# on a browser that was not cleared, each shows something else.
+STATEFUL: dict[str, bytes] = {
+    # "count: 1" on a browser's first visit, 2 on the next...
+    "/counter": _page("counter", """<p id="count"></p><script>
+  const n = Number(localStorage.getItem('visits') || 0) + 1;
+  localStorage.setItem('visits', String(n));
+  document.getElementById('count').textContent = 'count: ' + n;
+</script>"""),
+    # "first visit" unless a cookie says the browser was here before (then "welcome back").
+    "/visit": _page("visit", """<p id="visit"></p><script>
+  const seen = document.cookie.split('; ').includes('seen=1');
+  document.cookie = 'seen=1; path=/; max-age=3600';
+  document.getElementById('visit').textContent = seen ? 'welcome back' : 'first visit';
+</script>"""),
+    # A sign-in that sets a session cookie; /account is rendered by the server from that cookie.
+    "/signin": _page("sign in", """
+<form id="signin" class="at" style="left: 100px; top: 100px" onsubmit="return false">
+  <label for="who">Name</label> <input id="who" autocomplete="off">
+  <button id="enter" type="button">Enter</button>
+</form>
+<script>
+  document.getElementById('enter').addEventListener('click', () => {
+    document.cookie = 'session=' + encodeURIComponent(document.getElementById('who').value) + '; path=/';
+    location.href = '/account';
+  });
+</script>"""),
+    # Every kind of storage a page can keep, written (``?write=1``) and read back, reported to
+    # POST /event; /cached.js is cacheable for an hour, and the site counts how often it is fetched.
+    "/storage": _page("storage", """<p id="state">looking</p><script src="/cached.js"></script><script>
+  async function write() {
+    document.cookie = 'k=v; path=/; max-age=3600';
+    localStorage.setItem('k', 'v');
+    sessionStorage.setItem('k', 'v');
+    await new Promise((ok, no) => {
+      const open = indexedDB.open('qa-db', 1);
+      open.onupgradeneeded = () => open.result.createObjectStore('s');
+      open.onsuccess = () => { open.result.close(); ok(); };
+      open.onerror = no;
+    });
+    await (await caches.open('qa-cache')).put('/kept', new Response('kept'));
+    await navigator.serviceWorker.register('/sw.js');
+    await navigator.serviceWorker.ready;
+  }
+  async function look() {
+    return {
+      cookie: document.cookie, local: localStorage.getItem('k'), session: sessionStorage.getItem('k'),
+      idb: (await indexedDB.databases()).map(d => d.name), caches: await caches.keys(),
+      workers: (await navigator.serviceWorker.getRegistrations()).length,
+      geolocation: (await navigator.permissions.query({name: 'geolocation'})).state,
+    };
+  }
+  (async () => {
+    try {
+      if (location.search.includes('write')) await write();
+      const seen = await look();
+      await report(Object.assign({type: 'storage', origin: location.origin}, seen));
+      document.getElementById('state').textContent = 'reported';
+    } catch (e) {
+      await report({type: 'storage_error', message: String(e)});
+    }
+  })();
+</script>"""),
+}
+
+
 def visual_page(query: dict[str, list[str]]) -> bytes:
     """A card at (left, top) in a colour; ``clock`` adds a line that changes on every load."""
     left = int(query.get("left", ["100"])[0])
@@ -107,6 +176,7 @@ class QaSite(EventServer):
     def __init__(self):
         super().__init__()
         site = self
+        self.cached_fetches = 0  # how often /cached.js was fetched: once per empty HTTP cache
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -124,6 +194,25 @@ class QaSite(EventServer):
                 parts = urlsplit(self.path)
                 if parts.path in PAGES:
                     self._send(200, PAGES[parts.path])
+                elif parts.path in STATEFUL:
+                    self._send(200, STATEFUL[parts.path])
+                elif parts.path == "/account":  # the server reads the login from the cookie
+                    cookies = dict(c.strip().split("=", 1) for c in (self.headers.get("cookie") or "").split(";")
+                                   if "=" in c)
+                    who = unquote(cookies.get("session", ""))
+                    said = f"signed in as {html.escape(who)}" if who else "signed out"
+                    self._send(200, _page("account", f'<p id="account">{said}</p>'))
+                elif parts.path == "/cached.js":
+                    site.cached_fetches += 1
+                    body = b"window.cachedScript = true;"
+                    self.send_response(200)
+                    self.send_header("content-type", "text/javascript")
+                    self.send_header("content-length", str(len(body)))
+                    self.send_header("cache-control", "public, max-age=3600")
+                    self.end_headers()
+                    self.wfile.write(body)
+                elif parts.path == "/sw.js":
+                    self._send(200, b"self.addEventListener('fetch', () => {});", "text/javascript")
                 elif parts.path == "/visual":
                     self._send(200, visual_page(parse_qs(parts.query)))
                 elif parts.path == "/favicon.ico":

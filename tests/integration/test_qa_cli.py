@@ -86,10 +86,14 @@ tests:
     ("tests:\n  - name: x\n    verify_everything: {}", "exactly one of"),
     ("tests:\n  - name: x\n    verify_user_flow: {start_url: 'http://127.0.0.1:9/', steps: [{action: jump}]}",
      "step 1 action"),  # numbered from 1, as the reports number steps
-    ("before_each: []\ntests:\n  - name: x\n    verify_page_loads: {url: 'http://127.0.0.1:9/'}",
-     "unknown key(s) before_each"),
+    ("setup: []\ntests:\n  - name: x\n    verify_page_loads: {url: 'http://127.0.0.1:9/'}",
+     "unknown key(s) setup"),
+    ("before_each: [{action: jump}]\ntests:\n  - name: x\n    verify_page_loads: {url: 'http://127.0.0.1:9/'}",
+     "before_each: step 1 action"),
+    ("keep_state: maybe\ntests:\n  - name: x\n    verify_page_loads: {url: 'http://127.0.0.1:9/'}",
+     "keep_state: true or false"),
     ("test:\n  - name: x\ntests:\n  - name: y\n    verify_page_loads: {url: 'http://127.0.0.1:9/'}",
-     "a suite takes name, session, tests"),
+     "a suite takes name, session, tests, keep_state, before_each, after_each"),
     ("tests:\n  - name: x\n    compare_visual_regression: {baseline_id: home, threshold: -1}", "threshold"),
 ])
 def test_usage_errors_exit_2_before_anything_runs(vision_api, tmp_path, capsys, text, says, services):

@@ -506,3 +506,48 @@ def test_the_qa_package_imports_nothing_of_the_application_service():
             if any(name == "vision.service" or name.startswith("vision.service.") for name in names):
                 offenders.append(f"{path.name}:{node.lineno}")
     assert not offenders, offenders
+
+
+# ------------------------------------------------------------------------------- a fresh start
+
+
+class Clearing:
+    """The page service's clear_state, recorded; failing when told to."""
+
+    def __init__(self, store: QaRunStore, fail: GlassdeskError | None = None):
+        self.store, self.fail, self.calls = store, fail, []
+
+    def clear_state(self, session_id):
+        self.calls.append((session_id, len(self.store.list_ids())))  # how many runs existed then
+        if self.fail is not None:
+            raise self.fail
+        from desktop.models import ClearedState, Tab
+
+        return ClearedState(origins=["http://a"], closed_tabs=2, duration_ms=7,
+                            tab=Tab(id="t9", url="about:blank", title="", active=True))
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_a_fresh_verb_clears_the_browser_before_its_run_is_made_and_notes_it(tmp_path, fresh):
+    from vision.qa.models import VerifyPageLoadsRequest
+
+    qa = a_service(tmp_path)
+    qa.pages = Clearing(qa.runs)
+    request = VerifyPageLoadsRequest(url="http://x/", fresh=fresh)
+    with qa._run("verify_page_loads", "t", SimpleNamespace(id="s1"), request) as run:
+        run.finish("passed", result={})
+    assert qa.pages.calls == ([("s1", 0)] if fresh else [])
+    manifest = (qa.runs.run_dir(run.run_id) / "manifest.jsonl").read_text()
+    assert ("fresh start: the browser's state cleared in 7 ms (1 origin(s), 2 tab(s) closed)" in manifest) is fresh
+
+
+def test_a_browser_that_cannot_be_cleared_is_an_error_and_makes_no_run(tmp_path):
+    from vision.qa.models import VerifyPageLoadsRequest
+
+    qa = a_service(tmp_path)
+    qa.pages = Clearing(qa.runs, fail=SessionUnavailable("the browser is restarting"))
+    with pytest.raises(SessionUnavailable):
+        with qa._run("verify_page_loads", "t", SimpleNamespace(id="s1"), VerifyPageLoadsRequest(url="http://x/",
+                                                                                             fresh=True)):
+            raise AssertionError("the verb's work does not start")
+    assert qa.runs.list_ids() == []

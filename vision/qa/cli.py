@@ -8,10 +8,17 @@ that refuses the token: set GLASSDESK_TOKEN). The whole suite is checked before 
 runs, so a typo costs nothing. Each request waits for its verb's own timeout_ms plus a margin,
 never without bound.
 
+Each test starts on a cleared browser (its verb is sent with ``fresh``; ``keep_state: true`` on
+the suite or a test says not to), then ``before_each``'s flow steps, the test, and ``after_each``'s
+(docs/qa.md, "The suite file").
+
 A suite::
 
     name: smoke
     session: default            # optional
+    keep_state: false           # optional: true keeps cookies, storage and tabs from test to test
+    before_each: [...]          # optional: flow steps, as verify_user_flow's
+    after_each: [...]           # optional: run even after a failed test
     tests:
       - name: home loads
         verify_page_loads: {url: "http://127.0.0.1:8000/", expected_title: "Home"}
@@ -28,7 +35,7 @@ import re
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -67,7 +74,8 @@ class UsageError(Exception):
 class SuiteTest:
     name: str
     verb: str
-    body: dict
+    body: dict  # the verb's request; ``fresh`` is decided when the test runs (see Suite.requests)
+    fresh: bool = True  # starts on a cleared browser (the suite's and the test's keep_state say no)
 
 
 @dataclass
@@ -75,11 +83,29 @@ class Suite:
     name: str
     session: str
     tests: list[SuiteTest]
+    # Flow steps (verify_user_flow's) run before and after each test, as flows of their own.
+    before_each: list[dict] = field(default_factory=list)
+    after_each: list[dict] = field(default_factory=list)
+
+    def requests(self, test: SuiteTest) -> tuple[dict | None, dict, dict | None]:
+        """The requests of one test, in the order they run (pure): before_each's flow (or None),
+        the test's verb, after_each's flow (or None). The fresh start comes first of all, so a
+        before_each that signs in is not cleared away before the test."""
+        before = _hook(f"{test.name} · before_each", self.before_each, fresh=test.fresh)
+        body = {**test.body, "fresh": test.fresh and before is None}
+        after = _hook(f"{test.name} · after_each", self.after_each, fresh=False)
+        return before, body, after
 
 
-# What a suite file may say at its top level; anything else (a misspelt key, a `setup:` this runner
-# does not know) is refused rather than silently ignored.
-SUITE_KEYS = ("name", "session", "tests")
+def _hook(name: str, steps: list[dict], *, fresh: bool) -> dict | None:
+    return {"name": name, "steps": steps, "fresh": fresh} if steps else None
+
+
+# What a suite file may say at its top level, and a test besides its name and verb; anything else
+# (a misspelt key, a `setup:` this runner does not know) is refused rather than silently ignored.
+SUITE_KEYS = ("name", "session", "tests", "keep_state", "before_each", "after_each")
+TEST_KEYS = ("name", "keep_state")
+HOOKS = ("before_each", "after_each")
 
 
 def numbered_from_one(message: str) -> str:
@@ -105,6 +131,22 @@ def load_suite(path: Path) -> Suite:
     unknown_keys = [str(k) for k in data if k not in SUITE_KEYS]
     if unknown_keys:
         problems.append(f"{path}: unknown key(s) {', '.join(unknown_keys)}; a suite takes {', '.join(SUITE_KEYS)}")
+    keep_state = data.get("keep_state", False)
+    if not isinstance(keep_state, bool):
+        problems.append(f"{path}: keep_state: true or false (got {keep_state!r})")
+        keep_state = False
+    hooks: dict[str, list[dict]] = {}
+    for hook in HOOKS:
+        steps = data.get(hook) or []
+        if not isinstance(steps, list):
+            problems.append(f"{path}: {hook}: a list of flow steps, as verify_user_flow's steps")
+            continue
+        try:  # the same step model as a flow's: what verify_user_flow would refuse is refused now
+            VerifyUserFlowRequest.model_validate({"steps": steps} if steps else {"steps": [{"action": "screenshot"}]})
+        except ValidationError as exc:
+            problems.append(f"{path}: {hook}: {numbered_from_one(describe_validation(exc))}")
+            continue
+        hooks[hook] = steps
     tests = []
     for number, entry in enumerate(data["tests"], 1):
         where = f"{path}: test {number}"
@@ -112,10 +154,14 @@ def load_suite(path: Path) -> Suite:
             problems.append(f"{where}: each test is a mapping with a name and one verb")
             continue
         verbs = [k for k in entry if k in VERBS]
-        unknown = [k for k in entry if k not in VERBS and k != "name"]
+        unknown = [k for k in entry if k not in VERBS and k not in TEST_KEYS]
         if unknown or len(verbs) != 1:
-            problems.append(f"{where}: give `name` and exactly one of {', '.join(VERBS)}"
+            problems.append(f"{where}: give `name`, exactly one of {', '.join(VERBS)}, and optionally keep_state"
                             + (f" (unknown: {', '.join(map(str, unknown))})" if unknown else ""))
+            continue
+        keep = entry.get("keep_state", keep_state)
+        if not isinstance(keep, bool):
+            problems.append(f"{where}: keep_state: true or false (got {keep!r})")
             continue
         verb = verbs[0]
         body = entry[verb] or {}
@@ -130,10 +176,14 @@ def load_suite(path: Path) -> Suite:
         except ValidationError as exc:
             problems.append(f"{where} ({name}): {verb}: {numbered_from_one(describe_validation(exc))}")
             continue
-        tests.append(SuiteTest(name=name, verb=verb, body=body))
+        if body.get("fresh") is True and keep:
+            problems.append(f"{where} ({name}): keep_state true and {verb}'s fresh true contradict; give one")
+            continue
+        tests.append(SuiteTest(name=name, verb=verb, body=body, fresh=not keep and body.get("fresh", True)))
     if problems:
         raise UsageError("\n".join(problems))
-    return Suite(name=str(data.get("name") or path.stem), session=str(data.get("session") or "default"), tests=tests)
+    return Suite(name=str(data.get("name") or path.stem), session=str(data.get("session") or "default"), tests=tests,
+                 before_each=hooks.get("before_each", []), after_each=hooks.get("after_each", []))
 
 
 def _passed(run: QaRun) -> bool:
@@ -145,17 +195,24 @@ def _passed(run: QaRun) -> bool:
 TIMEOUT_MARGIN_S = 60.0
 
 
-def request_timeout(test: SuiteTest) -> float:
-    """Seconds to wait for a test's answer: its verb's own timeout plus a margin, never unbounded."""
-    timeout_ms = getattr(REQUESTS[test.verb].model_validate(test.body), "timeout_ms", 10_000)
+def request_timeout(verb: str, body: dict) -> float:
+    """Seconds to wait for a request's answer: its verb's own timeout plus a margin, never unbounded."""
+    timeout_ms = getattr(REQUESTS[verb].model_validate(body), "timeout_ms", 10_000)
     return timeout_ms / 1000 + TIMEOUT_MARGIN_S
+
+
+class _Lost(Exception):
+    """The server stopped answering: the tests after this one are not run."""
 
 
 def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path | None = None,
               junit: Path | None = None, report: Path | None = None, transport: Any = None) -> int:
-    """Run the suite; 0 when every test passed, 1 otherwise. A server that stops answering midway
-    leaves the tests not run as errors in the JUnit and report of what ran (exit 1, and it says so).
-    ``transport``: an httpx transport instead of the network (tests)."""
+    """Run the suite; 0 when every test passed, 1 otherwise. Each test is: the fresh start (unless
+    keep_state), before_each, the test, after_each (run whenever before_each ran, even after a
+    failure: it is the clean-up; its failure fails the test and is a case of its own in the
+    reports). A server that stops answering midway leaves the tests not run as errors in the JUnit
+    and report of what ran (exit 1, and it says so). ``transport``: an httpx transport instead of
+    the network (tests)."""
     import httpx2
 
     from vision.qa.runs import BadName, check_run_id, render_html, render_junit
@@ -171,53 +228,77 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
         except (httpx2.TransportError, httpx2.HTTPStatusError) as exc:
             raise UsageError(f"no glassdesk server answers at {base_url} ({exc}); start one with `glassdesk up`, "
                              "or leave --url out to run one here") from None
+
+        def one(verb: str, name: str, body: dict, number: int, progress) -> QaRun:
+            """One verb request and its run read back; a refusal or an unreadable answer is an
+            error run; a server gone raises _Lost."""
+            started = time.monotonic()
+            try:
+                answer = http.post(f"/api/v1/sessions/{session}/qa/{verb}", json=body,
+                                   timeout=request_timeout(verb, body))
+                _refuse_unauthorised(answer, base_url)
+                seconds = time.monotonic() - started
+                if answer.status_code != 200:
+                    error = _error_of(answer)
+                    progress.console.print(f"[red]✗ error[/red] {name}  [dim]{seconds:.1f} s[/dim]\n  {error}")
+                    return _error_run(verb, name, error)
+                run_id = check_run_id(answer.json()["test_run_id"])
+                fetched = http.get(f"/api/v1/qa/runs/{run_id}")
+                _refuse_unauthorised(fetched, base_url)
+                run = QaRun.model_validate(fetched.json())
+                if run.test_run_id != run_id:
+                    raise ValueError(f"the server answered run {run.test_run_id!r} for {run_id!r}")
+            except httpx2.TransportError as exc:
+                reason = f"the server at {base_url} stopped answering during test {number} ({name}): {exc}"
+                progress.console.print(f"[red]✗ error[/red] {name}\n  {reason}")
+                raise _Lost(reason) from None
+            except (ValueError, KeyError, TypeError, BadName) as exc:  # an answer that is not a QA run's
+                error = f"the server's answer could not be read: {exc}"
+                progress.console.print(f"[red]✗ error[/red] {name}\n  {error}")
+                return _error_run(verb, name, error)
+            if _passed(run):
+                progress.console.print(f"[green]✓ passed[/green] {name}  [dim]{seconds:.1f} s[/dim]")
+            else:
+                reason = next((c.failure_reason for c in run.test_cases if c.failure_reason), run.status)
+                progress.console.print(f"[red]✗ {run.status}[/red] {name}  [dim]{seconds:.1f} s[/dim]\n"
+                                       f"  {reason}\n  [dim]{base_url}/api/v1/qa/runs/{run_id}/report[/dim]")
+            return run
+
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
                       transient=True) as progress:
             task = progress.add_task(f"{suite.name}", total=len(suite.tests))
             for number, test in enumerate(suite.tests, 1):
                 if lost is not None:
                     failed += 1
-                    runs.append(_error_run(test, f"not run: {lost}"))
+                    runs.append(_error_run(test.verb, test.name, f"not run: {lost}"))
                     continue
                 progress.update(task, description=f"[{number}/{len(suite.tests)}] {test.name}")
-                started = time.monotonic()
+                before, body, after = suite.requests(test)
+                ok = True
                 try:
-                    answer = http.post(f"/api/v1/sessions/{session}/qa/{test.verb}", json=test.body,
-                                       timeout=request_timeout(test))
-                    _refuse_unauthorised(answer, base_url)
-                    seconds = time.monotonic() - started
-                    if answer.status_code != 200:
-                        error = _error_of(answer)
-                        failed += 1
-                        progress.console.print(f"[red]✗ error[/red] {test.name}  [dim]{seconds:.1f} s[/dim]\n  {error}")
-                        runs.append(_error_run(test, error))
-                        continue
-                    run_id = check_run_id(answer.json()["test_run_id"])
-                    fetched = http.get(f"/api/v1/qa/runs/{run_id}")
-                    _refuse_unauthorised(fetched, base_url)
-                    run = QaRun.model_validate(fetched.json())
-                    if run.test_run_id != run_id:
-                        raise ValueError(f"the server answered run {run.test_run_id!r} for {run_id!r}")
-                except httpx2.TransportError as exc:
-                    lost = f"the server at {base_url} stopped answering during test {number} ({test.name}): {exc}"
+                    if before is not None:
+                        hook = one("verify_user_flow", before["name"], before, number, progress)
+                        if not _passed(hook):  # the test is not run on a page its set-up did not make
+                            ok = False
+                            runs.append(hook)
+                            runs.append(_error_run(test.verb, test.name, "not run: before_each did not pass ("
+                                                   + _reason_of(hook) + ")"))
+                    if ok:
+                        run = one(test.verb, test.name, body, number, progress)
+                        runs.append(run)
+                        ok = _passed(run)
+                    if after is not None:  # the clean-up runs whatever happened before it
+                        hook = one("verify_user_flow", after["name"], after, number, progress)
+                        if not _passed(hook):
+                            ok = False
+                            runs.append(hook)
+                except _Lost as exc:
+                    lost = str(exc)
                     failed += 1
-                    progress.console.print(f"[red]✗ error[/red] {test.name}\n  {lost}")
-                    runs.append(_error_run(test, lost))
+                    runs.append(_error_run(test.verb, test.name, lost))
                     continue
-                except (ValueError, KeyError, TypeError, BadName) as exc:  # an answer that is not a QA run's
+                if not ok:
                     failed += 1
-                    error = f"the server's answer could not be read: {exc}"
-                    progress.console.print(f"[red]✗ error[/red] {test.name}\n  {error}")
-                    runs.append(_error_run(test, error))
-                    continue
-                runs.append(run)
-                if _passed(run):
-                    progress.console.print(f"[green]✓ passed[/green] {test.name}  [dim]{seconds:.1f} s[/dim]")
-                else:
-                    failed += 1
-                    reason = next((c.failure_reason for c in run.test_cases if c.failure_reason), run.status)
-                    progress.console.print(f"[red]✗ {run.status}[/red] {test.name}  [dim]{seconds:.1f} s[/dim]\n"
-                                           f"  {reason}\n  [dim]{base_url}/api/v1/qa/runs/{run_id}/report[/dim]")
                 progress.advance(task)
         if junit is not None:
             def evidence(run_id: str, name: str) -> str:
@@ -238,6 +319,10 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
     if lost is not None:
         console.print(f"[red]{lost}; the tests after it were not run (errors in the reports)[/red]")
     return 0 if not failed else 1
+
+
+def _reason_of(run: QaRun) -> str:
+    return next((c.failure_reason for c in run.test_cases if c.failure_reason), run.status)
 
 
 def _refuse_unauthorised(answer, base_url: str) -> None:
@@ -279,14 +364,14 @@ def _error_of(answer) -> str:
         return f"HTTP {answer.status_code}: {answer.text[:300]}"
 
 
-def _error_run(test: SuiteTest, error: str) -> QaRun:
-    """A test the server refused: an error case in the reports, with no evidence."""
+def _error_run(verb: str, name: str, error: str) -> QaRun:
+    """A test the server refused (or that was not run): an error case in the reports, with no evidence."""
     from datetime import datetime
 
     from vision.qa.models import Summary, TestCase
 
-    return QaRun(test_run_id="-", verb=test.verb, name=test.name, timestamp=datetime.now(UTC).isoformat(),
-                 status="error", test_cases=[TestCase(name=test.name, status="error", duration_ms=0,
+    return QaRun(test_run_id="-", verb=verb, name=name, timestamp=datetime.now(UTC).isoformat(),
+                 status="error", test_cases=[TestCase(name=name, status="error", duration_ms=0,
                                                       failure_reason=error)],
                  summary=Summary(total=1, error=1))
 

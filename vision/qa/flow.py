@@ -88,7 +88,7 @@ class Flows:
             result = flow.result
             status = "passed" if result.success else ("error" if flow.errored else "failed")
             return self._finish(run, status, result, {
-                "name": request.name or f"flow from {request.start_url}",
+                "name": request.name or f"flow from {request.start_url or 'the page in front'}",
                 "screenshots": [a.name for a in result.screenshots], "console_logs": result.console_logs,
                 "failure_reason": result.failure_reason,
                 "steps": [s.model_dump(mode="json") for s in result.steps]})
@@ -218,9 +218,11 @@ class _Flow:
     def run(self) -> None:
         flows, session, request = self.flows, self.session, self.request
         try:
-            flows.driver.retrying(session, lambda: flows.pages.navigate(session.id, "goto", request.start_url, "load",
-                                                                        max(1, min(30_000, self.remaining_ms()))),
-                                  navigation=True, deadline=self.deadline)
+            if request.start_url is not None:  # without one, the flow starts where the browser is
+                flows.driver.retrying(session, lambda: flows.pages.navigate(session.id, "goto", request.start_url,
+                                                                            "load",
+                                                                            max(1, min(30_000, self.remaining_ms()))),
+                                      navigation=True, deadline=self.deadline)
         except GlassdeskError as exc:
             if exc.code == "operator_in_control":
                 raise

@@ -322,6 +322,8 @@ class _VerbRequest(_Body):
     name: str | None = Field(None, min_length=1, max_length=200, description="the test's name in reports")
     inline_images: bool = Field(False, description="the answer's images also inline, base64 in each artifact's "
                                                    "`data`, beside their references")
+    fresh: bool = Field(False, description="first clear the browser's state (cookies, storage, cache, permissions "
+                                           "of every origin; one blank tab left), as page clear-state does")
 
 
 class VerifyPageLoadsRequest(_VerbRequest):
@@ -347,7 +349,7 @@ class VerifyElementRequest(_VerbRequest):
 
 
 class VerifyUserFlowRequest(_VerbRequest):
-    start_url: Url
+    start_url: Url | None = Field(None, description="opened first; without it the flow starts on the page in front")
     steps: list[FlowStep] = Field(min_length=1, max_length=200)
     success_condition: SuccessCondition | None = None
     timeout_ms: FlowTimeout = 120_000

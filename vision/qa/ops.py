@@ -46,9 +46,9 @@ _VERBS: dict[str, tuple[type, str, str, bool]] = {
         False),
     "verify_user_flow": (
         VerifyUserFlowRequest, "Verify a user flow on the visible desktop",
-        f"Acts on {WHERE} with real input: opens `start_url` and runs `steps` in order (navigate, click, fill, "
-        "select, press, wait, assert, screenshot, act). A step targets by selector, ref, label, visible text (the "
-        "page first, then OCR of the screen), an image (base64 PNG) or x,y; act runs an instruction through the "
+        f"Acts on {WHERE} with real input: opens `start_url` (if given) and runs `steps` in order (navigate, click, "
+        "fill, select, press, wait, assert, screenshot, act). A step targets by selector, ref, label, visible text "
+        "(the page first, then OCR of the screen), an image (base64 PNG) or x,y; act runs an instruction through the "
         "vision loop. Transient failures are retried up to 3 times, assertions never; timeout_ms bounds the "
         "whole flow. Returns success, steps_completed, failure_step (1-based) and its reason, a screenshot per "
         "step and the console.",

@@ -184,11 +184,18 @@ class QaService:
     @contextmanager
     def _run(self, verb: str, name: str | None, session: Session, request: Any,
              secrets: tuple[str, ...] = ()) -> Iterator[RunWriter]:
-        """One QA run around a verb's work: the session held for it (see _one_verb), the run
-        created, recorded (and the display filmed when asked), and closed as ``error`` with the
-        reason if the work raises."""
+        """One QA run around a verb's work: the session held for it (see _one_verb), the browser's
+        state cleared first when the request says ``fresh``, the run created, recorded (and the
+        display filmed when asked), and closed as ``error`` with the reason if the work raises."""
         with self._one_verb(session.id, verb, getattr(request, "timeout_ms", 10_000)):
+            # A fresh start is done before the run is made: a browser that cannot be cleared is an
+            # error of the request (it creates nothing), not a verdict on the page.
+            cleared = self.pages.clear_state(session.id) if getattr(request, "fresh", False) else None
             with self._recorded_run(verb, name, session, request, secrets) as run:
+                if cleared is not None:
+                    run.record("note", message=f"fresh start: the browser's state cleared in {cleared.duration_ms} ms "
+                                               f"({len(cleared.origins)} origin(s), {cleared.closed_tabs} tab(s) "
+                                               "closed)")
                 yield run
 
     @contextmanager
