@@ -358,3 +358,18 @@ def test_png_round_trip_is_pixel_exact_and_garbage_is_refused():
         decode_png(b"not a png")
     with pytest.raises(ValueError):
         encode_png(np.zeros((4, 4), np.uint8))
+
+
+# ------------------------------------------------------------------------------------ still shots
+
+def test_a_shot_is_taken_again_until_two_in_a_row_match(monkeypatch):
+    from vision.qa import visual
+
+    frames = iter([b"spinner 1", b"spinner 2", b"loaded", b"loaded", b"never asked"])
+    assert visual._still(lambda: next(frames)) == b"loaded"
+    assert next(frames) == b"never asked"  # it stopped at the second "loaded"
+    # A screen that never stops changing: the last shot at the time limit, not a hang.
+    monkeypatch.setattr(visual, "STILL_TIMEOUT_S", 0.05)
+    counter = iter(range(1_000_000))
+    last = visual._still(lambda: str(next(counter)).encode(), gap_s=0.01)
+    assert 1 <= int(last) < 50
