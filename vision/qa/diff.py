@@ -27,6 +27,7 @@ import io
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -98,10 +99,10 @@ class Diff:
         return find_regions(self.changed)
 
 
-@dataclass(frozen=True)
-class Region:
+class Region(NamedTuple):
     """A connected region of differing pixels: its bounding box (x0, y0, x1, y1; ends exclusive, as
-    a mask box, so it can be masked as given) and how many of its pixels differ."""
+    a mask box, so it can be masked as given) and how many of its pixels differ. A NamedTuple: a
+    scatter makes hundreds of thousands of them, three times faster than frozen dataclasses."""
 
     box: tuple[int, int, int, int]
     pixels: int
@@ -121,11 +122,13 @@ def find_regions(changed: np.ndarray) -> list[Region]:
         return []
     import cv2  # opencv comes with rapidocr; imported late like the OCR engine (only when pixels differ)
 
-    count, _, stats, _ = cv2.connectedComponentsWithStats(changed.view(np.uint8), connectivity=8, ltype=cv2.CV_32S)
-    regions = [Region((int(x), int(y), int(x + w), int(y + h)), int(area))
-               for x, y, w, h, area in stats[1:count]]  # label 0 is the background
-    regions.sort(key=lambda r: (-r.pixels, r.box[1], r.box[0]))
-    return regions
+    _, _, stats, _ = cv2.connectedComponentsWithStats(changed.view(np.uint8), connectivity=8, ltype=cv2.CV_32S)
+    stats = stats[1:]  # label 0 is the background
+    # Sorted and converted as whole columns: a scatter of half a million single pixels takes a
+    # fraction of a second this way, seconds row by row.
+    stats = stats[np.lexsort((stats[:, 0], stats[:, 1], -stats[:, 4]))]
+    x, y, w, h, area = (stats[:, k].tolist() for k in range(5))
+    return [Region((x0, y0, x0 + dx, y0 + dy), n) for x0, y0, dx, dy, n in zip(x, y, w, h, area, strict=True)]
 
 
 @dataclass(frozen=True)
