@@ -1,9 +1,10 @@
 """The QA verbs' own local site, on 127.0.0.1: a login flow, a page with console errors, a canvas
 whose button only OCR can find, pages for visual comparisons (a colour one unit off, an element
-moved, a clock that changes), and pages that keep state in the browser (a localStorage counter, a
-first-visit cookie, a cookie login the server checks, and a page that writes and reads back every
-kind of browser storage). Pages report what really happened to them (a click on the canvas, a
-sign-in) to ``POST /event``; the tests read that record, never the QA service's own account.
+moved, a clock that changes; a button renamed, an icon, a border, struck-through todo items), and
+pages that keep state in the browser (a localStorage counter, a first-visit cookie, a cookie login
+the server checks, and a page that writes and reads back every kind of browser storage). Pages
+report what really happened to them (a click on the canvas, a sign-in) to ``POST /event``; the
+tests read that record, never the QA service's own account.
 """
 
 from __future__ import annotations
@@ -170,6 +171,36 @@ def visual_page(query: dict[str, list[str]]) -> bytes:
 <h2 class="at" style="left: {heading}px; top: 380px">a steady heading</h2>{clock}""")
 
 
+ICONS = {  # 24x24 SVG paths: the same stroke, another shape
+    "chevron-right": "M9 5l7 7-7 7",
+    "chevron-down": "M5 9l7 7 7-7",
+}
+
+
+def widgets_page(query: dict[str, list[str]]) -> bytes:
+    """A small app for visual defaults: a counter button (``label``), an icon (``icon``), a bordered
+    panel (``border=0`` takes its border away), a todo list whose completed items are struck through
+    and grey (``done=0`` draws them as open ones) and, with ``clock``, a line that changes on every
+    load. Every change a query makes is one a person sees at a glance. The counter's box has a fixed
+    size, so a component shot of it compares whatever its button says."""
+    label = query.get("label", ["Increment"])[0]
+    icon = ICONS[query.get("icon", ["chevron-right"])[0]]
+    border = "1px solid #c8c8c8" if query.get("border", ["1"])[0] == "1" else "1px solid transparent"
+    done = "text-decoration: line-through; color: #8a8a8a;" if query.get("done", ["1"])[0] == "1" else ""
+    clock = f'<p id="clock" class="at" style="left: 700px; top: 40px">{time.time():.6f}</p>' \
+        if query.get("clock") else ""
+    return _page("widgets", f"""
+<style>.done {{ {done} }} #todos li {{ margin: 4px 0; }}</style>
+<div id="counter" class="at" style="left: 100px; top: 40px; width: 560px; height: 140px">
+  <p>Clicks so far: <span id="count">0</span></p><button id="inc" type="button">{label}</button></div>
+<svg id="icon" class="at" style="left: 720px; top: 66px" width="24" height="24" viewBox="0 0 24 24">
+  <path d="{icon}" fill="none" stroke="#333" stroke-width="2" stroke-linecap="round" stroke-linejoin="round"/></svg>
+<div id="panel" class="at" style="left: 100px; top: 210px; width: 360px; height: 80px; border: {border};
+     padding: 8px">a panel with a thin border</div>
+<ul id="todos" class="at" style="left: 100px; top: 330px; width: 420px">
+  <li class="done">buy milk</li><li>write the report</li><li class="done">call the bank</li></ul>{clock}""")
+
+
 class QaSite(EventServer):
     __test__ = False
 
@@ -215,6 +246,8 @@ class QaSite(EventServer):
                     self._send(200, b"self.addEventListener('fetch', () => {});", "text/javascript")
                 elif parts.path == "/visual":
                     self._send(200, visual_page(parse_qs(parts.query)))
+                elif parts.path == "/widgets":
+                    self._send(200, widgets_page(parse_qs(parts.query)))
                 elif parts.path == "/favicon.ico":
                     self._send(204, b"", "image/x-icon")
                 else:

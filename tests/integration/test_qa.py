@@ -241,6 +241,9 @@ def test_an_act_step_runs_the_vision_loop_with_the_scripted_provider(vision_api,
 @pytest.mark.parametrize("verb, body, status, code", [
     ("verify_user_flow", {"start_url": "http://x/", "steps": [{"action": "jump"}]}, 422, "invalid_request"),
     ("compare_visual_regression", {"baseline_id": "home", "threshold": -0.5}, 422, "invalid_request"),
+    ("compare_visual_regression", {"baseline_id": "home", "threshold": 0.1, "max_diff_pixel_ratio": 0.2}, 422,
+     "invalid_request"),
+    ("compare_visual_regression", {"baseline_id": "home", "max_region_pixels": -1}, 422, "invalid_request"),
     ("capture_visual_baseline", {"name": "../escape"}, 422, "invalid_request"),
     ("verify_page_loads", {"url": "gopher://example.test/"}, 422, "invalid_action"),
     ("verify_element_exists", {}, 422, "invalid_request"),
@@ -373,22 +376,26 @@ def test_a_one_unit_colour_change_passes_and_a_moved_element_fails_with_a_diff(v
 
 
 def test_a_changing_clock_fails_unmasked_and_passes_once_masked(vision_api, qa_site):
-    # threshold 0: a clock's few changed digits are well under the default 1 % of the viewport.
+    # A clock's changed digits are far under 1 % of the viewport, but each is a region of dozens of pixels.
     capture(vision_api, "clock-bare", qa_site.url("/visual?clock=1"))
-    bare = compare(vision_api, "clock-bare", qa_site.url("/visual?clock=1"), threshold=0)
-    assert bare["passed"] is False and bare["diff_pixels"] > 0
+    bare = compare(vision_api, "clock-bare", qa_site.url("/visual?clock=1"))
+    assert bare["passed"] is False and 0 < bare["diff_ratio"] < 0.01 and "max_region_pixels" in bare["reason"], bare
     masked = capture(vision_api, "clock-masked", qa_site.url("/visual?clock=1"), mask=["#clock"])
     assert len(masked["mask_boxes"]) == 1
-    assert compare(vision_api, "clock-masked", qa_site.url("/visual?clock=1"), threshold=0)["passed"] is True
-    # A mask given at comparison time works the same.
-    assert compare(vision_api, "clock-bare", qa_site.url("/visual?clock=1"), threshold=0,
-                   mask=["#clock"])["passed"] is True
+    assert compare(vision_api, "clock-masked", qa_site.url("/visual?clock=1"))["passed"] is True
+    # A mask given at comparison time works the same, with the strictest limits (threshold: the ratio's old name).
+    strict = compare(vision_api, "clock-bare", qa_site.url("/visual?clock=1"), threshold=0, max_diff_pixels=0,
+                     max_region_pixels=0, mask=["#clock"])
+    assert strict["passed"] is True and strict["diff_pixels"] == 0 and strict["diff_image"] is None, strict
+    assert strict["limits"] == {"max_diff_pixels": 0, "max_diff_pixel_ratio": 0, "max_region_pixels": 0,
+                                "pixel_threshold": 0.1} and strict["threshold"] == 0
 
 
 def test_a_display_baseline_masks_the_panel_and_its_clock(vision_api, qa_site):
     base = capture(vision_api, "whole-display", qa_site.url("/visual"), display=True)
     assert base["scope"] == "display" and [0, 1051, 1920, 1080] in base["mask_boxes"]
-    assert compare(vision_api, "whole-display", qa_site.url("/visual"))["passed"] is True
+    again = compare(vision_api, "whole-display", qa_site.url("/visual"))
+    assert again["passed"] is True, again["reason"]
 
 
 def test_visual_matches_in_a_flow_and_a_missing_baseline_is_404(vision_api, qa_site, runs_dir):
@@ -399,7 +406,13 @@ def test_visual_matches_in_a_flow_and_a_missing_baseline_is_404(vision_api, qa_s
                       {"action": "navigate", "url": qa_site.url("/visual?left=300")},
                       {"action": "assert", "assertion": {"type": "visual_matches", "baseline_id": "flow-card"}}]}
     body = vision_api.post(f"{QA}/verify_user_flow", json=flow).json()
-    assert body["failure_step"] == 4 and "of pixels differ" in body["failure_reason"], body
+    assert body["failure_step"] == 4 and "exceeds max_region_pixels 16" in body["failure_reason"], body
+    # The comparison's images are the flow run's evidence, the diff among them.
+    failed = body["steps"][3]["detail"]
+    assert failed["passed"] is False and failed["diff_image"]["name"].startswith("diff-flow-card"), failed
+    picture = vision_api.get(failed["diff_image"]["path"])
+    assert picture.status_code == 200 and picture.content.startswith(b"\x89PNG")
+    assert vision_api.get(f"/api/v1/qa/runs/{body['test_run_id']}/verify").json()["ok"] is True
     before = run_ids(runs_dir)
     r = vision_api.post(f"{QA}/compare_visual_regression", json={"baseline_id": "no-such-baseline"})
     assert r.status_code == 404 and r.json()["error"]["code"] == "baseline_not_found", r.text
@@ -467,3 +480,76 @@ def test_the_evidence_of_a_page_load_shows_that_page_never_the_one_before(vision
         if a or b != card:
             wrong.append((round_, a, b))
     assert not wrong, f"{len(wrong)} of 50 images were not page B's alone (round, A's pixels, B's pixels): {wrong}"
+
+
+
+
+# ------------------------------------------------------------------------------- visual defaults (issue 21)
+
+
+def _pixels(vision_api, artifact):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(vision_api.get(artifact["path"]).content)).convert("RGB"))
+
+
+def test_a_renamed_button_fails_by_default_on_the_page_and_its_component(vision_api, qa_site):
+    import numpy as np
+
+    base = capture(vision_api, "widgets-word", qa_site.url("/widgets"), full_page=True, selectors=["#counter"])
+    assert [s["name"] for s in base["screenshots"]] == ["page", "#counter"]
+    renamed = compare(vision_api, "widgets-word", qa_site.url("/widgets?label=Add%20one"))
+    assert renamed["passed"] is False, renamed
+    page, component = renamed["shots"]
+    for shot in (page, component):
+        # Far under the ratio (the old verdict passed it), failed by one region of the word.
+        assert shot["passed"] is False and shot["diff_ratio"] < 0.01, shot
+        assert shot["largest_region"]["pixels"] > 16 and "exceeds max_region_pixels 16" in shot["reason"], shot
+        assert shot["diff_percentage"] == pytest.approx(100 * shot["diff_ratio"], abs=1e-5)
+        assert shot["diff_image"] is not None
+    x0, y0, x1, y1 = page["largest_region"]["box"]
+    assert 100 <= x0 < x1 <= 660 and 40 <= y0 < y1 <= 180, page  # inside the counter's box on the page
+    assert f"a region of {page['largest_region']['pixels']} px at [{x0}, {y0}, {x1}, {y1}]" in renamed["reason"]
+    assert renamed["limits"] == {"max_diff_pixels": None, "max_diff_pixel_ratio": 0.01, "max_region_pixels": 16,
+                                 "pixel_threshold": 0.1}
+    assert renamed["largest_region"] == page["largest_region"] and renamed["diff_ratio"] == page["diff_ratio"]
+    # The diff image boxes that region in magenta, 1 px outside it.
+    picture = _pixels(vision_api, renamed["diff_image"])
+    magenta = np.all(picture == (255, 0, 255), axis=2)
+    assert magenta[y0 - 1, x0 - 1:x1 + 1].all() and magenta[y0 - 1:y1 + 1, x1].all()
+    # With the region limit off the total alone judges, as before: passed, the diff image still there.
+    lenient = compare(vision_api, "widgets-word", qa_site.url("/widgets?label=Add%20one"), max_region_pixels=None)
+    assert lenient["passed"] is True and lenient["diff_pixels"] > 0 and lenient["diff_image"] is not None, lenient
+    assert lenient["limits"]["max_region_pixels"] is None and lenient["reason"] is None
+
+
+@pytest.mark.parametrize("change, where", [
+    ("icon=chevron-down", (720, 66, 744, 90)),  # the 24 px chevron turned down
+    ("border=0", (100, 210, 478, 308)),  # the panel's 1 px border gone
+    ("done=0", (100, 330, 520, 460)),  # completed todo items neither struck through nor grey
+])
+def test_a_changed_icon_border_or_todo_style_fails_by_default(vision_api, qa_site, change, where):
+    capture(vision_api, "widgets-parts", qa_site.url("/widgets"))
+    changed = compare(vision_api, "widgets-parts", qa_site.url(f"/widgets?{change}"))
+    assert changed["passed"] is False and changed["diff_ratio"] < 0.01, changed
+    x0, y0, x1, y1 = changed["largest_region"]["box"]
+    assert where[0] <= x0 < x1 <= where[2] and where[1] <= y0 < y1 <= where[3], changed["largest_region"]
+
+
+def test_the_same_page_re_rendered_20_times_passes_20_times(vision_api, qa_site):
+    # Captured once (the page and a component), compared after each of 20 reloads (the verb's url).
+    capture(vision_api, "widgets-steady", qa_site.url("/widgets"), selectors=["#todos"])
+    compared = [compare(vision_api, "widgets-steady", qa_site.url("/widgets")) for _ in range(20)]
+    assert [c["passed"] for c in compared] == [True] * 20, [c["reason"] for c in compared]
+    assert all(len(c["shots"]) == 2 for c in compared)
+
+
+def test_a_masked_clock_on_the_widgets_passes_and_unmasked_fails(vision_api, qa_site):
+    capture(vision_api, "widgets-clock", qa_site.url("/widgets?clock=1"), mask=["#clock"])
+    assert compare(vision_api, "widgets-clock", qa_site.url("/widgets?clock=1"))["passed"] is True
+    capture(vision_api, "widgets-clock-bare", qa_site.url("/widgets?clock=1"))
+    bare = compare(vision_api, "widgets-clock-bare", qa_site.url("/widgets?clock=1"))
+    assert bare["passed"] is False and bare["largest_region"]["box"][0] >= 700, bare

@@ -14,7 +14,18 @@ from PIL import Image, ImageDraw, ImageFont
 from pixelmatch.core import pixelmatch
 
 from vision.qa import diff as diff_module
-from vision.qa.diff import ImageSizeMismatch, compare, decode_png, diff_image, encode_png, mask_boxes
+from vision.qa.diff import (
+    DEFAULT_MAX_REGION_PIXELS,
+    ImageSizeMismatch,
+    Limits,
+    compare,
+    decode_png,
+    diff_image,
+    encode_png,
+    find_regions,
+    judge,
+    mask_boxes,
+)
 
 WHITE, INK, BLUE = (255, 255, 255), (20, 20, 60), (40, 110, 220)
 
@@ -86,11 +97,24 @@ def test_a_moved_element_fails_and_the_diff_image_shows_red_exactly_where_it_mov
     assert pixels.shape == before.shape
     red = np.all(pixels == (255, 0, 0), axis=2)
     assert np.array_equal(red, expected)
+    # Each region is boxed 1 px outside it (the strips are 620 px each: over the limit, magenta).
+    boxes = _box_outlines(before.shape[:2], [(100, 60, 120, 91), (181, 60, 201, 91)])
+    assert np.array_equal(np.all(pixels == (255, 0, 255), axis=2), boxes)
+    assert [(r.box, r.pixels) for r in result.regions] == [((100, 60, 120, 91), 620), ((181, 60, 201, 91), 620)]
     # Elsewhere a faded grey copy of the baseline: grey, light, darker where the baseline is dark.
-    rest = pixels[~expected]
+    rest = pixels[~expected & ~boxes]
     assert np.all(rest[:, 0] == rest[:, 1]) and np.all(rest[:, 1] == rest[:, 2])
     assert rest.min() >= 255 - 26  # 10% opacity: black fades to 230 at the darkest
     assert pixels[70, 150, 0] < pixels[5, 5, 0] == 255  # the unmoved part of the button shows, fainter
+
+
+def _box_outlines(shape: tuple[int, int], boxes) -> np.ndarray:
+    """Where diff_image draws the outline of each box (x0, y0, x1, y1; ends exclusive): 1 px outside."""
+    out = np.zeros(shape, bool)
+    for x0, y0, x1, y1 in boxes:
+        out[y0 - 1, x0 - 1:x1 + 1] = out[y1, x0 - 1:x1 + 1] = True
+        out[y0 - 1:y1 + 1, x0 - 1] = out[y0 - 1:y1 + 1, x1] = True
+    return out
 
 
 def test_anti_aliased_text_re_rendered_at_a_sub_pixel_offset_passes_only_when_anti_aliasing_is_ignored():
@@ -166,6 +190,96 @@ def test_rgb_and_opaque_rgba_compare_as_the_same_image_and_translucency_is_blend
     white = np.full_like(page, 255)
     assert compare(white, clear).diff_pixels == 0
     assert compare(page, clear).diff_pixels == _pixelmatch(page, clear) > 0
+
+
+# ------------------------------------------------------------------------------------ regions, verdict
+
+def _blank(height: int = 200, width: int = 300) -> np.ndarray:
+    return np.full((height, width, 3), 255, np.uint8)
+
+
+def test_regions_are_8_connected_with_exclusive_boxes_the_largest_first():
+    changed = np.zeros((10, 12), bool)
+    for k in range(5):
+        changed[k, k] = True  # a diagonal: one region with 8-connectivity, five with 4
+    changed[7:9, 9:12] = True  # a 2x3 block at the right edge
+    changed[0, 11] = True  # a lone pixel
+    regions = find_regions(changed)
+    assert [(r.box, r.pixels) for r in regions] == [((9, 7, 12, 9), 6), ((0, 0, 5, 5), 5), ((11, 0, 12, 1), 1)]
+    assert regions[0].describe() == "a region of 6 px at [9, 7, 12, 9]"
+    assert find_regions(np.zeros((4, 4), bool)) == []
+    with pytest.raises(ValueError, match="HxW"):
+        find_regions(np.zeros((4, 4, 3), bool))
+
+
+def test_a_scatter_of_single_pixel_noise_passes_the_default_limits():
+    rng = np.random.default_rng(5)
+    baseline, current = _blank(), _blank()
+    # 600 dark pixels, each alone in its own 3x3 cell of a grid (so no two touch, even diagonally).
+    cells = rng.choice(66 * 100, 600, replace=False)
+    ys, xs = 3 * (cells // 100) + 1, 3 * (cells % 100) + 1
+    current[ys, xs] = (30, 30, 30)
+    diff = compare(baseline, current)
+    assert diff.diff_pixels == 600 and diff.diff_fraction == 0.01  # at the ratio limit, not over it
+    assert len(diff.regions) == 600 and diff.regions[0].pixels == 1
+    assert judge(diff, Limits()) == []
+    # Playwright's strict limits still see them.
+    assert judge(diff, Limits(max_diff_pixels=0)) == ["600 px differ, over max_diff_pixels 0"]
+    assert judge(diff, Limits(max_region_pixels=0))[0].startswith("a region of 1 px at ")
+
+
+def test_a_40_pixel_blob_fails_by_its_region_though_far_under_the_ratio():
+    baseline, current = _blank(), _blank()
+    current[50:55, 120:128] = (40, 110, 220)  # 5 x 8: 40 px, 0.07 % of the image
+    diff = compare(baseline, current)
+    assert diff.diff_pixels == 40 and diff.diff_fraction < 0.01
+    assert judge(diff, Limits()) == [f"a region of 40 px at [120, 50, 128, 55] exceeds max_region_pixels "
+                                     f"{DEFAULT_MAX_REGION_PIXELS}"]
+    # The same pixels in specks of 16 pass: it is the size of one region that counts, not the total.
+    specks = _blank()
+    for k in range(10):
+        specks[10 + 6 * k:14 + 6 * k, 10:14] = (40, 110, 220)  # 4x4, apart
+    assert judge(compare(baseline, specks), Limits()) == []
+    # Without the region limit, only the totals are judged.
+    assert judge(diff, Limits(max_region_pixels=None)) == []
+    assert judge(diff, Limits(max_region_pixels=None, max_diff_pixel_ratio=0.0001)) == [
+        "40 px differ (ratio 0.000666667), over max_diff_pixel_ratio 0.0001"]
+
+
+def test_anti_aliased_edges_re_rendered_pass_and_text_moved_by_a_pixel_fails():
+    baseline = _text(0)
+    for eighths in (1, 2, 4, 6):  # the same text re-rendered up to 3/4 px to the side
+        diff = compare(baseline, _text(eighths))
+        assert judge(diff, Limits()) == [], (eighths, diff.regions[:3])
+        assert diff.diff_pixels < compare(baseline, _text(eighths), ignore_antialiasing=False).diff_pixels
+    moved = compare(baseline, _text(8))  # a whole pixel
+    assert judge(moved, Limits(max_diff_pixel_ratio=None))[0].startswith("a region of ")
+    # An anti-aliased edge alone: the grey column between a light and a dark area changes shade.
+    edge = _blank(40, 60)
+    edge[10:30, 20] = (200, 200, 200)
+    edge[10:30, 21:40] = (20, 20, 20)
+    shifted = edge.copy()
+    shifted[10:30, 20] = (120, 120, 120)  # the edge pixels' coverage changed: anti-aliasing
+    diff = compare(edge, shifted)
+    assert diff.antialiased is not None and diff.antialiased.sum() == 20 and diff.diff_pixels == 0
+    assert judge(diff, Limits(max_diff_pixels=0, max_region_pixels=0)) == []
+    assert compare(edge, shifted, ignore_antialiasing=False).regions[0].pixels == 20  # one 20-px region else
+
+
+def test_the_diff_image_boxes_small_regions_in_blue_and_those_over_the_limit_in_magenta():
+    baseline, current = _blank(60, 80), _blank(60, 80)
+    current[10:15, 10:18] = (0, 0, 0)  # 40 px: over 16
+    current[40, 60] = (0, 0, 0)  # 1 px
+    diff = compare(baseline, current)
+    pixels = _png_pixels(diff_image(baseline, current, diff, max_region_pixels=16))
+    assert np.array_equal(np.all(pixels == (255, 0, 255), axis=2), _box_outlines((60, 80), [(10, 10, 18, 15)]))
+    assert np.array_equal(np.all(pixels == (0, 160, 255), axis=2), _box_outlines((60, 80), [(60, 40, 61, 41)]))
+    assert np.array_equal(np.all(pixels == (255, 0, 0), axis=2), diff.changed)
+    # A region at the image's corner: its outline is clipped, nothing raises.
+    corner = _blank(60, 80)
+    corner[0:3, 77:80] = (0, 0, 0)
+    boxed = _png_pixels(diff_image(baseline, corner, compare(baseline, corner), max_region_pixels=None))
+    assert np.all(boxed[3, 76:80] == (0, 160, 255)) and np.all(boxed[0:4, 76] == (0, 160, 255))
 
 
 # ------------------------------------------------------------------------------------ cross-check
@@ -244,3 +358,18 @@ def test_png_round_trip_is_pixel_exact_and_garbage_is_refused():
         decode_png(b"not a png")
     with pytest.raises(ValueError):
         encode_png(np.zeros((4, 4), np.uint8))
+
+
+# ------------------------------------------------------------------------------------ still shots
+
+def test_a_shot_is_taken_again_until_two_in_a_row_match(monkeypatch):
+    from vision.qa import visual
+
+    frames = iter([b"spinner 1", b"spinner 2", b"loaded", b"loaded", b"never asked"])
+    assert visual._still(lambda: next(frames)) == b"loaded"
+    assert next(frames) == b"never asked"  # it stopped at the second "loaded"
+    # A screen that never stops changing: the last shot at the time limit, not a hang.
+    monkeypatch.setattr(visual, "STILL_TIMEOUT_S", 0.05)
+    counter = iter(range(1_000_000))
+    last = visual._still(lambda: str(next(counter)).encode(), gap_s=0.01)
+    assert 1 <= int(last) < 50

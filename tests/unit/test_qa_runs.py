@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from desktop.x11.procs import this_process
+from vision.qa.diff import Limits
 from vision.qa.models import (
     CaptureBaselineRequest,
     CompareRequest,
@@ -199,6 +200,68 @@ def test_requests_refuse_bad_names_thresholds_and_targets():
                                  success_condition={"text": "Welcome"})
     assert flow.steps[0].url == "http://y/" and flow.steps[1].key_list == ["ctrl+a", "Delete"]
     assert [action_words(s) for s in flow.steps] == ["navigate http://y/", "press ctrl+a Delete"]
+
+
+def test_visual_limits_default_alias_and_refusals():
+    from vision.qa.models import Assertion
+
+    # By default: a region limit, and the ratio 0.01 on the total.
+    assert CompareRequest(baseline_id="home").limits() == Limits(None, 0.01, 16)
+    # `threshold` is max_diff_pixel_ratio's former name: either one, or both when they agree.
+    assert CompareRequest(baseline_id="home", threshold=0.02).limits().max_diff_pixel_ratio == 0.02
+    assert CompareRequest(baseline_id="home", max_diff_pixel_ratio=0.02, threshold=0.02).limits().max_diff_pixel_ratio \
+        == 0.02
+    with pytest.raises(ValidationError, match="former name of max_diff_pixel_ratio"):
+        CompareRequest(baseline_id="home", max_diff_pixel_ratio=0.02, threshold=0.05)
+    # A count given alone is the only limit on the total (as in Playwright); both: each applies.
+    assert CompareRequest(baseline_id="home", max_diff_pixels=100).limits() == Limits(100, None, 16)
+    assert CompareRequest(baseline_id="home", max_diff_pixels=100, max_diff_pixel_ratio=0.5,
+                          max_region_pixels=None).limits() == Limits(100, 0.5, None)
+    for bad in ({"max_diff_pixels": -1}, {"max_diff_pixel_ratio": 1.5}, {"max_region_pixels": -3}, {"threshold": 2}):
+        with pytest.raises(ValidationError):
+            CompareRequest(baseline_id="home", **bad)
+    strictest = CompareRequest(baseline_id="home", max_region_pixels=0, max_diff_pixel_ratio=1)
+    assert strictest.limits() == Limits(None, 1, 0)
+    # The same options on a flow's visual_matches, and only there.
+    a = Assertion(type="visual_matches", baseline_id="home", threshold=0.03, max_region_pixels=40)
+    assert a.limits() == Limits(None, 0.03, 40)
+    with pytest.raises(ValidationError, match="former name"):
+        Assertion(type="visual_matches", baseline_id="home", threshold=0.03, max_diff_pixel_ratio=0.01)
+    with pytest.raises(ValidationError, match="max_region_pixels: only for a visual_matches assertion"):
+        Assertion(type="url_matches", expected="x", max_region_pixels=40)
+
+
+def test_a_suite_file_takes_the_visual_options_and_refuses_their_conflicts(tmp_path):
+    from vision.qa.cli import UsageError, load_suite
+
+    path = tmp_path / "suite.yaml"
+    path.write_text("tests:\n"
+                    "  - name: strict\n"
+                    "    compare_visual_regression: {baseline_id: home, max_diff_pixels: 0, max_region_pixels: 4,\n"
+                    "                                max_diff_pixel_ratio: 0.001, pixel_threshold: 0.2}\n"
+                    "  - name: old name\n"
+                    "    compare_visual_regression: {baseline_id: home, threshold: 0.02}\n"
+                    "  - name: flow\n"
+                    "    verify_user_flow:\n"
+                    "      start_url: http://127.0.0.1:9/\n"
+                    "      steps: [{action: assert, assertion: {type: visual_matches, baseline_id: home,\n"
+                    "                                           max_region_pixels: 40}}]\n")
+    suite = load_suite(path)
+    assert [CompareRequest.model_validate(t.body).limits() for t in suite.tests[:2]] == [
+        Limits(0, 0.001, 4), Limits(None, 0.02, 16)]
+    path.write_text("tests:\n"
+                    "  - name: both\n"
+                    "    compare_visual_regression: {baseline_id: home, threshold: 0.02, max_diff_pixel_ratio: 0.01}\n"
+                    "  - name: misplaced\n"
+                    "    verify_user_flow:\n"
+                    "      start_url: http://127.0.0.1:9/\n"
+                    "      steps: [{action: assert,\n"
+                    "               assertion: {type: url_matches, expected: x, max_diff_pixels: 3}}]\n")
+    with pytest.raises(UsageError) as caught:
+        load_suite(path)
+    said = str(caught.value)
+    assert "test 1 (both)" in said and "former name of max_diff_pixel_ratio" in said
+    assert "test 2 (misplaced)" in said and "max_diff_pixels: only for a visual_matches" in said
 
 
 def test_request_schema_is_json_serialisable():

@@ -13,6 +13,12 @@ seconds for one 1920x1080 frame in Python. Here the same decisions are made on a
 Every step is computed in float64 with pixelmatch's constants and operation order, so the count
 of differing pixels equals pixelmatch's own for the same options (tests/unit/test_qa_diff.py
 checks it against the PyPI port), while a 1920x1080 pair takes milliseconds.
+
+The verdict (``judge``) is not pixelmatch's: besides a limit on the total, the differing pixels are
+grouped into 8-connected regions and a region larger than ``max_region_pixels`` fails the
+comparison. A total of 1 % of a page lets a renamed button (a few hundred pixels) through; a
+region limit catches such a change wherever it is on however large a page, while what re-rendering
+leaves once anti-aliasing is discounted is a scatter of single pixels and small specks.
 """
 
 from __future__ import annotations
@@ -20,13 +26,16 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from desktop.frame import png_from_scanlines
 
-__all__ = ["Diff", "ImageSizeMismatch", "MAX_YIQ_DELTA", "compare", "decode_png", "diff_image", "encode_png",
+__all__ = ["DEFAULT_MAX_DIFF_PIXEL_RATIO", "DEFAULT_MAX_REGION_PIXELS", "Diff", "ImageSizeMismatch", "Limits",
+           "MAX_YIQ_DELTA", "Region", "compare", "decode_png", "diff_image", "encode_png", "find_regions", "judge",
            "mask_boxes"]
 
 # The largest squared YIQ distance two colours can have (black against white with pixelmatch's
@@ -43,6 +52,24 @@ _ANTIALIASED_RGB = (255, 255, 0)
 _MASK_RGB = (64, 128, 255)
 _MASK_TINT = 0.35
 _BACKGROUND_ALPHA = 0.1
+# The boxes drawn around the regions of differing pixels: a region over max_region_pixels (what
+# failed) in magenta, the others in a light blue; 1 px outside the region, so no red is covered.
+_REGION_OVER_RGB = (255, 0, 255)
+_REGION_RGB = (0, 160, 255)
+# Boxes drawn at most (the largest regions): a scatter of thousands of single pixels would only
+# cover the picture, and each box is a few array writes in Python.
+_MAX_BOXES = 1000
+
+# The default limits of a comparison (docs/qa.md, "Visual baselines", has the measurements):
+# A region of at most 16 pixels passes. Re-rendering the same page in Chromium differs by nothing at
+# all; text re-rendered up to 0.3 px to the side leaves specks of at most 14 px once anti-aliasing is
+# discounted. What a person sees at a glance is larger: a 24 px chevron icon turned 90 degrees leaves
+# regions of 19 px, one changed digit at 22 px 27 px, a check mark turned into a cross 40, a changed
+# word at 14 px 49 (at 22 px 75), a struck-through todo item 49, a 1 px border taken away hundreds.
+DEFAULT_MAX_REGION_PIXELS = 16
+# The limit on the total when neither max_diff_pixels nor max_diff_pixel_ratio is given: 1 % of the
+# pixels compared, the verbs' former (and only) limit; it catches a change spread thin over the page.
+DEFAULT_MAX_DIFF_PIXEL_RATIO = 0.01
 
 
 class ImageSizeMismatch(ValueError):
@@ -65,6 +92,69 @@ class Diff:
     @property
     def diff_percentage(self) -> float:
         return 100 * self.diff_fraction
+
+    @cached_property
+    def regions(self) -> list[Region]:
+        """The 8-connected regions of ``changed``, the largest first."""
+        return find_regions(self.changed)
+
+
+class Region(NamedTuple):
+    """A connected region of differing pixels: its bounding box (x0, y0, x1, y1; ends exclusive, as
+    a mask box, so it can be masked as given) and how many of its pixels differ. A NamedTuple: a
+    scatter makes hundreds of thousands of them, three times faster than frozen dataclasses."""
+
+    box: tuple[int, int, int, int]
+    pixels: int
+
+    def describe(self) -> str:
+        return f"a region of {self.pixels} px at {list(self.box)}"
+
+
+def find_regions(changed: np.ndarray) -> list[Region]:
+    """The 8-connected regions of True pixels in a bool HxW array, the largest first (then top to
+    bottom, left to right). 8-connectivity: a glyph's diagonal stroke is one region, not a staircase
+    of single pixels."""
+    changed = np.asarray(changed, dtype=bool)
+    if changed.ndim != 2:
+        raise ValueError(f"changed must be a bool HxW array, not of shape {changed.shape}")
+    if not changed.any():
+        return []
+    import cv2  # opencv comes with rapidocr; imported late like the OCR engine (only when pixels differ)
+
+    _, _, stats, _ = cv2.connectedComponentsWithStats(changed.view(np.uint8), connectivity=8, ltype=cv2.CV_32S)
+    stats = stats[1:]  # label 0 is the background
+    # Sorted and converted as whole columns: a scatter of half a million single pixels takes a
+    # fraction of a second this way, seconds row by row.
+    stats = stats[np.lexsort((stats[:, 0], stats[:, 1], -stats[:, 4]))]
+    x, y, w, h, area = (stats[:, k].tolist() for k in range(5))
+    return [Region((x0, y0, x0 + dx, y0 + dy), n) for x0, y0, dx, dy, n in zip(x, y, w, h, area, strict=True)]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How different two images may be and still match. None leaves that limit out; a comparison
+    fails when any limit that applies is passed."""
+
+    max_diff_pixels: int | None = None  # differing pixels in all
+    max_diff_pixel_ratio: float | None = DEFAULT_MAX_DIFF_PIXEL_RATIO  # of the pixels compared, 0..1
+    max_region_pixels: int | None = DEFAULT_MAX_REGION_PIXELS  # differing pixels in one connected region
+
+
+def judge(diff: Diff, limits: Limits) -> list[str]:
+    """Why ``diff`` fails ``limits``: one sentence per limit passed, none when it matches (pure)."""
+    reasons = []
+    if limits.max_region_pixels is not None:
+        over = [r for r in diff.regions if r.pixels > limits.max_region_pixels]
+        if over:
+            more = f" ({len(over) - 1} more region(s) over it)" if len(over) > 1 else ""
+            reasons.append(f"{over[0].describe()} exceeds max_region_pixels {limits.max_region_pixels}{more}")
+    if limits.max_diff_pixels is not None and diff.diff_pixels > limits.max_diff_pixels:
+        reasons.append(f"{diff.diff_pixels} px differ, over max_diff_pixels {limits.max_diff_pixels}")
+    if limits.max_diff_pixel_ratio is not None and diff.diff_fraction > limits.max_diff_pixel_ratio:
+        reasons.append(f"{diff.diff_pixels} px differ (ratio {diff.diff_fraction:.6g}), over max_diff_pixel_ratio "
+                       f"{limits.max_diff_pixel_ratio:g}")
+    return reasons
 
 
 def _pixels(image: np.ndarray, what: str) -> np.ndarray:
@@ -265,9 +355,12 @@ def mask_boxes(height: int, width: int, boxes: Iterable[tuple[int, int, int, int
     return mask
 
 
-def diff_image(baseline: np.ndarray, current: np.ndarray, diff: Diff) -> bytes:
+def diff_image(baseline: np.ndarray, current: np.ndarray, diff: Diff, *,
+               max_region_pixels: int | None = DEFAULT_MAX_REGION_PIXELS) -> bytes:
     """A PNG for a person: the baseline in faded grey (pixelmatch's look), real changes in red,
-    pixels forgiven as anti-aliasing in yellow, masked areas tinted blue."""
+    pixels forgiven as anti-aliasing in yellow, masked areas tinted blue, and each region of
+    changes boxed (1 px outside it): magenta when it has more than ``max_region_pixels``, light
+    blue otherwise."""
     a, b = _pixels(baseline, "baseline"), _pixels(current, "current")
     if a.shape[:2] != b.shape[:2] or a.shape[:2] != diff.changed.shape:
         raise ImageSizeMismatch(f"baseline {a.shape[1]}x{a.shape[0]}, current {b.shape[1]}x{b.shape[0]} and the "
@@ -281,8 +374,26 @@ def diff_image(baseline: np.ndarray, current: np.ndarray, diff: Diff) -> bytes:
         out[diff.ignored] = tinted.astype(np.uint8)
     if diff.antialiased is not None:
         out[diff.antialiased] = _ANTIALIASED_RGB
-    out[diff.changed] = _CHANGED_RGB
+    for region in reversed(diff.regions[:_MAX_BOXES]):  # the largest last: on top where boxes cross
+        over = max_region_pixels is not None and region.pixels > max_region_pixels
+        _draw_box(out, region.box, _REGION_OVER_RGB if over else _REGION_RGB)
+    out[diff.changed] = _CHANGED_RGB  # over the boxes: every changed pixel stays red
     return encode_png(out)
+
+
+def _draw_box(out: np.ndarray, box: tuple[int, int, int, int], rgb: tuple[int, int, int]) -> None:
+    """A 1 px rectangle just outside ``box`` (ends exclusive), clipped to the image."""
+    height, width = out.shape[:2]
+    x0, y0, x1, y1 = box[0] - 1, box[1] - 1, box[2], box[3]  # the outline's own pixels, inclusive
+    left, right, top, bottom = max(x0, 0), min(x1, width - 1), max(y0, 0), min(y1, height - 1)
+    if y0 >= 0:
+        out[y0, left:right + 1] = rgb
+    if y1 < height:
+        out[y1, left:right + 1] = rgb
+    if x0 >= 0:
+        out[top:bottom + 1, x0] = rgb
+    if x1 < width:
+        out[top:bottom + 1, x1] = rgb
 
 
 def decode_png(data: bytes) -> np.ndarray:

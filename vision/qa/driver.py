@@ -64,7 +64,12 @@ class Miss:
 
 
 class AssertionFailed(Exception):
-    """What a step asserts does not hold: a test failure, never retried."""
+    """What a step asserts does not hold: a test failure, never retried. ``detail``: what was
+    seen, kept as the failed step's detail (a visual comparison's answer, its diff image)."""
+
+    def __init__(self, message: str, detail: dict | None = None):
+        super().__init__(message)
+        self.detail = detail
 
 
 class StepFailed(Exception):

@@ -95,9 +95,10 @@ class Flows:
 
     # ------------------------------------------------------------------ assertions
 
-    def check_assertion(self, session: Session, step: FlowStep, deadline: float) -> dict:
+    def check_assertion(self, session: Session, step: FlowStep, deadline: float, run: RunWriter | None = None) -> dict:
         """Raise AssertionFailed unless the step's assertion holds by ``deadline`` (it is looked at
-        until then, as a person would wait for a page to settle); what was seen otherwise."""
+        until then, as a person would wait for a page to settle); what was seen otherwise. ``run``
+        keeps a visual_matches comparison's images."""
         a = step.assertion
         assert a is not None
         if a.type in ("exists", "visible", "hidden"):
@@ -126,11 +127,10 @@ class Flows:
         if a.type == "screen_text_contains":
             return self._screen_text(session, a.expected or "", deadline)
         if a.type == "visual_matches":
-            compared = self.compare_now(session, a.baseline_id or "", threshold=a.threshold)
+            compared = self.compare_now(session, a.baseline_id or "", a, run)
             if not compared["passed"]:
-                raise AssertionFailed(f"baseline {a.baseline_id}: {compared['diff_percentage']:.3f}% of pixels "
-                                      f"differ (threshold {a.threshold * 100:g}%)"
-                                      + (f"; {compared['reason']}" if compared.get("reason") else ""))
+                raise AssertionFailed(f"baseline {a.baseline_id}: {compared['reason']} ({compared['diff_pixels']} px "
+                                      f"differ, {compared['diff_percentage']:.3f}% of the page)", detail=compared)
             return compared
         raise AssertionFailed(f"unknown assertion {a.type}")
 
@@ -267,6 +267,7 @@ class _Flow:
                 raise
             record.status = "error" if isinstance(exc, GlassdeskError) and _transient(exc, True) else "failed"
             record.failure_reason = _reason(exc)
+            record.detail = dict(getattr(exc, "detail", None) or {})
             self.finish_step(record, started, failed=True)
             self.fail(index, f"step {index} ({record.name}): {record.failure_reason}",
                       error=record.status == "error")
@@ -336,7 +337,7 @@ class _Flow:
                 raise StepFailed(f"{step.describe()} was not visible within {step.timeout_ms} ms")
             return {"box": found["box"], "found_by": found.get("how")}
         if step.action == "assert":
-            return flows.check_assertion(self.session, step, step_deadline)
+            return flows.check_assertion(self.session, step, step_deadline, self.run_)
         if step.action == "screenshot":
             shot = self.shot(f"step-{index:03d}-{_stem(step.name or 'screenshot')}", step=index, which="screenshot")
             self.result.screenshots.append(shot)

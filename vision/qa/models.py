@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Key
 from desktop.models import REF
+from vision.qa.diff import DEFAULT_MAX_DIFF_PIXEL_RATIO, DEFAULT_MAX_REGION_PIXELS, Limits
 
 # Baseline names double as ids and directory names (vision.qa.baselines): one plain path component.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
@@ -166,15 +167,61 @@ AssertionType = Literal["exists", "visible", "hidden", "text_contains", "value_e
                         "screen_text_contains", "visual_matches"]
 
 
-class Assertion(_Body):
+class VisualLimits(_Body):
+    """How different a shot may be from its baseline and still match: compare_visual_regression's
+    and a flow's visual_matches. It fails when one region of differing pixels is too large, or
+    when too many differ in all. Ratios are fractions (0..1) here and in the answer's diff_ratio;
+    the answer's diff_percentage is the same ratio in percent."""
+
+    max_diff_pixels: int | None = Field(
+        None, ge=0, le=100_000_000,
+        description="differing pixels allowed in all (Playwright's maxDiffPixels); null: no such limit")
+    max_diff_pixel_ratio: float | None = Field(
+        None, ge=0, le=1,
+        description="the fraction (0..1, not percent) of the compared pixels that may differ (Playwright's "
+                    "maxDiffPixelRatio); when neither this nor max_diff_pixels is given, "
+                    f"{DEFAULT_MAX_DIFF_PIXEL_RATIO:g}")
+    threshold: float | None = Field(
+        None, ge=0, le=1, description="the former name of max_diff_pixel_ratio (a fraction, 0..1), still accepted; "
+                                      "giving both with different values is refused")
+    max_region_pixels: int | None = Field(
+        DEFAULT_MAX_REGION_PIXELS, ge=0, le=100_000_000,
+        description="differing pixels allowed in one 8-connected region, anti-aliasing discounted: a changed word, "
+                    "icon or border is one region of dozens to hundreds of pixels, rendering noise single pixels; "
+                    "0: any differing pixel fails; null: no region limit")
+    pixel_threshold: float = Field(0.1, ge=0, le=1, description="YIQ colour distance counted as a difference, as "
+                                                               "in pixelmatch (0..1)")
+
+    @model_validator(mode="after")
+    def _one_ratio(self):
+        # Merged here, once, so everything after reads max_diff_pixel_ratio alone.
+        if self.threshold is not None:
+            if self.max_diff_pixel_ratio is not None and self.max_diff_pixel_ratio != self.threshold:
+                raise ValueError(f"threshold ({self.threshold:g}) is the former name of max_diff_pixel_ratio "
+                                 f"({self.max_diff_pixel_ratio:g}): give one of them")
+            self.max_diff_pixel_ratio = self.threshold
+        return self
+
+    def limits(self) -> Limits:
+        """The limits that apply: the default ratio only when no limit on the total was given."""
+        ratio = self.max_diff_pixel_ratio
+        if ratio is None and self.max_diff_pixels is None:
+            ratio = DEFAULT_MAX_DIFF_PIXEL_RATIO
+        return Limits(max_diff_pixels=self.max_diff_pixels, max_diff_pixel_ratio=ratio,
+                      max_region_pixels=self.max_region_pixels)
+
+
+_VISUAL_OPTIONS = tuple(VisualLimits.model_fields)
+
+
+class Assertion(VisualLimits):
     """What must hold. exists/visible/hidden/text_contains/value_equals look at the step's target;
     url_matches takes a regular expression; screen_text_contains reads the display by OCR;
-    visual_matches compares with a baseline."""
+    visual_matches compares with a baseline, within the limits of VisualLimits."""
 
     type: AssertionType
     expected: str | None = Field(None, max_length=2000)
     baseline_id: BaselineName | None = None
-    threshold: float = Field(0.01, ge=0, le=1, description="visual_matches: the fraction of pixels that may differ")
 
     @model_validator(mode="after")
     def _complete(self):
@@ -186,6 +233,10 @@ class Assertion(_Body):
         if self.type == "visual_matches":
             if self.baseline_id is None:
                 raise ValueError("assertion visual_matches needs `baseline_id`")
+        else:
+            misplaced = [k for k in _VISUAL_OPTIONS if k in self.model_fields_set]
+            if misplaced:
+                raise ValueError(f"{', '.join(misplaced)}: only for a visual_matches assertion, not {self.type}")
         return self
 
 
@@ -380,13 +431,10 @@ class CaptureBaselineRequest(_VerbRequest):
         return "display" if self.display else "full_page" if self.full_page else "page"
 
 
-class CompareRequest(_VerbRequest):
+class CompareRequest(VisualLimits, _VerbRequest):
     url: Url | None = None
     baseline_id: BaselineName
     version: int | None = Field(None, ge=1, description="the baseline version (default: the latest)")
-    threshold: float = Field(0.01, ge=0, le=1, description="the fraction of pixels that may differ")
-    pixel_threshold: float = Field(0.1, ge=0, le=1, description="YIQ colour distance counted as a difference, as "
-                                                               "in pixelmatch")
     ignore_antialiasing: bool = True
     mask: Mask = Field(default_factory=list)
     timeout_ms: Timeout = 10_000
@@ -487,29 +535,57 @@ class BaselineResult(_Answer):
     mask_boxes: list[list[int]] = Field(default_factory=list)
 
 
+class DiffRegion(BaseModel):
+    """A connected region of differing pixels (8-connected, anti-aliasing discounted)."""
+
+    box: list[int] = Field(description="[x0, y0, x1, y1] in the shot's pixels, ends exclusive (as a mask box)")
+    pixels: int = Field(description="its differing pixels")
+
+
+class AppliedLimits(BaseModel):
+    """The limits a comparison applied (null: that limit was not applied)."""
+
+    max_diff_pixels: int | None
+    max_diff_pixel_ratio: float | None = Field(description="a fraction, 0..1 (the unit of diff_ratio)")
+    max_region_pixels: int | None
+    pixel_threshold: float
+
+
+DIFF_RATIO = "differing pixels / pixels compared (masked ones are not), a fraction 0..1 as max_diff_pixel_ratio"
+DIFF_PERCENTAGE = "diff_ratio in percent (100 x diff_ratio), kept for compatibility"
+DIFF_IMAGE = ("changes in red over a faded copy of the baseline, each region boxed (magenta: over max_region_pixels), "
+              "anti-aliasing forgiven in yellow; whenever a pixel differs, passed or not")
+
+
 class ShotComparison(BaseModel):
     name: str
     passed: bool
     diff_pixels: int
-    diff_percentage: float
+    diff_ratio: float = Field(0.0, description=DIFF_RATIO)
+    diff_percentage: float = Field(description=DIFF_PERCENTAGE)
+    regions: int = Field(0, description="how many connected regions of differing pixels")
+    largest_region: DiffRegion | None = None
     baseline_sha256: str
     current_sha256: str
-    diff_image: Artifact | None = None
+    diff_image: Artifact | None = Field(None, description=DIFF_IMAGE)
     current_image: Artifact | None = None
     baseline_image: Artifact | None = None
-    reason: str | None = None
+    reason: str | None = Field(None, description="why this shot failed, each limit passed")
 
 
 class CompareResult(_Answer):
     passed: bool
-    diff_percentage: float
+    diff_ratio: float = Field(0.0, description=f"the page shot's {DIFF_RATIO}")
+    diff_percentage: float = Field(description=DIFF_PERCENTAGE)
     diff_pixels: int
-    diff_image: Artifact | None = Field(None, description="changes in red over a faded copy, when failed")
+    largest_region: DiffRegion | None = Field(None, description="the page shot's largest region of differing pixels")
+    diff_image: Artifact | None = Field(None, description=DIFF_IMAGE)
     baseline_sha256: str
     current_sha256: str
     baseline_id: str
     baseline_version: int
-    threshold: float
+    threshold: float | None = Field(description="the max_diff_pixel_ratio applied (its former name), a fraction 0..1")
+    limits: AppliedLimits | None = None
     shots: list[ShotComparison] = Field(default_factory=list)
     reason: str | None = None
 

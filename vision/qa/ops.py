@@ -62,9 +62,12 @@ _VERBS: dict[str, tuple[type, str, str, bool]] = {
     "compare_visual_regression": (
         CompareRequest, "Compare the visible page with a visual baseline",
         f"Looks at {WHERE}, after loading `url` if given, and compares it with baseline `baseline_id` pixel by "
-        "pixel (YIQ distance over pixel_threshold, anti-aliasing ignored): passed when at most `threshold` of "
-        "the pixels differ. A failed comparison returns a diff image (changes in red) and can be approved as the "
-        "next baseline version over REST.",
+        "pixel (YIQ distance over pixel_threshold, anti-aliasing ignored). It fails when one connected region of "
+        "differing pixels is over max_region_pixels (16 by default: a changed word, icon or border) or the total "
+        "is over max_diff_pixels / max_diff_pixel_ratio (a fraction 0..1, default 0.01; `threshold` is its "
+        "former name); the reason names the region's box. Whenever a pixel differs it returns a diff image "
+        "(changes in red, regions boxed); a failed comparison can be approved as the next baseline version over "
+        "REST.",
         False),
     "analyze_console_errors": (
         AnalyzeConsoleRequest, "Analyze the console errors of the visible browser",
@@ -96,9 +99,12 @@ def summary_text(verb: str, answer: dict) -> str:
         head = (f"baseline {answer['baseline_id']} version {answer['version']} ({answer['scope']}): "
                 + ", ".join(f"{s['name']} sha256 {s['sha256'][:16]}…" for s in answer["screenshots"]))
     elif verb == "compare_visual_regression":
+        largest = answer.get("largest_region")
         head = (f"{'passed' if answer['passed'] else 'FAILED'}: {answer['diff_pixels']} pixels differ "
-                f"({answer['diff_percentage']:.4f}%, threshold {answer['threshold'] * 100:g}%) against "
-                f"{answer['baseline_id']} v{answer['baseline_version']}")
+                f"({answer['diff_percentage']:.4f}%)"
+                + (f", the largest region {largest['pixels']} px at {largest['box']}" if largest else "")
+                + f" against {answer['baseline_id']} v{answer['baseline_version']}; limits "
+                + ", ".join(f"{k} {v}" for k, v in (answer.get("limits") or {}).items() if v is not None))
     else:
         head = (f"{len(answer['errors'])} error(s), {len(answer['warnings'])} warning(s), {answer['ignored']} "
                 "ignored" + "".join(f"\n  error: {e['message'][:300]}" for e in answer["errors"][:20]))

@@ -58,6 +58,7 @@ from vision.qa.models import (
     VerifyPageLoadsRequest,
     VerifyReport,
     VerifyUserFlowRequest,
+    VisualLimits,
 )
 from vision.qa.runs import QaRunStore, RunWriter, corrupt_if_malformed, reading_run, render_html, render_junit
 from vision.qa.verbs import Verbs
@@ -128,8 +129,9 @@ class QaService:
     def compare_visual_regression(self, session_id: str | None, request: CompareRequest) -> CompareResult:
         return self._visual.compare_visual_regression(session_id, request)
 
-    def compare_now(self, session: Session, baseline_id: str, *, threshold: float) -> dict:
-        return self._visual.compare_now(session, baseline_id, threshold=threshold)
+    def compare_now(self, session: Session, baseline_id: str, options: VisualLimits,
+                    run: RunWriter | None = None) -> dict:
+        return self._visual.compare_now(session, baseline_id, options, run)
 
     def baseline_list(self) -> list:
         return self._visual.baseline_list()

@@ -10,15 +10,18 @@ import time
 from desktop.errors import ElementNotFound, InvalidRequest
 from desktop.session.manager import Session
 from vision.qa.baselines import BaselineStore
-from vision.qa.diff import ImageSizeMismatch, compare, decode_png, diff_image, mask_boxes
+from vision.qa.diff import ImageSizeMismatch, compare, decode_png, diff_image, judge, mask_boxes
 from vision.qa.driver import Driver, FinishRun, StartRun, _stem
 from vision.qa.models import (
+    AppliedLimits,
     BaselineResult,
     CaptureBaselineRequest,
     CompareRequest,
     CompareResult,
+    DiffRegion,
     Shot,
     ShotComparison,
+    VisualLimits,
     check_name,
 )
 from vision.qa.runs import QaRunStore, RunWriter, corrupt_if_malformed, reading_run
@@ -44,15 +47,16 @@ class Visual:
 
     def _capture(self, session: Session, scope: str, selectors: list[str],
                  missing: dict[str, str] | None = None) -> dict[str, bytes]:
-        """The page (or display) shot and one per component selector. With ``missing``, a
-        component not on the page is noted there (selector -> why) instead of raising."""
+        """The page (or display) shot and one per component selector, each once the screen is
+        still. With ``missing``, a component not on the page is noted there (selector -> why)
+        instead of raising."""
         if scope == "display":
-            shots = {"page": self.desktops.screenshot(session.id).png}
+            shots = {"page": _still(lambda: self.desktops.screenshot(session.id).png, DISPLAY_GAP_S)}
         else:
-            shots = {"page": self.pages.screenshot(session.id, full_page=scope == "full_page")}
+            shots = {"page": _still(lambda: self.pages.screenshot(session.id, full_page=scope == "full_page"))}
         for selector in selectors:
             try:
-                shots[selector] = self.pages.screenshot(session.id, selector=selector)
+                shots[selector] = _still(lambda selector=selector: self.pages.screenshot(session.id, selector=selector))
             except ElementNotFound as exc:
                 if missing is None:
                     raise
@@ -96,22 +100,23 @@ class Visual:
         with self._run("compare_visual_regression", request.name, session, request) as run:
             if request.url:
                 self.driver.navigate(session, request.url, time.monotonic() + request.timeout_ms / 1000)
-            result = self._compare(run, session, meta, threshold=request.threshold,
-                                   pixel_threshold=request.pixel_threshold,
-                                   ignore_antialiasing=request.ignore_antialiasing, mask=request.mask)
+            result = self._compare(run, session, meta, request, ignore_antialiasing=request.ignore_antialiasing,
+                                   mask=request.mask)
             shots = [a for s in result.shots for a in (s.baseline_image, s.current_image, s.diff_image) if a]
             return self._finish(run, "passed" if result.passed else "failed", result, {
                 "name": request.name or f"visual regression: {meta.id} v{meta.version}",
                 "screenshots": [a.name for a in shots], "failure_reason": result.reason})
 
-    def compare_now(self, session: Session, baseline_id: str, *, threshold: float) -> dict:
-        """A flow's visual_matches: the comparison without a run of its own."""
+    def compare_now(self, session: Session, baseline_id: str, options: VisualLimits,
+                    run: RunWriter | None = None) -> dict:
+        """A flow's visual_matches: the comparison within the flow's run (``run``: its images are
+        kept there, named after the baseline), not a run of its own."""
         meta = self.baselines.get(check_name(baseline_id))
-        return self._compare(None, session, meta, threshold=threshold).model_dump(mode="json")
+        return self._compare(run, session, meta, options, prefix=f"{meta.id}-").model_dump(mode="json")
 
-    def _compare(self, run: RunWriter | None, session: Session, meta, *, threshold: float,
-                 pixel_threshold: float = 0.1, ignore_antialiasing: bool = True,
-                 mask: list | None = None) -> CompareResult:
+    def _compare(self, run: RunWriter | None, session: Session, meta, options: VisualLimits, *,
+                 ignore_antialiasing: bool = True, mask: list | None = None, prefix: str = "") -> CompareResult:
+        limits = options.limits()
         components = [s.name for s in meta.screenshots if s.name != "page"]
         missing: dict[str, str] = {}
         current = self._capture(session, meta.scope, components, missing)
@@ -124,32 +129,42 @@ class Visual:
         shots: list[ShotComparison] = []
         for shot in meta.screenshots:
             base_png = self.baselines.image(meta.id, shot.name, meta.version)
+            stem = prefix + _stem(shot.name)
             if shot.name in missing:  # a component gone from the page: that shot fails, with why
-                gone = ShotComparison(name=shot.name, passed=False, diff_pixels=0, diff_percentage=100.0,
-                                      baseline_sha256=shot.sha256, current_sha256="",
+                gone = ShotComparison(name=shot.name, passed=False, diff_pixels=0, diff_ratio=1.0,
+                                      diff_percentage=100.0, baseline_sha256=shot.sha256, current_sha256="",
                                       reason=f"not on the page now ({missing[shot.name]})")
                 if run is not None:
-                    gone.baseline_image = run.artifact(f"baseline-{_stem(shot.name)}", base_png, shot=shot.name)
+                    gone.baseline_image = run.artifact(f"baseline-{stem}", base_png, shot=shot.name)
                 shots.append(gone)
                 continue
             now_png = current[shot.name]
             base, now = decode_png(base_png), decode_png(now_png)
             compared = ShotComparison(name=shot.name, passed=False, diff_pixels=0, diff_percentage=0.0,
                                       baseline_sha256=shot.sha256, current_sha256=_sha256(now_png))
+            picture = None
             try:
                 masked = mask_boxes(base.shape[0], base.shape[1], boxes) if shot.name == "page" and boxes else None
-                diff = compare(base, now, pixel_threshold=pixel_threshold, ignore_antialiasing=ignore_antialiasing,
-                               mask=masked)
-                compared.diff_pixels, compared.diff_percentage = diff.diff_pixels, round(diff.diff_percentage, 6)
-                compared.passed = diff.diff_fraction <= threshold
-                picture = None if compared.passed else diff_image(base, now, diff)
+                diff = compare(base, now, pixel_threshold=options.pixel_threshold,
+                               ignore_antialiasing=ignore_antialiasing, mask=masked)
+                compared.diff_pixels = diff.diff_pixels
+                compared.diff_ratio = round(diff.diff_fraction, 8)
+                compared.diff_percentage = round(diff.diff_percentage, 6)
+                compared.regions = len(diff.regions)
+                if diff.regions:
+                    largest = diff.regions[0]
+                    compared.largest_region = DiffRegion(box=list(largest.box), pixels=largest.pixels)
+                reasons = judge(diff, limits)
+                compared.passed = not reasons
+                compared.reason = "; ".join(reasons) or None
+                # Whenever a pixel differs, passed or not: what was let through is there to be seen.
+                if diff.diff_pixels or (diff.antialiased is not None and diff.antialiased.any()):
+                    picture = diff_image(base, now, diff, max_region_pixels=limits.max_region_pixels)
             except ImageSizeMismatch as exc:
                 compared.reason = str(exc)
                 compared.diff_pixels = int(now.shape[0] * now.shape[1])
-                compared.diff_percentage = 100.0
-                picture = None
+                compared.diff_ratio, compared.diff_percentage = 1.0, 100.0
             if run is not None:
-                stem = _stem(shot.name)
                 compared.baseline_image = run.artifact(f"baseline-{stem}", base_png, shot=shot.name)
                 compared.current_image = run.artifact(f"current-{stem}", now_png, shot=shot.name)
                 if picture is not None:
@@ -157,15 +172,18 @@ class Visual:
             shots.append(compared)
         page = shots[0]
         failed = [s for s in shots if not s.passed]
-        reason = None
-        if failed:
-            reason = "; ".join(f"{s.name}: " + (s.reason or f"{s.diff_percentage:.3f}% of pixels differ "
-                                                            f"(threshold {threshold * 100:g}%)") for s in failed)
+        reason = "; ".join(f"{s.name}: {s.reason}" for s in failed) or None
         return CompareResult(test_run_id=run.run_id if run else "", passed=not failed,
-                             diff_percentage=page.diff_percentage, diff_pixels=page.diff_pixels,
+                             diff_ratio=page.diff_ratio, diff_percentage=page.diff_percentage,
+                             diff_pixels=page.diff_pixels, largest_region=page.largest_region,
                              diff_image=page.diff_image, baseline_sha256=page.baseline_sha256,
                              current_sha256=page.current_sha256, baseline_id=meta.id, baseline_version=meta.version,
-                             threshold=threshold, shots=shots, reason=reason)
+                             threshold=limits.max_diff_pixel_ratio,
+                             limits=AppliedLimits(max_diff_pixels=limits.max_diff_pixels,
+                                                  max_diff_pixel_ratio=limits.max_diff_pixel_ratio,
+                                                  max_region_pixels=limits.max_region_pixels,
+                                                  pixel_threshold=options.pixel_threshold),
+                             shots=shots, reason=reason)
 
     def baseline_list(self) -> list:
         return self.baselines.list()
@@ -205,6 +223,30 @@ class Visual:
                               scope=promoted.scope, screenshots=[Shot(name=s.name, sha256=s.sha256)
                                                                  for s in promoted.screenshots],
                               mask_boxes=promoted.mask_boxes)
+
+
+# A shot is taken again until two in a row are the same, as Playwright's toHaveScreenshot does: a
+# comparison strict enough to catch a changed icon also catches the browser's loading throbber
+# (the tab's spinner and the stop button linger a moment after the page's load event, seen in
+# display shots) and whatever the page still animates. The display is grabbed in milliseconds,
+# so its two shots are DISPLAY_GAP_S apart (several of the throbber's frames); a page screenshot
+# waits for a frame of its own. A screen still changing at STILL_TIMEOUT_S is taken as it is then.
+DISPLAY_GAP_S = 0.1
+STILL_TIMEOUT_S = 3.0
+
+
+def _still(take, gap_s: float = 0.0) -> bytes:
+    """``take()`` again until it answers the same bytes twice in a row (at most STILL_TIMEOUT_S)."""
+    deadline = time.monotonic() + STILL_TIMEOUT_S
+    shot = take()
+    while time.monotonic() < deadline:
+        if gap_s:
+            time.sleep(gap_s)
+        again = take()
+        if again == shot:
+            break
+        shot = again
+    return shot
 
 
 def _sha256(data: bytes) -> str:
