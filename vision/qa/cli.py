@@ -79,7 +79,7 @@ class Suite:
 
 # What a suite file may say at its top level; anything else (a misspelt key, a `setup:` this runner
 # does not know) is refused rather than silently ignored.
-SUITE_KEYS = ("name", "session", "tests")
+SUITE_KEYS = ("name", "session", "test_id_attribute", "tests")
 
 
 def numbered_from_one(message: str) -> str:
@@ -125,6 +125,13 @@ def load_suite(path: Path) -> Suite:
         name = str(entry.get("name") or f"{verb} {number}")
         if verb != "capture_visual_baseline":  # its `name` is the baseline's
             body = {"name": name, **body}
+        if verb == "verify_user_flow":
+            if data.get("test_id_attribute") is not None:
+                body = {"test_id_attribute": data["test_id_attribute"], **body}
+            body, unread = with_files_read(body, path.parent)
+            if unread:
+                problems += [f"{where} ({name}): {problem}" for problem in unread]
+                continue
         try:
             REQUESTS[verb].model_validate(body)
         except ValidationError as exc:
@@ -134,6 +141,34 @@ def load_suite(path: Path) -> Suite:
     if problems:
         raise UsageError("\n".join(problems))
     return Suite(name=str(data.get("name") or path.stem), session=str(data.get("session") or "default"), tests=tests)
+
+
+def with_files_read(body: dict, folder: Path) -> tuple[dict, list[str]]:
+    """A flow's upload steps with their files given as paths (relative to the suite's folder) read
+    into ``{name, content_base64}``, as the server takes them; and the paths that could not be read.
+    The server never reads a path a request names: the files travel with the request."""
+    import base64
+
+    steps = body.get("steps")
+    if not isinstance(steps, list):
+        return body, []
+    problems, read_steps = [], []
+    for number, step in enumerate(steps, 1):
+        files = step.get("files") if isinstance(step, dict) else None
+        if isinstance(files, list) and any(isinstance(f, str) for f in files):
+            read = []
+            for entry in files:
+                if not isinstance(entry, str):
+                    read.append(entry)
+                    continue
+                file = folder / entry
+                try:
+                    read.append({"name": file.name, "content_base64": base64.b64encode(file.read_bytes()).decode()})
+                except OSError as exc:
+                    problems.append(f"step {number} files: cannot read {entry!r} ({exc.strerror or exc})")
+            step = {**step, "files": read}
+        read_steps.append(step)
+    return {**body, "steps": read_steps}, problems
 
 
 def _passed(run: QaRun) -> bool:
