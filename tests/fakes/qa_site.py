@@ -107,7 +107,8 @@ PAGES: dict[str, bytes] = {
     <div id="drag-src" draggable="true" style="width: 120px; height: 50px; background: #cde">drag me</div>
     <div id="drop" style="width: 200px; height: 50px; background: #edc">drop here</div>
   </div>
-  <p><input id="file" type="file" multiple> <span id="files"></span></p>
+  <p><input id="file" type="file" multiple> <span id="files"></span>
+     <span id="note" contenteditable="true" style="display: inline-block; min-width: 200px">a note</span></p>
 </section>
 <script>
   const list = document.querySelector('.todo-list');

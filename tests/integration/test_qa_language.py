@@ -88,6 +88,8 @@ def test_every_action_locator_and_assertion_in_one_flow(vision_api, qa_site):
          "files": [{"name": "a.txt", "content_base64": base64.b64encode(b"hello").decode()}]},
         {"action": "assert", "selector": "#files", "assertion": {"type": "has_text", "expected": "a.txt"}},
         {"action": "scroll_into_view", "selector": "#file"},
+        {"action": "clear", "selector": "#note"},                                             # contenteditable
+        {"action": "assert", "selector": "#note", "assertion": {"type": "has_text", "expected": ""}},
         {"action": "click", "title": "Close this"},
         {"action": "assert", "assertion": {"type": "url_matches", "expected": "#/closed$"}},
         {"action": "back"},

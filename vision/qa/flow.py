@@ -385,9 +385,12 @@ class _Flow:
         if step.action == "fill":
             return self.fill(step, step_deadline)
         if step.action == "clear":
-            acted = pages.fill(sid, self.target(step), "", clear=True, timeout_ms=self.ms(step_deadline))
-            if acted.verified is False:
-                raise StepFailed(f"{step.describe()} still holds a value after ctrl+a, BackSpace")
+            target = self.target(step)
+            acted = pages.fill(sid, target, "", clear=True, timeout_ms=self.ms(step_deadline))
+            if acted.verified is False:  # not a form field (contenteditable): its text must be gone
+                left = pages.inspect(sid, target)["elements"][:1]
+                if not left or left[0]["value"] or (left[0]["value"] is None and left[0]["text"].strip()):
+                    raise StepFailed(f"{step.describe()} still holds text after ctrl+a, BackSpace")
             return {"point": [acted.x, acted.y], "box": acted.box, "verified": acted.verified}
         if step.action in ("check", "uncheck"):
             acted = pages.check(sid, self.target(step), step.action == "check", self.ms(step_deadline))
