@@ -12,7 +12,7 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Status = Literal["starting", "ready", "restarting", "failed", "stopped"]
 WaitUntil = Literal["load", "domcontentloaded", "networkidle", "commit"]
@@ -92,32 +92,124 @@ class BlockedRequest(BaseModel):
 REF = re.compile(r"^(f[0-9]{1,6})?e[0-9]{1,7}$")
 
 
-class Target(BaseModel):
-    """Exactly one way of naming an element."""
+# The ARIA roles Playwright's get_by_role accepts (its `role` Literal; tests/unit/test_locators.py
+# checks this copy against Playwright's own, which this module may not import).
+ROLES: tuple[str, ...] = (
+    "alert", "alertdialog", "application", "article", "banner", "blockquote", "button", "caption", "cell",
+    "checkbox", "code", "columnheader", "combobox", "complementary", "contentinfo", "definition", "deletion",
+    "dialog", "directory", "document", "emphasis", "feed", "figure", "form", "generic", "grid", "gridcell",
+    "group", "heading", "img", "insertion", "link", "list", "listbox", "listitem", "log", "main", "marquee",
+    "math", "menu", "menubar", "menuitem", "menuitemcheckbox", "menuitemradio", "meter", "navigation", "none",
+    "note", "option", "paragraph", "presentation", "progressbar", "radio", "radiogroup", "region", "row",
+    "rowgroup", "rowheader", "scrollbar", "search", "searchbox", "separator", "slider", "spinbutton", "status",
+    "strong", "subscript", "superscript", "switch", "tab", "table", "tablist", "tabpanel", "term", "textbox",
+    "time", "timer", "toolbar", "tooltip", "tree", "treegrid", "treeitem")
+# The ways of naming an element (exactly one per target), in the order they are described.
+LOCATOR_KINDS = ("selector", "ref", "label", "text", "role", "placeholder", "test_id", "alt", "title")
+# The kinds matched against a string, where `exact` means something (role: its `name`).
+EXACT_KINDS = ("label", "text", "role", "placeholder", "alt", "title")
+LOCATOR_FIELDS = LOCATOR_KINDS + ("name", "exact", "has_text", "nth", "within")
+_Words = Field(None, min_length=1, max_length=500)
+
+
+class Locating(BaseModel):
+    """The fields that name an element, as Playwright's locators do (page.locator, get_by_*,
+    filter, nth): shared by the page API's Target and the QA steps' targets (vision.qa.models)."""
 
     selector: str | None = Field(None, min_length=1, max_length=2000, description="a CSS selector")
     ref: str | None = Field(None, description="a ref from the accessibility snapshot (page content, format "
                                               "accessibility), e.g. e12")
     label: str | None = Field(None, min_length=1, max_length=500, description="the text of the field's label")
     text: str | None = Field(None, min_length=1, max_length=500, description="text visible in the element")
+    role: str | None = Field(None, min_length=1, max_length=40, description="an ARIA role (get_by_role), e.g. "
+                                                                           "button, listitem, checkbox")
+    name: str | None = Field(None, min_length=1, max_length=500, description="with role: the accessible name")
+    placeholder: str | None = Field(None, min_length=1, max_length=500, description="a field's placeholder text")
+    test_id: str | None = Field(None, min_length=1, max_length=500, description="the element's data-testid")
+    alt: str | None = Field(None, min_length=1, max_length=500, description="an image's alt text")
+    title: str | None = Field(None, min_length=1, max_length=500, description="the element's title attribute")
+    exact: bool = Field(False, description="label, text, role's name, placeholder, alt, title: the whole string, "
+                                           "case-sensitive (default: a case-insensitive substring)")
+    has_text: str | None = Field(None, min_length=1, max_length=500,
+                                 description="only elements containing this text (locator.filter(has_text=...))")
+    nth: int | None = Field(None, ge=-1, le=10_000, description="the nth of the matching elements, from 0; -1: the "
+                                                                "last")
+    within: Target | None = Field(None, description="an element (named the same ways) to look inside")
+
+    def locator_kinds(self) -> list[str]:
+        return [k for k in LOCATOR_KINDS if getattr(self, k) is not None]
+
+    def modifiers_given(self) -> list[str]:
+        return ([k for k in ("has_text", "nth", "within") if getattr(self, k) is not None]
+                + (["exact"] if self.exact else []))
+
+    def locator_problems(self, kinds: list[str], kinds_known: tuple[str, ...] = LOCATOR_KINDS) -> list[str]:
+        """Everything wrong with how the element is named, each problem once (pure); ``kinds`` are
+        the ways given, ``kinds_known`` all the ways this target takes."""
+        problems = []
+        if len(kinds) != 1:
+            problems.append(f"name the element one way: exactly one of {', '.join(kinds_known)}"
+                            + (f" (got {', '.join(kinds)})" if kinds else ""))
+        kind = kinds[0] if len(kinds) == 1 else None
+        if self.ref is not None and not REF.match(self.ref):
+            problems.append(f"ref {self.ref!r}: refs look like e12 or f1e12 (take them from the accessibility "
+                            "snapshot)")
+        if self.role is not None and self.role not in ROLES:
+            import difflib
+
+            near = difflib.get_close_matches(self.role, ROLES, n=1)
+            problems.append(f"role {self.role!r} is not an ARIA role"
+                            + (f" (did you mean {near[0]!r}?)" if near else f"; the roles: {', '.join(ROLES)}"))
+        if self.name is not None and self.role is None:
+            problems.append("name is the accessible name of a `role` target: give role too")
+        if kind is not None and kind not in LOCATOR_KINDS or kind == "ref":
+            given = self.modifiers_given()
+            if given:
+                problems.append(f"{', '.join(given)}: not with a target by {kind}")
+        elif self.exact and kind is not None and kind not in EXACT_KINDS:
+            problems.append(f"exact: only with {', '.join(EXACT_KINDS)} (not {kind})")
+        return problems
+
+    def locator_words(self) -> str:
+        """The element as a person would say it, e.g. ``role listitem 'Buy' (nth 1) within selector 'ul'``."""
+        kinds = self.locator_kinds()
+        if not kinds:
+            return "nothing"
+        kind = kinds[0]
+        words = f"{kind} {getattr(self, kind)!r}"
+        if kind == "role" and self.name is not None:
+            words = f"role {self.role} named {self.name!r}"
+        extra = (["exact"] if self.exact else []) + ([f"has_text {self.has_text!r}"] if self.has_text else []) \
+            + ([f"nth {self.nth}"] if self.nth is not None else [])
+        if extra:
+            words += f" ({', '.join(extra)})"
+        if self.within is not None:
+            words += f" within {self.within.describe()}"
+        return words
+
+
+class Target(Locating):
+    """Exactly one way of naming an element, with Playwright's modifiers (exact, has_text, nth, within)."""
 
     @model_validator(mode="after")
     def _exactly_one(self):
-        given = [name for name in ("selector", "ref", "label", "text") if getattr(self, name) is not None]
-        if len(given) != 1:
-            raise ValueError("name the element one way: exactly one of selector, ref, label, text"
-                             + (f" (got {', '.join(given)})" if given else ""))
-        if self.ref is not None and not REF.match(self.ref):
-            raise ValueError(f"ref {self.ref!r}: refs look like e12 or f1e12 "
-                             "(take them from the accessibility snapshot)")
+        problems = self.locator_problems(self.locator_kinds())
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def describe(self) -> str:
-        for name in ("selector", "ref", "label", "text"):
-            value = getattr(self, name)
-            if value is not None:
-                return f"{name} {value!r}"
-        return "nothing"
+        return self.locator_words()
+
+
+Locating.model_rebuild()
+Target.model_rebuild()
+
+
+def css_string(value: str) -> str:
+    """A CSS string literal of ``value`` (pure): quotes and backslashes escaped, line breaks as escapes."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\a ").replace("\r", "\\d ")
+    return f'"{escaped}"'
 
 
 DIALOG_MODES = ("manual", "accept", "dismiss")
@@ -297,6 +389,37 @@ class HoverRequest(Target):
     timeout_ms: int = Timeout
 
 
+class CheckRequest(Target):
+    model_config = ConfigDict(extra="forbid")
+    checked: bool = Field(True, description="the state wanted: true checks, false unchecks")
+    timeout_ms: int = Timeout
+
+
+class DragRequest(Target):
+    model_config = ConfigDict(extra="forbid")
+    to: Target = Field(description="the element to drop on (named the same ways)")
+    timeout_ms: int = Timeout
+
+
+class PressRequest(Target):
+    model_config = ConfigDict(extra="forbid")
+    keys: list[str] = Field(min_length=1, max_length=50, description='chords in order, e.g. ["ctrl+a", "Delete"]')
+    timeout_ms: int = Timeout
+
+    @field_validator("keys", mode="before")
+    @classmethod
+    def _split(cls, value):
+        return value.split() if isinstance(value, str) else value
+
+    @field_validator("keys")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        from desktop import keys  # key names are refused before anything is focused
+
+        keys.chords(value)
+        return value
+
+
 class SelectRequest(Target):
     model_config = ConfigDict(extra="forbid")
     option: str = Field(min_length=1, max_length=2000, description="the option's value or label")
@@ -372,9 +495,9 @@ class DialogsQuery(BaseModel):
     since: int = Field(0, ge=0, description="only dialogs after this sequence number")
 
 
-def target_of(body: Target) -> Target:
+def target_of(body: Locating) -> Target:
     """The element a request names, without the rest of the request."""
-    return Target(selector=body.selector, ref=body.ref, label=body.label, text=body.text)
+    return Target(**{name: getattr(body, name) for name in LOCATOR_FIELDS})
 
 
 class ActedAnswer(Acted):

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 CONTENT_LIMIT = 200_000        # characters of text, snapshot or HTML in one answer
 LINKS_LIMIT = 2000
+INSPECT_LIMIT = 100           # elements an inspection describes one by one
 EVALUATE_S = 10                # an expression (or its promise) that runs longer is a timeout
 
 def bounded(text: str, limit: int = CONTENT_LIMIT) -> tuple[str, bool]:
@@ -100,6 +101,30 @@ class Content:
             if type(exc).__name__ == "TargetClosedError":
                 raise
         return found
+
+    async def inspect(self, target: Target, states: tuple[str, ...], attribute: str | None) -> dict:
+        """What the target's elements are now, without waiting or acting: how many match, and for
+        each (up to INSPECT_LIMIT) its text, form value, classes, whether it has the focus and the
+        attribute asked for; for the first match, the states asked for (visible, enabled, editable,
+        checked) as Playwright decides them. What an assertion polls and a failure reports."""
+        page = await self.tabs.need_front()
+        self.dialogs.refuse_if_open("look")
+        locator = locator_for(page, target)
+        try:
+            seen = await locator.evaluate_all(_INSPECT, [attribute, INSPECT_LIMIT])
+        except Exception as exc:
+            raise_for(exc, target, 0)
+        seen["states"] = {}
+        if seen["count"]:
+            first = locator.first
+            for state in states:
+                try:
+                    seen["states"][state] = await getattr(first, f"is_{state}")(timeout=1000)
+                except Exception as exc:  # gone meanwhile, or no such state (is_checked on a <div>)
+                    if type(exc).__name__ == "TargetClosedError":
+                        raise
+                    seen["states"][state] = None
+        return seen
 
     async def boxes(self, selectors: list[str], space: str) -> list[list[int]]:
         """The boxes [x0, y0, x1, y1] of every element each selector matches, in the pixels of the
@@ -180,3 +205,17 @@ _AS_JSON = """(value, limit) => {
   if (text === undefined) return {json: 'null'};
   return text.length > limit ? {too_large: text.length} : {json: text};
 }"""
+
+
+# inspect's look at every match: its text as Playwright's expect reads it (textContent; a form
+# field's value separately), classes, focus and one attribute. Sizes are bounded: a page's text
+# could be megabytes.
+_INSPECT = """(els, [attribute, limit]) => ({count: els.length, elements: els.slice(0, limit).map(el => ({
+  text: (el.textContent || '').slice(0, 5000),
+  value: ('value' in el && ['INPUT', 'TEXTAREA', 'SELECT'].includes(el.tagName)) ? String(el.value).slice(0, 5000)
+         : null,
+  classes: Array.from(el.classList || []).slice(0, 100),
+  focused: el.getRootNode().activeElement === el,
+  tag: el.tagName.toLowerCase(),
+  attribute: attribute === null ? null : el.getAttribute(attribute),
+}))})"""

@@ -16,13 +16,33 @@ from desktop.models import Target
 
 
 def locator_for(page, target: Target):
+    """Playwright's locator for the target: its kind through page.locator / get_by_*, inside
+    ``within``'s element, then filter(has_text) and nth, as Playwright Test would write it."""
+    root = locator_for(page, target.within) if target.within is not None else page
+    exact = target.exact or None  # None: Playwright's own default (a case-insensitive substring)
     if target.selector is not None:
-        return page.locator(f"css={target.selector}")
-    if target.ref is not None:
-        return page.locator(f"aria-ref={target.ref}")
-    if target.label is not None:
-        return page.get_by_label(target.label)
-    return page.get_by_text(target.text)
+        locator = root.locator(f"css={target.selector}")
+    elif target.ref is not None:
+        locator = root.locator(f"aria-ref={target.ref}")
+    elif target.label is not None:
+        locator = root.get_by_label(target.label, exact=exact)
+    elif target.role is not None:
+        locator = root.get_by_role(target.role, name=target.name, exact=exact)
+    elif target.placeholder is not None:
+        locator = root.get_by_placeholder(target.placeholder, exact=exact)
+    elif target.test_id is not None:
+        locator = root.get_by_test_id(target.test_id)
+    elif target.alt is not None:
+        locator = root.get_by_alt_text(target.alt, exact=exact)
+    elif target.title is not None:
+        locator = root.get_by_title(target.title, exact=exact)
+    else:
+        locator = root.get_by_text(target.text, exact=exact)
+    if target.has_text is not None:
+        locator = locator.filter(has_text=target.has_text)
+    if target.nth is not None:
+        locator = locator.last if target.nth == -1 else locator.nth(target.nth)
+    return locator
 
 
 def display_point(box: dict, origin: tuple[int, int]) -> tuple[int, int]:

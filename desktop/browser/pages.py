@@ -128,6 +128,9 @@ class Pages:
     async def probe(self, target: Target, state: str, timeout_ms: int) -> dict:
         return await self._content.probe(target, state, timeout_ms)
 
+    async def inspect(self, target: Target, states: tuple[str, ...], attribute: str | None) -> dict:
+        return await self._content.inspect(target, states, attribute)
+
     async def boxes(self, selectors: list[str], space: str) -> list[list[int]]:
         return await self._content.boxes(selectors, space)
 

@@ -13,6 +13,7 @@ from typing import Any
 from desktop.models import (
     Acted,
     ActedAnswer,
+    CheckRequest,
     ClearedState,
     ClearStateRequest,
     ClickRequest,
@@ -24,6 +25,7 @@ from desktop.models import (
     DialogPolicyRequest,
     DialogRequest,
     DialogsQuery,
+    DragRequest,
     EvaluateRequest,
     FillRequest,
     HistoryRequest,
@@ -34,6 +36,7 @@ from desktop.models import (
     PageContent,
     PageState,
     PageSummary,
+    PressRequest,
     SelectRequest,
     Tab,
     TabRequest,
@@ -50,7 +53,8 @@ PAGE_LOOKS = f"Looks at {PAGE_WHERE}; changes nothing."
 REAL_INPUT = ("The element is scrolled into view and clicked with the real pointer at its centre (xdotool, as a "
               "person would; the operator sees it); the answer gives the display pixel used.")
 NAME_IT = ("Name the element one way: `selector` (CSS), `ref` (from page_content format=accessibility, e.g. e12), "
-           "`label` (a form field's label) or `text` (text visible in it).")
+           "`label` (a form field's label), `text` (text visible in it), `role` (+ `name`), `placeholder`, "
+           "`test_id`, `alt` or `title`; narrow it with `exact`, `has_text`, `nth` and `within`.")
 LOOKING = Hints(read_only=True)
 ACTING = Hints(destructive=True, open_world=True)
 
@@ -185,6 +189,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("pages", "tabs", None, list[Tab], acts=False, rest=Rest("GET", "/page/tabs")),
     # The QA verbs' readers (no door serves them): forwarded to a remote session's server.
     Operation("pages", "probe", None, dict, acts=False),
+    Operation("pages", "inspect", None, dict, acts=False),
     Operation("pages", "boxes", None, list[list[int]], acts=False),
     Operation("pages", "cursors", None, tuple[int, int], acts=False),
     Operation("pages", "screenshot", None, bytes, acts=False),
@@ -240,6 +245,35 @@ OPERATIONS: tuple[Operation, ...] = (
                   "gives the display pixel used. Refused while a dialog is open, and when something else covers "
                   "the element.", Hints(open_world=True),
                   lambda r, acted: acted_text(f"hover {target_of(r).describe()}", acted))),
+    Operation(
+        "pages", "check", CheckRequest, Acted, acts=True, page=True,
+        call=lambda pages, session, r: pages.check(session, target_of(r), r.checked, r.timeout_ms),
+        rest=Rest("POST", "/page/check", summary="check or uncheck with a real click, only if the state differs",
+                  answer=ActedAnswer),
+        tool=Tool("page_check", "Check or uncheck a box in the visible page",
+                  f"{PAGE_ACTS} Brings a checkbox or radio button to `checked` (true: checked, false: unchecked): "
+                  f"clicked with the real pointer only when its state differs, then its state is read again "
+                  f"(verified). {NAME_IT}", ACTING,
+                  lambda r, acted: acted_text(f"{'check' if r.checked else 'uncheck'} {target_of(r).describe()}",
+                                              acted))),
+    Operation(
+        "pages", "drag", DragRequest, Acted, acts=True, page=True,
+        call=lambda pages, session, r: pages.drag(session, target_of(r), r.to, r.timeout_ms),
+        rest=Rest("POST", "/page/drag", summary="drag an element onto another with the real pointer",
+                  answer=ActedAnswer),
+        tool=Tool("page_drag", "Drag an element onto another in the visible page",
+                  f"{PAGE_ACTS} Presses the real pointer on an element, moves it in steps onto the element `to` "
+                  f"(named the same ways) and releases it there. {NAME_IT}", ACTING,
+                  lambda r, acted: acted_text(f"drag {target_of(r).describe()} to {r.to.describe()}", acted))),
+    Operation(
+        "pages", "press", PressRequest, Acted, acts=True, page=True,
+        call=lambda pages, session, r: pages.press(session, target_of(r), r.keys, r.timeout_ms),
+        rest=Rest("POST", "/page/press", summary="focus an element, then press keys on the real keyboard",
+                  answer=ActedAnswer),
+        tool=Tool("page_press", "Press keys on an element in the visible page",
+                  f"{PAGE_ACTS} Focuses an element, then presses the keys (chords in order, e.g. [\"Enter\"] or "
+                  f"[\"ctrl+a\", \"Delete\"]) on the real keyboard. {NAME_IT}", ACTING,
+                  lambda r, acted: acted_text(f"press {' '.join(r.keys)} on {target_of(r).describe()}", acted))),
     Operation(
         "pages", "fill", FillRequest, Acted, acts=True, page=True,
         call=lambda pages, session, r: pages.fill(session, target_of(r), r.value, clear=r.clear, secrets=r.secrets,

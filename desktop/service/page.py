@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -27,6 +28,8 @@ from desktop.actions import (
     Click,
     DoubleClick,
     Key,
+    MouseDown,
+    MouseUp,
     Move,
     TripleClick,
     Type,
@@ -85,6 +88,7 @@ T = TypeVar("T")
 # of files is what fits, so the one limit holds over REST and MCP alike.
 MAX_UPLOAD_BYTES = 512 * 1024
 RETRY_S = 3  # a healing browser is usually back within this
+DRAG_STEPS = 4  # pointer moves between a drag's source and its drop
 
 
 class PageService:
@@ -276,6 +280,13 @@ class PageService:
         its box on the display, its text and value; nothing matching is ``exists: false``, not an error."""
         return self._call(self._reading(session_id), lambda pages: pages.probe(target, state, timeout_ms), timeout_ms)
 
+    def inspect(self, session_id: str | None, target: Target, states: tuple[str, ...] = (),
+                attribute: str | None = None) -> dict:
+        """The target's matches now, not waited for: ``count``, ``elements`` (text, value, classes,
+        focused, tag, the attribute) and the first match's ``states`` asked for (visible, enabled,
+        editable, checked: true, false, or null when it has no such state)."""
+        return self._call(self._reading(session_id), lambda pages: pages.inspect(target, tuple(states), attribute))
+
     def boxes(self, session_id: str | None, selectors: list[str], space: str = "page") -> list[list[int]]:
         """The boxes of the elements the selectors match, in viewport, full-page or display pixels."""
         return self._call(self._reading(session_id), lambda pages: pages.boxes(selectors, space))
@@ -318,6 +329,80 @@ class PageService:
         with session.exclusive("a page hover"):  # nothing moves the element between finding and moving there
             located = self._locate(session, target, timeout_ms, "hover")
             performed = session.perform(_on_display(Move, located), queue_s=QUEUE_WAIT_S)
+        return _acted(located, performed)
+
+    def check(self, session_id: str | None, target: Target, checked: bool = True, timeout_ms: int = 5000) -> Acted:
+        """A checkbox or radio button brought to ``checked``: clicked with the real pointer only when
+        its state differs (as Playwright's check does), and its state read again after
+        (``verified``). Refused for an element that is neither."""
+        session = self._agent(session_id)
+
+        async def state(pages: Pages) -> bool:
+            page = await pages.need_front()
+            try:
+                return await locator_for(page, target).first.is_checked(timeout=timeout_ms)
+            except PlaywrightError as exc:
+                if "Not a checkbox or radio button" in str(exc):
+                    raise Refused(f"{target.describe()} is not a checkbox or a radio button (nor has an ARIA "
+                                  "checked state)") from None
+                raise
+
+        with session.exclusive("a page check"):
+            located = self._locate(session, target, timeout_ms, "click")
+            steps = []
+            if self._call(session, state, timeout_ms) != checked:
+                steps.append(session.perform(_on_display(Click, located), queue_s=QUEUE_WAIT_S))
+            now = self._call(session, state, timeout_ms)
+            if now != checked and steps:  # a page that sets the state in a later task
+                time.sleep(0.2)
+                now = self._call(session, state, timeout_ms)
+        acted = _acted(located, *steps)
+        acted.verified = now == checked
+        return acted
+
+    def drag(self, session_id: str | None, target: Target, to: Target, timeout_ms: int = 5000) -> Acted:
+        """The real pointer pressed on the element, moved in steps onto ``to`` and released there
+        (an HTML drag and drop, a slider, a sortable list). The answer's pixel is where it was
+        pressed; ``executed`` shows the path to the drop."""
+        session = self._agent(session_id)
+        with session.exclusive("a page drag"):
+            self._locate(session, to, timeout_ms, "drag")  # both in view: the drop first, then the source
+            located = self._locate(session, target, timeout_ms, "drag")
+            drop = self._locate(session, to, timeout_ms, "drag")
+            # Pressed, nudged (a drag starts past a few pixels), moved onto the drop in steps and
+            # once more there before the release: an HTML drag and drop needs the page's dragover to
+            # have run over the drop target when the button comes up, so each move is an action of
+            # its own and settles.
+            nudge = (min(10, located.box["width"] // 4), min(10, located.box["height"] // 4))
+            start = _shifted(located, *nudge)
+            dx, dy = drop.x - start.x, drop.y - start.y
+            steps = [_shifted(start, round(dx * i / DRAG_STEPS), round(dy * i / DRAG_STEPS))
+                     for i in range(1, DRAG_STEPS + 1)]
+            moves = [_on_display(MouseDown, located), _on_display(Move, start),
+                     *[_on_display(Move, step) for step in steps], _on_display(Move, _shifted(drop, 1, 1)),
+                     _on_display(MouseUp, drop)]
+            performed = [session.perform(move, queue_s=QUEUE_WAIT_S) for move in moves]
+        return _acted(located, *performed)
+
+    def press(self, session_id: str | None, target: Target, keys: list[str], timeout_ms: int = 5000) -> Acted:
+        """The element focused (DevTools: focusing is no input of its own, and a click could act on
+        it), then the keys pressed on the real keyboard."""
+        try:
+            chords = Key(keys=keys)
+        except ValidationError as exc:
+            raise InvalidAction(describe_validation(exc)) from None
+        session = self._agent(session_id)
+
+        async def focus(pages: Pages) -> Located:
+            page = await pages.need_front()
+            pages.refuse_if_dialog("typing")
+            located = await locate(page, target, timeout_ms)
+            await locator_for(page, target).first.focus(timeout=timeout_ms)
+            return located
+
+        with session.exclusive("a page press"):
+            located = self._call(session, focus, timeout_ms)
+            performed = session.perform(chords, queue_s=QUEUE_WAIT_S)
         return _acted(located, performed)
 
     def fill(self, session_id: str | None, target: Target, value: str, *, clear: bool = True,
@@ -441,6 +526,11 @@ def _on_display(kind, located: Located, **fields):
     except ValidationError:
         raise ElementNotFound(f"the element's centre ({located.x}, {located.y}) is off the {SCREEN_WIDTH}x"
                               f"{SCREEN_HEIGHT} display; move its window into view first") from None
+
+
+def _shifted(located: Located, dx: int, dy: int) -> Located:
+    """The same element's pixel moved by (dx, dy) (pure)."""
+    return Located(located.x + dx, located.y + dy, located.box, located.matches, located.covered_by)
 
 
 def _acted(located: Located, *steps: Performed) -> Acted:

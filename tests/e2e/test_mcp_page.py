@@ -168,6 +168,21 @@ def test_click_fill_select_wait_upload_with_real_input(server, site):
     assert site.wait_for(lambda e: e["type"] == "files")["files"] == [{"name": "m.txt", "size": 8, "text": "from mcp"}]
 
 
+def test_check_and_press_with_playwrights_locators(server, site):
+    navigate(server, site, "/form")
+    checked = done(call(server, "page_check", {"role": "checkbox", "name": "Gift wrap"}))
+    assert checked["verified"] is True and checked["executed"]
+    assert site.wait_for(lambda e: e["type"] == "gift")["checked"] is True
+    again = done(call(server, "page_check", {"label": "Gift wrap", "exact": True}))
+    assert again["verified"] is True and again["executed"] == []  # checked already: not clicked
+    done(call(server, "page_check", {"label": "Gift wrap", "checked": False}))
+    site.wait_for(lambda e: e["type"] == "gift" and e["checked"] is False)
+    done(call(server, "page_press", {"role": "textbox", "name": "Quantity", "keys": ["x"]}))
+    assert site.wait_for(lambda e: e["type"] == "key")["key"] == "x"
+    assert "did you mean 'checkbox'" in refused(call(server, "page_check", {"role": "chekbox"}), "invalid_request")
+    assert "not a checkbox" in refused(call(server, "page_check", {"selector": "#qty"}), "invalid_action")
+
+
 def test_targets_are_checked_like_rest(server, site):
     navigate(server, site, "/tall")
     assert "exactly one of" in refused(call(server, "page_click", {}), "invalid_request")

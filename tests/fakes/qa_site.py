@@ -89,6 +89,84 @@ PAGES: dict[str, bytes] = {
     if (hit) document.getElementById('state').textContent = 'launched';
   });
 </script>"""),
+
+    # The flow language's page (tests/integration/test_qa_language.py): a to-do list (add with Enter,
+    # double-click to edit, check to complete), a hidden and a removable element, attributes,
+    # data-testid, hover, drag and drop, a file input, a hash route for back and forward, and a
+    # class that comes later. Real input is reported (isTrusted and the pointer's screen position).
+    "/lang": _page("Todos lang", """
+<section style="padding: 20px 40px">
+  <input id="new" placeholder="What needs to be done?" autocomplete="off" style="width: 500px">
+  <ul class="todo-list" data-testid="list" data-qa="list">
+    <li class="todo" data-testid="todo-item" data-qa="row"><input class="toggle" type="checkbox"
+      aria-label="done"> <label>Buy milk</label></li>
+    <li class="todo completed" data-testid="todo-item" data-qa="row"><input class="toggle" type="checkbox" checked
+      aria-label="done"> <label>Walk the dog</label></li>
+  </ul>
+  <p><button id="ghost-btn" disabled>Disabled</button> <input id="ro" readonly value="fixed">
+     <a id="close" href="#/closed" title="Close this">close</a>
+     <img alt="company logo" width="30" height="20"
+          src="data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg'/%3E">
+     <span id="hidden-one" style="display: none">you cannot see me</span>
+     <span id="soon-gone">here for now</span> <button id="remove">Remove</button>
+     <button id="later">Later</button> <span id="late" class="waiting">late</span></p>
+  <p><span id="hoverme" style="padding: 4px; background: #eef">hover me</span>
+     <span id="tip" style="visibility: hidden">a tooltip</span></p>
+  <div style="display: flex; gap: 40px">
+    <div id="drag-src" draggable="true" style="width: 120px; height: 50px; background: #cde">drag me</div>
+    <div id="drop" style="width: 200px; height: 50px; background: #edc">drop here</div>
+  </div>
+  <p><input id="file" type="file" multiple> <span id="files"></span>
+     <span id="note" contenteditable="true" style="display: inline-block; min-width: 200px">a note</span></p>
+</section>
+<script>
+  const list = document.querySelector('.todo-list');
+  function wire(li) {
+    const label = li.querySelector('label'), toggle = li.querySelector('.toggle');
+    toggle.addEventListener('change', (e) => {
+      li.classList.toggle('completed', toggle.checked);
+      report({type: 'toggle', checked: toggle.checked, trusted: e.isTrusted});
+    });
+    label.addEventListener('dblclick', (e) => {
+      report({type: 'dblclick', text: label.textContent, trusted: e.isTrusted, screenX: e.screenX});
+      li.classList.add('editing');
+      const edit = document.createElement('input');
+      edit.className = 'edit'; edit.value = label.textContent;
+      li.appendChild(edit); edit.focus();
+      edit.addEventListener('keydown', (k) => {
+        if (k.key !== 'Enter') return;
+        label.textContent = edit.value.trim(); li.classList.remove('editing'); edit.remove();
+      });
+    });
+  }
+  list.querySelectorAll('li').forEach(wire);
+  document.getElementById('new').addEventListener('keydown', (e) => {
+    const input = e.target;
+    if (e.key !== 'Enter' || !input.value.trim()) return;
+    const li = document.createElement('li');
+    li.className = 'todo'; li.dataset.testid = 'todo-item'; li.dataset.qa = 'row';
+    li.innerHTML = '<input class="toggle" type="checkbox" aria-label="done"> <label></label>';
+    li.querySelector('label').textContent = input.value.trim();
+    list.appendChild(li); wire(li); input.value = '';
+    report({type: 'added', trusted: e.isTrusted});
+  });
+  document.getElementById('remove').addEventListener('click', () => document.getElementById('soon-gone').remove());
+  document.getElementById('later').addEventListener('click', () => setTimeout(() => {
+    const late = document.getElementById('late');
+    late.className = 'arrived'; late.dataset.at = String(Date.now());
+  }, 700));
+  const hover = document.getElementById('hoverme'), tip = document.getElementById('tip');
+  hover.addEventListener('mouseenter', (e) => { tip.style.visibility = 'visible';
+    report({type: 'hover', trusted: e.isTrusted}); });
+  document.getElementById('drag-src').addEventListener('dragstart', (e) => e.dataTransfer.setData('text', 'x'));
+  const drop = document.getElementById('drop');
+  drop.addEventListener('dragover', (e) => e.preventDefault());
+  drop.addEventListener('drop', (e) => { e.preventDefault(); drop.textContent = 'dropped';
+    report({type: 'drop', trusted: e.isTrusted}); });
+  document.getElementById('file').addEventListener('change', (e) => {
+    document.getElementById('files').textContent = Array.from(e.target.files).map(f => f.name).join(', ');
+  });
+</script>"""),
 }
 
 

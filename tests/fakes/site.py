@@ -124,6 +124,7 @@ PAGES: dict[str, bytes] = {
   </select>
   <label for="qty">Quantity</label>
   <input id="qty" name="qty" autocomplete="off">
+  <input id="gift" type="checkbox"> <label for="gift">Gift wrap</label>
 </form>
 <p class="at" id="chosen" style="left: 100px; top: 300px">nothing chosen</p>
 <script>
@@ -131,6 +132,8 @@ PAGES: dict[str, bytes] = {
     document.getElementById('chosen').textContent = 'chosen ' + e.target.value;
     report({type: 'change', value: e.target.value});
   });
+  document.getElementById('gift').addEventListener('change', (e) => report({type: 'gift', checked: e.target.checked}));
+  document.getElementById('qty').addEventListener('keydown', (e) => report({type: 'key', key: e.key}));
   setTimeout(() => {  // an element that appears late, for waits
     const late = document.createElement('p');
     late.id = 'late'; late.textContent = 'arrived late';

@@ -295,7 +295,8 @@ def test_the_verbs_are_mcp_tools_with_the_same_answers(services, desk, qa_site):
     assert isinstance(loaded.content[1], ImageContent)
     assert services.qa.runs.verify(loaded.structured_content["test_run_id"]).ok
     assert not flow.is_error and flow.structured_content["failure_step"] == 2
-    assert "FAILED at step 2" in flow.content[0].text and "no element for selector '#nothing'" in flow.content[0].text
+    assert "FAILED at step 2" in flow.content[0].text
+    assert "selector '#nothing': expected exists; saw 0 matches" in flow.content[0].text
     assert bad.is_error and bad.content[0].text.startswith("invalid_request: steps.0: ") and "name the target" in \
         bad.content[0].text
 

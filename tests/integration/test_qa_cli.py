@@ -93,7 +93,7 @@ tests:
     ("keep_state: maybe\ntests:\n  - name: x\n    verify_page_loads: {url: 'http://127.0.0.1:9/'}",
      "keep_state: true or false"),
     ("test:\n  - name: x\ntests:\n  - name: y\n    verify_page_loads: {url: 'http://127.0.0.1:9/'}",
-     "a suite takes name, session, tests, keep_state, before_each, after_each"),
+     "a suite takes name, session, test_id_attribute, tests, keep_state, before_each, after_each"),
     ("tests:\n  - name: x\n    compare_visual_regression: {baseline_id: home, threshold: -1}", "threshold"),
 ])
 def test_usage_errors_exit_2_before_anything_runs(vision_api, tmp_path, capsys, text, says, services):

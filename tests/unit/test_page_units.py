@@ -129,7 +129,8 @@ def test_a_target_is_named_exactly_one_way():
                 {"selector": "a" * 2001}, {"text": "t" * 501}):
         with pytest.raises(ValidationError):
             Target(**bad)
-    with pytest.raises(ValidationError, match="exactly one of selector, ref, label, text \\(got selector, text\\)"):
+    with pytest.raises(ValidationError, match="exactly one of selector, ref, label, text, role, placeholder, "
+                                              "test_id, alt, title \\(got selector, text\\)"):
         Target(selector="#a", text="A")
 
 

@@ -166,7 +166,7 @@ def test_build_run_of_a_running_run_has_no_case_yet(tmp_path):
     ({"action": "press", "keys": ["nokey"]}, "unknown key"),
     ({"action": "navigate"}, "navigate needs `url`"),
     ({"action": "assert", "assertion": {"type": "text_contains", "selector": "#a"}}, "extra"),
-    ({"action": "assert", "selector": "#a", "assertion": {"type": "text_contains"}}, "needs `expected`"),
+    ({"action": "assert", "selector": "#a", "assertion": {"type": "text_contains"}}, "needs one of `expected`"),
     ({"action": "assert", "assertion": {"type": "url_matches", "expected": "("}}, "not a regular expression"),
     ({"action": "assert", "assertion": {"type": "visual_matches", "baseline_id": "../x"}}, "no '..'"),
     ({"action": "click", "image": "bm90IGEgcG5n"}, "not a PNG"),

@@ -86,24 +86,27 @@ class Suite:
     # Flow steps (verify_user_flow's) run before and after each test, as flows of their own.
     before_each: list[dict] = field(default_factory=list)
     after_each: list[dict] = field(default_factory=list)
+    test_id_attribute: str | None = None  # what test_id targets match, in the tests' flows and the hooks
 
     def requests(self, test: SuiteTest) -> tuple[dict | None, dict, dict | None]:
         """The requests of one test, in the order they run (pure): before_each's flow (or None),
         the test's verb, after_each's flow (or None). The fresh start comes first of all, so a
         before_each that signs in is not cleared away before the test."""
-        before = _hook(f"{test.name} · before_each", self.before_each, fresh=test.fresh)
+        before = self._hook(f"{test.name} · before_each", self.before_each, fresh=test.fresh)
         body = {**test.body, "fresh": test.fresh and before is None}
-        after = _hook(f"{test.name} · after_each", self.after_each, fresh=False)
+        after = self._hook(f"{test.name} · after_each", self.after_each, fresh=False)
         return before, body, after
 
-
-def _hook(name: str, steps: list[dict], *, fresh: bool) -> dict | None:
-    return {"name": name, "steps": steps, "fresh": fresh} if steps else None
+    def _hook(self, name: str, steps: list[dict], *, fresh: bool) -> dict | None:
+        if not steps:
+            return None
+        hook = {"name": name, "steps": steps, "fresh": fresh}
+        return {**hook, "test_id_attribute": self.test_id_attribute} if self.test_id_attribute else hook
 
 
 # What a suite file may say at its top level, and a test besides its name and verb; anything else
 # (a misspelt key, a `setup:` this runner does not know) is refused rather than silently ignored.
-SUITE_KEYS = ("name", "session", "tests", "keep_state", "before_each", "after_each")
+SUITE_KEYS = ("name", "session", "test_id_attribute", "tests", "keep_state", "before_each", "after_each")
 TEST_KEYS = ("name", "keep_state")
 HOOKS = ("before_each", "after_each")
 
@@ -171,6 +174,13 @@ def load_suite(path: Path) -> Suite:
         name = str(entry.get("name") or f"{verb} {number}")
         if verb != "capture_visual_baseline":  # its `name` is the baseline's
             body = {"name": name, **body}
+        if verb == "verify_user_flow":
+            if data.get("test_id_attribute") is not None:
+                body = {"test_id_attribute": data["test_id_attribute"], **body}
+            body, unread = with_files_read(body, path.parent)
+            if unread:
+                problems += [f"{where} ({name}): {problem}" for problem in unread]
+                continue
         try:
             REQUESTS[verb].model_validate(body)
         except ValidationError as exc:
@@ -183,7 +193,36 @@ def load_suite(path: Path) -> Suite:
     if problems:
         raise UsageError("\n".join(problems))
     return Suite(name=str(data.get("name") or path.stem), session=str(data.get("session") or "default"), tests=tests,
-                 before_each=hooks.get("before_each", []), after_each=hooks.get("after_each", []))
+                 before_each=hooks.get("before_each", []), after_each=hooks.get("after_each", []),
+                 test_id_attribute=data.get("test_id_attribute"))
+
+
+def with_files_read(body: dict, folder: Path) -> tuple[dict, list[str]]:
+    """A flow's upload steps with their files given as paths (relative to the suite's folder) read
+    into ``{name, content_base64}``, as the server takes them; and the paths that could not be read.
+    The server never reads a path a request names: the files travel with the request."""
+    import base64
+
+    steps = body.get("steps")
+    if not isinstance(steps, list):
+        return body, []
+    problems, read_steps = [], []
+    for number, step in enumerate(steps, 1):
+        files = step.get("files") if isinstance(step, dict) else None
+        if isinstance(files, list) and any(isinstance(f, str) for f in files):
+            read = []
+            for entry in files:
+                if not isinstance(entry, str):
+                    read.append(entry)
+                    continue
+                file = folder / entry
+                try:
+                    read.append({"name": file.name, "content_base64": base64.b64encode(file.read_bytes()).decode()})
+                except OSError as exc:
+                    problems.append(f"step {number} files: cannot read {entry!r} ({exc.strerror or exc})")
+            step = {**step, "files": read}
+        read_steps.append(step)
+    return {**body, "steps": read_steps}, problems
 
 
 def _passed(run: QaRun) -> bool:

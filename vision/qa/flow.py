@@ -9,13 +9,21 @@ callable ``QaService`` is given (``Glassdesk.act``): the flow knows the vision l
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from desktop.actions import Click, Key, Type
-from desktop.errors import ElementNotFound, GlassdeskError, InvalidAction, InvalidRequest
+from desktop.actions import Click, DoubleClick, Key, Move, Type
+from desktop.errors import (
+    ElementNotFound,
+    EvaluateDisabled,
+    GlassdeskError,
+    InvalidAction,
+    InvalidRequest,
+    PageTimeoutError,
+)
 from desktop.models import Target
 from desktop.session.manager import Session
 from vision.qa.baselines import BaselineStore
@@ -35,12 +43,14 @@ from vision.qa.driver import (
     _transient,
 )
 from vision.qa.models import (
+    TARGETED,
     Artifact,
     FlowResult,
     FlowStep,
     StepResult,
     SuccessCondition,
     VerifyUserFlowRequest,
+    retarget_test_ids,
     template_png,
 )
 from vision.qa.runs import RunWriter
@@ -78,8 +88,14 @@ class Flows:
                     raise InvalidRequest(f"steps[{number}].value: {exc}") from None
             if step.assertion is not None and step.assertion.type == "visual_matches":
                 self.baselines.get(step.assertion.baseline_id or "")  # a missing one: 404
+        evaluating = [number for number, step in enumerate(request.steps, 1)
+                      if step.assertion is not None and step.assertion.type == "evaluate"]
+        if evaluating and getattr(self.pages, "allow_evaluate", None) is False:
+            raise EvaluateDisabled(f"step(s) {', '.join(map(str, evaluating))}: an evaluate assertion runs "
+                                   "JavaScript in the page, which this server does not allow; start it with "
+                                   "--allow-evaluate")
         condition = request.success_condition
-        self.driver.check_selectors(session, [s.selector for s in request.steps if s.selector]
+        self.driver.check_selectors(session, [css for s in request.steps for css in _selectors(s)]
                                     + ([condition.selector] if condition is not None and condition.selector else []))
         secrets = tuple(request.secrets.values())
         with self._run("verify_user_flow", request.name, session, request, secrets) as run:
@@ -95,44 +111,96 @@ class Flows:
 
     # ------------------------------------------------------------------ assertions
 
-    def check_assertion(self, session: Session, step: FlowStep, deadline: float, run: RunWriter | None = None) -> dict:
+    def check_assertion(self, session: Session, step: FlowStep, deadline: float,
+                        test_id_attribute: str = "data-testid", run: RunWriter | None = None) -> dict:
         """Raise AssertionFailed unless the step's assertion holds by ``deadline`` (it is looked at
-        until then, as a person would wait for a page to settle); what was seen otherwise. ``run``
-        keeps a visual_matches comparison's images."""
+        until then, as a person would wait for a page to settle, and passes the moment it holds);
+        what was seen otherwise. ``run`` keeps a visual_matches comparison's images."""
         a = step.assertion
         assert a is not None
-        if a.type in ("exists", "visible", "hidden"):
-            return self._element_state(session, step, a.type, deadline)
-        if a.type in ("text_contains", "value_equals"):
-            target = _dom_target(step)
-            key = "text" if a.type == "text_contains" else "value"
-            seen = None
-            while True:
-                remaining = max(1, int((deadline - time.monotonic()) * 1000))
-                found, _ = self.driver.retrying(
-                    session, lambda remaining=remaining: self.pages.probe(session.id, target, "attached",
-                                                                          min(remaining, 1000)),
-                    deadline=deadline)
-                seen = found[key]
-                ok = seen is not None and (a.expected in seen if key == "text" else seen == a.expected)
-                if ok:
-                    return {key: seen[:500]}
-                if time.monotonic() >= deadline:
-                    what = "no element" if not found["exists"] else f"{key} {(seen or '')[:300]!r}"
-                    raise AssertionFailed(f"{target.describe()}: {what}; expected {key} "
-                                          f"{'containing' if key == 'text' else 'equal to'} {a.expected!r}")
-                time.sleep(POLL_S)
-        if a.type == "url_matches":
-            return self._url_matches(session, a.expected or "", deadline)
-        if a.type == "screen_text_contains":
-            return self._screen_text(session, a.expected or "", deadline)
-        if a.type == "visual_matches":
+        kind = a.kind
+        if kind in ("exists", "visible", "hidden") and not step.dom_only():
+            # Text (the DOM, then OCR) or an image on the screen: present or not.
+            if a.negate:
+                kind = "visible" if kind == "hidden" else "hidden"
+            return self._element_state(session, step, kind, deadline)
+        if kind in TARGETED:
+            return self._element(session, step.dom_target(test_id_attribute), a, deadline)
+        if kind in ("url", "url_matches", "title", "evaluate"):
+            return self._page_value(session, a, deadline)
+        if kind == "screen_text_contains":
+            return self._screen_text(session, a.expected or "", deadline, negate=a.negate)
+        if kind == "visual_matches":
             compared = self.compare_now(session, a.baseline_id or "", a, run)
             if not compared["passed"]:
                 raise AssertionFailed(f"baseline {a.baseline_id}: {compared['reason']} ({compared['diff_pixels']} px "
                                       f"differ, {compared['diff_percentage']:.3f}% of the page)", detail=compared)
             return compared
         raise AssertionFailed(f"unknown assertion {a.type}")
+
+    def _element(self, session: Session, target: Target, a, deadline: float) -> dict:
+        """An assertion about the target's elements, polled (POLL_S) until it holds or ``deadline``."""
+        from vision.qa.expect import STATES, judge, wanted
+
+        started = time.monotonic()
+        looks = 0
+        while True:
+            seen, _ = self.driver.retrying(
+                session, lambda: self.pages.inspect(session.id, target, STATES.get(a.kind, ()), a.attribute),
+                deadline=deadline)
+            looks += 1
+            held, saw = judge(a, seen)
+            if held != a.negate:
+                return {"saw": saw, "count": seen["count"], "looks": looks,
+                        "waited_ms": round((time.monotonic() - started) * 1000)}
+            if time.monotonic() >= deadline:
+                raise AssertionFailed(f"{target.describe()}: expected {wanted(a)}; saw {saw}"
+                                      + self._closest(session, target, a, seen))
+            time.sleep(POLL_S)
+
+    def _closest(self, session: Session, target: Target, a, seen: dict) -> str:
+        """For a failed assertion about a text, the closest text there was: among the matches' texts
+        (has_text, contains_text), or among the page's lines when nothing matched a target named by
+        its words."""
+        from vision.qa.expect import closest, normalise
+
+        if a.negate:
+            return ""
+        if seen["count"] and a.kind in ("has_text", "contains_text") and a.expected is not None:
+            texts = [normalise(e["text"]) for e in seen["elements"]]
+            near = closest(a.expected, texts)
+            return f"; the closest match: {near!r}" if near and near != texts[0] else ""
+        words = target.has_text or next((getattr(target, k) for k in ("text", "label", "placeholder", "alt", "title")
+                                         if getattr(target, k) is not None), None) or target.name
+        if seen["count"] or words is None:
+            return ""
+        try:
+            page = self.pages.content(session.id, "text").content
+        except GlassdeskError:
+            return ""
+        near = closest(words, str(page).splitlines())
+        return f"; the closest text on the page: {near!r}" if near else ""
+
+    def _page_value(self, session: Session, a, deadline: float) -> dict:
+        """url, url_matches, title, evaluate: the page's value polled until the assertion holds."""
+        regex = re.compile(a.expected or "") if a.kind == "url_matches" else None
+        started = time.monotonic()
+        while True:
+            if a.kind == "evaluate":
+                value = self.pages.evaluate(session.id, a.expected or "")
+                held, saw = bool(value), f"the expression's value {json.dumps(value)[:300]}"
+            else:
+                state = self.pages.state(session.id)
+                value = (state.title if a.kind == "title" else state.url) or ""
+                held = bool(regex.search(value[:REGEX_TEXT_LIMIT])) if regex else value == a.expected
+                saw = f"{'title' if a.kind == 'title' else 'URL'} {value!r}"
+            if held != a.negate:
+                return {"saw": saw, "waited_ms": round((time.monotonic() - started) * 1000)}
+            if time.monotonic() >= deadline:
+                what = {"url": "the URL", "url_matches": "a URL matching", "title": "the title",
+                        "evaluate": "a true value of"}[a.kind]
+                raise AssertionFailed(f"expected {'not ' if a.negate else ''}{what} {a.expected!r}; saw {saw}")
+            time.sleep(POLL_S)
 
     def _element_state(self, session: Session, step: FlowStep, kind: str, deadline: float) -> dict:
         if step.image is not None:
@@ -169,16 +237,17 @@ class Flows:
                 raise AssertionFailed(f"the URL {url!r} does not match {pattern!r}")
             time.sleep(POLL_S)
 
-    def _screen_text(self, session: Session, expected: str, deadline: float) -> dict:
+    def _screen_text(self, session: Session, expected: str, deadline: float, negate: bool = False) -> dict:
         from vision.qa.screen_find import screen_text
 
         want = _squash(expected)
         while True:
             text = screen_text(self.desktops.screenshot(session.id).png)
-            if want in _squash(text):
+            if (want in _squash(text)) != negate:
                 return {"screen_text": expected}
             if time.monotonic() >= deadline:
-                raise AssertionFailed(f"the screen does not show {expected!r}; it reads: {text[:300]!r}")
+                raise AssertionFailed(f"the screen {'shows' if negate else 'does not show'} {expected!r}; it reads: "
+                                      f"{text[:300]!r}")
             time.sleep(POLL_S)
 
     def check_success(self, session: Session, condition: SuccessCondition, deadline: float) -> dict:
@@ -249,7 +318,7 @@ class _Flow:
     def step(self, index: int, step: FlowStep) -> bool:
         flows, session = self.flows, self.session
         started = time.monotonic()
-        record = StepResult(index=index, name=step.title(), action=step.action, status="passed",
+        record = StepResult(index=index, name=step.heading(), action=step.action, status="passed",
                             before=self.last_shot.name if self.last_shot else None)
         if self.remaining_ms() <= 0:
             record.status, record.failure_reason = "failed", (f"the flow's timeout of {self.request.timeout_ms} ms "
@@ -312,32 +381,76 @@ class _Flow:
         if step.action == "navigate":
             done = pages.navigate(sid, "goto", step.url, "load", self.ms(step_deadline))
             return {"status": done["status"], "url": done["url"], "load_time_ms": done["load_time_ms"]}
-        if step.action == "click":
-            return self.click(step, step_deadline)
+        if step.action in ("reload", "back", "forward"):
+            done = pages.navigate(sid, step.action, None, "load", self.ms(step_deadline))
+            return {"status": done["status"], "url": done["url"], "load_time_ms": done["load_time_ms"]}
+        if step.action in ("click", "dblclick", "hover"):
+            return self.point_at(step, step_deadline)
         if step.action == "fill":
             return self.fill(step, step_deadline)
+        if step.action == "clear":
+            target = self.target(step)
+            acted = pages.fill(sid, target, "", clear=True, timeout_ms=self.ms(step_deadline))
+            if acted.verified is False:  # not a form field (contenteditable): its text must be gone
+                left = pages.inspect(sid, target)["elements"][:1]
+                if not left or left[0]["value"] or (left[0]["value"] is None and left[0]["text"].strip()):
+                    raise StepFailed(f"{step.describe()} still holds text after ctrl+a, BackSpace")
+            return {"point": [acted.x, acted.y], "box": acted.box, "verified": acted.verified}
+        if step.action in ("check", "uncheck"):
+            acted = pages.check(sid, self.target(step), step.action == "check", self.ms(step_deadline))
+            if not acted.verified:
+                raise StepFailed(f"{step.describe()} is not {step.action}ed after "
+                                 + ("the click" if acted.executed else "looking (it was not clicked)"))
+            return {"point": [acted.x, acted.y], "box": acted.box, "clicked": bool(acted.executed),
+                    "verified": True}
         if step.action == "select":
-            acted = pages.select(sid, _dom_target(step), step.option or "", self.ms(step_deadline))
+            acted = pages.select(sid, self.target(step), step.option or "", self.ms(step_deadline))
             return {"point": [acted.x, acted.y], "box": acted.box, "verified": acted.verified}
         if step.action == "press":
+            if step.target_kinds():
+                acted = pages.press(sid, self.target(step), step.key_list, self.ms(step_deadline))
+                return {"point": [acted.x, acted.y], "box": acted.box, "executed": acted.executed}
             done = flows.desktops.perform(sid, Key(keys=step.key_list))
             return {"executed": done.executed}
+        if step.action == "drag":
+            assert step.to is not None
+            to = retarget_test_ids(step.to, self.request.test_id_attribute)
+            acted = pages.drag(sid, self.target(step), to, self.ms(step_deadline))
+            return {"point": [acted.x, acted.y], "box": acted.box, "executed": acted.executed}
+        if step.action == "scroll_into_view":
+            found = pages.probe(sid, self.target(step), "visible", self.ms(step_deadline))
+            if not found["visible"]:
+                raise StepFailed(f"{step.describe()}: " + ("no element matches" if not found["exists"] else
+                                                           "there but not visible") + f" within {step.timeout_ms} ms")
+            return {"box": found["box"], "matches": found["matches"]}
+        if step.action == "upload":
+            acted = pages.upload(sid, self.target(step), step.files or [], self.ms(step_deadline))
+            if not acted.verified:
+                raise StepFailed(f"{step.describe()} does not hold the files after the upload")
+            return {"box": acted.box, "files": [f.name for f in step.files or []], "dispatched": "devtools"}
         if step.action == "wait":
             if not step.target_kinds():
                 time.sleep(max(0.0, step_deadline - time.monotonic()))
                 return {"waited_ms": step.timeout_ms}
+            if step.state is not None or step.dom_only():
+                state = step.state or "visible"
+                try:
+                    return pages.wait_for(sid, self.target(step), state, self.ms(step_deadline))
+                except PageTimeoutError:
+                    raise StepFailed(f"{step.describe()} was not {state} within {step.timeout_ms} ms") from None
             if step.image is not None:
                 spot = flows.driver.on_screen(self.session, step_deadline, template=template_png(step.image),
                                               confidence=step.confidence)
                 if not spot:
                     raise StepFailed(f"{step.describe()} did not show within {step.timeout_ms} ms: {spot.why}")
                 return {"point": [spot.x, spot.y]}
-            found = flows.driver.find(self.session, _dom_target(step), step_deadline, visible=True)
+            found = flows.driver.find(self.session, self.target(step), step_deadline, visible=True)
             if not (found["exists"] and found["visible"]):
                 raise StepFailed(f"{step.describe()} was not visible within {step.timeout_ms} ms")
             return {"box": found["box"], "found_by": found.get("how")}
         if step.action == "assert":
-            return flows.check_assertion(self.session, step, step_deadline, self.run_)
+            return flows.check_assertion(self.session, step, step_deadline, self.request.test_id_attribute,
+                                         self.run_)
         if step.action == "screenshot":
             shot = self.shot(f"step-{index:03d}-{_stem(step.name or 'screenshot')}", step=index, which="screenshot")
             self.result.screenshots.append(shot)
@@ -358,11 +471,15 @@ class _Flow:
             raise StepFailed(f"{step.describe()} was not found {where} within {step.timeout_ms} ms: {spot.why}")
         return spot.x, spot.y, "ocr" if step.text else "image"
 
+    def target(self, step: FlowStep) -> Target:
+        """The step's element as the page layer names it, its test_ids on the flow's attribute."""
+        return step.dom_target(self.request.test_id_attribute)
+
     def _dom_or_pixel(self, step: FlowStep, step_deadline: float, dom: Callable[[Target, int], Any]):
         """The step done on its DOM element (a text target: the DOM first, then OCR), or None when
         it has to be done at a pixel."""
-        if step.selector or step.ref or step.label:
-            return dom(_dom_target(step), self.ms(step_deadline))
+        if step.dom_only():
+            return dom(self.target(step), self.ms(step_deadline))
         if step.text is not None:
             try:
                 return dom(Target(text=step.text), min(self.ms(step_deadline), DOM_FIRST_MS))
@@ -370,13 +487,21 @@ class _Flow:
                 return None  # not in the DOM (a canvas, a native window): OCR
         return None
 
-    def click(self, step: FlowStep, step_deadline: float) -> dict:
+    def point_at(self, step: FlowStep, step_deadline: float) -> dict:
+        """click, dblclick, hover: real pointer input at the element's pixel (found in the DOM, or
+        by OCR, an image, x,y)."""
         pages, sid = self.flows.pages, self.session.id
-        acted = self._dom_or_pixel(step, step_deadline, lambda t, ms: pages.click(sid, t, timeout_ms=ms))
+        if step.action == "hover":
+            acted = self._dom_or_pixel(step, step_deadline, lambda t, ms: pages.hover(sid, t, timeout_ms=ms))
+        else:
+            count = 2 if step.action == "dblclick" else 1
+            acted = self._dom_or_pixel(step, step_deadline,
+                                       lambda t, ms: pages.click(sid, t, click_count=count, timeout_ms=ms))
         if acted is not None:
             return {"point": [acted.x, acted.y], "box": acted.box, "found_by": "dom"}
         x, y, how = self.point(step, step_deadline)
-        done = self.flows.desktops.perform(sid, Click(x=x, y=y))
+        kind = {"click": Click, "dblclick": DoubleClick, "hover": Move}[step.action]
+        done = self.flows.desktops.perform(sid, kind(x=x, y=y))
         return {"point": [x, y], "found_by": how, "executed": done.executed}
 
     def fill(self, step: FlowStep, step_deadline: float) -> dict:
@@ -425,8 +550,20 @@ class _Flow:
 # ---------------------------------------------------------------------------------------- helpers
 
 
-def _dom_target(step) -> Target:
-    return Target(selector=step.selector, ref=step.ref, label=step.label, text=step.text)
+def _dom_target(step: FlowStep) -> Target:
+    return step.dom_target()
+
+
+def _selectors(step: FlowStep) -> list[str]:
+    """The CSS selectors a step names (its own, its within's, its drop target's), to check before
+    the run."""
+    found = []
+    for target in (step, step.to):
+        while target is not None:
+            if target.selector:
+                found.append(target.selector)
+            target = target.within
+    return found
 
 
 def _squash(text: str) -> str:

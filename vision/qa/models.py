@@ -14,10 +14,26 @@ import re
 from typing import Annotated, Any, Literal
 
 from PIL import Image
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Key
-from desktop.models import REF
+from desktop.models import (
+    LOCATOR_FIELDS,
+    LOCATOR_KINDS,
+    REF,
+    Locating,
+    Target,
+    UploadFile,
+    css_string,
+)
 from vision.qa.diff import DEFAULT_MAX_DIFF_PIXEL_RATIO, DEFAULT_MAX_REGION_PIXELS, Limits
 
 # Baseline names double as ids and directory names (vision.qa.baselines): one plain path component.
@@ -96,17 +112,15 @@ class Artifact(BaseModel):
 # ------------------------------------------------------------------------------------ targets
 
 
-class _Target(_Body):
-    """Where a step acts: one of a CSS selector, an accessibility ref, a form field's label, visible
-    text (the DOM first, then OCR of the screen), an image on the screen, or display pixels."""
+QA_KINDS = LOCATOR_KINDS + ("image", "x,y")
 
-    selector: str | None = Field(None, min_length=1, max_length=2000, description="a CSS selector")
-    ref: str | None = Field(None, min_length=1, max_length=40, pattern=REF.pattern,
-                            description="an accessibility ref, e.g. e12")
-    label: str | None = Field(None, min_length=1, max_length=500, description="a form field's label")
-    text: str | None = Field(None, min_length=1, max_length=500,
-                             description="text visible on the screen: found in the page first, else by OCR of "
-                                         "the display (canvas apps, native windows)")
+
+class _Target(Locating, _Body):
+    """Where a step acts: an element named as the page API names one (desktop.models.Locating:
+    selector, ref, label, text, role, placeholder, test_id, alt, title, with exact, has_text, nth,
+    within), or, beyond the page, an image on the screen or display pixels. A text target with no
+    modifier is sought in the DOM first, then by OCR of the display (canvas apps, native windows)."""
+
     image: str | None = Field(None, min_length=1, max_length=MAX_TEMPLATE_CHARS,
                               description="base64 PNG of what to find on the screen")
     confidence: float = Field(0.9, gt=0, le=1, description="how close the image must match (0..1]")
@@ -114,34 +128,68 @@ class _Target(_Body):
     y: int | None = Field(None, ge=0, le=SCREEN_HEIGHT - 1, description="display pixels")
 
     def target_kinds(self) -> list[str]:
-        kinds = [k for k in ("selector", "ref", "label", "text", "image") if getattr(self, k) is not None]
+        kinds = self.locator_kinds() + (["image"] if self.image is not None else [])
         if self.x is not None or self.y is not None:
             kinds.append("x,y")
         return kinds
 
-    def _check_target(self, required: bool, allowed: tuple[str, ...] | None = None) -> None:
+    def _check_target(self, required: bool, allowed: tuple[str, ...] | None = None) -> list[str]:
+        """The target's problems (none: fine), for a step that needs one (``required``) or may
+        have one, by the kinds ``allowed`` (None: any)."""
         kinds = self.target_kinds()
+        problems = []
         if (self.x is None) != (self.y is None):
-            raise ValueError("give both x and y, or neither")
-        if len(kinds) > 1:
-            raise ValueError(f"name the target one way: one of selector, ref, label, text, image, x,y (got "
-                             f"{', '.join(kinds)})")
-        if required and not kinds:
-            raise ValueError("name the target: one of selector, ref, label, text, image, x,y")
+            problems.append("give both x and y, or neither")
+        if kinds:
+            problems += [p for p in self.locator_problems(kinds, QA_KINDS) if not p.startswith("name is")]
+        elif required:
+            problems.append(f"name the target: one of {', '.join(allowed or QA_KINDS)}")
+        elif self.modifiers_given():
+            problems.append(f"{', '.join(self.modifiers_given())}: modifiers of a target, and this step has none")
         if kinds and allowed is not None and kinds[0] not in allowed:
-            raise ValueError(f"{kinds[0]}: this takes a target by {', '.join(allowed)}")
+            problems.append(f"{kinds[0]}: this takes a target by {', '.join(allowed) or 'nothing'}")
         if self.image is not None:
-            template_png(self.image)
+            try:
+                template_png(self.image)
+            except ValueError as exc:
+                problems.append(str(exc))
+        return problems
+
+    def dom_only(self) -> bool:
+        """Sought in the page only: any kind but text and image, or text narrowed by a modifier
+        (OCR cannot honour nth, within, has_text or exact)."""
+        return bool(self.locator_kinds()) and (self.text is None or bool(self.modifiers_given()))
+
+    def dom_target(self, test_id_attribute: str = "data-testid") -> Target:
+        """The desktop's Target for the element (a step's own `name` is the accessible name only
+        with a role), its test_ids matched on ``test_id_attribute``."""
+        fields = {name: getattr(self, name) for name in LOCATOR_FIELDS}
+        if self.role is None:
+            fields["name"] = None
+        return retarget_test_ids(Target(**fields), test_id_attribute)
 
     def describe(self) -> str:
-        for kind in ("selector", "ref", "label", "text"):
-            if getattr(self, kind) is not None:
-                return f"{kind} {getattr(self, kind)!r}"
+        if self.locator_kinds():
+            return self.locator_words()
         if self.image is not None:
             return f"an image (confidence {self.confidence:g})"
         if self.x is not None:
             return f"({self.x}, {self.y})"
         return "nothing"
+
+
+def retarget_test_ids(target: Target, attribute: str) -> Target:
+    """``target`` with its test_id (and its within's) matched on ``attribute`` instead of
+    data-testid (pure): Playwright's get_by_test_id is an exact match of that attribute, which a
+    CSS attribute selector says for any other one."""
+    if attribute == "data-testid":
+        return target
+    update: dict = {}
+    if target.test_id is not None:
+        update = {"selector": f"[{attribute}={css_string(target.test_id)}]", "test_id": None}
+    if target.within is not None:
+        update["within"] = retarget_test_ids(target.within, attribute)
+    return target.model_copy(update=update) if update else target
 
 
 def template_png(value: str) -> bytes:
@@ -163,8 +211,18 @@ def template_png(value: str) -> bytes:
     return data
 
 
-AssertionType = Literal["exists", "visible", "hidden", "text_contains", "value_equals", "url_matches",
+AssertionType = Literal["exists", "visible", "hidden", "enabled", "disabled", "editable", "focused", "checked",
+                        "count", "has_class", "has_text", "contains_text", "text_contains", "has_value",
+                        "value_equals", "has_attribute", "url", "url_matches", "title", "evaluate",
                         "screen_text_contains", "visual_matches"]
+# The assertions about the step's element (its target), by what they need besides.
+ELEMENT_STATES = ("exists", "visible", "hidden", "enabled", "disabled", "editable", "focused", "checked")
+TARGETED = ELEMENT_STATES + ("count", "has_class", "has_text", "contains_text", "text_contains", "has_value",
+                             "value_equals", "has_attribute")
+# Kept under their old names: text_contains is contains_text, value_equals is has_value.
+ALIASES = {"text_contains": "contains_text", "value_equals": "has_value"}
+NEEDS_EXPECTED = ("has_class", "has_value", "value_equals", "url", "url_matches", "title", "evaluate",
+                  "screen_text_contains")
 
 
 class VisualLimits(_Body):
@@ -215,29 +273,69 @@ _VISUAL_OPTIONS = tuple(VisualLimits.model_fields)
 
 
 class Assertion(VisualLimits):
-    """What must hold. exists/visible/hidden/text_contains/value_equals look at the step's target;
-    url_matches takes a regular expression; screen_text_contains reads the display by OCR;
-    visual_matches compares with a baseline, within the limits of VisualLimits."""
+    """What must hold, looked at again until it does or the step's timeout_ms passes (and answered
+    the moment it holds); ``not`` asks for the opposite, as Playwright's expect(...).not_ does.
+    The element's assertions look at the step's target (the first match; `nth` picks another);
+    url, url_matches, title and evaluate at the page; screen_text_contains reads the display by
+    OCR; visual_matches compares with a baseline, within the limits of VisualLimits."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     type: AssertionType
-    expected: str | None = Field(None, max_length=2000)
+    expected: str | None = Field(None, max_length=2000, description="has_class: a class; has_text, contains_text: "
+                                 "the text; has_value: the value (\"\" allowed); has_attribute: the attribute's "
+                                 "value (optional); url, title: the whole of it; url_matches: a regular "
+                                 "expression; evaluate: a JavaScript expression that must be true-valued")
+    expected_list: list[Annotated[str, Field(max_length=2000)]] | None = Field(
+        None, max_length=200, description="has_text, contains_text: the texts of all the matching elements, in order")
+    count: int | None = Field(None, ge=0, le=100_000, description="count: how many elements match")
+    attribute: str | None = Field(None, min_length=1, max_length=200, description="has_attribute: its name")
+    negate: bool = Field(False, alias="not", description="the opposite must hold")
     baseline_id: BaselineName | None = None
 
     @model_validator(mode="after")
     def _complete(self):
-        if (self.type in ("text_contains", "value_equals", "url_matches", "screen_text_contains")
-                and self.expected is None):
-            raise ValueError(f"assertion {self.type} needs `expected`")
-        if self.type == "url_matches":
-            _regex(self.expected or "", "assertion.expected")
-        if self.type == "visual_matches":
+        problems = []
+        kind = self.type
+        if kind in NEEDS_EXPECTED and self.expected is None:
+            problems.append(f"assertion {kind} needs `expected`")
+        if kind in ("has_text", "contains_text", "text_contains") and (self.expected is None) == \
+                (self.expected_list is None):
+            problems.append(f"assertion {kind} needs one of `expected` or `expected_list`")
+        if self.expected_list is not None and kind not in ("has_text", "contains_text", "text_contains"):
+            problems.append(f"expected_list: only with has_text or contains_text (not {kind})")
+        if kind == "count" and self.count is None:
+            problems.append("assertion count needs `count`")
+        if self.count is not None and kind != "count":
+            problems.append(f"count: only with assertion count (not {kind})")
+        if kind == "has_attribute" and self.attribute is None:
+            problems.append("assertion has_attribute needs `attribute`")
+        if self.attribute is not None and kind != "has_attribute":
+            problems.append(f"attribute: only with assertion has_attribute (not {kind})")
+        if kind in ELEMENT_STATES + ("count",) and self.expected is not None:
+            problems.append(f"expected: assertion {kind} takes none")
+        if kind == "url_matches" and self.expected is not None:
+            try:
+                _regex(self.expected, "assertion.expected")
+            except ValueError as exc:
+                problems.append(str(exc))
+        if kind == "visual_matches":
             if self.baseline_id is None:
-                raise ValueError("assertion visual_matches needs `baseline_id`")
+                problems.append("assertion visual_matches needs `baseline_id`")
+            if self.negate:
+                problems.append("not: a visual_matches assertion cannot be negated")
         else:
             misplaced = [k for k in _VISUAL_OPTIONS if k in self.model_fields_set]
             if misplaced:
-                raise ValueError(f"{', '.join(misplaced)}: only for a visual_matches assertion, not {self.type}")
+                problems.append(f"{', '.join(misplaced)}: only for a visual_matches assertion, not {kind}")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
+
+    @property
+    def kind(self) -> str:
+        """The type under its one name (text_contains is contains_text, value_equals has_value)."""
+        return ALIASES.get(self.type, self.type)
 
 
 def _regex(pattern: str, where: str) -> re.Pattern:
@@ -247,20 +345,36 @@ def _regex(pattern: str, where: str) -> re.Pattern:
         raise ValueError(f"{where}: {pattern!r} is not a regular expression ({exc})") from None
 
 
-StepAction = Literal["navigate", "click", "fill", "select", "press", "wait", "assert", "screenshot", "act"]
-# The assertions that look at the step's target, and those that take none.
-TARGETED = ("exists", "visible", "hidden", "text_contains", "value_equals")
-DOM_ONLY = ("selector", "ref", "label")
+StepAction = Literal["navigate", "click", "dblclick", "hover", "check", "uncheck", "fill", "clear", "select",
+                     "press", "drag", "scroll_into_view", "reload", "back", "forward", "upload", "wait", "assert",
+                     "screenshot", "act"]
+# The kinds of target a step may use: anything in the page; the page's or, by OCR, the screen's text
+# and images; pixels too (POINTER).
+DOM_ONLY = LOCATOR_KINDS
+ON_SCREEN = LOCATOR_KINDS + ("image",)
+POINTER = QA_KINDS
+NO_TARGET = ("navigate", "reload", "back", "forward", "screenshot", "act")
+WaitState = Literal["attached", "detached", "visible", "hidden"]
 
 
 class FlowStep(_Target):
+    """One step. ``name`` is the step's name in reports, except beside ``role``, where it is the
+    element's accessible name (as in Playwright's get_by_role)."""
+
     action: StepAction
     url: Url | None = Field(None, description="navigate: where to (also accepted as `value`)")
     value: str | None = Field(None, max_length=20_000, description="fill: the text to type")
     option: str | None = Field(None, min_length=1, max_length=2000, description="select: the option's value or label")
     keys: list[str] | str | None = Field(None, description='press: chords in order, e.g. ["ctrl+a", "Delete"]')
+    to: Target | None = Field(None, description="drag: the element to drop on")
+    files: list[UploadFile] | None = Field(None, min_length=1, max_length=20,
+                                           description="upload: the files, {name, content_base64} (a suite file "
+                                                       "may give paths, read by `glassdesk qa`)")
+    state: WaitState | None = Field(None, description="wait with a target: attached, detached, visible (default) "
+                                                      "or hidden")
     timeout_ms: StepTimeout = 10_000
-    name: str | None = Field(None, max_length=200)
+    name: str | None = Field(None, max_length=500, description="the step's name in reports; beside `role`, the "
+                                                              "element's accessible name")
     description: str | None = Field(None, max_length=2000)
     assertion: Assertion | None = None
     # act: an instruction run through vision/act inside the flow
@@ -272,48 +386,55 @@ class FlowStep(_Target):
     @model_validator(mode="after")
     def _fits_the_action(self):
         action = self.action
+        problems: list[str] = []
+        needs = {"fill": "value", "select": "option", "drag": "to", "upload": "files", "assert": "assertion",
+                 "act": "instruction"}
         if action == "navigate":
             self.url = self.url or self.value
             if not self.url:
-                raise ValueError("navigate needs `url`")
-            self._check_target(required=False, allowed=())
-        elif action == "click":
-            self._check_target(required=True)
-        elif action == "fill":
-            self._check_target(required=True)
-            if self.value is None:
-                raise ValueError("fill needs `value`")
-        elif action == "select":
-            self._check_target(required=True, allowed=DOM_ONLY + ("text",))
-            if self.option is None:
-                raise ValueError("select needs `option`")
+                problems.append("navigate needs `url`")
+        elif action in needs and getattr(self, needs[action]) in (None, ""):
+            problems.append(f"{action} needs `{needs[action]}`")
+        elif action == "press" and not self.keys:
+            problems.append("press needs `keys`")
+        for field, used_by in (("to", "drag"), ("files", "upload"), ("state", "wait")):
+            if getattr(self, field) is not None and action != used_by:
+                problems.append(f"{field}: only with action {used_by} (not {action})")
+        if self.keys and action == "press":
+            try:
+                Key(keys=self.keys)  # unknown key names are refused now, not halfway through the flow
+            except ValidationError as exc:
+                problems.append("keys: " + "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()))
+        if action in NO_TARGET:
+            problems += self._check_target(required=False, allowed=())
+        elif action in ("click", "dblclick", "hover", "fill"):
+            problems += self._check_target(required=True, allowed=POINTER)
+        elif action in ("check", "uncheck", "clear", "drag", "scroll_into_view", "upload", "select"):
+            problems += self._check_target(required=True, allowed=DOM_ONLY)
         elif action == "press":
-            if not self.keys:
-                raise ValueError("press needs `keys`")
-            Key(keys=self.keys)  # unknown key names are refused now, not halfway through the flow
+            problems += self._check_target(required=False, allowed=DOM_ONLY)
         elif action == "wait":
-            self._check_target(required=False, allowed=DOM_ONLY + ("text", "image"))
-        elif action == "assert":
-            if self.assertion is None:
-                raise ValueError("assert needs `assertion`")
-            if self.assertion.type in TARGETED:
-                self._check_target(required=True, allowed=DOM_ONLY + ("text", "image")
-                                   if self.assertion.type in ("exists", "visible", "hidden") else DOM_ONLY)
+            problems += self._check_target(required=False, allowed=DOM_ONLY if self.state else ON_SCREEN)
+            if self.state and not self.target_kinds():
+                problems.append("state: waits for a target; give one")
+        elif action == "assert" and self.assertion is not None:
+            a = self.assertion
+            if a.kind in TARGETED:
+                allowed = ON_SCREEN if a.kind in ("exists", "visible", "hidden") else DOM_ONLY
+                problems += self._check_target(required=True, allowed=allowed)
             else:
-                self._check_target(required=False, allowed=())
-        elif action == "screenshot":
-            self._check_target(required=False, allowed=())
-        elif action == "act":
-            if not self.instruction:
-                raise ValueError("act needs `instruction`")
+                problems += self._check_target(required=False, allowed=())
+        if problems:
+            raise ValueError("; ".join(dict.fromkeys(problems)))
         return self
 
     @property
     def key_list(self) -> list[str]:
         return Key(keys=self.keys).keys if self.keys else []
 
-    def title(self) -> str:
-        return self.name or action_words(self)
+    def heading(self) -> str:
+        """The step's name in reports."""
+        return (self.name if self.role is None else None) or action_words(self)
 
 
 def action_words(step: FlowStep) -> str:
@@ -321,22 +442,32 @@ def action_words(step: FlowStep) -> str:
     if step.action == "navigate":
         return f"navigate {step.url}"
     if step.action == "press":
-        return f"press {' '.join(step.key_list)}"
+        return f"press {' '.join(step.key_list)}" + (f" on {step.describe()}" if step.target_kinds() else "")
     if step.action == "assert" and step.assertion is not None:
         a = step.assertion
         what = f" {step.describe()}" if step.target_kinds() else ""
         expected = f" {a.expected!r}" if a.expected is not None else ""
-        return f"assert {a.type}{what}{expected}" + (f" {a.baseline_id}" if a.baseline_id else "")
+        expected += f" {a.expected_list!r}" if a.expected_list is not None else ""
+        expected += f" {a.count}" if a.count is not None else ""
+        expected = (f" {a.attribute}" if a.attribute else "") + expected
+        return (f"assert{' not' if a.negate else ''} {a.type}{what}{expected}"
+                + (f" {a.baseline_id}" if a.baseline_id else ""))
     if step.action == "act":
         return f"act {step.instruction!r}"
     if step.action == "wait" and not step.target_kinds():
         return f"wait {step.timeout_ms} ms"
+    if step.action == "wait":
+        return f"wait until {step.describe()} is {step.state or 'visible'}"
     if step.action == "fill":
         return f"fill {step.describe()} ({len(step.value or '')} characters)"
     if step.action == "select":
         return f"select {step.option!r} in {step.describe()}"
-    if step.action == "screenshot":
-        return "screenshot"
+    if step.action == "drag" and step.to is not None:
+        return f"drag {step.describe()} to {step.to.describe()}"
+    if step.action == "upload":
+        return f"upload {len(step.files or [])} file(s) to {step.describe()}"
+    if step.action in ("screenshot", "reload", "back", "forward"):
+        return step.action
     return f"{step.action} {step.describe()}"
 
 
@@ -401,6 +532,8 @@ class VerifyElementRequest(_VerbRequest):
 
 class VerifyUserFlowRequest(_VerbRequest):
     start_url: Url | None = Field(None, description="opened first; without it the flow starts on the page in front")
+    test_id_attribute: str = Field("data-testid", pattern=r"^[A-Za-z_][A-Za-z0-9_.:-]{0,99}$",
+                                   description="the attribute `test_id` targets match")
     steps: list[FlowStep] = Field(min_length=1, max_length=200)
     success_condition: SuccessCondition | None = None
     timeout_ms: FlowTimeout = 120_000

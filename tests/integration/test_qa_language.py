@@ -1,0 +1,223 @@
+"""The flow language (issue 21, item 4) on the real desktop, against the QA site's /lang page
+(tests/fakes/qa_site.py): every action, locator and assertion in one passing flow over REST, each
+assertion kind failing with what it saw, bad flows refused before anything runs."""
+
+from __future__ import annotations
+
+import base64
+import time
+
+import pytest
+
+from tests.fakes.qa_site import QaSite
+from vision.qa.driver import AssertionFailed
+from vision.qa.models import FlowStep
+
+pytestmark = pytest.mark.x11
+
+QA = "/api/v1/sessions/itest/qa"
+NEW = "What needs to be done?"
+
+
+@pytest.fixture(scope="module")
+def qa_site():
+    served = QaSite()
+    yield served
+    served.close()
+
+
+def run_ids(services) -> set[str]:
+    runs_dir = services.qa.runs.runs_dir
+    return {p.name for p in runs_dir.iterdir()} if runs_dir.is_dir() else set()
+
+
+def test_every_action_locator_and_assertion_in_one_flow(vision_api, qa_site):
+    qa_site.clear()
+    lang = qa_site.url("/lang")
+    first_item = {"test_id": "todo-item", "nth": 0}
+    steps = [
+        {"action": "assert", "assertion": {"type": "title", "expected": "Todos lang"}},
+        {"action": "assert", "assertion": {"type": "url", "expected": lang}},
+        {"action": "fill", "placeholder": NEW, "value": "buy some cheese"},
+        {"action": "press", "placeholder": NEW, "keys": "Enter"},
+        {"action": "assert", "role": "listitem", "assertion": {"type": "count", "count": 3}},
+        {"action": "assert", "test_id": "todo-item",
+         "assertion": {"type": "has_text", "expected_list": ["Buy milk", "Walk the dog", "buy some cheese"]}},
+        {"action": "assert", "selector": ".todo-list li", "nth": 0,
+         "assertion": {"type": "has_class", "expected": "completed", "not": True}},
+        {"action": "check", "role": "checkbox", "within": first_item},                       # 8
+        {"action": "assert", "role": "checkbox", "name": "done", "within": first_item,
+         "assertion": {"type": "checked"}},
+        {"action": "assert", "selector": ".todo-list li", "nth": 0,
+         "assertion": {"type": "has_class", "expected": "completed"}},
+        {"action": "check", "label": "done", "nth": 0},                                      # 11: already checked
+        {"action": "uncheck", "label": "done", "exact": True, "nth": 1},
+        {"action": "assert", "label": "done", "nth": 1, "assertion": {"type": "checked", "not": True}},
+        {"action": "dblclick", "text": "buy some cheese", "exact": True},                     # 14
+        {"action": "assert", "selector": "li.editing .edit", "assertion": {"type": "focused"}},
+        {"action": "assert", "selector": ".edit", "assertion": {"type": "has_value", "expected": "buy some cheese"}},
+        {"action": "clear", "selector": ".edit"},
+        {"action": "assert", "selector": ".edit", "assertion": {"type": "value_equals", "expected": ""}},
+        {"action": "fill", "selector": ".edit", "value": "buy brie"},
+        {"action": "press", "selector": ".edit", "keys": ["Enter"]},
+        {"action": "assert", "role": "listitem", "nth": -1, "assertion": {"type": "has_text", "expected": "buy brie"}},
+        {"action": "assert", "test_id": "list", "assertion": {"type": "contains_text", "expected": "brie"}},
+        {"action": "assert", "role": "listitem", "has_text": "brie", "assertion": {"type": "count", "count": 1}},
+        {"action": "assert", "test_id": "list", "assertion": {"type": "text_contains", "expected": "Walk"}},
+        {"action": "assert", "role": "button", "name": "Disabled", "assertion": {"type": "disabled"}},
+        {"action": "assert", "placeholder": NEW, "assertion": {"type": "enabled"}},
+        {"action": "assert", "placeholder": NEW, "assertion": {"type": "editable"}},
+        {"action": "assert", "selector": "#ro", "assertion": {"type": "editable", "not": True}},
+        {"action": "assert", "selector": "#hidden-one", "assertion": {"type": "hidden"}},
+        {"action": "assert", "selector": "#hidden-one", "assertion": {"type": "exists"}},
+        {"action": "assert", "selector": "#hidden-one", "assertion": {"type": "visible", "not": True}},
+        {"action": "assert", "title": "Close this", "assertion": {"type": "has_attribute", "attribute": "href",
+                                                                 "expected": "#/closed"}},
+        {"action": "assert", "alt": "company logo", "assertion": {"type": "visible"}},
+        {"action": "assert", "alt": "company logo", "assertion": {"type": "has_attribute", "attribute": "width"}},
+        {"action": "hover", "selector": "#hoverme"},                                          # 35
+        {"action": "assert", "selector": "#tip", "assertion": {"type": "visible"}},
+        {"action": "click", "role": "button", "name": "Remove"},
+        {"action": "wait", "selector": "#soon-gone", "state": "detached"},
+        {"action": "assert", "selector": "#soon-gone", "assertion": {"type": "exists", "not": True}},
+        {"action": "click", "selector": "#later"},
+        {"action": "assert", "selector": "#late", "assertion": {"type": "has_class", "expected": "arrived"}},
+        {"action": "drag", "selector": "#drag-src", "to": {"selector": "#drop"}},           # 42
+        {"action": "assert", "selector": "#drop", "assertion": {"type": "has_text", "expected": "dropped"}},
+        {"action": "upload", "selector": "#file",
+         "files": [{"name": "a.txt", "content_base64": base64.b64encode(b"hello").decode()}]},
+        {"action": "assert", "selector": "#files", "assertion": {"type": "has_text", "expected": "a.txt"}},
+        {"action": "scroll_into_view", "selector": "#file"},
+        {"action": "clear", "selector": "#note"},                                             # contenteditable
+        {"action": "assert", "selector": "#note", "assertion": {"type": "has_text", "expected": ""}},
+        {"action": "click", "title": "Close this"},
+        {"action": "assert", "assertion": {"type": "url_matches", "expected": "#/closed$"}},
+        {"action": "back"},
+        {"action": "assert", "assertion": {"type": "url", "expected": lang}},
+        {"action": "forward"},
+        {"action": "assert", "assertion": {"type": "url", "expected": lang + "#/closed"}},
+        {"action": "reload"},
+        {"action": "assert", "role": "listitem", "assertion": {"type": "count", "count": 2}},
+        {"action": "wait", "selector": "#hidden-one", "state": "hidden"},
+        {"action": "wait", "selector": "#hidden-one", "state": "attached"},
+    ]
+    r = vision_api.post(f"{QA}/verify_user_flow", json={"start_url": lang, "steps": steps, "timeout_ms": 240_000})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["success"] is True, (body["failure_reason"], body["steps"][-1])
+    assert body["steps_completed"] == len(steps)
+    by_index = {s["index"]: s for s in body["steps"]}
+    assert by_index[8]["detail"]["clicked"] is True and by_index[11]["detail"]["clicked"] is False
+    assert by_index[41]["detail"]["waited_ms"] > 0  # the class came ~700 ms after the click
+    # What the page saw was real input: trusted events, the pointer at a display position.
+    for kind in ("added", "toggle", "dblclick", "hover", "drop"):
+        event = qa_site.wait_for(lambda e, kind=kind: e.get("type") == kind)
+        assert event["trusted"] is True, event
+    assert qa_site.wait_for(lambda e: e.get("type") == "dblclick")["screenX"] > 0
+
+
+def test_test_ids_on_another_attribute_and_a_failing_step_over_rest(vision_api, qa_site):
+    flow = {"start_url": qa_site.url("/lang"), "test_id_attribute": "data-qa",
+            "steps": [{"action": "assert", "test_id": "row", "within": {"test_id": "list"},
+                       "assertion": {"type": "count", "count": 2}},
+                      {"action": "assert", "test_id": "row", "nth": 1, "timeout_ms": 500,
+                       "assertion": {"type": "has_class", "expected": "completed", "not": True}}]}
+    body = vision_api.post(f"{QA}/verify_user_flow", json=flow).json()
+    assert body["success"] is False and body["failure_step"] == 2, body
+    assert "expected not class 'completed'; saw classes 'todo completed'" in body["failure_reason"]
+
+
+FAILING = [
+    ({"selector": "#nope"}, {"type": "exists"}, "saw 0 matches"),
+    ({"selector": "#hidden-one"}, {"type": "visible"}, "saw hidden (not visible)"),
+    ({"placeholder": NEW}, {"type": "hidden"}, "saw visible"),
+    ({"selector": "#ghost-btn"}, {"type": "enabled"}, "saw disabled"),
+    ({"placeholder": NEW}, {"type": "disabled"}, "saw enabled"),
+    ({"selector": "#ro"}, {"type": "editable"}, "saw read-only or disabled"),
+    ({"placeholder": NEW}, {"type": "focused"}, "saw not focused"),
+    ({"label": "done", "nth": 0}, {"type": "checked"}, "saw unchecked"),
+    ({"role": "listitem"}, {"type": "count", "count": 5}, "saw 2 matches"),
+    ({"selector": "li", "nth": 0}, {"type": "has_class", "expected": "completed"}, "saw classes 'todo'"),
+    ({"selector": "li label"}, {"type": "has_text", "expected": "Walk the dog"},
+     "saw text 'Buy milk'; the closest match: 'Walk the dog'"),
+    ({"selector": "li label"}, {"type": "has_text", "expected_list": ["Buy milk"]},
+     "saw 2 matches: ['Buy milk', 'Walk the dog']"),
+    ({"selector": "li label"}, {"type": "text_contains", "expected": "cheese"}, "saw text 'Buy milk'"),
+    ({"text": "Buy mlik", "exact": True}, {"type": "visible"},
+     "saw no element matches; the closest text on the page: 'Buy milk'"),
+    ({"selector": "#ro"}, {"type": "has_value", "expected": "other"}, "saw value 'fixed'"),
+    ({"selector": "#hoverme"}, {"type": "has_value", "expected": ""}, "saw no value (a <span>, not a form field)"),
+    ({"selector": "#close"}, {"type": "has_attribute", "attribute": "href", "expected": "/x"}, "saw href='#/closed'"),
+    ({"selector": "li", "nth": 0}, {"type": "has_class", "expected": "todo", "not": True}, "saw classes 'todo'"),
+    ({}, {"type": "url", "expected": "http://127.0.0.1/elsewhere"}, "saw URL 'http://127.0.0.1:"),
+    ({}, {"type": "url_matches", "expected": "elsewhere$"}, "saw URL 'http://127.0.0.1:"),
+    ({}, {"type": "title", "expected": "Todos"}, "saw title 'Todos lang'"),
+    ({}, {"type": "title", "expected": "Todos lang", "not": True}, "saw title 'Todos lang'"),
+]
+
+
+def test_each_assertion_fails_saying_what_it_saw_and_a_passing_one_answers_at_once(desk, services, qa_site,
+                                                                                   monkeypatch):
+    session = services.desktops.session("itest")
+    pages, flows = services.desktops.pages, services.qa._flows
+    pages.navigate("itest", "goto", qa_site.url("/lang"), "load", 10_000)
+    for target, assertion, says in FAILING:
+        step = FlowStep.model_validate({"action": "assert", **target, "assertion": assertion})
+        started = time.monotonic()
+        with pytest.raises(AssertionFailed) as caught:
+            flows.check_assertion(session, step, time.monotonic() + 0.3)
+        reason = str(caught.value)
+        assert says in reason, (assertion, reason)
+        assert "Call log" not in reason and "waiting for" not in reason
+        assert time.monotonic() - started < 3, assertion  # it gave up at its deadline
+    # evaluate, where the server allows it.
+    monkeypatch.setattr(pages, "allow_evaluate", True)
+    holds = FlowStep.model_validate({"action": "assert", "assertion": {
+        "type": "evaluate", "expected": "document.querySelectorAll('.todo-list li').length === 2"}})
+    assert flows.check_assertion(session, holds, time.monotonic() + 2)["saw"] == "the expression's value true"
+    fails = FlowStep.model_validate({"action": "assert", "assertion": {
+        "type": "evaluate", "expected": "document.title === 'x'"}})
+    with pytest.raises(AssertionFailed, match="saw the expression's value false"):
+        flows.check_assertion(session, fails, time.monotonic() + 0.3)
+    # How long a passing assertion takes once its condition holds: the class arrives 700 ms after
+    # the click (the page stamps when), the assertion answers as soon as it sees it.
+    arrived = FlowStep.model_validate({"action": "assert", "selector": "#late",
+                                       "assertion": {"type": "has_class", "expected": "arrived"}})
+    late = FlowStep.model_validate({"action": "assert", "selector": "#late",
+                                    "assertion": {"type": "has_attribute", "attribute": "data-at"}})
+    lags = []
+    for _ in range(3):
+        pages.navigate("itest", "reload", None, "load", 10_000)
+        pages.click("itest", FlowStep(action="click", selector="#later").dom_target())
+        flows.check_assertion(session, arrived, time.monotonic() + 5)
+        answered_ms = time.time() * 1000
+        stamped = pages.inspect("itest", late.dom_target(), (), "data-at")["elements"][0]["attribute"]
+        lags.append(answered_ms - int(stamped))
+    print(f"\npassing assertion answered {', '.join(f'{lag:.0f}' for lag in lags)} ms after its condition held")
+    assert 0 <= min(lags) and max(lags) < 600, lags
+
+
+def test_bad_flows_are_refused_before_anything_runs(vision_api, services, qa_site):
+    before = run_ids(services)
+    bad = {"start_url": qa_site.url("/lang"), "steps": [
+        {"action": "drag", "selector": "#a"},
+        {"action": "assert", "role": "buton", "assertion": {"type": "visible"}},
+        {"action": "assert", "selector": "li", "assertion": {"type": "count", "count": -1}},
+        {"action": "assert", "assertion": {"type": "url_matches", "expected": "("}},
+        {"action": "click", "locator": "#x"},
+    ]}
+    r = vision_api.post(f"{QA}/verify_user_flow", json=bad)
+    assert r.status_code == 422, r.text
+    message = r.json()["error"]["message"]
+    for says in ("drag needs `to`", "did you mean 'button'", "greater than or equal to 0",
+                 "not a regular expression", "locator"):
+        assert says in message, (says, message)
+    evaluate = {"start_url": qa_site.url("/lang"), "steps": [
+        {"action": "assert", "assertion": {"type": "evaluate", "expected": "true"}}]}
+    r = vision_api.post(f"{QA}/verify_user_flow", json=evaluate)
+    assert r.status_code == 403 and r.json()["error"]["code"] == "evaluate_disabled", r.text
+    r = vision_api.post("/api/v1/sessions/itest/page/check", json={"role": "chekbox", "nth": -3})
+    assert r.status_code == 422 and "nth" in r.text, r.text
+    r = vision_api.post("/api/v1/sessions/itest/page/press", json={"placeholder": NEW, "keys": ["Entr"]})
+    assert r.status_code == 422 and "Entr" in r.text, r.text
+    assert run_ids(services) == before
