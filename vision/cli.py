@@ -258,7 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "accepted in Host (default: the bind host; 127.0.0.1 when bound to 0.0.0.0)")
     up.add_argument("--max-sessions", type=int, default=10)
     up.add_argument("--ttl", type=float, default=30, help="minutes an idle session lives (default 30)")
-    up.add_argument("--warm", type=int, default=int(os.environ.get("GLASSDESK_WARM", "0")), metavar="N",
+    # A string default: argparse converts it with ``type``, so a bad GLASSDESK_WARM is a usage error
+    # of `up` (exit 2), not a crash of every command.
+    up.add_argument("--warm", type=int, default=os.environ.get("GLASSDESK_WARM", "0"), metavar="N",
                     help="keep N sessions started ahead: a create claims one in milliseconds instead of starting "
                          "one in seconds, and the pool refills behind it, one start at a time. They count toward "
                          "--max-sessions (each costs an idle session's memory); local backend only (default 0)")

@@ -72,3 +72,9 @@ def test_warm_pool_size_by_flag_or_environment(monkeypatch):
     assert build_parser().parse_args(["up", "--warm", "2"]).warm == 2
     monkeypatch.setenv("GLASSDESK_WARM", "3")
     assert build_parser().parse_args(["up"]).warm == 3
+    assert build_parser().parse_args(["act", "x"]).server is None  # other commands never read it
+    monkeypatch.setenv("GLASSDESK_WARM", "many")
+    assert build_parser().parse_args(["act", "x"]).instruction == "x"
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["up"])
+    assert exited.value.code == 2
