@@ -101,9 +101,9 @@ def warm_problems(settings) -> list[str]:
         # A remote session's id is in its container's or pod's name and labels (the backends'
         # LABEL_SESSION, which `docker ps --filter` and the orphan clean-up read), set when it is
         # created: Docker cannot relabel a container, so a pooled one would keep another name.
-        problems.append(f"--warm: the {settings.backend} backend keeps no warm pool (a session's id is in its "
-                        "container's or pod's name and labels, fixed when it starts); use --backend local, or "
-                        "docs/scaling.md for the platform's own pools")
+        problems.append(f"--warm: the {settings.backend} backend keeps no warm pool (a remote session's id is in the "
+                        "name of what runs it, and on docker and kubernetes in its labels, fixed when it starts); use "
+                        "--backend local, or see docs/scaling.md for the platform's own pools")
     return problems
 
 
