@@ -864,9 +864,11 @@ SECTIONS: list[Section] = [
             intro="vision/qa/diff.py (pixelmatch's comparison vectorised with numpy) on two screenshots of the "
                   "session under test, beside the pure-Python pixelmatch port on the same pair; pixel_threshold "
                   "0.1, anti-aliasing ignored (both libraries' defaults)."),
-    Section("Scale", [_scale("scale_memory"), _scale("scale_concurrency"), _scale("scale_typing")],
+    Section("Scale", [_scale("scale_memory"), _scale("scale_concurrency"), _scale("scale_warm"),
+                      _scale("scale_typing")],
             intro="Issue 14 (tests/bench_scale.py): one more idle session's memory, 9 sessions created at once, a "
-                  "click's HTTP answer under 10 clients over 10 sessions, long typing; the figures of "
+                  "click's HTTP answer under 10 clients over 10 sessions, long typing; issue 22: the same creates "
+                  "claiming from a warm pool (glassdesk up --warm), beside the cold ones of the run; the figures of "
                   "commit 6bc3bc6 (before) measured by the same code on the same machine, in the notes."),
 ]
 

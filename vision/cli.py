@@ -27,7 +27,12 @@ def _up(args: argparse.Namespace) -> int:
     settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, idle_ttl_s=args.ttl * 60,
                         launch_allow=_programs(args.launch_allow), allow_local_urls=args.allow_local_urls,
                         public_host=args.public_host, allow_evaluate=args.allow_evaluate,
-                        single_session=args.single_session, backend=args.backend)
+                        single_session=args.single_session, backend=args.backend, warm=args.warm)
+    problems = warm_problems(settings)
+    if problems:
+        for problem in problems:
+            console.print(f"[red]{problem}[/red]")
+        return 2
     check_bind(settings.host, settings.token)
     if settings.backend != "local":
         return _up_remote(args, settings)
@@ -57,6 +62,7 @@ def _up(args: argparse.Namespace) -> int:
             except KeyboardInterrupt:
                 return 130
         glassdesk.desktops.single_session = settings.single_session
+        manager.keep_warm(settings.warm)  # after the default session: its start has the cores first
         base = settings.public_url
         watch, control = (glassdesk.desktops.live_view("default", control=c) for c in (False, True))
         console.print(f"[bold]glassdesk[/bold] session [cyan]default[/cyan] on display {session.display}")
@@ -67,6 +73,9 @@ def _up(args: argparse.Namespace) -> int:
         console.print(f"  operator console:     {base}/")
         console.print(f"  API:                  {base}/api/v1  (docs: /docs)")
         console.print(f"  MCP (streamable HTTP): {base}/mcp")
+        if settings.warm:
+            console.print(f"  warm pool:            {settings.warm} session(s) started ahead, one at a time "
+                          "(they count toward --max-sessions)")
         if settings.token:
             console.print("  auth:                 Authorization: Bearer $GLASSDESK_TOKEN")
         if settings.host in ("0.0.0.0", "::") and not settings.public_host:
@@ -78,6 +87,24 @@ def _up(args: argparse.Namespace) -> int:
         manager.close()
         ownership.close()
     return 0
+
+
+def warm_problems(settings) -> list[str]:
+    """Every problem of ``--warm`` under these settings, at once (pure): its size against the
+    limit, and where no pool is kept."""
+    from desktop.session.manager import check_warm
+
+    problems = check_warm(settings.warm, settings.max_sessions)
+    if settings.warm > 0 and settings.single_session:
+        problems.append("--warm: a session server (--single-session) has its one session and no other to keep warm")
+    if settings.warm > 0 and settings.backend != "local":
+        # A remote session's id is in its container's or pod's name and labels (the backends'
+        # LABEL_SESSION, which `docker ps --filter` and the orphan clean-up read), set when it is
+        # created: Docker cannot relabel a container, so a pooled one would keep another name.
+        problems.append(f"--warm: the {settings.backend} backend keeps no warm pool (a remote session's id is in the "
+                        "name of what runs it, and on docker and kubernetes in its labels, fixed when it starts); use "
+                        "--backend local, or see docs/scaling.md for the platform's own pools")
+    return problems
 
 
 def _up_remote(args: argparse.Namespace, settings) -> int:
@@ -231,6 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "accepted in Host (default: the bind host; 127.0.0.1 when bound to 0.0.0.0)")
     up.add_argument("--max-sessions", type=int, default=10)
     up.add_argument("--ttl", type=float, default=30, help="minutes an idle session lives (default 30)")
+    # A string default: argparse converts it with ``type``, so a bad GLASSDESK_WARM is a usage error
+    # of `up` (exit 2), not a crash of every command.
+    up.add_argument("--warm", type=int, default=os.environ.get("GLASSDESK_WARM", "0"), metavar="N",
+                    help="keep N sessions started ahead: a create claims one in milliseconds instead of starting "
+                         "one in seconds, and the pool refills behind it, one start at a time. They count toward "
+                         "--max-sessions (each costs an idle session's memory); local backend only (default 0)")
     up.add_argument("--log-level", default="info")
     up.add_argument("--backend", choices=("local", "docker", "kubernetes", "process"),
                     default=os.environ.get("GLASSDESK_BACKEND", "local"),

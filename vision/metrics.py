@@ -42,6 +42,9 @@ class _NowCollector:
         for status, count in sorted(now.get("sessions", {}).items()):
             sessions.add_metric([status], count)
         yield sessions
+        yield GaugeMetricFamily("glassdesk_sessions_warm", "Sessions started ahead, ready to be claimed by a create "
+                                "(glassdesk up --warm); not in glassdesk_sessions, counted toward the session limit",
+                                value=now.get("warm", 0))
         yield GaugeMetricFamily("glassdesk_runs_active", "Runs executing right now", value=now.get("active", 0))
         yield GaugeMetricFamily("glassdesk_runs_paused", "Runs paused by an operator (incl. take-over)",
                                 value=now.get("paused", 0))

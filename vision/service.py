@@ -177,6 +177,7 @@ class Glassdesk:
         views = self.views().values()
         return {
             "sessions": sessions,
+            "warm": self.desktops.manager.warm_ready,
             "active": sum(v.active for v in views),
             "paused": sum(v.pause_reason is not None for v in views),
             "awaiting": sum(v.status == "needs_confirmation" for v in views),

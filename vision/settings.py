@@ -24,6 +24,7 @@ class Settings:
     token: str | None = field(default_factory=lambda: os.environ.get("GLASSDESK_TOKEN") or None)
     max_sessions: int = 10
     idle_ttl_s: float = 1800
+    warm: int = 0  # sessions kept started ahead, for creates to claim (desktop.session.manager.keep_warm)
     data_dir: str | None = None  # default: $GLASSDESK_DATA_DIR, else ./data
     launch_allow: frozenset[str] | None = None  # the only programs launch may start (None: any but shells)
     allow_local_urls: bool = False  # let the browser open file:// and chrome:// pages

@@ -398,17 +398,28 @@ class SessionRegistry:
     max_sessions: int
     listeners: list
 
-    def _claim(self, session_id: str | None) -> str:
+    def _claim(self, session_id: str | None, *, held: int = 0) -> str:
         """The id a new session gets: ``session_id`` checked, or a fresh one. Call it holding
-        ``_lock``, and register the session before letting go, so that no other create takes it."""
+        ``_lock``, and register the session before letting go, so that no other create takes it.
+        ``held``: sessions beyond the listed ones that count toward the limit (a warm pool's)."""
+        self._check_id(session_id)
+        if len(self.sessions) + held >= self.max_sessions:
+            pooled = f" ({held} of them started ahead for the warm pool)" if held else ""
+            raise SessionLimit(f"all {self.max_sessions} sessions are in use{pooled}; delete one or raise the "
+                               "session limit")
+        return session_id or f"s-{secrets.token_hex(4)}"
+
+    def _check_id(self, session_id: str | None) -> None:
         if session_id is not None and not SESSION_ID.match(session_id):
             raise InvalidAction("id: use 1-32 lower-case letters, digits, '-' or '_', starting with a letter or digit")
         if session_id in self.sessions:
             raise SessionExists(f"id: a session named {session_id!r} already exists; use it, delete it first, "
                                 "or choose another name")
-        if len(self.sessions) >= self.max_sessions:
-            raise SessionLimit(f"all {self.max_sessions} sessions are in use; delete one or raise the session limit")
-        return session_id or f"s-{secrets.token_hex(4)}"
+
+    @property
+    def warm_ready(self) -> int:
+        """Sessions started ahead and waiting to be claimed (none but where a warm pool is kept)."""
+        return 0
 
     def _notify(self, what: str, session_id: str) -> None:
         for listener in list(self.listeners):
@@ -427,8 +438,61 @@ class SessionRegistry:
         return list(self.sessions.values())
 
 
+# A pooled desktop's directory: outside the id grammar (SESSION_ID starts with a letter or digit),
+# so no session name can ever take it.
+WARM_PREFIX = "_warm-"
+# After a pooled desktop failed to start, the pool waits this long before trying again, rather
+# than spend the cores on a start that keeps failing.
+WARM_RETRY_S = 10.0
+
+
+def check_warm(warm: int, max_sessions: int) -> list[str]:
+    """The problems of a warm-pool size against the session limit (pure); none when it is fine.
+    The pool's sessions count toward the limit, and the default session holds one place."""
+    problems = []
+    if warm < 0:
+        problems.append(f"--warm {warm}: the number of sessions kept started ahead is 0 or more")
+    if max_sessions < 1:
+        problems.append(f"--max-sessions {max_sessions}: at least 1 (the default session)")
+    elif warm > max_sessions - 1:
+        problems.append(f"--warm {warm}: warm sessions count toward --max-sessions ({max_sessions}), which also "
+                        f"holds the default session: at most {max_sessions - 1}")
+    return problems
+
+
+@dataclass
+class WarmDesktop:
+    """A desktop started ahead, nobody's yet: its stack and when its start finished."""
+
+    stack: DesktopStack
+    started_at: float  # time.monotonic()
+
+
 class SessionManager(SessionRegistry):
-    """The registry of sessions, their limits and expiry, and the supervisor that heals them."""
+    """The registry of sessions, their limits and expiry, and the supervisor that heals them.
+
+    With a warm pool (``keep_warm(n)``), ``n`` desktops are kept started ahead, nobody's: a create
+    claims one (seconds of start become milliseconds) and the pool refills behind it, one start at
+    a time so that refilling never takes both cores from the sessions in use. The pool's desktops
+    count toward ``max_sessions``; they are not listed, never expire, and one that dies is replaced.
+
+    How a pooled desktop gets its session's id. A desktop's id is baked in at start only in its
+    directory: ``root/<id>`` is HOME, the browser profile, the runtime dir (the dbus socket's path)
+    and every process's working directory, and a running Chromium or dbus cannot be moved to
+    another path. So a pooled desktop starts in ``root/_warm-<hex>``, a name no session can take,
+    and the claim makes ``root/<id>`` a link to it: the session's files are found under its id like
+    any session's. Everything else that names a session is made at claim: the ``Session`` (its id,
+    its live-view instance and generation, so no token of anything before opens it), the network
+    policy (the proxy's, set before the session is handed out), the dialog policy (the service's,
+    as for a cold start), the listeners' "created". The reaper marks the server and its root, not a
+    session, and the browser is recognised by its directory under the root: both hold as they are.
+    Nothing of a pool's desktop is ever used before its claim (it sits at about:blank, as a cold
+    start does), and a deleted session's desktop is stopped, never put back: a claim is as clean
+    as a fresh start. Every option of a create today (id, network policy, dialog mode) is applied
+    at claim; the options that shape how a desktop starts (``StackConfig``: start page, the
+    browser's fences) are the server's, the same for the pool. One per session added later would
+    have to start cold when it differs from the pool's.
+    """
 
     def __init__(self, *, root: Path | None = None, max_sessions: int = 10, idle_ttl_s: float = 1800,
                  stack_config: StackConfig | None = None, supervise_every_s: float = 0.5):
@@ -451,26 +515,153 @@ class SessionManager(SessionRegistry):
         # glassdesk's own ports besides the sessions' (the API's, added by whoever serves it): no
         # session's browser may reach them (desktop.network.policy).
         self.protected_ports: set[int] = set()
+        # The warm pool (keep_warm): its size, the desktops ready to claim, the one starting (one
+        # at a time), and a condition on _lock that tells the filler and a waiting create of changes.
+        self.warm = 0
+        self._warm: list[WarmDesktop] = []
+        self._warming: DesktopStack | None = None
+        self._pool_changed = threading.Condition(self._lock)
+        self._filler: threading.Thread | None = None
 
     def control_ports(self) -> set[int]:
         """Every port of glassdesk's control plane, as of now: the protected ones and each
-        session's live view and proxy (a session started later counts from its start)."""
+        session's live view and proxy (a session started later counts from its start), a pooled
+        desktop's included."""
         ports = set(self.protected_ports)
-        for session in list(self.sessions.values()):
-            ports |= session.stack.own_ports()
+        stacks = [s.stack for s in list(self.sessions.values())] + [w.stack for w in list(self._warm)]
+        warming = self._warming
+        for stack in stacks + ([warming] if warming is not None else []):
+            ports |= stack.own_ports()
         return ports
+
+    # ------------------------------------------------------------------ the warm pool
+
+    def keep_warm(self, n: int) -> None:
+        """Keep ``n`` desktops started ahead from now on (0: none). InvalidAction, changing
+        nothing, when ``n`` is negative or the pool would not fit beside one session."""
+        problems = check_warm(n, self.max_sessions)
+        if problems:
+            raise InvalidAction("; ".join(problems))
+        with self._lock:
+            self.warm = n
+            extra, self._warm = self._warm[n:], self._warm[:n]  # a smaller pool stops what it no longer keeps
+            if n and self._filler is None:
+                self._filler = threading.Thread(target=self._fill, name="glassdesk-warm-pool", daemon=True)
+                self._filler.start()
+            self._pool_changed.notify_all()
+        for warm in extra:
+            self._discard(warm.stack)
+
+    @property
+    def warm_ready(self) -> int:
+        return len(self._warm)
+
+    def _pooled(self) -> int:
+        """The pool's desktops that hold a place under the limit: ready or starting."""
+        return len(self._warm) + (self._warming is not None)
+
+    def _wants_warm(self) -> bool:
+        return (not self._stop.is_set() and self._warming is None and len(self._warm) < self.warm
+                and len(self.sessions) + len(self._warm) < self.max_sessions)
+
+    def _fill(self) -> None:
+        """The filler: starts pooled desktops one at a time while the pool is short of ``warm``
+        and the limit leaves room."""
+        while not self._stop.is_set():
+            with self._lock:
+                while not self._wants_warm():
+                    if self._stop.is_set():
+                        return
+                    self._pool_changed.wait(1.0)
+                stack = DesktopStack(self.root / f"{WARM_PREFIX}{secrets.token_hex(6)}", self.stack_config,
+                                     network=NetworkPolicy(), control_ports=self.control_ports)
+                self._warming = stack
+            try:
+                stack.start()
+            except BaseException as exc:  # noqa: BLE001 - the filler outlives any one start
+                stack.close()
+                shutil.rmtree(stack.workdir, ignore_errors=True)
+                with self._lock:
+                    self._warming = None
+                    self._pool_changed.notify_all()
+                if not self._stop.is_set():
+                    log.error("a warm-pool desktop could not start (trying again in %.0f s): %s", WARM_RETRY_S, exc)
+                    self._stop.wait(WARM_RETRY_S)
+                continue
+            with self._lock:
+                self._warming = None
+                if not self._stop.is_set() and len(self._warm) < self.warm:  # the pool may have shrunk meanwhile
+                    self._warm.append(WarmDesktop(stack, time.monotonic()))
+                    stack = None
+                self._pool_changed.notify_all()
+            if stack is not None:  # the server is stopping, or the pool was made smaller
+                self._discard(stack)
+            else:
+                log.info("warm pool: %d of %d ready", len(self._warm), self.warm)
+
+    def _take_warm(self) -> DesktopStack | None:
+        """A ready pooled desktop, taken out of the pool (holding ``_lock``); one whose parts died
+        meanwhile is discarded, not handed out."""
+        while self._warm:
+            warm = self._warm.pop(0)
+            if not warm.stack.dead_parts():
+                self._pool_changed.notify_all()  # the filler: one to start again
+                return warm.stack
+            threading.Thread(target=self._discard, args=(warm.stack,), daemon=True).start()
+        return None
+
+    def _discard(self, stack: DesktopStack) -> None:
+        stack.close()
+        shutil.rmtree(stack.workdir, ignore_errors=True)
+
+    def _check_pool(self) -> None:
+        """The supervisor's look at the pool: a desktop of it that died is stopped and replaced
+        (nobody uses it, so a whole new one is simpler and cleaner than a heal)."""
+        with self._lock:
+            dead = [w for w in self._warm if w.stack.dead_parts()]
+            for warm in dead:
+                self._warm.remove(warm)
+            if dead:
+                self._pool_changed.notify_all()
+        for warm in dead:
+            log.warning("warm pool: a desktop's %s died; replacing it", ", ".join(warm.stack.dead_parts()))
+            self._discard(warm.stack)
+
+    def _claim_warm(self, session_id: str | None) -> tuple[str, DesktopStack | None]:
+        """Holding ``_lock``: the new session's id and, when the pool has one, its pooled desktop.
+        When the limit is full only because a pooled desktop is starting, wait for it: it is this
+        create's, in seconds."""
+        while True:
+            self._check_id(session_id)
+            stack = self._take_warm()
+            if stack is not None:
+                return session_id or f"s-{secrets.token_hex(4)}", stack
+            if self._warming is None or len(self.sessions) + self._pooled() < self.max_sessions:
+                return self._claim(session_id, held=self._pooled()), None
+            if not self._pool_changed.wait(self.stack_config.start_timeout):
+                return self._claim(session_id, held=self._pooled()), None
 
 
     def create(self, session_id: str | None = None, *, pinned: bool = False,
                network: NetworkPolicy | None = None) -> Session:
         with self._lock:
-            session_id = self._claim(session_id)
+            session_id, warm = self._claim_warm(session_id)
             workdir = self.root / session_id
-            session = Session(session_id, DesktopStack(workdir, self.stack_config, network=network or NetworkPolicy(),
-                                                       control_ports=self.control_ports))
+            if warm is not None:
+                try:
+                    session = Session(session_id, warm)  # binds to its display: it is up
+                except BaseException:
+                    threading.Thread(target=self._discard, args=(warm,), daemon=True).start()
+                    raise
+            else:
+                session = Session(session_id, DesktopStack(workdir, self.stack_config,
+                                                           network=network or NetworkPolicy(),
+                                                           control_ports=self.control_ports))
             self.sessions[session_id] = session
             if pinned:
                 self.pinned.add(session_id)
+        if warm is not None:
+            return self._claimed(session, network)
         try:
             session.stack.start()
         except BaseException as exc:
@@ -479,6 +670,8 @@ class SessionManager(SessionRegistry):
             session.stack.close()
             with self._lock:
                 self.sessions.pop(session_id, None)
+                self.pinned.discard(session_id)
+                self._pool_changed.notify_all()  # its place under the limit is free again
             session.status = "failed"
             shutil.rmtree(workdir, ignore_errors=True)
             if isinstance(exc, (StackError, KeyboardInterrupt, SystemExit)):
@@ -494,12 +687,40 @@ class SessionManager(SessionRegistry):
         self._notify("created", session_id)
         return session
 
+    def _claimed(self, session: Session, network: NetworkPolicy | None) -> Session:
+        """A session on a pooled desktop: what a cold start sets at start, set now."""
+        stack = session.stack
+        link = self.root / session.id
+        try:
+            stack.set_network(network or NetworkPolicy())  # before anyone can reach the session
+            link.symlink_to(stack.workdir.name)  # its files under its own id, as any session's
+        except BaseException:
+            with self._lock:
+                self.sessions.pop(session.id, None)
+                self.pinned.discard(session.id)
+            session.close()
+            link.unlink(missing_ok=True)
+            self._discard(stack)
+            raise
+        with session._lifecycle:
+            if session.status == "stopped":  # deleted in the moment since
+                raise SessionUnavailable(f"session {session.id} was deleted while it started")
+            session.touch()
+            session.status = "ready"
+        log.info("session %s ready on %s (claimed from the warm pool)", session.id, stack.display)
+        self._notify("created", session.id)
+        return session
+
     def delete(self, session_id: str) -> None:
         with self._lock:
             session = self.get(session_id)
             del self.sessions[session_id]
             self.pinned.discard(session_id)
+            self._pool_changed.notify_all()  # a place under the limit for the pool
         session.close()
+        link = self.root / session_id
+        if link.is_symlink():  # a session claimed from the pool: its directory has the pool's name
+            link.unlink()
         shutil.rmtree(session.stack.workdir, ignore_errors=True)
         log.info("session %s deleted", session_id)
         self._notify("deleted", session_id)
@@ -507,8 +728,10 @@ class SessionManager(SessionRegistry):
     def abort_starting(self) -> None:
         """End the processes of every desktop still starting: its start holds the stack's lock
         until it is up, and a shutdown should not wait for that."""
-        for session in [s for s in list(self.sessions.values()) if s.status == "starting"]:
-            for pid in tagged_pids(session.stack.tag):
+        stacks = [s.stack for s in list(self.sessions.values()) if s.status == "starting"]
+        warming = self._warming
+        for stack in stacks + ([warming] if warming is not None else []):
+            for pid in tagged_pids(stack.tag):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
@@ -516,6 +739,20 @@ class SessionManager(SessionRegistry):
 
     def close(self) -> None:
         self._stop.set()
+        with self._lock:
+            self._pool_changed.notify_all()
+            pooled, self._warm = self._warm, []
+            warming = self._warming
+        if warming is not None:  # its start would hold the filler for seconds: end it now
+            for pid in tagged_pids(warming.tag):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        for warm in pooled:
+            self._discard(warm.stack)
+        if self._filler is not None:
+            self._filler.join(timeout=self.stack_config.start_timeout)
         for session_id in list(self.sessions):
             try:
                 self.delete(session_id)
@@ -524,6 +761,10 @@ class SessionManager(SessionRegistry):
 
     def _supervise(self) -> None:
         while not self._stop.wait(self._supervise_every_s):
+            try:
+                self._check_pool()
+            except Exception:
+                log.exception("supervising the warm pool")
             for session in list(self.sessions.values()):
                 try:
                     if session.heal():

@@ -155,6 +155,9 @@ class DesktopStack:
     # desktop.network.policy, enforced by this session's desktop.network.proxy.
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
     control_ports: Callable[[], set[int]] = frozenset
+    # time.monotonic() when start() last brought it up (0: never): how a session claimed from the
+    # warm pool (desktop.session.manager) shows it was up before it was asked for.
+    started_at: float = 0.0
 
     def __post_init__(self):
         self.workdir = Path(self.workdir)
@@ -432,6 +435,7 @@ class DesktopStack:
             except BaseException:
                 self.stop()
                 raise
+            self.started_at = time.monotonic()
 
     def dead_parts(self) -> list[str]:
         return [name for name, child in list(self.children.items()) if not child.alive]

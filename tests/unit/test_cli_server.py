@@ -43,3 +43,38 @@ def test_act_asks_the_server_it_was_told(flags, environ, named):
     done = subprocess.run([GLASSDESK, "act", "read the screen", *flags], capture_output=True, text=True,
                           timeout=60, env=env)
     assert done.returncode == 2 and f"no glassdesk server at {named}" in done.stdout + done.stderr, done
+
+
+@pytest.mark.parametrize("flags, problems", [
+    (["--warm", "-1"], ["--warm -1: the number of sessions kept started ahead is 0 or more"]),
+    (["--warm", "3", "--max-sessions", "3"], ["--warm 3: warm sessions count toward --max-sessions (3), which also "
+                                              "holds the default session: at most 2"]),
+    (["--warm", "-2", "--max-sessions", "0"], ["--warm -2: the number of sessions kept started ahead is 0 or more",
+                                               "--max-sessions 0: at least 1 (the default session)"]),
+    (["--warm", "1", "--backend", "docker"], ["--warm: the docker backend keeps no warm pool"]),
+    (["--warm", "1", "--single-session"], ["--warm: a session server (--single-session) has its one session"]),
+])
+def test_up_refuses_a_bad_warm_pool_before_starting_anything(flags, problems, capsys, monkeypatch):
+    """Every problem at once, exit 2, and nothing started: the check comes before the reaper, the
+    session root and the default desktop."""
+    from vision import cli
+
+    monkeypatch.setattr(cli, "_up_remote", lambda *a: pytest.fail("a remote control plane was started"))
+    monkeypatch.setenv("COLUMNS", "400")
+    assert cli.main(["up", *flags]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    for problem in problems:
+        assert problem in said
+
+
+def test_warm_pool_size_by_flag_or_environment(monkeypatch):
+    assert build_parser().parse_args(["up"]).warm == 0
+    assert build_parser().parse_args(["up", "--warm", "2"]).warm == 2
+    monkeypatch.setenv("GLASSDESK_WARM", "3")
+    assert build_parser().parse_args(["up"]).warm == 3
+    assert build_parser().parse_args(["act", "x"]).server is None  # other commands never read it
+    monkeypatch.setenv("GLASSDESK_WARM", "many")
+    assert build_parser().parse_args(["act", "x"]).instruction == "x"
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["up"])
+    assert exited.value.code == 2
