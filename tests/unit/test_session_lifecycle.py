@@ -170,8 +170,13 @@ class QuietScreen:
     def close(self):
         pass
 
-    def settle(self, first_change_ms=400):
-        return solid_frame(2, 4, 4), 0, True
+    def active_pid(self):
+        return None  # no browser in front: the settle is the damage's alone
+
+    def settle(self, *, first_change_ms=400, timeout_ms=3000):
+        from desktop.x11.screen import Settled
+
+        return Settled(solid_frame(2, 4, 4), 0, True, False)
 
 
 class GatedExecutor:
