@@ -109,3 +109,66 @@ def test_a_hostile_server_cannot_write_outside_the_report_folder(tmp_path, run_i
     assert code in (0, 1)
     written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     assert written == ["out/report.html"], written
+
+
+class Flaky(Server):
+    """Test `a` fails its first ``failures`` attempts, then passes; `b` always passes."""
+
+    def __init__(self, failures: int):
+        super().__init__()
+        self.failures = failures
+        self.bodies: list[dict] = []
+        self.status: dict[str, str] = {}
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        import json
+
+        if request.method == "POST":
+            body = json.loads(request.content)
+            self.bodies.append(body)
+            run_id = f"20260101T000000000000Z-{len(self.bodies):08x}"
+            attempts = sum(1 for b in self.bodies if b["name"] == body["name"])
+            self.status[run_id] = "failed" if body["name"] == "a" and attempts <= self.failures else "passed"
+            return httpx2.Response(200, json={"test_run_id": run_id})
+        run_id = request.url.path.rsplit("/", 1)[-1]
+        if request.url.path.startswith("/api/v1/qa/runs/") and run_id in self.status:
+            status = self.status[run_id]
+            case = TestCase(name="a", status=status, duration_ms=1,
+                            failure_reason="the counter showed 2" if status == "failed" else None)
+            return httpx2.Response(200, json=QaRun(test_run_id=run_id, verb="verify_page_loads", name="a",
+                                                   timestamp="2026-01-01T00:00:00.000Z", status=status,
+                                                   test_cases=[case]).model_dump(mode="json"))
+        return super().__call__(request)
+
+
+def test_a_test_that_passes_on_a_retry_is_flaky_with_every_attempt_on_record(tmp_path):
+    server = Flaky(failures=1)
+    junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
+    suite = a_suite("a", "b")
+    for test in suite.tests:
+        test.fresh = False  # keep_state: true, so that the retry's clean start shows
+    code = run_suite(suite, "http://gd", token=None, junit=junit, report=report, retries=2,
+                     transport=httpx2.MockTransport(server))
+    assert code == 0
+    assert [(b["name"], b["fresh"]) for b in server.bodies] == [("a", False), ("a", True), ("b", False)]
+    suite = ET.fromstring(junit.read_text()).find("testsuite")
+    assert (suite.get("tests"), suite.get("failures")) == ("2", "0")
+    a = suite.findall("testcase")[0]
+    assert {p.get("name"): p.get("value") for p in a.find("properties")} == {"flaky": "true", "attempts": "2"}
+    assert "attempt 1 (a): failed: the counter showed 2" in a.find("system-out").text
+    html = report.read_text()
+    assert "flaky" in html and "the counter showed 2" in html
+
+
+def test_a_test_that_fails_every_attempt_fails_and_no_retry_runs_without_retries(tmp_path):
+    server = Flaky(failures=3)
+    junit = tmp_path / "junit.xml"
+    assert run_suite(a_suite("a"), "http://gd", token=None, junit=junit, retries=2,
+                     transport=httpx2.MockTransport(server)) == 1
+    assert len(server.bodies) == 3
+    case = ET.fromstring(junit.read_text()).find("testsuite/testcase")
+    assert case.find("failure") is not None
+    assert {p.get("name"): p.get("value") for p in case.find("properties")} == {"attempts": "3"}
+    once = Flaky(failures=1)
+    assert run_suite(a_suite("a"), "http://gd", token=None, transport=httpx2.MockTransport(once)) == 1
+    assert len(once.bodies) == 1

@@ -88,12 +88,14 @@ class Suite:
     after_each: list[dict] = field(default_factory=list)
     test_id_attribute: str | None = None  # what test_id targets match, in the tests' flows and the hooks
 
-    def requests(self, test: SuiteTest) -> tuple[dict | None, dict, dict | None]:
+    def requests(self, test: SuiteTest, fresh: bool | None = None) -> tuple[dict | None, dict, dict | None]:
         """The requests of one test, in the order they run (pure): before_each's flow (or None),
         the test's verb, after_each's flow (or None). The fresh start comes first of all, so a
-        before_each that signs in is not cleared away before the test."""
-        before = self._hook(f"{test.name} · before_each", self.before_each, fresh=test.fresh)
-        body = {**test.body, "fresh": test.fresh and before is None}
+        before_each that signs in is not cleared away before the test. ``fresh``: instead of the
+        test's own (a retry starts clean)."""
+        fresh = test.fresh if fresh is None else fresh
+        before = self._hook(f"{test.name} · before_each", self.before_each, fresh=fresh)
+        body = {**test.body, "fresh": fresh and before is None}
         after = self._hook(f"{test.name} · after_each", self.after_each, fresh=False)
         return before, body, after
 
@@ -229,6 +231,8 @@ def _passed(run: QaRun) -> bool:
     return run.status == "passed"
 
 
+MAX_RETRIES = 10  # --retries: more than this hides a broken test behind a lucky one
+
 # What a verb's request may take beyond its own timeout_ms before the client gives up: the default
 # session's first start, a video's encoding, the evidence written after the verdict.
 TIMEOUT_MARGIN_S = 60.0
@@ -245,20 +249,23 @@ class _Lost(Exception):
 
 
 def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path | None = None,
-              junit: Path | None = None, report: Path | None = None, transport: Any = None) -> int:
+              junit: Path | None = None, report: Path | None = None, transport: Any = None, retries: int = 0) -> int:
     """Run the suite; 0 when every test passed, 1 otherwise. Each test is: the fresh start (unless
     keep_state), before_each, the test, after_each (run whenever before_each ran, even after a
     failure: it is the clean-up; its failure fails the test and is a case of its own in the
     reports). A server that stops answering midway leaves the tests not run as errors in the JUnit
     and report of what ran (exit 1, and it says so). ``transport``: an httpx transport instead of
-    the network (tests)."""
+    the network (tests). ``retries``: a test that fails is run again, up to this often, each time on
+    a clean start (whatever keep_state says); one that passes on a retry is flaky, and the reports
+    keep every attempt."""
     import httpx2
 
     from vision.qa.runs import BadName, check_run_id, render_html, render_junit
 
     headers = {"authorization": f"Bearer {token}"} if token else {}
     runs: list[QaRun] = []
-    failed = 0
+    earlier: dict[int, list[list[QaRun]]] = {}  # id() of a test's last run -> its failed attempts' runs
+    failed = flaky = 0
     lost: str | None = None
     session = quote(suite.session, safe="")
     with httpx2.Client(base_url=base_url, headers=headers, timeout=httpx2.Timeout(30), transport=transport) as http:
@@ -303,6 +310,30 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
                                        f"  {reason}\n  [dim]{base_url}/api/v1/qa/runs/{run_id}/report[/dim]")
             return run
 
+        def run_test(test: SuiteTest, number: int, progress, *, clean: bool) -> tuple[bool, list[QaRun]]:
+            """One attempt of a test (before_each, the test, after_each): passed?, and its runs.
+            ``clean``: start on a cleared browser whatever the suite says (a retry)."""
+            before, body, after = suite.requests(test, fresh=True if clean else None)
+            attempt_runs: list[QaRun] = []
+            ok = True
+            if before is not None:
+                hook = one("verify_user_flow", before["name"], before, number, progress)
+                if not _passed(hook):  # the test is not run on a page its set-up did not make
+                    ok = False
+                    attempt_runs.append(hook)
+                    attempt_runs.append(_error_run(test.verb, test.name, "not run: before_each did not pass ("
+                                                   + _reason_of(hook) + ")"))
+            if ok:
+                run = one(test.verb, test.name, body, number, progress)
+                attempt_runs.append(run)
+                ok = _passed(run)
+            if after is not None:  # the clean-up runs whatever happened before it
+                hook = one("verify_user_flow", after["name"], after, number, progress)
+                if not _passed(hook):
+                    ok = False
+                    attempt_runs.append(hook)
+            return ok, attempt_runs
+
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
                       transient=True) as progress:
             task = progress.add_task(f"{suite.name}", total=len(suite.tests))
@@ -312,30 +343,28 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
                     runs.append(_error_run(test.verb, test.name, f"not run: {lost}"))
                     continue
                 progress.update(task, description=f"[{number}/{len(suite.tests)}] {test.name}")
-                before, body, after = suite.requests(test)
-                ok = True
+                failed_attempts: list[list[QaRun]] = []
                 try:
-                    if before is not None:
-                        hook = one("verify_user_flow", before["name"], before, number, progress)
-                        if not _passed(hook):  # the test is not run on a page its set-up did not make
-                            ok = False
-                            runs.append(hook)
-                            runs.append(_error_run(test.verb, test.name, "not run: before_each did not pass ("
-                                                   + _reason_of(hook) + ")"))
-                    if ok:
-                        run = one(test.verb, test.name, body, number, progress)
-                        runs.append(run)
-                        ok = _passed(run)
-                    if after is not None:  # the clean-up runs whatever happened before it
-                        hook = one("verify_user_flow", after["name"], after, number, progress)
-                        if not _passed(hook):
-                            ok = False
-                            runs.append(hook)
+                    for attempt in range(1, retries + 2):
+                        retry = attempt > 1
+                        if retry:
+                            progress.console.print(f"[yellow]↻ retry {attempt - 1} of {retries}[/yellow] {test.name}")
+                        ok, attempt_runs = run_test(test, number, progress, clean=retry)
+                        if ok or attempt > retries:
+                            break
+                        failed_attempts.append(attempt_runs)
                 except _Lost as exc:
                     lost = str(exc)
                     failed += 1
+                    runs += [r for attempt_runs in failed_attempts for r in attempt_runs]
                     runs.append(_error_run(test.verb, test.name, lost))
                     continue
+                runs += attempt_runs
+                if failed_attempts:
+                    earlier[id(attempt_runs[-1])] = failed_attempts
+                    if ok:
+                        flaky += 1
+                        progress.console.print(f"[yellow]~ flaky[/yellow] {test.name}: passed on attempt {attempt}")
                 if not ok:
                     failed += 1
                 progress.advance(task)
@@ -345,15 +374,18 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
                     return str((data_dir / "qa" / "runs" / run_id / name).resolve())
                 return f"{base_url}/api/v1/qa/runs/{quote(run_id, safe='')}/artifacts/{quote(name, safe='')}"
 
-            junit.write_text(render_junit(runs, suite=suite.name, artifact_url=evidence), encoding="utf-8")
+            junit.write_text(render_junit(runs, suite=suite.name, artifact_url=evidence,
+                                          earlier=lambda run: earlier.get(id(run), [])), encoding="utf-8")
         if report is not None:
             files = report.with_name(report.stem + "_files")
-            local = _download(http, runs, files) if lost is None else {}
+            every = runs + [r for attempts in earlier.values() for attempt_runs in attempts for r in attempt_runs]
+            local = _download(http, every, files) if lost is None else {}
             page = render_html(runs, artifact_url=lambda run_id, name: local.get((run_id, name), ""),
-                               title=suite.name)
+                               title=suite.name, earlier=lambda run: earlier.get(id(run), []))
             report.write_text(page, encoding="utf-8")
     colour = "green" if not failed else "red"
     console.print(f"[bold {colour}]{len(suite.tests) - failed} of {len(suite.tests)} passed[/bold {colour}]"
+                  + (f" ({flaky} flaky: passed on a retry)" if flaky else "")
                   + (f"; JUnit: {junit}" if junit else "") + (f"; report: {report}" if report else ""))
     if lost is not None:
         console.print(f"[red]{lost}; the tests after it were not run (errors in the reports)[/red]")
@@ -460,12 +492,16 @@ def main(args: argparse.Namespace) -> int:
         suite = load_suite(Path(args.suite))
         junit = Path(args.junit) if args.junit else None
         report = Path(args.report) if args.report else None
+        retries = getattr(args, "retries", 0)
+        if not 0 <= retries <= MAX_RETRIES:
+            raise UsageError(f"--retries: from 0 to {MAX_RETRIES} (got {retries})")
         if args.url:
             return run_suite(suite, args.url.rstrip("/"), token=os.environ.get("GLASSDESK_TOKEN"), junit=junit,
-                             report=report)
+                             report=report, retries=retries)
         console.print("[dim]no --url: starting a glassdesk server and its desktop here…[/dim]")
         with embedded_server(args.data_dir) as (base, data_dir, token):
-            return run_suite(suite, base, token=token, data_dir=Path(data_dir), junit=junit, report=report)
+            return run_suite(suite, base, token=token, data_dir=Path(data_dir), junit=junit, report=report,
+                             retries=retries)
     except UsageError as exc:
         console.print(f"[red]usage:[/red] {exc}")
         return 2
@@ -479,6 +515,9 @@ def add_parser(sub: Any) -> None:
     qa.add_argument("--url", default=None, help="a running glassdesk server (default: start one here)")
     qa.add_argument("--junit", metavar="OUT.xml", help="write JUnit XML here")
     qa.add_argument("--report", metavar="OUT.html", help="write the HTML report here (screenshots beside it)")
+    qa.add_argument("--retries", type=int, default=0, metavar="N",
+                    help="run a failing test again up to N times, on a clean start; one that passes on a retry is "
+                         "reported flaky (default 0)")
     qa.add_argument("--data-dir", default=None, help="the embedded server's data dir (default $GLASSDESK_DATA_DIR, "
                                                      "else ./data)")
     qa.set_defaults(func=main)

@@ -512,10 +512,26 @@ def _x(value: Any) -> str:
     return _XML_INVALID.sub("\ufffd", str(value))
 
 
+# A test's last run -> its failed attempts before it (glassdesk qa --retries), each attempt the
+# runs it made (before_each, the test, after_each), in order.
+Earlier = Callable[[QaRun], Sequence[Sequence[QaRun]]]
+
+
+def _none_earlier(run: QaRun) -> Sequence[Sequence[QaRun]]:
+    return ()
+
+
+def _reason_line(run: QaRun) -> str:
+    return next((c.failure_reason for c in run.test_cases if c.failure_reason), run.status)[:300]
+
+
 def render_junit(runs: Sequence[QaRun], suite: str = "glassdesk.qa",
-                 artifact_url: ArtifactUrl = api_artifact_url) -> str:
+                 artifact_url: ArtifactUrl = api_artifact_url, earlier: Earlier = _none_earlier) -> str:
     """JUnit XML: one testcase per verb call or flow. A failure carries its reason; the paths of
-    its screenshots go in system-out (pure)."""
+    its screenshots go in system-out (pure). A test run again after failing (``earlier``: the
+    runs of its failed attempts) is one testcase with its last attempt's verdict, a ``flaky``
+    property when that passed, and every attempt in system-out, as Playwright's JUnit reporter
+    does."""
     cases: list[ET.Element] = []
     counts = {"failures": 0, "errors": 0, "skipped": 0}
     total_ms = 0
@@ -537,6 +553,15 @@ def render_junit(runs: Sequence[QaRun], suite: str = "glassdesk.qa",
                 ET.SubElement(element, "skipped", message=_x(reason[:1000]))
             lines = [f"test_run_id: {run.test_run_id}"]
             lines += [f"screenshot: {artifact_url(run.test_run_id, name)}" for name in case.screenshots]
+            retried = earlier(run)
+            if retried:
+                properties = ET.Element("properties")
+                if case.status == "passed":
+                    ET.SubElement(properties, "property", name="flaky", value="true")
+                ET.SubElement(properties, "property", name="attempts", value=str(len(retried) + 1))
+                element.insert(0, properties)
+                lines += [f"attempt {n} ({r.name}): {r.status}: {_reason_line(r)} (test_run_id {r.test_run_id})"
+                          for n, group in enumerate(retried, 1) for r in group]
             ET.SubElement(element, "system-out").text = _x("\n".join(lines))
             cases.append(element)
     attrs = {"tests": str(len(cases)), "failures": str(counts["failures"]), "errors": str(counts["errors"]),
@@ -553,7 +578,7 @@ def render_junit(runs: Sequence[QaRun], suite: str = "glassdesk.qa",
 
 _QA_CSS = """
 .badge.passed{background:#1a7f37}.badge.failed{background:#cf222e}.badge.error{background:#bc4c00}
-.badge.skipped{background:#6e7781}
+.badge.skipped{background:#6e7781}.badge.flaky{background:#9a6700}
 .case{margin:0 0 28px}
 .case>h2{margin:0 0 10px}
 .step.passed .head h2::after{content:" ✓";color:#1a7f37}
@@ -613,7 +638,8 @@ def _comparisons(run: QaRun, url: ArtifactUrl) -> str:
 
 
 def render_html(runs: Sequence[QaRun], artifact_url: ArtifactUrl = api_artifact_url,
-                verification: dict[str, VerifyReport] | None = None, title: str | None = None) -> str:
+                verification: dict[str, VerifyReport] | None = None, title: str | None = None,
+                earlier: Earlier = _none_earlier) -> str:
     """QA runs as one self-contained page in the trace report's style: each case with its steps'
     before and after screenshots (markers where a click landed), visual diffs side by side (pure)."""
     verification = verification or {}
@@ -649,9 +675,19 @@ def render_html(runs: Sequence[QaRun], artifact_url: ArtifactUrl = api_artifact_
                          f'{"<div class=shots>" + shots + "</div>" if shots else ""}{steps}{console}</div>')
         videos = "".join(f'<p><a href="{_e(artifact_url(run.test_run_id, v.name))}">video {_e(v.name)}</a> '
                          f'<span class="sub">sha256 {_e(v.sha256)}</span></p>' for v in run.artifacts.videos)
+        retried = earlier(run)
+        attempts = ""
+        if retried:
+            flaky = ' <span class="badge flaky">flaky</span>' if run.status == "passed" else ""
+            attempts = (f'{flaky}<span class="sub"> attempt {len(retried) + 1} of {len(retried) + 1}</span>')
+            boxes.append('<details class="attempts"><summary>Earlier attempts</summary><ol>' + "".join(
+                f'<li>attempt {n}: ' + "; ".join(f'{_e(r.name)} <span class="badge {_e(r.status)}">{_e(r.status)}'
+                                                 f'</span> {_e(_reason_line(r))} <span class="sub">QA run '
+                                                 f'{_e(r.test_run_id)}</span>' for r in group) + "</li>"
+                for n, group in enumerate(retried, 1)) + "</ol></details>")
         body.append(f'<section class="case"><div class="sub">QA run {_e(run.test_run_id)} · {_e(run.verb)}'
                     f'{" · session " + _e(run.session_id) if run.session_id else ""} · {_e(run.timestamp)}</div>'
-                    f'<h1>{_e(run.name)} <span class="badge {_e(run.status)}">{_e(run.status)}</span></h1>'
+                    f'<h1>{_e(run.name)} <span class="badge {_e(run.status)}">{_e(run.status)}</span>{attempts}</h1>'
                     f'{"".join(boxes)}{_comparisons(run, artifact_url)}{"".join(cases)}{videos}</section>')
     heading = title or (runs[0].name if len(runs) == 1 else "glassdesk QA")
     head = (f'<header><div class="sub">glassdesk QA report</div><h1>{_e(heading)}</h1>'
