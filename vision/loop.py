@@ -445,6 +445,7 @@ class Runner:
         before = frame = state.frame
         executed: list[list[str]] = []
         exec_ms = settle_ms = 0.0
+        settled_by: list[str] = []
         terminal: Stop | None = None
         results = []
         for call in turn.calls:
@@ -483,6 +484,7 @@ class Runner:
                         executed += done.executed
                         exec_ms += done.duration_ms
                         settle_ms += done.settle_ms
+                        settled_by.append(done.settled_by)
                 except GlassdeskError as exc:
                     # Sent back to the model: an xdotool error quotes its argv, typed secrets included.
                     error = redact(f"{exc.code}: {exc.message}", state.request.secrets.values())
@@ -498,23 +500,23 @@ class Runner:
         errors = [r.error for r in results if not r.ok]
         error = {"code": "action_failed", "message": "; ".join(errors)} if errors else None
         self._record(state, turn, model_ms, before=before, after=frame, executed=executed, exec_ms=exec_ms,
-                     settle_ms=settle_ms, results=results, error=error, on_step=on_step)
+                     settle_ms=settle_ms, settled_by=settled_by, results=results, error=error, on_step=on_step)
         return terminal
 
     def _record(self, state: RunState, turn: ModelTurn, model_ms: int, *, before: Frame, after: Frame | None,
-                on_step, executed=(), exec_ms=0.0, settle_ms=0.0, results=(), error=None) -> None:
+                on_step, executed=(), exec_ms=0.0, settle_ms=0.0, settled_by=(), results=(), error=None) -> None:
         actions = [a.model_dump() for call in turn.calls for a in call.actions]
         url = state.url = self.desktop.page_url()
         started = datetime.fromtimestamp(before.taken_at, UTC)
         state.trace.record_step(
             before=before, after=after, started_at=started, finished_at=_utc(), text=turn.text,
             reasoning=turn.reasoning, tool_calls=turn.calls, actions=actions, argv=executed, results=results,
-            error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms), usage=turn.usage,
-            url=url, model_image_size=turn.image_size,
+            error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms),
+            settled_by=settled_by, usage=turn.usage, url=url, model_image_size=turn.image_size,
         )
         summary = StepSummary(index=len(state.steps) + 1, text=turn.text, actions=actions, executed=list(executed),
                               error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms),
-                              usage=turn.usage.model_copy(), url=url)
+                              settled_by=list(settled_by), usage=turn.usage.model_copy(), url=url)
         # What leaves the process must not carry typed secrets either.
         summary = StepSummary.model_validate(redact(summary.model_dump(), state.request.secrets.values()))
         state.steps.append(summary)

@@ -60,6 +60,9 @@ class StepSummary(BaseModel):
     model_ms: int = 0
     exec_ms: int = 0
     settle_ms: int = 0
+    settled_by: list[str] = Field(default_factory=list, description="per action, what ended its settle wait: "
+                                                                    "frame, damage, network, navigation, dialog, "
+                                                                    "timeout")
     usage: Usage = Field(default_factory=Usage)
     url: str | None = None
 

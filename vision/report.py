@@ -231,7 +231,8 @@ def _step_html(step: StepRecord, image_url: ImageUrl, t0: datetime) -> str:
     tokens = f"{step.usage.input_tokens:,} in / {step.usage.output_tokens:,} out tokens"
     size = f" · model image {step.model_image_size[0]}×{step.model_image_size[1]}" if step.model_image_size else ""
     metrics = (f"+{offset:.1f} s · model {_ms(step.model_ms)} · exec {_ms(step.exec_ms)} · "
-               f"settle {_ms(step.settle_ms)} · {tokens}{size}")
+               f"settle {_ms(step.settle_ms)}{' (' + ', '.join(step.settled_by) + ')' if step.settled_by else ''} · "
+               f"{tokens}{size}")
     url = f'<div class="sub">{_e(step.url)}</div>' if step.url else ""
 
     left = ['<h3>Model</h3>', f'<p class="words">{_e(step.text)}</p>' if step.text.strip()

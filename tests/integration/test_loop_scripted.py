@@ -43,6 +43,12 @@ def test_scripted_run_clicks_types_and_finishes_with_a_trace(vision_api, page, v
     assert services.store.verify(body["trace_id"]).ok
     trace = vision_api.get(f"/api/v1/traces/{body['trace_id']}").json()
     assert trace["meta"]["status"] == "done" and len(trace["steps"]) == 4
+    # What ended each action's wait, the same in the answer and the trace; the browser was in front,
+    # so it decided (its frames, then the damage they made, or the requests the input started), and
+    # the done step acted on nothing.
+    decided = [s["settled_by"] for s in body["steps"]]
+    assert decided == [s["settled_by"] for s in trace["steps"]]
+    assert [len(d) for d in decided] == [1, 1, 1, 0] and {d[0] for d in decided[:3]} <= {"damage", "network"}
     png = vision_api.get(f"/api/v1/traces/{body['trace_id']}/steps/1/after.png")
     assert png.headers["content-type"] == "image/png"
     report = vision_api.get(f"/api/v1/traces/{body['trace_id']}/report")

@@ -114,6 +114,10 @@ class StepRecord(BaseModel):
     model_ms: int | None = None
     exec_ms: int | None = None
     settle_ms: int | None = None
+    # Absent from traces written before it: the hash is over the record as written, so they verify.
+    settled_by: list[str] = Field(default_factory=list, description="per action, what ended its settle wait: "
+                                                                    "frame, damage, network, navigation, dialog, "
+                                                                    "timeout")
     usage: Usage = Field(default_factory=Usage)
     url: str | None = None
     model_image_size: tuple[int, int] | None = None

@@ -197,6 +197,7 @@ class TraceWriter:
         model_ms: int | None = None,
         exec_ms: int | None = None,
         settle_ms: int | None = None,
+        settled_by: Iterable[str] = (),
         usage: Any = None,
         url: str | None = None,
         model_image_size: tuple[int, int] | None = None,
@@ -224,7 +225,8 @@ class TraceWriter:
             finished = finished_at or _now()
             record = StepRecord(
                 **content, index=index, started_at=started_at or finished, finished_at=finished,
-                model_ms=model_ms, exec_ms=exec_ms, settle_ms=settle_ms, usage=_plain(usage) or {},
+                model_ms=model_ms, exec_ms=exec_ms, settle_ms=settle_ms, settled_by=list(settled_by),
+                usage=_plain(usage) or {},
                 model_image_size=model_image_size,
             )
             self._recorded = index
