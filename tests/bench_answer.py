@@ -106,6 +106,32 @@ def answer_times(rig: PageRig, page: TestPage, runs: int, *, query: str = "scree
     return out
 
 
+def still_times(rig: PageRig, page: TestPage, runs: int) -> dict[str, Any]:
+    """The unfavourable case: ``runs`` answers of ``POST .../desktop/click?screenshot=true`` on a
+    spot of the notes page where a click changes nothing (outside its textarea; the page reports
+    nothing per click), as an agent's click that misses by a few pixels. Before issue 22 every such
+    answer waited out the 400 ms first-change window."""
+    session = rig.desktops.session(rig.session_id)
+    saved_glide = session.executor.glide_ms
+    session.executor.glide_ms = 0
+    out: dict[str, Any] = {"total": [], "settle": [], "settled_by": {}}
+    try:
+        rig.pages.navigate(rig.session_id, "goto", page.notes_url, "load", 15_000)
+        x, y = 1600, 900  # display px: right of the textarea, below the notes page's links
+        path = f"/api/v1/sessions/{rig.session_id}/desktop/click?screenshot=true"
+        rig.client.post(path, json={"x": x, "y": y})  # the first takes the focus from the textarea
+        for _ in range(runs):
+            start = time.perf_counter()
+            answer = rig.client.post(path, json={"x": x, "y": y}).json()
+            out["total"].append(_ms(start))
+            out["settle"].append(float(answer["settle_ms"]))
+            by = answer.get("settled_by", "damage")
+            out["settled_by"][by] = out["settled_by"].get(by, 0) + 1
+    finally:
+        session.executor.glide_ms = saved_glide
+    return out
+
+
 def answer_parts(rig: PageRig, page: TestPage, runs: int) -> dict[str, list[float]]:
     """The answer of a click with its screenshot, taken apart in this process (ms per part)."""
     from desktop.http.desktop import _respond
@@ -165,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         load = os.getloadavg()
         floor = measure_floor(session, args.runs)["floor_ms"]
         answer = answer_times(rig, page, args.runs)
+        still = still_times(rig, page, args.runs)
         parts = answer_parts(rig, page, max(10, args.runs // 2))
         loop = measure_loop_overhead(session, page.url, 20) if args.loop else None
         load_end = os.getloadavg()
@@ -181,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
           f"settle {med(answer['settle']):.1f}, exec {med(answer['exec']):.1f}, {answer['bytes'] / 1e6:.2f} MB; "
           f"landed {answer['landed']} of {answer['expected']}")
     print("  in process: " + ", ".join(f"{k} {med(v):.1f}" for k, v in parts.items()))
+    print(f"click with no visible effect, ?screenshot=true over HTTP: {med(still['total']):.1f} ms median "
+          f"({med(still['total']) / floor:.2f}x floor), settle {med(still['settle']):.1f}, "
+          f"decided by {still['settled_by']}")
     if loop is not None:
         print(f"vision/act step, scripted, 20 clicks: {loop['step_ms']['median']:.1f} ms "
               f"({loop['step_ms']['median'] / floor:.2f}x this floor; {loop['ratio']:.2f}x its own floor of "
