@@ -10,13 +10,14 @@ import io
 import pytest
 from PIL import Image
 
-from desktop.actions import Click
+from desktop.actions import Click, DoubleClick
 from tests.fakes import site as site_pages
 from vision.qa.screen_find import NotOnScreen, find_image_on_screen, find_text_on_screen
 
 pytestmark = pytest.mark.x11
 
 LABEL = "Place order"
+REPAINTED = "Order placed"
 
 # A canvas app's button: a rectangle and a label drawn with fillText, then the label's box reported
 # in viewport CSS px (the canvas's place plus the text's own metrics), as the ground truth.
@@ -35,6 +36,11 @@ CANVAS_PAGE = site_pages._page("canvas app", f"""
   report({{type: 'drawn', x0: r.left + x - m.actualBoundingBoxLeft, y0: r.top + y - m.actualBoundingBoxAscent,
           x1: r.left + x + m.actualBoundingBoxRight, y1: r.top + y + m.actualBoundingBoxDescent,
           domText: document.body.innerText}});
+  // A double click repaints the button with another label (the screen of the step after an action).
+  canvas.addEventListener('dblclick', () => {{
+    ctx.fillStyle = '#1d4ed8'; ctx.fillRect(120, 40, 260, 80);
+    ctx.fillStyle = '#ffffff'; ctx.fillText('{REPAINTED}', 250 - ctx.measureText('{REPAINTED}').width / 2, 90);
+  }});
 </script>""")
 
 
@@ -78,3 +84,18 @@ def test_a_template_cut_from_the_screen_is_found_again_and_text_not_shown_is_not
 
     with pytest.raises(NotOnScreen, match=f"could not find 'Payment received' on the screen.*'{LABEL}'"):
         find_text_on_screen(first, "Payment received")
+
+
+def test_after_the_canvas_repaints_its_label_the_new_one_is_found_and_the_old_one_is_not(desk, canvas_app):
+    """The screen of the step after an action: only the repainted region is read again (the rest
+    from the read before), and what it says now is what is found."""
+    from vision.perception.ocr import shared_engine
+
+    before = find_text_on_screen(desk.capture().png, LABEL)
+    desk.perform(DoubleClick(x=before.x, y=before.y))
+    png = desk.capture().png
+    found = find_text_on_screen(png, REPAINTED)
+    assert shared_engine().last_how == "regions"
+    assert found.score == 1.0 and abs(found.y - before.y) <= 6 and abs(found.x - before.x) <= 12, (found, before)
+    with pytest.raises(NotOnScreen):
+        find_text_on_screen(png, LABEL)

@@ -9,7 +9,9 @@ is no DOM to ask, and a picture (an icon, a logo) that has no text at all.
   so threads share it safely), and ``find_text``'s tiers (whole line, run of words, fuzzy) with
   its ambiguity rule.
   The lines read from one screenshot are kept for the next few calls, so a flow that finds a text
-  and then asserts ``screen_text_contains`` on the same screen pays for one OCR.
+  and then asserts ``screen_text_contains`` on the same screen pays for one OCR; and the engine
+  reads a new screenshot only where it differs from a recent one (``vision.perception.ocr``,
+  ``IncrementalReader``: the step after a click pays for the repainted region, not the screen).
 - Images: pyautogui's locate function (``pyscreeze.locate``, pyautogui's own module; pyautogui
   itself needs a display at import) with OpenCV for ``confidence``, in colour (a red icon is not
   a green one). pyscreeze answers the first place above the confidence in reading order; the
