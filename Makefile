@@ -3,6 +3,7 @@
 #   make run        install what is missing, then start the default desktop + API (Ctrl-C stops all)
 #   make test       install what is missing, then the whole test suite (junit + screenshots in artifacts/)
 #   make test-unit  the pure unit tests only (no X), quick
+#   make todomvc    fetch the TodoMVC app and Playwright's spec the ported QA suite tests (pinned, sha256-checked)
 #   make lint       ruff over the tree (make test runs it first)
 #   make bench      install what is missing, then the benchmark (prints a table, writes docs/benchmarks.md)
 #   make docker-test  (root) build the Docker image and test it for real under a private dockerd (tests/docker)
@@ -31,7 +32,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 INSPECTOR_VERSION := 2.12.0
 INSPECTOR := $(VENV)/inspector/node_modules/.bin/mcp-inspector
 
-.PHONY: help setup system-deps run test test-unit lint bench clean distclean constraints docker-test
+.PHONY: help setup system-deps run test test-unit lint bench clean distclean constraints docker-test todomvc
 
 help:
 	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
@@ -61,6 +62,12 @@ $(INSPECTOR): | $(BIN)/python
 	  || echo "could not install the MCP Inspector: its test will try npx"; \
 	else echo "npm not found: the MCP Inspector test will use npx or skip"; fi
 
+# The real app tests/qa/todomvc.yaml is tested on (tests/integration/test_qa_todomvc.py): npm packages
+# at pinned versions, their SHA-256 checked, kept in .cache/ (ignored; make distclean removes it).
+# Quick when they are there already.
+todomvc: | $(BIN)/python
+	$(BIN)/python -m tests.fakes.todomvc fetch
+
 # Re-pin constraints.txt from the current venv (after changing dependencies in pyproject.toml).
 constraints:
 	{ echo "# Pinned versions of every Python package glassdesk installs (make setup uses this with pip -c)."; \
@@ -76,7 +83,7 @@ constraints:
 run: setup
 	exec $(BIN)/glassdesk up $(RUN_ARGS)
 
-test: setup $(INSPECTOR) lint
+test: setup $(INSPECTOR) todomvc lint
 	@mkdir -p $(ARTIFACTS)
 	GLASSDESK_ARTIFACTS="$(CURDIR)/$(ARTIFACTS)" $(BIN)/pytest tests \
 	  --junitxml=$(ARTIFACTS)/junit.xml -o junit_family=xunit2 -rfE $(PYTEST_ARGS)
@@ -105,4 +112,4 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) .cache
