@@ -255,6 +255,18 @@ def test_fuzzy_prefers_the_best_score():
     assert find_text(lines, "Settngs").text == "Settings"  # 0.93 beats 0.86
 
 
+def test_fuzzy_never_takes_another_number_for_the_target():
+    """'4 items left' is 0.92 like '3 items left': close enough for an OCR misreading of letters,
+    but another count; an assertion of 3 must not pass on it, nor a click on row 3 land on row 4."""
+    lines = [words_line("4 items left", 100, 100), words_line("Row 14", 100, 300)]
+    with pytest.raises(GroundingError) as err:
+        find_text(lines, "3 items left")
+    assert err.value.not_found and "the closest is '4 items left'" in str(err.value)
+    with pytest.raises(GroundingError):
+        find_text(lines, "Row 15")
+    assert find_text([*lines, words_line("3 itens left", 100, 500)], "3 items left").text == "3 itens left"
+
+
 def test_fuzzy_ties_are_ambiguous():
     lines = [words_line("Cancle", 100, 100), words_line("Cancal", 600, 500)]
     with pytest.raises(GroundingError, match="found 2 matches for 'Cancel'.*equally close"):

@@ -10,6 +10,7 @@ matched box -- a word-level box when the target is part of a longer line.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -116,6 +117,9 @@ def visible_sample(lines: Sequence[Line], limit: int = 12) -> str:
     return ", ".join(shown) + more
 
 
+_NUMBERS = re.compile(r"\d+")
+
+
 def find_text(lines: Sequence[Line], target: str, *, fuzzy: float = FUZZY_THRESHOLD) -> Match:
     """Where ``target`` is on the screen, from OCR lines. Raises GroundingError.
 
@@ -123,6 +127,9 @@ def find_text(lines: Sequence[Line], target: str, *, fuzzy: float = FUZZY_THRESH
       1. a whole OCR line equals the target (case-insensitive, spaces and end punctuation normalised);
       2. a run of adjacent words inside a line (or across lines close together on one row) equals it;
       3. fuzzy: difflib ratio >= ``fuzzy`` against lines and runs of n-1..n+1 words; best score wins.
+         Only among texts with the same numbers as the target: one character of difference is an OCR
+         misreading in "Subrnit", but another count, price or date in "4 items left" for "3 items
+         left" (a QA assertion would pass on the wrong number, a click land on the wrong row).
     Within the winning tier, matches at different places are an ambiguity and an error.
     """
     wanted = normalise(target)
@@ -132,6 +139,7 @@ def find_text(lines: Sequence[Line], target: str, *, fuzzy: float = FUZZY_THRESH
     exact_line, exact_words, scored = [], [], []
     matcher = difflib.SequenceMatcher(None, autojunk=False)
     matcher.set_seq2(wanted)  # the matcher caches what it learns about its second sequence
+    numbers = _NUMBERS.findall(wanted)
     for text, box, line, whole in _candidates(lines, (size - 1, size, size + 1)):
         got = normalise(text)
         if got == wanted:
@@ -139,7 +147,9 @@ def find_text(lines: Sequence[Line], target: str, *, fuzzy: float = FUZZY_THRESH
             continue
         matcher.set_seq1(got)
         if matcher.real_quick_ratio() >= 0.5 and matcher.quick_ratio() >= 0.5:  # cheap upper bounds first
-            scored.append((matcher.ratio(), text, box, line))
+            ratio = matcher.ratio()
+            # Another number is never the target, however close; it stays a hint of what is there.
+            scored.append((ratio if _NUMBERS.findall(got) == numbers else min(ratio, fuzzy - 0.001), text, box, line))
     for tier in (exact_line, exact_words):
         found = _distinct(tier)
         if len(found) == 1:
