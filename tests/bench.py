@@ -756,9 +756,12 @@ def qa_verbs(bench: Bench) -> list[Row]:
     """Issue 12's QA verbs end to end over real HTTP (tests/bench_qa.py): verify_page_loads of a
     local test-site page (target <= 1.5 s median), and for context verify_element_exists by selector
     and compare_visual_regression of the unchanged page, interleaved."""
-    from tests.bench_qa import qa_times
+    from tests.bench_qa import assertion_lags, flow_times, qa_times
 
-    result = qa_times(_page_rig(bench), bench.runs)
+    rig = _page_rig(bench)
+    result = qa_times(rig, bench.runs)
+    lags = assertion_lags(rig, max(5, bench.runs // 3))
+    flows = flow_times(rig, max(5, bench.runs // 3))
     loads = median(result["page_loads"])
     navigation = median(result["load_time"])
     failures = result["failures"]
@@ -781,6 +784,11 @@ def qa_verbs(bench: Bench) -> list[Row]:
             note=_floors(median(result["element"]), bench)),
         Row("compare_visual_regression of the unchanged page, over HTTP", "ms", result["compare"],
             note=_floors(median(result["compare"]), bench)),
+        # Issue 21: "within one settle of its condition holding" (QUIET_MS, 50 ms, a settle's stillness).
+        Row("a passing assertion, from its condition holding to its answer", "ms", lags, "<= 50 ms median",
+            median(lags) <= 50),
+        Row("a 5-step flow (fill, fill by label, click, two assertions), over HTTP", "ms", flows,
+            note=_floors(median(flows), bench)),
     ]
 
 

