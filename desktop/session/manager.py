@@ -275,11 +275,11 @@ class Session:
             except Exception as exc:  # the browser cannot say (a heal, a hang): the damage alone decides
                 log.debug("session %s: no browser signal after the input: %s", self.id, exc)
         waited_ms = round((time.monotonic() - start) * 1000)
+        left_ms = max(0, TIMEOUT_MS - waited_ms)  # one bound for the whole wait, a browser that hung included
         if by is not None:
-            shot = self.screen.settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=FRAME_SLACK_MS,
-                                      timeout_ms=max(0, TIMEOUT_MS - waited_ms))
+            shot = self.screen.settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=FRAME_SLACK_MS, timeout_ms=left_ms)
         else:
-            shot = self.screen.settle(first_change_ms=FIRST_CHANGE_MS, timeout_ms=TIMEOUT_MS)
+            shot = self.screen.settle(first_change_ms=FIRST_CHANGE_MS, timeout_ms=left_ms)
         shot = shot._replace(settle_ms=waited_ms + shot.settle_ms)
         if by == "timeout" or not shot.settled:
             return shot._replace(settled=False), "timeout"
