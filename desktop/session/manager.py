@@ -58,6 +58,7 @@ FRAME_SLACK_MS = 20
 # it was asked is only seen then. Measured: a repainting click answered in ~100 ms with 50, ~80
 # with 35 (tests/bench_answer.py).
 BROWSER_QUIET_MS = 35
+CURSOR_ATTEMPTS = 3  # reads of the pointer before a failure is the desktop's (Session.cursor)
 log = logging.getLogger("glassdesk.sessions")
 
 SESSION_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
@@ -288,11 +289,22 @@ class Session:
         return shot, "frame" if by == "frame" and not shot.changed else "damage"
 
     def cursor(self) -> tuple[int, int]:
+        """The pointer's position. Reading it changes nothing, so a failed read is tried again; one
+        that keeps failing is the desktop not answering for a moment (XFCE restarting its window
+        manager, a part it heals itself, so down_error() does not know it): 503, not a 500."""
         self.require_ready()
-        try:
-            return self.executor.cursor()
-        except ActionFailed as exc:
-            raise self.down_error() or ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
+        for attempt in range(CURSOR_ATTEMPTS):
+            try:
+                return self.executor.cursor()
+            except ActionFailed as exc:
+                down = self.down_error()
+                if down is not None:
+                    raise down from exc
+                if attempt == CURSOR_ATTEMPTS - 1:
+                    raise SessionUnavailable(f"session {self.id} did not answer where the pointer is ({exc}); "
+                                             "try again in a moment", retry_after=1) from exc
+                time.sleep(0.1)
+        raise AssertionError("unreachable")
 
     def page_url(self) -> str | None:
         """The URL of the tab in front."""

@@ -298,3 +298,36 @@ def test_a_reset_queues_like_an_action():
     resetter.join(5)
     assert "a reset" in info.value.message and info.value.retry_after >= 1
     assert executor.ran == ["wait"]
+
+
+class FlakyPointer:
+    """An executor whose pointer reads fail ``failures`` times (xdotool while XFCE restarts xfwm4)."""
+
+    glide_ms = 0
+
+    def __init__(self, failures: int):
+        self.failures, self.reads = failures, 0
+
+    def cursor(self):
+        from desktop.x11.input import ActionFailed
+
+        self.reads += 1
+        if self.reads <= self.failures:
+            raise ActionFailed("xdotool getmouselocation failed", ["xdotool", "getmouselocation"], "X error")
+        return 10, 20
+
+
+@pytest.mark.parametrize("failures, answer", [(1, (10, 20)), (2, (10, 20)), (99, "session_unavailable")])
+def test_a_failed_pointer_read_is_tried_again_and_then_is_a_503_not_a_500(failures, answer):
+    from desktop.errors import SessionUnavailable
+
+    session, _ = queued_session()
+    session.down_error = lambda: None  # no part the supervisor heals is down
+    session.executor = FlakyPointer(failures)
+    if answer == "session_unavailable":
+        with pytest.raises(SessionUnavailable) as raised:
+            session.cursor()
+        assert raised.value.status == 503 and raised.value.retry_after == 1
+        assert session.executor.reads == 3
+    else:
+        assert session.cursor() == answer
