@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from desktop import keys
 
@@ -130,20 +130,22 @@ class Type(_Action):
         return value
 
 
+def _split_chords(value):
+    return value.split() if isinstance(value, str) else value
+
+
+def _known_chords(value: list[str]) -> list[str]:
+    keys.chords(value)  # an unknown key name is refused here, before anything runs
+    return value
+
+
+# Chords in order, as a list or one space-separated string; every key name checked.
+Chords = Annotated[list[str], BeforeValidator(_split_chords), AfterValidator(_known_chords)]
+
+
 class Key(_Action):
     action: Literal["key"] = "key"
-    keys: list[str] = Field(min_length=1, max_length=100, description='chords in order, e.g. ["ctrl+a", "Delete"]')
-
-    @field_validator("keys", mode="before")
-    @classmethod
-    def _split(cls, value):
-        return value.split() if isinstance(value, str) else value
-
-    @field_validator("keys")
-    @classmethod
-    def _known(cls, value: list[str]) -> list[str]:
-        keys.chords(value)
-        return value
+    keys: Chords = Field(min_length=1, max_length=100, description='chords in order, e.g. ["ctrl+a", "Delete"]')
 
 
 class HoldKey(_Action):

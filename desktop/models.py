@@ -12,7 +12,9 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from desktop.actions import Chords
 
 Status = Literal["starting", "ready", "restarting", "failed", "stopped"]
 WaitUntil = Literal["load", "domcontentloaded", "networkidle", "commit"]
@@ -403,21 +405,8 @@ class DragRequest(Target):
 
 class PressRequest(Target):
     model_config = ConfigDict(extra="forbid")
-    keys: list[str] = Field(min_length=1, max_length=50, description='chords in order, e.g. ["ctrl+a", "Delete"]')
+    keys: Chords = Field(min_length=1, max_length=50, description='chords in order, e.g. ["ctrl+a", "Delete"]')
     timeout_ms: int = Timeout
-
-    @field_validator("keys", mode="before")
-    @classmethod
-    def _split(cls, value):
-        return value.split() if isinstance(value, str) else value
-
-    @field_validator("keys")
-    @classmethod
-    def _known(cls, value: list[str]) -> list[str]:
-        from desktop import keys  # key names are refused before anything is focused
-
-        keys.chords(value)
-        return value
 
 
 class SelectRequest(Target):
