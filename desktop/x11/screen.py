@@ -178,14 +178,15 @@ class Screen:
                 return None
 
     def settle(self, *, quiet_ms: int = QUIET_MS, first_change_ms: int = FIRST_CHANGE_MS,
-               timeout_ms: int = TIMEOUT_MS) -> Settled:
+               timeout_ms: int = TIMEOUT_MS, start_quiet_ms: int | None = None) -> Settled:
         """Wait until the screen stops changing, then capture it once. Returns the frame, the ms
         waited, and whether it settled (False: still changing at ``timeout_ms``).
 
         Changes are the display's DAMAGE events since ``mark()`` (called before the action), so a
         repaint that landed before this call counts too. No frame is grabbed until the end: the
         wait is a select() on the X connection until SettlePolicy's next deadline."""
-        policy = SettlePolicy(quiet_ms=quiet_ms, first_change_ms=first_change_ms, timeout_ms=timeout_ms)
+        policy = SettlePolicy(quiet_ms=quiet_ms, first_change_ms=first_change_ms, timeout_ms=timeout_ms,
+                              start_quiet_ms=start_quiet_ms)
         start = time.monotonic()
         with self._watch_lock:
             changed = self._x(lambda watch: watch.drain())  # what arrived while the action ran: at time 0
@@ -221,17 +222,25 @@ class SettlePolicy:
     - After any change, the screen must stay unchanged for ``quiet_ms``.
     - If nothing has changed yet, wait up to ``first_change_ms`` for the action's effect to show
       (an app repaints a few ms to a few tens of ms after input), then call it settled.
+    - A change already there when the wait starts (time 0) may be asked a shorter stillness,
+      ``start_quiet_ms``: when the browser has said its frames with the input's effect are done,
+      that damage is the effect itself, and the wait only has to tell a still page from one still
+      moving (an animation paints every frame). Any later change is asked the full ``quiet_ms``.
     - Never wait past ``timeout_ms``: an animation or a blinking caret must not hang the loop.
     """
 
     quiet_ms: int = QUIET_MS
     first_change_ms: int = FIRST_CHANGE_MS
     timeout_ms: int = TIMEOUT_MS
+    start_quiet_ms: int | None = None
     _last_change_ms: float | None = None
+    _quiet_now_ms: float | None = None
 
     def observe(self, now_ms: float, changed: bool) -> bool:
         if changed:
             self._last_change_ms = now_ms
+            start = now_ms <= 0 and self.start_quiet_ms is not None
+            self._quiet_now_ms = self.start_quiet_ms if start else self.quiet_ms
         return now_ms >= self.deadline_ms()
 
     def deadline_ms(self) -> float:
@@ -239,7 +248,7 @@ class SettlePolicy:
         if self._last_change_ms is None:
             due = self.first_change_ms
         else:
-            due = self._last_change_ms + self.quiet_ms
+            due = self._last_change_ms + self._quiet_now_ms
         return min(due, self.timeout_ms)
 
     @property
@@ -249,4 +258,4 @@ class SettlePolicy:
     @property
     def timed_out(self) -> bool:
         """Stopped by the timeout while the screen was still changing: never settled."""
-        return (self._last_change_ms is not None and self._last_change_ms + self.quiet_ms > self.timeout_ms)
+        return self._last_change_ms is not None and self._last_change_ms + self._quiet_now_ms > self.timeout_ms

@@ -52,6 +52,25 @@ def test_late_first_change_after_a_quiet_start_still_gets_its_quiet_period():
     assert policy.observe(160, False) is True
 
 
+def test_damage_already_there_at_the_start_may_be_asked_a_shorter_stillness():
+    """After the browser has shown the input's effect, its damage is the effect: only a page still
+    moving (a new change within ``start_quiet_ms``) is asked the full ``quiet_ms``."""
+    at_rest = SettlePolicy(quiet_ms=35, first_change_ms=10, timeout_ms=3000, start_quiet_ms=25)
+    assert at_rest.observe(0, True) is False
+    assert at_rest.observe(24, False) is False
+    assert at_rest.observe(25, False) is True
+    moving = SettlePolicy(quiet_ms=35, first_change_ms=10, timeout_ms=3000, start_quiet_ms=25)
+    assert moving.observe(0, True) is False
+    assert moving.observe(17, True) is False  # the next frame of an animation
+    assert moving.observe(42, False) is False  # 25 ms after it is not enough any more
+    assert moving.observe(52, False) is True
+    assert run_policy(SettlePolicy(quiet_ms=35, first_change_ms=10, timeout_ms=500, start_quiet_ms=25),
+                      lambda t: True, step=16) == 512  # an endless animation still ends at the bound
+    without = SettlePolicy(quiet_ms=35, first_change_ms=10, timeout_ms=3000)
+    without.observe(0, True)
+    assert without.deadline_ms() == 35
+
+
 def test_settles_after_first_change_ms_when_nothing_changes():
     policy = SettlePolicy(quiet_ms=60, first_change_ms=150, timeout_ms=3000)
     settled = run_policy(policy, lambda t: False)
