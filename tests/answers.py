@@ -19,11 +19,13 @@ HAND_WRITTEN_TOOLS = frozenset({
 })
 
 
-def mcp_tool_names() -> frozenset[str]:
-    """Every tool the MCP server must list."""
+def mcp_tool_names(*, evaluate: bool = False) -> frozenset[str]:
+    """Every tool the MCP server must list in its default profile (all); page_evaluate only when the
+    server allows evaluate."""
     from vision.ops import catalogue
 
-    return HAND_WRITTEN_TOOLS | {op.tool.name for op in catalogue() if op.tool}
+    return HAND_WRITTEN_TOOLS | {op.tool.name for op in catalogue()
+                                 if op.tool and (evaluate or op.tool.name != "page_evaluate")}
 
 
 def ok(response, status: int = 200):

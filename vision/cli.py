@@ -27,7 +27,8 @@ def _up(args: argparse.Namespace) -> int:
     settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, idle_ttl_s=args.ttl * 60,
                         launch_allow=_programs(args.launch_allow), allow_local_urls=args.allow_local_urls,
                         public_host=args.public_host, allow_evaluate=args.allow_evaluate,
-                        single_session=args.single_session, backend=args.backend, warm=args.warm)
+                        single_session=args.single_session, backend=args.backend, warm=args.warm,
+                        mcp_tools=args.mcp_tools)
     problems = warm_problems(settings)
     if problems:
         for problem in problems:
@@ -230,7 +231,24 @@ def _mcp(args: argparse.Namespace) -> int:
     stderr_logging(getattr(logging, args.log_level.upper(), logging.INFO))  # stdout is the protocol
     return run_stdio(args.session, max_sessions=args.max_sessions, public_host=args.public_host,
                      data_dir=args.data_dir, launch_allow=_programs(args.launch_allow),
-                     allow_local_urls=args.allow_local_urls, allow_evaluate=args.allow_evaluate)
+                     allow_local_urls=args.allow_local_urls, allow_evaluate=args.allow_evaluate, tools=args.tools)
+
+
+def _tool_profile(spec: str) -> str:
+    """An MCP tool profile, checked when the command line is read (a bad one is a usage error, exit 2)."""
+    from desktop.errors import InvalidRequest
+    from vision.mcp.profiles import parse_profile
+
+    try:
+        parse_profile(spec)
+    except InvalidRequest as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+    return spec
+
+
+TOOLS_HELP = ("the MCP tools listed: core (screenshot, click, type, key, scroll, drag, zoom, open URL, vision_act, "
+              "page_state, live_view_url: about 4k tokens), desktop, page or qa (each core plus its group), all "
+              "(the default); join several with commas, e.g. page,qa")
 
 
 def _programs(spec: str | None) -> frozenset[str] | None:
@@ -274,6 +292,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--session-memory", type=int, default=1536, metavar="MB",
                     help="memory limit of each container or pod session (default 1536)")
     up.add_argument("--session-cpus", type=float, default=1.0, help="CPU limit of each container or pod session")
+    up.add_argument("--mcp-tools", type=_tool_profile, default=os.environ.get("GLASSDESK_MCP_TOOLS", "all"),
+                    metavar="PROFILE",
+                    help=TOOLS_HELP.replace("the MCP tools listed", "the tools /mcp lists to a client that does not "
+                                            "ask with ?tools="))
     _add_fences(up)
     up.set_defaults(func=_up)
 
@@ -285,6 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--data-dir", default=None,
                      help="where traces go (default $GLASSDESK_DATA_DIR, else ~/.local/share/glassdesk)")
     mcp.add_argument("--log-level", default="info", help="logging on stderr")
+    mcp.add_argument("--tools", type=_tool_profile, default=os.environ.get("GLASSDESK_MCP_TOOLS", "all"),
+                     metavar="PROFILE", help=TOOLS_HELP)
     _add_fences(mcp)
     mcp.set_defaults(func=_mcp)
 

@@ -32,6 +32,7 @@ class Settings:
     public_host: str | None = None  # the name clients use for this server (URLs handed out, Host allowed)
     single_session: bool = False  # a session server: one pinned session, its internal call route (desktop.remote.calls)
     backend: str = "local"  # where sessions run (desktop.remote.backends): local, docker, kubernetes
+    mcp_tools: str = "all"  # the tool profile /mcp lists when a client does not ask (?tools=): vision.mcp.profiles
 
     def stack_config(self):
         """How each session's desktop is made under these settings: the browser's own fences

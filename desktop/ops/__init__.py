@@ -1,9 +1,10 @@
 """The catalogue: one declaration per operation.
 
 An ``Operation`` says everything every door needs, once: its name, the service call, its request
-and answer models, its REST method, path and summary, its MCP tool (name, title, description and
-hints, and how the answer reads as text), and whether it acts (the control plane refuses those
-while a person or a run holds the session). Generated from it, and written nowhere else:
+and answer models, its REST method, path and summary, its MCP tool (name, title, description,
+hints, how the answer reads as text, its profile group and whether the settings allow it), and
+whether it acts (the control plane refuses those while a person or a run holds the session).
+Generated from it, and written nowhere else:
 
 - the REST routes (``desktop.http.routes.operations_router``),
 - the MCP tools (``vision.mcp.operations.register_operations``),

@@ -13,6 +13,13 @@ from pydantic import BaseModel
 # The services the doors are handed (the QA verbs are the vision layer's: vision.qa.ops).
 Service = Literal["desktop", "pages", "qa"]
 
+# The MCP tool groups a profile is made of (vision.mcp.profiles, `glassdesk mcp --tools`): ``core`` is
+# what an agent needs to drive the visible desktop and is in every profile; ``desktop`` the other
+# desktop, session and vision-pack tools; ``page`` the page layer's; ``qa`` the QA verbs. Each tool
+# names its group where it is declared, here or at its decorator (vision.mcp.tools).
+Group = Literal["core", "desktop", "page", "qa"]
+GROUPS: tuple[Group, ...] = ("core", "desktop", "page", "qa")
+
 
 @dataclass(frozen=True)
 class Hints:
@@ -71,6 +78,11 @@ class Tool:
     summary: bool = True
     # (service, answer) -> the one image that says most, or None (read in a worker thread)
     image: Callable[[Any, Any], bytes | None] | None = None
+    # The MCP profile group it belongs to (see ``Group``).
+    group: Group = "page"
+    # (the desktop service) -> whether the server's settings allow it at all; a tool they turn off
+    # is not listed (page_evaluate without --allow-evaluate), so no model spends context on it.
+    enabled: Callable[[Any], bool] | None = None
 
 
 @dataclass(frozen=True)

@@ -46,15 +46,14 @@ from desktop.models import (
 )
 from desktop.ops.declare import Hints, Operation, Rest, Tool
 
-PAGE_WHERE = ("the VISIBLE Chromium on the desktop the operator watches live in noVNC: the tab in front, the "
-              "one on screen")
+# Every description says where the tool acts, once and briefly: the server's instructions
+# (vision.mcp.tools.INSTRUCTIONS) say the rest (XFCE at 1920x1080, the operator watching in noVNC).
+PAGE_WHERE = "the VISIBLE desktop's Chromium (the tab in front)"
 PAGE_ACTS = f"Acts on {PAGE_WHERE}."
 PAGE_LOOKS = f"Looks at {PAGE_WHERE}; changes nothing."
-REAL_INPUT = ("The element is scrolled into view and clicked with the real pointer at its centre (xdotool, as a "
-              "person would; the operator sees it); the answer gives the display pixel used.")
-NAME_IT = ("Name the element one way: `selector` (CSS), `ref` (from page_content format=accessibility, e.g. e12), "
-           "`label` (a form field's label), `text` (text visible in it), `role` (+ `name`), `placeholder`, "
-           "`test_id`, `alt` or `title`; narrow it with `exact`, `has_text`, `nth` and `within`.")
+REAL_INPUT = "Clicked with the real pointer at the element's centre (the operator sees it); the answer gives the pixel."
+# The locator's fields describe themselves in the schema; this says only that one is enough.
+NAME_IT = "Name the element one way (selector, ref, label, text, role+name, placeholder, test_id, alt or title)."
 LOOKING = Hints(read_only=True)
 ACTING = Hints(destructive=True, open_world=True)
 
@@ -141,7 +140,7 @@ OPERATIONS: tuple[Operation, ...] = (
         tool=Tool("page_state", "State of the visible browser",
                   f"{PAGE_LOOKS} Returns the URL, the title and load state of the tab in front, every tab (id, url, "
                   "title, active), the open JavaScript dialog (type, message, default prompt) or none, and how many "
-                  "console errors were recorded.", LOOKING, _state_text, summary=False)),
+                  "console errors were recorded.", LOOKING, _state_text, summary=False, group="core")),
     Operation(
         "pages", "content", ContentQuery, PageContent, acts=False,
         call=lambda pages, session, q: pages.content(session, q.format, q.selector),
@@ -319,5 +318,6 @@ OPERATIONS: tuple[Operation, ...] = (
         tool=Tool("page_evaluate", "Run JavaScript in the visible page",
                   f"{PAGE_ACTS} Runs a JavaScript expression (or a function, or a promise) in the page and returns its "
                   "value as JSON. Off unless the server was started with --allow-evaluate, since it runs arbitrary "
-                  "code.", ACTING, lambda _, answer: f"result: {json.dumps(answer['result'])[:20_000]}")),
+                  "code.", ACTING, lambda _, answer: f"result: {json.dumps(answer['result'])[:20_000]}",
+                  enabled=lambda desktops: desktops.allow_evaluate)),
 )

@@ -116,6 +116,7 @@ class DesktopService:
         # The fences of what an agent may start or open (desktop.x11.windows.check_program/check_url).
         self.launch_allow = launch_allow
         self.allow_local_urls = allow_local_urls
+        self.allow_evaluate = allow_evaluate  # also what the MCP door lists (desktop.ops: Tool.enabled)
         self._create_lock = threading.Lock()
         # The live view: tokens signed with this process's own secret, and where the viewer is
         # served (set by whatever serves it: the API, or the loopback viewer of `glassdesk mcp`).

@@ -36,6 +36,11 @@ def evaluating_server(manager, desk):
     return build_server(Glassdesk.build(manager, config=VisionConfig(), allow_evaluate=True))
 
 
+async def _names(server) -> set[str]:
+    async with Client(server) as client:
+        return {t.name for t in (await client.list_tools()).tools}
+
+
 def call(server, name, arguments=None):
     async def main():
         async with Client(server) as client:
@@ -266,6 +271,10 @@ def test_screenshots_and_downloads(server, site, monkeypatch):
 
 def test_evaluate_is_off_unless_allowed(server, evaluating_server, site):
     navigate(server, site, "/form")
+    # Off: not listed (no model spends context on a tool that can only refuse), and a call anyway
+    # gets the service's refusal, which says how to turn it on.
+    listed = anyio.run(lambda: _names(server)), anyio.run(lambda: _names(evaluating_server))
+    assert "page_evaluate" not in listed[0] and "page_evaluate" in listed[1]
     assert "--allow-evaluate" in refused(call(server, "page_evaluate", {"expression": "1 + 1"}), "evaluate_disabled")
     assert done(call(evaluating_server, "page_evaluate", {"expression": "document.title"}))["result"] == "form"
     refused(call(evaluating_server, "page_evaluate", {"expression": "'x'.repeat(300000)"}), "result_too_large")

@@ -70,7 +70,8 @@ def server_env(tmp_path: Path, mark: str) -> dict[str, str]:
 
 def test_stdio_server_lists_tools_takes_a_screenshot_and_cleans_up(tmp_path):
     mark = uuid.uuid4().hex
-    params = StdioServerParameters(command=GLASSDESK, args=["mcp", "--session", "mcp-stdio", "--allow-evaluate"],
+    params = StdioServerParameters(command=GLASSDESK, args=["mcp", "--session", "mcp-stdio", "--allow-evaluate",
+                                                            "--tools", "all"],
                                    env=server_env(tmp_path, mark), cwd=str(tmp_path))
     seen: dict[int, str] = {}
 
@@ -90,7 +91,8 @@ def test_stdio_server_lists_tools_takes_a_screenshot_and_cleans_up(tmp_path):
     assert "closing 1 session" in log, log
     root = re.search(r"session files in (\S+)", log).group(1)
     assert not Path(root).exists()
-    assert len(tools) == len(mcp_tool_names()) and all("VISIBLE" in t.description for t in tools)
+    assert {t.name for t in tools} == mcp_tool_names(evaluate=True)
+    assert all("VISIBLE" in t.description for t in tools)
     assert evaluated.structured_content["result"] == 42, "--allow-evaluate reaches the page service"
     assert not shot.is_error, log
     image = [c for c in shot.content if isinstance(c, ImageContent)][0]

@@ -313,3 +313,47 @@ def test_error_message_is_the_servers_own_sentence(fake):
     with pytest.raises(ModelCallError) as info:
         provider(fake).turn(OBSERVATION, [])
     assert str(info.value) == "chat server answered HTTP 400: bad request"
+
+
+# --- the current open models' dialects (vision.providers.chat: uitars-2, opencua, gta1, holo1.5) ---------------
+
+
+def test_uitars2_several_calls_in_one_turn(fake):
+    reply = ("<gui_think> The settings gear is top right. </gui_think>\n<seed:tool_call><function=click>"
+             "<parameter=point><point>500 500</point></parameter></function><function=hotkey><parameter=key>"
+             "ctrl l</parameter></function></seed:tool_call>")
+    fake.queue(checked(reply, model="ByteDance-Seed/UI-TARS-2", size=(1920, 1080), prompt_mentions="<seed:tool_call>"))
+    turn = provider(fake, model="ByteDance-Seed/UI-TARS-2").turn(OBSERVATION, [])
+    assert [c.actions for c in turn.calls] == [[Click(x=960, y=540)], [Key(keys=["ctrl+l"])]]
+    assert turn.reasoning == "The settings gear is top right."
+
+
+def test_opencua_sends_the_smart_resized_image_and_reads_its_code(fake):
+    reply = ("## Thought:\nThe gear icon opens settings.\n## Action:\nClick the gear icon.\n## Code:\n"
+             "```python\npyautogui.click(x=966, y=546)\n```")
+    fake.queue(checked(reply, model="xlangai/OpenCUA-7B", size=(1932, 1092), prompt_mentions="1932x1092"))
+    turn = provider(fake, model="xlangai/OpenCUA-7B").turn(OBSERVATION, [])
+    assert turn.calls[0].actions == [Click(x=960, y=540)]
+    assert turn.reasoning == "The gear icon opens settings.\nClick the gear icon."
+
+
+@pytest.mark.parametrize("model, reply", [("HelloKKMe/GTA1-7B", "(966,546)"),
+                                          ("Hcompany/Holo1.5-7B", '{"action": "click_absolute", "x": 966, "y": 546}')])
+def test_a_grounding_model_locates_once_then_the_run_is_done(fake, model, reply):
+    fake.queue(checked("(2000,5)" if "GTA1" in model else '{"action": "click_absolute", "x": 2000, "y": 5}',
+                       model=model, size=(1932, 1092), prompt_mentions="1932"),
+               checked(reply, model=model, size=(1932, 1092), prompt_mentions="1932"))
+    chat = provider(fake, model=model)
+    off = chat.turn(OBSERVATION, [])
+    assert "off the screen" in off.calls[0].error
+    # Asked again on the current screen, the description alone: no history, no results.
+    turn = chat.turn(OBSERVATION, [CallResult(off.calls[0].id, ok=False, error=off.calls[0].error)])
+    assert turn.calls[0].actions == [Click(x=960, y=540)]
+    for request in fake.requests:
+        messages = request.body["messages"]
+        assert [m["role"] for m in messages] == ["system", "user"]
+        assert texts(messages[1]) == INSTRUCTION and len(images(request)) == 1
+    # The click was performed: done, without another request.
+    done = chat.turn(OBSERVATION, [CallResult(turn.calls[0].id, ok=True)])
+    assert done.done and done.answer == f"clicked {INSTRUCTION!r} at display pixel (960, 540)"
+    assert len(fake.requests) == 2

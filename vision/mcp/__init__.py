@@ -1,11 +1,16 @@
 """The MCP server: tools that drive the VISIBLE desktop, over stdio and streamable HTTP.
 
 An agent picks its tool from the catalog's wording, so every description opens with where the tool
-acts: the visible XFCE desktop a person watches live in noVNC. One server definition is served two
-ways: ``glassdesk mcp`` (stdio, its own session manager, see ``stdio.run_stdio``) and ``/mcp`` on
-the API server (``server.mount_http``, behind the same bearer token as the REST routes).
+acts, in a few words ("Acts on the VISIBLE desktop."); the server's instructions say once what that is:
+the XFCE desktop a person watches live in noVNC. Which tools are listed is the profile's choice
+(``profiles``: core, desktop, page, qa, all) less what the server's settings turn off.
+
+One server definition is served two ways: ``glassdesk mcp`` (stdio, its own session manager, see
+``stdio.run_stdio``) and ``/mcp`` on the API server (``server.mount_http``,
+behind the same bearer token as the REST routes).
 
 - ``tools``   the catalogue: each tool's name, wording and one call into the application service
+- ``profiles`` which tools a profile lists (pure), and the schemas' compaction
 - ``server``  error shaping (glassdesk's typed errors as tool errors), strict arguments (one a tool
               does not name is refused before anything runs), the notice of a re-started default
               session, and mounting at /mcp

@@ -89,10 +89,13 @@ def tool_function(op: Operation, service: Any, pages: Any, default_session: str)
 
 def register_operations(server: MCPServer, operations: tuple[Operation, ...], services: Mapping[str, Any],
                         default_session: str) -> None:
-    """A tool for every operation of ``operations`` that declares one."""
+    """A tool for every operation of ``operations`` that declares one. One the server's settings turn
+    off (``Tool.enabled``, asked of the desktop service) is not listed: it could only refuse."""
     for op in operations:
         if op.tool is None:
             continue
         fn = tool_function(op, services[op.service], services["pages"], default_session)
         server.tool(name=op.tool.name, title=op.tool.title, description=op.tool.description,
-                    annotations=_annotations(op.tool.title, **vars(op.tool.hints)))(fn)
+                    annotations=_annotations(op.tool.title, **vars(op.tool.hints)), group=op.tool.group)(fn)
+        if op.tool.enabled is not None and not op.tool.enabled(services["desktop"]):
+            server.unlisted.add(op.tool.name)

@@ -34,7 +34,9 @@ def register_page_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     async def answer(session: str, text: str, structured: dict, *extra) -> CallToolResult:
         return await with_summary(pages, session, text, structured, *extra)
 
-    @server.tool(name="page_downloads", title="Downloads of the visible browser",
+    @server.tool(name="page_downloads", group="page",
+
+                 title="Downloads of the visible browser",
                  annotations=_annotations("Downloads of the visible browser", read_only=True),
                  description=f"{PAGE_LOOKS} Lists the files the browser downloaded in this session (name, size, "
                              "sha256, source url); with `name`, returns that file too.")
@@ -58,7 +60,9 @@ def register_page_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
             blob=base64.b64encode(data).decode()))
         return await answer(session, f"{path.name}: {len(data)} bytes", {"name": path.name, "size": len(data)}, blob)
 
-    @server.tool(name="page_screenshot", title="Screenshot of the visible page",
+    @server.tool(name="page_screenshot", group="page",
+
+                 title="Screenshot of the visible page",
                  annotations=_annotations("Screenshot of the visible page", read_only=True),
                  description=f"{PAGE_LOOKS} Returns a PNG of the page as rendered by the browser: the viewport, "
                              "the whole scrollable page (full_page) or one element (selector). Its pixels are "
@@ -71,7 +75,9 @@ def register_page_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return await answer(session, f"screenshot of {what}: PNG, {len(png)} bytes",
                             {"full_page": full_page, "selector": selector}, _image(png))
 
-    @server.tool(name="page_tabs", title="Tabs of the visible browser",
+    @server.tool(name="page_tabs", group="page",
+
+                 title="Tabs of the visible browser",
                  annotations=_annotations("Tabs of the visible browser", destructive=True, open_world=True),
                  description=f"{PAGE_ACTS} action list (the default) lists the tabs (id, url, title, active: the "
                              "one on screen); new opens a tab (at `url`) in front; activate brings tab `tab_id` to "
@@ -96,10 +102,12 @@ def register_page_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return await answer(session, f"{len(tabs)} tab(s)\n" + "\n".join(lines),
                             {"tabs": [t.model_dump() for t in tabs]})
 
-    @server.tool(name="page_dialogs", title="Dialogs of the visible browser and how they are answered",
+    @server.tool(name="page_dialogs", group="page",
+
+                 title="Dialogs of the visible browser and how they are answered",
                  annotations=_annotations("Dialogs of the visible browser and how they are answered", idempotent=True),
-                 description="Manages the VISIBLE Chromium's JavaScript dialogs (alert, confirm, prompt, "
-                             "beforeunload) on the desktop the operator watches live in noVNC. Lists the dialogs "
+                 description="Manages the VISIBLE desktop's Chromium's JavaScript dialogs (alert, confirm, prompt, "
+                             "beforeunload). Lists the dialogs "
                              "recorded since `since` (type, message, url, and how each was handled: accepted or "
                              "dismissed, by the policy, a request or on the screen; null while open) and the "
                              "session's dialog policy. With `policy`, sets it first: manual (the default) leaves "

@@ -9,15 +9,18 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, ListToolsResult
 from pydantic import ValidationError
+from starlette.routing import Route
 
 from desktop.errors import GlassdeskError, describe_validation
+from desktop.ops.declare import GROUPS, Group
 from desktop.service.desktop import DesktopService
 from vision import VERSION
 from vision.http.auth import transport_security
 from vision.mcp.operations import register_operations
 from vision.mcp.page_tools import register_page_tools
+from vision.mcp.profiles import compact_schema, parse_profile, profile_name
 from vision.mcp.tools import INSTRUCTIONS, _text, register_tools
 from vision.ops import catalogue, services
 from vision.service import Glassdesk
@@ -71,16 +74,55 @@ class GlassdeskMCP(MCPServer):
     """
 
     default_restarts: DefaultRestarts | None = None
+    # The groups listed when a request does not choose (stdio always; /mcp without ?tools=).
+    profile: frozenset[Group] = frozenset(GROUPS)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.groups: dict[str, Group] = {}  # tool name -> its profile group
+        # Tools the server's settings turn off (page_evaluate without --allow-evaluate): never listed,
+        # so no model spends context on them, but a call still gets the service's own refusal, which
+        # says how to turn it on (evaluate_disabled), as over REST.
+        self.unlisted: set[str] = set()
+
+    def tool(self, name: str, title: str | None = None, description: str | None = None, annotations=None, *,
+             group: Group, **kwargs):
+        """The SDK's decorator, with the tool's profile group said where it is declared (required:
+        a tool no profile names would be listed by none)."""
+        self.groups[name] = group
+        return super().tool(name, title, description, annotations, **kwargs)
 
     def add_tool(self, fn, name=None, *args, **kwargs) -> None:
         """Register a tool whose input schema says what it enforces: no argument it does not name
-        (``call_tool`` refuses them). Every tool comes through here, the decorator included."""
+        (``call_tool`` refuses them), and no title pydantic derived from a name (they cost context
+        and say nothing: ``compact_schema``). Every tool comes through here, the decorator included."""
         super().add_tool(fn, name, *args, **kwargs)
-        self._tool_manager.get_tool(name or fn.__name__).parameters["additionalProperties"] = False
+        tool = self._tool_manager.get_tool(name or fn.__name__)
+        tool.parameters = {**compact_schema(tool.parameters), "additionalProperties": False}
+
+    def profile_of(self, request: Any) -> frozenset[Group]:
+        """The groups one request sees: ``?tools=`` of its HTTP request, else the server's profile."""
+        query = getattr(request, "query_params", None)
+        if query is not None and query.get("tools"):
+            return parse_profile(query["tools"])
+        return self.profile
+
+    async def _handle_list_tools(self, ctx, params) -> ListToolsResult:
+        groups = self.profile_of(ctx.request)
+        return ListToolsResult(tools=[t for t in await self.list_tools()
+                                      if self.groups.get(t.name) in groups and t.name not in self.unlisted])
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None):
         tool = self._tool_manager.get_tool(name)
         if tool is not None:
+            groups = self.profile_of(_http_request(context))
+            if self.groups.get(name) not in groups:
+                # Listed by another profile only: as unknown as a tool this server does not have,
+                # but the agent learns where it is.
+                return CallToolResult(content=[_text(
+                    f"invalid_request: {name} is not in this connection's tool profile ({profile_name(groups)}); "
+                    f"nothing was done. It is in the {self.groups.get(name)!r} profile (and in all): "
+                    "`glassdesk mcp --tools`, or /mcp?tools=")], is_error=True)
             # The SDK drops arguments its model does not know, so `desktop_click {"bogus": 1}`
             # would click: a misspelt option must be the agent's error to read, before anything runs.
             refused = unknown_arguments(name, tool.parameters, arguments)
@@ -99,6 +141,14 @@ class GlassdeskMCP(MCPServer):
         if restarts is not None and isinstance(result, CallToolResult) and restarts.take():
             result = await anyio.to_thread.run_sync(restarts.announce, result)
         return result
+
+
+def _http_request(context: Context | None) -> Any:
+    """The HTTP request a tool call came in (None over stdio and in memory)."""
+    try:
+        return context.request_context.request if context is not None else None
+    except ValueError:  # no request context: a call made outside a session
+        return None
 
 
 class DefaultRestarts:
@@ -145,10 +195,13 @@ class DefaultRestarts:
                                          "structured_content": structured})
 
 
-def build_server(glassdesk: Glassdesk) -> GlassdeskMCP:
-    """The MCP server over the application service."""
+def build_server(glassdesk: Glassdesk, tools: str | None = None) -> GlassdeskMCP:
+    """The MCP server over the application service, listing the tool profile ``tools`` (core, desktop,
+    page, qa, all or several joined by commas; default all: vision.mcp.profiles) less the tools the
+    service's settings turn off."""
     server = GlassdeskMCP("glassdesk", title="glassdesk: a visible desktop", instructions=INSTRUCTIONS,
                           version=VERSION)
+    server.profile = parse_profile(tools)
     server.default_restarts = DefaultRestarts(glassdesk.desktops)
     register_tools(server, glassdesk)
     register_operations(server, catalogue(), services(glassdesk), glassdesk.desktops.default)
@@ -162,9 +215,28 @@ def mount_http(app: FastAPI, glassdesk: Glassdesk, settings: Settings) -> Glassd
 
     The route is added at exactly /mcp (a Starlette Mount would answer /mcp/ and redirect /mcp).
     """
-    server = build_server(glassdesk)
+    server = build_server(glassdesk, settings.mcp_tools)
     mcp_app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=transport_security(settings))
-    app.router.routes.extend(mcp_app.routes)
+    app.router.routes.extend(Route(r.path, endpoint=ProfileChecked(r.endpoint)) if getattr(r, "path", None) == "/mcp"
+                             else r for r in mcp_app.routes)
     return server
+
+
+class ProfileChecked:
+    """The /mcp endpoint, refusing a ``?tools=`` that names no profile before the MCP transport sees
+    it: 422 invalid_request, as a bad query is on every route (the app's handlers render it), rather
+    than a tool listing that fails once connected."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            from urllib.parse import parse_qs
+
+            tools = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("tools")
+            if tools:
+                parse_profile(tools[-1])  # InvalidRequest -> 422 through the app's handlers
+        await self.app(scope, receive, send)
 
 

@@ -34,8 +34,10 @@ def default_stdio_data_dir() -> Path:
 
 def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: str | None = None,
               data_dir: str | None = None, launch_allow: frozenset[str] | None = None,
-              allow_local_urls: bool = False, allow_evaluate: bool = False) -> int:
+              allow_local_urls: bool = False, allow_evaluate: bool = False, tools: str | None = None) -> int:
     """``glassdesk mcp``: serve over stdin/stdout with this process's own sessions.
+
+    ``tools`` is the tool profile listed (core, desktop, page, qa, all; vision.mcp.profiles).
 
     stdout carries the protocol, so everything else (logging, rich) goes to stderr, and the SDK
     points fd 1 at stderr while it serves. The session is started in the background right away, so
@@ -61,7 +63,7 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
     manager = SessionManager(root=root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                              stack_config=settings.stack_config())
     glassdesk = Glassdesk.from_settings(manager, settings, default_session=session)
-    server = build_server(glassdesk)
+    server = build_server(glassdesk, tools)  # the tool profile (vision.mcp.profiles)
     viewer = _serve_viewer(glassdesk, settings)
 
     closing = threading.Lock()

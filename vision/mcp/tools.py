@@ -2,7 +2,9 @@
 call into the application service per tool.
 
 An agent picks its tool from the catalogue's wording, so every description opens with where the tool
-acts: the visible XFCE desktop a person watches live in noVNC.
+acts, in a few words ("Acts on the VISIBLE desktop."); the server's instructions say once what that
+desktop is (XFCE at 1920x1080, a person watching live in noVNC). Each tool names the profile group it
+belongs to at its decorator (``group=``, vision.mcp.profiles).
 """
 
 from __future__ import annotations
@@ -57,16 +59,18 @@ from vision.service import Glassdesk
 
 log = logging.getLogger("glassdesk.mcp")
 
-WHERE = ("the VISIBLE XFCE desktop (1920x1080) that the operator watches live in noVNC; Chromium is "
-         "already open")
+# Every description says where the tool acts, once and briefly ("Acts on the VISIBLE desktop."):
+# INSTRUCTIONS, sent once per connection, say the rest (XFCE at 1920x1080, the operator watching in
+# noVNC, Chromium already open). A longer preamble repeated in every description cost about 110
+# characters a tool (tests/unit/test_mcp_profiles.py measures the catalogue).
+WHERE = "the VISIBLE desktop"
 ACTS = f"Acts on {WHERE}."
 LOOKS = f"Looks at {WHERE}; changes nothing."
-COORDS = "Coordinates are display pixels of the whole screen: x 0..1919, y 0..1079."
-RETURNS_SHOT = ("Returns the executed command (argv, replayable by hand), the settle time, and the settled "
-                "screenshot after the action as a full 1920x1080 PNG in display pixels (pass screenshot=false "
-                "to skip the image).")
+COORDS = "x, y: display pixels of the whole screen."
+RETURNS_SHOT = ("Returns the commands run and the settled screenshot (1920x1080 PNG, image pixels = display pixels; "
+                "screenshot=false skips it).")
 
-INSTRUCTIONS = f"""\
+INSTRUCTIONS = """\
 glassdesk drives a real, VISIBLE Linux desktop: XFCE at 1920x1080 with Chromium already open and
 maximised. A person may be watching it live in noVNC while you work; `live_view_url` gives the link
 to hand them (view-only by default; a link lets in new viewers for a limited time, so get a fresh
@@ -79,7 +83,8 @@ Use these tools when:
 For a headless fetch that nobody needs to watch, a DOM or HTTP tool is the better fit.
 
 How to work:
-- Look first: `desktop_screenshot`. {COORDS} The full screenshot is 1920x1080, so image pixels
+- Look first: `desktop_screenshot`. Coordinates are display pixels of the whole screen: x 0..1919,
+  y 0..1079. The full screenshot is 1920x1080, so image pixels
   are display pixels; a `scale`d or `region` image says in its text how to convert.
 - Chromium is already running: navigate with `desktop_open_url` (do not launch another browser),
   then click, type and press keys with the `desktop_*` tools. Each action returns the settled
@@ -95,6 +100,8 @@ How to work:
   and act with the real pointer and keyboard at its pixel, so the operator sees it.
 - Every tool takes an optional `session`; omit it to use the default session, which is started
   on first use. `session_create` / `session_list` / `session_close` manage more desktops.
+- The tools listed are a profile: core, desktop, page, qa or all (`glassdesk mcp --tools`, or
+  `/mcp?tools=`). A tool named here but not listed belongs to another profile.
 """
 
 ImageFormat = Literal[tuple(IMAGE_FORMATS)]  # type: ignore[valid-type]  # the formats the service encodes
@@ -271,7 +278,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
 
     # ------------------------------------------------------------------------------ look
 
-    @server.tool(name="desktop_screenshot", title="Screenshot the visible desktop",
+    @server.tool(name="desktop_screenshot", group="core",
+
+                 title="Screenshot the visible desktop",
                  annotations=_annotations("Screenshot the visible desktop", read_only=True),
                  description=f"{LOOKS} Returns an image of the screen as the person watching sees it, with the "
                              f"pointer position and Chromium's current URL. {COORDS} By default the image is the "
@@ -309,7 +318,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return CallToolResult(content=[_text(text), _image(shot.image, shot.media_type)],
                               structured_content=structured)
 
-    @server.tool(name="desktop_zoom", title="Zoom into a region of the visible desktop",
+    @server.tool(name="desktop_zoom", group="core",
+
+                 title="Zoom into a region of the visible desktop",
                  annotations=_annotations("Zoom into a region of the visible desktop", read_only=True),
                  description=f"{LOOKS} Returns a magnified PNG of one region, to read small text or check "
                              f"details before clicking. {COORDS} Image pixel (ix, iy) is display pixel "
@@ -324,7 +335,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return _result(text, shot.png, {"session": shot.session_id, "region": region, "scale": scale,
                                         "width": shot.width, "height": shot.height})
 
-    @server.tool(name="desktop_windows", title="List windows on the visible desktop",
+    @server.tool(name="desktop_windows", group="desktop",
+
+                 title="List windows on the visible desktop",
                  annotations=_annotations("List windows on the visible desktop", read_only=True),
                  description=f"{LOOKS} Lists the open windows (id, title, class, pid, geometry in display "
                              "pixels), e.g. to find a program started with desktop_launch.")
@@ -337,7 +350,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
 
     # ------------------------------------------------------------------------------ input
 
-    @server.tool(name="desktop_click", title="Click on the visible desktop",
+    @server.tool(name="desktop_click", group="core",
+
+                 title="Click on the visible desktop",
                  annotations=_annotations("Click on the visible desktop", destructive=True, open_world=True),
                  description=f"{ACTS} Moves the pointer to (x, y) and clicks, as a person would; the operator "
                              f"sees it happen. {COORDS} {RETURNS_SHOT}")
@@ -346,7 +361,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         action = Click(x=x, y=y, button=button, modifiers=modifiers or [])
         return await perform(session, action, f"{button} click at ({x}, {y})", screenshot)
 
-    @server.tool(name="desktop_double_click", title="Double-click on the visible desktop",
+    @server.tool(name="desktop_double_click", group="core",
+
+                 title="Double-click on the visible desktop",
                  annotations=_annotations("Double-click on the visible desktop", destructive=True, open_world=True),
                  description=f"{ACTS} Double-clicks at (x, y): open a file or icon, select a word. {COORDS} "
                              f"{RETURNS_SHOT}")
@@ -356,7 +373,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         action = DoubleClick(x=x, y=y, button=button, modifiers=modifiers or [])
         return await perform(session, action, f"double click at ({x}, {y})", screenshot)
 
-    @server.tool(name="desktop_triple_click", title="Triple-click on the visible desktop",
+    @server.tool(name="desktop_triple_click", group="desktop",
+
+                 title="Triple-click on the visible desktop",
                  annotations=_annotations("Triple-click on the visible desktop", destructive=True, open_world=True),
                  description=f"{ACTS} Triple-clicks at (x, y): selects a whole line or paragraph of text. {COORDS} "
                              f"{RETURNS_SHOT}")
@@ -366,7 +385,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         action = TripleClick(x=x, y=y, button=button, modifiers=modifiers or [])
         return await perform(session, action, f"triple click at ({x}, {y})", screenshot)
 
-    @server.tool(name="desktop_mouse_down", title="Press a mouse button on the visible desktop",
+    @server.tool(name="desktop_mouse_down", group="desktop",
+
+                 title="Press a mouse button on the visible desktop",
                  annotations=_annotations("Press a mouse button on the visible desktop", destructive=True,
                                           open_world=True),
                  description=f"{ACTS} Moves the pointer to (x, y) (or stays where it is) and presses a mouse button "
@@ -377,7 +398,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return await perform(session, MouseDown(x=x, y=y, button=button), f"{button} button down {_point(x, y)}",
                              screenshot)
 
-    @server.tool(name="desktop_mouse_up", title="Release a mouse button on the visible desktop",
+    @server.tool(name="desktop_mouse_up", group="desktop",
+
+                 title="Release a mouse button on the visible desktop",
                  annotations=_annotations("Release a mouse button on the visible desktop", destructive=True,
                                           open_world=True),
                  description=f"{ACTS} Moves the pointer to (x, y) (or stays where it is) and releases a mouse button "
@@ -387,7 +410,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return await perform(session, MouseUp(x=x, y=y, button=button), f"{button} button up {_point(x, y)}",
                              screenshot)
 
-    @server.tool(name="desktop_move", title="Move the pointer on the visible desktop",
+    @server.tool(name="desktop_move", group="desktop",
+
+                 title="Move the pointer on the visible desktop",
                  annotations=_annotations("Move the pointer on the visible desktop", idempotent=True, open_world=True),
                  description=f"{ACTS} Moves the pointer to (x, y) without clicking, e.g. to hover a menu or "
                              f"show a tooltip. {COORDS} {RETURNS_SHOT}")
@@ -395,7 +420,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                            session: SessionArg = default_session) -> CallToolResult:
         return await perform(session, Move(x=x, y=y), f"move to ({x}, {y})", screenshot)
 
-    @server.tool(name="desktop_drag", title="Drag on the visible desktop",
+    @server.tool(name="desktop_drag", group="core",
+
+                 title="Drag on the visible desktop",
                  annotations=_annotations("Drag on the visible desktop", destructive=True, open_world=True),
                  description=f"{ACTS} Presses at (start_x, start_y), moves to (end_x, end_y) and releases: "
                              f"sliders, selections, drag and drop. {COORDS} {RETURNS_SHOT}")
@@ -406,7 +433,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                       modifiers=modifiers or [])
         return await perform(session, action, f"drag ({start_x}, {start_y}) -> ({end_x}, {end_y})", screenshot)
 
-    @server.tool(name="desktop_scroll", title="Scroll on the visible desktop",
+    @server.tool(name="desktop_scroll", group="core",
+
+                 title="Scroll on the visible desktop",
                  annotations=_annotations("Scroll on the visible desktop", open_world=True),
                  description=f"{ACTS} Turns the mouse wheel at (x, y) (or where the pointer is): "
                              f"direction up/down/left/right, amount in notches (about 3 lines each). {COORDS} "
@@ -418,7 +447,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         action = Scroll(x=x, y=y, direction=direction, amount=amount, modifiers=modifiers or [])
         return await perform(session, action, f"scroll {direction} {amount} {_point(x, y)}", screenshot)
 
-    @server.tool(name="desktop_type", title="Type text on the visible desktop",
+    @server.tool(name="desktop_type", group="core",
+
+                 title="Type text on the visible desktop",
                  annotations=_annotations("Type text on the visible desktop", destructive=True, open_world=True),
                  description=f"{ACTS} Types text into whatever has the keyboard focus, like a person typing "
                              "(click the field first). Newlines press Enter. For shortcuts and special keys use "
@@ -428,7 +459,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         shown = text if len(text) <= 60 else text[:57] + "..."
         return await perform(session, Type(text=text), f"type {shown!r}", screenshot)
 
-    @server.tool(name="desktop_key", title="Press keys on the visible desktop",
+    @server.tool(name="desktop_key", group="core",
+
+                 title="Press keys on the visible desktop",
                  annotations=_annotations("Press keys on the visible desktop", destructive=True, open_world=True),
                  description=f"{ACTS} Presses keys or chords in order, e.g. \"ctrl+l\", [\"ctrl+a\", \"Delete\"], "
                              "\"Return\", \"alt+Tab\", \"Page_Down\". Names: ctrl, alt, shift, super, enter, esc, "
@@ -439,7 +472,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         action = Key(keys=keys)
         return await perform(session, action, f"keys {' '.join(action.keys)}", screenshot)
 
-    @server.tool(name="desktop_hold_key", title="Hold a key down on the visible desktop",
+    @server.tool(name="desktop_hold_key", group="desktop",
+
+                 title="Hold a key down on the visible desktop",
                  annotations=_annotations("Hold a key down on the visible desktop", destructive=True, open_world=True),
                  description=f"{ACTS} Presses one key or chord (\"shift\", \"ctrl+alt\", \"Right\") and holds it for "
                              f"duration_ms (at most {_most(HoldKey, 'duration_ms')}), then releases it, e.g. to keep "
@@ -452,7 +487,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return await perform(session, HoldKey(keys=keys, duration_ms=duration_ms), f"hold {keys} for {duration_ms} ms",
                              screenshot)
 
-    @server.tool(name="desktop_wait", title="Wait on the visible desktop",
+    @server.tool(name="desktop_wait", group="desktop",
+
+                 title="Wait on the visible desktop",
                  annotations=_annotations("Wait on the visible desktop", read_only=True),
                  description=f"{LOOKS} Does nothing for duration_ms (at most {_most(Wait, 'duration_ms')}), then waits "
                              "for the screen to settle: for a page or a program that is still loading. "
@@ -462,7 +499,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                            screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
         return await perform(session, Wait(duration_ms=duration_ms), f"wait {duration_ms} ms", screenshot)
 
-    @server.tool(name="desktop_cursor_position", title="Pointer position on the visible desktop",
+    @server.tool(name="desktop_cursor_position", group="desktop",
+
+                 title="Pointer position on the visible desktop",
                  annotations=_annotations("Pointer position on the visible desktop", read_only=True),
                  description=f"{LOOKS} Returns where the mouse pointer is, in display pixels (x 0..1919, y 0..1079).")
     async def desktop_cursor_position(session: SessionArg = default_session) -> CallToolResult:
@@ -472,7 +511,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
 
     # ------------------------------------------------------------------------------ programs
 
-    @server.tool(name="desktop_open_url", title="Open a URL in the visible Chromium",
+    @server.tool(name="desktop_open_url", group="core",
+
+                 title="Open a URL in the visible Chromium",
                  annotations=_annotations("Open a URL in the visible Chromium", idempotent=True, open_world=True),
                  description=f"{ACTS} Navigates the already-open Chromium's front tab to a URL (http, https, "
                              "about, data; file and chrome pages only if the server allows them) and brings Chromium "
@@ -483,7 +524,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         done = await blocking(desktops.open, session, url)
         return _performed(session, done, f"open {url}", screenshot, "open_url", {"url": url})
 
-    @server.tool(name="desktop_focus_window", title="Bring a window to the front on the visible desktop",
+    @server.tool(name="desktop_focus_window", group="desktop",
+
+                 title="Bring a window to the front on the visible desktop",
                  annotations=_annotations("Bring a window to the front on the visible desktop", idempotent=True),
                  description=f"{ACTS} Raises and focuses one window (its id from desktop_windows, e.g. "
                              f"0x01a00003), so keys go to it and the operator sees it. {RETURNS_SHOT}")
@@ -494,7 +537,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         done = await blocking(desktops.focus, session, window_id)
         return _performed(session, done, f"focus window {window_id}", screenshot, "focus", {"window_id": window_id})
 
-    @server.tool(name="desktop_launch", title="Launch a program on the visible desktop",
+    @server.tool(name="desktop_launch", group="desktop",
+
+                 title="Launch a program on the visible desktop",
                  annotations=_annotations("Launch a program on the visible desktop", open_world=True),
                  description=f"{ACTS} Starts a desktop program (e.g. mousepad, xfce4-terminal, thunar) "
                              "detached, on the session's display; it ends with the session. Chromium is already "
@@ -531,7 +576,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return _result(_act_text(title, result, url), png, structured,
                        error=error_unless_done and result.status != "done")
 
-    @server.tool(name="vision_act", title="Do a task on the visible desktop with the vision model",
+    @server.tool(name="vision_act", group="core",
+
+                 title="Do a task on the visible desktop with the vision model",
                  annotations=_annotations("Do a task on the visible desktop with the vision model",
                                           destructive=True, open_world=True),
                  description=f"{ACTS} Hands a whole instruction (\"open example.com and click Sign in\") to "
@@ -555,7 +602,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         result = await act(ctx, session, instruction, model=model, max_steps=max_steps, script=script, secrets=secrets)
         return _from_run("vision_act", result, ctx, error_unless_done=False)
 
-    @server.tool(name="vision_click_anywhere", title="Click something on the visible desktop by its description",
+    @server.tool(name="vision_click_anywhere", group="desktop",
+
+                 title="Click something on the visible desktop by its description",
                  annotations=_annotations("Click something on the visible desktop by its description",
                                           destructive=True, open_world=True),
                  description=f"{ACTS} Finds what you describe on the screen (a button's text, a link, a label) "
@@ -568,7 +617,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         result, clicks = await packs.click_anywhere(pack_act(ctx, session, model), target, _model_family(model))
         return _from_run(f"click {target!r}", result, ctx, error_unless_done=True, extra={"clicked": clicks})
 
-    @server.tool(name="vision_extract_visible_text", title="Read the text on the visible desktop",
+    @server.tool(name="vision_extract_visible_text", group="desktop",
+
+                 title="Read the text on the visible desktop",
                  annotations=_annotations("Read the text on the visible desktop", read_only=True, open_world=True),
                  description=f"{LOOKS} Reads the text visible on the screen with the vision model (offline OCR "
                              "by default) and returns it, plus the screenshot it read and the trace report URL.")
@@ -577,7 +628,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         result = await packs.extract_visible_text(pack_act(ctx, session, model), _model_family(model))
         return _from_run("visible text", result, ctx, error_unless_done=True, extra={"text": result.answer})
 
-    @server.tool(name="vision_fill_form_by_label", title="Fill a form on the visible desktop by its labels",
+    @server.tool(name="vision_fill_form_by_label", group="desktop",
+
+                 title="Fill a form on the visible desktop by its labels",
                  annotations=_annotations("Fill a form on the visible desktop by its labels",
                                           destructive=True, open_world=True),
                  description=f"{ACTS} Fills form fields found by their visible labels: for each label -> "
@@ -605,7 +658,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
 
     # ------------------------------------------------------------------------------ sessions
 
-    @server.tool(name="session_create", title="Start a new visible desktop session",
+    @server.tool(name="session_create", group="desktop",
+
+                 title="Start a new visible desktop session",
                  annotations=_annotations("Start a new visible desktop session"),
                  description="Manages the VISIBLE desktop sessions: starts one more XFCE desktop (1920x1080, "
                              "Chromium open, its own noVNC live view) and returns its id and live-view URL. `id` "
@@ -635,10 +690,12 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return _result(f"session {info.id!r} started on display {info.display}\n"
                        f"live view (view-only): {info.novnc_url}", None, info.model_dump(mode="json"))
 
-    @server.tool(name="session_list", title="List the visible desktop sessions",
+    @server.tool(name="session_list", group="desktop",
+
+                 title="List the visible desktop sessions",
                  annotations=_annotations("List the visible desktop sessions", read_only=True),
-                 description="Looks at the VISIBLE desktop sessions (XFCE 1920x1080, watched live in noVNC); "
-                             "changes nothing. Lists each session's id, status, display and view-only live-view "
+                 description="Looks at the VISIBLE desktop sessions; changes nothing. Lists each session's id, "
+                             "status, display and view-only live-view "
                              "URL, and which one is the default.")
     async def session_list() -> CallToolResult:
         sessions = [s.model_dump(mode="json") for s in desktops.list()]
@@ -650,7 +707,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return _result("\n".join(lines) or "no sessions", None, {"sessions": sessions,
                                                                  "default": desktops.default})
 
-    @server.tool(name="session_close", title="Close a visible desktop session",
+    @server.tool(name="session_close", group="desktop",
+
+                 title="Close a visible desktop session",
                  annotations=_annotations("Close a visible desktop session", destructive=True, idempotent=False),
                  description="Manages the VISIBLE desktop sessions: closes one, ending its desktop, its programs "
                              "and its live view (the person watching loses the picture). Unsaved work in it is lost.")
@@ -658,7 +717,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         await blocking(desktops.delete, session)
         return _result(f"session {session!r} closed", None, {"session": session, "closed": True})
 
-    @server.tool(name="session_reset", title="Reset a visible desktop session",
+    @server.tool(name="session_reset", group="desktop",
+
+                 title="Reset a visible desktop session",
                  annotations=_annotations("Reset a visible desktop session", destructive=True, idempotent=True),
                  description="Manages the VISIBLE desktop sessions: returns one to a fresh state on the same "
                              "display. Programs started on it end and their windows close; Chromium restarts on a "
@@ -669,7 +730,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return _result(f"session {info.id!r} reset: Chromium on a clean profile at about:blank", None,
                        info.model_dump(mode="json"))
 
-    @server.tool(name="live_view_url", title="Live-view URL of the visible desktop",
+    @server.tool(name="live_view_url", group="core",
+
+                 title="Live-view URL of the visible desktop",
                  annotations=_annotations("Live-view URL of the visible desktop", read_only=True),
                  description=f"{LOOKS} Returns the live-view link (a noVNC page served by glassdesk, with a "
                              "short-lived token) where a person can watch this desktop in a browser: give it to "

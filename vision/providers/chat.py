@@ -9,6 +9,17 @@ Such models have no computer tool: they answer in text, and each family has its 
     qwen25      Qwen2.5-VL <tool_call>{"name": "computer_use", ...}</tool_call>, pixels of the
                 smart-resized image
     qwen3       the same format, relative 0..1000
+    uitars-2    UI-TARS-2 "<seed:tool_call><function=click><parameter=point><point>x y</point>
+                </parameter></function></seed:tool_call>", several functions a turn, relative 0..1000
+    opencua     OpenCUA "## Thought / ## Action / ## Code" with pyautogui calls (and computer.wait,
+                computer.terminate, computer.triple_click), pixels of the smart-resized image
+    gta1        GTA1, a grounding model: "(x,y)", pixels of the smart-resized image
+    holo1.5     Holo1.5 (and Holo1), a grounding model: {"action": "click_absolute", "x": .., "y": ..}
+                or "Click(x, y)", pixels of the smart-resized image
+
+A grounding dialect (gta1, holo1.5) locates one thing: each turn it is sent the instruction (the
+element's description) and the current screen alone, and its point is clicked; once a click has
+been performed the run is done without asking the model again.
 
 The parsers are pure functions (text, Space) -> Parsed; they convert coordinates with vision.coords,
 so every Action they return is already in display pixels.
@@ -16,6 +27,7 @@ so every Action they return is already in display pixels.
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import os
@@ -442,6 +454,364 @@ def _qwen_actions(args: dict[str, Any], space: Space) -> list[Action]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Dialect "uitars-2": <seed:tool_call><function=NAME><parameter=P>V</parameter></function></seed:tool_call>
+
+# UI-TARS-2's functions as its documented schema names them (parameters in brackets).
+UITARS2_FUNCTIONS = {
+    "click": "left click at point [point]",
+    "left_double": "double-click at point [point]",
+    "right_single": "right-click at point [point]",
+    "move_to": "move the pointer to point [point]",
+    "drag": "press at start_point, move to end_point and release [start_point, end_point]",
+    "scroll": "turn the wheel at point (default: the pointer) towards direction up, down, left or right "
+              "[point, direction]",
+    "mouse_down": "press a button (left or right) at point (default: the pointer) [point, button]",
+    "mouse_up": "release a button at point (default: the pointer) [point, button]",
+    "hotkey": "press keys together, separated by spaces, lower case, e.g. ctrl c [key]",
+    "press": "press one key [key]",
+    "release": "release a key pressed with press [key]",
+    "type": "type content; end it with \\n to press Enter [content]",
+    "wait": "wait time seconds [time]",
+    "take_screenshot": "look at the screen again []",
+    "finished": "the task is done; content answers its question, if any [content]",
+    "call_user": "the task cannot be done without a person [content]",
+}
+
+UITARS2_PROMPT = """\
+You are a GUI agent operating a Linux desktop (XFCE with Chromium). You are given a task and screenshots;
+perform the next action. If repeating an action leaves the screen unchanged, try another.
+
+Functions (parameters in brackets):
+{functions}
+
+Points are written <point>x y</point> in {coordinates}.
+
+Think inside <gui_think></gui_think>, then call functions, several in order if you like:
+<gui_think> reasoning </gui_think>
+<seed:tool_call><function=click><parameter=point><point>500 300</point></parameter></function>\
+<function=type><parameter=content>hello\\n</parameter></function></seed:tool_call>"""
+
+
+def uitars2_prompt(space: Space) -> str:
+    functions = "\n".join(f"- {name}: {what}" for name, what in UITARS2_FUNCTIONS.items())
+    return UITARS2_PROMPT.format(functions=functions, coordinates=space.describe())
+
+
+_SEED_CALL = re.compile(r"<seed:tool_call>(.*?)(?:</seed:tool_call>|$)", re.S)
+_SEED_FUNCTION = re.compile(r"<function=([\w.]+)>(.*?)(?:</function>|(?=<function=)|$)", re.S)
+_SEED_PARAMETER = re.compile(r"<parameter=(\w+)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.S)
+_SEED_THINK = re.compile(r"<(gui_think|think[^>]*)>(.*?)</\1>", re.S)
+
+
+def parse_uitars2(text: str, space: Space) -> Parsed:
+    calls: list[ToolCall] = []
+    for block in _SEED_CALL.findall(text):
+        for name, body in _SEED_FUNCTION.findall(block):
+            # The line breaks a model puts around a value are layout, not content; a written \n
+            # is a newline (its schema: "use \n at the end of content" to submit), so it presses Enter.
+            args = {key: value.strip() for key, value in _SEED_PARAMETER.findall(body)}
+            if "content" in args:
+                args["content"] = args["content"].replace("\\n", "\n")
+            calls.append(_call(len(calls), name, {"function": name, **args},
+                               partial(_uitars2_actions, name, args, space)))
+    if not calls:
+        raise ChatParseError("no function call found; reply with <gui_think>...</gui_think> and then "
+                             "<seed:tool_call><function=click><parameter=point><point>x y</point></parameter>"
+                             "</function></seed:tool_call>")
+    thought = "\n".join(m[2].strip() for m in _SEED_THINK.finditer(text))
+    if not thought:
+        thought = _SEED_THINK.sub("", text[:text.find("<seed:tool_call>")]).strip()
+    return Parsed(calls, thought)
+
+
+def _uitars2_actions(name: str, args: dict[str, str], space: Space) -> list[Action]:
+    def where() -> dict[str, int]:
+        return _point(space, args["point"]) if args.get("point") else {}
+
+    def button() -> str:
+        chosen = (args.get("button") or "left").strip().lower()
+        if chosen not in ("left", "right", "middle"):
+            raise ValueError(f"button {chosen!r}: use left or right")
+        return chosen
+
+    match name:
+        case "mouse_down":
+            return [MouseDown(button=button(), **where())]
+        case "mouse_up":
+            return [MouseUp(button=button(), **where())]
+        case "press":
+            # Without a key held across calls, press is the whole press; release then has
+            # nothing left to do (a press and its release as one keystroke, as the trace shows).
+            return [Key(keys=[_chord(_required(args, "key"))])]
+        case "release":
+            return []
+        case "wait":
+            return [_wait(args.get("time") or 2)]
+        case "take_screenshot" | "open_computer":
+            return []  # every step ends with a fresh screenshot
+        case "hotkey":
+            return [Key(keys=[_chord(_required(args, "key"))])]
+    # The functions UI-TARS 1.x has too, with the same names and meanings.
+    return _uitars_actions(name, args, space)
+
+
+def _required(args: dict[str, Any], key: str) -> Any:
+    if args.get(key) in (None, ""):
+        raise ValueError(f"missing {key}")
+    return args[key]
+
+
+# ---------------------------------------------------------------------------------------------
+# Dialect "opencua": ## Thought / ## Action / ## Code with pyautogui calls
+
+OPENCUA_PROMPT = """\
+You are a GUI agent operating a Linux desktop (XFCE with Chromium). You are given a task and a screenshot;
+perform the next step with pyautogui actions.
+
+For each step answer in this format:
+## Thought:
+<what you see, what is done, what to do next>
+## Action:
+<the next action in one sentence>
+## Code:
+```python
+pyautogui.click(x=500, y=300)
+```
+
+Coordinates are {coordinates}.
+
+Allowed code, one call a line:
+pyautogui.click(x, y, clicks=1, button='left'), pyautogui.doubleClick(x, y), pyautogui.rightClick(x, y),
+pyautogui.middleClick(x, y), pyautogui.tripleClick(x, y), pyautogui.moveTo(x, y), pyautogui.dragTo(x, y),
+pyautogui.mouseDown(x, y), pyautogui.mouseUp(x, y), pyautogui.scroll(clicks, x=None, y=None) (positive is
+up), pyautogui.hscroll(clicks) (positive is right), pyautogui.hotkey('ctrl', 'c'), pyautogui.press('enter'),
+pyautogui.write('text'), time.sleep(seconds)
+and these functions:
+computer.triple_click(x, y)
+computer.wait()  # pause, then look again
+computer.terminate(status='success', answer='<the answer, if the task asked one>')  # or status='failure'"""
+
+
+def opencua_prompt(space: Space) -> str:
+    return OPENCUA_PROMPT.format(coordinates=space.describe())
+
+
+_CODE_BLOCK = re.compile(r"```[ \t]*(?:python|code|py)?[ \t]*\n?(.*?)```", re.S | re.I)
+_SECTION = r"^[ \t]*#*[ \t]*{name}[ \t]*:?[ \t]*\n?(.*?)(?=^[ \t]*#+[ \t]*\w+[ \t]*:?[ \t]*$|^[ \t]*##|\Z)"
+# pyautogui's positional parameters, for calls that pass x and y without naming them.
+_PYAUTOGUI_POSITIONAL = {
+    "click": ("x", "y", "clicks", "interval", "button"),
+    "doubleClick": ("x", "y", "interval", "button"), "rightClick": ("x", "y"), "middleClick": ("x", "y"),
+    "tripleClick": ("x", "y", "interval", "button"), "moveTo": ("x", "y"), "dragTo": ("x", "y"),
+    "mouseDown": ("x", "y", "button"), "mouseUp": ("x", "y", "button"), "scroll": ("clicks", "x", "y"),
+    "hscroll": ("clicks", "x", "y"), "write": ("message", "interval"), "typewrite": ("message", "interval"),
+    "press": ("keys", "presses"), "sleep": ("seconds",), "triple_click": ("x", "y"),
+    "terminate": ("status", "answer"), "wait": ("seconds",), "keyDown": ("key",), "keyUp": ("key",),
+}
+
+
+def parse_opencua(text: str, space: Space) -> Parsed:
+    blocks = _CODE_BLOCK.findall(text)
+    # The last block is the step's code (a thought may quote code); without a fence, the lines
+    # that are calls.
+    code = blocks[-1] if blocks else "\n".join(line for line in text.splitlines()
+                                                if re.match(r"\s*(pyautogui|computer)\.\w+\(", line))
+    try:
+        statements = ast.parse(code.strip()).body if code.strip() else []
+    except SyntaxError as exc:
+        raise ChatParseError(f"the code block is not valid Python ({exc.msg}, line {exc.lineno}); answer with "
+                             "## Code: and a ```python block such as pyautogui.click(x=500, y=300)") from None
+    calls: list[ToolCall] = []
+    for statement in statements:
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            continue  # "import pyautogui" is not an action
+        name, args = _pyautogui_call(statement)
+        calls.append(_call(len(calls), name, {"code": ast.unparse(statement), **args},
+                           partial(_opencua_actions, name, args, space)))
+    if not calls:
+        raise ChatParseError("no action found; answer with ## Thought:, ## Action: and ## Code: with a ```python "
+                             "block such as pyautogui.click(x=500, y=300), or computer.terminate(status='success')")
+    thought = re.search(_SECTION.format(name="Thought"), text, re.S | re.M | re.I)
+    action = re.search(_SECTION.format(name="Action"), text, re.S | re.M | re.I)
+    said = "\n".join(m[1].strip() for m in (thought, action) if m and m[1].strip())
+    return Parsed(calls, said)
+
+
+def _pyautogui_call(statement: ast.stmt) -> tuple[str, dict[str, Any]]:
+    """``pyautogui.click(x=1, y=2)`` -> ("pyautogui.click", {"x": 1, "y": 2}). Only literal
+    arguments are read (ast.literal_eval): the code is data, never run."""
+    if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)):
+        return ast.unparse(statement)[:80], {"_error": "not a call"}
+    call = statement.value
+    name = ast.unparse(call.func)
+    base = name.rsplit(".", 1)[-1]
+    positional = _PYAUTOGUI_POSITIONAL.get(base, ())
+    args: dict[str, Any] = {}
+    try:
+        values = [ast.literal_eval(a) for a in call.args]
+        if base in ("hotkey",):
+            args["keys"] = values[0] if len(values) == 1 and isinstance(values[0], list) else values
+        else:
+            args.update(zip(positional, values))
+            if len(values) > len(positional):
+                args["_error"] = f"too many positional arguments for {name}"
+        for keyword in call.keywords:
+            args[keyword.arg or "**"] = ast.literal_eval(keyword.value)
+    except ValueError:
+        args["_error"] = "arguments must be literal values (numbers, strings, lists)"
+    return name, args
+
+
+# The calls each module offers the model (the prompt lists them); anything else is refused, unread.
+_OPENCUA_MODULES = {
+    "pyautogui": set(_PYAUTOGUI_POSITIONAL) - {"sleep", "triple_click", "terminate", "wait"} | {"hotkey"},
+    "computer": {"triple_click", "terminate", "wait"},
+    "time": {"sleep"},
+}
+
+
+def _opencua_actions(name: str, args: dict[str, Any], space: Space) -> list[Action]:
+    module, _, base = name.rpartition(".")
+    if base not in _OPENCUA_MODULES.get(module, ()):
+        raise ValueError(f"unknown action {name!r}; use the pyautogui calls and computer functions listed")
+    if "_error" in args:
+        raise ValueError(args["_error"])
+
+    def at(required: bool = True) -> dict[str, int]:
+        if args.get("x") is None or args.get("y") is None:
+            if required:
+                raise ValueError("needs x and y")
+            return {}
+        return _point(space, [args["x"], args["y"]])
+
+    def notches() -> int:
+        return min(50, max(1, round(abs(float(_required(args, "clicks"))))))
+
+    def button() -> str:
+        chosen = str(args.get("button", "left")).lower()
+        if chosen not in ("left", "right", "middle"):
+            raise ValueError(f"button {chosen!r}: use left, right or middle")
+        return chosen
+
+    match name if name.startswith("computer.") else base:
+        case "click":
+            clicks = int(args.get("clicks", 1))
+            kind = {1: Click, 2: DoubleClick, 3: TripleClick}.get(clicks)
+            if kind is None:
+                raise ValueError(f"clicks={clicks}: 1, 2 or 3")
+            return [kind(button=button(), **at(required=False))]
+        case "doubleClick":
+            return [DoubleClick(button=button(), **at(required=False))]
+        case "tripleClick" | "computer.triple_click":
+            return [TripleClick(**at(required=False))]
+        case "rightClick":
+            return [Click(button="right", **at(required=False))]
+        case "middleClick":
+            return [Click(button="middle", **at(required=False))]
+        case "moveTo":
+            return [Move(**at())]
+        case "dragTo":
+            # From wherever the pointer is (a moveTo before it), as pyautogui does.
+            return [MouseDown(button=button()), Move(**at()), MouseUp(button=button())]
+        case "mouseDown":
+            return [MouseDown(button=button(), **at(required=False))]
+        case "mouseUp":
+            return [MouseUp(button=button(), **at(required=False))]
+        case "scroll":
+            direction = "up" if float(_required(args, "clicks")) > 0 else "down"
+            return [Scroll(direction=direction, amount=notches(), **at(required=False))]
+        case "hscroll":
+            direction = "right" if float(_required(args, "clicks")) > 0 else "left"
+            return [Scroll(direction=direction, amount=notches(), **at(required=False))]
+        case "hotkey":
+            keys = args.get("keys") or []
+            return [Key(keys=[_chord([str(k) for k in keys])])]
+        case "press":
+            keys = _required(args, "keys")
+            keys = keys if isinstance(keys, list) else [keys]
+            presses = int(args.get("presses", 1))
+            if not 1 <= presses <= 100:
+                raise ValueError(f"presses={presses}: 1 to 100")
+            return [Key(keys=[str(k) for k in keys] * presses)]
+        case "keyDown":
+            # No key stays held across calls here: the press is the whole keystroke, and keyUp
+            # then has nothing left to do (as UI-TARS-2's press and release).
+            return [Key(keys=[_chord(_required(args, "key"))])]
+        case "keyUp":
+            return []
+        case "write" | "typewrite":
+            return _typing(_required(args, "message"))
+        case "sleep" | "computer.wait":
+            return [_wait(args.get("seconds", 2))]
+        case "computer.terminate":
+            status = str(args.get("status", "success")).lower()
+            if status == "success":
+                return [Done(answer=str(args["answer"]) if args.get("answer") else None)]
+            return [Fail(reason=f"the model ended the task as failed (terminate, status {status})")]
+    raise ValueError(f"unknown action {name!r}; use the pyautogui calls and computer functions listed")
+
+
+# ---------------------------------------------------------------------------------------------
+# Grounding dialects "gta1" and "holo1.5": the instruction names one element; the answer is its point
+
+GTA1_PROMPT = """\
+You are an expert UI element locator. Given a GUI image and a user's element description, provide the \
+coordinates of the specified element as a single (x,y) point. The image resolution is height {height} and \
+width {width}. For elements with area, return the center point.
+
+Output the coordinate pair exactly:
+(x,y)"""
+
+
+def gta1_prompt(space: Space) -> str:
+    return GTA1_PROMPT.format(width=space.width, height=space.height)
+
+
+HOLO_PROMPT = """\
+Localize an element on the GUI image according to the provided target and output a click position.
+* Only output the click position, as the JSON object {{"action": "click_absolute", "x": <x>, "y": <y>}}, \
+nothing else.
+* x is the number of pixels from the left edge, y from the top edge, of the {width}x{height} image.
+Your target is in the user's message."""
+
+
+def holo_prompt(space: Space) -> str:
+    return HOLO_PROMPT.format(width=space.width, height=space.height)
+
+
+_PAIR = re.compile(r"\(\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)")
+
+
+def parse_gta1(text: str, space: Space) -> Parsed:
+    match = _PAIR.search(text)
+    if match is None:
+        raise ChatParseError("no (x,y) point in the reply; output the coordinate pair exactly: (x,y)")
+    point = [float(match[1]), float(match[2])]
+    return Parsed([_call(0, "click", {"x": point[0], "y": point[1]}, lambda: [Click(**_point(space, point))])],
+                  text[:match.start()].strip())
+
+
+def parse_holo(text: str, space: Space) -> Parsed:
+    obj = next((o for o in _json_objects(text) if "x" in o and "y" in o), None)
+    if obj is not None:
+        action = str(obj.get("action", "click_absolute"))
+        raw = {"action": action, "x": obj["x"], "y": obj["y"]}
+
+        def click() -> list[Action]:
+            if action != "click_absolute":
+                raise ValueError(f"unknown action {action!r}; answer with click_absolute")
+            return [Click(**_point(space, [obj["x"], obj["y"]]))]
+        return Parsed([_call(0, action, raw, click)])
+    match = re.search(r"click\s*" + _PAIR.pattern, text, re.I)  # Holo1's own "Click(x, y)"
+    if match is None:
+        raise ChatParseError('no click position in the reply; output {"action": "click_absolute", "x": <x>, '
+                             '"y": <y>} and nothing else')
+    point = [float(match[1]), float(match[2])]
+    return Parsed([_call(0, "click_absolute", {"x": point[0], "y": point[1]},
+                         lambda: [Click(**_point(space, point))])])
+
+
+# ---------------------------------------------------------------------------------------------
 # Dialects: prompt + parser + coordinate space
 
 
@@ -454,6 +824,8 @@ class Dialect:
     coordinates: Literal["pixels", "smart", "relative"]
     # Generic models see a moderate image; the VL families were trained on full-size screenshots.
     default_image: tuple[int, int] = DISPLAY
+    # A grounding model: one point for one description, no conversation (see the module's doc).
+    grounding: bool = False
 
     def layout(self, image_size: tuple[int, int] | None, min_pixels: int,
                max_pixels: int) -> tuple[tuple[int, int], Space]:
@@ -473,14 +845,31 @@ DIALECTS: dict[str, Dialect] = {d.name: d for d in (
     Dialect("uitars-1.5", uitars_prompt, parse_uitars, "smart"),
     Dialect("qwen25", qwen_prompt, parse_qwen, "smart"),
     Dialect("qwen3", qwen_prompt, parse_qwen, "relative"),
+    Dialect("uitars-2", uitars2_prompt, parse_uitars2, "relative"),
+    Dialect("opencua", opencua_prompt, parse_opencua, "smart"),
+    Dialect("gta1", gta1_prompt, parse_gta1, "smart", grounding=True),
+    Dialect("holo1.5", holo_prompt, parse_holo, "smart", grounding=True),
 )}
 
 
 def detect_dialect(model: str) -> str:
-    """The dialect a model name implies: "bytedance/UI-TARS-1.5-7B" -> "uitars-1.5", else "json"."""
+    """The dialect a model name implies: "bytedance/UI-TARS-1.5-7B" -> "uitars-1.5", else "json".
+
+    UI-TARS-2 is "UI-TARS-2..." but not "UI-TARS-2B-SFT" (UI-TARS 1.0 at 2 billion parameters);
+    OpenCUA, GTA1 and Holo1.5 (Holo1 too) are Qwen2.5-VL fine-tunes, so their names are read
+    before Qwen's."""
     name = re.sub(r"[-_\s]", "", model.lower())  # "Qwen2.5-VL", "qwen2_5_vl", "qwen2.5vl:7b" alike
+    if "opencua" in name:
+        return "opencua"
+    if "gta1" in name:
+        return "gta1"
+    if "holo1" in name:
+        return "holo1.5"
     if "uitars" in name:
-        return "uitars-1.5" if "1.5" in name or name.split("uitars", 1)[1].startswith("15") else "uitars-1.0"
+        rest = name.split("uitars", 1)[1]
+        if rest.startswith("2") and not re.match(r"2(\.\d+)?b", rest):
+            return "uitars-2"
+        return "uitars-1.5" if "1.5" in name or rest.startswith("15") else "uitars-1.0"
     if "qwen2.5vl" in name or "qwen25vl" in name:
         return "qwen25"
     if "qwen3vl" in name:
@@ -519,16 +908,25 @@ class ChatProvider(Provider):
         self._system = "\n\n".join(p for p in (system, self.dialect.prompt(self.space)) if p)
         self._history: list[dict[str, Any]] = []
         self._call_names: dict[str, str] = {}
+        self._points: dict[str, tuple[int, int]] = {}  # a call's click, in display pixels
         self._turns = 0
 
     def turn(self, observation: Observation, results: list[CallResult], note: str | None = None) -> ModelTurn:
+        if self.dialect.grounding and self._clicked(results):
+            # A grounding model locates; it does not judge the outcome. Its click was performed.
+            return ModelTurn(done=True, answer=self._clicked(results), image_size=self.image_size)
         png = observation.frame.scaled_png(*self.image_size)
-        user = {"role": "user", "content": [
-            {"type": "text", "text": self._user_text(observation, results, note)},
-            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode(),
-                                                "detail": "auto"}},
-        ]}
-        messages = keep_last_images([*self._history, user], self.keep_images)
+        image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode(),
+                                                    "detail": "auto"}}
+        if self.dialect.grounding:
+            # One screen and the description, as these models were trained: no history. A failed
+            # click (off the screen, unreadable) is asked again on the current screen.
+            user = {"role": "user", "content": [image, {"type": "text", "text": self.instruction}]}
+            messages = [user]
+        else:
+            user = {"role": "user", "content": [
+                {"type": "text", "text": self._user_text(observation, results, note)}, image]}
+            messages = keep_last_images([*self._history, user], self.keep_images)
         try:
             response = self._client.chat.completions.create(
                 model=self.model, messages=[{"role": "system", "content": self._system}, *messages],
@@ -551,11 +949,19 @@ class ChatProvider(Provider):
         for index, call in enumerate(parsed.calls):
             call.id = f"call_{self._turns}_{index}"
             self._call_names[call.id] = call.name
+            clicks = [a for a in call.actions if isinstance(a, Click)]
+            if clicks:
+                self._points[call.id] = (clicks[0].x, clicks[0].y)
         turn.calls = parsed.calls
         # Reasoning servers (vLLM's reasoning parsers) return the thinking apart from the content.
         reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
         turn.reasoning = reasoning if isinstance(reasoning, str) else parsed.thought
         return turn
+
+    def _clicked(self, results: list[CallResult]) -> str | None:
+        """What a grounding model's performed click was, or None when none was performed."""
+        done = [self._points.get(r.call_id) for r in results if r.ok and r.call_id in self._points]
+        return f"clicked {self.instruction!r} at display pixel {done[-1]}" if done else None
 
     def _user_text(self, observation: Observation, results: list[CallResult], note: str | None) -> str:
         lines = [f"Task: {self.instruction}"] if not self._history else []

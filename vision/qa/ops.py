@@ -25,7 +25,7 @@ from vision.qa.models import (
     VerifyUserFlowRequest,
 )
 
-WHERE = "the VISIBLE Chromium on the desktop the operator watches live in noVNC"
+WHERE = "the VISIBLE desktop's Chromium"
 EVIDENCE = ("Every call is a QA run: test_run_id names its hash-chained, timestamped evidence (screenshots with "
             "SHA-256), its JUnit XML and HTML report.")
 
@@ -154,7 +154,8 @@ def _verb(verb: str) -> Operation:
         call=lambda qa, session, request: getattr(qa, verb)(session, request),
         rest=Rest("POST", f"/qa/{verb}", summary=summary, tags=("qa",)),
         tool=Tool(verb, title, f"{description} {EVIDENCE}", Hints(read_only=read_only, open_world=True),
-                  lambda _, result: summary_text(verb, result.model_dump(mode="json")), image=_image(verb)))
+                  lambda _, result: summary_text(verb, result.model_dump(mode="json")), image=_image(verb),
+                  group="qa"))
 
 
 OPERATIONS: tuple[Operation, ...] = tuple(_verb(verb) for verb in _VERBS)

@@ -1,0 +1,227 @@
+"""MCP tool profiles (vision.mcp.profiles), without X: what each profile lists, what it costs a
+model's context, tools the settings turn off, and ``?tools=`` on /mcp.
+
+Size is measured on what ``tools/list`` sends: each tool as compact JSON (name, title, description,
+input schema, annotations). Tokens are estimated as characters / 4 (the usual rule of thumb for
+English and JSON; a model's own tokenizer differs by some tenths, which the margins below allow).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import anyio
+import httpx2
+import pytest
+import uvicorn
+from jsonschema.validators import validator_for
+from mcp import Client
+from mcp.types import TextContent
+
+from desktop.errors import InvalidRequest
+from desktop.session.manager import SessionManager
+from desktop.session.stack import free_port
+from tests.answers import mcp_tool_names
+from tests.conftest import LiveServer
+from vision.cli import build_parser
+from vision.config import VisionConfig
+from vision.http.app import Settings, create_app
+from vision.mcp import build_server
+from vision.mcp.profiles import PROFILES, compact_schema, parse_profile
+from vision.service import Glassdesk
+
+# Measured on HEAD 235371a, before profiles (one list, every description opening with the
+# ~110-character preamble "Acts on the VISIBLE XFCE desktop (1920x1080) that the operator watches live
+# in noVNC; Chromium is already open.", page_evaluate listed with evaluate off, pydantic's titles in
+# every schema): 58 tools, 140,399 characters, about 35,100 tokens.
+BEFORE_CHARS = 140_399
+CORE_MAX_TOKENS = 5_000
+
+CORE = {"desktop_screenshot", "desktop_zoom", "desktop_click", "desktop_double_click", "desktop_drag",
+        "desktop_scroll", "desktop_type", "desktop_key", "desktop_open_url", "vision_act", "page_state",
+        "live_view_url"}
+
+
+@pytest.fixture
+def make(tmp_path):
+    made = []
+
+    def build(**kwargs) -> Glassdesk:
+        root = tmp_path / f"sessions{len(made)}"
+        root.mkdir()
+        manager = SessionManager(root=root, max_sessions=2)
+        glassdesk = Glassdesk.build(manager, data_dir=tmp_path / "data", config=VisionConfig(), **kwargs)
+        made.append((glassdesk, manager))
+        return glassdesk
+
+    yield build
+    for glassdesk, manager in made:
+        glassdesk.close()
+        manager.close()
+
+
+def listing(server):
+    async def main():
+        async with Client(server) as client:
+            return (await client.list_tools()).tools
+    return anyio.run(main)
+
+
+def size(tools) -> int:
+    return sum(len(json.dumps(t.model_dump(mode="json", by_alias=True, exclude_none=True), separators=(",", ":")))
+               for t in tools)
+
+
+def text_of(result) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+def test_each_profile_is_measured_core_fits_and_all_is_smaller_than_before(make):
+    glassdesk = make()
+    sizes = {}
+    for name in PROFILES:
+        tools = listing(build_server(glassdesk, name))
+        sizes[name] = (len(tools), size(tools), size(tools) // 4)
+    print("\nprofile: tools, characters, ~tokens (chars/4)")
+    for name, (count, chars, tokens) in sizes.items():
+        print(f"  {name:8} {count:3} {chars:8,} {tokens:7,}")
+    assert sizes["core"][2] <= CORE_MAX_TOKENS, sizes["core"]
+    assert sizes["all"][1] < BEFORE_CHARS * 0.85, sizes["all"]  # the preambles and titles dropped: 15 % at least
+    assert sizes["core"][1] < sizes["desktop"][1] < sizes["all"][1]
+    assert sizes["core"][1] < sizes["page"][1] < sizes["all"][1]
+    assert sizes["core"][1] < sizes["qa"][1] < sizes["all"][1]
+
+
+def test_what_each_profile_lists(make):
+    glassdesk = make()
+    names = {name: {t.name for t in listing(build_server(glassdesk, name))} for name in PROFILES}
+    assert names["core"] == CORE
+    assert names["all"] == mcp_tool_names()
+    assert names["page"] - CORE == {n for n in names["all"] if n.startswith("page_")} - CORE
+    assert names["qa"] - CORE == {"verify_page_loads", "verify_element_exists", "verify_user_flow",
+                                  "capture_visual_baseline", "compare_visual_regression", "analyze_console_errors"}
+    assert names["desktop"] - CORE >= {"desktop_launch", "session_create", "vision_click_anywhere", "desktop_move"}
+    # The groups partition the catalogue: every tool is in exactly one profile besides all and core's.
+    groups = [names[p] - CORE for p in ("desktop", "page", "qa")]
+    assert set().union(*groups) | CORE == names["all"] and sum(map(len, groups)) + len(CORE) == len(names["all"])
+    # Several joined: the union.
+    assert {t.name for t in listing(build_server(glassdesk, "page,qa"))} == names["page"] | names["qa"]
+    assert {t.name for t in listing(build_server(glassdesk))} == names["all"]  # the default
+
+
+def test_every_description_says_it_acts_on_the_visible_desktop_once_and_briefly(make):
+    tools = listing(build_server(make(), "all"))
+    for tool in tools:
+        assert tool.description.startswith(("Acts on the VISIBLE desktop", "Looks at the VISIBLE desktop",
+                                            "Manages the VISIBLE desktop")), (tool.name, tool.description)
+        assert tool.description.count("VISIBLE") == 1, tool.name
+        assert "watches live in noVNC" not in tool.description, tool.name  # the instructions say it, once
+        validator_for(tool.input_schema).check_schema(tool.input_schema)
+        # No title keyword left (a property named title maps to an object, not a string).
+        assert '"title":"' not in json.dumps(tool.input_schema, separators=(",", ":")), tool.name
+
+
+def test_a_tool_the_settings_turn_off_is_not_listed_but_refuses_as_before(make):
+    off, on = make(), make(allow_evaluate=True)
+    assert "page_evaluate" not in {t.name for t in listing(build_server(off))}
+    assert "page_evaluate" in {t.name for t in listing(build_server(on))}
+    assert "page_evaluate" in {t.name for t in listing(build_server(on, "page"))}
+    assert "page_evaluate" not in {t.name for t in listing(build_server(on, "core"))}
+
+    async def call(client):
+        return await client.call_tool("page_evaluate", {"expression": "1"})
+
+    async def main():
+        async with Client(build_server(off)) as client:
+            return await call(client)
+    result = anyio.run(main)
+    assert result.is_error and text_of(result).startswith("evaluate_disabled: ") and "--allow-evaluate" in \
+        text_of(result)
+    assert off.desktops.manager.sessions == {}
+
+
+def test_a_tool_outside_the_profile_is_refused_and_nothing_runs(make):
+    glassdesk = make()
+
+    async def main():
+        async with Client(build_server(glassdesk, "core")) as client:
+            return await client.call_tool("desktop_launch", {"command": "mousepad"})
+    result = anyio.run(main)
+    assert result.is_error
+    assert text_of(result).startswith("invalid_request: desktop_launch is not in this connection's tool profile "
+                                      "(core); nothing was done"), text_of(result)
+    assert "'desktop' profile" in text_of(result)
+    assert glassdesk.desktops.manager.sessions == {}
+
+
+def test_profile_names_are_checked_all_at_once():
+    assert parse_profile(None) == parse_profile("all") == parse_profile("") == PROFILES["all"]
+    assert parse_profile(" Page , qa ") == {"core", "page", "qa"}
+    with pytest.raises(InvalidRequest) as caught:
+        parse_profile("core,bogus,pages")
+    assert caught.value.code == "invalid_request"
+    assert "'bogus', 'pages'" in caught.value.message and "core, desktop, page, qa, all" in caught.value.message
+
+
+def test_the_command_line_refuses_a_bad_profile(capsys):
+    for argv in (["mcp", "--tools", "bogus"], ["up", "--mcp-tools", "core,nope"]):
+        with pytest.raises(SystemExit) as caught:
+            build_parser().parse_args(argv)
+        assert caught.value.code == 2
+        assert "unknown profile" in capsys.readouterr().err
+    assert build_parser().parse_args(["mcp", "--tools", "core"]).tools == "core"
+    assert build_parser().parse_args(["mcp"]).tools == "all"
+    assert build_parser().parse_args(["up"]).mcp_tools == "all"
+
+
+def test_compact_schema_says_the_same_in_fewer_characters():
+    schema = {"title": "fArguments", "type": "object", "properties": {
+        "title": {"anyOf": [{"type": "string", "maxLength": 5}, {"type": "null"}], "default": None, "title": "Title"},
+        "within": {"anyOf": [{"$ref": "#/$defs/T"}, {"type": "null"}], "default": None},
+        "n": {"type": "integer", "default": 3, "title": "N", "enum": [1, 3]},
+        "data": {"type": "object", "default": {"title": "kept"}}},
+        "$defs": {"T": {"title": "T", "type": "object", "properties": {"x": {"type": "integer", "title": "X"}}}}}
+    compact = compact_schema(schema)
+    assert compact == {"type": "object", "properties": {
+        "title": {"type": ["string", "null"], "maxLength": 5},
+        "within": {"anyOf": [{"$ref": "#/$defs/T"}, {"type": "null"}]},
+        "n": {"type": "integer", "default": 3, "enum": [1, 3]},
+        "data": {"type": "object", "default": {"title": "kept"}}},
+        "$defs": {"T": {"type": "object", "properties": {"x": {"type": "integer"}}}}}
+    validator = validator_for(compact)
+    validator.check_schema(compact)
+    for value, valid in (({"title": None}, True), ({"title": "abc"}, True), ({"title": "abcdef"}, False),
+                         ({"title": 3}, False), ({}, True)):
+        assert validator(compact).is_valid(value) is valid is validator(schema).is_valid(value), value
+
+
+class AppServer(LiveServer):
+    """The API on loopback with its lifespan on (it runs the MCP session manager); no desktop."""
+
+    def __init__(self, app):
+        super().__init__(app)
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                    lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+
+def test_the_http_door_lists_the_profile_asked_for_and_refuses_an_unknown_one(tmp_path):
+    (tmp_path / "sessions").mkdir()
+    manager = SessionManager(root=tmp_path / "sessions", max_sessions=1)
+    port = free_port()
+    app = create_app(manager, Settings(token=None, port=port, data_dir=str(tmp_path / "data"), mcp_tools="qa"))
+    with AppServer(app) as server:
+        async def names(query: str) -> set[str]:
+            async with Client(f"{server.url}/mcp{query}") as client:
+                return {t.name for t in (await client.list_tools()).tools}
+
+        assert anyio.run(names, "?tools=core") == CORE
+        assert anyio.run(names, "") == CORE | {op for op in mcp_tool_names() if op.startswith(("verify_", "capture_",
+                                                                                               "compare_", "analyze_"))}
+        assert anyio.run(names, "?tools=all") == mcp_tool_names()
+        answer = httpx2.post(f"{server.url}/mcp?tools=core,bogus", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                             headers={"accept": "application/json, text/event-stream"})
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["error"]["code"] == "invalid_request" and "'bogus'" in answer.json()["error"]["message"]
+    assert manager.sessions == {}
