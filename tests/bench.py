@@ -841,6 +841,40 @@ def action_answer(bench: Bench) -> list[Row]:
     ]
 
 
+def answer_limits(bench: Bench) -> list[Row]:
+    """Issue 22, item 2 (tests/bench_limit.py): each case's answer beside the physical limit measured
+    in the same run (the input to the last damage of its effect, plus one capture and encode) and
+    the floor. Goals: an answer with no visible effect <= 2x the floor, one with an effect <= 1.5x
+    its limit, over HTTP and as a scripted vision step."""
+    from tests.bench_limit import limit_cases
+    from tests.bench_loop import measure_floor
+
+    floor = measure_floor(bench.session, 30)
+    floor_ms = floor["floor_ms"]
+    cases = limit_cases(_page_rig(bench), bench.page, floor, max(10, bench.runs // 3))
+    rows: list[Row] = []
+    for case in cases:
+        limit = median(case.limit)
+        still = case.name.startswith("click with no visible effect")
+
+        def judged(samples: list[float], still: bool = still, limit: float = limit) -> tuple[str, bool]:
+            value = median(samples)
+            return ("<= 2x floor", value <= 2 * floor_ms) if still else ("<= 1.5x limit", value <= 1.5 * limit)
+
+        rows.append(Row(f"{case.name}: the limit", "ms", case.limit,
+                        note=f"{limit / floor_ms:.1f}x the floor"))
+        target, passed = judged(case.answer)
+        rows.append(Row("  HTTP answer with screenshot", "ms", case.answer, target, passed,
+                        note=f"{median(case.answer) / limit:.2f}x the limit, {median(case.answer) / floor_ms:.1f}x the "
+                             f"floor; decided by {dict(case.settled_by)}"))
+        if case.step:
+            target, passed = judged(case.step)
+            rows.append(Row("  scripted vision step (trace included)", "ms", case.step, target, passed,
+                            note=f"{median(case.step) / limit:.2f}x the limit, {median(case.step) / floor_ms:.1f}x "
+                                 f"the floor; decided by {dict(case.step_settled_by)}"))
+    return rows
+
+
 def text_finder(bench: Bench) -> list[Row]:
     """Issue 22, item 4: a text found on a full 1920x1080 screen by OCR, warm (tests/bench_ocr.py):
     the engine as it is (reading only what changed since a recent screen) against the same models
@@ -890,6 +924,14 @@ SECTIONS: list[Section] = [
                   "waits on the display's DAMAGE events (desktop/x11/screen.py); "
                   "the trace is written by its own thread "
                   "(vision/trace/writer.py)."),
+    Section("Answer vs the limit", [answer_limits],
+            intro="Issue 22, item 2 (tests/bench_limit.py): for each case the physical limit, measured in the same "
+                  "run: the input alone (the session's executor, no settle) to the last DAMAGE of its effect seen by "
+                  "a watch of the bench's own (over when the screen then stays still 250 ms), plus one capture and "
+                  "PNG encode; with no visible effect, the input plus the capture and encode (the floor). Beside "
+                  "it, the same input's answer over real HTTP (POST .../desktop/{action}?screenshot=true) and, for "
+                  "the clicks, as steps of a scripted vision/act run. The unfavourable cases on purpose: a click "
+                  "that changes nothing, and one whose handler fetches and repaints 300 ms later."),
     Section("Visual diff", [visual_diff],
             intro="vision/qa/diff.py (pixelmatch's comparison vectorised with numpy) on two screenshots of the "
                   "session under test, beside the pure-Python pixelmatch port on the same pair; pixel_threshold "
