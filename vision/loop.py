@@ -450,7 +450,7 @@ class Runner:
         results = []
         for call in turn.calls:
             if call.error:
-                results.append(CallResult(call.id, ok=False, error=call.error))
+                results.append(CallResult(call.id, ok=False, error=call.error, screen=frame))
                 continue
             result = CallResult(call.id, ok=True)
             for action in call.actions:
@@ -492,6 +492,7 @@ class Runner:
                     break  # the rest of this call depends on what failed
                 if terminal:
                     break  # nothing after done or fail runs, not even in the same call
+            result.screen = frame
             results.append(result)
             if terminal:
                 break

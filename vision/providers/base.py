@@ -82,6 +82,9 @@ class CallResult:
     # Text output (cursor position, a note), and for zoom the cropped image as PNG.
     output: str | None = None
     image_png: bytes | None = None
+    # The screen after this call (set by the loop), for a contract that answers each call with its
+    # own screenshot (Gemini); never written to the trace, which has the step's frames.
+    screen: Frame | None = field(default=None, repr=False, metadata={"trace": False})
 
 
 class ModelCallError(Exception):
