@@ -195,6 +195,7 @@ def test_a_safety_decision_is_a_check_and_its_acknowledgement_goes_back(fake):
 
 def test_through_the_loop_a_confirmation_holds_the_run_until_the_operator_approves(fake, tmp_path):
     desktop = FakeDesktop()
+    desktop.during_perform = lambda action: setattr(desktop, "url", f"http://shop.test/after-{action.action}")
     fake.queue(gf.ok(gf.function_call("click_at", {"x": 500, "y": 500, "safety_decision": gf.confirm()}, id="buy"),
                      gf.function_call("key_combination", {"keys": "Control+S"}, id="save")),
                gf.ok(gf.text("Bought.")))
@@ -208,7 +209,9 @@ def test_through_the_loop_a_confirmation_holds_the_run_until_the_operator_approv
     assert result.status == "done" and result.answer == "Bought."
     assert desktop.performed == [Click(x=960, y=540), Key(keys=["control+s"])]  # in order, as the model made them
     responses = gf.function_responses(gf.contents(fake.requests[1])[-1])
-    assert [r["response"].get("safety_acknowledgement") for r in responses] == ["true", None]
+    assert [r["response"] for r in responses] == [  # each with the URL and the screen right after it
+        {"url": "http://shop.test/after-click", "safety_acknowledgement": "true"},
+        {"url": "http://shop.test/after-key"}]
     assert [colour(png) for png in gf.images(gf.contents(fake.requests[1])[-1])] == [shade(1), shade(2)]
     assert result.usage.input_tokens == 2 * 1200 and result.usage.output_tokens == 2 * 40
     assert result.steps[-2].usage.input_tokens == 1200  # the held step records its turn's usage

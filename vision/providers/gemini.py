@@ -30,7 +30,6 @@ from vision.converters.gemini import (
     DEFAULT_SEARCH_URL,
     ENVIRONMENTS,
     FUNCTIONS,
-    function_response,
     parse_call,
     response_fields,
     safety_check,
@@ -94,6 +93,8 @@ class GeminiProvider(Provider):
     ``image_size`` scales the screenshots (the grid is the same whatever the size); None sends them
     as captured. ``max_screenshot_turns`` bounds the turns whose screenshots stay in the history.
     """
+
+    answers_each_call = True  # each function response carries the URL right after its call
 
     def __init__(self, instruction: str, *, model: str, system: str = "", api_key: str | None = None,
                  base_url: str | None = None, environment: str = "desktop",
@@ -191,10 +192,15 @@ class GeminiProvider(Provider):
                 # Each call answered with the screen right after it; the observation for one the
                 # loop did not reach (it stopped before) or that carries no screen of its own.
                 png = self._png(result.screen) if result is not None and result.screen is not None else screenshot
-                fields = response_fields(result, url=observation.url, acknowledged=call.id in self._acknowledged)
-                data = function_response(call.name, call.id if not call.id.startswith(_SYNTHETIC) else None,
-                                         fields, png)
-                parts.append(types.Part(function_response=types.FunctionResponse.model_validate(data)))
+                url = result.url if result is not None and result.url is not None else observation.url
+                fields = response_fields(result, url=url, acknowledged=call.id in self._acknowledged)
+                # The same response the executor answers (converters.gemini.function_response), built
+                # from the bytes rather than through base64.
+                blob = types.FunctionResponseBlob(mime_type="image/png", data=png)
+                response = types.FunctionResponse(name=call.name, response=fields,
+                                                  id=None if call.id.startswith(_SYNTHETIC) else call.id,
+                                                  parts=[types.FunctionResponsePart(inline_data=blob)])
+                parts.append(types.Part(function_response=response))
         else:
             parts.append(types.Part.from_bytes(data=screenshot, mime_type="image/png"))
         if note:
