@@ -1,6 +1,6 @@
 """Vendor-native executors: glassdesk as the computer of someone else's model loop.
 
-A team that runs its own Anthropic or OpenAI loop hands the model's tool call over verbatim and
+A team that runs its own Anthropic, OpenAI or Gemini loop hands the model's tool call over verbatim and
 gets back what the vendor's API expects in return, with no conversion code of its own. The
 conversion is ``vision.converters``', the same the vision loop's providers use; the execution is
 the desktop service's (``DesktopService.perform``, ``zoom``, ``cursor``), so its guards hold: a
@@ -11,7 +11,8 @@ Where a fault goes:
 - a call the *model* got wrong (unknown action, a coordinate off its declared screen, an unknown
   key name, zoom on ``computer_20250124``, a duration over the desktop's limits) is an answer, not
   a request error: Anthropic's ``is_error`` content with the text and the screen, OpenAI's
-  ``error`` beside the screenshot. The model reads it and tries again; nothing ran.
+  ``error`` beside the screenshot, Gemini's ``error`` in the function response. The model reads
+  it and tries again; nothing ran.
 - a fault of the *request* or the desktop (a bad body, no such session, a person in control, a
   vision run, the desktop restarting) is glassdesk's usual error, ``{"error": {code, message}}``
   with its HTTP status, for the caller's code to handle: the model can do nothing about it.
@@ -25,11 +26,15 @@ from desktop.service.desktop import DesktopService
 from vision import coords
 from vision.actions import Action, CursorPosition, Done, Fail, Screenshot, Zoom
 from vision.converters import anthropic as anthropic_tool
+from vision.converters import gemini as gemini_tool
 from vision.converters import openai as openai_tool
 from vision.models import (
     AnthropicComputerRequest,
     AnthropicComputerResult,
     ComputerScreenshot,
+    GeminiComputerRequest,
+    GeminiComputerResult,
+    GeminiFunctionResponse,
     OpenAIComputerRequest,
     OpenAIComputerResult,
 )
@@ -39,7 +44,7 @@ from vision.providers.base import CallResult, ToolCall
 
 
 class ComputerService:
-    """The two executors over the desktop service (``Glassdesk.computer``)."""
+    """The three executors over the desktop service (``Glassdesk.computer``)."""
 
     def __init__(self, desktops: DesktopService):
         self.desktops = desktops
@@ -84,6 +89,24 @@ class ComputerService:
                     "acknowledged_safety_checks": [c.model_dump(exclude_none=True) for c in checks], "output": output}
         return OpenAIComputerResult(output=ComputerScreenshot(**output), acknowledged_safety_checks=checks,
                                     error=None if result.ok else result.error, computer_call_output=item)
+
+    def gemini(self, session_id: str | None, request: GeminiComputerRequest) -> GeminiComputerResult:
+        session = self.desktops.session(session_id)
+        size = (request.screenshot_width, request.screenshot_height)
+        responses = []
+        # In order, each on its own as the loop runs them: one the model got wrong is answered with
+        # its error and the next still runs. Each answer is the screen right after its own call.
+        for fc in request.function_calls:
+            call = gemini_tool.parse_call(fc.id or "", fc.name, fc.args, search_url=request.search_url)
+            result, frame = self._run(session.id, call)
+            frame = frame or session.capture()
+            # Calling the executor is proceeding with the call: a confirmation it required is
+            # acknowledged, as the contract asks (the caller asked the person first).
+            fields = gemini_tool.response_fields(result, url=session.page_url(),
+                                                 acknowledged=gemini_tool.needs_confirmation(fc.args))
+            data = gemini_tool.function_response(fc.name, fc.id, fields, frame.scaled_png(*size))
+            responses.append(GeminiFunctionResponse.model_validate(data))
+        return GeminiComputerResult(function_responses=responses)
 
     def _run(self, session_id: str, call: ToolCall) -> tuple[CallResult, Frame | None]:
         """Run a call's actions in order; its result and the settled frame after the last input

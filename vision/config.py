@@ -2,7 +2,8 @@
 
 ```toml
 default_model = "anthropic/claude-sonnet-4-5"      # else: Anthropic if ANTHROPIC_API_KEY is set,
-                                                   # OpenAI if OPENAI_API_KEY is, else "ocr"
+                                                   # OpenAI if OPENAI_API_KEY is, Gemini if
+                                                   # GEMINI_API_KEY is, else "ocr"
 [aliases]                                          # short names, and pinned versions
 claude = "anthropic/claude-sonnet-4-5-20250929"
 
@@ -14,7 +15,8 @@ base_url = "http://127.0.0.1:8000/v1"
 dialect = "uitars-1.5"
 ```
 
-API keys are never read from this file: they come from ANTHROPIC_API_KEY / OPENAI_API_KEY only,
+API keys are never read from this file: they come from ANTHROPIC_API_KEY / OPENAI_API_KEY /
+GEMINI_API_KEY only,
 so the file can be committed and nothing secret reaches a trace or a log.
 """
 
@@ -30,9 +32,10 @@ from typing import Any
 from vision.errors import ModelUnavailable
 from vision.providers.base import Provider
 
-FAMILIES = ("anthropic", "openai", "chat", "ocr", "scripted")
+FAMILIES = ("anthropic", "openai", "gemini", "chat", "ocr", "scripted")
 DEFAULT_ANTHROPIC = "anthropic/claude-sonnet-4-5"
 DEFAULT_OPENAI = "openai/computer-use-preview"
+DEFAULT_GEMINI = "gemini/gemini-2.5-computer-use-preview-10-2025"
 # Option names that carry credentials, compared without case, "-" or "_" (api-key, x_api_key...).
 SECRET_NAMES = {"apikey", "xapikey", "token", "accesstoken", "authorization", "password", "secret",
                 "defaultheaders", "headers"}
@@ -82,7 +85,8 @@ class VisionConfig:
             leaked = _secret_options(options)
             if leaked:
                 raise SystemExit(f"{file}: [models.\"{name}\"] sets {', '.join(sorted(leaked))}; put API keys in "
-                                 "the environment (ANTHROPIC_API_KEY / OPENAI_API_KEY), never in the config file")
+                                 "the environment (ANTHROPIC_API_KEY / OPENAI_API_KEY / GEMINI_API_KEY), never in the "
+                                 "config file")
         return cls(default_model=data.get("default_model"), aliases=data.get("aliases", {}), models=models, path=file)
 
     def resolve(self, model: str | None) -> str:
@@ -91,9 +95,9 @@ class VisionConfig:
         name = self.aliases.get(name, name)
         family = name.split("/", 1)[0]
         if family not in FAMILIES:
-            raise ModelUnavailable(f"model {name!r}: use one of {', '.join(f + '/<model>' for f in FAMILIES[:3])}, "
+            raise ModelUnavailable(f"model {name!r}: use one of {', '.join(f + '/<model>' for f in FAMILIES[:4])}, "
                                    "'ocr' or 'scripted' (or an alias from glassdesk.toml)")
-        if family in ("anthropic", "openai", "chat") and "/" not in name:
+        if family in ("anthropic", "openai", "gemini", "chat") and "/" not in name:
             raise ModelUnavailable(f"model {name!r} needs a model name after the family, e.g. {family}/<model>")
         return name
 
@@ -103,6 +107,8 @@ def _default_from_environment() -> str:
         return DEFAULT_ANTHROPIC
     if os.environ.get("OPENAI_API_KEY"):
         return DEFAULT_OPENAI
+    if os.environ.get("GEMINI_API_KEY"):
+        return DEFAULT_GEMINI
     return "ocr"
 
 
@@ -119,6 +125,8 @@ def create_provider(name: str | Provider, instruction: str, config: VisionConfig
         from vision.providers.anthropic import AnthropicProvider as cls
     elif family == "openai":
         from vision.providers.openai import OpenAIProvider as cls
+    elif family == "gemini":
+        from vision.providers.gemini import GeminiProvider as cls
     elif family == "chat":
         from vision.providers.chat import ChatProvider as cls
     elif family == "ocr":

@@ -450,7 +450,7 @@ class Runner:
         results = []
         for call in turn.calls:
             if call.error:
-                results.append(CallResult(call.id, ok=False, error=call.error))
+                results.append(self._answered(state, CallResult(call.id, ok=False, error=call.error), frame))
                 continue
             result = CallResult(call.id, ok=True)
             for action in call.actions:
@@ -492,7 +492,7 @@ class Runner:
                     break  # the rest of this call depends on what failed
                 if terminal:
                     break  # nothing after done or fail runs, not even in the same call
-            results.append(result)
+            results.append(self._answered(state, result, frame))
             if terminal:
                 break
         state.frame = frame
@@ -502,6 +502,14 @@ class Runner:
         self._record(state, turn, model_ms, before=before, after=frame, executed=executed, exec_ms=exec_ms,
                      settle_ms=settle_ms, settled_by=settled_by, results=results, error=error, on_step=on_step)
         return terminal
+
+    def _answered(self, state: RunState, result: CallResult, frame: Frame) -> CallResult:
+        """A call's result with the state right after it: the screen (a reference, free), and the
+        page's URL for a provider whose contract answers each call with it."""
+        result.screen = frame
+        if state.provider.answers_each_call:
+            result.url = self.desktop.page_url()
+        return result
 
     def _record(self, state: RunState, turn: ModelTurn, model_ms: int, *, before: Frame, after: Frame | None,
                 on_step, executed=(), exec_ms=0.0, settle_ms=0.0, settled_by=(), results=(), error=None) -> None:

@@ -28,7 +28,7 @@ class ActRequest(BaseModel):
     instruction: str | None = Field(None, min_length=1, max_length=10_000,
                                     description="what to do; may be omitted to continue a paused run")
     model: str | None = Field(None, description="provider/model, e.g. anthropic/claude-sonnet-4-5, "
-                                                "openai/computer-use-preview, "
+                                                "openai/computer-use-preview, gemini/<model>, "
                                                 "chat/<model>, ocr, scripted; default from config or API keys")
     max_steps: int = Field(10, ge=1, le=MAX_STEPS_CAP)
     budget_tokens: int | None = Field(None, ge=1, description="stop once this many tokens are used")
@@ -221,3 +221,52 @@ class OpenAIComputerResult(BaseModel):
     error: str | None = Field(None, description="the call could not run as given (nothing ran); tell the model, "
                               "e.g. in a text input beside the output")
     computer_call_output: dict[str, Any] | None = Field(None, description="with call_id: the whole item")
+
+
+# --- Gemini --------------------------------------------------------------------------------------
+
+#: where the computer-use tool's ``search`` goes unless told: the reference computer's search engine
+GEMINI_SEARCH_URL = "https://www.google.com"
+
+
+class GeminiFunctionCall(_Body):
+    name: str = Field(min_length=1, max_length=200, description="the function call's name: a predefined function "
+                      "of the computer-use tool (click_at, type_text_at, ...)")
+    args: dict[str, Any] = Field(default_factory=dict, description="its args, verbatim: coordinates on the 0..999 "
+                                 "grid; a safety_decision among them is passed on as acknowledged")
+    id: str | None = Field(None, max_length=200, description="its id, when the API gave one: echoed in the response")
+
+
+class GeminiComputerRequest(_Body):
+    function_calls: list[GeminiFunctionCall] = Field(min_length=1, max_length=100, description="the turn's function "
+                                                     "calls, run in order; each is answered whatever the others did")
+    screenshot_width: int = Field(SCREEN_WIDTH, ge=1, le=MAX_DECLARED_WIDTH, description="the width of the "
+                                  "screenshots answered (the grid is the same whatever the size)")
+    screenshot_height: int = Field(SCREEN_HEIGHT, ge=1, le=MAX_DECLARED_HEIGHT,
+                                   description="the height of the screenshots answered")
+    search_url: str = Field(GEMINI_SEARCH_URL, min_length=1, max_length=2000,
+                            description="where the search function goes")
+
+
+class GeminiInlineData(BaseModel):
+    mime_type: Literal["image/png"] = "image/png"
+    data: str = Field(description="base64 PNG at the requested screenshot size")
+
+
+class GeminiResponsePart(BaseModel):
+    inline_data: GeminiInlineData
+
+
+class GeminiFunctionResponse(BaseModel):
+    name: str = Field(description="the function call's name")
+    id: str | None = Field(None, description="the function call's id, when it had one")
+    response: dict[str, Any] = Field(description="url (the page in front, when there is one), "
+                                     "safety_acknowledgement \"true\" for a call that required confirmation, error "
+                                     "(the call could not run as given; nothing of it ran)")
+    parts: list[GeminiResponsePart] = Field(description="the screenshot right after the call")
+
+
+class GeminiComputerResult(BaseModel):
+    function_responses: list[GeminiFunctionResponse] = Field(description="one per function call, in order: each "
+                                                             "is a FunctionResponse as the SDK takes it "
+                                                             "(types.FunctionResponse.model_validate)")

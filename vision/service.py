@@ -51,7 +51,7 @@ class Glassdesk:
         # runs any other; their runs a dead server left unfinished are closed the same way.
         self.qa = QaService(desktops, store.root, act=self.act)
         self.interrupted += self.qa.close_interrupted()
-        # The vendor-native executors (/computer/anthropic, /computer/openai) over the same desktops.
+        # The vendor-native executors (/computer/anthropic, /openai, /gemini) over the same desktops.
         self.computer = ComputerService(desktops)
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()

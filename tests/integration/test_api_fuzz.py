@@ -104,6 +104,8 @@ def bounded(case) -> None:
         body["value"] = body["value"][:40]
     if path.endswith("/vision/act"):
         body["model"] = "nothing/here"  # no model runs: refused as model_unavailable before it starts
+    if path.endswith("/computer/gemini"):
+        bounded_gemini(body)
     if "/qa/" in path:
         bounded_qa(body)
 
@@ -118,6 +120,24 @@ def closed_port(url):
     except WindowError:
         return url
     return f"http://127.0.0.1:9/?u={quote(url[:200])}"
+
+
+def bounded_gemini(body: dict) -> None:
+    """Gemini's executor: a few calls (each answers with its own screenshot, and wait_5_seconds
+    waits 5 s), and whatever navigate and search would type into the address bar sent to a closed
+    port (typed text that is no URL would go to a search engine)."""
+    def closed(value):
+        return f"http://127.0.0.1:9/?u={quote(value[:200])}" if isinstance(value, str) and value else value
+
+    calls = body.get("function_calls")
+    if isinstance(calls, list):
+        del calls[3:]
+        for call in calls:
+            args = call.get("args") if isinstance(call, dict) else None
+            if isinstance(args, dict) and "url" in args:
+                args["url"] = closed(args["url"])
+    if "search_url" in body:
+        body["search_url"] = closed(body["search_url"])
 
 
 def bounded_qa(body: dict) -> None:

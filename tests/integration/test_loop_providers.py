@@ -18,6 +18,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.fakes import anthropic_fake as af
+from tests.fakes import gemini_fake as gf
 from tests.fakes import openai_fake as oa
 from tests.fakes.server import FakeServer, Reply, Request
 from vision import coords
@@ -29,6 +30,7 @@ SESSION = "itest"
 ACT = f"/api/v1/sessions/{SESSION}/vision/act"
 ANTHROPIC_KEY = "sk-ant-test-loop-0123456789abcdef"
 OPENAI_KEY = "sk-test-loop-0123456789abcdefghij"
+GEMINI_KEY = "AIza-test-loop-0123456789abcdefghij"
 
 # Test-page targets in CSS pixels (tests/assets/testpage.html): a point well inside each element.
 SIGNIN = (1255, 142)   # button at left 1200, top 120
@@ -388,6 +390,61 @@ def test_openai_safety_check_needs_confirmation_then_acknowledged_resume(
     assert [e["checks"] for e in acks] == [["sc_loop_1"]]
     trace = services.store.load(held["trace_id"])
     assert trace.meta.status == "done" and services.store.verify(held["trace_id"]).ok
+
+
+# ---------------------------------------------------------------------------------------- gemini
+
+
+def test_gemini_turn_of_several_calls_held_for_confirmation_then_run_in_order(
+        vision_api, page, viewport, services, model_config, model):
+    name = "gemini/gemini-2.5-computer-use-preview-10-2025"
+    model_config[name] = {"base_url": model.url, "api_key": GEMINI_KEY, "timeout": 10}
+    grid = coords.gemini()
+    signin_target, field_target = display(viewport, SIGNIN), display(viewport, FIELD)
+    signin_g, field_g = grid.from_display(*signin_target), grid.from_display(*field_target)
+
+    def first(request):
+        assert gf.model_of(request) == "gemini-2.5-computer-use-preview-10-2025"
+        assert request.headers["x-goog-api-key"] == GEMINI_KEY and GEMINI_KEY not in str(request.body)
+        assert gf.computer_use(request) == {"environment": "ENVIRONMENT_DESKTOP"}
+        (user,) = gf.contents(request)
+        assert user["parts"][0] == {"text": "sign in and say hello"}
+        assert [gf.png_size(png) for png in gf.images(user)] == [(1920, 1080)]
+        return gf.ok(gf.text("Sign in, then the field."),
+                     gf.function_call("click_at", {"x": signin_g[0], "y": signin_g[1],
+                                                   "safety_decision": gf.confirm("Signing in shares your identity.")},
+                                      id="fc_signin"),
+                     gf.function_call("type_text_at", {"x": field_g[0], "y": field_g[1], "text": "hello gemini",
+                                                       "press_enter": False}, id="fc_type"))
+
+    def resumed(request):
+        user, model_turn, answers = gf.contents(request)
+        assert model_turn["role"] == "model" and len(model_turn["parts"]) == 3
+        responses = gf.function_responses(answers)
+        assert [(r["name"], r["id"]) for r in responses] == [("click_at", "fc_signin"), ("type_text_at", "fc_type")]
+        assert responses[0]["response"] == {"url": page.url, "safety_acknowledgement": "true"}
+        assert responses[1]["response"] == {"url": page.url}
+        first_screen, second_screen = gf.images(answers)  # each the screen right after its own call
+        assert gf.png_size(first_screen) == gf.png_size(second_screen) == (1920, 1080)
+        assert first_screen != second_screen
+        return gf.ok(gf.text("Signed in and said hello."))
+
+    model.turns(first, resumed)
+    held = act(vision_api, instruction="sign in and say hello", model=name)
+    assert model.problems == []
+    assert held["status"] == "needs_confirmation"
+    assert held["pending_safety_checks"] == [{"id": "fc_signin", "code": "require_confirmation",
+                                              "message": "Signing in shares your identity."}]
+    assert clicks(page) == []  # nothing of the turn runs before the operator approves
+
+    done = act(vision_api, acknowledged_safety_checks=["fc_signin"])
+    assert model.problems == []
+    assert done["status"] == "done" and done["answer"] == "Signed in and said hello."
+    signin = page.wait_for(lambda e: e["type"] == "click" and e["target"] == "signin")
+    assert abs(signin["screenX"] - signin_target[0]) <= 1 and abs(signin["screenY"] - signin_target[1]) <= 1
+    page.wait_for(lambda e: e["type"] == "input" and e["field"] == "hello gemini")
+    assert done["usage"]["input_tokens"] == 2 * 1200
+    assert services.store.verify(done["trace_id"]).ok
 
 
 # ------------------------------------------------------------------------------------------ chat

@@ -130,6 +130,7 @@ def every_route(gd) -> None:
         lambda: desk.focus("0x1"), desk.cursor, desk.live_view, desk.takeover,
         lambda: desk.act("x"), lambda: list(desk.act_stream("x")), desk.cancel, desk.pause, desk.resume,
         lambda: desk.computer_openai(action={"type": "wait"}),
+        lambda: desk.computer_gemini(function_calls=[{"name": "wait_5_seconds"}]),
         lambda: desk.computer_anthropic(tool_version="computer_20250124", display_width_px=10, display_height_px=10,
                                         input={}),
         lambda: desk.page.download("f"), desk.page.screenshot,

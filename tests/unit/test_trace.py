@@ -42,7 +42,8 @@ def record_three(writer: TraceWriter) -> list[Frame]:
         tool_calls=[ToolCall(id="c1", name="computer", raw={"action": "left_click", "coordinate": [640, 360]},
                              actions=[Click(x=960, y=540)])],
         actions=[Click(x=960, y=540)], argv=[["xdotool", "mousemove", "960", "540", "click", "--delay", "0", "1"]],
-        results=[CallResult(call_id="c1", ok=True)], model_ms=1200, exec_ms=12, settle_ms=80,
+        results=[CallResult(call_id="c1", ok=True, screen=frames[1], url="https://example.test/")],
+        model_ms=1200, exec_ms=12, settle_ms=80,
         usage=Usage(input_tokens=1500, output_tokens=40), url="https://example.test/", model_image_size=(1280, 720),
     )
     writer.record_step(
@@ -103,6 +104,13 @@ def test_layout_and_reload_after_restart(store: TraceStore, trace_id: str) -> No
     assert hashlib.sha256(png).hexdigest() == first.after_sha256
     assert Image.open(store.image_path(trace_id, 2, "before")).getpixel((150, 150)) == (0, 0, 0)
     assert store.verify(trace_id).ok
+
+
+def test_a_calls_screen_stays_out_of_the_record() -> None:
+    from vision.trace.writer import _plain
+
+    plain = _plain(CallResult(call_id="c1", ok=True, screen=frame("white"), url="https://example.test/"))
+    assert plain == {"call_id": "c1", "ok": True, "error": None, "output": None, "image_png": None}
 
 
 def test_lines_are_canonical_and_hashed(store: TraceStore, trace_id: str) -> None:

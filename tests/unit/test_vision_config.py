@@ -17,13 +17,15 @@ from vision.providers.base import Observation
 
 @pytest.fixture
 def no_keys(monkeypatch):
-    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GLASSDESK_CONFIG"):
+    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GLASSDESK_CONFIG"):
         monkeypatch.delenv(var, raising=False)
 
 
 def test_default_model_follows_the_api_keys(no_keys, monkeypatch):
     config = VisionConfig()
     assert config.resolve(None) == "ocr"
+    monkeypatch.setenv("GEMINI_API_KEY", "k")
+    assert config.resolve(None).startswith("gemini/")
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     assert config.resolve(None).startswith("openai/")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")

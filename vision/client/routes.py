@@ -35,6 +35,8 @@ from vision.models import (
     ActResult,
     AnthropicComputerRequest,
     AnthropicComputerResult,
+    GeminiComputerRequest,
+    GeminiComputerResult,
     OpenAIComputerRequest,
     OpenAIComputerResult,
     RunControl,
@@ -189,6 +191,15 @@ class SessionClient(_Bound):
     def computer_openai_call(self, request: OpenAIComputerRequest | None = None, **fields) -> Call:
         data = body(OpenAIComputerRequest, request, fields, "invalid_request")
         return Call("POST", self._path("/computer/openai"), model(OpenAIComputerResult), json=data)
+
+    def computer_gemini(self, request: GeminiComputerRequest | None = None, **fields) -> GeminiComputerResult:
+        """A Gemini turn's ``function_calls`` (name, args, id), verbatim; the answer's
+        ``function_responses`` are what the next request's user content needs, one per call."""
+        return self._send(self.computer_gemini_call(request, **fields))
+
+    def computer_gemini_call(self, request: GeminiComputerRequest | None = None, **fields) -> Call:
+        data = body(GeminiComputerRequest, request, fields, "invalid_request")
+        return Call("POST", self._path("/computer/gemini"), model(GeminiComputerResult), json=data)
 
     def computer_anthropic(self, request: AnthropicComputerRequest | None = None, **fields) -> AnthropicComputerResult:
         """An Anthropic computer tool_use's ``input`` (and ``name``, ``tool_use_id``), verbatim; the

@@ -8,7 +8,14 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from vision.computer import ComputerService
-from vision.models import AnthropicComputerRequest, AnthropicComputerResult, OpenAIComputerRequest, OpenAIComputerResult
+from vision.models import (
+    AnthropicComputerRequest,
+    AnthropicComputerResult,
+    GeminiComputerRequest,
+    GeminiComputerResult,
+    OpenAIComputerRequest,
+    OpenAIComputerResult,
+)
 
 
 def computer_router(computer: ComputerService) -> APIRouter:
@@ -31,5 +38,15 @@ def computer_router(computer: ComputerService) -> APIRouter:
         ``error`` (nothing ran); a bad request, no session, a person in control or a running
         vision instruction are glassdesk's errors."""
         return computer.openai(session_id, body)
+
+    @router.post("/sessions/{session_id}/computer/gemini", response_model=GeminiComputerResult,
+                 summary="run a Gemini turn's computer-use function calls; answers their function responses")
+    def gemini(session_id: str, body: GeminiComputerRequest) -> GeminiComputerResult:
+        """The function calls verbatim (``name``, ``args`` on the 0..999 grid, ``id``), run in
+        order; the answer is one function response per call, with the page's URL and the screen
+        after it. A call the model got wrong is answered with ``error`` in its response (nothing of
+        it ran); a bad request, no session, a person in control or a running vision instruction
+        are glassdesk's errors."""
+        return computer.gemini(session_id, body)
 
     return router

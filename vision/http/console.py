@@ -39,7 +39,7 @@ from desktop.errors import StackError
 from desktop.models import LiveView
 from desktop.session.stack import novnc_dir
 from vision import VERSION
-from vision.config import DEFAULT_ANTHROPIC, DEFAULT_OPENAI
+from vision.config import DEFAULT_ANTHROPIC, DEFAULT_GEMINI, DEFAULT_OPENAI
 from vision.models import MAX_STEPS_CAP, RunView, TakeoverRequest
 from vision.observers import latest_seq
 from vision.service import Glassdesk
@@ -156,6 +156,8 @@ def _model_choices(config) -> tuple[list[str], str | None]:
         choices.append(DEFAULT_ANTHROPIC)
     if os.environ.get("OPENAI_API_KEY"):
         choices.append(DEFAULT_OPENAI)
+    if os.environ.get("GEMINI_API_KEY"):
+        choices.append(DEFAULT_GEMINI)
     choices += list(config.aliases) + list(config.models)
     try:
         default = config.resolve(None)

@@ -119,8 +119,9 @@ OptX = Annotated[int | None, Field(ge=0, le=SCREEN_WIDTH - 1, description="displ
 OptY = Annotated[int | None, Field(ge=0, le=SCREEN_HEIGHT - 1, description="display pixels, 0..1079")]
 ModelArg = Annotated[str | None, Field(description="vision model: provider/model, e.g. "
                                                    "anthropic/claude-sonnet-4-5, openai/computer-use-preview, "
-                                                   "chat/<model>, ocr (offline), scripted; default: glassdesk.toml's "
-                                                   "default_model, else by the API key present, else ocr")]
+                                                   "gemini/<model>, chat/<model>, ocr (offline), scripted; default: "
+                                                   "glassdesk.toml's default_model, else by the API key present, "
+                                                   "else ocr")]
 
 
 def _bounded_int(model: type[_Action], field: str, description: str) -> Any:

@@ -82,6 +82,11 @@ class CallResult:
     # Text output (cursor position, a note), and for zoom the cropped image as PNG.
     output: str | None = None
     image_png: bytes | None = None
+    # The screen after this call (set by the loop), for a contract that answers each call with its
+    # own screenshot (Gemini); never written to the trace, which has the step's frames. And the
+    # page's URL after it, read only for a provider that ``answers_each_call``.
+    screen: Frame | None = field(default=None, repr=False, metadata={"trace": False})
+    url: str | None = field(default=None, metadata={"trace": False})
 
 
 class ModelCallError(Exception):
@@ -122,6 +127,9 @@ class Provider(abc.ABC):
 
     #: "family/model", e.g. "anthropic/claude-sonnet-4-5"
     name: str
+    #: its contract answers each call with the state right after it (Gemini's function responses
+    #: carry the URL): the loop then reads the page's URL after every call, not once per step
+    answers_each_call: bool = False
 
     def __init__(self, instruction: str, *, model: str, system: str):
         self.instruction = instruction
