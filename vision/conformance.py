@@ -11,8 +11,8 @@ coordinates of every point of a grid over the 1920x1080 display (the model's vie
 rounded as a model writes it), and the worst distance, in display pixels on either axis, between
 where it lands and the pixel meant is the cell's precision.
 
-A contract not measured yet is listed in ``PENDING`` (the Gemini computer-use functions and
-Anthropic's browser toolset are being built): its row is a ``Contract`` added to ``contracts()``.
+A contract not measured yet is listed in ``PENDING`` (Anthropic's browser toolset is being
+built): its row is a ``Contract`` added to ``contracts()``.
 
     python -m vision.conformance > docs/conformance.md
 
@@ -47,6 +47,7 @@ from desktop.actions import (
 from vision import coords
 from vision.actions import CursorPosition, Done, Fail, Screenshot
 from vision.converters import anthropic as anthropic_tool
+from vision.converters import gemini as gemini_tool
 from vision.converters import openai as openai_tool
 from vision.providers import chat
 
@@ -100,6 +101,16 @@ def _drag_points(actions: list) -> list[tuple[int, int]]:
     return [points[0], points[-1]] if points else []
 
 
+def _typed(actions: list) -> list:
+    """The actions after a click that places the caret first (Gemini's ``type_text_at`` types at a point)."""
+    return actions[1:] if actions and isinstance(actions[0], Click) else actions
+
+
+def _chords(key: Key) -> list[str]:
+    """A key's chords, spelled one way (xdotool takes ``control`` and ``ctrl``, ``Return`` and ``enter`` alike)."""
+    return [chord.lower().replace("control", "ctrl") for chord in key.keys]
+
+
 ROWS: tuple[Row, ...] = (
     Row("click", True, _only(Click, button="left"), _where),
     Row("right click", True, _only(Click, button="right"), _where),
@@ -112,11 +123,11 @@ ROWS: tuple[Row, ...] = (
     Row("mouse up", True, _only(MouseUp), _where),
     Row("scroll", True, _only(Scroll), _where),
     Row("zoom", True, _only(Zoom), _where),
-    Row("type", False, lambda a: [type(x) for x in a] == [Type] and a[0].text == "hello"),
+    Row("type", False, lambda a: [type(x) for x in _typed(a)] == [Type] and _typed(a)[0].text == "hello"),
     # Text ending in a newline: a Type of it (xdotool presses Return for the newline), or the text and Enter.
-    Row("type and Enter", False, lambda a: ([type(x) for x in a] == [Type] and a[0].text == "hello\n") or
-        ([type(x) for x in a] == [Type, Key] and a[1].keys == ["enter"])),
-    Row("key chord", False, lambda a: len(a) == 1 and isinstance(a[0], Key) and a[0].keys == ["ctrl+c"]),
+    Row("type and Enter", False, lambda a: ([type(x) for x in _typed(a)] == [Type] and _typed(a)[0].text == "hello\n")
+        or ([type(x) for x in _typed(a)] == [Type, Key] and _chords(_typed(a)[1]) in (["enter"], ["return"]))),
+    Row("key chord", False, lambda a: len(a) == 1 and isinstance(a[0], Key) and _chords(a[0]) == ["ctrl+c"]),
     Row("hold key", False, _only(HoldKey)),
     Row("wait", False, _only(Wait)),
     Row("screenshot", False, _only(Screenshot)),
@@ -216,6 +227,33 @@ def _openai(name: str, space: coords.Space) -> Contract:
     }
     note = f"pixels of the {space.width}x{space.height} screenshot"
     return Contract(name, "vendor", space, note, read, writers)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gemini computer use
+
+
+def _gemini() -> Contract:
+    def read(sent: tuple[str, dict]) -> list:
+        name, args = sent
+        return gemini_tool.to_actions(name, args)  # CallError (a ValueError) when it cannot
+
+    def at(p: Point) -> dict[str, int]:
+        return {"x": round(p[0]), "y": round(p[1])}
+
+    writers: dict[str, Writer] = {
+        "click": lambda a, b: ("click_at", at(a)),
+        "move": lambda a, b: ("hover_at", at(a)),
+        "drag": lambda a, b: ("drag_and_drop", {**at(a), "destination_x": round(b[0]), "destination_y": round(b[1])}),
+        "scroll": lambda a, b: ("scroll_at", {**at(a), "direction": "down", "magnitude": 400}),
+        "type": lambda a, b: ("type_text_at", {**at(a), "text": "hello", "press_enter": False,
+                                              "clear_before_typing": False}),
+        "type and Enter": lambda a, b: ("type_text_at", {**at(a), "text": "hello", "press_enter": True,
+                                                        "clear_before_typing": False}),
+        "key chord": lambda a, b: ("key_combination", {"keys": "Control+C"}),
+        "wait": lambda a, b: ("wait_5_seconds", {}),
+    }
+    return Contract("Gemini computer use", "vendor", gemini_tool.GRID, "0..999 on both axes", read, writers)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -375,14 +413,13 @@ def contracts() -> tuple[Contract, ...]:
         *(_anthropic(v) for v in anthropic_tool.TOOL_VERSIONS.values()),
         _openai("OpenAI `computer` (GA)", coords.pixels(SCREEN_WIDTH, SCREEN_HEIGHT)),
         _openai("OpenAI `computer_use_preview`", coords.pixels(1280, 720)),
+        _gemini(),
         *(_chat(d) for d in chat.DIALECTS.values()),
     )
 
 
 # Contracts whose rows are still to come; each becomes a Contract in contracts() when its converter lands.
 PENDING: tuple[tuple[str, str], ...] = (
-    ("Gemini computer use (`gemini/<model>`: click_at, type_text_at, scroll_at, drag_and_drop... on the 0..999 grid)",
-     "vision/converters/gemini.py"),
     ("Anthropic `browser_toolset_20260801` (element refs or viewport pixels)", "the browser toolset's executor"),
 )
 
