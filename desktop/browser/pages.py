@@ -28,7 +28,7 @@ from desktop.browser.dialogs import Dialogs, dialog_info
 from desktop.browser.downloads import Downloads
 from desktop.browser.navigation import Navigation
 from desktop.browser.record import PageRecord, Recorder
-from desktop.browser.settle import InputMark, SettledBy, after_input
+from desktop.browser.settle import InputMark, KeyCount, SettledBy, after_input, count_keys, keys_arrived
 from desktop.browser.state import clear_state, warm_up
 from desktop.browser.tabs import Tabs
 from desktop.models import (
@@ -142,6 +142,12 @@ class Pages:
 
     async def after_input(self, mark: InputMark, budget_ms: int) -> SettledBy:
         return await after_input(self._tabs, self.record, self._recorder, mark, budget_ms)
+
+    async def count_keys(self) -> KeyCount | None:
+        return await count_keys(self._tabs)
+
+    async def keys_arrived(self, count: KeyCount, expected: int, budget_ms: int) -> bool | None:
+        return await keys_arrived(count, expected, budget_ms)
 
     # ---------------------------------------------------------------- operations on the tab in front
 

@@ -9,6 +9,11 @@ is in the session's record: the requests begun since (wait for their responses, 
 the frames that follow), a navigation among them (its document request, then the new page's frames), a dialog
 (the effect itself: answer at once; a page with a dialog open produces no frames).
 
+Typing is done when the page has taken the last key, not when the keys were sent: Chromium reads
+X key events at its own pace (~1.4 ms a key here, so 20,000 characters sent in 2.6 s arrive over
+~28 s). Before a ``type``, ``count_keys`` starts counting the key releases the page's frames see
+(the characters'; modifiers not counted), and ``keys_arrived`` waits until they are all there.
+
 What this does not see: a timer that changes the page later with no request (``setTimeout``) and
 the effects of other windows. The session's settle on damage still follows (desktop.x11.screen).
 """
@@ -28,6 +33,19 @@ SettledBy = Literal["frame", "network", "navigation", "dialog", "timeout"]
 NETWORK_WAIT_MS = 2000  # the longest wait for requests an input started (a long poll never ends)
 POLL_S = 0.01
 _TWO_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
+# A counter of the key releases a frame sees, kept in a closure (nothing of it on the page's
+# window), removed once the typing is over. One per frame: a key pressed in an iframe is seen there.
+_COUNT_KEYS = """() => {
+  const modifiers = new Set(['Shift', 'Control', 'Alt', 'AltGraph', 'Meta', 'CapsLock', 'NumLock']);
+  let seen = 0;
+  const count = event => { if (!modifiers.has(event.key)) seen++; };
+  addEventListener('keyup', count, true);
+  return { seen: () => seen, stop: () => removeEventListener('keyup', count, true) };
+}"""
+MAX_FRAMES = 16           # frames counted in; a page with more is counted in its first ones
+FIRST_KEY_MS = 50         # no key seen this long after the last was sent: they went elsewhere (the address bar);
+                          # giving up early costs nothing: the settle then judges as before it counted keys
+KEYS_STALL_MS = 1000      # keys seen, then none for this long: the rest go where the page does not see
 
 
 @dataclass(frozen=True)
@@ -77,3 +95,65 @@ async def after_input(tabs: Tabs, record: PageRecord, recorder: Recorder, mark: 
         # The frames may have run handlers that started requests: those are the input's too.
         if not recorder.awaiting_response(mark.network_seq) or time.monotonic() >= network_deadline:
             return waited_for
+
+
+@dataclass
+class KeyCount:
+    """The counters of the front page's frames, from before a ``type``."""
+
+    counters: list
+
+
+async def count_keys(tabs: Tabs) -> KeyCount | None:
+    """Start counting the keys the page in front takes; None when there is no page to count in."""
+    page = await tabs.front()
+    if page is None:
+        return None
+    counters = []
+    for frame in page.frames[:MAX_FRAMES]:
+        try:
+            counters.append(await frame.evaluate_handle(_COUNT_KEYS))
+        except Exception:  # a frame going away, a detached one: counted without it
+            continue
+    return KeyCount(counters) if counters else None
+
+
+async def _seen(count: KeyCount) -> int | None:
+    total = 0
+    for counter in count.counters:
+        try:
+            total += await counter.evaluate("c => c.seen()")
+        except Exception:  # its frame navigated away (an Enter that submits): the rest is the page's new life
+            return None
+    return total
+
+
+async def keys_arrived(count: KeyCount, expected: int, budget_ms: int) -> bool | None:
+    """Wait until the page has taken ``expected`` keys since ``count_keys``: True when it has,
+    False when the bound passed with keys still arriving, None when the keys went where the page
+    does not see them (none at all, or they stopped coming) or the page navigated meanwhile."""
+    start = time.monotonic()
+    deadline = start + budget_ms / 1000
+    last, last_change = 0, start
+    try:
+        while True:
+            seen = await _seen(count)
+            now = time.monotonic()
+            if seen is None:
+                return None
+            if seen >= expected:
+                return True
+            if seen != last:
+                last, last_change = seen, now
+            elif now - last_change > (KEYS_STALL_MS if seen else FIRST_KEY_MS) / 1000:
+                return None
+            if now >= deadline:
+                return False
+            await asyncio.sleep(POLL_S * 2)
+    finally:
+        for counter in count.counters:
+            try:
+                await counter.evaluate("c => c.stop()")
+                await counter.dispose()
+            except Exception:
+                pass

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from desktop.actions import _Action
+from desktop.actions import Type, _Action
 from desktop.browser.settle import input_mark
 from desktop.errors import (
     ActionFailedError,
@@ -61,6 +61,11 @@ MOTION_MS = 25
 # paints (the pressed button, then the handler's change); the browser's frames have covered that
 # already: two frames at 60 Hz and change.
 BROWSER_QUIET_MS = 35
+# The bound of the wait for a typed text's keys to reach the page, beyond TIMEOUT_MS. Chromium takes
+# ~1.4 ms a key here (20,000 characters in ~28 s) and over 6 ms at load average 10 on 2 cores. The
+# wait ends sooner when the keys stop coming (desktop.browser.settle.KEYS_STALL_MS), so this bound
+# only has to be generous: it stops a page that keeps taking keys slower than this.
+KEY_MS_PER_CHAR = 20
 CURSOR_ATTEMPTS = 3  # reads of the pointer before a failure is the desktop's (Session.cursor)
 log = logging.getLogger("glassdesk.sessions")
 
@@ -246,9 +251,10 @@ class Session:
                     executed = self.executor.run(action)
                     return Performed(executed.argv, executed.duration_ms, 0, self.screen.capture(), True, "none")
                 watch = self._browser_watch()
+                keys = self._count_keys(watch) if isinstance(action, Type) else None
                 self.screen.mark()
                 executed = self.executor.run(action)
-                shot, settled_by = self._settle_after_input(watch)
+                shot, settled_by = self._settle_after_input(watch, keys and (keys, len(action.text)))
             except ActionFailed as exc:
                 raise self.down_error() or ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
             except ScreenshotError as exc:
@@ -265,13 +271,41 @@ class Session:
             return None
         return browser, input_mark(browser.record)
 
-    def _settle_after_input(self, watch) -> tuple[Settled, str]:
+    def _count_keys(self, watch):
+        """Before a ``type`` with Chromium in front: the page's count of the keys it takes, or None."""
+        if watch is None:
+            return None
+        try:
+            return watch[0].call(lambda pages: pages.count_keys(), 3)
+        except Exception as exc:  # the typing goes on; only its end is judged by the damage alone
+            log.debug("session %s: no key count before typing: %s", self.id, exc)
+            return None
+
+    def _keys_arrived(self, browser, typed) -> bool | None:
+        """Wait until the page has taken every key typed (``typed``: its count and how many);
+        bounded by TIMEOUT_MS and KEY_MS_PER_CHAR a key. None when it cannot tell."""
+        count, expected = typed
+        budget_ms = TIMEOUT_MS + KEY_MS_PER_CHAR * expected
+        try:
+            return browser.call(lambda pages: pages.keys_arrived(count, expected, budget_ms), budget_ms / 1000 + 2)
+        except Exception as exc:
+            log.debug("session %s: the key count failed: %s", self.id, exc)
+            return None
+
+    def _settle_after_input(self, watch, typed=None) -> tuple[Settled, str]:
         """Wait for what the input set in motion, and only that (see desktop.browser.settle): with
-        Chromium in front, its frames, the requests the input started, a navigation or a dialog,
-        then the display's damage for the frame to reach the screen; elsewhere the damage alone.
-        The screenshot and what decided the wait."""
+        Chromium in front, the keys a ``type`` sent taken by the page (``typed``), its frames, the
+        requests the input started, a navigation or a dialog, then the display's damage for the
+        frame to reach the screen; elsewhere the damage alone. The screenshot and what decided the
+        wait. The keys have a bound of their own, by length; the rest has TIMEOUT_MS after them."""
         start = time.monotonic()
-        by = None
+        typed_ms, by = 0, None
+        if watch is not None and typed:
+            arrived = self._keys_arrived(watch[0], typed)
+            typed_ms = round((time.monotonic() - start) * 1000)
+            if arrived is False:  # keys still arriving at their bound: said, not waited on
+                return Settled(self.screen.capture(), typed_ms, False, True), "timeout"
+            start = time.monotonic()  # the bound of the rest counts from here
         if watch is not None:
             browser, mark = watch
             try:
@@ -287,14 +321,36 @@ class Session:
             else:
                 shot = self.screen.settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=FRAME_SLACK_MS,
                                           start_quiet_ms=MOTION_MS, timeout_ms=left_ms)
+                shot = self._still_after_frames(browser, shot, left_ms)
         else:
             shot = self.screen.settle(first_change_ms=FIRST_CHANGE_MS, timeout_ms=left_ms)
-        shot = shot._replace(settle_ms=waited_ms + shot.settle_ms)
+        shot = shot._replace(settle_ms=typed_ms + waited_ms + shot.settle_ms)
         if by == "timeout" or not shot.settled:
             return shot._replace(settled=False), "timeout"
         if by in ("network", "navigation", "dialog"):
             return shot, by
         return shot, "frame" if by == "frame" and not shot.changed else "damage"
+
+    def _still_after_frames(self, browser, shot: Settled, left_ms: int) -> Settled:
+        """A screen that moved after the browser's frames (an animation, a transition) and then
+        paused: on a loaded machine a pause between two of its frames can outlast the stillness
+        window. It is still only once the browser has produced two more frames without a paint;
+        asked again until then, within the bound."""
+        spent = shot.settle_ms
+        while shot.settled and shot.moved and spent < left_ms:
+            start, budget_ms = time.monotonic(), left_ms - spent
+            try:
+                mark = input_mark(browser.record)
+                browser.call(lambda pages, mark=mark, budget_ms=budget_ms: pages.after_input(mark, budget_ms),
+                             budget_ms / 1000 + 2)
+            except Exception:  # the browser cannot say: the damage's word stands
+                return shot
+            waited = round((time.monotonic() - start) * 1000)
+            again = self.screen.settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=FRAME_SLACK_MS,
+                                       start_quiet_ms=BROWSER_QUIET_MS, timeout_ms=max(0, left_ms - spent - waited))
+            spent += waited + again.settle_ms
+            shot = again._replace(settle_ms=spent, changed=True, moved=again.changed)
+        return shot
 
     def cursor(self) -> tuple[int, int]:
         """The pointer's position. Reading it changes nothing, so a failed read is tried again; one

@@ -121,6 +121,7 @@ class Settled(NamedTuple):
     settle_ms: int
     settled: bool   # False: still changing at the timeout
     changed: bool   # whether anything was painted since the mark
+    moved: bool = False  # whether anything was painted after the wait began (not only before it)
 
 
 class Screen:
@@ -195,7 +196,7 @@ class Screen:
                 wait_s = max(0.001, (policy.deadline_ms() - now_ms) / 1000)  # at least a tick: no spin
                 changed = self._x(lambda watch, wait_s=wait_s: watch.wait(wait_s))
                 now_ms = (time.monotonic() - start) * 1000
-        return Settled(self.capture(), round(now_ms), not policy.timed_out, policy.changed)
+        return Settled(self.capture(), round(now_ms), not policy.timed_out, policy.changed, policy.moved)
 
     def _drop_watch(self) -> None:
         watch, self._watch = self._watch, None
@@ -254,6 +255,11 @@ class SettlePolicy:
     @property
     def changed(self) -> bool:
         return self._last_change_ms is not None
+
+    @property
+    def moved(self) -> bool:
+        """Changed after the start: the screen was still moving when the wait began."""
+        return self._last_change_ms is not None and self._last_change_ms > 0
 
     @property
     def timed_out(self) -> bool:

@@ -175,5 +175,17 @@ def test_the_longest_text_arrives_exact(desk, notes):
     pool = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:!?-_()[]{}'\"/\\@#$%^&*+=<>|~`")
     rare = list("\n\téüßçñø✓日本語€Ωπ")
     text = "".join(rnd.choice(rare) if rnd.random() < 0.05 else rnd.choice(pool) for _ in range(20000))
-    desk.perform(Type(text=text))
+    performed = desk.perform(Type(text=text))
+    # The answer comes once the page has taken the last key (Chromium reads them ~10x slower than
+    # the typer sends them): the textarea holds all of it the moment the answer is here.
+    assert performed.settled, (performed.settled_by, performed.settle_ms)
+    assert _textarea_length(desk) == len(text)
     _assert_notes(desk, notes, text)
+
+
+def _textarea_length(desk) -> int:
+    async def length(pages):
+        page = await pages.front()
+        return await page.evaluate("document.getElementById('notes').value.length")
+
+    return desk.stack.browser.call(length, 10)

@@ -69,6 +69,8 @@ def test_damage_already_there_at_the_start_may_be_asked_a_shorter_stillness():
     without = SettlePolicy(quiet_ms=35, first_change_ms=10, timeout_ms=3000)
     without.observe(0, True)
     assert without.deadline_ms() == 35
+    # Whether the screen moved after the wait began: what asks the browser for more frames.
+    assert not at_rest.moved and moving.moved and not without.moved
 
 
 def test_settles_after_first_change_ms_when_nothing_changes():
@@ -189,7 +191,7 @@ def clock(monkeypatch):
 def test_screen_settle_waits_out_a_burst_and_captures_once(clock):
     # repaints at 10, 25 and 60 ms after the mark: settled 50 ms after the last one
     screen = DamagedScreen(clock, [10, 25, 60])
-    frame, settle_ms, settled, _ = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
+    frame, settle_ms, settled, *_ = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
     assert settled and screen.captures == 1
     assert settle_ms == pytest.approx(60 + 50 - 5, abs=1)  # from the settle's start, 5 ms after the mark
     assert screen._watch.waits and all(w > 0 for w in screen._watch.waits)  # waited, never spun
@@ -197,31 +199,31 @@ def test_screen_settle_waits_out_a_burst_and_captures_once(clock):
 
 def test_screen_settle_counts_damage_that_landed_while_the_action_ran(clock):
     screen = DamagedScreen(clock, [2], action_ms=5)  # repainted before settle() was called
-    _, settle_ms, settled, _ = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
+    _, settle_ms, settled, *_ = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
     assert settled and settle_ms == pytest.approx(50, abs=1)  # a quiet window from the start, not first_change_ms
 
 
 def test_screen_settle_sees_a_change_300_ms_after_the_action(clock):
     screen = DamagedScreen(clock, [305])
-    _, settle_ms, settled, _ = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
+    _, settle_ms, settled, *_ = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
     assert settled and settle_ms == pytest.approx(305 + 50 - 5, abs=1)
 
 
 def test_screen_settle_with_no_visible_effect_gives_up_after_first_change_ms(clock):
     screen = DamagedScreen(clock, [])
-    _, settle_ms, settled, _ = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
+    _, settle_ms, settled, *_ = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
     assert settled and settle_ms == pytest.approx(400, abs=1) and screen.captures == 1
 
 
 def test_screen_settle_with_a_blinking_caret_settles(clock):
     screen = DamagedScreen(clock, [t for t in range(300, 5000, 600)])  # caret: 300, 900, 1500 ms...
-    _, settle_ms, settled, _ = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
+    _, settle_ms, settled, *_ = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=3000)
     assert settled and settle_ms == pytest.approx(300 + 50 - 5, abs=1)
 
 
 def test_screen_settle_with_an_animation_stops_at_the_timeout_flagged(clock):
     screen = DamagedScreen(clock, list(range(0, 5000, 16)))  # 60 fps
-    frame, settle_ms, settled, _ = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=500)
+    frame, settle_ms, settled, *_ = screen.settle(quiet_ms=50, first_change_ms=400, timeout_ms=500)
     assert not settled and 500 <= settle_ms < 520 and screen.captures == 1
 
 
