@@ -239,7 +239,7 @@ def _programs(spec: str | None) -> frozenset[str] | None:
 
 def _add_fences(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--launch-allow", metavar="PROG,PROG",
-                        help="the only programs desktop launch may start (default: any program on PATH but shells)")
+                        help="programs desktop launch may start besides its default list (docs/desktop-api.md)")
     parser.add_argument("--allow-local-urls", action="store_true",
                         help="let the browser open file:// and chrome:// pages (refused by default)")
     parser.add_argument("--allow-evaluate", action="store_true",

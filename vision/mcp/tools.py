@@ -496,9 +496,10 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
 
     @server.tool(name="desktop_launch", title="Launch a program on the visible desktop",
                  annotations=_annotations("Launch a program on the visible desktop", open_world=True),
-                 description=f"{ACTS} Starts a desktop program (e.g. mousepad, xfce4-terminal, thunar) "
-                             "detached, on the session's display; it ends with the session. Chromium is already "
-                             f"running: use desktop_open_url for web pages. {RETURNS_SHOT}")
+                 description=f"{ACTS} Starts a desktop program (e.g. mousepad, xmessage; the server's allowlist, "
+                             "extended by its --launch-allow) detached, on the session's display; it ends with "
+                             "the session. "
+                             f"Chromium is already running: use desktop_open_url for web pages. {RETURNS_SHOT}")
     async def desktop_launch(command: Annotated[str, Field(min_length=1, description="program name on PATH")],
                              args: Annotated[list[str] | None, Field(description="its arguments")] = None,
                              screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
