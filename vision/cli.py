@@ -199,7 +199,8 @@ def _act(args: argparse.Namespace) -> int:
         console.print("[red]the server closed the stream before the result[/red]; if it stopped, the run's "
                       "trace is marked interrupted when it starts again")
         return 2
-    colour = "green" if result["status"] == "done" else "yellow" if result["status"] == "running" else "red"
+    colour = "green" if result["status"] == "done" else \
+        "yellow" if result["status"] in ("running", "done_after_heal") else "red"
     console.print(f"[bold {colour}]{result['status']}[/bold {colour}] after {len(result['steps'])} steps, "
                   f"{result['usage']['input_tokens'] + result['usage']['output_tokens']} tokens")
     if result.get("answer"):

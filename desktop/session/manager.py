@@ -118,6 +118,8 @@ class Session:
         # Why the session is failed (a whole-desktop restart that gave up), for its errors; a reset
         # rebuilds it.
         self.failure: str | None = None
+        # What the supervisor restarted that lost state (the Desktop port's heals): a run reads it.
+        self.heal_log: list[str] = []
         self._bind()
 
     def _bind(self) -> None:
@@ -432,6 +434,9 @@ class Session:
             with self.action_lock:
                 events = self.stack.heal()
                 self._bind()
+            if [name for name in dead if name not in VIEWER_PARTS and name != "wm"]:
+                whole = any(name not in DesktopStack.STARTERS for name in dead)
+                self.heal_log.append("desktop" if whole else "chromium")
             self.status = "ready"
             return events
         except StackError as exc:
@@ -448,6 +453,9 @@ class Session:
             self.stack.events.append(f"restart failed: {exc}")
             log.error("session %s: the live view could not be restarted: %s", self.id, exc)
             return [str(exc)]
+
+    def heals(self) -> list[str]:
+        return list(self.heal_log)
 
     def close(self) -> None:
         with self._lifecycle:

@@ -538,9 +538,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                  description=f"{ACTS} Hands a whole instruction (\"open example.com and click Sign in\") to "
                              "glassdesk's vision loop: it screenshots, asks the vision model what to do, clicks and "
                              "types, waits for the screen to settle, and repeats until done or max_steps. Sends a "
-                             "progress notification per step. Returns the status (done, failed, max_steps, "
-                             "budget_exceeded, needs_confirmation, cancelled, or paused when a person holds the "
-                             "desktop), the model's answer, the final "
+                             "progress notification per step. Returns the status (done, done_after_heal, failed, "
+                             "max_steps, budget_exceeded, needs_confirmation, cancelled, or paused when a person "
+                             "holds the desktop), the model's answer, the final "
                              "screenshot and the URL of the trace report (every step's screenshots and commands).")
     async def vision_act(instruction: Annotated[str, Field(min_length=1, max_length=10_000,
                                                            description="what to do, in plain words")],
