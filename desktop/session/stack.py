@@ -45,6 +45,7 @@ from desktop.x11.user import (
     share_traversal,
     unreachable_dir,
 )
+from desktop.x11.xauth import entries_for, new_cookie, server_authority, write_new
 
 log = logging.getLogger("glassdesk.stack")
 
@@ -189,6 +190,9 @@ class DesktopStack:
         # The page layer's copies of finished downloads, which it hashes and serves: the server's own
         # (0700), so the desktop user can neither read them nor put a link to another file there.
         self.downloaded = self.workdir / "downloaded"
+        # The display's authority file (desktop.x11.xauth): its cookie, the desktop user's, 0600.
+        self.xauthority = self.workdir / "xauthority"
+        self._cookie = b""
         self.browser: Browser | None = None
         self.proxy: PolicyProxy | None = None
         self.record = PageRecord()  # console, network, dialogs, downloads: across browser heals
@@ -213,6 +217,7 @@ class DesktopStack:
         env.update({
             TAG_VAR: self.tag,
             "DISPLAY": self.display,
+            "XAUTHORITY": str(self.xauthority),  # no X client connects without the display's cookie
             "HOME": str(self.home),
             "XDG_CONFIG_HOME": str(self.home / ".config"),
             "XDG_CACHE_HOME": str(self.home / ".cache"),
@@ -325,9 +330,14 @@ class DesktopStack:
     # ---------------------------------------------------------------- the parts, in order
 
     def _start_xvfb(self) -> None:
+        # A fresh cookie each start, for whatever number Xvfb picks: only who can read this file
+        # (the desktop user, the server) may connect (desktop.x11.xauth).
+        cookie = self._cookie = new_cookie()
+        write_new(self.xauthority, entries_for("", cookie), (self.user.uid, self.user.gid) if self.user else None)
         read_fd, write_fd = os.pipe()
         try:
-            self._spawn("xvfb", ["Xvfb", "-displayfd", str(write_fd), "-screen", "0",
+            self._spawn("xvfb", ["Xvfb", "-displayfd", str(write_fd), "-auth", str(self.xauthority),
+                                 "-screen", "0",
                                  f"{SCREEN_WIDTH}x{SCREEN_HEIGHT}x24", "-nolisten", "tcp",
                                  "-dpms", "-s", "0", "-noreset",
                                  # No GLX: with it every GL-aware client (xfce4-session, Xvfb
@@ -342,6 +352,7 @@ class DesktopStack:
         if not number.isdigit():
             raise self._fail("xvfb", "did not report a display number")
         self.display = f":{number}"
+        server_authority.add(self.display, cookie)  # this process's own connections (screenshots, input)
         self._run(["xsetroot", "-solid", BACKDROP])
 
     def _start_dbus(self) -> None:
@@ -619,6 +630,8 @@ class DesktopStack:
             for child in self.children.values():
                 if child.popen.poll() is None:
                     child.popen.wait(1)
+            if self.display and self._cookie:
+                server_authority.remove(self.display, self._cookie)
 
     def close(self) -> None:
         """Stop for good: also close the proxy."""
