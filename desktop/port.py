@@ -47,6 +47,11 @@ class Desktop(Protocol):
     def page_url(self) -> str | None:
         """The URL of the browser tab in front, or None when it cannot be read."""
 
+    def heals(self) -> list[str]:
+        """The restarts this desktop went through that lost what a run relies on, oldest first:
+        ``chromium`` (the browser restarted: its tabs and page are gone) or ``desktop`` (the whole
+        desktop restarted). Restarts of the live view alone lose nothing and are not listed."""
+
     def reset(self) -> None:
         """Back to a fresh state on the same display: programs started on it end, the browser
         restarts on a clean profile at about:blank. Raises SessionUnavailable."""

@@ -26,6 +26,13 @@ PACKAGES=(
   libatomic1
 )
 
+# The browser fences every session shares (desktop/browser/chromium.py, MANAGED_POLICY): Chromium on
+# Linux reads enterprise policies only from this machine-wide directory (its --policy switch is
+# ignored by Debian's build), so what differs per session stays in each profile's preferences.
+# Keep in step with desktop/browser/chromium.py's MANAGED_POLICY_FILE.
+POLICY_SOURCE="$(dirname "${BASH_SOURCE[0]}")/chromium-policy.json"
+POLICY_FILE=/etc/chromium/policies/managed/glassdesk.json
+
 # The unprivileged account the desktop runs as when glassdesk itself runs as root (desktop/x11/user.py):
 # a system user with its own group, no login shell, no home of its own (each session gives it one),
 # no sudo. Keep the name in step with desktop/x11/user.py's DESKTOP_USER.
@@ -57,4 +64,13 @@ else
   # Not needed when glassdesk runs as this user: its desktop then runs as this user too.
   echo "desktop user: $DESKTOP_USER not created (needs root); only needed to run glassdesk as root:" \
        "sudo bash docker/install-system-deps.sh"
+fi
+
+if [ -f "$POLICY_FILE" ] && cmp -s "$POLICY_SOURCE" "$POLICY_FILE"; then
+  echo "chromium policy: $POLICY_FILE present"
+elif [ "$(id -u)" -eq 0 ] || command -v sudo >/dev/null; then
+  $SUDO install -D -m 0644 "$POLICY_SOURCE" "$POLICY_FILE"
+  echo "chromium policy: installed $POLICY_FILE"
+else
+  echo "chromium policy: $POLICY_FILE not installed (needs root); sessions run without it, and say so at start"
 fi

@@ -200,7 +200,8 @@ def _act(args: argparse.Namespace) -> int:
         console.print("[red]the server closed the stream before the result[/red]; if it stopped, the run's "
                       "trace is marked interrupted when it starts again")
         return 2
-    colour = "green" if result["status"] == "done" else "yellow" if result["status"] == "running" else "red"
+    colour = "green" if result["status"] == "done" else \
+        "yellow" if result["status"] in ("running", "done_after_heal") else "red"
     console.print(f"[bold {colour}]{result['status']}[/bold {colour}] after {len(result['steps'])} steps, "
                   f"{result['usage']['input_tokens'] + result['usage']['output_tokens']} tokens")
     if result.get("answer"):
@@ -257,7 +258,7 @@ def _programs(spec: str | None) -> frozenset[str] | None:
 
 def _add_fences(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--launch-allow", metavar="PROG,PROG",
-                        help="the only programs desktop launch may start (default: any program on PATH but shells)")
+                        help="programs desktop launch may start besides its default list (docs/desktop-api.md)")
     parser.add_argument("--allow-local-urls", action="store_true",
                         help="let the browser open file:// and chrome:// pages (refused by default)")
     parser.add_argument("--allow-evaluate", action="store_true",

@@ -87,6 +87,8 @@ class RunState:
     error: dict | None = None
     report_path: str | None = None  # report.html written when the run ends
     url: str | None = None  # the page URL read when ``frame`` was last recorded: the next observation's
+    heals_seen: int = 0  # how many of the desktop's heals (Desktop.heals) the run has recorded
+    healed: list[str] = field(default_factory=list)  # what was healed under this run
 
 
 class Hold(Exception):
@@ -117,6 +119,17 @@ def held(step: StepSummary) -> bool:
     """A step recorded when its turn was held for safety-check approval: nothing of it ran (the
     step that ran it, after approval, comes later), so it is neither a failure nor an action."""
     return bool(step.error) and step.error.get("code") == "needs_confirmation"
+
+
+def is_heal(step: StepSummary) -> bool:
+    """A step the loop recorded for a heal of the desktop under the run: no model turn of its own."""
+    return bool(step.error) and step.error.get("code") == "desktop_healed"
+
+
+def desktop_heals(desktop: Desktop) -> list[str]:
+    """The desktop's heals (Desktop.heals); a desktop that does not report them has none."""
+    heals = getattr(desktop, "heals", None)
+    return heals() if heals is not None else []
 
 
 def last_acting_error(steps: list[StepSummary]) -> dict | None:
@@ -302,7 +315,8 @@ class Runner:
         frame = self.desktop.capture()
         trace = self.store.create(request.instruction, model=provider.name, session_id=self.desktop.id,
                                   max_steps=request.max_steps, secrets=request.secrets.values())
-        state = RunState(request=request, instruction=request.instruction, provider=provider, trace=trace, frame=frame)
+        state = RunState(request=request, instruction=request.instruction, provider=provider, trace=trace, frame=frame,
+                         heals_seen=len(desktop_heals(self.desktop)))
         self.state = state
         self._publish("run_started", trace_id=trace.trace_id, instruction=request.instruction, model=provider.name,
                       max_steps=request.max_steps)
@@ -318,7 +332,7 @@ class Runner:
                     turn, model_ms = state.pending, 0
                     state.pending = None
                 else:
-                    if len(state.steps) >= state.request.max_steps:
+                    if len(state.steps) - sum(map(is_heal, state.steps)) >= state.request.max_steps:
                         raise Stop("max_steps", f"stopped after {state.request.max_steps} steps without finishing",
                                    code="max_steps")
                     if not state.request.autopilot and turns_this_call >= 1:
@@ -333,6 +347,7 @@ class Runner:
                         self._hold_for_approval(state, turn, model_ms, on_step)
                         return self._result(state)
                 terminal = self._act(state, turn, model_ms, on_step)
+                self._record_heals(state, on_step)
                 if terminal is None and turn.done:
                     terminal = Stop("done", answer=turn.answer or turn.text or None)
                 if terminal is not None and terminal.status == "done" and (failed := last_acting_error(state.steps)):
@@ -419,6 +434,32 @@ class Runner:
                 if time.monotonic() > deadline:
                     raise Stop("failed", f"the desktop did not come back within {HEAL_WAIT_S:g}s: {exc.message}",
                                code="session_unavailable") from exc
+
+    def _record_heals(self, state: RunState, on_step) -> None:
+        """A heal of the desktop under the run becomes a step of its own (``healed: chromium``, what
+        was lost: the page and its URL), the model is told, and a done run ends ``done_after_heal``.
+        Looked at after each step: the step before it acted on the page as it was, the next one
+        sees the new desktop."""
+        heals = desktop_heals(self.desktop)
+        if len(heals) <= state.heals_seen:
+            return
+        new, state.heals_seen = heals[state.heals_seen:], len(heals)
+        state.healed += new
+        # The page the run last saw before this step (the step just recorded read the new one).
+        lost = next((s.url for s in reversed(state.steps[:-1]) if s.url), None) if state.steps else None
+        page = f"the page {lost}" if lost else "the page"
+        what = {"chromium": "the browser restarted", "desktop": "the whole desktop restarted"}
+        message = f"healed: {', '.join(new)}; lost: {page} ({'; '.join(what.get(h, h) for h in new)})"
+        try:
+            state.frame = self.desktop.capture()
+        except SessionUnavailable:
+            state.frame = self._await_desktop(state)
+        turn = ModelTurn(text=message)
+        self._record(state, turn, 0, before=state.frame, after=state.frame, on_step=on_step,
+                     error={"code": "desktop_healed", "message": message})
+        self._publish("healed", trace_id=state.trace.trace_id, parts=new, lost_url=lost)
+        state.note = (f"The desktop was restarted under you ({message}). The screen now shows the new "
+                      "desktop: open again what you need before going on.")
 
     def _parse_failed(self, state: RunState, turn: ModelTurn, model_ms: int, on_step) -> None:
         state.parse_failures += 1
@@ -534,6 +575,8 @@ class Runner:
             on_step(summary)
 
     def _finish(self, state: RunState, stop: Stop) -> None:
+        if stop.status == "done" and state.healed:
+            stop.status = "done_after_heal"
         state.status = stop.status
         state.pending = None
         error = ErrorInfo(**stop.error) if stop.error else None

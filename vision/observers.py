@@ -23,7 +23,8 @@ log = logging.getLogger("glassdesk.observers")
 # How the strip words a finished run. Not "cancelled": a person reading "cancelled" next to the
 # agent's desktop looks for what cancelled it; "stopped by the operator" says who did.
 FINISHED_WORDS = {"done": "done", "failed": "failed", "cancelled": "stopped by the operator",
-                  "max_steps": "step limit reached", "budget_exceeded": "budget used up"}
+                  "max_steps": "step limit reached", "budget_exceeded": "budget used up",
+                  "done_after_heal": "done, after the desktop restarted"}
 
 
 

@@ -310,7 +310,8 @@ def render_html(meta: TraceMeta, steps: Sequence[StepRecord], image_url: ImageUr
             f'<title>{_e(meta.status)} · {_e(meta.instruction[:80])}</title><style>{_CSS}</style></head>'
             f'<body>{head}<main>{body}</main>'
             f'<footer>Coordinates are display pixels of a {SCREEN_WIDTH}×{SCREEN_HEIGHT} screen. '
-            'Run the commands above with DISPLAY set to replay a step.</footer></body></html>')
+            'Run the commands above with DISPLAY and XAUTHORITY (the session\'s xauthority file) set to replay a step.'
+            '</footer></body></html>')
 
 
 def write_report(store: TraceStore, trace_id: str) -> Path:

@@ -26,7 +26,7 @@ class Settings:
     idle_ttl_s: float = 1800
     warm: int = 0  # sessions kept started ahead, for creates to claim (desktop.session.manager.keep_warm)
     data_dir: str | None = None  # default: $GLASSDESK_DATA_DIR, else ./data
-    launch_allow: frozenset[str] | None = None  # the only programs launch may start (None: any but shells)
+    launch_allow: frozenset[str] | None = None  # programs launch may start besides desktop.x11.windows.DEFAULT_PROGRAMS
     allow_local_urls: bool = False  # let the browser open file:// and chrome:// pages
     allow_evaluate: bool = False  # let page evaluate run JavaScript in the session's browser
     public_host: str | None = None  # the name clients use for this server (URLs handed out, Host allowed)

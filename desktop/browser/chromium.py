@@ -138,6 +138,59 @@ def fence_preferences(*, local_pages: bool, page_code: bool) -> dict[str, Any]:
     return {"policy": {"url_blocklist": blocked, "url_allowlist": allowed}}
 
 
+def download_preferences(downloads: Path) -> dict[str, Any]:
+    """Downloads go to the session's own folder without asking where (pure): a download a model or
+    a page starts lands where the page layer looks for it, never in a directory of its choosing.
+    (Playwright also routes the page layer's downloads there over DevTools; these cover the browser's
+    own default and its "save as" starting point.)"""
+    folder = str(downloads)
+    return {"download": {"default_directory": folder, "prompt_for_download": False, "directory_upgrade": True},
+            "savefile": {"default_directory": folder}}
+
+
+# The fences every session shares, as Chromium enterprise policies (docker/chromium-policy.json,
+# installed by docker/install-system-deps.sh): no extension installed from anywhere, downloads never
+# ask where to go, no sign-in, sync, guest or added profiles. Chromium on Linux reads policies only
+# from this machine-wide directory (Debian's build ignores the --policy switch), so what differs per
+# session (the URL lists above) stays in each profile's preferences. DeveloperToolsAvailability is not
+# among them: it also closes the DevTools pipe Playwright drives (Chromium then never answers it).
+MANAGED_POLICY_FILE = Path("/etc/chromium/policies/managed/glassdesk.json")
+MANAGED_POLICY_SOURCE = Path(__file__).resolve().parent.parent.parent / "docker" / "chromium-policy.json"
+
+
+def managed_policy_problem(installed: Path = MANAGED_POLICY_FILE, source: Path = MANAGED_POLICY_SOURCE) -> str | None:
+    """Why the shared policies are not in force, or None when they are (reads two files)."""
+    try:
+        wanted = json.loads(source.read_text())
+    except (OSError, ValueError):
+        return None  # an installed package without the docker/ directory: nothing to compare against
+    try:
+        present = json.loads(installed.read_text())
+    except FileNotFoundError:
+        return (f"{installed} is missing: sessions' browsers may install extensions and ask where to save "
+                "downloads; install it as root with: bash docker/install-system-deps.sh")
+    except (OSError, ValueError) as exc:
+        return f"{installed} cannot be read ({exc}); install it again with: bash docker/install-system-deps.sh"
+    differing = sorted(k for k, v in wanted.items() if present.get(k) != v)
+    if differing:
+        return (f"{installed} differs from docker/chromium-policy.json ({', '.join(differing)}); "
+                "install it again with: bash docker/install-system-deps.sh")
+    return None
+
+
+_policy_warned = False
+
+
+def warn_once_without_managed_policy() -> None:
+    """Say at the first browser start, loudly, when the shared fences are not in force."""
+    global _policy_warned
+    if not _policy_warned:
+        _policy_warned = True
+        problem = managed_policy_problem()
+        if problem:
+            log.warning("browser fences degraded: %s", problem)
+
+
 def merge_preferences(current: dict, wanted: dict) -> dict:
     """``current`` with every leaf of ``wanted`` set (pure)."""
     merged = dict(current)
@@ -295,8 +348,10 @@ class Browser:
 
     def launch(self, args: list[str], start_url: str, *, sandbox: bool, timeout: float,
                fences: dict | None = None) -> BrowserProcess:
+        warn_once_without_managed_policy()
         try:
-            write_preferences(self.profile, self.owner, fences)
+            write_preferences(self.profile, self.owner,
+                              merge_preferences(download_preferences(self.downloads), fences or {}))
         except OSError as exc:  # e.g. a link where the profile's Default directory should be
             raise BrowserError(f"the profile's preferences could not be written: {exc}") from exc
         self.downloads.mkdir(parents=True, exist_ok=True)

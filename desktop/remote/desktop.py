@@ -131,6 +131,9 @@ class RemoteDesktop:
     instance: str = field(default_factory=lambda: secrets.token_hex(16))
     restarts: int = 0
     events: list[str] = field(default_factory=list)
+    # Replacements of its session server (a whole desktop lost), for the Desktop port's heals. The
+    # session server's own heals (its Chromium restarted) are not seen from here.
+    heal_log: list[str] = field(default_factory=list)
     display: str = ""  # no X display on this machine: QA's video recording says it is unavailable
 
     def __post_init__(self):
@@ -194,6 +197,9 @@ class RemoteDesktop:
             return self.client.request("GET", "/page").json().get("url")
         except GlassdeskError:
             return None
+
+    def heals(self) -> list[str]:
+        return list(self.heal_log)
 
     def reset(self, *, queue_s: float | None = None) -> None:
         self._client().request("POST", "/reset")

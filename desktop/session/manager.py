@@ -123,6 +123,11 @@ class Session:
         self._running: Running | None = None
         self._viewer_retry_at = 0.0
         self._lifecycle = threading.Lock()
+        # Why the session is failed (a whole-desktop restart that gave up), for its errors; a reset
+        # rebuilds it.
+        self.failure: str | None = None
+        # What the supervisor restarted that lost state (the Desktop port's heals): a run reads it.
+        self.heal_log: list[str] = []
         self._bind()
 
     def _bind(self) -> None:
@@ -158,6 +163,9 @@ class Session:
         return self.stack.vnc_port, self.stack.vnc_password if control else self.stack.view_password
 
     def require_ready(self) -> None:
+        if self.status == "failed":
+            raise SessionUnavailable(f"session {self.id} failed: {self.failure or 'its desktop is down'}; "
+                                     "reset it to rebuild its desktop, or delete it")
         if self.status != "ready":
             raise SessionUnavailable(f"session {self.id} is {self.status}; try again in a few seconds",
                                      retry_after=RESTART_RETRY_S)
@@ -406,6 +414,8 @@ class Session:
         """Return to a fresh session (desktop.session.stack.DesktopStack.reset) on the same display. Actions
         wait for it; a failed reset leaves the session for the supervisor to heal. ``queue_s``: as
         for perform."""
+        if self.status == "failed":
+            return self._rebuild(queue_s)
         self.require_ready()
         # A heal, a delete or another reset holds the lifecycle lock: wait for it as long as for
         # an action, then say so, rather than hold the caller without bound.
@@ -424,6 +434,37 @@ class Session:
             self._lifecycle.release()
         self.touch()
 
+    def _rebuild(self, queue_s: float | None) -> None:
+        """The reset of a failed session: its whole desktop started again (the default session
+        included, which never expires and so would otherwise stay failed for good)."""
+        if not self._lifecycle.acquire(timeout=queue_s if queue_s is not None else -1):
+            raise self._busy()
+        try:
+            if self.status != "failed":  # healed or deleted meanwhile
+                if self.status == "stopped":
+                    raise SessionUnavailable(f"session {self.id} was deleted")
+                return
+            self.status = "restarting"
+            with self.action_lock:
+                try:
+                    self.stack.rebuild(backoff_s=())
+                except StackError as exc:
+                    self._failed(exc)
+                    raise SessionUnavailable(f"session {self.id} could not be rebuilt: {exc}") from exc
+                self._bind()
+            self.stack._note("reset: the failed desktop was rebuilt")
+            self.failure = None
+            self.status = "ready"
+        finally:
+            self._lifecycle.release()
+        self.touch()
+
+    def _failed(self, exc: Exception) -> None:
+        self.failure = str(exc).splitlines()[0]
+        self.status = "failed"
+        self.stack.events.append(f"restart failed: {exc}")
+        log.error("session %s could not be restarted: %s", self.id, exc)
+
     def heal(self) -> list[str]:
         # Under the lifecycle lock: a delete that races a heal waits for it, then stops what it
         # brought back, instead of the heal rebuilding a stack that was just closed. Held by a
@@ -441,7 +482,15 @@ class Session:
             return []
         dead = self.stack.dead_parts()
         if not dead:
-            return []
+            if self.status != "ready":
+                return []
+            try:
+                done = self.stack.check_window_manager()
+            except StackError as exc:  # tried again on the supervisor's next look
+                self.stack.events.append(f"restart failed: {exc}")
+                log.error("session %s: no window manager could be started: %s", self.id, exc)
+                return [str(exc)]
+            return [done] if done else []
         if all(name in VIEWER_PARTS for name in dead):
             return self._heal_viewer(dead) if time.monotonic() >= self._viewer_retry_at else []
         self.status = "restarting"
@@ -449,12 +498,13 @@ class Session:
             with self.action_lock:
                 events = self.stack.heal()
                 self._bind()
+            if [name for name in dead if name not in VIEWER_PARTS and name != "wm"]:
+                whole = any(name not in DesktopStack.STARTERS for name in dead)
+                self.heal_log.append("desktop" if whole else "chromium")
             self.status = "ready"
             return events
         except StackError as exc:
-            self.status = "failed"
-            self.stack.events.append(f"restart failed: {exc}")
-            log.error("session %s could not be restarted: %s", self.id, exc)
+            self._failed(exc)
             return [str(exc)]
 
     def _heal_viewer(self, dead: list[str]) -> list[str]:
@@ -467,6 +517,9 @@ class Session:
             self.stack.events.append(f"restart failed: {exc}")
             log.error("session %s: the live view could not be restarted: %s", self.id, exc)
             return [str(exc)]
+
+    def heals(self) -> list[str]:
+        return list(self.heal_log)
 
     def close(self) -> None:
         with self._lifecycle:

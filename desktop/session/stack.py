@@ -45,6 +45,7 @@ from desktop.x11.user import (
     share_traversal,
     unreachable_dir,
 )
+from desktop.x11.xauth import entries_for, new_cookie, server_authority, write_new
 
 log = logging.getLogger("glassdesk.stack")
 
@@ -60,6 +61,19 @@ HIDDEN_AUTOSTART = ("xscreensaver", "light-locker", "xfce4-screensaver", "xfce4-
 # The desktop's backdrop: the plain colour of assets/xfce4-desktop.xml, painted on the root window
 # (xsetroot) rather than by xfdesktop, which the session does not start (assets/xfce4-session.xml).
 BACKDROP = "#2b384b"
+
+
+# A whole-desktop restart that fails (a part killed again while it comes up, a slow start) is tried
+# again after these pauses, then given up: the session is then failed with the reason, and a reset
+# rebuilds it (desktop.session.manager.Session.reset).
+RESTART_BACKOFF_S = (0.5, 1.0, 2.0)
+
+
+# XFCE restarts a window manager that dies, but gives up after a few quick crashes (five, 1 s apart,
+# with xfce4-session 4.18), leaving windows without a manager while the session looked ready. Once
+# none has been seen for this long, the supervisor starts one itself (DesktopStack.check_window_manager).
+WM_GRACE_S = 2.0
+WINDOW_MANAGER = "xfwm4"
 
 
 # The parts only the live view needs. Screenshots and input do not pass through them, so their
@@ -105,6 +119,14 @@ class Child:
     @property
     def alive(self) -> bool:
         return self.popen.poll() is None
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
 
 
 def tagged_pids(tag: str) -> list[int]:
@@ -168,6 +190,9 @@ class DesktopStack:
         # The page layer's copies of finished downloads, which it hashes and serves: the server's own
         # (0700), so the desktop user can neither read them nor put a link to another file there.
         self.downloaded = self.workdir / "downloaded"
+        # The display's authority file (desktop.x11.xauth): its cookie, the desktop user's, 0600.
+        self.xauthority = self.workdir / "xauthority"
+        self._cookie = b""
         self.browser: Browser | None = None
         self.proxy: PolicyProxy | None = None
         self.record = PageRecord()  # console, network, dialogs, downloads: across browser heals
@@ -176,6 +201,9 @@ class DesktopStack:
         # Who the desktop runs as (desktop/x11/user.py): None while not started, and when it runs as
         # the server's own user. x11vnc always runs as the server's user.
         self.user: DesktopUser | None = None
+        # The window manager XFCE started (its pid, found through /proc) and since when none is seen.
+        self._wm_pid: int | None = None
+        self._wm_missing_since: float | None = None
 
     # ---------------------------------------------------------------- environment
 
@@ -189,6 +217,7 @@ class DesktopStack:
         env.update({
             TAG_VAR: self.tag,
             "DISPLAY": self.display,
+            "XAUTHORITY": str(self.xauthority),  # no X client connects without the display's cookie
             "HOME": str(self.home),
             "XDG_CONFIG_HOME": str(self.home / ".config"),
             "XDG_CACHE_HOME": str(self.home / ".cache"),
@@ -301,9 +330,14 @@ class DesktopStack:
     # ---------------------------------------------------------------- the parts, in order
 
     def _start_xvfb(self) -> None:
+        # A fresh cookie each start, for whatever number Xvfb picks: only who can read this file
+        # (the desktop user, the server) may connect (desktop.x11.xauth).
+        cookie = self._cookie = new_cookie()
+        write_new(self.xauthority, entries_for("", cookie), (self.user.uid, self.user.gid) if self.user else None)
         read_fd, write_fd = os.pipe()
         try:
-            self._spawn("xvfb", ["Xvfb", "-displayfd", str(write_fd), "-screen", "0",
+            self._spawn("xvfb", ["Xvfb", "-displayfd", str(write_fd), "-auth", str(self.xauthority),
+                                 "-screen", "0",
                                  f"{SCREEN_WIDTH}x{SCREEN_HEIGHT}x24", "-nolisten", "tcp",
                                  "-dpms", "-s", "0", "-noreset",
                                  # No GLX: with it every GL-aware client (xfce4-session, Xvfb
@@ -318,6 +352,7 @@ class DesktopStack:
         if not number.isdigit():
             raise self._fail("xvfb", "did not report a display number")
         self.display = f":{number}"
+        server_authority.add(self.display, cookie)  # this process's own connections (screenshots, input)
         self._run(["xsetroot", "-solid", BACKDROP])
 
     def _start_dbus(self) -> None:
@@ -416,12 +451,56 @@ class DesktopStack:
                                *(["-noshm"] if self.user else [])])
         self._await("x11vnc", lambda: _tcp_banner(self.vnc_port).startswith(b"RFB"), "its RFB port")
 
-    STARTERS = {"chromium": "_start_chromium", "x11vnc": "_start_x11vnc"}
+    def _start_wm(self) -> None:
+        """A window manager of the supervisor's own, when XFCE no longer restarts its own."""
+        self._spawn("wm", [WINDOW_MANAGER, "--replace"])
+        self._await("wm", lambda: self._run(["wmctrl", "-m"]).returncode == 0, "a window manager")
+
+    def _xfce_window_manager(self) -> int | None:
+        """The pid of the window manager running in XFCE's process session, if one runs."""
+        xfce = self.children.get("xfce")
+        if xfce is None:
+            return None
+        for pid in session_pids({xfce.popen.pid}):
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as fh:
+                    name, state = fh.read().split(b" (", 1)[1].rsplit(b")", 1)
+            except (OSError, IndexError, ValueError):
+                continue
+            if name.decode(errors="replace") == WINDOW_MANAGER and state.split()[0] not in (b"Z", b"X"):
+                return pid
+        return None
+
+    def check_window_manager(self, now: float | None = None) -> str | None:
+        """Start a window manager when XFCE has stopped restarting its own; what was done, or None.
+        Cheap while the known one lives (one /proc read); looks through /proc only once it is gone."""
+        if "wm" in self.children or "xfce" not in self.children:  # ours is supervised as a part
+            return None
+        now = time.monotonic() if now is None else now
+        if self._wm_pid is not None and _pid_running(self._wm_pid):
+            return None
+        self._wm_pid = self._xfce_window_manager()
+        if self._wm_pid is not None:
+            self._wm_missing_since = None
+            return None
+        if self._wm_missing_since is None:
+            self._wm_missing_since = now
+            return None
+        if now - self._wm_missing_since < WM_GRACE_S:
+            return None
+        with self._lock:
+            self._start_wm()
+            self._wm_missing_since = None
+            return self._note(f"no window manager for {WM_GRACE_S:g}s (XFCE stopped restarting {WINDOW_MANAGER}); "
+                              "started one")
+
+    STARTERS = {"chromium": "_start_chromium", "x11vnc": "_start_x11vnc", "wm": "_start_wm"}
 
     # ---------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
         with self._lock:
+            self._wm_pid = self._wm_missing_since = None
             self._prepare_dirs()
             if self.proxy is None:  # kept through heals and resets: the browser's switches name its port
                 self.proxy = PolicyProxy(self.network, self.control_ports).start()
@@ -452,16 +531,13 @@ class DesktopStack:
             if not dead:
                 return []
             if any(name not in self.STARTERS for name in dead):
-                reason = f"{', '.join(dead)} exited; restarted the whole desktop"
                 counts = {name: child.restarts for name, child in self.children.items()}
-                self.stop()
-                self.children.clear()
-                self.start()
+                attempts = self.rebuild()
                 for name, child in self.children.items():  # each part's own restarts are kept
                     child.restarts = counts.get(name, 0)
                 self.restarts += 1
-                self._note(reason)
-                return [reason]
+                tries = f" (attempt {attempts})" if attempts > 1 else ""
+                return [self._note(f"{', '.join(dead)} exited; restarted the whole desktop{tries}")]
             done = []
             for name in dead:
                 code = self.children[name].popen.returncode
@@ -470,6 +546,23 @@ class DesktopStack:
                 self.restarts += 1
                 done.append(self._note(f"{name} exited (code {code}); restarted"))
             return done
+
+    def rebuild(self, backoff_s: tuple[float, ...] = RESTART_BACKOFF_S) -> int:
+        """Stop everything and start the whole desktop again, trying again after each pause of
+        ``backoff_s`` when a start fails; the attempt that worked, or StackError with the last reason."""
+        last: StackError | None = None
+        for attempt in range(1, len(backoff_s) + 2):
+            self.stop()
+            self.children.clear()
+            try:
+                self.start()
+                return attempt
+            except StackError as exc:
+                last = exc
+                self._note(f"restart attempt {attempt} failed: {str(exc).splitlines()[0]}")
+            if attempt <= len(backoff_s):
+                time.sleep(backoff_s[attempt - 1])
+        raise StackError(f"the desktop could not be restarted in {len(backoff_s) + 1} attempts; last: {last}")
 
     # Windows that belong to the desktop itself and stay through a reset.
     DESKTOP_WINDOW_CLASSES = ("xfce4-panel", "xfdesktop", "chromium")
@@ -537,6 +630,8 @@ class DesktopStack:
             for child in self.children.values():
                 if child.popen.poll() is None:
                     child.popen.wait(1)
+            if self.display and self._cookie:
+                server_authority.remove(self.display, self._cookie)
 
     def close(self) -> None:
         """Stop for good: also close the proxy."""

@@ -2,7 +2,8 @@
 
 Optional and off by default: nothing runs, and nothing is spent, until ``start``. ffmpeg runs as the
 server's user (the display accepts it, as it accepts x11vnc), in its own process session, with an
-environment of PATH and DISPLAY only. It grabs the whole screen with the pointer drawn in, at a
+environment of PATH, DISPLAY and XAUTHORITY only (the server's authority file, desktop.x11.xauth).
+It grabs the whole screen with the pointer drawn in, at a
 constant frame rate (frames repeated when the screen is still), encoded for speed over size: the
 machine's cores belong to the desktop being recorded.
 
@@ -143,6 +144,8 @@ class Recorder:
             argv[0] = ffmpeg
             self._stderr = tempfile.TemporaryFile()
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DISPLAY": self.display}
+            if os.environ.get("XAUTHORITY"):  # the server's authority file: every display's cookie
+                env["XAUTHORITY"] = os.environ["XAUTHORITY"]
             self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=self._stderr, env=env, start_new_session=True)
             progress = self._progress = _Progress(self._proc.stdout)

@@ -14,9 +14,30 @@ URL_SCHEMES = ("http://", "https://", "file://", "about:", "data:", "chrome://")
 # Pages of this machine rather than of the web: a model-driven browser must not render
 # file:///etc/passwd into the next screenshot, nor reach Chromium's own settings.
 LOCAL_SCHEMES = ("file://", "chrome://")
-# Programs that run any command they are given: refused by launch unless explicitly allowed.
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh", "fish", "busybox", "env", "sudo",
-                    "su", "doas", "nohup", "setsid", "xargs"})
+# What `launch` may start without the server's --launch-allow: desktop programs that show or edit
+# something and take no argument that runs another program. Hygiene, not the boundary: the desktop
+# user can do whatever these can, and a launched program is as untrusted as the page (docs/desktop-api.md).
+# Left out on purpose: terminals (xterm, xfce4-terminal: a shell), file managers and launchers (thunar,
+# xfce4-appfinder: open anything), a second Chromium (--renderer-cmd-prefix runs any command), and
+# everything that runs what it is given (RUNNERS).
+DEFAULT_PROGRAMS = frozenset({
+    "xmessage", "xclock", "xeyes", "xcalc", "xlogo",               # x11-apps / x11-utils
+    "mousepad", "gedit", "leafpad", "featherpad",                  # text editors
+    "ristretto", "eog", "evince", "atril", "gpicview",             # image and document viewers
+    "galculator", "gnome-calculator", "xfce4-screenshooter",       # tools
+})
+# Programs that run the command they are given (shells, wrappers, interpreters, debuggers, editors
+# with a shell escape, remote shells): refused unless listed in --launch-allow, with a message saying
+# why. Not on the default list whatever this says; named here for the message.
+RUNNERS = frozenset({
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh", "fish", "busybox", "env", "sudo", "su", "doas",
+    "nohup", "setsid", "xargs", "timeout", "nice", "ionice", "chrt", "taskset", "stdbuf", "time", "watch",
+    "flock", "runuser", "setpriv", "unshare", "nsenter", "chroot", "systemd-run", "script", "expect",
+    "awk", "gawk", "mawk", "nawk", "find", "sed", "make", "python", "python3", "perl", "ruby", "node", "nodejs",
+    "lua", "php", "tclsh", "wish", "gdb", "lldb", "strace", "ltrace", "vi", "vim", "nvim", "emacs", "nano",
+    "less", "more", "man", "ssh", "scp", "sftp", "telnet", "nc", "ncat", "socat", "xterm", "xfce4-terminal",
+    "x-terminal-emulator", "chromium", "thunar", "xfce4-appfinder", "exo-open", "xdg-open", "dbus-launch",
+})
 
 
 def check_url(url: str, *, allow_local: bool = False) -> None:
@@ -29,15 +50,18 @@ def check_url(url: str, *, allow_local: bool = False) -> None:
 
 
 def check_program(command: str, allow: frozenset[str] | None = None) -> None:
-    """Raise WindowError for a program launch may not start (pure): a name looked up on PATH,
-    never a path; no shell unless allowed; only the allowed ones when an allowlist is set."""
+    """Raise WindowError for a program launch may not start (pure): a name looked up on PATH, never
+    a path, and one of :data:`DEFAULT_PROGRAMS` or of ``allow`` (the server's --launch-allow)."""
     if "/" in command or command in (".", "..") or command.startswith("-"):
         raise WindowError(f"command {command!r}: give a program name to look up on PATH, not a path")
-    if allow is not None and command not in allow:
-        raise WindowError(f"command {command!r} is not in the allowed programs ({', '.join(sorted(allow)) or 'none'})")
-    if command in SHELLS and (allow is None or command not in allow):
-        raise WindowError(f"command {command!r} runs arbitrary commands and is refused unless explicitly allowed "
-                          "(--launch-allow)")
+    allowed = DEFAULT_PROGRAMS | (allow or frozenset())
+    if command in allowed:
+        return
+    if command in RUNNERS:
+        raise WindowError(f"command {command!r} runs other programs or code and is refused unless explicitly allowed "
+                          "(the server's --launch-allow)")
+    raise WindowError(f"command {command!r} is not among the programs launch may start "
+                      f"({', '.join(sorted(allowed))}); the server's --launch-allow adds programs")
 
 
 class WindowError(ValueError):

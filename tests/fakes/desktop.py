@@ -32,6 +32,7 @@ class FakeDesktop:
         self.performed: list[_Action] = []
         self.captures = 0
         self.resets = 0
+        self.heal_log: list[str] = []  # what a test says was healed under the run (the port's heals)
         # Raised by the next perform (and then forgotten), e.g. SessionUnavailable mid-run.
         self.fail_next: GlassdeskError | None = None
         # While set, the desktop is away (healing): capture and perform raise SessionUnavailable.
@@ -40,6 +41,9 @@ class FakeDesktop:
         self.during_perform: Callable[[_Action], None] | None = None
         self._shade = 0
         self._lock = threading.Lock()
+
+    def heals(self) -> list[str]:
+        return list(self.heal_log)
 
     def capture(self) -> Frame:
         if self.down:

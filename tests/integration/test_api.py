@@ -310,6 +310,14 @@ def test_launch_takes_a_program_name_never_a_path_nor_a_shell(api, tmp_path):
         message = error(act(api, "launch", {"command": shell, "args": ["-c", f"touch {marker}"]}), 422,
                         "invalid_action")
         assert "refused unless explicitly allowed" in message
+    # Wrappers and interpreters that run a command (issue 23: each ran past a fence of shell names).
+    for command, args in (("timeout", ["5", "touch", str(marker)]), ("nice", ["touch", str(marker)]),
+                          ("python3", ["-c", f"open({str(marker)!r}, 'w')"]),
+                          ("perl", ["-e", f"open(F, '>', {str(marker)!r})"]),
+                          ("awk", [f'BEGIN{{system("touch {marker}")}}']),
+                          ("find", ["/", "-maxdepth", "0", "-exec", "touch", str(marker), ";"])):
+        message = error(act(api, "launch", {"command": command, "args": args}), 422, "invalid_action")
+        assert "refused unless explicitly allowed" in message, message
     time.sleep(0.3)
     assert not marker.exists()  # nothing ran
 

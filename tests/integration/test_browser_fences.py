@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from desktop.actions import Key, Type, Wait
+from desktop.browser.chromium import managed_policy_problem
 from desktop.session.manager import SessionManager
 from desktop.session.stack import StackConfig
 from tests.conftest import session_files
@@ -67,6 +68,8 @@ def test_typed_javascript_and_devtools_do_not_run_code_in_the_page_by_default(se
     fenced.perform(Key(keys=["ctrl+shift+j"]))
     fenced.perform(Wait(duration_ms=1500))
     assert inner_width(fenced) == before == 1920, "DevTools docked beside the page"
+    titles = [w.title for w in fenced.windows.list()]
+    assert not any("DevTools" in t for t in titles), titles  # nor opened in a window of its own
     fenced.perform(Key(keys=["Escape"]))  # Chromium says DevTools is not allowed: dismiss it
 
 
@@ -80,3 +83,19 @@ def test_a_server_that_allows_local_pages_and_evaluate_lets_them_through(session
     opened.perform(Key(keys=["ctrl+shift+j"]))  # DevTools docks beside the page: the page narrows
     opened.perform(Wait(duration_ms=1500))
     assert inner_width(opened) < 1920
+
+
+def test_the_shared_policies_are_in_force_in_every_session(sessions):
+    """docker/chromium-policy.json, installed machine-wide by docker/install-system-deps.sh: no
+    extension installs and no download asks where to go, whatever the server allows (read on
+    chrome://policy in the session that may open chrome:// pages)."""
+    assert managed_policy_problem() is None, managed_policy_problem()
+    opened = sessions["open"]
+    opened.stack.browser.open_url("chrome://policy")
+
+    async def shown(pages):
+        page = await pages.need_front()
+        await page.get_by_text("ExtensionInstallBlocklist").first.wait_for(state="attached", timeout=5000)
+        return (await page.get_by_text("ExtensionInstallBlocklist").count(),
+                await page.get_by_text("PromptForDownload").count())
+    assert all(opened.stack.browser.call(shown, 10))

@@ -37,7 +37,7 @@ def environ(pid: int) -> dict[str, str]:
 def test_no_desktop_process_nor_launched_program_carries_a_secret(manager, monkeypatch):
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
-    desktops = DesktopService(manager)
+    desktops = DesktopService(manager, launch_allow=frozenset({"sleep"}))
     desktops.create("envtest")
     try:
         session = desktops.existing("envtest")
@@ -117,7 +117,7 @@ def test_every_desktop_process_runs_as_the_desktop_user_and_chromium_keeps_its_s
 
 
 def test_a_launched_program_runs_as_the_desktop_user(manager, desk):
-    _, pid = DesktopService(manager).launch(desk.id, "sleep", ["30"])
+    _, pid = DesktopService(manager, launch_allow=frozenset({"sleep"})).launch(desk.id, "sleep", ["30"])
     try:
         assert ids(pid)[0] == {DESKTOP_UID}
         if DESKTOP:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from desktop.x11.windows import WindowError, check_program, check_url
+from desktop.x11.windows import DEFAULT_PROGRAMS, RUNNERS, WindowError, check_program, check_url
 
 
 @pytest.mark.parametrize("command", ["/bin/sh", "../../bin/sh", "./x", "bin/ls", ".", "..", "-e"])
@@ -11,17 +11,32 @@ def test_a_program_is_a_name_not_a_path(command):
         check_program(command)
 
 
-def test_shells_are_refused_unless_allowed():
-    with pytest.raises(WindowError, match="refused unless explicitly allowed"):
-        check_program("bash")
-    check_program("bash", frozenset({"bash"}))
+# The issue 23 list: each ran a shell or code past the old fence of shell names.
+RUNNERS_SEEN = ["sh", "bash", "env", "xargs", "nohup", "setsid", "sudo", "timeout", "nice", "awk", "find",
+                "python3", "perl", "node", "gdb", "vim", "ssh", "systemd-run"]
+
+
+@pytest.mark.parametrize("command", RUNNERS_SEEN)
+def test_programs_that_run_others_are_refused_by_default_with_the_reason(command):
+    with pytest.raises(WindowError, match="runs other programs or code and is refused unless explicitly allowed"):
+        check_program(command)
+    check_program(command, frozenset({command}))  # --launch-allow lets it through
+
+
+def test_the_default_admits_desktop_programs_and_nothing_else():
     check_program("mousepad")
+    check_program("xmessage")
+    with pytest.raises(WindowError, match="not among the programs launch may start .*--launch-allow adds"):
+        check_program("some-unknown-tool")
+    assert not DEFAULT_PROGRAMS & RUNNERS
 
 
-def test_an_allowlist_admits_only_its_programs():
-    with pytest.raises(WindowError, match="not in the allowed programs"):
-        check_program("mousepad", frozenset({"xfce4-terminal"}))
-    check_program("xfce4-terminal", frozenset({"xfce4-terminal"}))
+def test_launch_allow_extends_the_default_list():
+    allow = frozenset({"xfce4-terminal"})
+    check_program("xfce4-terminal", allow)
+    check_program("mousepad", allow)  # the default list stays
+    with pytest.raises(WindowError, match="refused unless explicitly allowed"):
+        check_program("bash", allow)
 
 
 def test_local_urls_need_the_opt_in():

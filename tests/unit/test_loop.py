@@ -911,3 +911,38 @@ def test_a_bad_request_with_reset_resets_nothing(runner, desktop):
 def test_reset_needs_an_instruction():
     with pytest.raises(ValueError, match="reset"):
         ActRequest(reset=True)
+
+
+# ------------------------------------------------------------------------- a heal under the run
+
+
+def test_a_heal_under_the_run_is_a_step_the_model_is_told_and_done_says_so(runner, desktop, store, bus):
+    desktop.url = "http://shop.test/cart"
+    clicks = []
+
+    def crash_on_second_click(action):
+        clicks.append(action)
+        if len(clicks) == 2:  # the browser dies under this step; the supervisor restarts it
+            desktop.heal_log.append("chromium")
+            desktop.url = "about:blank"
+    desktop.during_perform = crash_on_second_click
+    provider = script(calls(Click(x=1, y=1)), calls(Click(x=2, y=2)), calls(Click(x=3, y=3)), done("ordered"))
+    result = runner.act(ActRequest(instruction="order", max_steps=4), provider=provider)
+
+    assert result.status == "done_after_heal" and result.answer == "ordered"
+    heal = result.steps[2]
+    assert heal.actions == [] and heal.error["code"] == "desktop_healed"
+    assert heal.error["message"].startswith("healed: chromium; lost: the page http://shop.test/cart")
+    assert heal.url == "about:blank"
+    # the model hears of it on its next turn, and the heal step takes none of its max_steps
+    assert "healed: chromium" in provider.contexts[2].note
+    assert len(result.steps) == 5 and len(desktop.performed) == 3
+    assert "healed" in kinds(bus)
+    trace = assert_trace(store, result.trace_id, "done_after_heal", 5)
+    assert trace.steps[2].error.code == "desktop_healed"
+
+
+def test_heals_before_the_run_are_not_its_own(runner, desktop):
+    desktop.heal_log.append("desktop")
+    result = runner.act(ActRequest(instruction="x"), provider=script(calls(Click(x=1, y=1)), done()))
+    assert result.status == "done" and all(s.error is None for s in result.steps)

@@ -542,9 +542,10 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
 
                  title="Launch a program on the visible desktop",
                  annotations=_annotations("Launch a program on the visible desktop", open_world=True),
-                 description=f"{ACTS} Starts a desktop program (e.g. mousepad, xfce4-terminal, thunar) "
-                             "detached, on the session's display; it ends with the session. Chromium is already "
-                             f"running: use desktop_open_url for web pages. {RETURNS_SHOT}")
+                 description=f"{ACTS} Starts a desktop program (e.g. mousepad, xmessage; the server's allowlist, "
+                             "extended by its --launch-allow) detached, on the session's display; it ends with "
+                             "the session. "
+                             f"Chromium is already running: use desktop_open_url for web pages. {RETURNS_SHOT}")
     async def desktop_launch(command: Annotated[str, Field(min_length=1, description="program name on PATH")],
                              args: Annotated[list[str] | None, Field(description="its arguments")] = None,
                              screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
@@ -585,9 +586,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                  description=f"{ACTS} Hands a whole instruction (\"open example.com and click Sign in\") to "
                              "glassdesk's vision loop: it screenshots, asks the vision model what to do, clicks and "
                              "types, waits for the screen to settle, and repeats until done or max_steps. Sends a "
-                             "progress notification per step. Returns the status (done, failed, max_steps, "
-                             "budget_exceeded, needs_confirmation, cancelled, or paused when a person holds the "
-                             "desktop), the model's answer, the final "
+                             "progress notification per step. Returns the status (done, done_after_heal, failed, "
+                             "max_steps, budget_exceeded, needs_confirmation, cancelled, or paused when a person "
+                             "holds the desktop), the model's answer, the final "
                              "screenshot and the URL of the trace report (every step's screenshots and commands).")
     async def vision_act(instruction: Annotated[str, Field(min_length=1, max_length=10_000,
                                                            description="what to do, in plain words")],

@@ -25,9 +25,12 @@ IMAGE_OMITTED = "[image omitted]"
 # FINAL_STATUSES from the server). "paused" is a run's state between calls, never written to a trace.
 # "interrupted": the server stopped (crashed, was killed) before the run finished; set only by
 # TraceStore.close_interrupted when the next server starts, never by the loop.
-RunStatus = Literal["running", "paused", "needs_confirmation", "done", "failed", "max_steps", "budget_exceeded",
-                    "cancelled", "interrupted"]
-FINAL_STATUSES = ("done", "failed", "max_steps", "budget_exceeded", "cancelled", "interrupted")
+# "done_after_heal": the model said done and its last acting step worked, but the desktop was restarted
+# under the run (the browser or the whole desktop; each heal is a step of the trace, code
+# desktop_healed): what it did before the heal may be gone, so its done is not a plain one.
+RunStatus = Literal["running", "paused", "needs_confirmation", "done", "done_after_heal", "failed", "max_steps",
+                    "budget_exceeded", "cancelled", "interrupted"]
+FINAL_STATUSES = ("done", "done_after_heal", "failed", "max_steps", "budget_exceeded", "cancelled", "interrupted")
 ImageKind = Literal["before", "after"]
 # Naive datetimes from callers are taken as UTC, so every stored time compares with every other.
 UtcDatetime = Annotated[datetime, AfterValidator(lambda d: d if d.tzinfo else d.replace(tzinfo=UTC))]

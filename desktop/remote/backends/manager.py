@@ -164,6 +164,7 @@ class BackendSessions(SessionRegistry):
                 log.error("session %s could not be replaced: %s", session.id, exc)
                 return True
             session.restarts += 1
+            session.heal_log.append("desktop")  # a run through it learns its desktop was replaced
             session.live_generation += 1  # live views of the dead server end
             session.takeover_since = None
             session.events.append(f"{utcnow():%H:%M:%S} replaced by {session.handle}")
