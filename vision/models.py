@@ -40,6 +40,10 @@ class ActRequest(BaseModel):
     secrets: dict[str, str] = Field(default_factory=dict,
                                     description="values typed where the model writes {{name}}; never sent to the model "
                                                 "nor written to the trace")
+    record_video: bool = Field(False, description="film the display for the run: a video receipt with a chapter per "
+                                                  "step, a ring at every click and the typed text and keys as "
+                                                  "captions, chained into the trace (only with a new instruction)")
+    video_format: Literal["mp4", "webm"] = Field("mp4", description="mp4 (H.264, the cheaper encoder) or webm (VP8)")
     reset: bool = Field(False, description="first return the session to a fresh state, as POST "
                                            "/sessions/{id}/reset does (launched programs end, Chromium restarts "
                                            "on a clean profile at about:blank); only with a new instruction")
@@ -65,6 +69,21 @@ class StepSummary(BaseModel):
                                                                     "timeout")
     usage: Usage = Field(default_factory=Usage)
     url: str | None = None
+    by: Literal["agent", "operator"] = Field("agent", description="operator: a person's input during a take-over")
+
+
+class VideoOut(BaseModel):
+    """A run's video receipt: where to fetch it, and the SHA-256 its trace chains."""
+
+    url: str
+    sha256: str
+    format: Literal["mp4", "webm"]
+    chapters_url: str
+    captions_url: str
+    duration_s: float
+    chapters: int
+    clicks: int
+    notes: list[str] = Field(default_factory=list)
 
 
 class SafetyCheckOut(BaseModel):
@@ -86,6 +105,8 @@ class ActResult(BaseModel):
     final_screenshot: str | None = Field(None, description="base64 PNG of the screen when the call returned")
     report_url: str
     report_path: str | None = Field(None, description="report.html on the server's disk, once the run has ended")
+    video: VideoOut | None = Field(None, description="the video receipt, once a filmed run has ended")
+    video_note: str | None = Field(None, description="why a run asked to be filmed has no video")
 
 
 class RunView(BaseModel):

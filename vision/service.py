@@ -92,7 +92,8 @@ class Glassdesk:
         with self._lock:
             runner = self._runners.get(session.id)
             if runner is None or runner.desktop is not session:
-                runner = self._runners[session.id] = Runner(session, self.store, self.config, self.bus)
+                runner = self._runners[session.id] = Runner(session, self.store, self.config, self.bus,
+                                                            film=_film_for(session))
             return runner
 
     def act(self, session_id: str | None, request: ActRequest, on_step: Callable[[StepSummary], None] | None = None,
@@ -210,6 +211,14 @@ class Glassdesk:
         except TraceNotFound as exc:
             raise TraceNotFoundError(str(exc)) from exc
 
+    def video_file(self, trace_id: str, name: str) -> Path:
+        """A file of a filmed run's video receipt (video, chapters.vtt, captions.vtt)."""
+        self.trace(trace_id)
+        try:
+            return self.store.video_file(trace_id, name)
+        except TraceNotFound as exc:
+            raise TraceNotFoundError(str(exc)) from exc
+
     def report_html(self, trace_id: str) -> str:
         trace = self.trace(trace_id)
         return render_html(trace.meta, trace.steps, verification=self.store.verify(trace_id))
@@ -217,6 +226,22 @@ class Glassdesk:
     def junit(self, trace_id: str) -> str:
         trace = self.trace(trace_id)
         return render_junit(trace.meta, trace.steps)
+
+
+def _film_for(session) -> Callable | None:
+    """How a run on this session is filmed, or None when its display is not this machine's (a
+    session server's desktop: the film would have to be made there)."""
+    from desktop.session.manager import Session
+
+    if not isinstance(session, Session):
+        return None
+
+    def film(directory: Path, fmt: str, title: str):
+        from desktop.x11.receipt import VideoReceipt
+
+        return VideoReceipt(session.display, directory, fmt=fmt, title=title)  # the display now: a restart moves it
+
+    return film
 
 
 def _not_found(exc: Exception) -> TraceNotFoundError:

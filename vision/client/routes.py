@@ -326,6 +326,10 @@ class Routes:
     def trace_junit(self, trace_id: str) -> str:
         return self._send(Call("GET", f"{API}/traces/{_seg(trace_id)}/junit.xml", text))
 
+    def trace_video(self, trace_id: str, name: str) -> bytes:
+        """A filmed run's video receipt: the video, ``chapters.vtt`` or ``captions.vtt``."""
+        return self._send(Call("GET", f"{API}/traces/{_seg(trace_id)}/video/{_seg(name)}", raw))
+
     # --- QA runs and baselines
 
     def qa_run(self, test_run_id: str) -> QaRun:

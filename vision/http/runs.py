@@ -94,6 +94,15 @@ def vision_router(glassdesk: Glassdesk) -> APIRouter:
     def step_image(trace_id: str, index: int, which: Literal["before", "after"]):
         return FileResponse(glassdesk.step_image(trace_id, index, which), media_type="image/png")
 
+    @router.get("/traces/{trace_id}/video/{name}", tags=["traces"], response_class=FileResponse,
+                responses={200: {"content": {"video/mp4": {}, "video/webm": {}, "text/vtt": {}}}})
+    def video_file(trace_id: str, name: str):
+        """A filmed run's video receipt: the video, chapters.vtt, captions.vtt (names in the trace's ``video``)."""
+        path = glassdesk.video_file(trace_id, name)
+        media = {".mp4": "video/mp4", ".webm": "video/webm", ".vtt": "text/vtt"}.get(path.suffix,
+                                                                                     "application/octet-stream")
+        return FileResponse(path, media_type=media)
+
     @router.get("/traces/{trace_id}/report", response_class=HTMLResponse, tags=["traces"])
     def report(trace_id: str) -> HTMLResponse:
         return HTMLResponse(glassdesk.report_html(trace_id))
