@@ -36,6 +36,7 @@ from vision.trace.store import TraceStore
 from vision.trace.writer import TraceWriter
 
 if TYPE_CHECKING:
+    from desktop.session.operator_input import Gesture
     from desktop.x11.receipt import VideoReceipt
 
 # Makes a run's video receipt: (trace directory, format, title) -> an unstarted VideoReceipt.
@@ -246,6 +247,40 @@ class Runner:
             else:  # another pause is still in force: say which, so nobody thinks the run goes on
                 self._publish("paused", reason=still, by="operator" if "operator" in self._pauses else "takeover")
 
+    def record_operator(self, gestures: list[Gesture]) -> int:
+        """A person's input during a take-over, recorded as steps of the run in progress (marked
+        ``by: operator``, with their times, in the chain; filmed with the run when it is filmed).
+        Answers how many were recorded: none when no run is open to take them."""
+        state = self.state
+        if state is None or not gestures or state.status == "needs_confirmation":
+            return 0  # (a run held for approval keeps its trace closed to steps until decided)
+        secrets = state.request.secrets.values()
+        recorded = 0
+        for gesture in gestures:
+            offset = time.time() - time.monotonic()  # monotonic -> wall clock
+            started = datetime.fromtimestamp(gesture.started + offset, UTC)
+            finished = datetime.fromtimestamp(gesture.finished + offset, UTC)
+            index = len(state.steps) + 1
+            what = describe_action(gesture.action)
+            text = redact(f"the operator: {what}", secrets)
+            if state.receipt is not None:
+                state.receipt.chapter(redact(f"step {index}: operator {what}", secrets), at=gesture.started)
+                state.receipt.note_action(gesture.action, at=gesture.started)
+            try:
+                state.trace.record_step(started_at=started, finished_at=finished, text=text, actions=[gesture.action],
+                                        by="operator")
+            except (RuntimeError, OSError) as exc:  # the run ended meanwhile, or its trace cannot be written
+                log.warning("run %s: the operator's input was not recorded: %s", state.trace.trace_id, exc)
+                return recorded
+            summary = StepSummary.model_validate(redact(StepSummary(index=index, text=text, actions=[gesture.action],
+                                                                    by="operator").model_dump(), secrets))
+            state.steps.append(summary)
+            self._publish("step", trace_id=state.trace.trace_id, step=summary.model_dump(),
+                          max_steps=state.request.max_steps, tokens=state.usage.total,
+                          operator_steps=len(state.steps) - agent_steps(state.steps))
+            recorded += 1
+        return recorded
+
     def view(self) -> RunView | None:
         """The run as every reader (console, metrics, MCP, REST) sees it; None before the first."""
         state = self.state
@@ -254,6 +289,7 @@ class Runner:
         checks = [SafetyCheckOut(**c.__dict__) for c in state.pending.safety_checks] if state.pending else []
         return RunView(trace_id=state.trace.trace_id, status=state.status, instruction=state.instruction,
                        model=state.provider.name, step=len(state.steps), max_steps=state.request.max_steps,
+                       operator_steps=len(state.steps) - agent_steps(state.steps),
                        tokens=state.usage.total, pending_safety_checks=checks, active=self.active,
                        pause_reason=self.pause_reason, answer=state.answer, error=state.error)
 
@@ -610,7 +646,8 @@ class Runner:
         summary = StepSummary.model_validate(redact(summary.model_dump(), state.request.secrets.values()))
         state.steps.append(summary)
         self._publish("step", trace_id=state.trace.trace_id, step=summary.model_dump(),
-                      max_steps=state.request.max_steps, tokens=state.usage.total)
+                      max_steps=state.request.max_steps, tokens=state.usage.total,
+                      operator_steps=len(state.steps) - agent_steps(state.steps))
         if on_step:
             on_step(summary)
 

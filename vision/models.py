@@ -118,6 +118,8 @@ class RunView(BaseModel):
     model: str
     step: int
     max_steps: int
+    operator_steps: int = Field(0, description="steps that were a person's input during a take-over: counted in "
+                                               "step, not against max_steps")
     tokens: int
     pending_safety_checks: list[SafetyCheckOut] = Field(default_factory=list)
     active: bool

@@ -18,6 +18,7 @@ from typing import Any
 from desktop.models import LiveView
 from desktop.service.desktop import DEFAULT_SESSION, DesktopService
 from desktop.session.manager import SessionManager
+from desktop.session.operator_input import Gestures, RfbInputTap
 from vision.computer import ComputerService
 from vision.config import VisionConfig
 from vision.errors import TraceCorruptError, TraceNotFoundError
@@ -55,6 +56,10 @@ class Glassdesk:
         self.computer = ComputerService(desktops)
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()
+        # A person's input during a take-over, by session, read off the live view's RFB stream: made
+        # into steps of the run (vision.loop.Runner.record_operator) as each gesture ends.
+        self._operator: dict[str, Gestures] = {}
+        self._operator_lock = threading.Lock()
         desktops.on_change(self._on_session)
         # The observers: started here, so every way of running glassdesk shows and counts the same.
         self.last_action: dict[str, dict] = {}
@@ -131,11 +136,37 @@ class Glassdesk:
         self.desktops.require_viewer()  # the answer is a live-view link: refuse before changing anything
         session = self.desktops.set_takeover(runner.desktop.id, on)
         if on:
+            with self._operator_lock:
+                self._operator.setdefault(session.id, Gestures())
             runner.pause(TAKEOVER_REASON, kind="takeover")
         else:
+            with self._operator_lock:  # what the person did last (a typed text still open) is theirs too
+                gestures = self._operator.pop(session.id, None)
+                if gestures is not None:
+                    runner.record_operator(gestures.take(flush=True))
             runner.resume(kind="takeover")
         self.bus.publish("takeover", session_id=session.id, on=on)
         return self.desktops.live_view(session.id, control=on)
+
+    def operator_tap(self, session_id: str) -> RfbInputTap:
+        """A reader for one live-view connection with control: the person's pointer and keys,
+        recorded as steps of the session's run while they have taken over (and only then)."""
+
+        def feed(event: Callable[[Gestures], None]) -> None:
+            with self._operator_lock:
+                gestures = self._operator.get(session_id)
+                if gestures is None:  # no take-over: nobody's input to put on the record
+                    return
+                event(gestures)
+                done = gestures.take()
+                if done:
+                    with self._lock:
+                        runner = self._runners.get(session_id)
+                    if runner is not None:
+                        runner.record_operator(done)
+
+        return RfbInputTap(on_pointer=lambda mask, x, y: feed(lambda g: g.pointer(mask, x, y)),
+                           on_key=lambda down, keysym: feed(lambda g: g.key(down, keysym)))
 
     def view(self, session_id: str) -> RunView | None:
         """The session's current or last run in this process, without starting anything."""
@@ -221,7 +252,7 @@ class Glassdesk:
 
     def report_html(self, trace_id: str) -> str:
         trace = self.trace(trace_id)
-        return render_html(trace.meta, trace.steps, verification=self.store.verify(trace_id))
+        return render_html(trace.meta, trace.steps, verification=self.store.verify(trace_id), video=trace.video)
 
     def junit(self, trace_id: str) -> str:
         trace = self.trace(trace_id)

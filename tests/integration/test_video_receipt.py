@@ -4,7 +4,9 @@ click landed (found on frames ffmpeg extracts), the captions, and the SHA-256 in
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +27,16 @@ def ring_pixels(png: Path) -> np.ndarray:
     return (r > 170) & (b > 170) & (g < 110)
 
 
-def ring_centre(png: Path) -> tuple[float, float] | None:
-    ys, xs = np.nonzero(ring_pixels(png))
+def ring_centre(png: Path, near: tuple[int, int] | None = None) -> tuple[float, float] | None:
+    """The centre of the ring colour in a frame, or in the 120 px square around ``near`` (two clicks
+    a moment apart show two rings): None when there are too few such pixels to be a ring."""
+    mask = ring_pixels(png)
+    if near is not None:
+        x0, y0 = max(0, near[0] - 60), max(0, near[1] - 60)
+        ys, xs = np.nonzero(mask[y0:near[1] + 60, x0:near[0] + 60])
+        xs, ys = xs + x0, ys + y0
+    else:
+        ys, xs = np.nonzero(mask)
     if len(xs) < 100:  # a ring is ~400 px; a few stray pixels are not one
         return None
     return float(xs.mean()), float(ys.mean())
@@ -95,7 +105,7 @@ def test_a_filmed_run_has_chapters_rings_captions_and_a_chained_sha(vision_api, 
     starts = [float(c["start_time"]) for c in info["chapters"]]
     for step, (x, y) in ((1, (bx, by)), (3, (fx, fy))):
         shots = frames(path, starts[step - 1], 1.5, ARTIFACTS / f"step{step}")
-        found = [(t, c) for t, p in shots if (c := ring_centre(p)) is not None]
+        found = [(t, c) for t, p in shots if (c := ring_centre(p, near=(x, y))) is not None]
         assert found, f"no ring in step {step}'s first 1.5 s"
         for _t, (cx, cy) in found:
             assert abs(cx - x) <= 3 and abs(cy - y) <= 3, (step, (cx, cy), (x, y))
@@ -125,3 +135,110 @@ def test_a_filmed_run_has_chapters_rings_captions_and_a_chained_sha(vision_api, 
     assert services.store.verify(trace_id).ok
     (trace_dir / "video.json").unlink()
     assert "video.json is missing" in services.store.verify(trace_id).reason
+
+
+class RfbControl:
+    """The person at the live view: a bare RFB client over the relay's websocket, as noVNC is."""
+
+    def __init__(self, base_url: str, token: str):
+        from websockets.sync.client import connect
+
+        url = base_url.replace("http://", "ws://") + "/api/v1/sessions/itest/vnc"
+        self.ws = connect(url, subprotocols=["binary", f"glassdesk.token.{token}"], open_timeout=15,
+                          max_size=None).__enter__()
+        self.pending = bytearray()
+        assert self.read(12) == b"RFB 003.008\n"
+        self.ws.send(b"RFB 003.008\n")
+        self.read(self.read(1)[0])
+        self.ws.send(b"\x01")
+        assert self.read(4) == b"\0\0\0\0"
+        self.ws.send(b"\x01")  # ClientInit: shared
+        self.read(4)
+        self.bpp = self.read(16)[0]
+        self.read(struct.unpack(">I", self.read(4))[0])
+
+    def read(self, n: int) -> bytes:
+        while len(self.pending) < n:
+            self.pending += self.ws.recv(timeout=15)
+        out = bytes(self.pending[:n])
+        del self.pending[:n]
+        return out
+
+    def click(self, x: int, y: int) -> None:
+        for mask in (0, 1, 0):
+            self.ws.send(struct.pack(">BBHH", 5, mask, x, y))
+            time.sleep(0.05)
+
+    def key(self, *keysyms: int) -> None:
+        for down in (1, 0):
+            for sym in keysyms if down else reversed(keysyms):
+                self.ws.send(struct.pack(">BBxxI", 4, down, sym))
+                time.sleep(0.02)
+
+    def sync(self) -> None:
+        """A 1x1 update asked and read: x11vnc has handled everything sent before."""
+        self.ws.send(struct.pack(">BBHHHH", 3, 0, 0, 0, 1, 1))
+        while True:
+            kind = self.read(1)[0]
+            if kind == 0:
+                self.read(1)
+                for _ in range(struct.unpack(">H", self.read(2))[0]):
+                    _, _, w, h, encoding = struct.unpack(">HHHHi", self.read(12))
+                    self.read(w * h * self.bpp // 8)
+                return
+            assert kind == 2, kind  # a bell; nothing else was asked for
+
+    def close(self) -> None:
+        self.ws.__exit__(None, None, None)
+
+
+def test_a_takeover_puts_the_persons_input_on_the_record_and_on_film(vision_api, page, viewport, services,
+                                                                    no_paused_run):
+    bx, by = at(viewport, 1260, 145)   # the Sign in button
+    fx, fy = at(viewport, 300, 280)    # the text field
+    run = {"instruction": "sign in, with help", "model": "scripted", "record_video": True, "autopilot": False,
+           "script": [{"action": "click", "x": bx, "y": by}, {"action": "done", "answer": "helped"}]}
+    first = vision_api.post("/api/v1/sessions/itest/vision/act", json=run)
+    assert first.status_code == 200 and first.json()["status"] == "running", first.text
+    control = vision_api.post("/api/v1/sessions/itest/takeover", json={"on": True})
+    assert control.status_code == 200, control.text
+    person = RfbControl(str(vision_api.base_url).rstrip("/"), control.json()["token"])
+    try:
+        person.click(fx, fy)
+        person.key(0x68)
+        person.key(0x69)  # "hi"
+        person.key(0xFFE3, 0x61)  # ctrl+a
+        person.sync()
+        page.wait_for(lambda e: e["type"] == "input" and e["field"] == "hi")
+        # While they have control: the run's counters count their steps, the agent's budget does not.
+        view = services.view("itest")
+        trace_id = first.json()["trace_id"]
+        assert view.step == services.store.meta(trace_id).steps == 4 and view.operator_steps == 3
+    finally:
+        person.close()
+        assert vision_api.post("/api/v1/sessions/itest/takeover", json={"on": False}).status_code == 200
+    done = vision_api.post("/api/v1/sessions/itest/vision/act", json={**run, "autopilot": True})
+    assert done.status_code == 200, done.text
+    body = done.json()
+    assert body["status"] == "done", body
+    assert [(s["index"], s["by"]) for s in body["steps"]] == [(1, "agent"), (2, "operator"), (3, "operator"),
+                                                              (4, "operator"), (5, "agent")]
+    trace = services.store.load(trace_id)
+    assert [s.by for s in trace.steps] == ["agent", "operator", "operator", "operator", "agent"]
+    assert [s.actions for s in trace.steps[1:4]] == [[{"action": "click", "x": fx, "y": fy, "button": "left"}],
+                                                     [{"action": "type", "text": "hi"}],
+                                                     [{"action": "key", "keys": ["ctrl+a"]}]]
+    assert trace.steps[0].finished_at <= trace.steps[1].started_at <= trace.steps[3].finished_at
+    assert services.store.verify(trace_id).ok
+    report = vision_api.get(f"/api/v1/traces/{trace_id}/report").text
+    assert "by the operator" in report
+
+    # On film: the person's click has its ring, their typing its caption, their steps their chapters.
+    path = services.store.trace_dir(trace_id) / "video.mp4"
+    info = probe(path)
+    titles = [c["tags"]["title"] for c in info["chapters"]]
+    assert len(titles) == 5 and titles[1] == f"step 2: operator click at {fx},{fy}", titles
+    assert "typed: hi" in (path.parent / "captions.vtt").read_text()
+    shots = frames(path, float(info["chapters"][1]["start_time"]), 1.5, ARTIFACTS / "operator")
+    found = [c for _, p in shots if (c := ring_centre(p, near=(fx, fy))) is not None]
+    assert found and all(abs(cx - fx) <= 3 and abs(cy - fy) <= 3 for cx, cy in found), (found, (fx, fy))

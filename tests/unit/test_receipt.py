@@ -81,3 +81,41 @@ def test_a_steps_title_says_what_it_did_with_placeholders():
                {"action": "key", "keys": ["ctrl+a", "Delete"]}, {"action": "screenshot"}]
     assert step_title(2, "Log  in\n", actions) == "step 2: Log in (click at 3,4; type '{{pw}}'; key ctrl+a Delete)"
     assert step_title(1, "", []) == "step 1: looked"
+
+
+def test_the_seal_chains_the_video_after_the_last_step_and_verify_checks_it(tmp_path):
+    from vision.trace.store import TraceStore
+
+    store = TraceStore(tmp_path)
+    writer = store.create("film it", model="scripted")
+    writer.record_step(text="one", actions=[{"action": "click", "x": 1, "y": 2}])
+    writer.record_step(text="two", actions=[{"action": "type", "text": "hi"}], by="operator")
+    for name, data in (("video.mp4", b"film"), ("chapters.vtt", b"WEBVTT\n"), ("captions.vtt", b"WEBVTT\n")):
+        (writer.dir / name).write_bytes(data)
+    seal = writer.seal_video(file="video.mp4", fmt="mp4", chapters_file="chapters.vtt", captions_file="captions.vtt",
+                             duration_s=1.0, chapters=2, clicks=1)
+    writer.finish("done")
+    trace = store.load(writer.trace_id)
+    assert [s.by for s in trace.steps] == ["agent", "operator"]
+    assert trace.video == seal and seal.prev_hash == trace.steps[-1].hash == trace.meta.head_hash
+    assert trace.meta.video_hash == seal.hash and store.verify(writer.trace_id).ok
+    assert store.video_file(writer.trace_id, "captions.vtt").read_bytes() == b"WEBVTT\n"
+
+    (writer.dir / "captions.vtt").write_bytes(b"WEBVTT\n\nchanged")
+    assert store.verify(writer.trace_id).reason == "video: captions.vtt does not match its SHA-256"
+    (writer.dir / "captions.vtt").write_bytes(b"WEBVTT\n")
+    sealed = (writer.dir / "video.json").read_bytes()
+    (writer.dir / "video.json").write_bytes(sealed.replace(b'"clicks":1', b'"clicks":0'))
+    assert store.verify(writer.trace_id).reason == "video: video.json's content does not match its hash"
+    (writer.dir / "video.json").unlink()
+    assert "video.json is missing" in store.verify(writer.trace_id).reason
+
+
+def test_a_trace_without_a_film_verifies_as_before(tmp_path):
+    from vision.trace.store import TraceStore
+
+    store = TraceStore(tmp_path)
+    writer = store.create("no film", model="scripted")
+    writer.record_step(text="one")
+    writer.finish("done")
+    assert store.verify(writer.trace_id).ok and store.load(writer.trace_id).video is None
