@@ -240,8 +240,7 @@ class VideoReceipt:
     def start(self) -> None:
         self._recorder.start()
         # The first frame is written: video time 0 was (about) now, less what ffmpeg has already filmed.
-        progress = self._recorder._progress
-        self._t0 = time.monotonic() - (progress.seconds if progress else 0.0)
+        self._t0 = time.monotonic() - self._recorder.filmed_s
 
     def now(self, at: float | None = None) -> float:
         """Video time of a monotonic instant (default: now)."""
@@ -289,7 +288,15 @@ class VideoReceipt:
             return self._finished
         if self._t0 is None:
             raise RecorderError("no video was made: the receipt was never started")
-        raw = self._recorder.stop()
+        try:
+            raw = self._recorder.stop()
+        except RecorderError:
+            self._t0 = None
+            if self._raw.is_file() and self._raw.stat().st_size > 0:  # what ffmpeg wrote before it failed
+                self._raw.replace(self.directory / self.name)
+            else:
+                self._raw.unlink(missing_ok=True)
+            raise
         duration = max(self.now(), 0.1)
         self._t0 = None  # no more notes
         with self._lock:
