@@ -7,6 +7,7 @@ model SDK, so the Python client (vision.client) takes its types from here.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -84,6 +85,28 @@ class VideoOut(BaseModel):
     chapters: int
     clicks: int
     notes: list[str] = Field(default_factory=list)
+
+
+class RecordingStart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    video_format: Literal["mp4", "webm"] = Field("mp4", description="mp4 (H.264, the cheaper encoder) or webm (VP8)")
+    title: str | None = Field(None, min_length=1, max_length=200, description="the film's title (its metadata)")
+
+
+class Recording(BaseModel):
+    """A session recording: filming, or stopped with its receipt."""
+
+    recording_id: str
+    session_id: str
+    status: Literal["recording", "stopped"]
+    format: Literal["mp4", "webm"]
+    title: str | None = None
+    started_at: datetime
+    stopped_at: datetime | None = None
+    actions: int = Field(0, description="actions marked so far (one chapter each)")
+    video: VideoOut | None = Field(None, description="the receipt, once stopped")
+    video_note: str | None = Field(None, description="why a stopped recording has no video")
 
 
 class SafetyCheckOut(BaseModel):

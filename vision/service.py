@@ -29,6 +29,7 @@ from vision.models import ActRequest, ActResult, RunView, StepSummary
 from vision.observers import BusListener, Narrator, strip_enabled
 from vision.providers.base import Provider
 from vision.qa.service import QaService
+from vision.recording import SessionRecordings
 from vision.report import render_html, render_junit
 from vision.settings import Settings
 from vision.trace.records import InvalidTraceId, Trace, TraceCorrupt, TraceMeta, TraceNotFound, VerifyResult
@@ -52,6 +53,8 @@ class Glassdesk:
         # runs any other; their runs a dead server left unfinished are closed the same way.
         self.qa = QaService(desktops, store.root, act=self.act)
         self.interrupted += self.qa.close_interrupted()
+        # Session recordings (start/stop a video receipt of a session's display) into the same data dir.
+        self.recordings = SessionRecordings(desktops, store.root)
         # The vendor-native executors (/computer/anthropic, /computer/openai) over the same desktops.
         self.computer = ComputerService(desktops)
         self._runners: dict[str, Runner] = {}
@@ -86,6 +89,7 @@ class Glassdesk:
         return cls(desktops, TraceStore(data_dir), config or VisionConfig.load(), strip=strip)
 
     def close(self) -> None:
+        self.recordings.close()
         self.desktops.close()
 
     # ------------------------------------------------------------------ runs
@@ -143,7 +147,7 @@ class Glassdesk:
             with self._operator_lock:  # what the person did last (a typed text still open) is theirs too
                 gestures = self._operator.pop(session.id, None)
                 if gestures is not None:
-                    runner.record_operator(gestures.take(flush=True))
+                    self._operator_did(session.id, gestures.take(flush=True))
             runner.resume(kind="takeover")
         self.bus.publish("takeover", session_id=session.id, on=on)
         return self.desktops.live_view(session.id, control=on)
@@ -160,13 +164,18 @@ class Glassdesk:
                 event(gestures)
                 done = gestures.take()
                 if done:
-                    with self._lock:
-                        runner = self._runners.get(session_id)
-                    if runner is not None:
-                        runner.record_operator(done)
+                    self._operator_did(session_id, done)
 
         return RfbInputTap(on_pointer=lambda mask, x, y: feed(lambda g: g.pointer(mask, x, y)),
                            on_key=lambda down, keysym: feed(lambda g: g.key(down, keysym)))
+
+    def _operator_did(self, session_id: str, gestures: list) -> None:
+        """A person's gestures: steps of the session's run, and marks on its recording if filmed."""
+        with self._lock:
+            runner = self._runners.get(session_id)
+        if runner is not None:
+            runner.record_operator(gestures)
+        self.recordings.note_operator(session_id, gestures)
 
     def view(self, session_id: str) -> RunView | None:
         """The session's current or last run in this process, without starting anything."""
@@ -184,6 +193,7 @@ class Glassdesk:
         self.bus.publish(f"session_{what}", session_id=session_id)
         if what != "deleted":
             return
+        self.recordings.session_ended(session_id)
         # A deleted (or expired) session ends its run: a paused run would otherwise wait forever.
         with self._lock:
             runner = self._runners.pop(session_id, None)

@@ -242,3 +242,39 @@ def test_a_takeover_puts_the_persons_input_on_the_record_and_on_film(vision_api,
     shots = frames(path, float(info["chapters"][1]["start_time"]), 1.5, ARTIFACTS / "operator")
     found = [c for _, p in shots if (c := ring_centre(p, near=(fx, fy))) is not None]
     assert found and all(abs(cx - fx) <= 3 and abs(cy - fy) <= 3 for cx, cy in found), (found, (fx, fy))
+
+
+def test_a_session_recording_films_whatever_acts_and_marks_each_action(vision_api, page, viewport, services):
+    import hashlib
+
+    bx, by = at(viewport, 1260, 145)
+    S = "/api/v1/sessions/itest"
+    assert vision_api.post(f"{S}/recording/stop").json()["error"]["code"] == "not_recording"
+    started = vision_api.post(f"{S}/recording/start", json={"title": "by hand"})
+    assert started.status_code == 200 and started.json()["status"] == "recording", started.text
+    try:
+        again = vision_api.post(f"{S}/recording/start")
+        assert again.status_code == 409 and again.json()["error"]["code"] == "recording_in_progress"
+        time.sleep(0.5)
+        assert vision_api.post(f"{S}/desktop/click", json={"x": bx, "y": by}).status_code == 200
+        time.sleep(1.2)
+        assert vision_api.post(f"{S}/desktop/type", json={"text": "not-on-film"}).status_code == 200
+        assert vision_api.get(f"{S}/recording").json()["actions"] == 2
+        time.sleep(0.5)
+    finally:
+        stopped = vision_api.post(f"{S}/recording/stop")
+    assert stopped.status_code == 200, stopped.text
+    body = stopped.json()
+    assert body["status"] == "stopped" and body["video"]["chapters"] == 2 and body["video"]["clicks"] == 1, body
+    video = vision_api.get(body["video"]["url"])
+    assert video.headers["content-type"] == "video/mp4"
+    assert hashlib.sha256(video.content).hexdigest() == body["video"]["sha256"]
+    assert vision_api.get(f"/api/v1/recordings/{body['recording_id']}").json() == body
+    captions = vision_api.get(body["video"]["captions_url"]).text
+    assert "typed: 11 characters" in captions and "not-on-film" not in captions
+    path = services.recordings.file(body["recording_id"], "video.mp4")
+    info = probe(path)
+    assert [c["tags"]["title"] for c in info["chapters"]] == [f"1. click at {bx},{by}", "2. type 11 characters"]
+    shots = frames(path, float(info["chapters"][0]["start_time"]), 1.0, ARTIFACTS / "session")
+    found = [c for _, p in shots if (c := ring_centre(p, near=(bx, by))) is not None]
+    assert found and all(abs(cx - bx) <= 3 and abs(cy - by) <= 3 for cx, cy in found), (found, (bx, by))
