@@ -124,13 +124,12 @@ class SessionRecordings:
             raise NotRecording(f"session {session_key} is not being recorded; start a recording first")
         return self._stop(active)
 
-    def recording_status(self, session_id: str | None) -> Recording:
+    def recording_status(self, session_id: str | None) -> Recording | None:
+        """The session's recording in progress, or None."""
         session_key = self._key(session_id)
         with self._lock:
             active = self._active.get(session_key)
-        if active is None:
-            raise NotRecording(f"session {session_key} is not being recorded")
-        return active.info.model_copy()
+        return active.info.model_copy() if active is not None else None
 
     def _key(self, session_id: str | None) -> str:
         return self.desktops.existing(session_id).id

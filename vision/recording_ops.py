@@ -40,6 +40,6 @@ OPERATIONS: tuple[Operation, ...] = (
                         "chapters and captions, with their SHA-256", tags=TAGS),
               tool=Tool("session_record_stop", "Stop filming the visible desktop", STOP, Hints(open_world=False),
                         _text, summary=False)),
-    Operation("recordings", "recording_status", None, Recording, acts=False,
-              rest=Rest("GET", "/recording", summary="the session's recording in progress", tags=TAGS)),
+    Operation("recordings", "recording_status", None, Recording | None, acts=False,
+              rest=Rest("GET", "/recording", summary="the session's recording in progress, or null", tags=TAGS)),
 )

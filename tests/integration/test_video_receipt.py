@@ -250,6 +250,7 @@ def test_a_session_recording_films_whatever_acts_and_marks_each_action(vision_ap
     bx, by = at(viewport, 1260, 145)
     S = "/api/v1/sessions/itest"
     assert vision_api.post(f"{S}/recording/stop").json()["error"]["code"] == "not_recording"
+    assert vision_api.get(f"{S}/recording").json() is None
     started = vision_api.post(f"{S}/recording/start", json={"title": "by hand"})
     assert started.status_code == 200 and started.json()["status"] == "recording", started.text
     try:

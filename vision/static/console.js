@@ -308,6 +308,7 @@ function selectSession(id) {
   if (previous !== id) {
     showTrace(s && s.run ? s.run.trace_id : null, { follow: true });
     connectLive(id, false);
+    refreshRecording(id);
   }
   renderAll();
 }
@@ -420,6 +421,57 @@ $('approve').addEventListener('click', () => {
     .finally(() => { $('approve').disabled = false; });
 });
 $('takeover').addEventListener('change', (event) => setTakeover(event.target.checked));
+$('record').addEventListener('change', (event) => setRecording(event.target.checked));
+
+// The session recording (a video receipt of the display, start to stop): the switch shows whether
+// the selected session is being filmed; a stopped one leaves a line with its video and SHA-256.
+async function refreshRecording(sessionId) {
+  $('record').checked = false;
+  $('recording').hidden = true;
+  if (!sessionId) return;
+  try {
+    const rec = await api(`/api/v1/sessions/${encodeURIComponent(sessionId)}/recording`);
+    if (rec && sessionId === state.selected) showRecording(rec);  // null: not being filmed
+  } catch (error) {
+    flashError(error);
+  }
+}
+
+function showRecording(rec) {
+  const box = $('recording');
+  $('record').checked = rec.status === 'recording';
+  box.hidden = false;
+  box.replaceChildren();
+  if (rec.status === 'recording') {
+    box.append(h('b', { text: 'Recording' }), ` — since ${new Date(rec.started_at).toLocaleTimeString()}, `
+      + `${rec.actions} action${rec.actions === 1 ? '' : 's'} marked`);
+  } else if (rec.video) {
+    const n = rec.video.chapters;
+    const link = h('a', { href: '#', text: `video (${rec.video.duration_s.toFixed(1)} s, ${n} chapter${n === 1 ? '' : 's'})` });
+    link.addEventListener('click', (event) => {
+      event.preventDefault();
+      authImage(rec.video.url).then((url) => window.open(url, '_blank')).catch(flashError);
+    });
+    box.append(h('b', { text: 'Recorded' }), ' — ', link, ` · sha256 ${rec.video.sha256.slice(0, 16)}…`);
+  } else {
+    box.append(h('b', { text: 'Recording stopped' }), ` — ${rec.video_note || 'no video'}`);
+  }
+}
+
+async function setRecording(on, sessionId = state.selected) {
+  if (!sessionId) return;
+  $('record').disabled = true;
+  try {
+    const rec = await api(`/api/v1/sessions/${encodeURIComponent(sessionId)}/recording/${on ? 'start' : 'stop'}`,
+      { method: 'POST' });
+    if (sessionId === state.selected) showRecording(rec);
+  } catch (error) {
+    flashError(error);
+    $('record').checked = !on;
+  } finally {
+    $('record').disabled = !state.selected;
+  }
+}
 
 async function setTakeover(on, sessionId = state.selected) {
   if (!sessionId) return;
