@@ -155,6 +155,8 @@ def fmt(value: float, unit: str) -> str:
         return f"{value:.0f}"
     if unit == "x":
         return f"{value:.2f}"
+    if unit.startswith("%"):
+        return f"{value:.1f}"
     return f"{value:g}"
 
 
@@ -695,6 +697,32 @@ def recording_cost(bench: Bench) -> list[Row]:
     ]
 
 
+def video_receipt(bench: Bench) -> list[Row]:
+    """Filming the display for a video receipt (tests/bench_video.py): ffmpeg's share of a core
+    while it films, and the cost of making the receipt (rings, chapters, captions) after it."""
+    from tests.bench_video import TARGET_SHARE, video_cost
+
+    rig = _page_rig(bench)
+    result = video_cost(bench.session, bench.page.url, rig.site.url("/busy"), seconds=10.0,
+                        rounds=max(2, min(5, bench.runs // 10)))
+    rows = []
+    for (fmt, screen), r in result.items():
+        share = [100 * x for x in r["share"]]
+        judged = fmt == "mp4"  # the default; WebM is on request, and said to cost more
+        rows.append(Row(f"filming 1920x1080 at 10 fps, {fmt}, {screen} screen: ffmpeg's CPU", "% of a core", share,
+                        *((f"< {TARGET_SHARE:.0%}", median(share) < 100 * TARGET_SHARE) if judged else ("", None)),
+                        note=f"{median(r['mb_per_min']):.1f} MB per minute"))
+        per_s = [c / f for c, f in zip(r["finish_cpu_s"], r["film_s"])]
+        rows.append(Row(f"  making the receipt ({fmt}, {screen}, a click a second): CPU per second of film", "s",
+                        per_s, note=f"wall {median(r['finish_s']):.2f} s for {median(r['film_s']):.0f} s of film"))
+    mp4 = [100 * x for key, r in result.items() if key[0] == "mp4" for x in r["share"]]
+    bench.findings.append(
+        f"Video receipt: filming costs ffmpeg {median(mp4):.1f}% of a core (median over still and busy screens, "
+        f"MP4/H.264, 1920x1080 at 10 fps; target under {TARGET_SHARE:.0%}); WebM/VP8 costs more, and its receipt "
+        "pass (a VP8 re-encode) several times MP4's.")
+    return rows
+
+
 def visual_diff(bench: Bench) -> list[Row]:
     """Issue 12's visual comparison (vision/qa/diff.py) on two real 1920x1080 screenshots of the
     test page, before and after a click that changes its status text, and the pure-Python
@@ -932,6 +960,11 @@ SECTIONS: list[Section] = [
                   "it, the same input's answer over real HTTP (POST .../desktop/{action}?screenshot=true) and, for "
                   "the clicks, as steps of a scripted vision/act run. The unfavourable cases on purpose: a click "
                   "that changes nothing, and one whose handler fetches and repaints 300 ms later."),
+    Section("Video receipt", [video_receipt],
+            intro="Issue 26 (tests/bench_video.py): desktop/x11/receipt.py filming the session's display with "
+                  "ffmpeg x11grab, 10 s films, on the test page (still) and the test site's /busy (the whole "
+                  "viewport repainted every frame); ffmpeg's CPU from /proc over the time it filmed; the receipt's "
+                  "second pass (rings drawn, chapters and captions written) timed after it."),
     Section("Visual diff", [visual_diff],
             intro="vision/qa/diff.py (pixelmatch's comparison vectorised with numpy) on two screenshots of the "
                   "session under test, beside the pure-Python pixelmatch port on the same pair; pixel_threshold "

@@ -52,3 +52,21 @@ class BaselineConflict(GlassdeskError):
     longer the latest, or that run was approved already."""
 
     code, status = "baseline_conflict", 409
+
+
+class RecordingInProgress(GlassdeskError):
+    """The session is already being filmed: one recording at a time per session."""
+
+    code, status = "recording_in_progress", 409
+
+
+class NotRecording(GlassdeskError):
+    """Stopping a recording that was never started (or has already stopped)."""
+
+    code, status = "not_recording", 409
+
+
+class RecordingNotFound(GlassdeskError):
+    """No session recording by that id, or no such file of it."""
+
+    code, status = "recording_not_found", 404

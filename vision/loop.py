@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from desktop import actions
 from desktop.actions import Type
@@ -27,12 +28,19 @@ from vision.actions import CursorPosition, Done, Fail, Screenshot, Zoom
 from vision.config import VisionConfig, create_provider
 from vision.errors import InvalidRequest, ModelUnavailable
 from vision.events import EventBus
-from vision.models import ActRequest, ActResult, RunView, SafetyCheckOut, StepSummary
+from vision.models import ActRequest, ActResult, RunView, SafetyCheckOut, StepSummary, VideoOut
 from vision.providers.base import CallResult, ModelCallError, ModelTurn, Observation, Provider
 from vision.report import write_report
 from vision.trace.records import ErrorInfo, RunStatus, Usage, redact
 from vision.trace.store import TraceStore
 from vision.trace.writer import TraceWriter
+
+if TYPE_CHECKING:
+    from desktop.session.operator_input import Gesture
+    from desktop.x11.receipt import VideoReceipt
+
+# Makes a run's video receipt: (trace directory, format, title) -> an unstarted VideoReceipt.
+Film = Callable[[Path, str, str], "VideoReceipt"]
 
 log = logging.getLogger("glassdesk.loop")
 
@@ -89,6 +97,9 @@ class RunState:
     url: str | None = None  # the page URL read when ``frame`` was last recorded: the next observation's
     heals_seen: int = 0  # how many of the desktop's heals (Desktop.heals) the run has recorded
     healed: list[str] = field(default_factory=list)  # what was healed under this run
+    receipt: VideoReceipt | None = None  # filming the run (record_video)
+    video: VideoOut | None = None  # the receipt, once sealed into the trace
+    video_note: str | None = None  # why a run asked to be filmed has none
 
 
 class Hold(Exception):
@@ -142,6 +153,32 @@ def last_acting_error(steps: list[StepSummary]) -> dict | None:
     return None  # (a reply that could not be parsed did nothing on the desktop: it does not count)
 
 
+def agent_steps(steps: list[StepSummary]) -> int:
+    """Steps the agent took: a person's input during a take-over and a heal of the desktop under
+    the run are on the record, not on the agent's step budget."""
+    return sum(step.by != "operator" and not is_heal(step) for step in steps)
+
+
+def step_title(index: int, text: str, actions: list[dict]) -> str:
+    """A step's chapter title: the model's words, and what it did (typed text as written, with
+    its placeholders)."""
+    did = "; ".join(describe_action(a) for a in actions if a.get("action") not in ("screenshot",))
+    words = " ".join(text.split())
+    return f"step {index}: " + (f"{words} ({did})" if words and did else words or did or "looked")
+
+
+def describe_action(action: dict) -> str:
+    kind = action.get("action", "?")
+    if action.get("x") is not None and action.get("y") is not None:
+        return f"{kind} at {action['x']},{action['y']}"
+    if kind == "type":
+        return f"type {action.get('text', '')!r}"
+    if kind in ("key", "hold_key"):
+        keys = action.get("keys")
+        return f"{kind} {' '.join(keys) if isinstance(keys, list) else keys}"
+    return str(kind)
+
+
 def fill_placeholders(text: str, secrets: dict[str, str]) -> str:
     """``{{password}}`` -> the secret; an unknown name is an error the model can correct."""
     try:
@@ -160,8 +197,10 @@ def backoff_s(attempt: int, retry_after: float | None) -> float:
 class Runner:
     """Runs vision/act on one session."""
 
-    def __init__(self, desktop: Desktop, store: TraceStore, config: VisionConfig, bus: EventBus | None = None):
+    def __init__(self, desktop: Desktop, store: TraceStore, config: VisionConfig, bus: EventBus | None = None,
+                 film: Film | None = None):
         self.desktop = desktop
+        self.film = film  # None: this desktop's display cannot be filmed from here
         self.store = store
         self.config = config
         self.bus = bus or EventBus()
@@ -221,6 +260,40 @@ class Runner:
             else:  # another pause is still in force: say which, so nobody thinks the run goes on
                 self._publish("paused", reason=still, by="operator" if "operator" in self._pauses else "takeover")
 
+    def record_operator(self, gestures: list[Gesture]) -> int:
+        """A person's input during a take-over, recorded as steps of the run in progress (marked
+        ``by: operator``, with their times, in the chain; filmed with the run when it is filmed).
+        Answers how many were recorded: none when no run is open to take them."""
+        state = self.state
+        if state is None or not gestures or state.status == "needs_confirmation":
+            return 0  # (a run held for approval keeps its trace closed to steps until decided)
+        secrets = state.request.secrets.values()
+        recorded = 0
+        for gesture in gestures:
+            offset = time.time() - time.monotonic()  # monotonic -> wall clock
+            started = datetime.fromtimestamp(gesture.started + offset, UTC)
+            finished = datetime.fromtimestamp(gesture.finished + offset, UTC)
+            index = len(state.steps) + 1
+            what = describe_action(gesture.action)
+            text = redact(f"the operator: {what}", secrets)
+            if state.receipt is not None:
+                state.receipt.chapter(redact(f"step {index}: operator {what}", secrets), at=gesture.started)
+                state.receipt.note_action(gesture.action, at=gesture.started)
+            try:
+                state.trace.record_step(started_at=started, finished_at=finished, text=text, actions=[gesture.action],
+                                        by="operator")
+            except (RuntimeError, OSError) as exc:  # the run ended meanwhile, or its trace cannot be written
+                log.warning("run %s: the operator's input was not recorded: %s", state.trace.trace_id, exc)
+                return recorded
+            summary = StepSummary.model_validate(redact(StepSummary(index=index, text=text, actions=[gesture.action],
+                                                                    by="operator").model_dump(), secrets))
+            state.steps.append(summary)
+            self._publish("step", trace_id=state.trace.trace_id, step=summary.model_dump(),
+                          max_steps=state.request.max_steps, tokens=state.usage.total,
+                          operator_steps=len(state.steps) - agent_steps(state.steps))
+            recorded += 1
+        return recorded
+
     def view(self) -> RunView | None:
         """The run as every reader (console, metrics, MCP, REST) sees it; None before the first."""
         state = self.state
@@ -229,6 +302,7 @@ class Runner:
         checks = [SafetyCheckOut(**c.__dict__) for c in state.pending.safety_checks] if state.pending else []
         return RunView(trace_id=state.trace.trace_id, status=state.status, instruction=state.instruction,
                        model=state.provider.name, step=len(state.steps), max_steps=state.request.max_steps,
+                       operator_steps=len(state.steps) - agent_steps(state.steps),
                        tokens=state.usage.total, pending_safety_checks=checks, active=self.active,
                        pause_reason=self.pause_reason, answer=state.answer, error=state.error)
 
@@ -310,6 +384,15 @@ class Runner:
                                        self.config, script=request.script)
         except ModelCallError as exc:
             raise ModelUnavailable(str(exc)) from exc
+        if request.record_video:  # a server that cannot film says so before anything is made
+            if self.film is None:
+                from desktop.errors import RecorderUnavailable
+
+                raise RecorderUnavailable(f"session {self.desktop.id}'s display cannot be filmed by this server "
+                                          "(it runs elsewhere); run without record_video")
+            from desktop.x11.recorder import find_ffmpeg
+
+            find_ffmpeg()
         if request.reset:
             self.desktop.reset()
         frame = self.desktop.capture()
@@ -317,10 +400,47 @@ class Runner:
                                   max_steps=request.max_steps, secrets=request.secrets.values())
         state = RunState(request=request, instruction=request.instruction, provider=provider, trace=trace, frame=frame,
                          heals_seen=len(desktop_heals(self.desktop)))
+        if request.record_video:
+            self._start_film(state)
         self.state = state
         self._publish("run_started", trace_id=trace.trace_id, instruction=request.instruction, model=provider.name,
                       max_steps=request.max_steps)
         return state
+
+    def _start_film(self, state: RunState) -> None:
+        """Film the run from now; a film that will not start costs the run nothing else (the
+        answer's ``video_note`` says why there is none)."""
+        from desktop.errors import RecorderError
+
+        title = redact(state.instruction, state.request.secrets.values())
+        receipt = self.film(state.trace.dir, state.request.video_format, title)
+        try:
+            receipt.start()
+        except RecorderError as exc:
+            log.warning("run %s: no video: %s", state.trace.trace_id, exc.message)
+            state.video_note = f"no video: {exc.message}"
+            return
+        state.receipt = receipt
+
+    def _seal_film(self, state: RunState) -> None:
+        """The receipt made and chained into the trace after the last step."""
+        receipt, state.receipt = state.receipt, None
+        if receipt is None:
+            return
+        try:
+            files = receipt.finish()
+            seal = state.trace.seal_video(file=files.video.name, fmt=receipt.fmt, chapters_file=files.chapters.name,
+                                          captions_file=files.captions.name, duration_s=files.duration_s,
+                                          chapters=files.chapter_count, clicks=files.clicks, notes=files.notes)
+        except Exception as exc:  # the run's verdict stands without its film
+            log.warning("run %s: no video: %s", state.trace.trace_id, exc)
+            state.video_note = f"no video: {getattr(exc, 'message', None) or exc}"
+            return
+        base = f"/api/v1/traces/{state.trace.trace_id}/video"
+        state.video = VideoOut(url=f"{base}/{seal.file}", sha256=seal.sha256, format=seal.format,
+                               chapters_url=f"{base}/{seal.chapters_file}", captions_url=f"{base}/{seal.captions_file}",
+                               duration_s=seal.duration_s, chapters=seal.chapters, clicks=seal.clicks,
+                               notes=seal.notes)
 
     def _drive(self, state: RunState, request: ActRequest, on_step, paused_return_s: float | None) -> ActResult:
         turns_this_call = 0
@@ -332,7 +452,7 @@ class Runner:
                     turn, model_ms = state.pending, 0
                     state.pending = None
                 else:
-                    if len(state.steps) - sum(map(is_heal, state.steps)) >= state.request.max_steps:
+                    if agent_steps(state.steps) >= state.request.max_steps:
                         raise Stop("max_steps", f"stopped after {state.request.max_steps} steps without finishing",
                                    code="max_steps")
                     if not state.request.autopilot and turns_this_call >= 1:
@@ -510,6 +630,8 @@ class Runner:
                     elif isinstance(action, Zoom):
                         result.image_png = frame.crop_png(action.region, action.scale)
                     else:
+                        if state.receipt is not None:  # as the model wrote it: placeholders, not secrets
+                            state.receipt.note_action(action.model_dump())
                         if isinstance(action, Type) and state.request.secrets:
                             action = action.model_copy(
                                 update={"text": fill_placeholders(action.text, state.request.secrets)})
@@ -557,6 +679,9 @@ class Runner:
         actions = [a.model_dump() for call in turn.calls for a in call.actions]
         url = state.url = self.desktop.page_url()
         started = datetime.fromtimestamp(before.taken_at, UTC)
+        if state.receipt is not None:  # the step's chapter begins when its observation was taken
+            title = redact(step_title(len(state.steps) + 1, turn.text, actions), state.request.secrets.values())
+            state.receipt.chapter(title, at=time.monotonic() - max(0.0, time.time() - before.taken_at))
         state.trace.record_step(
             before=before, after=after, started_at=started, finished_at=_utc(), text=turn.text,
             reasoning=turn.reasoning, tool_calls=turn.calls, actions=actions, argv=executed, results=results,
@@ -570,7 +695,8 @@ class Runner:
         summary = StepSummary.model_validate(redact(summary.model_dump(), state.request.secrets.values()))
         state.steps.append(summary)
         self._publish("step", trace_id=state.trace.trace_id, step=summary.model_dump(),
-                      max_steps=state.request.max_steps, tokens=state.usage.total)
+                      max_steps=state.request.max_steps, tokens=state.usage.total,
+                      operator_steps=len(state.steps) - agent_steps(state.steps))
         if on_step:
             on_step(summary)
 
@@ -580,6 +706,7 @@ class Runner:
         state.status = stop.status
         state.pending = None
         error = ErrorInfo(**stop.error) if stop.error else None
+        self._seal_film(state)
         state.trace.finish(stop.status, answer=stop.answer, error=error)
         # The response and the run_finished event leave the process: no typed secret in them either.
         stop.answer, stop.error = redact([stop.answer, stop.error], state.request.secrets.values())
@@ -615,6 +742,7 @@ class Runner:
             pending_safety_checks=[SafetyCheckOut(**c.__dict__) for c in pending],
             final_screenshot=base64.b64encode(screenshot.png).decode(),
             report_url=f"/api/v1/traces/{state.trace.trace_id}/report", report_path=state.report_path,
+            video=state.video, video_note=state.video_note,
         )
 
     def _publish(self, kind: str, **data) -> None:

@@ -7,6 +7,7 @@ model SDK, so the Python client (vision.client) takes its types from here.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -40,6 +41,10 @@ class ActRequest(BaseModel):
     secrets: dict[str, str] = Field(default_factory=dict,
                                     description="values typed where the model writes {{name}}; never sent to the model "
                                                 "nor written to the trace")
+    record_video: bool = Field(False, description="film the display for the run: a video receipt with a chapter per "
+                                                  "step, a ring at every click and the typed text and keys as "
+                                                  "captions, chained into the trace (only with a new instruction)")
+    video_format: Literal["mp4", "webm"] = Field("mp4", description="mp4 (H.264, the cheaper encoder) or webm (VP8)")
     reset: bool = Field(False, description="first return the session to a fresh state, as POST "
                                            "/sessions/{id}/reset does (launched programs end, Chromium restarts "
                                            "on a clean profile at about:blank); only with a new instruction")
@@ -65,6 +70,43 @@ class StepSummary(BaseModel):
                                                                     "timeout")
     usage: Usage = Field(default_factory=Usage)
     url: str | None = None
+    by: Literal["agent", "operator"] = Field("agent", description="operator: a person's input during a take-over")
+
+
+class VideoOut(BaseModel):
+    """A run's video receipt: where to fetch it, and the SHA-256 its trace chains."""
+
+    url: str
+    sha256: str
+    format: Literal["mp4", "webm"]
+    chapters_url: str
+    captions_url: str
+    duration_s: float
+    chapters: int
+    clicks: int
+    notes: list[str] = Field(default_factory=list)
+
+
+class RecordingStart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    video_format: Literal["mp4", "webm"] = Field("mp4", description="mp4 (H.264, the cheaper encoder) or webm (VP8)")
+    title: str | None = Field(None, min_length=1, max_length=200, description="the film's title (its metadata)")
+
+
+class Recording(BaseModel):
+    """A session recording: filming, or stopped with its receipt."""
+
+    recording_id: str
+    session_id: str
+    status: Literal["recording", "stopped"]
+    format: Literal["mp4", "webm"]
+    title: str | None = None
+    started_at: datetime
+    stopped_at: datetime | None = None
+    actions: int = Field(0, description="actions marked so far (one chapter each)")
+    video: VideoOut | None = Field(None, description="the receipt, once stopped")
+    video_note: str | None = Field(None, description="why a stopped recording has no video")
 
 
 class SafetyCheckOut(BaseModel):
@@ -86,6 +128,8 @@ class ActResult(BaseModel):
     final_screenshot: str | None = Field(None, description="base64 PNG of the screen when the call returned")
     report_url: str
     report_path: str | None = Field(None, description="report.html on the server's disk, once the run has ended")
+    video: VideoOut | None = Field(None, description="the video receipt, once a filmed run has ended")
+    video_note: str | None = Field(None, description="why a run asked to be filmed has no video")
 
 
 class RunView(BaseModel):
@@ -97,6 +141,8 @@ class RunView(BaseModel):
     model: str
     step: int
     max_steps: int
+    operator_steps: int = Field(0, description="steps that were a person's input during a take-over: counted in "
+                                               "step, not against max_steps")
     tokens: int
     pending_safety_checks: list[SafetyCheckOut] = Field(default_factory=list)
     active: bool

@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from vision.trace.files import atomic_write
-from vision.trace.records import StepRecord, TraceMeta, VerifyResult
+from vision.trace.records import StepRecord, TraceMeta, VerifyResult, VideoSeal
 from vision.trace.store import TraceStore
 
 #: (step index, "before" | "after") -> URL of that screenshot
@@ -235,8 +235,11 @@ def _step_html(step: StepRecord, image_url: ImageUrl, t0: datetime) -> str:
                f"{tokens}{size}")
     url = f'<div class="sub">{_e(step.url)}</div>' if step.url else ""
 
-    left = ['<h3>Model</h3>', f'<p class="words">{_e(step.text)}</p>' if step.text.strip()
-            else '<p class="words muted">(no text)</p>']
+    operator = step.by == "operator"
+    if operator:  # a person's input during a take-over: no model, no tokens, no xdotool
+        metrics = f"+{offset:.1f} s · by the operator, during a take-over"
+    left = ['<h3>Operator</h3>' if operator else '<h3>Model</h3>',
+            f'<p class="words">{_e(step.text)}</p>' if step.text.strip() else '<p class="words muted">(no text)</p>']
     if step.reasoning.strip():
         left.append(f'<details><summary>Reasoning</summary><p class="words">{_e(step.reasoning)}</p></details>')
     if step.tool_calls:
@@ -263,21 +266,42 @@ def _step_html(step: StepRecord, image_url: ImageUrl, t0: datetime) -> str:
         error = f'<div class="box error" style="margin:12px 16px 0">{_e(text)}</div>'
 
     return (f'<section class="step{" failed" if step.failed else ""}" id="step-{step.index}">'
-            f'<div class="head"><h2>Step {step.index}</h2><span class="metrics">{_e(metrics)}</span>{url}</div>'
+            f'<div class="head"><h2>Step {step.index}{" · by the operator" if operator else ""}</h2>'
+            f'<span class="metrics">{_e(metrics)}</span>{url}</div>'
             f'{error}{_shots(step, image_url)}'
             f'<div class="body"><div>{"".join(left)}</div><div>{"".join(right)}</div></div></section>')
 
 
+def _video_html(video: VideoSeal | None, file_url: Callable[[str], str]) -> str:
+    """A filmed run's receipt: the film with its chapters and captions, and the SHA-256 chained."""
+    if video is None:
+        return ""
+    kind = "video/mp4" if video.format == "mp4" else "video/webm"
+    return (f'<div class="box video"><video controls preload="metadata" style="width:100%;max-width:960px">'
+            f'<source src="{_e(file_url(video.file))}" type="{kind}">'
+            f'<track kind="chapters" src="{_e(file_url(video.chapters_file))}" srclang="en" default>'
+            f'<track kind="captions" label="actions" src="{_e(file_url(video.captions_file))}" srclang="en">'
+            f'</video><div class="sub">video {_e(video.file)} · {video.duration_s:.1f} s · {video.chapters} chapters · '
+            f'{video.clicks} clicks marked · sha256 {_e(video.sha256)}'
+            + "".join(f" · {_e(n)}" for n in video.notes) + "</div></div>")
+
+
 def render_html(meta: TraceMeta, steps: Sequence[StepRecord], image_url: ImageUrl | None = None,
-                verification: VerifyResult | None = None) -> str:
+                verification: VerifyResult | None = None, video: VideoSeal | None = None,
+                video_url: Callable[[str], str] | None = None) -> str:
     """The trace as one self-contained HTML page. ``image_url(index, which)`` locates screenshots
-    (default: the REST API's URLs); ``verification``, if given, is shown in the header."""
+    (default: the REST API's URLs), ``video_url(name)`` the video receipt's files; ``verification``,
+    if given, is shown in the header."""
     image_url = image_url or api_image_url(meta.trace_id)
+    video_url = video_url or (lambda name: f"/api/v1/traces/{quote(meta.trace_id)}/video/{quote(name)}")
+    by_operator = sum(s.by == "operator" for s in steps)
     usage = meta.usage
     model_ms = sum(s.model_ms or 0 for s in steps)
     exec_ms = sum((s.exec_ms or 0) + (s.settle_ms or 0) for s in steps)
     totals = [
-        (f"{meta.steps}" + (f" / {meta.max_steps}" if meta.max_steps else ""), "steps"),
+        # The agent's budget plus the person's steps: the same count as the console's.
+        (f"{meta.steps}" + (f" / {meta.max_steps + by_operator}" if meta.max_steps else ""),
+         f"steps ({by_operator} by the operator)" if by_operator else "steps"),
         (_duration(meta.duration_s), "duration"),
         (f"{model_ms / 1000:.1f} s · {exec_ms / 1000:.1f} s", "in model · acting and settling"),
         (f"{usage.input_tokens:,} / {usage.output_tokens:,}", "input / output tokens"),
@@ -290,11 +314,12 @@ def render_html(meta: TraceMeta, steps: Sequence[StepRecord], image_url: ImageUr
         boxes.append(f'<div class="box error"><b>{_e(meta.error.code)}:</b> {_e(meta.error.message)}</div>')
     if verification is not None:
         if verification.ok:
+            film = " and the video's" if video is not None else ""
             boxes.append(f'<div class="box verified">Evidence verified: hash chain and screenshot SHA-256 of '
-                         f'{verification.steps_checked} steps intact.</div>')
+                         f'{verification.steps_checked} steps{film} intact.</div>')
         else:
-            boxes.append(f'<div class="box error"><b>Evidence broken at step {_e(verification.broken_index)}:</b> '
-                         f'{_e(verification.reason)}</div>')
+            where = f" at step {_e(verification.broken_index)}" if verification.broken_index is not None else ""
+            boxes.append(f'<div class="box error"><b>Evidence broken{where}:</b> {_e(verification.reason)}</div>')
     started = meta.started_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     session = f" · session {_e(meta.session_id)}" if meta.session_id else ""
     head = (f'<header><div class="sub">glassdesk trace {_e(meta.trace_id)}{session} · started {started}</div>'
@@ -302,7 +327,7 @@ def render_html(meta: TraceMeta, steps: Sequence[StepRecord], image_url: ImageUr
             f'<div><span class="badge {_e(meta.status)}">{_e(meta.status.replace("_", " "))}</span> '
             f'<span class="sub">{_e(meta.model)}</span></div>'
             '<ul class="totals">' + "".join(f"<li><b>{_e(v)}</b><span>{_e(k)}</span></li>" for v, k in totals)
-            + "</ul>" + "".join(boxes) + "</header>")
+            + "</ul>" + "".join(boxes) + _video_html(video, video_url) + "</header>")
     body = ("".join(_step_html(s, image_url, meta.started_at) for s in steps)
             or '<p class="muted">No steps recorded.</p>')
     return ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
@@ -320,7 +345,7 @@ def write_report(store: TraceStore, trace_id: str) -> Path:
     names = ({(s.index, "before"): s.before_png for s in trace.steps}
              | {(s.index, "after"): s.after_png for s in trace.steps})
     page = render_html(trace.meta, trace.steps, lambda index, which: quote(names[(index, which)] or ""),
-                       verification=store.verify(trace_id))
+                       verification=store.verify(trace_id), video=trace.video, video_url=quote)
     path = store.trace_dir(trace_id) / "report.html"
     atomic_write(path, page.encode("utf-8"))
     return path

@@ -18,6 +18,7 @@ from typing import Any
 from desktop.models import LiveView
 from desktop.service.desktop import DEFAULT_SESSION, DesktopService
 from desktop.session.manager import SessionManager
+from desktop.session.operator_input import Gestures, RfbInputTap
 from vision.computer import ComputerService
 from vision.config import VisionConfig
 from vision.errors import TraceCorruptError, TraceNotFoundError
@@ -28,6 +29,7 @@ from vision.models import ActRequest, ActResult, RunView, StepSummary
 from vision.observers import BusListener, Narrator, strip_enabled
 from vision.providers.base import Provider
 from vision.qa.service import QaService
+from vision.recording import SessionRecordings
 from vision.report import render_html, render_junit
 from vision.settings import Settings
 from vision.trace.records import InvalidTraceId, Trace, TraceCorrupt, TraceMeta, TraceNotFound, VerifyResult
@@ -51,10 +53,16 @@ class Glassdesk:
         # runs any other; their runs a dead server left unfinished are closed the same way.
         self.qa = QaService(desktops, store.root, act=self.act)
         self.interrupted += self.qa.close_interrupted()
+        # Session recordings (start/stop a video receipt of a session's display) into the same data dir.
+        self.recordings = SessionRecordings(desktops, store.root)
         # The vendor-native executors (/computer/anthropic, /openai, /gemini) over the same desktops.
         self.computer = ComputerService(desktops)
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()
+        # A person's input during a take-over, by session, read off the live view's RFB stream: made
+        # into steps of the run (vision.loop.Runner.record_operator) as each gesture ends.
+        self._operator: dict[str, Gestures] = {}
+        self._operator_lock = threading.Lock()
         desktops.on_change(self._on_session)
         # The observers: started here, so every way of running glassdesk shows and counts the same.
         self.last_action: dict[str, dict] = {}
@@ -81,6 +89,7 @@ class Glassdesk:
         return cls(desktops, TraceStore(data_dir), config or VisionConfig.load(), strip=strip)
 
     def close(self) -> None:
+        self.recordings.close()
         self.desktops.close()
 
     # ------------------------------------------------------------------ runs
@@ -92,7 +101,8 @@ class Glassdesk:
         with self._lock:
             runner = self._runners.get(session.id)
             if runner is None or runner.desktop is not session:
-                runner = self._runners[session.id] = Runner(session, self.store, self.config, self.bus)
+                runner = self._runners[session.id] = Runner(session, self.store, self.config, self.bus,
+                                                            film=_film_for(session))
             return runner
 
     def act(self, session_id: str | None, request: ActRequest, on_step: Callable[[StepSummary], None] | None = None,
@@ -130,11 +140,42 @@ class Glassdesk:
         self.desktops.require_viewer()  # the answer is a live-view link: refuse before changing anything
         session = self.desktops.set_takeover(runner.desktop.id, on)
         if on:
+            with self._operator_lock:
+                self._operator.setdefault(session.id, Gestures())
             runner.pause(TAKEOVER_REASON, kind="takeover")
         else:
+            with self._operator_lock:  # what the person did last (a typed text still open) is theirs too
+                gestures = self._operator.pop(session.id, None)
+                if gestures is not None:
+                    self._operator_did(session.id, gestures.take(flush=True))
             runner.resume(kind="takeover")
         self.bus.publish("takeover", session_id=session.id, on=on)
         return self.desktops.live_view(session.id, control=on)
+
+    def operator_tap(self, session_id: str) -> RfbInputTap:
+        """A reader for one live-view connection with control: the person's pointer and keys,
+        recorded as steps of the session's run while they have taken over (and only then)."""
+
+        def feed(event: Callable[[Gestures], None]) -> None:
+            with self._operator_lock:
+                gestures = self._operator.get(session_id)
+                if gestures is None:  # no take-over: nobody's input to put on the record
+                    return
+                event(gestures)
+                done = gestures.take()
+                if done:
+                    self._operator_did(session_id, done)
+
+        return RfbInputTap(on_pointer=lambda mask, x, y: feed(lambda g: g.pointer(mask, x, y)),
+                           on_key=lambda down, keysym: feed(lambda g: g.key(down, keysym)))
+
+    def _operator_did(self, session_id: str, gestures: list) -> None:
+        """A person's gestures: steps of the session's run, and marks on its recording if filmed."""
+        with self._lock:
+            runner = self._runners.get(session_id)
+        if runner is not None:
+            runner.record_operator(gestures)
+        self.recordings.note_operator(session_id, gestures)
 
     def view(self, session_id: str) -> RunView | None:
         """The session's current or last run in this process, without starting anything."""
@@ -152,6 +193,7 @@ class Glassdesk:
         self.bus.publish(f"session_{what}", session_id=session_id)
         if what != "deleted":
             return
+        self.recordings.session_ended(session_id)
         # A deleted (or expired) session ends its run: a paused run would otherwise wait forever.
         with self._lock:
             runner = self._runners.pop(session_id, None)
@@ -210,13 +252,37 @@ class Glassdesk:
         except TraceNotFound as exc:
             raise TraceNotFoundError(str(exc)) from exc
 
+    def video_file(self, trace_id: str, name: str) -> Path:
+        """A file of a filmed run's video receipt (video, chapters.vtt, captions.vtt)."""
+        self.trace(trace_id)
+        try:
+            return self.store.video_file(trace_id, name)
+        except TraceNotFound as exc:
+            raise TraceNotFoundError(str(exc)) from exc
+
     def report_html(self, trace_id: str) -> str:
         trace = self.trace(trace_id)
-        return render_html(trace.meta, trace.steps, verification=self.store.verify(trace_id))
+        return render_html(trace.meta, trace.steps, verification=self.store.verify(trace_id), video=trace.video)
 
     def junit(self, trace_id: str) -> str:
         trace = self.trace(trace_id)
         return render_junit(trace.meta, trace.steps)
+
+
+def _film_for(session) -> Callable | None:
+    """How a run on this session is filmed, or None when its display is not this machine's (a
+    session server's desktop: the film would have to be made there)."""
+    from desktop.session.manager import Session
+
+    if not isinstance(session, Session):
+        return None
+
+    def film(directory: Path, fmt: str, title: str):
+        from desktop.x11.receipt import VideoReceipt
+
+        return VideoReceipt(session.display, directory, fmt=fmt, title=title)  # the display now: a restart moves it
+
+    return film
 
 
 def _not_found(exc: Exception) -> TraceNotFoundError:

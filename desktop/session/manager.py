@@ -16,7 +16,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -119,6 +119,8 @@ class Session:
     instance: str = field(default_factory=lambda: secrets.token_hex(16))
 
     def __post_init__(self):
+        # Called with (action as a dict, time.monotonic()) as each action starts: a session recording's marks.
+        self.input_watchers: list[Callable[[dict, float], None]] = []
         self.action_lock = threading.RLock()
         self._running: Running | None = None
         self._viewer_retry_at = 0.0
@@ -254,6 +256,7 @@ class Session:
         self.touch()
         expected_s = expected_ms(action, self.executor.glide_ms) / 1000
         with self._acting(f"a {action.action} action", expected_s, queue_s):
+            self._tell_watchers(action)
             try:
                 if not settle:
                     executed = self.executor.run(action)
@@ -268,6 +271,15 @@ class Session:
             except ScreenshotError as exc:
                 raise self.down_error() or ScreenshotFailed(str(exc)) from exc
         return Performed(executed.argv, executed.duration_ms, shot.settle_ms, shot.frame, shot.settled, settled_by)
+
+    def _tell_watchers(self, action: _Action) -> None:
+        """Whoever watches this desktop's input (a session recording marks each action on its
+        film) hears of the action as it starts; a watcher that fails never costs the action."""
+        for watcher in list(self.input_watchers):
+            try:
+                watcher(action.model_dump(), time.monotonic())
+            except Exception:
+                log.exception("session %s: an input watcher failed", self.id)
 
     def _browser_watch(self):
         """(the browser, where its record stands) when the session's Chromium is the window in

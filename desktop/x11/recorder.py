@@ -127,6 +127,11 @@ class Recorder:
         return self._proc is not None and self._stopped is None and self._proc.poll() is None
 
     @property
+    def filmed_s(self) -> float:
+        """Video time written so far (ffmpeg's progress)."""
+        return self._progress.seconds if self._progress else 0.0
+
+    @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 

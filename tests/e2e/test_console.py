@@ -251,7 +251,7 @@ def test_take_over_pauses_the_agent_and_hands_over_control(console, services, pa
     console.open()
     console.wait_live_view()
     runner = services.runner(SESSION)
-    console.page.click("label.switch")
+    console.page.click("label.switch:has(#takeover)")
     console.wait_status("operator has control")
     console.page.locator("#control-banner").wait_for()
     assert runner.pause_reason == "operator took over"
@@ -268,7 +268,7 @@ def test_take_over_pauses_the_agent_and_hands_over_control(console, services, pa
             console.page.mouse.move(box["x"] + box["width"] * dx, box["y"] + box["height"] * 0.5)
             time.sleep(0.1)
     console.shot("takeover")
-    console.page.click("label.switch")
+    console.page.click("label.switch:has(#takeover)")
     console.page.locator("#control-banner").wait_for(state="hidden")
     console.page.wait_for_function("() => document.querySelector('#run-status').textContent !== 'operator has control'")
     assert runner.pause_reason is None
@@ -420,3 +420,20 @@ def test_event_stream_replays_recent_events_and_lets_go_of_a_closed_client(serve
     while len(bus._subscribers) > baseline:  # the server noticed the client left and unsubscribed
         assert time.monotonic() < deadline, "the event stream kept its subscription after the client left"
         time.sleep(0.05)
+
+
+def test_record_films_the_session_from_the_console(console, services, page):
+    from desktop.actions import Click
+
+    console.open()
+    console.wait_live_view()
+    console.page.click("label.switch:has(#record)")
+    console.page.locator("#recording b", has_text="Recording").wait_for()
+    assert services.recordings.recording_status(SESSION).status == "recording"
+    services.desktops.perform(SESSION, Click(x=960, y=700))
+    console.page.click("label.switch:has(#record)")
+    console.page.locator("#recording b", has_text="Recorded").wait_for()
+    text = console.page.locator("#recording").inner_text()
+    assert "video (" in text and "1 chapter)" in text and "sha256" in text, text
+    assert services.recordings.recording_status(SESSION) is None
+    console.shot("recorded")

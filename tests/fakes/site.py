@@ -169,6 +169,22 @@ background: rgba(0, 0, 0, .3)"></div>"""),
 <img src="/files/dot.svg?4" alt="">
 <script src="/files/load.js"></script>"""),
 
+    # A screen that never stands still (tests/bench_video.py: what filming costs at its worst): the
+    # whole viewport repainted every frame, a gradient sliding and a counter ticking.
+    "/busy": _page("a busy screen", """
+<style>
+  body { margin: 0 }
+  #busy { position: fixed; inset: 0; background: linear-gradient(90deg, #f00, #ff0, #0f0, #0ff, #00f, #f0f, #f00);
+          background-size: 200% 100%; animation: slide 2s linear infinite; font: 120px monospace; color: #fff;
+          display: flex; align-items: center; justify-content: center }
+  @keyframes slide { from { background-position: 0 0 } to { background-position: 200% 0 } }
+</style>
+<div id="busy">0</div>
+<script>
+  const busy = document.getElementById('busy');
+  const tick = (t) => { busy.textContent = Math.floor(t); requestAnimationFrame(tick); };
+  requestAnimationFrame(tick);
+</script>"""),
     "/tall": _page("tall page", """
 <div style="height: 4000px; position: relative">
   <p class="at" style="left: 100px; top: 50px">the top of a tall page</p>

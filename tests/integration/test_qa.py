@@ -440,10 +440,16 @@ def test_record_video_films_the_display_and_lists_it_with_its_hash(vision_api, q
         "start_url": qa_site.url("/visual"), "record_video": True,
         "steps": [{"action": "navigate", "url": qa_site.url("/visual?left=400")},
                   {"action": "navigate", "url": qa_site.url("/visual?left=700")}]}).json()
-    assert body["success"] is True and body["video"]["name"] == "video.webm", body
+    assert body["success"] is True and body["video"]["name"] == "video.mp4", body
     run = vision_api.get(f"/api/v1/qa/runs/{body['test_run_id']}").json()
     assert run["artifacts"]["videos"] == [body["video"]]
-    path = services.qa.runs.run_dir(body["test_run_id"]) / "video.webm"
+    # The receipt's chapters (one per step) and captions are listed beside it, hashed in the chain.
+    assert sorted(a["name"] for a in run["artifacts"]["other"]) == ["captions.vtt", "chapters.vtt"]
+    path = services.qa.runs.run_dir(body["test_run_id"]) / "video.mp4"
+    chapters = json.loads(subprocess.run(["ffprobe", "-v", "error", "-show_chapters", "-of", "json", str(path)],
+                                         capture_output=True, text=True, check=True).stdout)["chapters"]
+    assert [c["tags"]["title"] for c in chapters] == [f"step 1: navigate {qa_site.url('/visual?left=400')}",
+                                                      f"step 2: navigate {qa_site.url('/visual?left=700')}"]
     assert hashlib.sha256(path.read_bytes()).hexdigest() == body["video"]["sha256"]
     probe = json.loads(subprocess.run(["ffprobe", "-v", "error", "-show_streams", "-of", "json", str(path)],
                                       capture_output=True, text=True, check=True).stdout)

@@ -136,6 +136,7 @@ def every_route(gd) -> None:
         lambda: desk.page.download("f"), desk.page.screenshot,
         lambda: list(gd.events()), gd.stats, gd.traces, lambda: gd.trace("t"), lambda: gd.verify_trace("t"),
         lambda: gd.trace_image("t", 1), lambda: gd.trace_report("t"), lambda: gd.trace_junit("t"),
+        lambda: gd.trace_video("t", "video.mp4"), lambda: gd.recording("r"), lambda: gd.recording_file("r", "x.vtt"),
         lambda: gd.qa_run("r"), lambda: gd.verify_qa_run("r"), lambda: gd.qa_junit("r"), lambda: gd.qa_report("r"),
         lambda: gd.qa_artifact("r", "a.png"), gd.baselines, lambda: gd.approve_baseline("b", "r"),
     ]
@@ -146,7 +147,7 @@ def every_route(gd) -> None:
                                                        {"path": [{"x": 1, "y": 1}, {"x": 2, "y": 2}]} if name == "drag"
                                                        else {}))
               for name in INPUT_ACTIONS]
-    owners = {"desktop": desk, "pages": desk.page, "qa": desk.qa}
+    owners = {"desktop": desk, "pages": desk.page, "qa": desk.qa, "recordings": desk}
     for op in catalogue():  # each with a request that carries what its path needs
         if op.rest is not None:
             method = getattr(owners[op.service], op.rest.client or op.method)

@@ -946,3 +946,30 @@ def test_heals_before_the_run_are_not_its_own(runner, desktop):
     desktop.heal_log.append("desktop")
     result = runner.act(ActRequest(instruction="x"), provider=script(calls(Click(x=1, y=1)), done()))
     assert result.status == "done" and all(s.error is None for s in result.steps)
+
+
+def test_a_persons_input_is_recorded_as_operator_steps_off_the_agents_budget(runner, store, bus):
+    from desktop.session.operator_input import Gesture
+
+    provider = script(calls(Click(x=1, y=1)), done("helped"))
+    first = runner.act(ActRequest(instruction="with help", autopilot=False, max_steps=2,
+                                  secrets={"pw": SECRET}), provider=provider)
+    now = time.monotonic()
+    recorded = runner.record_operator([Gesture({"action": "click", "x": 5, "y": 6, "button": "left"}, now, now),
+                                       Gesture({"action": "type", "text": f"my {SECRET}"}, now, now + 0.5)])
+    assert recorded == 2
+    view = runner.view()
+    assert (view.step, view.operator_steps, view.max_steps) == (3, 2, 2)
+    steps = [e["step"] for e in bus.recent() if e["kind"] == "step"]
+    assert [(s["index"], s["by"]) for s in steps] == [(1, "agent"), (2, "operator"), (3, "operator")]
+    assert [e["operator_steps"] for e in bus.recent() if e["kind"] == "step"] == [0, 1, 2]
+    # Two agent steps were allowed: the person's did not use them up.
+    result = runner.act(ActRequest(instruction="with help", max_steps=2))
+    assert result.status == "done" and [s.by for s in result.steps] == ["agent", "operator", "operator", "agent"]
+    trace = store.load(first.trace_id)
+    assert [s.by for s in trace.steps] == ["agent", "operator", "operator", "agent"]
+    assert trace.steps[2].actions == [{"action": "type", "text": "my [REDACTED]"}]  # the run's secrets, redacted
+    assert trace.steps[2].text == "the operator: type 'my [REDACTED]'"
+    assert (trace.steps[2].finished_at - trace.steps[2].started_at).total_seconds() == pytest.approx(0.5, abs=0.01)
+    assert store.verify(first.trace_id).ok
+    assert runner.record_operator([Gesture({"action": "key", "keys": ["a"]}, now, now)]) == 0  # no run open

@@ -366,6 +366,7 @@ class FailingRecorder:
     """Writes part of a file, then fails where it is told to: start or stop."""
 
     fails_at = "start"
+    filmed_s = 0.0
 
     def __init__(self, display, out_path, **kwargs):
         self.out_path = out_path
@@ -391,6 +392,9 @@ def test_a_recording_that_fails_leaves_a_finished_run_that_verifies(tmp_path, mo
     monkeypatch.setattr(desktop.x11.recorder, "find_ffmpeg", lambda: "/usr/bin/ffmpeg")
     monkeypatch.setattr(FailingRecorder, "fails_at", fails_at)
     monkeypatch.setattr(desktop.x11.recorder, "Recorder", FailingRecorder)
+    import desktop.x11.receipt
+
+    monkeypatch.setattr(desktop.x11.receipt, "Recorder", FailingRecorder)
     qa, _ = a_faked_service(tmp_path)
     answer = qa.verify_page_loads("s1", VerifyPageLoadsRequest(url="http://x/", record_video=True))
     assert answer.success
@@ -401,7 +405,7 @@ def test_a_recording_that_fails_leaves_a_finished_run_that_verifies(tmp_path, mo
     records = qa.runs.records(answer.test_run_id)
     assert any(r["kind"] == "note" and "no video" in r["message"] for r in records)
     # A partial film written before a failed stop is kept, listed with its hash.
-    assert [v.name for v in run.artifacts.videos] == (["video.webm"] if fails_at == "stop" else [])
+    assert [v.name for v in run.artifacts.videos] == (["video.mp4"] if fails_at == "stop" else [])
 
 
 # ------------------------------------------------------------------------------- approve

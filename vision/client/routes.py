@@ -39,6 +39,7 @@ from vision.models import (
     GeminiComputerResult,
     OpenAIComputerRequest,
     OpenAIComputerResult,
+    Recording,
     RunControl,
     TakeoverRequest,
 )
@@ -337,6 +338,18 @@ class Routes:
     def trace_junit(self, trace_id: str) -> str:
         return self._send(Call("GET", f"{API}/traces/{_seg(trace_id)}/junit.xml", text))
 
+    def recording(self, recording_id: str) -> Recording:
+        """A session recording (started with ``desk.recording_start()``): its state and receipt."""
+        return self._send(Call("GET", f"{API}/recordings/{_seg(recording_id)}", model(Recording)))
+
+    def recording_file(self, recording_id: str, name: str) -> bytes:
+        """A session recording's file: the video, ``chapters.vtt`` or ``captions.vtt``."""
+        return self._send(Call("GET", f"{API}/recordings/{_seg(recording_id)}/{_seg(name)}", raw))
+
+    def trace_video(self, trace_id: str, name: str) -> bytes:
+        """A filmed run's video receipt: the video, ``chapters.vtt`` or ``captions.vtt``."""
+        return self._send(Call("GET", f"{API}/traces/{_seg(trace_id)}/video/{_seg(name)}", raw))
+
     # --- QA runs and baselines
 
     def qa_run(self, test_run_id: str) -> QaRun:
@@ -401,7 +414,8 @@ def _operation_method(op: Operation) -> Callable:
     return method
 
 
-_OWNERS = {"desktop": SessionClient, "pages": PageClient, "qa": QaClient}  # ``desk``, ``desk.page``, ``desk.qa``
+_OWNERS = {"desktop": SessionClient, "pages": PageClient, "qa": QaClient,  # ``desk``, ``desk.page``, ``desk.qa``
+           "recordings": SessionClient}  # ``desk.recording_start()``
 for _op in catalogue():
     if _op.rest is not None:
         setattr(_OWNERS[_op.service], _op.rest.client or _op.method, _operation_method(_op))

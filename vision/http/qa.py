@@ -15,7 +15,7 @@ from vision.qa.models import (
 )
 from vision.qa.service import QaService
 
-_MEDIA = {"png": "image/png", "webm": "video/webm", "mp4": "video/mp4", "json": "application/json"}
+_MEDIA = {"png": "image/png", "webm": "video/webm", "mp4": "video/mp4", "json": "application/json", "vtt": "text/vtt"}
 
 
 def qa_router(qa: QaService) -> APIRouter:
@@ -42,7 +42,7 @@ def qa_router(qa: QaService) -> APIRouter:
         return HTMLResponse(qa.report_html(test_run_id))
 
     @router.get("/qa/runs/{test_run_id}/artifacts/{name}", response_class=FileResponse,
-                responses={200: {"content": {"image/png": {}, "video/webm": {}}}})
+                responses={200: {"content": {"image/png": {}, "video/mp4": {}, "video/webm": {}, "text/vtt": {}}}})
     def artifact(test_run_id: str, name: str) -> FileResponse:
         path = qa.artifact(test_run_id, name)
         return FileResponse(path, media_type=_MEDIA.get(path.suffix.lstrip("."), "application/octet-stream"))

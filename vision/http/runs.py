@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 
 from desktop.errors import GlassdeskError
-from vision.models import ActRequest, ActResult, RunControl
+from vision.models import ActRequest, ActResult, Recording, RunControl
 from vision.service import Glassdesk
 from vision.trace.records import Trace, TraceMeta, VerifyResult
 
@@ -93,6 +93,29 @@ def vision_router(glassdesk: Glassdesk) -> APIRouter:
                 responses={200: {"content": {"image/png": {}}}})
     def step_image(trace_id: str, index: int, which: Literal["before", "after"]):
         return FileResponse(glassdesk.step_image(trace_id, index, which), media_type="image/png")
+
+    @router.get("/traces/{trace_id}/video/{name}", tags=["traces"], response_class=FileResponse,
+                responses={200: {"content": {"video/mp4": {}, "video/webm": {}, "text/vtt": {}}}})
+    def video_file(trace_id: str, name: str):
+        """A filmed run's video receipt: the video, chapters.vtt, captions.vtt (names in the trace's ``video``)."""
+        path = glassdesk.video_file(trace_id, name)
+        media = {".mp4": "video/mp4", ".webm": "video/webm", ".vtt": "text/vtt"}.get(path.suffix,
+                                                                                     "application/octet-stream")
+        return FileResponse(path, media_type=media)
+
+    @router.get("/recordings/{recording_id}", response_model=Recording, tags=["recordings"])
+    def get_recording(recording_id: str) -> Recording:
+        """A session recording: filming, or stopped with its receipt (the files and their SHA-256)."""
+        return glassdesk.recordings.get(recording_id)
+
+    @router.get("/recordings/{recording_id}/{name}", tags=["recordings"], response_class=FileResponse,
+                responses={200: {"content": {"video/mp4": {}, "video/webm": {}, "text/vtt": {}}}})
+    def recording_file(recording_id: str, name: str):
+        """A stopped session recording's file: the video, chapters.vtt, captions.vtt."""
+        path = glassdesk.recordings.file(recording_id, name)
+        media = {".mp4": "video/mp4", ".webm": "video/webm", ".vtt": "text/vtt"}.get(path.suffix,
+                                                                                     "application/octet-stream")
+        return FileResponse(path, media_type=media)
 
     @router.get("/traces/{trace_id}/report", response_class=HTMLResponse, tags=["traces"])
     def report(trace_id: str) -> HTMLResponse:

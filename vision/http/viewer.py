@@ -130,7 +130,9 @@ def viewer_router(glassdesk: Glassdesk, limit: FailureLimit) -> APIRouter:
                 "try again in a few seconds"))
         try:
             await websocket.accept(subprotocol=protocol)
-            await _relay(websocket, reader, writer, lambda: desktops.grant_current(grant))
+            # A control connection's input is read (a copy, nothing held back) for the record.
+            tap = glassdesk.operator_tap(grant.session_id) if grant.control else None
+            await _relay(websocket, reader, writer, lambda: desktops.grant_current(grant), tap)
         finally:
             writer.close()
 
@@ -198,7 +200,8 @@ async def _receive_bytes(websocket: WebSocket) -> bytes | None:
     return message.get("bytes") or (message.get("text") or "").encode("latin-1", "replace")
 
 
-async def _relay(websocket: WebSocket, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, granted) -> None:
+async def _relay(websocket: WebSocket, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, granted,
+                 tap=None) -> None:
     """Greet the browser as an RFB server with no authentication, then pass bytes both ways until
     either side closes or ``granted()`` turns false (a take-over revoked a control token)."""
     pending = bytearray()
@@ -224,12 +227,23 @@ async def _relay(websocket: WebSocket, reader: asyncio.StreamReader, writer: asy
             await websocket.send_bytes(SECURITY_OK)
     except (TimeoutError, WebSocketDisconnect, RuntimeError, OSError):  # slow, gone, or closed meanwhile
         return await _close(websocket, 1002, "the RFB handshake did not finish")
+    def read(data: bytes) -> None:
+        if tap is None:
+            return
+        try:
+            tap.feed(data)
+        except Exception:  # the record is worth less than the person's control: relay on regardless
+            log.exception("live view: the operator's input could not be read for the record")
+            tap.broken = "failed"
+
     if pending:
         writer.write(bytes(pending))
+        read(bytes(pending))
 
     async def browser_to_vnc() -> None:
         while (data := await _receive_bytes(websocket)) is not None:
             writer.write(data)
+            read(data)
             await writer.drain()
 
     async def vnc_to_browser() -> None:

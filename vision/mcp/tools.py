@@ -229,7 +229,9 @@ def _act_summary(result: ActResult, report_url: str) -> dict:
     return {"status": result.status, "answer": result.answer, "error": result.error, "note": result.note,
             "steps": len(result.steps),
             "trace_id": result.trace_id, "report_url": report_url,
-            "tokens": result.usage.model_dump()}
+            "tokens": result.usage.model_dump(),
+            **({"video": result.video.model_dump()} if result.video else {}),
+            **({"video_note": result.video_note} if result.video_note else {})}
 
 
 def _act_text(title: str, result: ActResult, report_url: str) -> str:
@@ -240,6 +242,10 @@ def _act_text(title: str, result: ActResult, report_url: str) -> str:
         lines.append(f"error: {result.error.get('code')}: {result.error.get('message')}")
     if result.note:
         lines.append(f"note: {result.note}")
+    if result.video:
+        lines.append(f"video: {result.video.url} (sha256 {result.video.sha256}, {result.video.chapters} chapters)")
+    elif result.video_note:
+        lines.append(result.video_note)
     if result.pending_safety_checks:
         lines.append("waiting for the operator to approve: " +
                      "; ".join(f"[{c.code}] {c.message}" for c in result.pending_safety_checks))
@@ -557,9 +563,10 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
 
     async def act(ctx: Context, session: str, instruction: str, *, model: str | None, max_steps: int,
                   script: list[dict] | None = None, secrets: dict[str, str] | None = None,
-                  total: int | None = None, offset: int = 0, label: str = "") -> ActResult:
+                  total: int | None = None, offset: int = 0, label: str = "", record_video: bool = False,
+                  video_format: str = "mp4") -> ActResult:
         request = ActRequest(instruction=instruction, model=model, max_steps=max_steps, script=script,
-                             secrets=secrets or {})
+                             secrets=secrets or {}, record_video=record_video, video_format=video_format)
         return await _run_loop(glassdesk, session, request, ctx, total=total, offset=offset, label=label)
 
     def pack_act(ctx: Context, session: str, model: str | None, total: int | None = None) -> packs.Act:
@@ -600,8 +607,14 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                          secrets: Annotated[dict[str, str] | None, Field(description="values typed where the "
                                             "instruction or the model writes {{name}}; never sent to the model nor "
                                             "written to the trace")] = None,
+                         record_video: Annotated[bool, Field(description="film the run: a video receipt with a "
+                                                 "chapter per step, a ring at every click, the typing as "
+                                                 "captions; its SHA-256 chained into the trace")] = False,
+                         video_format: Annotated[Literal["mp4", "webm"], Field(description="the receipt's format")]
+                         = "mp4",
                          session: SessionArg = default_session) -> CallToolResult:
-        result = await act(ctx, session, instruction, model=model, max_steps=max_steps, script=script, secrets=secrets)
+        result = await act(ctx, session, instruction, model=model, max_steps=max_steps, script=script, secrets=secrets,
+                           record_video=record_video, video_format=video_format)
         return _from_run("vision_act", result, ctx, error_unless_done=False)
 
     @server.tool(name="vision_click_anywhere", group="desktop",

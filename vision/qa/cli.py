@@ -404,14 +404,14 @@ def _refuse_unauthorised(answer, base_url: str) -> None:
 
 
 def _download(http, runs: list[QaRun], directory: Path) -> dict[tuple[str, str], str]:
-    """The runs' screenshots beside the report, so it opens from disk after the server is gone.
+    """The runs' screenshots (and video receipts) beside the report, so it opens from disk after the server is gone.
     Run ids and file names come from the server: only those the server itself would accept are
     used as path parts, so no answer can write outside ``directory``."""
     from vision.qa.runs import BadName, check_artifact_name, check_run_id
 
     local: dict[tuple[str, str], str] = {}
     for run in runs:
-        for artifact in run.artifacts.screenshots:
+        for artifact in [*run.artifacts.screenshots, *run.artifacts.videos, *run.artifacts.other]:
             try:
                 run_id, name = check_run_id(run.test_run_id), check_artifact_name(artifact.name)
             except BadName as exc:
@@ -495,6 +495,9 @@ def main(args: argparse.Namespace) -> int:
         retries = getattr(args, "retries", 0)
         if not 0 <= retries <= MAX_RETRIES:
             raise UsageError(f"--retries: from 0 to {MAX_RETRIES} (got {retries})")
+        if getattr(args, "record_video", False):  # every test filmed, as record_video: true in each would
+            for test in suite.tests:
+                test.body = {**test.body, "record_video": True}
         if args.url:
             return run_suite(suite, args.url.rstrip("/"), token=os.environ.get("GLASSDESK_TOKEN"), junit=junit,
                              report=report, retries=retries)
@@ -515,6 +518,8 @@ def add_parser(sub: Any) -> None:
     qa.add_argument("--url", default=None, help="a running glassdesk server (default: start one here)")
     qa.add_argument("--junit", metavar="OUT.xml", help="write JUnit XML here")
     qa.add_argument("--report", metavar="OUT.html", help="write the HTML report here (screenshots beside it)")
+    qa.add_argument("--record-video", action="store_true",
+                    help="film every test: a video receipt per run (chapters, click rings, captions), in the reports")
     qa.add_argument("--retries", type=int, default=0, metavar="N",
                     help="run a failing test again up to N times, on a clean start; one that passes on a retry is "
                          "reported flaky (default 0)")

@@ -327,10 +327,15 @@ class _Flow:
             self.fail(index, record.failure_reason)
             return False
         step_deadline = min(self.deadline, started + step.timeout_ms / 1000)
+        receipt = getattr(self.run_, "video", None)  # the run is filmed: a chapter per step
+        if receipt is not None:
+            receipt.chapter(self.run_.redacted(f"step {index}: {step.heading()}"), at=started)
         try:
             detail, attempts = flows.driver.retrying(session, lambda: self.act(index, step, step_deadline),
                                                      navigation=step.action == "navigate", deadline=self.deadline)
             record.detail, record.attempts = detail or {}, attempts
+            if receipt is not None:
+                film_step(receipt, step, record.detail, started, self.run_.redacted)
         except (AssertionFailed, StepFailed, GlassdeskError) as exc:
             if isinstance(exc, GlassdeskError) and exc.code == "operator_in_control":
                 raise
@@ -548,6 +553,18 @@ class _Flow:
 
 
 # ---------------------------------------------------------------------------------------- helpers
+
+
+def film_step(receipt, step: FlowStep, detail: dict, at: float, redacted: Callable[[str], str]) -> None:
+    """A filmed step's marks: a ring where it pointed, its typing (as written: placeholders) and keys."""
+    point = detail.get("point")
+    if step.action in ("click", "dblclick", "check", "uncheck", "select", "drag", "fill", "clear", "press") \
+            and isinstance(point, (list, tuple)) and len(point) == 2:
+        receipt.click(point[0], point[1], at=at)
+    if step.action == "fill" and step.value:
+        receipt.typed(redacted(step.value), at=at)
+    elif step.action == "press" and step.key_list:
+        receipt.keys(" ".join(step.key_list), at=at)
 
 
 def _dom_target(step: FlowStep) -> Target:

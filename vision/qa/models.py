@@ -500,7 +500,10 @@ class SuccessCondition(_Body):
 
 
 class _VerbRequest(_Body):
-    record_video: bool = Field(False, description="record the display (ffmpeg, 10 fps) while the verb runs")
+    record_video: bool = Field(False, description="film the display (ffmpeg, 10 fps) while the verb runs: a video "
+                                                  "receipt with a chapter per step, a ring at every click and the "
+                                                  "typed text and keys as captions")
+    video_format: Literal["mp4", "webm"] = Field("mp4", description="mp4 (H.264, the cheaper encoder) or webm (VP8)")
     name: str | None = Field(None, min_length=1, max_length=200, description="the test's name in reports")
     inline_images: bool = Field(False, description="the answer's images also inline, base64 in each artifact's "
                                                    "`data`, beside their references")

@@ -637,6 +637,23 @@ def _comparisons(run: QaRun, url: ArtifactUrl) -> str:
     return "".join(parts)
 
 
+def _video_html(run: QaRun, video: Artifact, artifact_url: Callable[[str, str], str]) -> str:
+    """A run's film, with its chapters and captions as tracks when it is a receipt."""
+    def url(name: str) -> str:
+        return _e(artifact_url(run.test_run_id, name))
+
+    tracks = {a.kind: a.name for a in run.artifacts.other if a.kind in ("chapters", "captions")}
+    kind = "video/webm" if video.name.endswith(".webm") else "video/mp4"
+    player = (f'<video controls preload="metadata" style="width:100%;max-width:960px">'
+              f'<source src="{url(video.name)}" type="{kind}">'
+              + (f'<track kind="chapters" src="{url(tracks["chapters"])}" srclang="en" default>'
+                 if "chapters" in tracks else "")
+              + (f'<track kind="captions" label="actions" src="{url(tracks["captions"])}" srclang="en">'
+                 if "captions" in tracks else "") + "</video>")
+    return (f'<div>{player}<p><a href="{url(video.name)}">video {_e(video.name)}</a> '
+            f'<span class="sub">sha256 {_e(video.sha256)}</span></p></div>')
+
+
 def render_html(runs: Sequence[QaRun], artifact_url: ArtifactUrl = api_artifact_url,
                 verification: dict[str, VerifyReport] | None = None, title: str | None = None,
                 earlier: Earlier = _none_earlier) -> str:
@@ -673,8 +690,7 @@ def render_html(runs: Sequence[QaRun], artifact_url: ArtifactUrl = api_artifact_
             cases.append(f'<div class="case"><h2>{case_title}<span class="sub">{case.duration_ms:,} ms</span></h2>'
                          f'{reason}'
                          f'{"<div class=shots>" + shots + "</div>" if shots else ""}{steps}{console}</div>')
-        videos = "".join(f'<p><a href="{_e(artifact_url(run.test_run_id, v.name))}">video {_e(v.name)}</a> '
-                         f'<span class="sub">sha256 {_e(v.sha256)}</span></p>' for v in run.artifacts.videos)
+        videos = "".join(_video_html(run, v, artifact_url) for v in run.artifacts.videos)
         retried = earlier(run)
         attempts = ""
         if retried:

@@ -215,7 +215,8 @@ class QaService:
         run.inline_images = bool(getattr(request, "inline_images", False))  # type: ignore[attr-defined]
         try:
             if filming:
-                run.video = self._start_video(run, session)  # type: ignore[attr-defined]
+                run.video = self._start_video(run, session, getattr(request, "video_format", "mp4"),  # type: ignore[attr-defined]
+                                              name or verb)
             yield run
         except BaseException as exc:
             self._stop_video(run)
@@ -245,40 +246,45 @@ class QaService:
     def _elapsed(run: RunWriter) -> int:
         return round((time.monotonic() - run.t0) * 1000)  # type: ignore[attr-defined]
 
-    VIDEO_FILE = "video.webm"
-
-    def _start_video(self, run: RunWriter, session: Session):
-        """The display filmed from now, or None (the record says why): the verdict does not depend
-        on the film, so a recording that will not start costs the verb nothing else."""
+    def _start_video(self, run: RunWriter, session: Session, fmt: str, title: str):
+        """The display filmed from now as a video receipt (a chapter per flow step, rings, captions:
+        desktop/x11/receipt.py), or None (the record says why): the verdict does not depend on the
+        film, so a recording that will not start costs the verb nothing else."""
         from desktop.errors import RecorderError
-        from desktop.x11.recorder import Recorder
+        from desktop.x11.receipt import VideoReceipt
 
-        recorder = Recorder(session.display, run.dir / self.VIDEO_FILE, fps=10, fmt="webm")
+        receipt = VideoReceipt(session.display, run.dir, fmt=fmt, title=run.redacted(title))
         try:
-            recorder.start()
+            receipt.start()
         except RecorderError as exc:
             log.warning("run %s: no video: %s", run.run_id, exc)
-            (run.dir / self.VIDEO_FILE).unlink(missing_ok=True)  # a file the manifest will not list
+            receipt.abandon()  # no file the manifest will not list
             run.record("note", message=f"no video: {exc.message}")
             return None
-        return recorder
+        return receipt
 
     def _stop_video(self, run: RunWriter) -> Artifact | None:
-        recorder = getattr(run, "video", None)
-        if recorder is None:
+        """The receipt made, and its files listed with their SHA-256 in the run's chain: the video,
+        its chapters and its captions."""
+        receipt = getattr(run, "video", None)
+        if receipt is None:
             return None
         run.video = None  # type: ignore[attr-defined]
         try:
-            path = recorder.stop()
+            files = receipt.finish()
         except Exception as exc:  # the verdict stands without its film; the record says why
             log.warning("run %s: no video: %s", run.run_id, exc)
             run.record("note", message=f"no video: {getattr(exc, 'message', None) or exc}")
-            partial = run.dir / self.VIDEO_FILE
+            partial = run.dir / receipt.name
             if partial.is_file() and partial.stat().st_size > 0:  # what ffmpeg wrote before it failed
                 return run.adopt(partial.name, kind="video")
             partial.unlink(missing_ok=True)  # nothing worth keeping: no file the manifest does not list
             return None
-        return run.adopt(path.name, kind="video")
+        for note in files.notes:
+            run.record("note", message=f"video: {note}")
+        run.adopt(files.chapters.name, kind="chapters")
+        run.adopt(files.captions.name, kind="captions")
+        return run.adopt(files.video.name, kind="video")
 
     # ------------------------------------------------------------------ reading runs
 

@@ -252,9 +252,16 @@ function runBusy(s) {
 }
 
 // While a run is busy: the step in progress; once finished: how many steps it took.
+// How many steps the run may take: the agent's budget plus the steps a person took during a
+// take-over (recorded as steps, not counted against the budget). The header, the session list and
+// the trace's facts all count this way, so their "step N of M" agree.
+function stepsOf(run) {
+  return run.max_steps ? run.max_steps + (run.operator_steps || 0) : run.max_steps;
+}
+
 function stepLabel(s, long = false) {
   const run = s.run;
-  const n = run.max_steps;
+  const n = stepsOf(run);
   if (!runBusy(s)) return long ? `${run.step}${n ? ` of ${n}` : ''} steps` : `${run.step}${n ? `/${n}` : ''} steps`;
   let k = run.status === 'needs_confirmation' ? run.step
     : Math.max(run.step + 1, (s.last_action && s.last_action.step) || 0);
@@ -285,7 +292,7 @@ function renderSessions() {
         : h('div', { class: 'session-empty', text: 'No run yet' }),
       facts ? h('div', { class: 'session-facts', text: facts }) : null,
       runBusy(s) && run.max_steps ? h('div', { class: `session-bar${s.paused || run.status === 'needs_confirmation' ? ' wait' : ''}` },
-        h('span', { style: { width: `${Math.min(100, (run.step / run.max_steps) * 100)}%` } })) : null));
+        h('span', { style: { width: `${Math.min(100, (run.step / stepsOf(run)) * 100)}%` } })) : null));
   });
   $('sessions').replaceChildren(...(items.length ? items : [h('li', { class: 'session-empty', text: 'No sessions.' })]));
 }
@@ -301,6 +308,7 @@ function selectSession(id) {
   if (previous !== id) {
     showTrace(s && s.run ? s.run.trace_id : null, { follow: true });
     connectLive(id, false);
+    refreshRecording(id);
   }
   renderAll();
 }
@@ -367,7 +375,7 @@ function renderSelected() {
   else if (run.status === 'needs_confirmation') now.append(h('b', { text: 'Waiting for your decision' }), ' — approve to let the agent act, or deny to stop the run.');
   else if (s.paused && busy) now.append(h('b', { text: 'Paused' }), ` — ${s.pause_reason || 'by the operator'}`);
   else if (busy && s.last_action && s.last_action.action) {
-    now.append(h('b', { text: `Step ${s.last_action.step}${run.max_steps ? ` of ${run.max_steps}` : ''}` }), ` — ${describeAction(s.last_action.action)}`);
+    now.append(h('b', { text: `Step ${s.last_action.step}${run.max_steps ? ` of ${stepsOf(run)}` : ''}` }), ` — ${describeAction(s.last_action.action)}`);
   } else if (busy) now.append(h('b', { text: `Step ${run.step + 1}` }), ' — the model is thinking…');
   else {
     now.append(h('b', { text: `Finished: ${statusText(run.status)}` }));
@@ -413,6 +421,57 @@ $('approve').addEventListener('click', () => {
     .finally(() => { $('approve').disabled = false; });
 });
 $('takeover').addEventListener('change', (event) => setTakeover(event.target.checked));
+$('record').addEventListener('change', (event) => setRecording(event.target.checked));
+
+// The session recording (a video receipt of the display, start to stop): the switch shows whether
+// the selected session is being filmed; a stopped one leaves a line with its video and SHA-256.
+async function refreshRecording(sessionId) {
+  $('record').checked = false;
+  $('recording').hidden = true;
+  if (!sessionId) return;
+  try {
+    const rec = await api(`/api/v1/sessions/${encodeURIComponent(sessionId)}/recording`);
+    if (rec && sessionId === state.selected) showRecording(rec);  // null: not being filmed
+  } catch (error) {
+    flashError(error);
+  }
+}
+
+function showRecording(rec) {
+  const box = $('recording');
+  $('record').checked = rec.status === 'recording';
+  box.hidden = false;
+  box.replaceChildren();
+  if (rec.status === 'recording') {
+    box.append(h('b', { text: 'Recording' }), ` — since ${new Date(rec.started_at).toLocaleTimeString()}, `
+      + `${rec.actions} action${rec.actions === 1 ? '' : 's'} marked`);
+  } else if (rec.video) {
+    const n = rec.video.chapters;
+    const link = h('a', { href: '#', text: `video (${rec.video.duration_s.toFixed(1)} s, ${n} chapter${n === 1 ? '' : 's'})` });
+    link.addEventListener('click', (event) => {
+      event.preventDefault();
+      authImage(rec.video.url).then((url) => window.open(url, '_blank')).catch(flashError);
+    });
+    box.append(h('b', { text: 'Recorded' }), ' — ', link, ` · sha256 ${rec.video.sha256.slice(0, 16)}…`);
+  } else {
+    box.append(h('b', { text: 'Recording stopped' }), ` — ${rec.video_note || 'no video'}`);
+  }
+}
+
+async function setRecording(on, sessionId = state.selected) {
+  if (!sessionId) return;
+  $('record').disabled = true;
+  try {
+    const rec = await api(`/api/v1/sessions/${encodeURIComponent(sessionId)}/recording/${on ? 'start' : 'stop'}`,
+      { method: 'POST' });
+    if (sessionId === state.selected) showRecording(rec);
+  } catch (error) {
+    flashError(error);
+    $('record').checked = !on;
+  } finally {
+    $('record').disabled = !state.selected;
+  }
+}
 
 async function setTakeover(on, sessionId = state.selected) {
   if (!sessionId) return;
@@ -561,6 +620,7 @@ function onEvent(ev) {
         s.run.step = ev.step.index;
         s.run.tokens = ev.tokens;
         if (ev.max_steps) s.run.max_steps = ev.max_steps;
+        if (ev.operator_steps !== undefined) s.run.operator_steps = ev.operator_steps;
       }
       if (state.trace.id === ev.trace_id) refreshTrace();
       scheduleRuns();
@@ -801,7 +861,9 @@ function renderTraceHead() {
   status.textContent = statusText(current);
   const tokens = (m.usage.input_tokens || 0) + (m.usage.output_tokens || 0);
   const seconds = m.finished_at ? (new Date(m.finished_at) - new Date(m.started_at)) / 1000 : null;
-  $('trace-facts').textContent = [m.model, `${m.steps}${m.max_steps ? ` / ${m.max_steps}` : ''} steps`,
+  const byOperator = data.steps.filter((st) => st.by === 'operator').length;
+  $('trace-facts').textContent = [m.model,
+    `${m.steps}${m.max_steps ? ` / ${m.max_steps + byOperator}` : ''} steps${byOperator ? ` (${byOperator} by the operator)` : ''}`,
     `${fmtInt(tokens)} tokens`, seconds !== null ? fmtDuration(seconds) : null, m.session_id ? `session ${m.session_id}` : null]
     .filter(Boolean).join(' · ');
   const outcome = $('trace-outcome');
@@ -879,16 +941,19 @@ function stepNode(step, meta) {
       img, ...markNodes(step.actions || []));
   }
   const usage = step.usage || {};
-  const metaLine = [`model ${fmtMs(step.model_ms)}`, `exec ${fmtMs(step.exec_ms)}`, `settle ${fmtMs(step.settle_ms)}`,
-    `${fmtInt(usage.input_tokens)} in / ${fmtInt(usage.output_tokens)} out tokens`].join(' · ');
+  const operator = step.by === 'operator';
+  const metaLine = operator ? 'by the operator, during a take-over'
+    : [`model ${fmtMs(step.model_ms)}`, `exec ${fmtMs(step.exec_ms)}`, `settle ${fmtMs(step.settle_ms)}`,
+      `${fmtInt(usage.input_tokens)} in / ${fmtInt(usage.output_tokens)} out tokens`].join(' · ');
   const words = step.text && step.text.trim()
     ? h('p', { class: 'words', text: step.text, title: 'Click to expand', onclick: (e) => e.currentTarget.classList.toggle('open') })
     : h('p', { class: 'words none', text: 'no words from the model' });
   const problems = [];
   if (step.error) problems.push(pending ? `Safety check — ${step.error.message}` : `${step.error.code}: ${step.error.message}`);
   for (const r of step.results || []) if (!r.ok && r.error && !(step.error && step.error.message.includes(r.error))) problems.push(r.error);
-  return h('li', { class: `step${failed ? ' failed' : ''}${pending ? ' pending' : ''}`, 'data-index': step.index },
-    h('div', { class: 'step-head' }, h('span', { class: 'step-no', text: step.index }), h('span', { class: 'step-acts', text: acts })),
+  return h('li', { class: `step${failed ? ' failed' : ''}${pending ? ' pending' : ''}${operator ? ' operator' : ''}`, 'data-index': step.index },
+    h('div', { class: 'step-head' }, h('span', { class: 'step-no', text: step.index }), h('span', { class: 'step-acts', text: acts }),
+      operator ? h('span', { class: 'step-by', text: 'operator' }) : null),
     shot, words, h('div', { class: 'step-meta', text: metaLine }),
     problems.length ? h('div', { class: 'step-error', text: problems.join('\n') }) : null);
 }

@@ -7,6 +7,8 @@ Layout under the data directory (``GLASSDESK_DATA_DIR``, else ``./data``)::
     traces/<trace_id>/step-0001-before.png the observation the model was shown
     traces/<trace_id>/step-0001-after.png  the settled screen after the step's actions
     traces/<trace_id>/owner.json           while the run is unfinished: the process writing it
+    traces/<trace_id>/video.mp4, chapters.vtt, captions.vtt   a filmed run's video receipt
+    traces/<trace_id>/video.json           their SHA-256, chained after the last step (meta's video_hash)
 
 Every file is written atomically (temp file, fsync, rename), so a reader, or a process restarted
 after a crash, sees either the old or the new version of a file, never a torn one. Each PNG's

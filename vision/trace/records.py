@@ -79,6 +79,8 @@ class TraceMeta(BaseModel):
     max_steps: int | None = None
     # Hash of the last committed step record: lets verify notice a truncated steps.jsonl.
     head_hash: str = GENESIS_HASH
+    # The video receipt's seal (video.json), the chain's last link when the run was filmed.
+    video_hash: str | None = None
 
     @property
     def duration_s(self) -> float | None:
@@ -128,6 +130,9 @@ class StepRecord(BaseModel):
     before_sha256: str | None = None
     after_png: str | None = None
     after_sha256: str | None = None
+    # Who acted. Absent from records written before a person's input was recorded: the agent.
+    by: Literal["agent", "operator"] = Field("agent", description="operator: a person's input during a "
+                                                                  "take-over, recorded as it arrived")
     prev_hash: str = GENESIS_HASH
     hash: str = ""
 
@@ -136,9 +141,31 @@ class StepRecord(BaseModel):
         return self.error is not None or any(not r.ok for r in self.results)
 
 
+class VideoSeal(BaseModel):
+    """A video receipt's files and their SHA-256, chained after the last step (``video.json``):
+    ``prev_hash`` is that step's hash and meta.json's ``video_hash`` this record's, so the trace's
+    verify covers the film, its chapters and its captions."""
+
+    file: str
+    sha256: str
+    format: Literal["mp4", "webm"]
+    chapters_file: str
+    chapters_sha256: str
+    captions_file: str
+    captions_sha256: str
+    duration_s: float
+    chapters: int
+    clicks: int
+    notes: list[str] = Field(default_factory=list)
+    sealed_at: UtcDatetime
+    prev_hash: str = GENESIS_HASH
+    hash: str = ""
+
+
 class Trace(BaseModel):
     meta: TraceMeta
     steps: list[StepRecord]
+    video: VideoSeal | None = None
     # steps.jsonl ended in an unterminated line (a write cut short); it was ignored.
     partial_tail: bool = False
 

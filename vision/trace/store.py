@@ -29,10 +29,11 @@ from vision.trace.records import (
     TraceMeta,
     TraceNotFound,
     VerifyResult,
+    VideoSeal,
     record_hash,
     redact,
 )
-from vision.trace.writer import TraceWriter, _key, _now, _open_lock, _pending_written, _writers
+from vision.trace.writer import VIDEO_SEAL_FILE, TraceWriter, _key, _now, _open_lock, _pending_written, _writers
 
 log = logging.getLogger("glassdesk.trace")
 
@@ -189,7 +190,24 @@ class TraceStore:
                 steps.append(StepRecord.model_validate_json(line))
             except ValueError as exc:
                 raise TraceCorrupt(f"trace {trace_id}: line {number} of steps.jsonl is not a step record") from exc
-        return Trace(meta=meta, steps=steps, partial_tail=partial)
+        video = None
+        seal = self._existing_dir(trace_id) / VIDEO_SEAL_FILE
+        if seal.is_file():
+            try:
+                video = VideoSeal.model_validate_json(seal.read_bytes())
+            except ValueError as exc:
+                raise TraceCorrupt(f"trace {trace_id}: {VIDEO_SEAL_FILE} is not a video record") from exc
+        return Trace(meta=meta, steps=steps, partial_tail=partial, video=video)
+
+    def video_file(self, trace_id: str, name: str) -> Path:
+        """A file of the trace's video receipt (the film, its chapters, its captions), named in
+        its seal (TraceNotFound if the run was not filmed or the seal names no such file)."""
+        seal = self.load(trace_id).video
+        if seal is not None and name in (seal.file, seal.chapters_file, seal.captions_file):
+            path = self.trace_dir(trace_id) / name
+            if Path(name).name == name and path.is_file():
+                return path
+        raise TraceNotFound(f"trace {trace_id!r} has no video file {name!r}")
 
     def image_path(self, trace_id: str, index: int, which: ImageKind) -> Path:
         """The PNG file of step ``index``'s before/after screenshot (TraceNotFound if none)."""
@@ -253,7 +271,41 @@ class TraceStore:
                           len(lines))
         if meta.steps and json.loads(lines[meta.steps - 1]).get("hash") != meta.head_hash:
             return broken(meta.steps, "chain head does not match meta.json", len(lines))
+        if (problem := self._video_problem(directory, meta, prev)) is not None:
+            return VerifyResult(ok=False, steps_checked=len(lines), reason=problem, partial_tail=partial)
         return VerifyResult(ok=True, steps_checked=len(lines), partial_tail=partial)
+
+    @staticmethod
+    def _video_problem(directory: Path, meta: TraceMeta, last_hash: str) -> str | None:
+        """What is wrong with the video receipt's link of the chain, or None (none, or all well)."""
+        path = directory / VIDEO_SEAL_FILE
+        if meta.video_hash is None and not path.exists():
+            return None
+        if not path.is_file():
+            return f"video: meta.json records a video, but {VIDEO_SEAL_FILE} is missing"
+        try:
+            seal = json.loads(path.read_bytes())
+            assert isinstance(seal, dict)
+        except (ValueError, AssertionError):
+            return f"video: {VIDEO_SEAL_FILE} is not valid JSON"
+        if seal.get("hash") != record_hash(seal):
+            return f"video: {VIDEO_SEAL_FILE}'s content does not match its hash"
+        if seal.get("hash") != meta.video_hash:
+            return f"video: {VIDEO_SEAL_FILE} is not the one meta.json records"
+        if seal.get("prev_hash") != last_hash:
+            return "video: its record does not follow the last step's (prev_hash)"
+        for key in ("file", "chapters_file", "captions_file"):
+            name = seal.get(key)
+            file = directory / str(name)
+            if not isinstance(name, str) or Path(name).name != name or not file.is_file():
+                return f"video: {name} is missing"
+            digest = hashlib.sha256()
+            with open(file, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    digest.update(chunk)
+            if digest.hexdigest() != seal.get(key.replace("file", "sha256")):
+                return f"video: {name} does not match its SHA-256"
+        return None
 
 
 def verify(trace_id: str, data_dir: str | os.PathLike[str] | None = None) -> VerifyResult:

@@ -32,12 +32,15 @@ from vision.trace.records import (
     RunStatus,
     StepRecord,
     TraceMeta,
+    VideoSeal,
     canonical_json,
     record_hash,
     redact,
 )
 
 log = logging.getLogger("glassdesk.trace")
+
+VIDEO_SEAL_FILE = "video.json"
 
 
 def _plain(value: Any) -> Any:
@@ -202,6 +205,7 @@ class TraceWriter:
         usage: Any = None,
         url: str | None = None,
         model_image_size: tuple[int, int] | None = None,
+        by: str = "agent",
     ) -> None:
         """Record one step; the write thread stores its screenshots, then its record, then the
         updated meta (``flush`` waits for it). Raises at once on a step that does not validate,
@@ -228,7 +232,7 @@ class TraceWriter:
                 **content, index=index, started_at=started_at or finished, finished_at=finished,
                 model_ms=model_ms, exec_ms=exec_ms, settle_ms=settle_ms, settled_by=list(settled_by),
                 usage=_plain(usage) or {},
-                model_image_size=model_image_size,
+                model_image_size=model_image_size, by=by,
             )
             self._recorded = index
             with self._written:
@@ -267,6 +271,37 @@ class TraceWriter:
         if after_png:
             self._last_after = (after_png, after_sha)
         self._update_meta(steps=index, head_hash=stored["hash"], usage=self._meta.usage.plus(record.usage))
+
+    def seal_video(self, *, file: str, fmt: str, chapters_file: str, captions_file: str, duration_s: float,
+                   chapters: int, clicks: int, notes: Iterable[str] = ()) -> VideoSeal:
+        """Chain the run's video receipt after its last step: the files (already in the trace's
+        directory) hashed into ``video.json``, whose hash meta.json keeps. Call once, after the
+        last step and before ``finish``."""
+        with self._lock:
+            if self._meta.status not in ("running", "needs_confirmation"):
+                raise RuntimeError(f"trace {self.trace_id} is finished ({self._meta.status})")
+            if self._meta.video_hash is not None:
+                raise RuntimeError(f"trace {self.trace_id} already has its video")
+            self.flush()  # the seal follows the last step on disk
+            self._raise_failure()
+
+            def sha(name: str) -> str:
+                digest = hashlib.sha256()
+                with open(self.dir / name, "rb") as f:
+                    while chunk := f.read(1 << 20):
+                        digest.update(chunk)
+                return digest.hexdigest()
+
+            seal = VideoSeal(file=file, sha256=sha(file), format=fmt, chapters_file=chapters_file,
+                             chapters_sha256=sha(chapters_file), captions_file=captions_file,
+                             captions_sha256=sha(captions_file), duration_s=duration_s, chapters=chapters,
+                             clicks=clicks, notes=redact(list(notes), self._secrets), sealed_at=_now(),
+                             prev_hash=self._meta.head_hash)
+            stored = seal.model_dump(mode="json")
+            stored["hash"] = record_hash(stored)
+            atomic_write(self.dir / VIDEO_SEAL_FILE, canonical_json(stored))
+            self._update_meta(video_hash=stored["hash"])
+            return VideoSeal.model_validate(stored)
 
     def hold(self, status: RunStatus) -> None:
         """Mark a run that is paused between calls (``needs_confirmation``), or ``running`` again,
