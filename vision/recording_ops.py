@@ -34,12 +34,12 @@ OPERATIONS: tuple[Operation, ...] = (
               rest=Rest("POST", "/recording/start", summary="start filming the session's display: a video receipt "
                         "with a chapter and a mark per action", tags=TAGS, optional_body=True),
               tool=Tool("session_record_start", "Start filming the visible desktop", START, Hints(open_world=False),
-                        _text, summary=False)),
+                        _text, summary=False, group="desktop")),
     Operation("recordings", "recording_stop", None, Recording, acts=False,
               rest=Rest("POST", "/recording/stop", summary="stop filming and make the receipt: the video, its "
                         "chapters and captions, with their SHA-256", tags=TAGS),
               tool=Tool("session_record_stop", "Stop filming the visible desktop", STOP, Hints(open_world=False),
-                        _text, summary=False)),
+                        _text, summary=False, group="desktop")),
     Operation("recordings", "recording_status", None, Recording | None, acts=False,
               rest=Rest("GET", "/recording", summary="the session's recording in progress, or null", tags=TAGS)),
 )
