@@ -52,6 +52,33 @@ PAGES: dict[str, bytes] = {
   });
 </script>"""),
 
+    # Every way a test names an element, for the element under a pixel (desktop.browser.hit) and the
+    # exports: a field by label, one by placeholder only, a button whose text is in a span, one
+    # with a test id, a link, a canvas (no element a locator can name inside it). Submitting
+    # reports what was typed and goes to /signed-up.
+    "/signup": _page("sign up", """
+<form class="at" id="signup" style="left: 100px; top: 80px; width: 700px" onsubmit="return false">
+  <p><label for="email">Email</label> <input id="email" class="f1" autocomplete="off"></p>
+  <p><input id="pw" class="f2" type="password" placeholder="Password" autocomplete="off"></p>
+  <p><input type="checkbox" id="terms"> <label for="terms">I agree</label></p>
+  <p><button id="create" class="b1" type="button"><span>Create account</span></button>
+     <button data-testid="cancel-btn" type="button" aria-label="Cancel sign-up">x</button>
+     <a href="/" id="home">Home</a></p>
+</form>
+<canvas id="pad" class="at" style="left: 900px; top: 80px" width="200" height="120"></canvas>
+<script>
+  document.getElementById('create').addEventListener('click', () => {
+    const email = document.getElementById('email').value, pw = document.getElementById('pw').value;
+    const terms = document.getElementById('terms').checked;
+    report({type: 'signup', email: email, pw: pw, terms: terms}).then(() => {
+      location.href = '/signed-up?email=' + encodeURIComponent(email);
+    });
+  });
+  document.getElementById('pad').addEventListener('click', e => report({type: 'pad', x: e.offsetX, y: e.offsetY}));
+</script>"""),
+
+    "/signed-up": _page("signed up", '<h1 id="done">Account created</h1>'),
+
     "/welcome": _page("welcome", '<h1 id="greeting">Welcome</h1><p id="who"></p><script>'
                                  "document.getElementById('who').textContent = "
                                  "new URLSearchParams(location.search).get('user');</script>"),

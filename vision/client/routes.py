@@ -52,6 +52,8 @@ from vision.trace.records import Trace, TraceMeta, VerifyResult
 if TYPE_CHECKING:
     from vision.client.calls import Image
 
+ExportFormat = Literal["yaml", "playwright-ts", "playwright-py"]
+
 API = "/api/v1"
 
 
@@ -326,6 +328,10 @@ class Routes:
     def trace_junit(self, trace_id: str) -> str:
         return self._send(Call("GET", f"{API}/traces/{_seg(trace_id)}/junit.xml", text))
 
+    def export_trace(self, trace_id: str, format: ExportFormat = "yaml") -> str:
+        """The run as a test: a glassdesk qa suite (yaml), or a Playwright spec (playwright-ts, playwright-py)."""
+        return self._send(Call("GET", f"{API}/traces/{_seg(trace_id)}/export", text, params={"format": format}))
+
     # --- QA runs and baselines
 
     def qa_run(self, test_run_id: str) -> QaRun:
@@ -333,6 +339,10 @@ class Routes:
 
     def verify_qa_run(self, test_run_id: str) -> VerifyReport:
         return self._send(Call("GET", f"{API}/qa/runs/{_seg(test_run_id)}/verify", model(VerifyReport)))
+
+    def export_qa_run(self, test_run_id: str, format: ExportFormat = "yaml") -> str:
+        """A verify_user_flow run as a test: a glassdesk qa suite (yaml), or a Playwright spec."""
+        return self._send(Call("GET", f"{API}/qa/runs/{_seg(test_run_id)}/export", text, params={"format": format}))
 
     def qa_junit(self, test_run_id: str) -> str:
         return self._send(Call("GET", f"{API}/qa/runs/{_seg(test_run_id)}/junit.xml", text))

@@ -119,6 +119,30 @@ def numbered_from_one(message: str) -> str:
     return re.sub(r"\bsteps\.(\d+)\.?", lambda m: f"step {int(m.group(1)) + 1} ", message).replace(" :", ":")
 
 
+def with_env_secrets(body: dict, environ) -> tuple[dict, list[str]]:
+    """A flow's ``{{name}}`` placeholders (fill values, scripted typing) that its ``secrets`` do not
+    give, taken from the environment variable GLASSDESK_SECRET_<NAME> (pure but for ``environ``):
+    an exported suite carries placeholders, never values. The body with them, and what is unset."""
+    from vision.export import PLACEHOLDER, secret_env
+
+    given = dict(body.get("secrets") or {})
+    texts = []
+    for step in body.get("steps") or []:
+        if isinstance(step, dict):
+            texts.append(str(step.get("value") or ""))
+            texts += [str(a.get("text") or "") for a in step.get("script") or [] if isinstance(a, dict)]
+    problems, added = [], {}
+    for name in dict.fromkeys(m for text in texts for m in PLACEHOLDER.findall(text)):
+        if name in given:
+            continue
+        value = environ.get(secret_env(name))
+        if value is None:
+            problems.append(f"{{{{{name}}}}} has no value: give the test `secrets`, or set {secret_env(name)}")
+        else:
+            added[name] = value
+    return ({**body, "secrets": {**given, **added}} if added else body), problems
+
+
 def load_suite(path: Path) -> Suite:
     """The suite file, parsed and every test's request validated (pure but for the read). Every
     problem is listed at once, one line each, so a suite is fixed in one pass."""
@@ -182,6 +206,10 @@ def load_suite(path: Path) -> Suite:
             body, unread = with_files_read(body, path.parent)
             if unread:
                 problems += [f"{where} ({name}): {problem}" for problem in unread]
+                continue
+            body, unset = with_env_secrets(body, os.environ)
+            if unset:
+                problems += [f"{where} ({name}): {problem}" for problem in unset]
                 continue
         try:
             REQUESTS[verb].model_validate(body)
