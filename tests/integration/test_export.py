@@ -205,3 +205,23 @@ def test_export_doors_refuse_what_they_cannot_do(recorded, vision_api, capsys, s
     assert main(["export", trace_id, "--data-dir", str(services.store.root), "-f", "playwright-py"]) == 0
     assert "def test_sign_up_as_ada(page: Page)" in capsys.readouterr().out
     assert main(["export", "nope", "--data-dir", str(services.store.root)]) == 2
+
+
+def test_a_qa_run_exports_with_the_element_its_pixel_click_found(vision_api, desk, qa_site):
+    desk.run_settled(lambda: desk.open_url(qa_site.url("/signup")))
+    x, y = pixel(desk, "#terms")
+    r = vision_api.post("/api/v1/sessions/itest/qa/verify_user_flow", json={
+        "start_url": qa_site.url("/signup"),
+        "steps": [{"action": "fill", "label": "Email", "value": "ada@example.com"},
+                  {"action": "click", "x": x, "y": y},
+                  {"action": "assert", "label": "I agree", "assertion": {"type": "checked"}}]})
+    body = r.json()
+    assert r.status_code == 200 and body["success"], body
+    assert body["steps"][1]["detail"]["element"]["role"] == "checkbox"
+    ts = vision_api.get(f"/api/v1/qa/runs/{body['test_run_id']}/export", params={"format": "playwright-ts"}).text
+    assert 'await page.getByLabel("Email").fill("ada@example.com");' in ts
+    # the step's target was a pixel: the spec clicks the element that pixel was on
+    assert 'await page.getByRole("checkbox", { name: "I agree", exact: true }).click();' in ts
+    assert 'await expect(page.getByLabel("I agree")).toBeChecked();' in ts
+    suite = yaml.safe_load(vision_api.get(f"/api/v1/qa/runs/{body['test_run_id']}/export").text)
+    assert suite["tests"][0]["verify_user_flow"]["steps"][1] == {"action": "click", "x": x, "y": y}

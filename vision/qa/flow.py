@@ -498,11 +498,11 @@ class _Flow:
             acted = self._dom_or_pixel(step, step_deadline,
                                        lambda t, ms: pages.click(sid, t, click_count=count, timeout_ms=ms))
         if acted is not None:
-            return {"point": [acted.x, acted.y], "box": acted.box, "found_by": "dom"}
+            return {"point": [acted.x, acted.y], "box": acted.box, "found_by": "dom", **_element(acted.element)}
         x, y, how = self.point(step, step_deadline)
         kind = {"click": Click, "dblclick": DoubleClick, "hover": Move}[step.action]
         done = self.flows.desktops.perform(sid, kind(x=x, y=y))
-        return {"point": [x, y], "found_by": how, "executed": done.executed}
+        return {"point": [x, y], "found_by": how, "executed": done.executed, **_element(done.element)}
 
     def fill(self, step: FlowStep, step_deadline: float) -> dict:
         pages, sid = self.flows.pages, self.session.id
@@ -510,7 +510,8 @@ class _Flow:
         acted = self._dom_or_pixel(step, step_deadline,
                                    lambda t, ms: pages.fill(sid, t, step.value or "", secrets=secrets, timeout_ms=ms))
         if acted is not None:
-            return {"point": [acted.x, acted.y], "box": acted.box, "verified": acted.verified, "found_by": "dom"}
+            return {"point": [acted.x, acted.y], "box": acted.box, "verified": acted.verified, "found_by": "dom",
+                    **_element(acted.element)}
         x, y, how = self.point(step, step_deadline)
         from desktop.actions import UnknownPlaceholder, fill_placeholders
 
@@ -522,11 +523,11 @@ class _Flow:
             typing = Type(text=text) if text else None
         except ValueError as exc:
             raise StepFailed(f"value: {exc}") from None
-        self.flows.desktops.perform(sid, Click(x=x, y=y))
+        clicked = self.flows.desktops.perform(sid, Click(x=x, y=y))
         self.flows.desktops.perform(sid, Key(keys=["ctrl+a", "BackSpace"]))
         if typing is not None:
             self.flows.desktops.perform(sid, typing)
-        return {"point": [x, y], "found_by": how}
+        return {"point": [x, y], "found_by": how, **_element(clicked.element)}
 
     def vision(self, index: int, step: FlowStep, step_deadline: float) -> dict:
         from vision.models import ActRequest
@@ -568,3 +569,9 @@ def _selectors(step: FlowStep) -> list[str]:
 
 def _squash(text: str) -> str:
     return " ".join(text.split()).casefold()
+
+
+def _element(element) -> dict:
+    """A step's record of the element under its pixel (desktop.browser.hit), when one was read:
+    what an export names the step's target by (vision.export)."""
+    return {"element": element.model_dump(mode="json")} if element is not None else {}
