@@ -38,6 +38,7 @@ SECRET_ENV = "GLASSDESK_SECRET_"
 # The roles a click then typing fills (typing into anything else stays typing).
 FIELD_ROLES = ("textbox", "searchbox", "combobox", "spinbutton")
 NOT_REPLAYED = ("done", "fail", "screenshot", "zoom", "cursor_position")
+HEALABLE = ("click", "dblclick", "hover", "fill", "check", "uncheck")  # as vision.qa.flow
 
 
 class ExportError(InvalidRequest):
@@ -97,8 +98,17 @@ def _where(action: dict, element: ElementAt | None) -> str:
 
 def _pointer_step(verb: str, action: dict, element: ElementAt | None) -> dict:
     if element is not None and element.locators:
-        return {"action": verb, **_target_fields(element.locators[0])}
+        return {"action": verb, **_target_fields(element.locators[0]), "recorded": recorded(element)}
     return {"action": verb, "x": action["x"], "y": action["y"]}
+
+
+def recorded(element: ElementAt, own: Locating | None = None) -> dict:
+    """What a replay heals a step from (vision.qa.models.Recorded): the element's role and name, its
+    other locators, and the pixel (pure)."""
+    own = own if own is not None else element.locators[0]
+    others = [_target_fields(t) for t in element.locators if _target_fields(t) != _target_fields(own)]
+    out = {"role": element.role, "name": element.name, "locators": others, "x": element.x, "y": element.y}
+    return {k: v for k, v in out.items() if v not in (None, [])}
 
 
 def _scripted(action: dict, why: str) -> dict:
@@ -144,7 +154,8 @@ def _op_of_action(action: dict, element: ElementAt | None, ops: list[Op]) -> Op 
         last = ops[-1] if ops else None
         if last is not None and last.step["action"] == "click" and _is_field(last.element) and last.element.locators:
             # A click on a field, then typing: one fill of that field (it clicks, clears and types).
-            last.step = {"action": "fill", **_target_fields(last.element.locators[0]), "value": action["text"]}
+            last.step = {"action": "fill", **_target_fields(last.element.locators[0]), "value": action["text"],
+                         "recorded": recorded(last.element)}
             last.raw = action
             return None
         return Op(_scripted(action, "typing with no field recorded"), ["typing where the focus was"], None, action)
@@ -186,6 +197,10 @@ def flow_of_qa_run(records: Sequence[dict]) -> Flow:
         step = {"action": step.pop("action"), **step}
         found = (details.get(index) or {}).get("element")
         element = ElementAt.model_validate(found) if isinstance(found, dict) else None
+        own = _target(step)
+        if element is not None and element.locators and own is not None and step["action"] in HEALABLE \
+                and "recorded" not in step:
+            step["recorded"] = recorded(element, own)
         ops.append(Op(step, [f"QA run {run_id} step {index}"], element))
     if not ops:
         raise ExportError(f"QA run {run_id} has no steps")

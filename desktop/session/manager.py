@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from desktop.actions import Drag, _Action
+from desktop.actions import Drag, Move, _Action
 from desktop.browser.settle import input_mark
 from desktop.errors import (
     ActionFailedError,
@@ -271,6 +271,12 @@ class Session:
                 raise self.down_error() or ScreenshotFailed(str(exc)) from exc
         return Performed(executed.argv, executed.duration_ms, shot.settle_ms, shot.frame, shot.settled, settled_by,
                          element)
+
+    def element_at(self, x: int, y: int) -> ElementAt | None:
+        """What is under display pixel (x, y) in the browser now, when Chromium is in front (the
+        check a heal makes before acting on what it found); None otherwise."""
+        watch = self._browser_watch()
+        return self._element_at(watch, Move(x=x, y=y)) if watch is not None else None
 
     def _element_at(self, watch, action: _Action) -> ElementAt | None:
         """What is under a pointer action's pixel, read before the action runs (it may remove the

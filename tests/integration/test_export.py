@@ -225,3 +225,51 @@ def test_a_qa_run_exports_with_the_element_its_pixel_click_found(vision_api, des
     assert 'await expect(page.getByLabel("I agree")).toBeChecked();' in ts
     suite = yaml.safe_load(vision_api.get(f"/api/v1/qa/runs/{body['test_run_id']}/export").text)
     assert suite["tests"][0]["verify_user_flow"]["steps"][1] == {"action": "click", "x": x, "y": y}
+
+
+def exported_suite(vision_api, trace_id: str, tmp_path, version: str):
+    """The run's YAML export, pointed at a variant of the page (tests/fakes/qa_site.py, signup_page)."""
+    text = vision_api.get(f"/api/v1/traces/{trace_id}/export", params={"format": "yaml"}).text
+    path = tmp_path / f"signup-v{version}.yaml"
+    path.write_text(text.replace('/signup"', f'/signup?v={version}"'))
+    assert f"/signup?v={version}" in path.read_text()
+    return path
+
+
+def last_flow(services):
+    """The verify_user_flow answer of the newest QA run."""
+    runs = services.qa.runs
+    newest = sorted(runs.list_ids())[-1]
+    return runs.load(newest).result
+
+
+def test_a_reworded_page_is_healed_step_by_step_and_each_heal_reported(recorded, vision_api, qa_site, tmp_path,
+                                                                        monkeypatch, services):
+    trace_id, _ = recorded
+    path = exported_suite(vision_api, trace_id, tmp_path, "2")
+    monkeypatch.setenv("GLASSDESK_SECRET_PW", SECRET)
+    qa_site.clear()
+    assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 0
+    event = qa_site.wait_for(lambda e: e.get("type") == "signup")
+    assert (event["email"], event["pw"], event["terms"], event["version"]) == ("ada@example.com", SECRET, True, "2")
+    heals = last_flow(services)["heals"]
+    # the email field, the password field and the button were renamed; the checkbox was not
+    assert [(h["step"], h["by"]) for h in heals] == [(1, "locator"), (2, "locator"), (4, "locator")]
+    assert heals[0]["failed"] == "role textbox named 'Email' (exact)" and heals[0]["matched"] == "selector '#email'"
+    assert heals[2]["failed"] == "role button named 'Create account' (exact)"
+    # --strict: the first renamed step fails, nothing is healed
+    assert main(["qa", str(path), "--url", str(vision_api.base_url), "--strict"]) == 1
+    result = last_flow(services)
+    assert result["failure_step"] == 1 and "strict" in result["failure_reason"] and not result["heals"]
+
+
+def test_a_button_that_now_means_something_else_is_not_healed_onto(recorded, vision_api, qa_site, tmp_path,
+                                                                  monkeypatch, services):
+    trace_id, _ = recorded
+    path = exported_suite(vision_api, trace_id, tmp_path, "3")
+    monkeypatch.setenv("GLASSDESK_SECRET_PW", SECRET)
+    qa_site.clear()
+    assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 1
+    result = last_flow(services)
+    assert result["failure_step"] == 4 and "not healed" in result["failure_reason"], result["failure_reason"]
+    assert not [e for e in qa_site.events if e.get("type") == "signup"]  # "Delete account" was never clicked

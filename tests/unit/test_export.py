@@ -133,6 +133,12 @@ def test_a_trace_exports_as_a_suite_glassdesk_qa_accepts():
     REQUESTS["verify_user_flow"].model_validate(flow)  # the QA language takes every step as it is
     assert flow["start_url"] == "http://127.0.0.1:8000/signup"
     steps = flow["steps"]
+    # what a replay heals from: the element's role, name, other locators and pixel
+    assert steps[0].pop("recorded") == {"role": "textbox", "name": "Email", "x": 300, "y": 200,
+                                        "locators": [{"label": "Email", "exact": True}, {"selector": "#email"}]}
+    assert steps[1].pop("recorded")["locators"] == [{"placeholder": "Password", "exact": True}]
+    assert steps[2].pop("recorded") == {"x": 1000, "y": 200}
+    assert steps[5].pop("recorded") == {"role": "button", "name": "Create account", "x": 200, "y": 380}
     assert steps[0] == {"action": "fill", "role": "textbox", "name": "Email", "exact": True,
                         "value": "ada@example.com"}
     assert steps[1] == {"action": "fill", "role": "textbox", "name": "Password", "exact": True, "value": "{{pw}}"}
@@ -203,10 +209,42 @@ def test_a_qa_run_exports_its_flow_with_the_elements_its_steps_found():
         {"kind": "case", "steps": [{"index": 3, "detail": {"element": button.model_dump(mode="json")}}]},
     ]
     suite = yaml.safe_load(export_qa_run(records, "yaml"))
-    assert suite["tests"][0]["verify_user_flow"]["steps"][0] == {"action": "fill", "label": "User", "value": "ada"}
+    steps = suite["tests"][0]["verify_user_flow"]["steps"]
+    assert steps[0] == {"action": "fill", "label": "User", "value": "ada"}
+    assert steps[1] == {"action": "fill", "selector": "#pw", "value": "{{pw}}"}  # no element recorded: as asked
+    assert steps[2] == {"action": "click", "x": 200, "y": 380}  # a pixel step keeps its pixel
     ts = export_qa_run(records, "playwright-ts")
     assert 'await page.getByLabel("User").fill("ada");' in ts
     assert 'await page.locator("#pw").fill((process.env.GLASSDESK_SECRET_PW ?? ""));' in ts
     assert 'await page.getByRole("button", { name: "Sign in", exact: true }).click();' in ts  # the pixel's element
     assert 'await expect(page.getByRole("heading")).toHaveText("Welcome");' in ts
     assert "[REDACTED]" not in ts
+
+
+# ------------------------------------------------------------------------------------------ heals
+
+
+@pytest.mark.parametrize("seen, recorded, heals", [
+    ("E-mail", "Email", True), ("Create an account", "Create account", True), ("Sign-in", "Sign in", True),
+    ("Your password", "Password", True), ("Delete account", "Create account", False),
+    ("Don't save", "Save", False), ("Cancel", "Create account", False),
+])
+def test_a_heal_takes_a_reworded_name_never_another_meaning(seen, recorded, heals):
+    from vision.qa.flow import similar_names
+
+    assert similar_names(seen, recorded) is heals
+
+
+def test_a_heal_never_lands_on_another_role():
+    from vision.qa.flow import _closest_name, _same_element_kind
+    from vision.qa.models import Recorded
+
+    rec = Recorded(role="button", name="Create account")
+    assert _same_element_kind(element(1, 100, "button", "Create an account", tag="button"), rec)
+    assert not _same_element_kind(element(1, 100, "link", "Create account", tag="a"), rec)
+    assert not _same_element_kind(element(1, 100, "button", "Delete account", tag="button"), rec)
+    assert not _same_element_kind(None, rec)
+    snapshot = '- main:\n  - link "Create account" [ref=e2]\n  - button "Create an account" [ref=e3]\n' \
+               '  - button "Cancel" [ref=e4]'
+    assert _closest_name(snapshot, "button", "Create account") == "Create an account"
+    assert _closest_name(snapshot, "button", "Delete everything") is None

@@ -518,6 +518,10 @@ def embedded_server(data_dir: str | None):
 def main(args: argparse.Namespace) -> int:
     try:
         suite = load_suite(Path(args.suite))
+        if getattr(args, "strict", False):  # every flow fails at a locator that no longer matches
+            for test in suite.tests:
+                if test.verb == "verify_user_flow":
+                    test.body = {**test.body, "strict": True}
         junit = Path(args.junit) if args.junit else None
         report = Path(args.report) if args.report else None
         retries = getattr(args, "retries", 0)
@@ -546,6 +550,9 @@ def add_parser(sub: Any) -> None:
     qa.add_argument("--retries", type=int, default=0, metavar="N",
                     help="run a failing test again up to N times, on a clean start; one that passes on a retry is "
                          "reported flaky (default 0)")
+    qa.add_argument("--strict", action="store_true",
+                    help="a step whose locator no longer matches fails, rather than being healed from what was "
+                         "recorded of its element (an exported run's `recorded`)")
     qa.add_argument("--data-dir", default=None, help="the embedded server's data dir (default $GLASSDESK_DATA_DIR, "
                                                      "else ./data)")
     qa.set_defaults(func=main)
