@@ -64,6 +64,7 @@ class Op:
     comment: list[str] = field(default_factory=list)
     element: ElementAt | None = None             # the element under the recorded pixel
     raw: dict | None = None                      # the recorded input action (display pixels)
+    url_after: str | None = None                 # the page's URL after the step it came from
 
 
 @dataclass
@@ -137,13 +138,51 @@ def flow_of_trace(trace: Trace) -> Flow:
                 ops.append(op)
         if len(ops) > first:
             ops[first].comment = head + ops[first].comment
+        for op in ops[first:]:
+            op.url_after = step.url
         if step.url and url and step.url != url and not step.failed:
             ops.append(Op({"action": "assert", "assertion": {"type": "url", "expected": step.url}},
                           ["the URL changed after this step: proposed as an assertion"]))
         url = step.url or url
+    ops = _address_bar_as_navigate(ops)
     if not ops:
         raise ExportError(f"trace {meta.trace_id} has no action to replay")
+    if ops[0].step["action"] == "navigate":  # the run opened its page itself: not twice
+        start_url = None
     return Flow(name=meta.instruction, source=f"trace {meta.trace_id}", start_url=start_url, ops=ops)
+
+
+ADDRESS_BAR = ("ctrl+l", "alt+d", "f6")  # the chords that focus Chromium's address bar
+ENTER = ("return", "enter", "kp_enter")
+
+
+def _keys(op: Op) -> list[str]:
+    keys = (op.raw or {}).get("keys") if (op.raw or {}).get("action") == "key" else None
+    return [k.lower() for k in (keys.split() if isinstance(keys, str) else keys or [])]
+
+
+def _address_bar_as_navigate(ops: list[Op]) -> list[Op]:
+    """Typing a URL into the address bar (its chord, the URL, Enter: how a model opens a page) as
+    one ``navigate`` to the page it reached (pure)."""
+    out: list[Op] = []
+    i = 0
+    while i < len(ops):
+        typed = ops[i + 1].raw if i + 1 < len(ops) else None
+        if _keys(ops[i]) in [[k] for k in ADDRESS_BAR]:
+            if typed and typed.get("action") == "type":
+                ends = typed["text"].endswith("\n")
+                if ends or (i + 2 < len(ops) and _keys(ops[i + 2]) and _keys(ops[i + 2])[0] in ENTER):
+                    last = ops[i + 1] if ends else ops[i + 2]
+                    text = typed["text"].strip()
+                    url = last.url_after or (text if "://" in text else f"http://{text}")
+                    out.append(Op({"action": "navigate", "url": url},
+                                  ops[i].comment + [f"typed into the address bar: {typed['text'].strip()}"],
+                                  None, None, url))
+                    i += 2 if ends else 3
+                    continue
+        out.append(ops[i])
+        i += 1
+    return out
 
 
 def _op_of_action(action: dict, element: ElementAt | None, ops: list[Op]) -> Op | None:

@@ -249,9 +249,16 @@ def test_a_reworded_page_is_healed_step_by_step_and_each_heal_reported(recorded,
     path = exported_suite(vision_api, trace_id, tmp_path, "2")
     monkeypatch.setenv("GLASSDESK_SECRET_PW", SECRET)
     qa_site.clear()
-    assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 0
+    junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
+    assert main(["qa", str(path), "--url", str(vision_api.base_url), "--junit", str(junit),
+                 "--report", str(report)]) == 0
     event = qa_site.wait_for(lambda e: e.get("type") == "signup")
     assert (event["email"], event["pw"], event["terms"], event["version"]) == ("ada@example.com", SECRET, True, "2")
+    # each heal in the JUnit's system-out and in the report, not only in the answer
+    said = "healed step 4: role button named 'Create account' (exact) no longer matched; healed by locator: " \
+           "selector '#create'"
+    assert said in junit.read_text()
+    assert said.replace("'", "&#x27;") in report.read_text() or said in report.read_text()
     heals = last_flow(services)["heals"]
     # the email field, the password field and the button were renamed; the checkbox was not
     assert [(h["step"], h["by"]) for h in heals] == [(1, "locator"), (2, "locator"), (4, "locator")]

@@ -248,3 +248,19 @@ def test_a_heal_never_lands_on_another_role():
                '  - button "Cancel" [ref=e4]'
     assert _closest_name(snapshot, "button", "Create account") == "Create an account"
     assert _closest_name(snapshot, "button", "Delete everything") is None
+
+
+def test_a_url_typed_into_the_address_bar_is_one_navigate():
+    """How a model opens a page (the OCR model's `open`: ctrl+l, the URL, Enter) replays as a navigate."""
+    page = "http://127.0.0.1:8000/login.html"
+    user = element(400, 230, "textbox", "User", Target(role="textbox", name="User", exact=True), url=page)
+    trace = Trace(meta=TraceMeta(trace_id="t1", instruction="open then type", model="ocr", started_at=NOW), steps=[
+        step(1, [{"action": "key", "keys": ["ctrl+l"]}, {"action": "type", "text": "127.0.0.1:8000/login.html"},
+                 {"action": "key", "keys": ["enter"]}], [None, None, None], page),
+        step(2, [{"action": "click", "x": 400, "y": 230}, {"action": "type", "text": "ada"}], [user, None], page)])
+    steps = yaml.safe_load(export_trace(trace, "yaml"))["tests"][0]["verify_user_flow"]["steps"]
+    assert steps[0] == {"action": "navigate", "url": page}
+    assert "start_url" not in yaml.safe_load(export_trace(trace, "yaml"))["tests"][0]["verify_user_flow"]
+    assert steps[1]["action"] == "fill" and steps[1]["value"] == "ada"
+    assert len(steps) == 2
+    assert 'await page.goto("http://127.0.0.1:8000/login.html");' in export_trace(trace, "playwright-ts")

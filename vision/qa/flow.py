@@ -395,7 +395,9 @@ class _Flow:
                              f"{rec.name!r}) matches an element of the same role") from None
         retargeted, note = healed
         detail = self.do(index, retargeted, step_deadline)
-        note = {"step": index, "failed": step.describe(), **note}
+        rec = step.recorded
+        note = {"step": index, "failed": step.describe(), **note,
+                **({"recorded_at": [rec.x, rec.y]} if rec.x is not None and rec.y is not None else {})}
         self.result.heals.append(note)
         return {**detail, "healed": note}
 
