@@ -617,7 +617,8 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
 
     @server.tool(name="export_test", title="Export a run as a test",
                  annotations=_annotations("Export a run as a test", read_only=True),
-                 description="Turns a finished vision run (its `trace_id`) or a verify_user_flow QA run (its "
+                 description="Looks at the VISIBLE desktop's recorded runs; changes nothing. Turns a finished "
+                             "vision run (its `trace_id`) or a verify_user_flow QA run (its "
                              "`test_run_id`) into a test that replays it without a model: `format` yaml (a "
                              "glassdesk qa suite), playwright-ts (an @playwright/test spec) or playwright-py (a "
                              "pytest-playwright test). Each pointer step targets the element recorded under its "
