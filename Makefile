@@ -4,6 +4,7 @@
 #   make test       install what is missing, then the whole test suite (junit + screenshots in artifacts/)
 #   make test-unit  the pure unit tests only (no X), quick
 #   make todomvc    fetch the TodoMVC app and Playwright's spec the ported QA suite tests (pinned, sha256-checked)
+#   make playwright-runners  install @playwright/test and pytest-playwright (pinned) that exported specs are run under
 #   make lint       ruff over the tree (make test runs it first)
 #   make bench      install what is missing, then the benchmark (prints a table, writes docs/benchmarks.md)
 #   make docker-test  (root) build the Docker image and test it for real under a private dockerd (tests/docker)
@@ -32,7 +33,8 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 INSPECTOR_VERSION := 2.12.0
 INSPECTOR := $(VENV)/inspector/node_modules/.bin/mcp-inspector
 
-.PHONY: help setup system-deps run test test-unit lint bench clean distclean constraints docker-test todomvc
+.PHONY: help setup system-deps run test test-unit lint bench clean distclean constraints docker-test todomvc \
+	playwright-runners
 
 help:
 	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
@@ -68,6 +70,13 @@ $(INSPECTOR): | $(BIN)/python
 todomvc: | $(BIN)/python
 	$(BIN)/python -m tests.fakes.todomvc fetch
 
+# The test runners a run exported as a Playwright spec is run under (tests/integration/test_export.py):
+# @playwright/test from npm and pytest-playwright from PyPI, pinned, into .cache/ (ignored), never the
+# venv (pytest-playwright's plugin would load in every pytest run). No browser download: the specs
+# run /usr/bin/chromium. Quick when they are there already.
+playwright-runners: | $(BIN)/python
+	$(BIN)/python -m tests.fakes.playwright_runners fetch
+
 # Re-pin constraints.txt from the current venv (after changing dependencies in pyproject.toml).
 constraints:
 	{ echo "# Pinned versions of every Python package glassdesk installs (make setup uses this with pip -c)."; \
@@ -83,7 +92,7 @@ constraints:
 run: setup
 	exec $(BIN)/glassdesk up $(RUN_ARGS)
 
-test: setup $(INSPECTOR) todomvc lint
+test: setup $(INSPECTOR) todomvc playwright-runners lint
 	@mkdir -p $(ARTIFACTS)
 	GLASSDESK_ARTIFACTS="$(CURDIR)/$(ARTIFACTS)" $(BIN)/pytest tests \
 	  --junitxml=$(ARTIFACTS)/junit.xml -o junit_family=xunit2 -rfE $(PYTEST_ARGS)

@@ -12,7 +12,7 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
 from desktop.actions import Chords
 
@@ -208,6 +208,32 @@ Locating.model_rebuild()
 Target.model_rebuild()
 
 
+class ElementAt(BaseModel):
+    """What was under a display pixel in the browser, read just before the pointer acted there
+    (desktop.browser.hit): the element a person would say they clicked, and how a test names it."""
+
+    x: int = Field(description="the display pixel acted at")
+    y: int
+    css_x: float = Field(description="the same point in the page's viewport, CSS px (page.mouse's space)")
+    css_y: float
+    tag: str = Field(description="the element's tag, e.g. button")
+    role: str | None = Field(None, description="its ARIA role (explicit, else implicit from the tag)")
+    name: str | None = Field(None, description="its accessible name")
+    text: str | None = Field(None, description="its visible text (not a field's value), whitespace collapsed")
+    box: dict = Field(description="the element's box on the display: x, y, width, height")
+    locators: list[Target] = Field(default_factory=list,
+                                   description="best first; each one resolved by Playwright's locator engine to "
+                                               "exactly this element when recorded")
+    url: str | None = Field(None, description="the page's URL then")
+    ms: float = Field(0, description="what reading it cost, in ms")
+
+    @field_serializer("locators")
+    def _compact(self, locators: list[Target]) -> list[dict]:
+        # Each as it would be written in a step ({role, name, exact}), not with every unset field:
+        # a trace holds one per pointer action.
+        return [t.model_dump(mode="json", exclude_none=True, exclude_defaults=True) for t in locators]
+
+
 def css_string(value: str) -> str:
     """A CSS string literal of ``value`` (pure): quotes and backslashes escaped, line breaks as escapes."""
     escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\a ").replace("\r", "\\d ")
@@ -297,6 +323,12 @@ class ActionResponse(BaseModel):
     screenshot: str | None = Field(None, description="settled screenshot, base64 PNG, with ?screenshot=true")
     result: dict[str, Any] | None = None
     page: PageSummary | None = Field(None, description=PAGE_FIELD)
+    element: ElementAt | None = Field(None, description="a pointer action with the browser in front: the element "
+                                                        "that was under the pixel just before it, with verified "
+                                                        "locators")
+    playwright: str | None = Field(None, description="Playwright (TypeScript) code doing the same thing: a "
+                                                     "locator action when the element is known, else page.mouse "
+                                                     "or page.keyboard")
 
 
 class NetworkPolicyBody(_Body):
@@ -345,6 +377,8 @@ class Acted(BaseModel):
     executed: list[list[str]] = Field(default_factory=list)
     verified: bool | None = Field(None, description="fill/select: the field holds what was asked for")
     settle_ms: int = 0
+    element: ElementAt | None = Field(None, description="what was under the pixel just before the pointer acted "
+                                                        "there, with verified locators")
 
 
 class UploadFile(BaseModel):

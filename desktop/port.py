@@ -12,6 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from desktop.actions import _Action
 from desktop.frame import Frame
+from desktop.models import ElementAt
 
 
 @dataclass
@@ -26,6 +27,9 @@ class Performed:
     # What ended the wait (desktop.session.manager.Session._settle_after_input): damage, frame,
     # network, navigation, dialog, timeout; none when the action was not settled.
     settled_by: str = "damage"
+    # A pointer action with the browser in front: what was under its pixel just before it ran
+    # (desktop.browser.hit); None elsewhere, or when the browser could not say in time.
+    element: ElementAt | None = None
 
 
 @runtime_checkable

@@ -15,7 +15,7 @@ HAND_WRITTEN_TOOLS = frozenset({
     "desktop_focus_window", "desktop_cursor_position",
     "vision_act", "vision_click_anywhere", "vision_extract_visible_text", "vision_fill_form_by_label",
     "session_create", "session_list", "session_close", "session_reset", "live_view_url",
-    "page_downloads", "page_screenshot", "page_tabs", "page_dialogs",
+    "page_downloads", "page_screenshot", "page_tabs", "page_dialogs", "export_test",
 })
 
 

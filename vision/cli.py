@@ -7,6 +7,7 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
 
 from rich.console import Console
 
@@ -214,6 +215,78 @@ def _act(args: argparse.Namespace) -> int:
     return 0 if result["status"] == "done" else 1
 
 
+def _export(args: argparse.Namespace) -> int:
+    """``glassdesk export RUN_ID``: the run as a test, on stdout or in --output. A trace id or a QA
+    run's id, read from --data-dir (no server) or asked of the server. Exit 2 when the run is not
+    there or cannot be exported as asked."""
+    from desktop.errors import GlassdeskError
+
+    try:
+        text = _export_local(args) if args.data_dir else _export_remote(args)
+    except GlassdeskError as exc:
+        console.print(f"[red]{exc.code}:[/red] {exc.message}")
+        return 2
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        console.print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _export_local(args: argparse.Namespace) -> str:
+    from vision.errors import QaRunNotFoundError, TraceNotFoundError
+    from vision.export import check_format, export_qa_run, export_trace
+    from vision.qa.runs import QaRunStore
+    from vision.trace.records import InvalidTraceId, TraceNotFound
+    from vision.trace.store import TraceStore
+
+    check_format(args.format)
+    store = TraceStore(args.data_dir)
+    try:
+        return export_trace(store.load(args.run_id), args.format)
+    except (TraceNotFound, InvalidTraceId):
+        pass
+    runs = QaRunStore(args.data_dir)
+    try:
+        found = runs.run_dir(args.run_id).is_dir()
+    except ValueError:  # not even the shape of a run id
+        found = False
+    if not found:
+        raise TraceNotFoundError(f"no trace and no QA run {args.run_id!r} in {args.data_dir}")
+    try:
+        return export_qa_run(runs.records(args.run_id), args.format)
+    except LookupError as exc:
+        raise QaRunNotFoundError(str(exc)) from None
+
+
+def _export_remote(args: argparse.Namespace) -> str:
+    import httpx2
+
+    from desktop.errors import GlassdeskError
+    from vision.settings import default_server
+
+    token = os.environ.get("GLASSDESK_TOKEN")
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    server = (args.server or default_server(os.environ)).rstrip("/")
+    try:
+        with httpx2.Client(timeout=30, headers=headers) as client:
+            answer = client.get(f"{server}/api/v1/traces/{args.run_id}/export", params={"format": args.format})
+            if answer.status_code == 404:  # not a trace: a QA run?
+                answer = client.get(f"{server}/api/v1/qa/runs/{args.run_id}/export", params={"format": args.format})
+    except httpx2.TransportError as exc:
+        error = GlassdeskError(f"no glassdesk server at {server} ({exc}); start one with `glassdesk up`, pass "
+                               "--server, or read a data directory with --data-dir")
+        error.code = "no_server"
+        raise error from None
+    if answer.status_code != 200:
+        body = answer.json() if answer.headers.get("content-type", "").startswith("application/json") else {}
+        error = GlassdeskError(body.get("error", {}).get("message") or answer.text[:300])
+        error.code = body.get("error", {}).get("code") or str(answer.status_code)
+        raise error
+    return answer.text
+
+
 def _print_step(step: dict, max_steps: int) -> None:
     from vision.report import describe_action
 
@@ -323,6 +396,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the glassdesk server (default: $GLASSDESK_URL, else http://127.0.0.1:$GLASSDESK_PORT, "
                           "else http://127.0.0.1:8080)")
     act.set_defaults(func=_act)
+
+    export = sub.add_parser("export", help="write a vision run (trace id) or a QA run (test run id) as a test: "
+                                           "a glassdesk qa suite or a Playwright spec")
+    export.add_argument("run_id", help="a trace id (GET /api/v1/traces) or a verify_user_flow run's test_run_id")
+    export.add_argument("--format", "-f", default="yaml", choices=("yaml", "playwright-ts", "playwright-py"))
+    export.add_argument("--output", "-o", default=None, metavar="FILE", help="write here (default: stdout)")
+    export.add_argument("--data-dir", default=None,
+                        help="read the run from this data directory, with no server (default: ask the server)")
+    export.add_argument("--server", "--url", dest="server", default=None, metavar="URL",
+                        help="the glassdesk server (default: $GLASSDESK_URL, else http://127.0.0.1:$GLASSDESK_PORT, "
+                             "else http://127.0.0.1:8080)")
+    export.set_defaults(func=_export)
 
     from vision.qa.cli import add_parser as add_qa
 

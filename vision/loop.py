@@ -23,6 +23,7 @@ from desktop import actions
 from desktop.actions import Type
 from desktop.errors import GlassdeskError, SessionBusy, SessionUnavailable
 from desktop.frame import Frame
+from desktop.models import ElementAt
 from desktop.port import Desktop
 from vision.actions import CursorPosition, Done, Fail, Screenshot, Zoom
 from vision.config import VisionConfig, create_provider
@@ -609,12 +610,13 @@ class Runner:
         settled_by: list[str] = []
         terminal: Stop | None = None
         results = []
-        for call in turn.calls:
+        elements: dict[tuple[int, int], ElementAt] = {}  # (call, action) -> what was under its pixel
+        for call_index, call in enumerate(turn.calls):
             if call.error:
                 results.append(self._answered(state, CallResult(call.id, ok=False, error=call.error), frame))
                 continue
             result = CallResult(call.id, ok=True)
-            for action in call.actions:
+            for action_index, action in enumerate(call.actions):
                 self._publish("action", trace_id=state.trace.trace_id, step=len(state.steps) + 1,
                               action=action.model_dump())
                 try:
@@ -644,6 +646,8 @@ class Runner:
                             frame = self._await_desktop(state)
                             done = self.desktop.perform(action)
                         frame = done.frame
+                        if getattr(done, "element", None) is not None:
+                            elements[call_index, action_index] = done.element
                         executed += done.executed
                         exec_ms += done.duration_ms
                         settle_ms += done.settle_ms
@@ -663,7 +667,8 @@ class Runner:
         errors = [r.error for r in results if not r.ok]
         error = {"code": "action_failed", "message": "; ".join(errors)} if errors else None
         self._record(state, turn, model_ms, before=before, after=frame, executed=executed, exec_ms=exec_ms,
-                     settle_ms=settle_ms, settled_by=settled_by, results=results, error=error, on_step=on_step)
+                     settle_ms=settle_ms, settled_by=settled_by, results=results, error=error, on_step=on_step,
+                     elements=elements)
         return terminal
 
     def _answered(self, state: RunState, result: CallResult, frame: Frame) -> CallResult:
@@ -675,8 +680,12 @@ class Runner:
         return result
 
     def _record(self, state: RunState, turn: ModelTurn, model_ms: int, *, before: Frame, after: Frame | None,
-                on_step, executed=(), exec_ms=0.0, settle_ms=0.0, settled_by=(), results=(), error=None) -> None:
+                on_step, executed=(), exec_ms=0.0, settle_ms=0.0, settled_by=(), results=(), error=None,
+                elements: dict[tuple[int, int], ElementAt] | None = None) -> None:
         actions = [a.model_dump() for call in turn.calls for a in call.actions]
+        # Aligned with actions; none at all when no action had one (a trace's records stay as small).
+        found = elements or {}
+        at = [found.get((c, a)) for c, call in enumerate(turn.calls) for a in range(len(call.actions))] if found else []
         url = state.url = self.desktop.page_url()
         started = datetime.fromtimestamp(before.taken_at, UTC)
         if state.receipt is not None:  # the step's chapter begins when its observation was taken
@@ -686,7 +695,7 @@ class Runner:
             before=before, after=after, started_at=started, finished_at=_utc(), text=turn.text,
             reasoning=turn.reasoning, tool_calls=turn.calls, actions=actions, argv=executed, results=results,
             error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms),
-            settled_by=settled_by, usage=turn.usage, url=url, model_image_size=turn.image_size,
+            settled_by=settled_by, usage=turn.usage, url=url, model_image_size=turn.image_size, elements=at,
         )
         summary = StepSummary(index=len(state.steps) + 1, text=turn.text, actions=actions, executed=list(executed),
                               error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms),

@@ -23,6 +23,7 @@ from vision.computer import ComputerService
 from vision.config import VisionConfig
 from vision.errors import TraceCorruptError, TraceNotFoundError
 from vision.events import EventBus
+from vision.export import check_format, export_trace
 from vision.loop import Runner
 from vision.metrics import Metrics
 from vision.models import ActRequest, ActResult, RunView, StepSummary
@@ -267,6 +268,11 @@ class Glassdesk:
     def junit(self, trace_id: str) -> str:
         trace = self.trace(trace_id)
         return render_junit(trace.meta, trace.steps)
+
+    def export_trace(self, trace_id: str, fmt: str) -> str:
+        """The run as a test (vision.export): a glassdesk qa suite, or a Playwright spec."""
+        check_format(fmt)
+        return export_trace(self.trace(trace_id), fmt)
 
 
 def _film_for(session) -> Callable | None:

@@ -26,6 +26,7 @@ from typing import Any
 from desktop.browser.content import CONTENT_LIMIT, Content
 from desktop.browser.dialogs import Dialogs, dialog_info
 from desktop.browser.downloads import Downloads
+from desktop.browser.hit import hit_test
 from desktop.browser.navigation import Navigation
 from desktop.browser.record import PageRecord, Recorder
 from desktop.browser.settle import InputMark, KeyCount, SettledBy, after_input, count_keys, keys_arrived
@@ -35,6 +36,7 @@ from desktop.models import (
     ClearedState,
     ContentFormat,
     DialogInfo,
+    ElementAt,
     PageContent,
     PageState,
     PageSummary,
@@ -139,6 +141,14 @@ class Pages:
 
     async def screenshot(self, full_page: bool, selector: str | None) -> bytes:
         return await self._content.screenshot(full_page, selector)
+
+    async def hit(self, x: int, y: int) -> ElementAt | None:
+        """What is under display pixel (x, y) in the tab in front (desktop.browser.hit); None when
+        no tab is in front or a dialog holds it (a page with a dialog open runs no script)."""
+        if self._dialogs.current is not None:
+            return None
+        front = await self.front()
+        return await hit_test(front, x, y) if front is not None else None
 
     async def after_input(self, mark: InputMark, budget_ms: int) -> SettledBy:
         return await after_input(self._tabs, self.record, self._recorder, mark, budget_ms)

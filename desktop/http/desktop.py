@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query, Response, status
 from pydantic import ValidationError
 
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
+from desktop.codegen import answer_code
 from desktop.errors import InvalidAction, describe_validation
 from desktop.frame import IMAGE_FORMATS
 from desktop.models import (
@@ -31,11 +32,12 @@ from desktop.service.desktop import DesktopService, Shot
 
 
 def _respond(action: str, performed: Performed, screenshot: bool, page: PageSummary | None,
-             result: dict | None = None) -> ActionResponse:
+             result: dict | None = None, body: _Action | None = None) -> ActionResponse:
     return ActionResponse(
         action=action, executed=performed.executed, duration_ms=round(performed.duration_ms, 1),
         settle_ms=performed.settle_ms, settled=performed.settled, settled_by=performed.settled_by, result=result,
-        page=page,
+        page=page, element=performed.element,
+        playwright=answer_code(body.model_dump(), performed.element) if body is not None else None,
         screenshot=base64.b64encode(performed.frame.png).decode() if screenshot else None,
     )
 
@@ -110,7 +112,8 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
 
     def input_route(name: str, model: type[_Action]):
         def handler(session_id: str, body: model, screenshot: bool = WantShot) -> ActionResponse:  # type: ignore[valid-type]
-            return _respond(name, desktops.perform(session_id, body), screenshot, pages.summary(session_id))
+            return _respond(name, desktops.perform(session_id, body), screenshot, pages.summary(session_id),
+                            body=body)
 
         handler.__name__ = f"desktop_{name}"
         router.add_api_route(f"/sessions/{{session_id}}/desktop/{name}", handler, methods=["POST"],

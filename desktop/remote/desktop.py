@@ -26,7 +26,7 @@ from PIL import Image
 from desktop.actions import _Action
 from desktop.errors import GlassdeskError, SessionUnavailable
 from desktop.frame import Frame
-from desktop.models import SessionInfo, Status
+from desktop.models import ElementAt, SessionInfo, Status
 from desktop.port import Performed
 from desktop.remote.backends.base import Endpoint
 from desktop.session.manager import RESTART_RETRY_S, utcnow
@@ -178,9 +178,11 @@ class RemoteDesktop:
         """An action's answer (ActionResponse in desktop.http.desktop) -> Performed; notes the page's URL."""
         page = answer.get("page") or {}
         self._url = page.get("url")
+        element = answer.get("element")  # what the session server read under the pixel, as a local one would
         return Performed(answer["executed"], answer["duration_ms"], answer["settle_ms"],
                          frame_from_png(base64.b64decode(answer["screenshot"])), answer["settled"],
-                         answer.get("settled_by", "damage"))
+                         answer.get("settled_by", "damage"),
+                         ElementAt.model_validate(element) if isinstance(element, dict) else None)
 
     def cursor(self) -> tuple[int, int]:
         answer = self._client().request("GET", "/desktop/cursor").json()

@@ -367,6 +367,10 @@ class DesktopService:
     def cursor(self, session_id: str | None = None) -> tuple[int, int]:
         return self.session(session_id).cursor()
 
+    def element_at(self, session_id: str | None, x: int, y: int):
+        """What is under a display pixel in the browser in front (desktop.browser.hit), or None."""
+        return self.session(session_id).element_at(x, y)
+
     # ------------------------------------------------------------------ acting
 
     def check_agent(self, session_id: str | None) -> None:

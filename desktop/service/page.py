@@ -536,4 +536,5 @@ def _shifted(located: Located, dx: int, dy: int) -> Located:
 def _acted(located: Located, *steps: Performed) -> Acted:
     return Acted(x=located.x, y=located.y, box=located.box, matches=located.matches,
                  executed=[argv for step in steps for argv in step.executed],
-                 settle_ms=sum(step.settle_ms for step in steps))
+                 settle_ms=sum(step.settle_ms for step in steps),
+                 element=next((step.element for step in steps if step.element is not None), None))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from desktop.actions import Type, _Action
+from desktop.actions import Drag, Move, Type, _Action
 from desktop.browser.settle import input_mark
 from desktop.errors import (
     ActionFailedError,
@@ -37,7 +37,7 @@ from desktop.errors import (
     StackError,
 )
 from desktop.frame import Frame
-from desktop.models import SessionInfo, Status
+from desktop.models import ElementAt, SessionInfo, Status
 from desktop.network.policy import NetworkPolicy
 from desktop.port import Performed
 from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, tagged_pids
@@ -82,6 +82,24 @@ RESTART_RETRY_S = 2
 RESET_EXPECTED_S = 3.0
 # A live view that could not be restarted is tried again this much later, not at every look.
 VIEWER_RETRY_S = 10.0
+
+
+# The longest a pointer action waits to learn what is under its pixel (desktop.browser.hit): a
+# few ms when the page answers; a page busy in a long script is not waited for.
+HIT_TIMEOUT_S = 0.5
+# The actions whose pixel names an element: where a click, a press, a scroll or a drag starts.
+POINTER_ACTIONS = ("click", "double_click", "triple_click", "mouse_down", "mouse_up", "scroll", "move", "drag")
+
+
+def pointer_point(action: _Action) -> tuple[int, int] | tuple[None, None] | None:
+    """The display pixel a pointer action acts at (pure): its x, y; a drag's first point; (None,
+    None) for one at the pointer's current place; None for an action that is not a pointer's."""
+    name = getattr(action, "action", None)
+    if name not in POINTER_ACTIONS:
+        return None
+    if isinstance(action, Drag):
+        return action.path[0].x, action.path[0].y
+    return action.x, action.y
 
 
 def utcnow() -> datetime:
@@ -263,6 +281,7 @@ class Session:
                     return Performed(executed.argv, executed.duration_ms, 0, self.screen.capture(), True, "none")
                 watch = self._browser_watch()
                 keys = self._count_keys(watch) if isinstance(action, Type) else None
+                element = self._element_at(watch, action) if watch is not None else None
                 self.screen.mark()
                 executed = self.executor.run(action)
                 shot, settled_by = self._settle_after_input(watch, keys and (keys, len(action.text)))
@@ -270,7 +289,34 @@ class Session:
                 raise self.down_error() or ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
             except ScreenshotError as exc:
                 raise self.down_error() or ScreenshotFailed(str(exc)) from exc
-        return Performed(executed.argv, executed.duration_ms, shot.settle_ms, shot.frame, shot.settled, settled_by)
+        return Performed(executed.argv, executed.duration_ms, shot.settle_ms, shot.frame, shot.settled, settled_by,
+                         element)
+
+    def element_at(self, x: int, y: int) -> ElementAt | None:
+        """What is under display pixel (x, y) in the browser now, when Chromium is in front (the
+        check a heal makes before acting on what it found); None otherwise."""
+        watch = self._browser_watch()
+        return self._element_at(watch, Move(x=x, y=y)) if watch is not None else None
+
+    def _element_at(self, watch, action: _Action) -> ElementAt | None:
+        """What is under a pointer action's pixel, read before the action runs (it may remove the
+        element), for the trace and the answer. Best effort and bounded: a browser that cannot
+        say within HIT_TIMEOUT_S costs the action nothing but this record."""
+        point = pointer_point(action)
+        if point is None:
+            return None
+        if point == (None, None):
+            try:
+                point = self.executor.cursor()
+            except ActionFailed:
+                return None
+        browser, _mark = watch
+        x, y = point
+        try:
+            return browser.call(lambda pages: pages.hit(x, y), HIT_TIMEOUT_S)
+        except Exception as exc:  # a heal, a hang, a page navigating away: no record, the action runs
+            log.debug("session %s: no element at (%s, %s): %s", self.id, x, y, exc)
+            return None
 
     def _tell_watchers(self, action: _Action) -> None:
         """Whoever watches this desktop's input (a session recording marks each action on its

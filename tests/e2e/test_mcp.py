@@ -34,7 +34,7 @@ TOOLS = mcp_tool_names()
 READ_ONLY = {"desktop_screenshot", "desktop_windows", "desktop_zoom", "desktop_wait", "desktop_cursor_position",
              "vision_extract_visible_text", "session_list",
              "live_view_url", "page_state", "page_content", "page_console_messages", "page_network_requests",
-             "page_downloads", "page_screenshot", "page_wait_for"}
+             "page_downloads", "page_screenshot", "page_wait_for", "export_test"}
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,7 @@ def test_catalog_names_wording_annotations_and_schemas(server):
         schema = tool.input_schema
         validator_for(schema).check_schema(schema)  # a valid JSON Schema ...
         assert schema["type"] == "object"  # ... of an object
-        if tool.name not in ("session_list", "session_create", "session_close"):
+        if tool.name not in ("session_list", "session_create", "session_close", "export_test"):
             assert "session" in schema["properties"] and "session" not in schema.get("required", []), tool.name
     by_name = {t.name: t for t in tools}
     assert by_name["desktop_click"].annotations.destructive_hint is True
@@ -135,6 +135,11 @@ def test_click_lands_on_the_target_at_the_exact_pixel(server, page, viewport):
     assert any(str(x) in argv and str(y) in argv for argv in executed)
     assert "xdotool" in text_of(result) and "settled after" in text_of(result)
     assert isinstance(result.structured_content["settle_ms"], int)
+    # The element that was under the pixel, and the Playwright code doing the same, beside the argv.
+    element = result.structured_content["element"]
+    assert element["tag"] == "button" and element["locators"]
+    assert result.structured_content["playwright"].endswith(".click();")
+    assert "Playwright:" in text_of(result)
 
 
 def test_type_and_key_reach_the_focused_field(server, page, viewport):

@@ -52,6 +52,8 @@ PAGES: dict[str, bytes] = {
   });
 </script>"""),
 
+    "/signed-up": _page("signed up", '<h1 id="done">Account created</h1>'),
+
     "/welcome": _page("welcome", '<h1 id="greeting">Welcome</h1><p id="who"></p><script>'
                                  "document.getElementById('who').textContent = "
                                  "new URLSearchParams(location.search).get('user');</script>"),
@@ -279,6 +281,40 @@ def widgets_page(query: dict[str, list[str]]) -> bytes:
   <li class="done">buy milk</li><li>write the report</li><li class="done">call the bank</li></ul>{clock}""")
 
 
+def signup_page(query: dict) -> bytes:
+    """Every way a test names an element, for the element under a pixel (desktop.browser.hit), the
+    exports and the heals: a field by label, one by placeholder only, a button whose text is in a
+    span, one with a test id, a link, a canvas (no element a locator can name inside it).
+    Submitting reports what was typed and goes to /signed-up. ``v=2`` rewords the labels a little
+    (a heal's case: same ids, same roles, similar names); ``v=3`` turns "Create account" into
+    "Delete account" (no heal: another meaning)."""
+    version = (query.get("v") or ["1"])[0]
+    email = {"2": "E-mail"}.get(version, "Email")
+    placeholder = {"2": "Your password"}.get(version, "Password")
+    create = {"2": "Create an account", "3": "Delete account"}.get(version, "Create account")
+    return _page("sign up", f"""
+<form class="at" id="signup" style="left: 100px; top: 80px; width: 700px" onsubmit="return false">
+  <p><label for="email">{email}</label> <input id="email" class="f1" autocomplete="off"></p>
+  <p><input id="pw" class="f2" type="password" placeholder="{placeholder}" autocomplete="off"></p>
+  <p><input type="checkbox" id="terms"> <label for="terms">I agree</label></p>
+  <p><button id="create" class="b1" type="button"><span>{create}</span></button>
+     <button data-testid="cancel-btn" type="button" aria-label="Cancel sign-up">x</button>
+     <a href="/" id="home">Home</a></p>
+</form>
+<canvas id="pad" class="at" style="left: 900px; top: 80px" width="200" height="120"></canvas>
+<script>
+  document.getElementById('create').addEventListener('click', () => {{
+    const email = document.getElementById('email').value, pw = document.getElementById('pw').value;
+    const terms = document.getElementById('terms').checked;
+    report({{type: 'signup', email: email, pw: pw, terms: terms, version: '{version}'}}).then(() => {{
+      location.href = '/signed-up?email=' + encodeURIComponent(email);
+    }});
+  }});
+  document.getElementById('pad').addEventListener('click', e => report({{type: 'pad', x: e.offsetX, y: e.offsetY}}));
+</script>""")
+
+
+
 class QaSite(EventServer):
     __test__ = False
 
@@ -324,6 +360,8 @@ class QaSite(EventServer):
                     self._send(200, b"self.addEventListener('fetch', () => {});", "text/javascript")
                 elif parts.path == "/visual":
                     self._send(200, visual_page(parse_qs(parts.query)))
+                elif parts.path == "/signup":
+                    self._send(200, signup_page(parse_qs(parts.query)))
                 elif parts.path == "/widgets":
                     self._send(200, widgets_page(parse_qs(parts.query)))
                 elif parts.path == "/favicon.ico":

@@ -137,7 +137,9 @@ def every_route(gd) -> None:
         lambda: list(gd.events()), gd.stats, gd.traces, lambda: gd.trace("t"), lambda: gd.verify_trace("t"),
         lambda: gd.trace_image("t", 1), lambda: gd.trace_report("t"), lambda: gd.trace_junit("t"),
         lambda: gd.trace_video("t", "video.mp4"), lambda: gd.recording("r"), lambda: gd.recording_file("r", "x.vtt"),
-        lambda: gd.qa_run("r"), lambda: gd.verify_qa_run("r"), lambda: gd.qa_junit("r"), lambda: gd.qa_report("r"),
+        lambda: gd.export_trace("t"),
+        lambda: gd.qa_run("r"), lambda: gd.verify_qa_run("r"), lambda: gd.qa_junit("r"),
+        lambda: gd.export_qa_run("r", "playwright-ts"), lambda: gd.qa_report("r"),
         lambda: gd.qa_artifact("r", "a.png"), gd.baselines, lambda: gd.approve_baseline("b", "r"),
     ]
     calls += [lambda name=name: getattr(desk, name)(**({"x": 1, "y": 1} if name == "move" else

@@ -55,6 +55,8 @@ from vision.trace.records import Trace, TraceMeta, VerifyResult
 if TYPE_CHECKING:
     from vision.client.calls import Image
 
+ExportFormat = Literal["yaml", "playwright-ts", "playwright-py"]
+
 API = "/api/v1"
 
 
@@ -350,6 +352,10 @@ class Routes:
         """A filmed run's video receipt: the video, ``chapters.vtt`` or ``captions.vtt``."""
         return self._send(Call("GET", f"{API}/traces/{_seg(trace_id)}/video/{_seg(name)}", raw))
 
+    def export_trace(self, trace_id: str, format: ExportFormat = "yaml") -> str:
+        """The run as a test: a glassdesk qa suite (yaml), or a Playwright spec (playwright-ts, playwright-py)."""
+        return self._send(Call("GET", f"{API}/traces/{_seg(trace_id)}/export", text, params={"format": format}))
+
     # --- QA runs and baselines
 
     def qa_run(self, test_run_id: str) -> QaRun:
@@ -357,6 +363,10 @@ class Routes:
 
     def verify_qa_run(self, test_run_id: str) -> VerifyReport:
         return self._send(Call("GET", f"{API}/qa/runs/{_seg(test_run_id)}/verify", model(VerifyReport)))
+
+    def export_qa_run(self, test_run_id: str, format: ExportFormat = "yaml") -> str:
+        """A verify_user_flow run as a test: a glassdesk qa suite (yaml), or a Playwright spec."""
+        return self._send(Call("GET", f"{API}/qa/runs/{_seg(test_run_id)}/export", text, params={"format": format}))
 
     def qa_junit(self, test_run_id: str) -> str:
         return self._send(Call("GET", f"{API}/qa/runs/{_seg(test_run_id)}/junit.xml", text))

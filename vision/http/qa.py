@@ -7,6 +7,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
+from vision.http.runs import EXPORT_RESPONSES, ExportFormat, FormatQuery, export_response
 from vision.qa.models import (
     ApproveRequest,
     BaselineResult,
@@ -36,6 +37,12 @@ def qa_router(qa: QaService) -> APIRouter:
                 responses={200: {"content": {"application/xml": {}}}})
     def junit(test_run_id: str) -> Response:
         return Response(qa.junit(test_run_id), media_type="application/xml")
+
+    @router.get("/qa/runs/{test_run_id}/export", response_class=Response, responses=EXPORT_RESPONSES,
+                summary="a verify_user_flow run as a test: a glassdesk qa suite (yaml), or a Playwright spec "
+                        "(playwright-ts, playwright-py)")
+    def export(test_run_id: str, format: ExportFormat = FormatQuery) -> Response:
+        return export_response(qa.export(test_run_id, format), format, test_run_id)
 
     @router.get("/qa/runs/{test_run_id}/report", response_class=HTMLResponse)
     def report(test_run_id: str) -> HTMLResponse:

@@ -1,4 +1,4 @@
-"""HTTP for the vision loop (act, cancel, pause) and for traces (JSON, images, report, JUnit)."""
+"""HTTP for the vision loop (act, cancel, pause) and for traces (JSON, images, report, JUnit, export)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,28 @@ import json
 from typing import Literal
 
 from anyio import to_thread
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 
 from desktop.errors import GlassdeskError
 from vision.models import ActRequest, ActResult, Recording, RunControl
 from vision.service import Glassdesk
 from vision.trace.records import Trace, TraceMeta, VerifyResult
+
+# The media type and file name of each export format (vision.export).
+EXPORT_MEDIA = {"yaml": ("application/yaml", "yaml"), "playwright-ts": ("text/plain", "spec.ts"),
+                "playwright-py": ("text/x-python", "py")}
+EXPORT_RESPONSES = {200: {"content": {"application/yaml": {}, "text/plain": {}, "text/x-python": {}}}}
+ExportFormat = Literal["yaml", "playwright-ts", "playwright-py"]
+FormatQuery = Query("yaml", description="yaml: a glassdesk qa suite that replays it; playwright-ts: an "
+                                        "@playwright/test spec; playwright-py: a pytest-playwright test")
+
+
+def export_response(text: str, fmt: str, stem: str) -> Response:
+    media, suffix = EXPORT_MEDIA[fmt]
+    name = f"test_{stem}.{suffix}" if fmt == "playwright-py" else f"{stem}.{suffix}"
+    return Response(text, media_type=f"{media}; charset=utf-8",
+                    headers={"content-disposition": f'attachment; filename="{name}"'})
 
 
 def vision_router(glassdesk: Glassdesk) -> APIRouter:
@@ -125,5 +140,11 @@ def vision_router(glassdesk: Glassdesk) -> APIRouter:
                 responses={200: {"content": {"application/xml": {}}}})
     def junit(trace_id: str) -> Response:
         return Response(glassdesk.junit(trace_id), media_type="application/xml")
+
+    @router.get("/traces/{trace_id}/export", tags=["traces"], response_class=Response,
+                summary="the run as a test: a glassdesk qa suite (yaml), or a Playwright spec (playwright-ts, "
+                        "playwright-py)", responses=EXPORT_RESPONSES)
+    def export(trace_id: str, format: ExportFormat = FormatQuery) -> Response:
+        return export_response(glassdesk.export_trace(trace_id, format), format, trace_id)
 
     return router

@@ -47,6 +47,7 @@ from desktop.actions import (
     Zoom,
     _Action,
 )
+from desktop.codegen import answer_code
 from desktop.frame import IMAGE_FORMATS
 from desktop.models import DialogMode
 from desktop.ops.page import argv_text
@@ -264,7 +265,16 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
 
     async def perform(session: str, action: _Action, what: str, screenshot: bool) -> CallToolResult:
         done = await blocking(desktops.perform, session, action)
-        return _performed(session, done, what, screenshot, action.action)
+        code = answer_code(action.model_dump(), done.element)
+        extra = {"element": done.element.model_dump(mode="json") if done.element else None, "playwright": code}
+        if done.element is not None:
+            element = done.element
+            what += (f" on {element.role or element.tag}"
+                     + (f" {element.name!r}" if element.name else "")
+                     + (f" ({element.locators[0].describe()})" if element.locators else ""))
+        if code:
+            what += f"\nPlaywright:\n{code}\n"
+        return _performed(session, done, what, screenshot, action.action, extra)
 
     def _performed(session: str | None, done: Performed, what: str, screenshot: bool, action: str,
                    extra: dict | None = None) -> CallToolResult:
@@ -672,6 +682,30 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return _result("\n".join(lines), png, {"fields": outcomes}, error=bool(failed))
 
     # ------------------------------------------------------------------------------ sessions
+
+    @server.tool(name="export_test", group="qa", title="Export a run as a test",
+                 annotations=_annotations("Export a run as a test", read_only=True),
+                 description="Looks at the VISIBLE desktop's recorded runs; changes nothing. Turns a finished "
+                             "vision run (its `trace_id`) or a verify_user_flow QA run (its "
+                             "`test_run_id`) into a test that replays it without a model: `format` yaml (a "
+                             "glassdesk qa suite), playwright-ts (an @playwright/test spec) or playwright-py (a "
+                             "pytest-playwright test). Each pointer step targets the element recorded under its "
+                             "pixel by its best verified locator (the pixel where none was recorded); a URL that "
+                             "changed is proposed as an assertion. Secrets stay {{name}} placeholders, read from "
+                             "GLASSDESK_SECRET_<NAME> when it runs. Returns the file's text.")
+    async def export_test(format: Annotated[Literal["yaml", "playwright-ts", "playwright-py"],
+                                            Field(description="yaml, playwright-ts or playwright-py")] = "yaml",
+                          trace_id: Annotated[str | None, Field(description="a vision run's trace id")] = None,
+                          test_run_id: Annotated[str | None, Field(description="a QA run's id (verify_user_flow)")]
+                          = None) -> CallToolResult:
+        if (trace_id is None) == (test_run_id is None):
+            raise InvalidRequest("give exactly one of trace_id (a vision run) or test_run_id (a QA run)")
+        if trace_id is not None:
+            text = await blocking(glassdesk.export_trace, trace_id, format)
+        else:
+            text = await blocking(glassdesk.qa.export, test_run_id, format)
+        return _result(text, None, {"format": format, "trace_id": trace_id, "test_run_id": test_run_id,
+                                    "text": text})
 
     @server.tool(name="session_create", group="desktop",
 

@@ -119,6 +119,30 @@ def numbered_from_one(message: str) -> str:
     return re.sub(r"\bsteps\.(\d+)\.?", lambda m: f"step {int(m.group(1)) + 1} ", message).replace(" :", ":")
 
 
+def with_env_secrets(body: dict, environ) -> tuple[dict, list[str]]:
+    """A flow's ``{{name}}`` placeholders (fill values, scripted typing) that its ``secrets`` do not
+    give, taken from the environment variable GLASSDESK_SECRET_<NAME> (pure but for ``environ``):
+    an exported suite carries placeholders, never values. The body with them, and what is unset."""
+    from vision.export import PLACEHOLDER, secret_env
+
+    given = dict(body.get("secrets") or {})
+    texts = []
+    for step in body.get("steps") or []:
+        if isinstance(step, dict):
+            texts.append(str(step.get("value") or ""))
+            texts += [str(a.get("text") or "") for a in step.get("script") or [] if isinstance(a, dict)]
+    problems, added = [], {}
+    for name in dict.fromkeys(m for text in texts for m in PLACEHOLDER.findall(text)):
+        if name in given:
+            continue
+        value = environ.get(secret_env(name))
+        if value is None:
+            problems.append(f"{{{{{name}}}}} has no value: give the test `secrets`, or set {secret_env(name)}")
+        else:
+            added[name] = value
+    return ({**body, "secrets": {**given, **added}} if added else body), problems
+
+
 def load_suite(path: Path) -> Suite:
     """The suite file, parsed and every test's request validated (pure but for the read). Every
     problem is listed at once, one line each, so a suite is fixed in one pass."""
@@ -182,6 +206,10 @@ def load_suite(path: Path) -> Suite:
             body, unread = with_files_read(body, path.parent)
             if unread:
                 problems += [f"{where} ({name}): {problem}" for problem in unread]
+                continue
+            body, unset = with_env_secrets(body, os.environ)
+            if unset:
+                problems += [f"{where} ({name}): {problem}" for problem in unset]
                 continue
         try:
             REQUESTS[verb].model_validate(body)
@@ -490,6 +518,10 @@ def embedded_server(data_dir: str | None):
 def main(args: argparse.Namespace) -> int:
     try:
         suite = load_suite(Path(args.suite))
+        if getattr(args, "strict", False):  # every flow fails at a locator that no longer matches
+            for test in suite.tests:
+                if test.verb == "verify_user_flow":
+                    test.body = {**test.body, "strict": True}
         junit = Path(args.junit) if args.junit else None
         report = Path(args.report) if args.report else None
         retries = getattr(args, "retries", 0)
@@ -523,6 +555,9 @@ def add_parser(sub: Any) -> None:
     qa.add_argument("--retries", type=int, default=0, metavar="N",
                     help="run a failing test again up to N times, on a clean start; one that passes on a retry is "
                          "reported flaky (default 0)")
+    qa.add_argument("--strict", action="store_true",
+                    help="a step whose locator no longer matches fails, rather than being healed from what was "
+                         "recorded of its element (an exported run's `recorded`)")
     qa.add_argument("--data-dir", default=None, help="the embedded server's data dir (default $GLASSDESK_DATA_DIR, "
                                                      "else ./data)")
     qa.set_defaults(func=main)

@@ -24,7 +24,7 @@ from desktop.errors import (
     InvalidRequest,
     PageTimeoutError,
 )
-from desktop.models import Target
+from desktop.models import LOCATOR_FIELDS, Target
 from desktop.session.manager import Session
 from vision.qa.baselines import BaselineStore
 from vision.qa.driver import (
@@ -380,7 +380,80 @@ class _Flow:
         return max(1, int((step_deadline - time.monotonic()) * 1000))
 
     def act(self, index: int, step: FlowStep, step_deadline: float) -> dict:
-        """Carry out one step; what it did (for the record)."""
+        """Carry out one step; what it did (for the record). A step with a recorded element (an
+        exported run) whose own locator finds nothing is healed from the record (``heal``), unless
+        the flow is strict."""
+        if step.recorded is None or step.action not in HEALABLE or not step.target_kinds():
+            return self.do(index, step, step_deadline)
+        # The locator gets part of the step's time: the rest is the heal's.
+        first = min(step_deadline, time.monotonic() + HEAL_AFTER_S) if not self.request.strict else step_deadline
+        try:
+            return self.do(index, step, first)
+        except ElementNotFound as exc:
+            if self.request.strict:
+                raise StepFailed(f"{exc.message} (strict: not healed from the recorded element)") from None
+            missed = exc.message
+        healed = self.heal(step, step_deadline)
+        if healed is None:
+            rec = step.recorded
+            raise StepFailed(f"{missed}; not healed: nothing recorded of the element ({rec.role or 'no role'} "
+                             f"{rec.name!r}) matches an element of the same role") from None
+        retargeted, note = healed
+        detail = self.do(index, retargeted, step_deadline)
+        rec = step.recorded
+        note = {"step": index, "failed": step.describe(), **note,
+                **({"recorded_at": [rec.x, rec.y]} if rec.x is not None and rec.y is not None else {})}
+        self.result.heals.append(note)
+        return {**detail, "healed": note}
+
+    def heal(self, step: FlowStep, step_deadline: float) -> tuple[FlowStep, dict] | None:
+        """The step on what was recorded of its element: the other recorded locators, then the
+        role and a similar accessible name in the accessibility snapshot, then the recorded pixel.
+        A candidate counts only when it is one element, of the recorded role, with a name like the
+        recorded one (read under its pixel, as the recording was): never another kind of element."""
+        rec = step.recorded
+        pages, sid = self.flows.pages, self.session.id
+        element_at = getattr(self.flows.desktops, "element_at", None)
+        if rec is None or element_at is None:
+            return None
+
+        def fits(box: dict | None) -> tuple[bool, Any]:
+            if not box:
+                return False, None
+            found = element_at(sid, box["x"] + box["width"] // 2, box["y"] + box["height"] // 2)
+            return _same_element_kind(found, rec), found
+
+        def probe(target: Target) -> dict:
+            return pages.probe(sid, retarget_test_ids(target, self.request.test_id_attribute), "visible",
+                               max(1, min(HEAL_PROBE_MS, self.ms(step_deadline))))
+
+        for alternative in rec.locators:
+            found = probe(alternative)
+            if found["exists"] and found["visible"] and found.get("matches") == 1:
+                ok, element = fits(found.get("box"))
+                if ok:
+                    return _on(step, alternative), {"by": "locator", "matched": alternative.describe(),
+                                                    "box": found.get("box")}
+        if rec.role and rec.name:
+            snapshot = pages.content(sid, "accessibility").content
+            named = _closest_name(str(snapshot), rec.role, rec.name)
+            if named is not None:
+                candidate = Target(role=rec.role, name=named, exact=True)
+                found = probe(candidate)
+                if found["exists"] and found["visible"] and found.get("matches") == 1 and fits(found.get("box"))[0]:
+                    return _on(step, candidate), {"by": "name", "matched": candidate.describe(),
+                                                  "box": found.get("box")}
+        if rec.x is not None and rec.y is not None:
+            element = element_at(sid, rec.x, rec.y)
+            if _same_element_kind(element, rec):
+                return (step.model_copy(update={**dict.fromkeys(LOCATOR_FIELDS), "exact": False, "x": rec.x,
+                                                "y": rec.y}),
+                        {"by": "pixel", "matched": f"({rec.x}, {rec.y}): {element.role} {element.name!r}",
+                         "box": element.box})
+        return None
+
+    def do(self, index: int, step: FlowStep, step_deadline: float) -> dict:
+        """Carry out one step as it is written."""
         flows, sid = self.flows, self.session.id
         pages = flows.pages
         if step.action == "navigate":
@@ -503,11 +576,11 @@ class _Flow:
             acted = self._dom_or_pixel(step, step_deadline,
                                        lambda t, ms: pages.click(sid, t, click_count=count, timeout_ms=ms))
         if acted is not None:
-            return {"point": [acted.x, acted.y], "box": acted.box, "found_by": "dom"}
+            return {"point": [acted.x, acted.y], "box": acted.box, "found_by": "dom", **_element(acted.element)}
         x, y, how = self.point(step, step_deadline)
         kind = {"click": Click, "dblclick": DoubleClick, "hover": Move}[step.action]
         done = self.flows.desktops.perform(sid, kind(x=x, y=y))
-        return {"point": [x, y], "found_by": how, "executed": done.executed}
+        return {"point": [x, y], "found_by": how, "executed": done.executed, **_element(done.element)}
 
     def fill(self, step: FlowStep, step_deadline: float) -> dict:
         pages, sid = self.flows.pages, self.session.id
@@ -515,7 +588,8 @@ class _Flow:
         acted = self._dom_or_pixel(step, step_deadline,
                                    lambda t, ms: pages.fill(sid, t, step.value or "", secrets=secrets, timeout_ms=ms))
         if acted is not None:
-            return {"point": [acted.x, acted.y], "box": acted.box, "verified": acted.verified, "found_by": "dom"}
+            return {"point": [acted.x, acted.y], "box": acted.box, "verified": acted.verified, "found_by": "dom",
+                    **_element(acted.element)}
         x, y, how = self.point(step, step_deadline)
         from desktop.actions import UnknownPlaceholder, fill_placeholders
 
@@ -527,11 +601,11 @@ class _Flow:
             typing = Type(text=text) if text else None
         except ValueError as exc:
             raise StepFailed(f"value: {exc}") from None
-        self.flows.desktops.perform(sid, Click(x=x, y=y))
+        clicked = self.flows.desktops.perform(sid, Click(x=x, y=y))
         self.flows.desktops.perform(sid, Key(keys=["ctrl+a", "BackSpace"]))
         if typing is not None:
             self.flows.desktops.perform(sid, typing)
-        return {"point": [x, y], "found_by": how}
+        return {"point": [x, y], "found_by": how, **_element(clicked.element)}
 
     def vision(self, index: int, step: FlowStep, step_deadline: float) -> dict:
         from vision.models import ActRequest
@@ -585,3 +659,67 @@ def _selectors(step: FlowStep) -> list[str]:
 
 def _squash(text: str) -> str:
     return " ".join(text.split()).casefold()
+
+
+def _element(element) -> dict:
+    """A step's record of the element under its pixel (desktop.browser.hit), when one was read:
+    what an export names the step's target by (vision.export)."""
+    return {"element": element.model_dump(mode="json")} if element is not None else {}
+
+
+# Steps healed from a recorded element, and how long their own locator is given first.
+HEALABLE = ("click", "dblclick", "hover", "fill", "check", "uncheck")
+HEAL_AFTER_S = 3.0
+HEAL_PROBE_MS = 1000
+# How alike a healed element's accessible name must be to the recorded one: the same words in
+# much the same order (difflib's ratio over the words, at least this), or the same letters and
+# digits once spaces and punctuation are dropped ("E-mail" for "Email"). Words, not letters:
+# "Delete account" is 86% the letters of "Create account" and half its words.
+NAME_SIMILARITY = 0.6
+_SNAPSHOT_LINE = re.compile(r'^\s*-\s+([a-z]+)(?:\s+"((?:[^"\\]|\\.)*)")?')
+
+
+def similar_names(a: str | None, b: str | None) -> bool:
+    """Whether a heal may take name ``a`` for the recorded ``b`` (pure)."""
+    import difflib
+
+    words_a, words_b = re.findall(r"\w+", (a or "").casefold()), re.findall(r"\w+", (b or "").casefold())
+    if "".join(words_a) == "".join(words_b):
+        return True
+    return difflib.SequenceMatcher(None, words_a, words_b).ratio() >= NAME_SIMILARITY
+
+
+def _same_element_kind(element, rec) -> bool:
+    """The element read under a candidate's pixel is the recorded kind: the same role (or tag, with
+    no role recorded) and, when a name was recorded, a similar one (pure)."""
+    if element is None:
+        return False
+    if rec.role is not None and element.role != rec.role:
+        return False
+    if rec.name and not similar_names(element.name, rec.name):
+        return False
+    return True
+
+
+def _closest_name(snapshot: str, role: str, name: str) -> str | None:
+    """The accessible name, among the snapshot's elements of ``role``, most like ``name`` (pure),
+    if alike enough: Playwright's aria snapshot lines read ``- button "Save" [ref=e3]``."""
+    import difflib
+
+    best, score = None, 0.0
+    for line in snapshot.splitlines():
+        m = _SNAPSHOT_LINE.match(line)
+        if m and m.group(1) == role and m.group(2):
+            candidate = m.group(2).replace('\\"', '"')
+            if similar_names(candidate, name):
+                ratio = difflib.SequenceMatcher(None, candidate.casefold(), name.casefold()).ratio()
+                if ratio > score:
+                    best, score = candidate, ratio
+    return best
+
+
+def _on(step: FlowStep, target: Target) -> FlowStep:
+    """The step retargeted: its locator fields replaced by the target's."""
+    fields = {**dict.fromkeys(LOCATOR_FIELDS), "exact": False,
+              **target.model_dump(exclude_none=True, exclude_defaults=True)}
+    return step.model_copy(update=fields)

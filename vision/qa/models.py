@@ -357,6 +357,19 @@ NO_TARGET = ("navigate", "reload", "back", "forward", "screenshot", "act")
 WaitState = Literal["attached", "detached", "visible", "hidden"]
 
 
+class Recorded(_Body):
+    """What was recorded of a step's element when the run it came from was exported (vision.export):
+    how else to find it, and where it was. A step whose own locator no longer matches is healed
+    from it (unless the flow is ``strict``): never onto an element of another role."""
+
+    role: str | None = Field(None, max_length=40, description="the element's ARIA role then")
+    name: str | None = Field(None, max_length=500, description="its accessible name then")
+    locators: list[Target] = Field(default_factory=list, max_length=20,
+                                   description="the other locators that named it, best first")
+    x: int | None = Field(None, ge=0, le=SCREEN_WIDTH - 1, description="the display pixel acted at")
+    y: int | None = Field(None, ge=0, le=SCREEN_HEIGHT - 1)
+
+
 class FlowStep(_Target):
     """One step. ``name`` is the step's name in reports, except beside ``role``, where it is the
     element's accessible name (as in Playwright's get_by_role)."""
@@ -382,6 +395,9 @@ class FlowStep(_Target):
     model: str | None = Field(None, max_length=200)
     max_steps: int = Field(10, ge=1, le=100)
     script: list[dict] | None = Field(None, max_length=200, description="act with model 'scripted': the actions")
+    recorded: Recorded | None = Field(None, description="click, dblclick, hover, fill, check, uncheck: the element as "
+                                                        "recorded (an exported run): healed from when the "
+                                                        "locator no longer matches")
 
     @model_validator(mode="after")
     def _fits_the_action(self):
@@ -540,6 +556,8 @@ class VerifyUserFlowRequest(_VerbRequest):
     steps: list[FlowStep] = Field(min_length=1, max_length=200)
     success_condition: SuccessCondition | None = None
     timeout_ms: FlowTimeout = 120_000
+    strict: bool = Field(False, description="a step whose locator no longer matches fails rather than being healed "
+                                            "from what was recorded of its element")
     secrets: dict[str, str] = Field(default_factory=dict, max_length=50,
                                     description="fill values' {{name}} placeholders; never echoed or stored")
 
@@ -654,6 +672,8 @@ class FlowResult(_Answer):
     trace_id: str = Field(description="the run's hash-chained evidence (the test_run_id); act steps' vision traces "
                                       "are in act_traces")
     act_traces: list[str] = Field(default_factory=list)
+    heals: list[dict] = Field(default_factory=list, description="each step healed: its index, the locator that "
+                                                                 "failed, how it was healed and what matched")
     steps: list[StepResult] = Field(default_factory=list)
     video: Artifact | None = None
 

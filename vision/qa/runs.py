@@ -553,6 +553,8 @@ def render_junit(runs: Sequence[QaRun], suite: str = "glassdesk.qa",
                 ET.SubElement(element, "skipped", message=_x(reason[:1000]))
             lines = [f"test_run_id: {run.test_run_id}"]
             lines += [f"screenshot: {artifact_url(run.test_run_id, name)}" for name in case.screenshots]
+            lines += [heal_line(step.index, step.detail["healed"]) for step in case.steps
+                      if isinstance(step.detail.get("healed"), dict)]
             retried = earlier(run)
             if retried:
                 properties = ET.Element("properties")
@@ -600,11 +602,21 @@ def _figure(url: str, caption: str, marks: list[dict] | None = None) -> str:
             f'<img src="{_e(url)}" alt="{_e(caption)}" loading="lazy"></a>{overlay}</div></figure>')
 
 
+def heal_line(index: int, healed: dict) -> str:
+    """One line for a healed step (pure), e.g. ``healed step 4: role button named 'Create account'
+    (exact) no longer matched; healed by locator: selector '#create'``."""
+    return (f"healed step {index}: {healed.get('failed')} no longer matched; healed by {healed.get('by')}: "
+            f"{healed.get('matched')}")
+
+
 def _step_html(run: QaRun, step: StepResult, url: ArtifactUrl) -> str:
     marks = []
     point = step.detail.get("point")
     if point:
         marks.append({"action": "left_click", "x": point[0], "y": point[1]})
+    healed = step.detail.get("healed")
+    if isinstance(healed, dict) and isinstance(healed.get("recorded_at"), list):  # where the run had it
+        marks.append({"action": "move", "x": healed["recorded_at"][0], "y": healed["recorded_at"][1]})
     figures = []
     if step.before:
         figures.append(_figure(url(run.test_run_id, step.before), "Before", marks))
@@ -612,7 +624,9 @@ def _step_html(run: QaRun, step: StepResult, url: ArtifactUrl) -> str:
         figures.append(_figure(url(run.test_run_id, step.after), "After"))
     reason = f'<div class="box error" style="margin:12px 16px 0">{_e(step.failure_reason)}</div>' \
         if step.failure_reason else ""
-    detail = {k: v for k, v in step.detail.items() if k not in ("point",)}
+    if isinstance(healed, dict):  # a heal is shown, never buried: the locator that failed, what matched
+        reason += f'<div class="box" style="margin:12px 16px 0">{_e(heal_line(step.index, healed))}</div>'
+    detail = {k: v for k, v in step.detail.items() if k not in ("point", "element")}
     info = f'<pre class="kv">{_e(json.dumps(detail, indent=1, ensure_ascii=False)[:4000])}</pre>' if detail else ""
     attempts = f" · {step.attempts} attempts" if step.attempts > 1 else ""
     return (f'<section class="step {"failed" if step.status != "passed" else "passed"}">'

@@ -36,6 +36,7 @@ from pydantic import BaseModel
 
 from desktop.errors import GlassdeskError, SessionBusy
 from desktop.session.manager import QUEUE_WAIT_S, Session
+from vision.export import check_format, export_qa_run
 from vision.qa.baselines import BaselineStore
 from vision.qa.driver import AssertionFailed, Driver, _reason
 from vision.qa.flow import Flows
@@ -302,6 +303,13 @@ class QaService:
         run = self.run(test_run_id)
         with reading_run(test_run_id), corrupt_if_malformed():
             return render_junit([run])
+
+    def export(self, test_run_id: str, fmt: str) -> str:
+        """A verify_user_flow run as a test (vision.export): a glassdesk qa suite, or a Playwright spec."""
+        check_format(fmt)
+        self.run(test_run_id)  # not found, corrupt: the same errors as reading it
+        with reading_run(test_run_id), corrupt_if_malformed():
+            return export_qa_run(self.runs.records(test_run_id), fmt)
 
     def report_html(self, test_run_id: str) -> str:
         run = self.run(test_run_id)

@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
+from desktop.models import ElementAt
+
 GENESIS_HASH = "0" * 64
 REDACTED = "[REDACTED]"
 IMAGE_OMITTED = "[image omitted]"
@@ -125,6 +127,12 @@ class StepRecord(BaseModel):
                                                                     "timeout")
     usage: Usage = Field(default_factory=Usage)
     url: str | None = None
+    # Absent from traces written before it (as settled_by). Per action, in the order of `actions`:
+    # what was under a pointer action's pixel with the browser in front (desktop.browser.hit), else null.
+    elements: list[ElementAt | None] = Field(default_factory=list,
+                                             description="per action (as `actions`): the element under its pixel "
+                                                         "just before it ran, with verified locators; null for "
+                                                         "an action with no pixel or the browser not in front")
     model_image_size: tuple[int, int] | None = None
     before_png: str | None = None
     before_sha256: str | None = None

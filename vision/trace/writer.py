@@ -206,6 +206,7 @@ class TraceWriter:
         url: str | None = None,
         model_image_size: tuple[int, int] | None = None,
         by: str = "agent",
+        elements: Iterable[Any] = (),
     ) -> None:
         """Record one step; the write thread stores its screenshots, then its record, then the
         updated meta (``flush`` waits for it). Raises at once on a step that does not validate,
@@ -226,6 +227,7 @@ class TraceWriter:
             content = redact(_plain({
                 "text": text, "reasoning": reasoning, "tool_calls": list(tool_calls), "actions": list(actions),
                 "argv": [list(a) for a in argv], "results": list(results), "error": error, "url": url,
+                "elements": list(elements),
             }), self._secrets)
             finished = finished_at or _now()
             record = StepRecord(

@@ -1,0 +1,266 @@
+"""Runs made into tests (vision/export.py) and the Playwright code of locators and actions
+(desktop/codegen.py), from records built here: no X, no browser."""
+
+from __future__ import annotations
+
+import ast
+from datetime import UTC, datetime
+
+import pytest
+import yaml
+
+from desktop.browser.hit import css_ident, rank_locators
+from desktop.codegen import action_code, answer_code, locator, pw_key
+from desktop.models import ElementAt, Target
+from vision.export import ExportError, export_qa_run, export_trace, flow_of_trace, secret_env
+from vision.qa.cli import REQUESTS
+from vision.trace.records import StepRecord, Trace, TraceMeta
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+ORIGIN = (0, 87)  # where the viewport is on the display in these records
+
+
+def element(x, y, role, name, *locators, tag="input", url="http://127.0.0.1:8000/signup") -> ElementAt:
+    return ElementAt(x=x, y=y, css_x=x - ORIGIN[0], css_y=y - ORIGIN[1], tag=tag, role=role, name=name,
+                     box={"x": x - 10, "y": y - 10, "width": 20, "height": 20}, locators=list(locators), url=url)
+
+
+def step(index, actions, elements=(), url=None, text="") -> StepRecord:
+    return StepRecord(index=index, started_at=NOW, finished_at=NOW, actions=actions, elements=list(elements),
+                      url=url, text=text)
+
+
+def signup_trace() -> Trace:
+    email = element(300, 200, "textbox", "Email", Target(role="textbox", name="Email", exact=True),
+                    Target(label="Email", exact=True), Target(selector="#email"))
+    pw = element(300, 260, "textbox", "Password", Target(role="textbox", name="Password", exact=True),
+                 Target(placeholder="Password", exact=True))
+    create = element(200, 380, "button", "Create account", Target(role="button", name="Create account", exact=True),
+                     tag="button")
+    canvas = element(1000, 200, None, None, Target(selector="#pad"), tag="canvas")
+    url = "http://127.0.0.1:8000/signup"
+    DONE_URL = "http://127.0.0.1:8000/signed-up?email=ada"
+    return Trace(meta=TraceMeta(trace_id="20260101T000000Z-abcd1234", instruction="sign up as ada", model="scripted",
+                                started_at=NOW, status="done"),
+                 steps=[step(1, [{"action": "click", "x": 300, "y": 200}], [email], url, "the email field"),
+                        step(2, [{"action": "type", "text": "ada@example.com"}], [None], url),
+                        step(3, [{"action": "click", "x": 300, "y": 260}], [pw], url),
+                        step(4, [{"action": "type", "text": "{{pw}}"}], [None], url),
+                        step(5, [{"action": "click", "x": 1000, "y": 200}], [canvas], url),
+                        step(6, [{"action": "click", "x": 5, "y": 5}], [None], url),
+                        step(7, [{"action": "scroll", "x": 500, "y": 500, "direction": "down", "amount": 2}], [None],
+                             url),
+                        step(8, [{"action": "click", "x": 200, "y": 380}], [create], DONE_URL),
+                        step(9, [{"action": "done", "answer": "ok"}], [], DONE_URL)])
+
+
+# ------------------------------------------------------------------------------------ locators
+
+
+def test_rank_locators_puts_what_a_user_perceives_first_and_css_last():
+    info = {"tag": "button", "role": "button", "name": "Cancel sign-up", "text": "x", "test_id": "cancel-btn",
+            "id": "c1", "css": "form > p:nth-of-type(4) > button"}
+    assert [t.describe() for t in rank_locators(info)] == [
+        "role button named 'Cancel sign-up' (exact)", "test_id 'cancel-btn'", "text 'x' (exact)",
+        "selector '#c1'", "selector 'form > p:nth-of-type(4) > button'"]
+
+
+def test_rank_locators_skips_what_cannot_name_an_element():
+    info = {"tag": "input", "role": "textbox", "name": None, "text": None, "label": None,
+            "placeholder": "Password", "css": "#pw"}
+    assert [t.describe() for t in rank_locators(info)] == [
+        "placeholder 'Password' (exact)", "role 'textbox'", "selector '#pw'"]
+    # a role Playwright does not know is no candidate; a paragraph is not a text locator
+    assert rank_locators({"tag": "x-widget", "role": "widgetish", "name": "W", "text": "a" * 200}) == []
+
+
+def test_css_ident_escapes_what_css_would_misread():
+    assert css_ident("email") == "email"
+    assert css_ident("1st") == "\\31 st"
+    assert css_ident("a.b:c") == "a\\.b\\:c"
+
+
+# ---------------------------------------------------------------------------------------- codegen
+
+
+@pytest.mark.parametrize("target, ts, py", [
+    (Target(role="button", name="Save", exact=True), 'page.getByRole("button", { name: "Save", exact: true })',
+     "page.get_by_role('button', name='Save', exact=True)"),
+    (Target(test_id="cancel-btn"), 'page.getByTestId("cancel-btn")', "page.get_by_test_id('cancel-btn')"),
+    (Target(label="Email"), 'page.getByLabel("Email")', "page.get_by_label('Email')"),
+    (Target(selector="#a", nth=-1), 'page.locator("#a").last()', "page.locator('#a').last"),
+    (Target(role="listitem", has_text="milk", within=Target(selector="ul")),
+     'page.locator("ul").getByRole("listitem").filter({ hasText: "milk" })',
+     "page.locator('ul').get_by_role('listitem').filter(has_text='milk')"),
+])
+def test_locators_are_spelled_as_playwright_writes_them(target, ts, py):
+    assert locator(target, "ts") == ts
+    assert locator(target, "py") == py
+    ast.parse(py)  # valid Python
+
+
+def test_every_action_answers_with_playwright_code():
+    save = element(200, 380, "button", "Save", Target(role="button", name="Save", exact=True), tag="button")
+    assert answer_code({"action": "click", "x": 200, "y": 380}, save) == \
+        'await page.getByRole("button", { name: "Save", exact: true }).click();'
+    assert answer_code({"action": "click", "x": 200, "y": 380, "button": "right", "modifiers": ["ctrl"]}, save) == \
+        'await page.getByRole("button", { name: "Save", exact: true }).click({ button: "right", ' \
+        'modifiers: ["Control"] });'
+    # no element: the display pixel, said so
+    assert answer_code({"action": "click", "x": 5, "y": 6}, None).splitlines() == [
+        "// no page element recorded: a display pixel, as recorded (the page's own pixel was not known)",
+        "await page.mouse.click(5, 6);"]
+    # an element without a locator (a canvas's point): page.mouse at the page's own pixel
+    canvas = element(1000, 200, None, None, tag="canvas")
+    assert answer_code({"action": "double_click", "x": 1000, "y": 200}, canvas) == \
+        "await page.mouse.click(1000, 113, { clickCount: 2 });"
+    assert answer_code({"action": "key", "keys": ["ctrl+a", "Return"]}, None) == \
+        'await page.keyboard.press("Control+a");\nawait page.keyboard.press("Enter");'
+    assert action_code({"action": "scroll", "x": 500, "y": 500, "direction": "up", "amount": 2}, canvas, "py") == [
+        "page.mouse.move(500, 413)", "page.mouse.wheel(0, -200)"]
+    assert pw_key("shift+Tab") == "Shift+Tab"
+
+
+# ------------------------------------------------------------------------------------------ export
+
+
+def test_a_trace_exports_as_a_suite_glassdesk_qa_accepts():
+    text = export_trace(signup_trace(), "yaml")
+    suite = yaml.safe_load(text)
+    test = suite["tests"][0]
+    assert test["name"] == "sign up as ada"
+    flow = test["verify_user_flow"]
+    REQUESTS["verify_user_flow"].model_validate(flow)  # the QA language takes every step as it is
+    assert flow["start_url"] == "http://127.0.0.1:8000/signup"
+    steps = flow["steps"]
+    # what a replay heals from: the element's role, name, other locators and pixel
+    assert steps[0].pop("recorded") == {"role": "textbox", "name": "Email", "x": 300, "y": 200,
+                                        "locators": [{"label": "Email", "exact": True}, {"selector": "#email"}]}
+    assert steps[1].pop("recorded")["locators"] == [{"placeholder": "Password", "exact": True}]
+    assert steps[2].pop("recorded") == {"x": 1000, "y": 200}
+    assert steps[5].pop("recorded") == {"role": "button", "name": "Create account", "x": 200, "y": 380}
+    assert steps[0] == {"action": "fill", "role": "textbox", "name": "Email", "exact": True,
+                        "value": "ada@example.com"}
+    assert steps[1] == {"action": "fill", "role": "textbox", "name": "Password", "exact": True, "value": "{{pw}}"}
+    assert steps[2] == {"action": "click", "selector": "#pad"}                 # the canvas: its locator
+    assert steps[3] == {"action": "click", "x": 5, "y": 5}                     # nothing recorded: the pixel
+    assert steps[4]["action"] == "act" and steps[4]["model"] == "scripted"     # a scroll: replayed as recorded
+    assert steps[5] == {"action": "click", "role": "button", "name": "Create account", "exact": True}
+    assert steps[6] == {"action": "assert", "assertion": {"type": "url",
+                                                          "expected": "http://127.0.0.1:8000/signed-up?email=ada"}}
+    assert len(steps) == 7  # done replays nothing
+    # the evidence, as comments: the trace, its step, the pixel and the other locators
+    assert "# trace 20260101T000000Z-abcd1234 step 1: the email field" in text
+    assert "also: label 'Email' (exact), selector '#email'" in text
+
+
+def test_a_trace_exports_as_playwright_specs():
+    ts = export_trace(signup_trace(), "playwright-ts")
+    assert "import { test, expect } from '@playwright/test';" in ts
+    assert 'test("sign up as ada", async ({ page }) => {' in ts
+    assert 'await page.getByRole("textbox", { name: "Email", exact: true }).fill("ada@example.com");' in ts
+    assert 'fill((process.env.GLASSDESK_SECRET_PW ?? ""));' in ts
+    assert 'await page.locator("#pad").click();' in ts
+    assert "await page.mouse.click(5, 5);" in ts and "no page element recorded" in ts
+    assert "await page.mouse.wheel(0, 200);" in ts
+    assert 'await expect(page).toHaveURL("http://127.0.0.1:8000/signed-up?email=ada");' in ts
+    assert "// trace 20260101T000000Z-abcd1234 step 8" in ts
+    py = export_trace(signup_trace(), "playwright-py")
+    ast.parse(py)
+    assert "def test_sign_up_as_ada(page: Page) -> None:" in py
+    assert "page.get_by_role('textbox', name='Email', exact=True).fill('ada@example.com')" in py
+    assert 'fill(os.environ.get("GLASSDESK_SECRET_PW", ""))' in py
+    assert "expect(page).to_have_url('http://127.0.0.1:8000/signed-up?email=ada')" in py
+
+
+def test_no_secret_value_reaches_an_export():
+    """The trace holds placeholders (the loop records the model's text, the writer redacts values);
+    an export writes placeholders and environment variables, and a value redacted before stays so."""
+    trace = signup_trace()
+    trace.steps[1].actions[0]["text"] = "[REDACTED]"
+    for fmt in ("yaml", "playwright-ts", "playwright-py"):
+        out = export_trace(trace, fmt)
+        assert "{{pw}}" in out or "GLASSDESK_SECRET_PW" in out
+        assert "right-horse-battery" not in out
+    assert secret_env("api-key") == "GLASSDESK_SECRET_API_KEY"
+
+
+def test_what_cannot_be_exported_is_a_typed_error():
+    empty = Trace(meta=TraceMeta(trace_id="t", instruction="x", model="m", started_at=NOW), steps=[
+        step(1, [{"action": "done"}])])
+    with pytest.raises(ExportError, match="no action"):
+        flow_of_trace(empty)
+    with pytest.raises(ExportError, match="one of yaml"):
+        export_trace(signup_trace(), "selenium")
+    with pytest.raises(ExportError, match="verify_page_loads"):
+        export_qa_run([{"kind": "started", "test_run_id": "r", "verb": "verify_page_loads", "request": {}}], "yaml")
+
+
+def test_a_qa_run_exports_its_flow_with_the_elements_its_steps_found():
+    button = element(200, 380, "button", "Sign in", Target(role="button", name="Sign in", exact=True), tag="button")
+    records = [
+        {"kind": "started", "test_run_id": "run1", "verb": "verify_user_flow", "name": "login works",
+         "request": {"start_url": "http://127.0.0.1:8000/login", "secrets": {"pw": "[REDACTED]"},
+                     "steps": [{"action": "fill", "label": "User", "value": "ada"},
+                               {"action": "fill", "selector": "#pw", "value": "{{pw}}"},
+                               {"action": "click", "x": 200, "y": 380},
+                               {"action": "assert", "role": "heading", "assertion": {"type": "has_text",
+                                                                                     "expected": "Welcome"}}]}},
+        {"kind": "case", "steps": [{"index": 3, "detail": {"element": button.model_dump(mode="json")}}]},
+    ]
+    suite = yaml.safe_load(export_qa_run(records, "yaml"))
+    steps = suite["tests"][0]["verify_user_flow"]["steps"]
+    assert steps[0] == {"action": "fill", "label": "User", "value": "ada"}
+    assert steps[1] == {"action": "fill", "selector": "#pw", "value": "{{pw}}"}  # no element recorded: as asked
+    assert steps[2] == {"action": "click", "x": 200, "y": 380}  # a pixel step keeps its pixel
+    ts = export_qa_run(records, "playwright-ts")
+    assert 'await page.getByLabel("User").fill("ada");' in ts
+    assert 'await page.locator("#pw").fill((process.env.GLASSDESK_SECRET_PW ?? ""));' in ts
+    assert 'await page.getByRole("button", { name: "Sign in", exact: true }).click();' in ts  # the pixel's element
+    assert 'await expect(page.getByRole("heading")).toHaveText("Welcome");' in ts
+    assert "[REDACTED]" not in ts
+
+
+# ------------------------------------------------------------------------------------------ heals
+
+
+@pytest.mark.parametrize("seen, recorded, heals", [
+    ("E-mail", "Email", True), ("Create an account", "Create account", True), ("Sign-in", "Sign in", True),
+    ("Your password", "Password", True), ("Delete account", "Create account", False),
+    ("Don't save", "Save", False), ("Cancel", "Create account", False),
+])
+def test_a_heal_takes_a_reworded_name_never_another_meaning(seen, recorded, heals):
+    from vision.qa.flow import similar_names
+
+    assert similar_names(seen, recorded) is heals
+
+
+def test_a_heal_never_lands_on_another_role():
+    from vision.qa.flow import _closest_name, _same_element_kind
+    from vision.qa.models import Recorded
+
+    rec = Recorded(role="button", name="Create account")
+    assert _same_element_kind(element(1, 100, "button", "Create an account", tag="button"), rec)
+    assert not _same_element_kind(element(1, 100, "link", "Create account", tag="a"), rec)
+    assert not _same_element_kind(element(1, 100, "button", "Delete account", tag="button"), rec)
+    assert not _same_element_kind(None, rec)
+    snapshot = '- main:\n  - link "Create account" [ref=e2]\n  - button "Create an account" [ref=e3]\n' \
+               '  - button "Cancel" [ref=e4]'
+    assert _closest_name(snapshot, "button", "Create account") == "Create an account"
+    assert _closest_name(snapshot, "button", "Delete everything") is None
+
+
+def test_a_url_typed_into_the_address_bar_is_one_navigate():
+    """How a model opens a page (the OCR model's `open`: ctrl+l, the URL, Enter) replays as a navigate."""
+    page = "http://127.0.0.1:8000/login.html"
+    user = element(400, 230, "textbox", "User", Target(role="textbox", name="User", exact=True), url=page)
+    trace = Trace(meta=TraceMeta(trace_id="t1", instruction="open then type", model="ocr", started_at=NOW), steps=[
+        step(1, [{"action": "key", "keys": ["ctrl+l"]}, {"action": "type", "text": "127.0.0.1:8000/login.html"},
+                 {"action": "key", "keys": ["enter"]}], [None, None, None], page),
+        step(2, [{"action": "click", "x": 400, "y": 230}, {"action": "type", "text": "ada"}], [user, None], page)])
+    steps = yaml.safe_load(export_trace(trace, "yaml"))["tests"][0]["verify_user_flow"]["steps"]
+    assert steps[0] == {"action": "navigate", "url": page}
+    assert "start_url" not in yaml.safe_load(export_trace(trace, "yaml"))["tests"][0]["verify_user_flow"]
+    assert steps[1]["action"] == "fill" and steps[1]["value"] == "ada"
+    assert len(steps) == 2
+    assert 'await page.goto("http://127.0.0.1:8000/login.html");' in export_trace(trace, "playwright-ts")
