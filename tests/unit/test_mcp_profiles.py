@@ -100,7 +100,8 @@ def test_what_each_profile_lists(make):
     assert names["all"] == mcp_tool_names()
     assert names["page"] - CORE == {n for n in names["all"] if n.startswith("page_")} - CORE
     assert names["qa"] - CORE == {"verify_page_loads", "verify_element_exists", "verify_user_flow",
-                                  "capture_visual_baseline", "compare_visual_regression", "analyze_console_errors"}
+                                  "capture_visual_baseline", "compare_visual_regression", "analyze_console_errors",
+                                  "export_test"}
     assert names["desktop"] - CORE >= {"desktop_launch", "session_create", "vision_click_anywhere", "desktop_move"}
     # The groups partition the catalogue: every tool is in exactly one profile besides all and core's.
     groups = [names[p] - CORE for p in ("desktop", "page", "qa")]
@@ -218,7 +219,8 @@ def test_the_http_door_lists_the_profile_asked_for_and_refuses_an_unknown_one(tm
 
         assert anyio.run(names, "?tools=core") == CORE
         assert anyio.run(names, "") == CORE | {op for op in mcp_tool_names() if op.startswith(("verify_", "capture_",
-                                                                                               "compare_", "analyze_"))}
+                                                                                               "compare_", "analyze_",
+                                                                                               "export_"))}
         assert anyio.run(names, "?tools=all") == mcp_tool_names()
         answer = httpx2.post(f"{server.url}/mcp?tools=core,bogus", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                              headers={"accept": "application/json, text/event-stream"})
