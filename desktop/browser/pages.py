@@ -140,6 +140,9 @@ class Pages:
     async def screenshot(self, full_page: bool, selector: str | None) -> bytes:
         return await self._content.screenshot(full_page, selector)
 
+    async def viewport(self) -> dict:
+        return await self._content.viewport()
+
     async def after_input(self, mark: InputMark, budget_ms: int) -> SettledBy:
         return await after_input(self._tabs, self.record, self._recorder, mark, budget_ms)
 
