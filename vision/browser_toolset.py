@@ -46,6 +46,7 @@ from anthropic.types.beta import BetaToolUseBlock
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Region
 from desktop.errors import (
     GlassdeskError,
+    InvalidAction,
     InvalidRequest,
     OperatorInControl,
     PageUnavailable,
@@ -354,17 +355,16 @@ class GlassdeskBrowserToolset(BetaAbstractBrowserToolset20260801):
         self._tab(input.tab_id)
         target = Target(ref=browser.to_page_ref(input.target.ref))
         value = input.value
-        found = self.pages.inspect(self.session_id, target, attribute="type")
-        element = (found.get("elements") or [{}])[0]
-        tag, kind = element.get("tag"), (element.get("attribute") or "").lower()
-        if isinstance(value, bool) or (tag == "input" and kind in ("checkbox", "radio")):
-            checked = value if isinstance(value, bool) else str(value).lower() in ("true", "on", "1", "yes")
-            acted = self.pages.check(self.session_id, target, checked=checked)
-        elif tag == "select":
-            acted = self.pages.select(self.session_id, target, str(value))
+        if isinstance(value, bool):  # a checkbox or radio: clicked only when its state differs
+            acted = self.pages.check(self.session_id, target, checked=value)
         else:
             text = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-            acted = self.pages.fill(self.session_id, target, text)
+            try:  # a <select> is chosen by value or label; anything else refuses, nothing done
+                acted = self.pages.select(self.session_id, target, text)
+            except InvalidAction as exc:
+                if "is not a <select>" not in exc.message:
+                    raise
+                acted = self.pages.fill(self.session_id, target, text)  # real typing into the field
         if acted.verified is False:
             return "The page did not keep the value."
         return None
