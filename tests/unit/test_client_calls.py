@@ -132,6 +132,7 @@ def every_route(gd) -> None:
         lambda: desk.computer_openai(action={"type": "wait"}),
         lambda: desk.computer_anthropic(tool_version="computer_20250124", display_width_px=10, display_height_px=10,
                                         input={}),
+        lambda: desk.computer_anthropic_browser(tool_uses=[{"id": "t", "name": "list_tabs", "input": {}}]),
         lambda: desk.page.download("f"), desk.page.screenshot,
         lambda: list(gd.events()), gd.stats, gd.traces, lambda: gd.trace("t"), lambda: gd.verify_trace("t"),
         lambda: gd.trace_image("t", 1), lambda: gd.trace_report("t"), lambda: gd.trace_junit("t"),
