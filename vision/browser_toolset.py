@@ -56,7 +56,7 @@ from desktop.errors import (
 )
 from desktop.models import Target, UploadFile
 from vision import coords
-from vision.actions import Zoom
+from vision.actions import BrowserMember, Zoom
 from vision.converters import anthropic as computer_tool
 from vision.converters import anthropic_browser as browser
 from vision.models import AnthropicBrowserRequest, AnthropicBrowserResult
@@ -406,6 +406,25 @@ class BrowserToolsetService:
                     raise driver.fatal
                 results.append(_plain(result))
         return AnthropicBrowserResult(tool_results=results)
+
+    def loop_call(self, session_id: str, tool_use_id: str, member: BrowserMember) -> tuple[list[dict], bool]:
+        """One member a vision run's model called (the run's own thread, past its busy guard): the
+        tool_result's content and whether it is an error, with the configs the provider offered
+        (browser.LOOP_CONFIGS)."""
+        session = self.desktops.session(session_id)
+        with self._lock:
+            driver = self._driver(session, AnthropicBrowserRequest(
+                tool_uses=[{"id": tool_use_id, "name": member.name, "input": member.input}],
+                configs=browser.LOOP_CONFIGS))
+            driver.fatal = None
+            tool_use = BetaToolUseBlock.model_validate({"type": "tool_use", "id": tool_use_id, "name": member.name,
+                                                        "input": member.input, "toolset_name": browser.TOOLSET_NAME})
+            result = _plain(driver.tool_result(tool_use))
+            if driver.fatal is not None:
+                raise driver.fatal
+        content = result.get("content")
+        content = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        return content, bool(result.get("is_error"))
 
     def _driver(self, session, request: AnthropicBrowserRequest) -> GlassdeskBrowserToolset:
         key = json.dumps(request.configs or {}, sort_keys=True)

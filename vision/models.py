@@ -41,6 +41,9 @@ class ActRequest(BaseModel):
     secrets: dict[str, str] = Field(default_factory=dict,
                                     description="values typed where the model writes {{name}}; never sent to the model "
                                                 "nor written to the trace")
+    tools: list[Literal["computer", "browser"]] | None = Field(
+        None, min_length=1, description="anthropic/ models: the tools offered to Claude, [\"computer\"] by default; "
+        "\"browser\" adds Anthropic's browser toolset (browser_toolset_20260801) on the session's Chromium")
     reset: bool = Field(False, description="first return the session to a fresh state, as POST "
                                            "/sessions/{id}/reset does (launched programs end, Chromium restarts "
                                            "on a clean profile at about:blank); only with a new instruction")

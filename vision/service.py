@@ -95,6 +95,7 @@ class Glassdesk:
             runner = self._runners.get(session.id)
             if runner is None or runner.desktop is not session:
                 runner = self._runners[session.id] = Runner(session, self.store, self.config, self.bus)
+                runner.browser = self.browser_toolset.loop_call  # browser toolset members of a run
             return runner
 
     def act(self, session_id: str | None, request: ActRequest, on_step: Callable[[StepSummary], None] | None = None,

@@ -34,6 +34,11 @@ MEMBERS = (
 # Off unless the request's toolset configs enable them (the SDK's enabled_by_default).
 OPT_IN = ("file_upload", "read_console", "read_network", "javascript_exec")
 
+# What a vision run offers Claude beside the defaults: the console and network readers (reading
+# only). javascript_exec and file_upload stay off in a run: one runs the model's script in the
+# page, the other needs files a run does not stage; both are the executor's, for callers who ask.
+LOOP_CONFIGS = {"read_console": {"enabled": True}, "read_network": {"enabled": True}}
+
 PAGE_TEXT_LIMIT = 50_000   # read_page's and get_page_text's cap, as the toolset documents it
 FIND_LIMIT = 20            # find's matches, as documented
 READ_PAGE_DEPTH = 15       # read_page's default depth

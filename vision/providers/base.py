@@ -82,6 +82,9 @@ class CallResult:
     # Text output (cursor position, a note), and for zoom the cropped image as PNG.
     output: str | None = None
     image_png: bytes | None = None
+    # A browser toolset member's tool_result content, as its executor rendered it (text, images,
+    # the browser_state block): sent back as it is.
+    content: list[dict] | None = None
 
 
 class ModelCallError(Exception):
