@@ -163,3 +163,69 @@ def test_bad_requests_list_every_problem(api):
     error(api.post(BROWSER, json={"tool_uses": []}), 422, "invalid_request")
     error(api.post("/api/v1/sessions/nosuch/computer/anthropic-browser",
                    json={"tool_uses": [{"id": "a", "name": "list_tabs", "input": {}}]}), 404, "session_not_found")
+
+
+# --- the vision loop offering the toolset to Claude (the anthropic SDK against a fake Messages API)
+
+
+@pytest.fixture
+def claude(services):
+    """A fake Messages API configured as anthropic/claude-opus-5-5, the config restored after."""
+    from tests.fakes.server import FakeServer
+    from tests.integration.test_loop_providers import ANTHROPIC_KEY, FakeModel
+
+    saved = {name: dict(options) for name, options in services.config.models.items()}
+    with FakeServer() as server:
+        services.config.models["anthropic/claude-opus-5-5"] = {"base_url": server.url, "api_key": ANTHROPIC_KEY,
+                                                               "timeout": 10}
+        yield FakeModel(server)
+    services.config.models.clear()
+    services.config.models.update(saved)
+
+
+@pytest.mark.usefixtures("no_paused_run")
+def test_a_run_offers_the_toolset_and_its_members_run_on_the_browser(vision_api, site, claude):
+    from tests.fakes import anthropic_fake as af
+
+    def use(id: str, name: str, input: dict) -> dict:
+        return {"type": "tool_use", "id": id, "name": name, "input": input, "toolset_name": "browser"}
+
+    seen = {}
+
+    def first(request):
+        tools = request.body["tools"]
+        assert [t["type"] for t in tools] == ["computer_toolset_20260801", "browser_toolset_20260801"], tools
+        assert "anthropic-beta" not in request.headers
+        return af.reply(use("b1", "navigate", {"url": site.url("/form")}),
+                        use("b2", "read_page", {"filter": "interactive"}))
+
+    def second(request):
+        navigated, read = af.tool_results(request.body)
+        for result in (navigated, read):
+            RESULT.validate_python(result)
+            assert result["toolset_name"] == "browser" and not result.get("is_error"), result
+        assert texts(navigated)[0].startswith(f"Navigated to {site.url('/form')}")
+        assert state(navigated)["tabs"][0]["url"] == site.url("/form")
+        seen["qty"] = ref_of(texts(read)[0], 'textbox "Quantity"')
+        assert request.body["messages"][-1]["content"][-1]["type"] == "image"  # the screen, after the results
+        return af.reply(use("b3", "form_input", {"target": {"type": "ref", "ref": seen["qty"]}, "value": "7"}))
+
+    def third(request):
+        (filled,) = af.tool_results(request.body)
+        assert texts(filled) == [f"Set the value of {seen['qty']}."], filled
+        return af.end_turn("filled")
+
+    site.clear()
+    claude.turns(first, second, third)
+    r = vision_api.post(f"{S}/vision/act", json={"instruction": "fill the quantity", "tools": ["computer", "browser"],
+                                                 "model": "anthropic/claude-opus-5-5", "max_steps": 5})
+    assert r.status_code == 200, r.text
+    assert not claude.problems, claude.problems
+    assert r.json()["status"] == "done", r.json()
+    assert site.wait_for(lambda e: e.get("type") == "key" and e.get("key") == "7")
+
+
+def test_only_anthropic_models_take_the_browser_toolset(vision_api):
+    message = error(vision_api.post(f"{S}/vision/act", json={"instruction": "x", "model": "scripted",
+                                                             "tools": ["browser"]}), 422, "invalid_request")
+    assert "only anthropic/ models" in message
