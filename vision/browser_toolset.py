@@ -43,7 +43,7 @@ from anthropic.tools.browser import (
 )
 from anthropic.types.beta import BetaToolUseBlock
 
-from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Region
+from desktop.actions import Region
 from desktop.errors import (
     GlassdeskError,
     InvalidAction,
@@ -55,16 +55,13 @@ from desktop.errors import (
     SessionUnavailable,
 )
 from desktop.models import Target, UploadFile
-from vision import coords
-from vision.actions import BrowserMember, Zoom
+from vision.actions import BrowserMember
 from vision.converters import anthropic as computer_tool
 from vision.converters import anthropic_browser as browser
 from vision.models import AnthropicBrowserRequest, AnthropicBrowserResult
 
 # The request's or the desktop's faults: glassdesk's errors for the caller, not the model's to fix.
 FATAL = (SessionNotFound, SessionBusy, OperatorInControl, SessionUnavailable, PageUnavailable)
-# The computer tool's converter reads the display points the driver computes, in display pixels.
-DISPLAY = coords.pixels(SCREEN_WIDTH, SCREEN_HEIGHT)
 
 
 class _Marks:
@@ -181,10 +178,14 @@ class GlassdeskBrowserToolset(BetaAbstractBrowserToolset20260801):
         acted = self.pages.hover(self.session_id, Target(ref=browser.to_page_ref(target.get("ref", ""))))
         return acted.x, acted.y
 
-    def _perform(self, name: str, input: dict, point=None, start=None) -> None:
-        action, args = browser.computer_input(name, input, point, start)
-        for step in computer_tool.to_actions(action, args, DISPLAY):
+    def _run(self, actions: list) -> None:
+        for step in actions:
             self.desktops.perform(self.session_id, step)
+
+    def _perform(self, name: str, input: dict, point=None) -> None:
+        """A pointer member at a display point (a ref's element, located), or a key member."""
+        action, args = browser.computer_input(name, input, point)
+        self._run(computer_tool.to_actions(action, args, browser.DISPLAY))
 
     def _pointer(self, name: str, input) -> None:
         raw = input.model_dump(by_alias=True, exclude_none=True)
@@ -195,7 +196,10 @@ class GlassdeskBrowserToolset(BetaAbstractBrowserToolset20260801):
             self.pages.click(self.session_id, Target(ref=browser.to_page_ref(target.get("ref", ""))),
                              button=button, click_count=count)
             return None
-        self._perform(name, raw, self._point(target))
+        if target["type"] == "coordinate":
+            self._run(browser.to_display_actions(name, raw, self._viewport()))
+        else:
+            self._perform(name, raw, self._point(target))
         return None
 
     # --- members: navigation and tabs
@@ -274,11 +278,8 @@ class GlassdeskBrowserToolset(BetaAbstractBrowserToolset20260801):
 
     def zoom(self, context, input) -> BetaScreenshotResult:
         self._tab(input.tab_id)
-        view = self._viewport()
-        x0, y0, x1, y1 = view.region_to_display(input.region)
-        width, height = view.shot_size
-        scale = min(4.0, width / max(1, x1 - x0), height / max(1, y1 - y0))
-        shot = self.desktops.zoom(self.session_id, Zoom(region=Region(x0=x0, y0=y0, x1=x1, y1=y1), scale=scale))
+        [zoom] = browser.to_display_actions("zoom", input.model_dump(exclude_none=True), self._viewport())
+        shot = self.desktops.zoom(self.session_id, zoom)
         return BetaScreenshotResult(data=base64.b64encode(shot.image).decode())
 
     # --- members: acting
@@ -305,7 +306,7 @@ class GlassdeskBrowserToolset(BetaAbstractBrowserToolset20260801):
         if target["type"] == "ref":
             self._point(target)  # the page layer's hover: located, scrolled into view, the pointer there
             return None
-        self._perform("hover", raw, self._point(target))
+        self._run(browser.to_display_actions("hover", raw, self._viewport()))
         return None
 
     def mouse_move(self, context, input):
@@ -323,12 +324,7 @@ class GlassdeskBrowserToolset(BetaAbstractBrowserToolset20260801):
     def left_click_drag(self, context, input):
         raw = input.model_dump(by_alias=True, exclude_none=True)
         self._tab(raw.get("tab_id"))
-        view = self._viewport()
-        start, end = browser.target_of(raw, "from"), browser.target_of(raw)
-        if "ref" in (start["type"], end["type"]):
-            raise ToolError("left_click_drag takes two coordinate targets")
-        self._perform("left_click_drag", raw, view.to_display(end.get("x"), end.get("y")),
-                      view.to_display(start.get("x"), start.get("y")))
+        self._run(browser.to_display_actions("left_click_drag", raw, self._viewport()))
 
     def scroll_to(self, context, input):
         self._tab(input.tab_id)

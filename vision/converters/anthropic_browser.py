@@ -19,7 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Region, Zoom
 from vision import coords
+from vision.actions import Screenshot
+from vision.converters import anthropic as computer_tool
 
 TOOLSET_TYPE = "browser_toolset_20260801"
 TOOLSET_NAME = "browser"  # the tool_use's toolset_name, echoed on its tool_result
@@ -237,6 +240,37 @@ def computer_input(name: str, input: Mapping[str, Any], point: tuple[int, int] |
         if input.get("scroll_amount") is not None:
             args["scroll_amount"] = input["scroll_amount"]
     return action, args
+
+
+# The computer tool's converter reads the display points computed here, in display pixels.
+DISPLAY = coords.pixels(SCREEN_WIDTH, SCREEN_HEIGHT)
+
+
+def to_display_actions(name: str, input: Mapping[str, Any], view: Viewport) -> list:
+    """A member acting at viewport points, or at none (keys, typing, waiting), as the display
+    Actions it means (pure): what the executor performs, and what the conformance matrix measures.
+    TargetError for a ref here (the executor locates those on the page) or a point off the viewport;
+    the computer tool's converter's ValueError for a bad key name or duration."""
+    if name == "screenshot":
+        return [Screenshot()]
+    if name == "zoom":
+        x0, y0, x1, y1 = view.region_to_display(input.get("region"))
+        width, height = view.shot_size
+        scale = min(4.0, width / (x1 - x0), height / (y1 - y0))  # the region filling the screenshot
+        return [Zoom(region=Region(x0=x0, y0=y0, x1=x1, y1=y1), scale=scale)]
+    point = start = None
+    if name == "left_click_drag":
+        begin, end = target_of(input, "from"), target_of(input)
+        if "ref" in (begin["type"], end["type"]):
+            raise TargetError("left_click_drag takes two coordinate targets")
+        start, point = view.to_display(begin.get("x"), begin.get("y")), view.to_display(end.get("x"), end.get("y"))
+    elif name in POINTER_ACTIONS:
+        target = target_of(input)
+        if target["type"] != "coordinate":
+            raise TargetError(f"{name}: a ref target is located on the page, not at a viewport point")
+        point = view.to_display(target.get("x"), target.get("y"))
+    action, args = computer_input(name, input, point, start)
+    return computer_tool.to_actions(action, args, DISPLAY)
 
 
 def navigate_url(url: str) -> str:
