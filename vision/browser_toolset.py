@@ -139,6 +139,15 @@ class GlassdeskBrowserToolset(BetaAbstractBrowserToolset20260801):
             raise ToolError(computer_tool.explain(exc)) from None
 
     def _browser_state(self, context) -> BetaBrowserState:
+        try:
+            return self._read_state()
+        except GlassdeskError as exc:
+            # The browser could not say (restarting): the request's fault to report, not the model's;
+            # the SDK takes any exception here for a broken driver.
+            self.fatal = self.fatal or exc
+            return BetaBrowserState(tabs=[])
+
+    def _read_state(self) -> BetaBrowserState:
         sid, marks = self.session_id, self.marks
         tabs = self.pages.tabs(sid)
         changes: list[Any] = [{"type": "tab_opened", "tab_id": t.id} for t in tabs if t.id not in marks.tabs]

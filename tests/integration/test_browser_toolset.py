@@ -161,6 +161,35 @@ def test_javascript_exec_is_refused_while_evaluate_is_off(api, site):
     assert server_off["is_error"] is True and "--allow-evaluate" in texts(server_off)[0]
 
 
+def test_file_upload_of_a_staged_file_and_read_console_when_enabled(api, site):
+    call(api, ("navigate", {"url": site.url("/upload")}))
+    [read] = call(api, ("find", {"query": "choose file button"}))
+    file_input = re.search(r"\[(ref_\w+)\]", texts(read)[0]).group(1)
+    upload = {"target": {"type": "ref", "ref": file_input}, "document_ids": ["doc_1"]}
+    [off] = call(api, ("file_upload", upload))
+    assert off["is_error"] is True  # not enabled in the configs: the SDK's refusal
+    site.clear()
+    body = {"tool_uses": [{"type": "tool_use", "id": "u1", "name": "file_upload", "input": upload,
+                           "toolset_name": "browser"},
+                          {"type": "tool_use", "id": "u2", "name": "file_upload",
+                           "input": {**upload, "paths": ["/etc/passwd"], "document_ids": None},
+                           "toolset_name": "browser"}],
+            "configs": {"file_upload": {"enabled": True}},
+            "files": {"doc_1": {"name": "notes.txt", "content_base64": base64.b64encode(b"staged").decode()}}}
+    uploaded, refused = ok(api.post(BROWSER, json=body))["tool_results"]
+    assert texts(uploaded) == ["Uploaded."], uploaded
+    assert site.wait_for(lambda e: e.get("type") == "files")["files"] == [
+        {"name": "notes.txt", "size": 6, "text": "staged"}]
+    assert refused["is_error"] is True  # a path of the server's disk is never handed over
+
+    call(api, ("navigate", {"url": site.url("/console")}))
+    [console] = call(api, ("read_console", {}), configs={"read_console": {"enabled": True}})
+    lines = texts(console)[0]
+    assert "[error] site: console error number 1" in lines and "Uncaught Error: site: uncaught boom" in lines
+    [again] = call(api, ("read_console", {}), configs={"read_console": {"enabled": True}})
+    assert texts(again) == ["(empty)"]  # read since the last read
+
+
 def test_bad_requests_list_every_problem(api):
     message = error(api.post(BROWSER, json={"tool_uses": [{"id": "a", "name": "fly", "input": {}},
                                                           {"type": "tool_use", "name": "navigate"}],

@@ -289,3 +289,18 @@ def test_a_person_in_control_is_the_request_s_error_and_nothing_runs():
     with pytest.raises(OperatorInControl):
         run(service, ("navigate", {"url": "http://127.0.0.1/"}))
     assert pages.calls == []
+
+
+def test_a_browser_that_cannot_report_its_state_is_the_request_s_error():
+    from desktop.errors import PageUnavailable
+
+    pages = FakePages()
+    service = BrowserToolsetService(FakeDesktops(pages))
+    run(service, ("list_tabs", {}))
+
+    def restarting(sid):
+        raise PageUnavailable("the browser of session s is restarting; try again in 3 s", retry_after=3)
+
+    pages.tabs = restarting
+    with pytest.raises(PageUnavailable):
+        run(service, ("get_page_text", {}))
