@@ -269,7 +269,8 @@ class GlassdeskBrowserToolset(BetaAbstractBrowserToolset20260801):
         return browser.cut(browser.network_lines(entries), browser.PAGE_TEXT_LIMIT, "read again for the rest")
 
     def javascript_exec(self, context, input) -> str:
-        if not self.pages.allow_evaluate:
+        # A control plane's pages have no flag of their own: its session server refuses (EvaluateDisabled).
+        if getattr(self.pages, "allow_evaluate", True) is False:
             raise ToolError("javascript_exec is off on this server: it runs only when the server is started "
                             "with --allow-evaluate")
         self._tab(input.tab_id)
