@@ -6,7 +6,7 @@ executable ones come from desktop.actions; the rest only steer the loop.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
@@ -52,9 +52,18 @@ class Fail(_Action):
     reason: str
 
 
+class BrowserMember(_Action):
+    """A member of Anthropic's browser toolset, run by its executor (vision.browser_toolset) on the
+    session's browser; the tool_result it answers goes back to the model as it is."""
+
+    action: Literal["browser"] = "browser"
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
 Action = Annotated[
     Click | DoubleClick | TripleClick | Move | MouseDown | MouseUp | Drag | Scroll | Type | Key | HoldKey | Wait | Zoom
-    | Screenshot | CursorPosition | Done | Fail,
+    | Screenshot | CursorPosition | Done | Fail | BrowserMember,
     Field(discriminator="action"),
 ]
 ACTION_ADAPTER: TypeAdapter = TypeAdapter(Action)

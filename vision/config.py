@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from desktop.errors import InvalidRequest
 from vision.errors import ModelUnavailable
 from vision.providers.base import Provider
 
@@ -113,7 +114,7 @@ def _default_from_environment() -> str:
 
 
 def create_provider(name: str | Provider, instruction: str, config: VisionConfig, *,
-                    script: list[dict] | None = None) -> Provider:
+                    script: list[dict] | None = None, tools: list[str] | None = None) -> Provider:
     """Build the provider for a resolved model name, with its configured options. A Provider
     instance is used as it is (an embedder's own model code, a test double)."""
     if isinstance(name, Provider):
@@ -121,8 +122,12 @@ def create_provider(name: str | Provider, instruction: str, config: VisionConfig
         return name
     family, _, model = name.partition("/")
     options = dict(config.models.get(name, {}))
+    if tools is not None and family != "anthropic" and tools != ["computer"]:
+        raise InvalidRequest(f"tools: {', '.join(tools)} is Anthropic's; only anthropic/ models take it")
     if family == "anthropic":
         from vision.providers.anthropic import AnthropicProvider as cls
+        if tools is not None:
+            options["tools"] = list(tools)
     elif family == "openai":
         from vision.providers.openai import OpenAIProvider as cls
     elif family == "gemini":

@@ -11,8 +11,8 @@ coordinates of every point of a grid over the 1920x1080 display (the model's vie
 rounded as a model writes it), and the worst distance, in display pixels on either axis, between
 where it lands and the pixel meant is the cell's precision.
 
-A contract not measured yet is listed in ``PENDING`` (Anthropic's browser toolset is being
-built): its row is a ``Contract`` added to ``contracts()``.
+A new contract is a ``Contract`` added to ``contracts()``. A contract that reaches only part of the
+display (Anthropic's browser toolset: the browser's viewport) is measured on the grid's points there.
 
     python -m vision.conformance > docs/conformance.md
 
@@ -47,6 +47,7 @@ from desktop.actions import (
 from vision import coords
 from vision.actions import CursorPosition, Done, Fail, Screenshot
 from vision.converters import anthropic as anthropic_tool
+from vision.converters import anthropic_browser as browser_tool
 from vision.converters import gemini as gemini_tool
 from vision.converters import openai as openai_tool
 from vision.providers import chat
@@ -148,6 +149,8 @@ class Contract:
     space_note: str
     read: Callable[[Any], list]
     writers: dict[str, Writer] = field(default_factory=dict)
+    # The display points the contract can name (None: all); the grid is measured where it can.
+    reach: Callable[[int, int], bool] | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,6 +198,68 @@ def _anthropic(version: anthropic_tool.ToolVersion) -> Contract:
         del writers["zoom"]  # refused by the converter for this version, as the API would not offer it
     label = f"Anthropic `{version.type}`"
     return Contract(label, "vendor", space, f"pixels of the {space.width}x{space.height} screenshot", read, writers)
+
+
+# ---------------------------------------------------------------------------------------------
+# Anthropic browser toolset
+
+# The maximised Chromium's viewport on this display: below its tab strip and toolbar, as measured
+# on the real desktop (tests/conftest.py's viewport fixture: a click's screenY - clientY).
+BROWSER_VIEWPORT = browser_tool.Viewport(x=0, y=87, width=SCREEN_WIDTH, height=SCREEN_HEIGHT - 87)
+
+
+@dataclass(frozen=True)
+class _ViewportSpace:
+    """The toolset's coordinates: pixels of the viewport's screenshot, placed on the display."""
+
+    view: browser_tool.Viewport
+
+    def from_display(self, x: int, y: int) -> tuple[float, float]:
+        width, height = self.view.shot_size
+        return (x - self.view.x) * width / self.view.width, (y - self.view.y) * height / self.view.height
+
+
+def _browser() -> Contract:
+    view = BROWSER_VIEWPORT
+
+    def read(sent: tuple[str, dict]) -> list:
+        name, input = sent
+        return browser_tool.to_display_actions(name, input, view)
+
+    def at(p: Point) -> dict[str, Any]:
+        return {"type": "coordinate", "x": round(p[0]), "y": round(p[1])}
+
+    writers: dict[str, Writer] = {
+        "click": lambda a, b: ("left_click", {"target": at(a)}),
+        "right click": lambda a, b: ("right_click", {"target": at(a)}),
+        "middle click": lambda a, b: ("middle_click", {"target": at(a)}),
+        "double click": lambda a, b: ("double_click", {"target": at(a)}),
+        "triple click": lambda a, b: ("triple_click", {"target": at(a)}),
+        "move": lambda a, b: ("mouse_move", {"target": at(a)}),
+        "drag": lambda a, b: ("left_click_drag", {"from": at(a), "target": at(b)}),
+        "mouse down": lambda a, b: ("left_mouse_down", {"target": at(a)}),
+        "mouse up": lambda a, b: ("left_mouse_up", {"target": at(a)}),
+        "scroll": lambda a, b: ("scroll", {"target": at(a), "scroll_direction": "down", "scroll_amount": 3}),
+        "zoom": lambda a, b: ("zoom", {"region": [round(a[0]), round(a[1]), round(a[0]) + 1, round(a[1]) + 1]}),
+        "type": lambda a, b: ("type", {"text": "hello"}),
+        "type and Enter": lambda a, b: ("type", {"text": "hello\n"}),
+        "key chord": lambda a, b: ("key", {"text": "ctrl+c"}),
+        "hold key": lambda a, b: ("hold_key", {"text": "shift", "duration": 1}),
+        "wait": lambda a, b: ("wait", {"duration": 1}),
+        "screenshot": lambda a, b: ("screenshot", {}),
+    }
+    width, height = view.shot_size
+
+    def reach(x: int, y: int) -> bool:
+        # the screenshot's last row and column hold the viewport's edge: a point the model names there
+        x0, y0 = view.to_display(0, 0)
+        x1, y1 = view.to_display(width - 1, height - 1)
+        return x0 <= x <= x1 and y0 <= y <= y1
+
+    note = (f"pixels of the {width}x{height} screenshot of the {view.width}x{view.height} viewport at "
+            f"({view.x}, {view.y}); or element refs")
+    return Contract("Anthropic `browser_toolset_20260801`", "vendor", _ViewportSpace(view), note, read, writers,
+                    reach=reach)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -411,17 +476,12 @@ def contracts() -> tuple[Contract, ...]:
     """Every contract measured, in the order of the matrix."""
     return (
         *(_anthropic(v) for v in anthropic_tool.TOOL_VERSIONS.values()),
+        _browser(),
         _openai("OpenAI `computer` (GA)", coords.pixels(SCREEN_WIDTH, SCREEN_HEIGHT)),
         _openai("OpenAI `computer_use_preview`", coords.pixels(1280, 720)),
         _gemini(),
         *(_chat(d) for d in chat.DIALECTS.values()),
     )
-
-
-# Contracts whose rows are still to come; each becomes a Contract in contracts() when its converter lands.
-PENDING: tuple[tuple[str, str], ...] = (
-    ("Anthropic `browser_toolset_20260801` (element refs or viewport pixels)", "the browser toolset's executor"),
-)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -450,6 +510,8 @@ def measure(contract: Contract, row: Row) -> Cell:
     worst = 0
     for x, y in points:
         other = (SCREEN_WIDTH - 1 - x, SCREEN_HEIGHT - 1 - y)
+        if contract.reach is not None and not all(contract.reach(*p) for p in [(x, y), other][:row.arity]):
+            continue
         a, b = space.from_display(x, y), space.from_display(*other)
         try:
             actions = contract.read(writer(a, b))
@@ -506,7 +568,8 @@ def render() -> str:
         "",
         "A model sees a scaled screenshot or a grid, so one model unit covers more than one display pixel;",
         "the error is the rounding of the two conversions, never a drift: 0 px where the model sees the",
-        "display at full size, at most 1 px elsewhere.",
+        "display at full size, at most 1 px elsewhere. Anthropic's browser toolset names points of the",
+        "browser's viewport only (and elements by ref): it is measured on the grid's points inside it.",
         "",
         "## Contracts",
         "",
@@ -529,8 +592,6 @@ def render() -> str:
     lines += ["", "`done` and `fail` are actions of the chat dialects. The vendor tools end a run by answering",
               "without a tool call (Anthropic's `end_turn`, an OpenAI message), which the loop takes as done; a",
               "grounding dialect's run is done once its one click is performed."]
-    lines += ["", "## Not measured yet", ""]
-    lines += [f"- {name}: its rows come with {where}." for name, where in PENDING]
     lines += ["", "The Anthropic tool versions are picked by model, as [docs/vision.md](vision.md#models) says; the",
               "chat dialects by model name ([docs/vision.md](vision.md#chat-dialects)).", ""]
     return "\n".join(lines)

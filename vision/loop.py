@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Literal
 
 from desktop import actions
 from desktop.actions import Type
-from desktop.errors import GlassdeskError, SessionBusy, SessionUnavailable
+from desktop.errors import GlassdeskError, InvalidAction, SessionBusy, SessionUnavailable
 from desktop.frame import Frame
 from desktop.models import ElementAt
 from desktop.port import Desktop
-from vision.actions import CursorPosition, Done, Fail, Screenshot, Zoom
+from vision.actions import BrowserMember, CursorPosition, Done, Fail, Screenshot, Zoom
 from vision.config import VisionConfig, create_provider
 from vision.errors import InvalidRequest, ModelUnavailable
 from vision.events import EventBus
@@ -205,6 +205,9 @@ class Runner:
         self.store = store
         self.config = config
         self.bus = bus or EventBus()
+        # Runs a browser toolset member: (session id, tool_use id, member) -> (tool_result content,
+        # is_error). Set by the application service; None where there is no browser executor.
+        self.browser: Callable[[str, str, BrowserMember], tuple[list[dict], bool]] | None = None
         self.state: RunState | None = None
         self._lock = threading.Lock()
         self._cancel = threading.Event()
@@ -320,6 +323,8 @@ class Runner:
         try:
             self._cancel.clear()  # before driving: a cancel from now on is this call's
             self._driving = self.desktop.busy = True
+            # The run's own thread passes the busy guard its page operations meet (browser members).
+            self.desktop.run_thread = threading.get_ident()
             state = self._continue_or_start(request, provider)
             try:
                 result = self._drive(state, request, on_step, paused_return_s)
@@ -343,6 +348,7 @@ class Runner:
                 raise
         finally:
             self._driving = self.desktop.busy = False
+            self.desktop.run_thread = None
             self._lock.release()
 
     def _continue_or_start(self, request: ActRequest, provider: Provider | None) -> RunState:
@@ -382,7 +388,7 @@ class Runner:
     def _start(self, request: ActRequest, provider: Provider | None) -> RunState:
         try:
             provider = create_provider(provider or self.config.resolve(request.model), request.instruction,
-                                       self.config, script=request.script)
+                                       self.config, script=request.script, tools=request.tools)
         except ModelCallError as exc:
             raise ModelUnavailable(str(exc)) from exc
         if request.record_video:  # a server that cannot film says so before anything is made
@@ -631,6 +637,15 @@ class Runner:
                         result.output = f"X={x},Y={y}"
                     elif isinstance(action, Zoom):
                         result.image_png = frame.crop_png(action.region, action.scale)
+                    elif isinstance(action, BrowserMember):
+                        if self.browser is None:
+                            raise InvalidAction("the browser toolset is not served here")
+                        result.content, is_error = self.browser(self.desktop.id, call.id, action)
+                        if is_error:
+                            result.ok = False
+                            result.error = " ".join(b.get("text", "") for b in result.content
+                                                    if b.get("type") == "text")
+                        frame = self.desktop.capture()
                     else:
                         if state.receipt is not None:  # as the model wrote it: placeholders, not secrets
                             state.receipt.note_action(action.model_dump())

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
+from desktop.models import UploadFile
 from vision.trace.records import RunStatus, Usage
 
 MAX_STEPS_CAP = 50
@@ -45,6 +46,9 @@ class ActRequest(BaseModel):
                                                   "step, a ring at every click and the typed text and keys as "
                                                   "captions, chained into the trace (only with a new instruction)")
     video_format: Literal["mp4", "webm"] = Field("mp4", description="mp4 (H.264, the cheaper encoder) or webm (VP8)")
+    tools: list[Literal["computer", "browser"]] | None = Field(
+        None, min_length=1, description="anthropic/ models: the tools offered to Claude, [\"computer\"] by default; "
+        "\"browser\" adds Anthropic's browser toolset (browser_toolset_20260801) on the session's Chromium")
     reset: bool = Field(False, description="first return the session to a fresh state, as POST "
                                            "/sessions/{id}/reset does (launched programs end, Chromium restarts "
                                            "on a clean profile at about:blank); only with a new instruction")
@@ -224,6 +228,25 @@ class AnthropicComputerResult(BaseModel):
     is_error: bool = Field(description="the call could not run as given; content says why, nothing ran")
     tool_result: dict[str, Any] | None = Field(None, description="with tool_use_id: the whole tool_result block "
                                                "(toolset_name echoed for the toolset)")
+
+
+class AnthropicBrowserRequest(_Body):
+    tool_uses: list[dict[str, Any]] = Field(min_length=1, max_length=50, description="the browser toolset's "
+                                            "tool_use blocks, verbatim (type, id, name, input, toolset_name "
+                                            "\"browser\"), run in order")
+    configs: dict[str, dict[str, Any]] | None = Field(None, description="the configs of the request's "
+                                                      "browser_toolset_20260801 entry, as sent: the opt-in "
+                                                      "members (javascript_exec, file_upload, read_console, "
+                                                      "read_network) run only where enabled here")
+    files: dict[str, UploadFile] | None = Field(None, max_length=20, description="files staged for file_upload, "
+                                                "by the document id the model names (512 KiB in all)")
+
+
+class AnthropicBrowserResult(BaseModel):
+    tool_results: list[dict[str, Any]] = Field(description="one tool_result block per tool_use, in order, ready to "
+                                               "send: content (text, image) and, unless is_error, the "
+                                               "browser_state block (tabs and what changed since the last call); "
+                                               "toolset_name \"browser\"")
 
 
 # --- OpenAI --------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from desktop.models import LiveView
 from desktop.service.desktop import DEFAULT_SESSION, DesktopService
 from desktop.session.manager import SessionManager
 from desktop.session.operator_input import Gestures, RfbInputTap
+from vision.browser_toolset import BrowserToolsetService
 from vision.computer import ComputerService
 from vision.config import VisionConfig
 from vision.errors import TraceCorruptError, TraceNotFoundError
@@ -58,6 +59,7 @@ class Glassdesk:
         self.recordings = SessionRecordings(desktops, store.root)
         # The vendor-native executors (/computer/anthropic, /openai, /gemini) over the same desktops.
         self.computer = ComputerService(desktops)
+        self.browser_toolset = BrowserToolsetService(desktops)  # /computer/anthropic-browser
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()
         # A person's input during a take-over, by session, read off the live view's RFB stream: made
@@ -104,6 +106,7 @@ class Glassdesk:
             if runner is None or runner.desktop is not session:
                 runner = self._runners[session.id] = Runner(session, self.store, self.config, self.bus,
                                                             film=_film_for(session))
+                runner.browser = self.browser_toolset.loop_call  # browser toolset members of a run
             return runner
 
     def act(self, session_id: str | None, request: ActRequest, on_step: Callable[[StepSummary], None] | None = None,

@@ -181,6 +181,15 @@ class Content:
                            "return less (a part, a count, a slice)")
         return json.loads(answer["json"])
 
+    async def viewport(self) -> dict:
+        """Where the front tab's viewport is on the display and its size (CSS px at DPR 1): what a
+        caller speaking viewport pixels (Anthropic's browser toolset) maps its points through. Read
+        from the window's own numbers, so it holds while a dialog is open."""
+        page = await self.tabs.need_front()
+        window = await page.evaluate(WINDOW)
+        x, y = viewport_origin(window)
+        return {"x": x, "y": y, "width": window["innerWidth"], "height": window["innerHeight"]}
+
     async def screenshot(self, full_page: bool, selector: str | None) -> bytes:
         page = await self.tabs.need_front()
         self.dialogs.refuse_if_open("screenshot")

@@ -150,6 +150,9 @@ class Pages:
         front = await self.front()
         return await hit_test(front, x, y) if front is not None else None
 
+    async def viewport(self) -> dict:
+        return await self._content.viewport()
+
     async def after_input(self, mark: InputMark, budget_ms: int) -> SettledBy:
         return await after_input(self._tabs, self.record, self._recorder, mark, budget_ms)
 

@@ -187,6 +187,11 @@ class PageService:
     def screenshot(self, session_id: str | None, *, full_page: bool = False, selector: str | None = None) -> bytes:
         return self._call(self._reading(session_id), lambda pages: pages.screenshot(full_page, selector), 10_000)
 
+    def viewport(self, session_id: str | None) -> dict:
+        """The front tab's viewport on the display: ``x``, ``y`` (its origin in display pixels),
+        ``width``, ``height`` (CSS px)."""
+        return self._call(self._reading(session_id), lambda pages: pages.viewport())
+
     def summary(self, session_id: str | None) -> PageSummary | None:
         """URL, title, open dialog and the console errors new since the previous summary; None when
         the browser cannot say right now (a heal). Never raises: it rides along with other answers."""

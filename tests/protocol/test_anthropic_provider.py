@@ -498,3 +498,54 @@ def test_frame_from_pillow_scales_to_the_declared_size(fake):
     fake.queue(af.end_turn("ok"))
     provider(fake).turn(Observation(frame), [])
     assert af.png_size(af.last_image(body(fake))) == (SPACE.width, SPACE.height)
+
+
+# --- the browser toolset beside the computer tool ---------------------------------------------------
+
+
+def test_browser_toolset_is_offered_and_its_members_answered_with_the_executor_s_results(fake):
+    from anthropic.types.beta import BetaToolResultBlockParam
+    from pydantic import TypeAdapter
+
+    from vision.actions import BrowserMember
+
+    browser_use = {"type": "tool_use", "id": "b1", "name": "navigate", "input": {"url": "example.test"},
+                   "toolset_name": "browser"}
+    fake.queue(
+        af.reply(af.toolset_use("left_click", {"coordinate": [10, 10]}, id="c1"), browser_use,
+                 {**browser_use, "id": "b2", "name": "read_page", "input": {"filter": "interactive"}}),
+        af.end_turn("done"),
+    )
+    p = provider(fake, "claude-opus-5-5", tools=["computer", "browser"])
+    turn = p.turn(OBSERVATION, [])
+    first = fake.requests[0]
+    assert "anthropic-beta" not in first.headers  # neither toolset takes a beta header
+    assert first.body["tools"] == [{"type": "computer_toolset_20260801"},
+                                   {"type": "browser_toolset_20260801",
+                                    "configs": {"read_console": {"enabled": True}, "read_network": {"enabled": True}}}]
+    assert "browser tools" in first.body["system"][0]["text"]
+    assert [c.name for c in turn.calls] == ["left_click", "navigate", "read_page"]
+    assert turn.calls[1].actions == [BrowserMember(name="navigate", input={"url": "example.test"})]
+    assert turn.calls[2].actions == [BrowserMember(name="read_page", input={"filter": "interactive"})]
+
+    state = {"type": "browser_state", "tabs": [{"tab_id": "t1", "title": "x", "url": "https://example.test/",
+                                                "active": True}]}
+    p.turn(OBSERVATION, [CallResult("c1", ok=True),
+                         CallResult("b1", ok=True, content=[{"type": "text", "text": "Navigated to "
+                                                             "https://example.test/ — x (HTTP 200)"}, state]),
+                         CallResult("b2", ok=False, error="ref_9 is gone",
+                                    content=[{"type": "text", "text": "ref_9 is gone"}])])
+    user = body(fake)["messages"][-1]["content"]
+    results = af.tool_results(body(fake))
+    for result in results:
+        TypeAdapter(BetaToolResultBlockParam).validate_python(result)
+    assert [(r["tool_use_id"], r["toolset_name"], r.get("is_error", False)) for r in results] == [
+        ("c1", "computer", False), ("b1", "browser", False), ("b2", "browser", True)]
+    assert results[1]["content"][-1] == state and results[2]["content"] == [{"type": "text", "text": "ref_9 is gone"}]
+    # the screen after the turn follows the results, once
+    assert user[-1]["type"] == "image" and [b["type"] for b in user].count("image") == 1
+
+
+def test_tools_are_checked():
+    with pytest.raises(ValueError, match="computer, browser"):
+        AnthropicProvider(INSTRUCTION, model="claude-opus-5-5", api_key=API_KEY, tools=["browser", "teleport"])

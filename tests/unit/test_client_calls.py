@@ -133,6 +133,7 @@ def every_route(gd) -> None:
         lambda: desk.computer_gemini(function_calls=[{"name": "wait_5_seconds"}]),
         lambda: desk.computer_anthropic(tool_version="computer_20250124", display_width_px=10, display_height_px=10,
                                         input={}),
+        lambda: desk.computer_anthropic_browser(tool_uses=[{"id": "t", "name": "list_tabs", "input": {}}]),
         lambda: desk.page.download("f"), desk.page.screenshot,
         lambda: list(gd.events()), gd.stats, gd.traces, lambda: gd.trace("t"), lambda: gd.verify_trace("t"),
         lambda: gd.trace_image("t", 1), lambda: gd.trace_report("t"), lambda: gd.trace_junit("t"),

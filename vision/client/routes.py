@@ -33,6 +33,8 @@ from vision.client.calls import Call, act_event, bind, body, image, model, raw, 
 from vision.models import (
     ActRequest,
     ActResult,
+    AnthropicBrowserRequest,
+    AnthropicBrowserResult,
     AnthropicComputerRequest,
     AnthropicComputerResult,
     GeminiComputerRequest,
@@ -212,6 +214,17 @@ class SessionClient(_Bound):
     def computer_anthropic_call(self, request: AnthropicComputerRequest | None = None, **fields) -> Call:
         data = body(AnthropicComputerRequest, request, fields, "invalid_request")
         return Call("POST", self._path("/computer/anthropic"), model(AnthropicComputerResult), json=data)
+
+    def computer_anthropic_browser(self, request: AnthropicBrowserRequest | None = None,
+                                   **fields) -> AnthropicBrowserResult:
+        """Anthropic browser toolset tool_use blocks (``tool_uses``, with the toolset's ``configs``
+        and any staged ``files``), verbatim, run on the session's visible Chromium; the answer's
+        ``tool_results`` are ready to send back."""
+        return self._send(self.computer_anthropic_browser_call(request, **fields))
+
+    def computer_anthropic_browser_call(self, request: AnthropicBrowserRequest | None = None, **fields) -> Call:
+        data = body(AnthropicBrowserRequest, request, fields, "invalid_request")
+        return Call("POST", self._path("/computer/anthropic-browser"), model(AnthropicBrowserResult), json=data)
 
     # --- vision runs
 

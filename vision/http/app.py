@@ -63,7 +63,8 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
     app.include_router(operations_router(catalogue(), services(glassdesk)))
     app.include_router(vision_router(glassdesk))
     app.include_router(qa_router(glassdesk.qa))
-    app.include_router(computer_router(glassdesk.computer))  # /computer/anthropic, /openai, /gemini
+    # /computer/anthropic, /openai, /gemini and /anthropic-browser
+    app.include_router(computer_router(glassdesk.computer, glassdesk.browser_toolset))
     if settings.single_session:  # a session server: its control plane calls the page layer here
         from desktop.remote.calls import calls_router
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from vision.browser_toolset import BrowserToolsetService
 from vision.computer import ComputerService
 from vision.models import (
+    AnthropicBrowserRequest,
+    AnthropicBrowserResult,
     AnthropicComputerRequest,
     AnthropicComputerResult,
     GeminiComputerRequest,
@@ -18,7 +21,7 @@ from vision.models import (
 )
 
 
-def computer_router(computer: ComputerService) -> APIRouter:
+def computer_router(computer: ComputerService, browser: BrowserToolsetService | None = None) -> APIRouter:
     router = APIRouter(prefix="/api/v1", tags=["computer"])
 
     @router.post("/sessions/{session_id}/computer/anthropic", response_model=AnthropicComputerResult,
@@ -48,5 +51,16 @@ def computer_router(computer: ComputerService) -> APIRouter:
         it ran); a bad request, no session, a person in control or a running vision instruction
         are glassdesk's errors."""
         return computer.gemini(session_id, body)
+
+    if browser is not None:
+        @router.post("/sessions/{session_id}/computer/anthropic-browser", response_model=AnthropicBrowserResult,
+                     summary="run Anthropic browser toolset tool_use blocks; answers their tool_results")
+        def anthropic_browser(session_id: str, body: AnthropicBrowserRequest) -> AnthropicBrowserResult:
+            """``browser_toolset_20260801``'s tool_use blocks verbatim, run in order on the session's
+            visible Chromium; each answered by its tool_result (text, images, the browser_state). A
+            call the model got wrong is an ``is_error`` tool_result; a bad request (422, every
+            problem listed), no session, a person in control or a running vision instruction are
+            glassdesk's errors."""
+            return browser.run(session_id, body)
 
     return router

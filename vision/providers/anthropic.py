@@ -25,7 +25,8 @@ import anthropic
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from vision import coords
-from vision.actions import Fail
+from vision.actions import BrowserMember, Fail
+from vision.converters import anthropic_browser as browser_toolset
 
 # The tool's input and result formats are converted by vision.converters.anthropic, shared with the
 # /computer/anthropic executor; re-exported here for the provider's callers.
@@ -178,6 +179,8 @@ coordinate you give is a pixel of that screen, (0, 0) at the top-left. After you
 receive a new screenshot: check that each step had the effect you wanted before going on. When \
 the task is complete, reply with the answer or a short summary and no tool call; if it cannot be \
 done, say why, also with no tool call."""
+BROWSER_NOTE = """The browser tools act on the same Chromium window, in the pixels of its own screenshots; prefer \
+them for work inside web pages."""
 
 
 class AnthropicProvider(Provider):
@@ -186,14 +189,17 @@ class AnthropicProvider(Provider):
     ``api_key`` / ``base_url`` default to ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL. ``tool_version``
     overrides the model table (a key of TOOL_VERSIONS). ``system`` is appended to the environment
     prompt. ``max_images`` / ``prune_chunk`` bound the screenshots kept in the conversation.
-    ``thinking`` is passed through to the API as is, e.g. {"type": "adaptive"}.
+    ``thinking`` is passed through to the API as is, e.g. {"type": "adaptive"}. ``tools``: what
+    Claude is offered, ``["computer"]`` by default; ``"browser"`` adds Anthropic's browser toolset
+    (``browser_toolset_20260801``, no beta header), its members run by glassdesk's executor
+    (vision.browser_toolset) on the session's Chromium.
     """
 
     def __init__(self, instruction: str, *, model: str, system: str = "", api_key: str | None = None,
                  base_url: str | None = None, tool_version: str | None = None, max_tokens: int = 4096,
                  timeout: float = 120.0, max_images: int = 10, prune_chunk: int = 5,
                  thinking: dict[str, Any] | None = None, max_pixels: int = coords.ANTHROPIC_MAX_PIXELS,
-                 max_edge: int = coords.ANTHROPIC_MAX_EDGE):
+                 max_edge: int = coords.ANTHROPIC_MAX_EDGE, tools: list[str] | tuple[str, ...] = ("computer",)):
         model = model.removeprefix("anthropic/")
         super().__init__(instruction, model=model, system=system)
         self.name = f"anthropic/{model}"
@@ -202,6 +208,9 @@ class AnthropicProvider(Provider):
         self.tool = TOOL_VERSIONS[tool_version] if tool_version else tool_version_for(model)
         if max_images < 1:
             raise ValueError("max_images must be at least 1")
+        if not tools or set(tools) - {"computer", "browser"}:
+            raise ValueError(f"tools must be some of computer, browser; got {list(tools)!r}")
+        self.tools = tuple(dict.fromkeys(tools))
         self.max_tokens, self.max_images = max_tokens, max_images
         self.prune_chunk, self.thinking = prune_chunk, thinking
         self.space = model_space(max_pixels=max_pixels, max_edge=max_edge)
@@ -215,6 +224,8 @@ class AnthropicProvider(Provider):
         self._client = anthropic.Anthropic(api_key=self._api_key, base_url=base_url, max_retries=0, timeout=timeout)
 
         environment = ENVIRONMENT.format(width=self.space.width, height=self.space.height)
+        if "browser" in self.tools:
+            environment += "\n" + BROWSER_NOTE
         self.system_prompt = f"{environment}\n\n{system}" if system else environment
         self._history: list[dict[str, Any]] = []
         # Last turn's tool_use blocks, each to be answered: (the call, its toolset_name).
@@ -231,6 +242,14 @@ class AnthropicProvider(Provider):
             param["enable_zoom"] = True
         return param
 
+    def tool_params(self) -> list[dict[str, Any]]:
+        """The request's tools[]: the computer tool and, when asked, the browser toolset (the
+        console and network readers enabled, as its executor serves them in a run)."""
+        params = [self.tool_param()] if "computer" in self.tools else []
+        if "browser" in self.tools:
+            params.append({"type": browser_toolset.TOOLSET_TYPE, "configs": browser_toolset.LOOP_CONFIGS})
+        return params
+
     def turn(self, observation: Observation, results: list[CallResult], note: str | None = None) -> ModelTurn:
         user = self._user_message(observation, results, note)
         messages = [*self._history, user]
@@ -246,10 +265,10 @@ class AnthropicProvider(Provider):
             "model": self.model,
             "max_tokens": self.max_tokens,
             "system": [{**text_block(self.system_prompt), "cache_control": EPHEMERAL}],
-            "tools": [self.tool_param()],
+            "tools": self.tool_params(),
             "messages": with_cache_breakpoints(messages),
         }
-        if self.tool.beta:
+        if self.tool.beta and "computer" in self.tools:
             kwargs["betas"] = [self.tool.beta]
         if self.thinking:
             kwargs["thinking"] = self.thinking
@@ -275,6 +294,20 @@ class AnthropicProvider(Provider):
         by_id = {r.call_id: r for r in results}
         blocks = []
         for i, (call, toolset_name) in enumerate(self._pending):
+            if toolset_name == browser_toolset.TOOLSET_NAME:
+                # The executor's tool_result as it rendered it; the screen goes after all results.
+                result = by_id.get(call.id)
+                content = list(result.content or []) if result is not None else []
+                is_error = result is None or not result.ok
+                if is_error and not any(b.get("type") == "text" for b in content):
+                    content = [text_block(result.error if result is not None and result.error
+                                          else "not run: an earlier call of this turn failed")]
+                block = {"type": "tool_result", "tool_use_id": call.id, "content": content,
+                         "toolset_name": toolset_name, **({"is_error": True} if is_error else {})}
+                blocks.append(block)
+                if i == len(self._pending) - 1:
+                    blocks.append(screenshot)
+                continue
             content, is_error = result_content(call, by_id.get(call.id), self.space)
             if i == len(self._pending) - 1:
                 if any(b["type"] == "image" for b in content):  # a zoom: say which image is which
@@ -300,6 +333,12 @@ class AnthropicProvider(Provider):
                 thoughts.append(block.thinking)
             elif block.type == "tool_use":
                 toolset_name = getattr(block, "toolset_name", None)
+                if toolset_name == browser_toolset.TOOLSET_NAME:
+                    member = BrowserMember(name=block.name, input=dict(block.input or {}))
+                    call = ToolCall(block.id, block.name, dict(block.input or {}), actions=[member])
+                    calls.append(call)
+                    self._pending.append((call, toolset_name))
+                    continue
                 call = parse_tool_use(block.id, block.name, block.input, self.space, toolset_name=toolset_name,
                                       version=self.tool)
                 calls.append(call)

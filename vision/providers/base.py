@@ -87,6 +87,9 @@ class CallResult:
     # page's URL after it, read only for a provider that ``answers_each_call``.
     screen: Frame | None = field(default=None, repr=False, metadata={"trace": False})
     url: str | None = field(default=None, metadata={"trace": False})
+    # A browser toolset member's tool_result content, as its executor rendered it (text, images,
+    # the browser_state block): sent back as it is.
+    content: list[dict] | None = None
 
 
 class ModelCallError(Exception):
