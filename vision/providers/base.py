@@ -88,8 +88,9 @@ class CallResult:
     screen: Frame | None = field(default=None, repr=False, metadata={"trace": False})
     url: str | None = field(default=None, metadata={"trace": False})
     # A browser toolset member's tool_result content, as its executor rendered it (text, images,
-    # the browser_state block): sent back as it is.
-    content: list[dict] | None = None
+    # the browser_state block): sent back as it is; kept out of the trace like the screen (its
+    # images would be the step's frames again).
+    content: list[dict] | None = field(default=None, repr=False, metadata={"trace": False})
 
 
 class ModelCallError(Exception):
