@@ -138,6 +138,9 @@ class DockerBackend:
         return {"running": BackendState.running, "created": BackendState.starting,
                 "restarting": BackendState.starting}.get(status, BackendState.dead)
 
+    def apply_network_policy(self, handle: str, spec: SessionSpec) -> None:
+        """The bridge network has no per-container egress rules: the server's proxy is the policy."""
+
     def stop(self, handle: str) -> None:
         self.endpoints.pop(handle, None)
         try:
