@@ -76,7 +76,8 @@ class DockerBackend:
             self._made_network = True
 
     def start(self, spec: SessionSpec) -> str:
-        name = f"glassdesk-{spec.session_id}-{secrets.token_hex(3)}"
+        # Also its hostname, which Docker would cut at a '.' (a pooled server's id has one).
+        name = f"glassdesk-{spec.session_id.replace('.', '-')}-{secrets.token_hex(3)}"
         host = self.network == "host"
         port = free_port() if host else SERVER_PORT
         # On a bridge it listens on its namespace's address and answers to its own name (--public-host).
