@@ -292,3 +292,17 @@ def test_a_shutdown_stops_the_pool_and_the_start_under_way(manager, backend):
     manager.close()  # the gate stays shut: the start under way is ended, not waited for
     assert backend.running() == [], "nothing of the pool is left running"
     assert manager.warm_ready == 0 and not manager.pool._filler.is_alive()
+
+
+def test_a_backend_that_cannot_say_how_a_pooled_server_is_does_not_fail_a_create(manager, backend):
+    manager.keep_warm(1)
+    wait_for(lambda: manager.warm_ready == 1)
+    pooled = pooled_handles(manager)[0]
+
+    def unreachable(handle):
+        raise OSError("the API is away")
+
+    backend.state = unreachable
+    manager.pool.check()  # no verdict: kept
+    assert pooled_handles(manager) == [pooled]
+    assert manager.create("s").handle == pooled

@@ -118,7 +118,11 @@ class BackendSessions(SessionRegistry):
             self.backend.stop(pooled.handle)
 
     def _dead_warm(self, pooled: PooledServer) -> list[str]:
-        state = self.backend.state(pooled.handle)
+        try:
+            state = self.backend.state(pooled.handle)
+        except Exception as exc:  # the backend cannot say (its API away): no verdict, not a death
+            log.debug("warm pool: the state of %s is unknown: %s", pooled.handle, exc)
+            return []
         return [f"{pooled.handle} is {state.value}"] if state in (BackendState.dead, BackendState.gone) else []
 
     # ------------------------------------------------------------------ sessions
