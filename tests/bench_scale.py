@@ -259,7 +259,7 @@ def measure_warm_memory(manager, idle_s: float = IDLE_S) -> dict:
     try:
         _wait_warm(manager, 1, 300)
         time.sleep(idle_s)
-        pooled = SimpleNamespace(stack=manager._warm[0].stack)
+        pooled = SimpleNamespace(stack=manager.pool.ready[0].item)
         pids, _ = session_pids(pooled.stack.tag, _leaders(pooled))
         rss = pss = uss = 0
         for pid in pids:

@@ -93,19 +93,12 @@ def _up(args: argparse.Namespace) -> int:
 
 def warm_problems(settings) -> list[str]:
     """Every problem of ``--warm`` under these settings, at once (pure): its size against the
-    limit, and where no pool is kept."""
+    limit, and where no pool is kept. Every backend keeps one (desktop.session.pool)."""
     from desktop.session.manager import check_warm
 
     problems = check_warm(settings.warm, settings.max_sessions)
     if settings.warm > 0 and settings.single_session:
         problems.append("--warm: a session server (--single-session) has its one session and no other to keep warm")
-    if settings.warm > 0 and settings.backend != "local":
-        # A remote session's id is in its container's or pod's name and labels (the backends'
-        # LABEL_SESSION, which `docker ps --filter` and the orphan clean-up read), set when it is
-        # created: Docker cannot relabel a container, so a pooled one would keep another name.
-        problems.append(f"--warm: the {settings.backend} backend keeps no warm pool (a remote session's id is in the "
-                        "name of what runs it, and on docker and kubernetes in its labels, fixed when it starts); use "
-                        "--backend local, or see docs/scaling.md for the platform's own pools")
     return problems
 
 
@@ -143,11 +136,15 @@ def _up_remote(args: argparse.Namespace, settings) -> int:
             except GlassdeskError as exc:
                 console.print(f"[red]{exc.message}[/red]")
                 return 1
+        manager.keep_warm(settings.warm)  # after the default session: its start has the cores first
         base = settings.public_url
         console.print(f"[bold]glassdesk[/bold] control plane; session [cyan]default[/cyan] in {info.display}")
         console.print(f"  operator console:     {base}/")
         console.print(f"  API:                  {base}/api/v1  (docs: /docs)")
         console.print(f"  MCP (streamable HTTP): {base}/mcp")
+        if settings.warm:
+            console.print(f"  warm pool:            {settings.warm} {settings.backend} session server(s) started "
+                          "ahead, one at a time (they count toward --max-sessions)")
         uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
     finally:
         manager.close()
@@ -355,7 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--warm", type=int, default=os.environ.get("GLASSDESK_WARM", "0"), metavar="N",
                     help="keep N sessions started ahead: a create claims one in milliseconds instead of starting "
                          "one in seconds, and the pool refills behind it, one start at a time. They count toward "
-                         "--max-sessions (each costs an idle session's memory); local backend only (default 0)")
+                         "--max-sessions (each costs an idle session's memory); on every backend (default 0)")
     up.add_argument("--log-level", default="info")
     up.add_argument("--backend", choices=("local", "docker", "kubernetes", "process"),
                     default=os.environ.get("GLASSDESK_BACKEND", "local"),

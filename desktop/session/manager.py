@@ -40,6 +40,7 @@ from desktop.frame import Frame
 from desktop.models import ElementAt, SessionInfo, Status
 from desktop.network.policy import NetworkPolicy
 from desktop.port import Performed
+from desktop.session.pool import WARM_RETRY_S, WarmPool, check_warm  # noqa: F401 - check_warm: its old home
 from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, tagged_pids
 from desktop.x11.input import ActionFailed, Executor, expected_ms
 from desktop.x11.screen import FIRST_CHANGE_MS, TIMEOUT_MS, WINDOW_FIRST_CHANGE_MS, Screen, ScreenshotError, Settled
@@ -614,10 +615,47 @@ class SessionRegistry:
             raise SessionExists(f"id: a session named {session_id!r} already exists; use it, delete it first, "
                                 "or choose another name")
 
+    # ------------------------------------------------------------------ the warm pool (desktop.session.pool)
+
+    # Set by a registry that keeps a warm pool (both do): its ``WarmPool`` on ``_lock``.
+    pool: WarmPool | None = None
+
     @property
     def warm_ready(self) -> int:
         """Sessions started ahead and waiting to be claimed (none but where a warm pool is kept)."""
-        return 0
+        return self.pool.ready_count if self.pool is not None else 0
+
+    @property
+    def warm(self) -> int:
+        """How many sessions the pool keeps started ahead (0: no pool)."""
+        return self.pool.size if self.pool is not None else 0
+
+    def keep_warm(self, n: int) -> None:
+        """Keep ``n`` sessions started ahead from now on (0: none). InvalidAction, changing
+        nothing, when ``n`` is negative or the pool would not fit beside one session."""
+        problems = check_warm(n, self.max_sessions)
+        if problems:
+            raise InvalidAction("; ".join(problems))
+        self.pool.resize(n)
+
+    def _pooled(self) -> int:
+        """The pool's sessions that hold a place under the limit: ready or starting."""
+        return self.pool.held() if self.pool is not None else 0
+
+    def _claim_warm(self, session_id: str | None, wait_s: float):
+        """Holding ``_lock``: the new session's id and, when the pool has one, its pooled item
+        (None: start one cold). When the limit is full only because a pooled item is starting,
+        wait for it (at most ``wait_s``): it is this create's, sooner than a cold start would be."""
+        pool = self.pool
+        while True:
+            self._check_id(session_id)
+            item = pool.take() if pool is not None else None
+            if item is not None:
+                return session_id or f"s-{secrets.token_hex(4)}", item
+            if pool is None or pool.starting is None or len(self.sessions) + pool.held() < self.max_sessions:
+                return self._claim(session_id, held=self._pooled()), None
+            if not pool.changed.wait(wait_s):
+                return self._claim(session_id, held=self._pooled()), None
 
     def _notify(self, what: str, session_id: str) -> None:
         for listener in list(self.listeners):
@@ -639,31 +677,6 @@ class SessionRegistry:
 # A pooled desktop's directory: outside the id grammar (SESSION_ID starts with a letter or digit),
 # so no session name can ever take it.
 WARM_PREFIX = "_warm-"
-# After a pooled desktop failed to start, the pool waits this long before trying again, rather
-# than spend the cores on a start that keeps failing.
-WARM_RETRY_S = 10.0
-
-
-def check_warm(warm: int, max_sessions: int) -> list[str]:
-    """The problems of a warm-pool size against the session limit (pure); none when it is fine.
-    The pool's sessions count toward the limit, and the default session holds one place."""
-    problems = []
-    if warm < 0:
-        problems.append(f"--warm {warm}: the number of sessions kept started ahead is 0 or more")
-    if max_sessions < 1:
-        problems.append(f"--max-sessions {max_sessions}: at least 1 (the default session)")
-    elif warm > max_sessions - 1:
-        problems.append(f"--warm {warm}: warm sessions count toward --max-sessions ({max_sessions}), which also "
-                        f"holds the default session: at most {max_sessions - 1}")
-    return problems
-
-
-@dataclass
-class WarmDesktop:
-    """A desktop started ahead, nobody's yet: its stack and when its start finished."""
-
-    stack: DesktopStack
-    started_at: float  # time.monotonic()
 
 
 class SessionManager(SessionRegistry):
@@ -673,6 +686,8 @@ class SessionManager(SessionRegistry):
     claims one (seconds of start become milliseconds) and the pool refills behind it, one start at
     a time so that refilling never takes both cores from the sessions in use. The pool's desktops
     count toward ``max_sessions``; they are not listed, never expire, and one that dies is replaced.
+    The pool itself (size, limit, filler, replacement, shutdown) is desktop.session.pool.WarmPool,
+    which the remote registry (desktop.remote.backends.manager) shares.
 
     How a pooled desktop gets its session's id. A desktop's id is baked in at start only in its
     directory: ``root/<id>`` is HOME, the browser profile, the runtime dir (the dbus socket's path)
@@ -703,8 +718,6 @@ class SessionManager(SessionRegistry):
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._supervise_every_s = supervise_every_s
-        self._supervisor = threading.Thread(target=self._supervise, name="glassdesk-supervisor", daemon=True)
-        self._supervisor.start()
         # Sessions that must not expire while idle (the one `glassdesk up` starts).
         self.pinned: set[str] = set()
         # Called with (what, session_id) on "created", "deleted", "restarted": how the interfaces
@@ -713,137 +726,50 @@ class SessionManager(SessionRegistry):
         # glassdesk's own ports besides the sessions' (the API's, added by whoever serves it): no
         # session's browser may reach them (desktop.network.policy).
         self.protected_ports: set[int] = set()
-        # The warm pool (keep_warm): its size, the desktops ready to claim, the one starting (one
-        # at a time), and a condition on _lock that tells the filler and a waiting create of changes.
-        self.warm = 0
-        self._warm: list[WarmDesktop] = []
-        self._warming: DesktopStack | None = None
-        self._pool_changed = threading.Condition(self._lock)
-        self._filler: threading.Thread | None = None
+        # The warm pool (keep_warm): desktops started ahead in root/_warm-<hex>, one at a time.
+        self.pool: WarmPool[DesktopStack] = WarmPool(
+            self._lock, make=self._make_warm, start=lambda stack: stack.start(), discard=self._discard,
+            dead=lambda stack: stack.dead_parts(), abort=self._kill, in_use=lambda: len(self.sessions),
+            limit=lambda: self.max_sessions, what="desktop")
+        self._supervisor = threading.Thread(target=self._supervise, name="glassdesk-supervisor", daemon=True)
+        self._supervisor.start()
 
     def control_ports(self) -> set[int]:
         """Every port of glassdesk's control plane, as of now: the protected ones and each
         session's live view and proxy (a session started later counts from its start), a pooled
         desktop's included."""
         ports = set(self.protected_ports)
-        stacks = [s.stack for s in list(self.sessions.values())] + [w.stack for w in list(self._warm)]
-        warming = self._warming
-        for stack in stacks + ([warming] if warming is not None else []):
+        for stack in [s.stack for s in list(self.sessions.values())] + self.pool.items():
             ports |= stack.own_ports()
         return ports
 
     # ------------------------------------------------------------------ the warm pool
 
-    def keep_warm(self, n: int) -> None:
-        """Keep ``n`` desktops started ahead from now on (0: none). InvalidAction, changing
-        nothing, when ``n`` is negative or the pool would not fit beside one session."""
-        problems = check_warm(n, self.max_sessions)
-        if problems:
-            raise InvalidAction("; ".join(problems))
-        with self._lock:
-            self.warm = n
-            extra, self._warm = self._warm[n:], self._warm[:n]  # a smaller pool stops what it no longer keeps
-            if n and self._filler is None:
-                self._filler = threading.Thread(target=self._fill, name="glassdesk-warm-pool", daemon=True)
-                self._filler.start()
-            self._pool_changed.notify_all()
-        for warm in extra:
-            self._discard(warm.stack)
-
-    @property
-    def warm_ready(self) -> int:
-        return len(self._warm)
-
-    def _pooled(self) -> int:
-        """The pool's desktops that hold a place under the limit: ready or starting."""
-        return len(self._warm) + (self._warming is not None)
-
-    def _wants_warm(self) -> bool:
-        return (not self._stop.is_set() and self._warming is None and len(self._warm) < self.warm
-                and len(self.sessions) + len(self._warm) < self.max_sessions)
-
-    def _fill(self) -> None:
-        """The filler: starts pooled desktops one at a time while the pool is short of ``warm``
-        and the limit leaves room."""
-        while not self._stop.is_set():
-            with self._lock:
-                while not self._wants_warm():
-                    if self._stop.is_set():
-                        return
-                    self._pool_changed.wait(1.0)
-                stack = DesktopStack(self.root / f"{WARM_PREFIX}{secrets.token_hex(6)}", self.stack_config,
-                                     network=NetworkPolicy(), control_ports=self.control_ports)
-                self._warming = stack
-            try:
-                stack.start()
-            except BaseException as exc:  # noqa: BLE001 - the filler outlives any one start
-                stack.close()
-                shutil.rmtree(stack.workdir, ignore_errors=True)
-                with self._lock:
-                    self._warming = None
-                    self._pool_changed.notify_all()
-                if not self._stop.is_set():
-                    log.error("a warm-pool desktop could not start (trying again in %.0f s): %s", WARM_RETRY_S, exc)
-                    self._stop.wait(WARM_RETRY_S)
-                continue
-            with self._lock:
-                self._warming = None
-                if not self._stop.is_set() and len(self._warm) < self.warm:  # the pool may have shrunk meanwhile
-                    self._warm.append(WarmDesktop(stack, time.monotonic()))
-                    stack = None
-                self._pool_changed.notify_all()
-            if stack is not None:  # the server is stopping, or the pool was made smaller
-                self._discard(stack)
-            else:
-                log.info("warm pool: %d of %d ready", len(self._warm), self.warm)
-
-    def _take_warm(self) -> DesktopStack | None:
-        """A ready pooled desktop, taken out of the pool (holding ``_lock``); one whose parts died
-        meanwhile is discarded, not handed out."""
-        while self._warm:
-            warm = self._warm.pop(0)
-            if not warm.stack.dead_parts():
-                self._pool_changed.notify_all()  # the filler: one to start again
-                return warm.stack
-            threading.Thread(target=self._discard, args=(warm.stack,), daemon=True).start()
-        return None
+    def _make_warm(self) -> DesktopStack:
+        return DesktopStack(self.root / f"{WARM_PREFIX}{secrets.token_hex(6)}", self.stack_config,
+                            network=NetworkPolicy(), control_ports=self.control_ports)
 
     def _discard(self, stack: DesktopStack) -> None:
         stack.close()
         shutil.rmtree(stack.workdir, ignore_errors=True)
 
+    @staticmethod
+    def _kill(stack: DesktopStack) -> None:
+        """End the processes of a desktop still starting: its start holds the stack's lock until it
+        is up, and a shutdown should not wait for that."""
+        for pid in tagged_pids(stack.tag):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
     def _check_pool(self) -> None:
-        """The supervisor's look at the pool: a desktop of it that died is stopped and replaced
-        (nobody uses it, so a whole new one is simpler and cleaner than a heal)."""
-        with self._lock:
-            dead = [w for w in self._warm if w.stack.dead_parts()]
-            for warm in dead:
-                self._warm.remove(warm)
-            if dead:
-                self._pool_changed.notify_all()
-        for warm in dead:
-            log.warning("warm pool: a desktop's %s died; replacing it", ", ".join(warm.stack.dead_parts()))
-            self._discard(warm.stack)
-
-    def _claim_warm(self, session_id: str | None) -> tuple[str, DesktopStack | None]:
-        """Holding ``_lock``: the new session's id and, when the pool has one, its pooled desktop.
-        When the limit is full only because a pooled desktop is starting, wait for it: it is this
-        create's, in seconds."""
-        while True:
-            self._check_id(session_id)
-            stack = self._take_warm()
-            if stack is not None:
-                return session_id or f"s-{secrets.token_hex(4)}", stack
-            if self._warming is None or len(self.sessions) + self._pooled() < self.max_sessions:
-                return self._claim(session_id, held=self._pooled()), None
-            if not self._pool_changed.wait(self.stack_config.start_timeout):
-                return self._claim(session_id, held=self._pooled()), None
-
+        self.pool.check()
 
     def create(self, session_id: str | None = None, *, pinned: bool = False,
                network: NetworkPolicy | None = None) -> Session:
         with self._lock:
-            session_id, warm = self._claim_warm(session_id)
+            session_id, warm = self._claim_warm(session_id, self.stack_config.start_timeout)
             workdir = self.root / session_id
             if warm is not None:
                 try:
@@ -869,7 +795,7 @@ class SessionManager(SessionRegistry):
             with self._lock:
                 self.sessions.pop(session_id, None)
                 self.pinned.discard(session_id)
-                self._pool_changed.notify_all()  # its place under the limit is free again
+                self.pool.notify()  # its place under the limit is free again
             session.status = "failed"
             shutil.rmtree(workdir, ignore_errors=True)
             if isinstance(exc, (StackError, KeyboardInterrupt, SystemExit)):
@@ -914,7 +840,7 @@ class SessionManager(SessionRegistry):
             session = self.get(session_id)
             del self.sessions[session_id]
             self.pinned.discard(session_id)
-            self._pool_changed.notify_all()  # a place under the limit for the pool
+            self.pool.notify()  # a place under the limit for the pool
         session.close()
         link = self.root / session_id
         if link.is_symlink():  # a session claimed from the pool: its directory has the pool's name
@@ -927,30 +853,13 @@ class SessionManager(SessionRegistry):
         """End the processes of every desktop still starting: its start holds the stack's lock
         until it is up, and a shutdown should not wait for that."""
         stacks = [s.stack for s in list(self.sessions.values()) if s.status == "starting"]
-        warming = self._warming
+        warming = self.pool.starting
         for stack in stacks + ([warming] if warming is not None else []):
-            for pid in tagged_pids(stack.tag):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+            self._kill(stack)
 
     def close(self) -> None:
         self._stop.set()
-        with self._lock:
-            self._pool_changed.notify_all()
-            pooled, self._warm = self._warm, []
-            warming = self._warming
-        if warming is not None:  # its start would hold the filler for seconds: end it now
-            for pid in tagged_pids(warming.tag):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-        for warm in pooled:
-            self._discard(warm.stack)
-        if self._filler is not None:
-            self._filler.join(timeout=self.stack_config.start_timeout)
+        self.pool.close(self.stack_config.start_timeout)
         for session_id in list(self.sessions):
             try:
                 self.delete(session_id)
@@ -960,7 +869,7 @@ class SessionManager(SessionRegistry):
     def _supervise(self) -> None:
         while not self._stop.wait(self._supervise_every_s):
             try:
-                self._check_pool()
+                self.pool.check()
             except Exception:
                 log.exception("supervising the warm pool")
             for session in list(self.sessions.values()):

@@ -116,7 +116,7 @@ def pool(tmp_path_factory):
 
 
 def warm_stacks(manager) -> list:
-    return [w.stack for w in manager._warm]
+    return [p.item for p in manager.pool.ready]
 
 
 def metric(glassdesk, name: str) -> float:
@@ -180,7 +180,7 @@ def test_the_pool_counts_toward_the_limit_and_outlives_idle_expiry(pool):
     manager, glassdesk = pool
     # Two sessions of two: no place for a pooled desktop, and none is started.
     time.sleep(1.5)
-    assert manager.warm_ready == 0 and manager._warming is None
+    assert manager.warm_ready == 0 and manager.pool.starting is None
     assert metric(glassdesk, "glassdesk_sessions_warm") == 0
     with pytest.raises(SessionLimit):
         manager.create("pool-c")
@@ -214,4 +214,4 @@ def test_a_pooled_desktop_that_dies_is_replaced_and_a_shutdown_stops_the_pool(po
     replacement = warm_stacks(manager)[0]
     manager.close()
     assert not tagged_pids(replacement.tag) and not replacement.workdir.exists()
-    assert manager.warm_ready == 0 and not manager._filler.is_alive()
+    assert manager.warm_ready == 0 and not manager.pool._filler.is_alive()

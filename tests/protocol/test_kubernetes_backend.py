@@ -46,6 +46,7 @@ class SessionServer:
 
     def __init__(self, token: str = TOKEN):
         self.hits: list[tuple[str, str | None]] = []
+        self.puts: list[tuple[str, dict, str | None]] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -62,6 +63,16 @@ class SessionServer:
                     code, body = 401, {"error": {"code": "unauthorized", "message": "token"}}
                 payload = json.dumps(body).encode()
                 self.send_response(code)
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_PUT(self):  # the network policy a claim of a warm pod sets in its proxy
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+                server.puts.append((self.path, body, self.headers.get("authorization")))
+                payload = json.dumps({"session_id": "default", **body}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
@@ -315,6 +326,52 @@ def test_under_backend_sessions_a_dead_pod_is_reported_and_replaced(api, backend
         assert api.names("pods") == api.names("secrets") == api.names("networkpolicies") == []
     finally:
         manager.close()
+
+
+def test_a_warm_pods_claim_patches_its_network_policy_and_a_refused_patch_starts_cold(api, backend, session_server):
+    """A pooled pod's NetworkPolicy was rendered from an empty policy; a claim with allow/deny
+    patches its egress (the CNI applies it to the running pod) and sets the in-pod proxy, before
+    the session is handed out. Where the patch is refused, that create starts cold, and says so."""
+    from desktop.network.policy import NetworkPolicy
+    from desktop.remote.backends.base import LABEL_SESSION
+    from desktop.remote.backends.kubernetes import egress_rules
+    from desktop.remote.backends.manager import WARM_ID_PREFIX
+
+    manager = BackendSessions(backend, max_sessions=3, supervise_every_s=3600)
+    try:
+        manager.keep_warm(1)
+        until(lambda: manager.warm_ready == 1)
+        pooled = manager.pool.ready[0].item
+        assert pooled.handle.startswith("glassdesk-warm-"), "a DNS name: the id's '.' is not in it"
+        pod = api.get("pods", pooled.handle)
+        assert pod["metadata"]["labels"][LABEL_SESSION] == pooled.spec.session_id
+        assert pooled.spec.session_id.startswith(WARM_ID_PREFIX)
+        fence = api.get("networkpolicies", pooled.handle)
+        assert fence["spec"]["egress"] == egress_rules((), (), backend.settings.egress_ports)
+
+        allow = ("93.184.216.34:443",)  # an IP literal: the fence can say exactly this
+        session = manager.create("k1", network=NetworkPolicy.parse(allow=allow))
+        assert session.handle == pooled.handle and session.events == []
+        patched = api.get("networkpolicies", pooled.handle)
+        assert patched["spec"]["egress"] == egress_rules(allow, (), backend.settings.egress_ports) \
+            == [{"to": [{"ipBlock": {"cidr": "93.184.216.34/32"}}], "ports": [{"protocol": "TCP", "port": 443}]}]
+        assert patched["spec"]["podSelector"] == fence["spec"]["podSelector"], "it still selects its pod"
+        assert [c.method for c in api.calls if c.path.endswith(f"/networkpolicies/{pooled.handle}")] == ["PATCH"]
+        assert session_server.puts == [("/api/v1/sessions/default/network-policy",
+                                        {"allow": list(allow), "deny": []}, f"Bearer {pooled.spec.token}")]
+
+        until(lambda: manager.warm_ready == 1)
+        second = manager.pool.ready[0].item.handle
+        api.refuse[("PATCH", "networkpolicies")] = (403, "Forbidden", "cannot patch networkpolicies")
+        cold = manager.create("k2", network=NetworkPolicy.parse(deny=["10.9.9.9"]))
+        assert cold.handle.startswith("glassdesk-k2-") and second not in api.names("pods")
+        [event] = cold.events
+        assert "could not take the network policy" in event and "cannot patch networkpolicies" in event
+        assert api.get("networkpolicies", cold.handle)["spec"]["egress"] == \
+            egress_rules((), ("10.9.9.9",), backend.settings.egress_ports)
+    finally:
+        manager.close()
+    assert api.names("pods") == api.names("secrets") == api.names("networkpolicies") == []
 
 
 def test_glassdesk_up_backend_kubernetes_without_a_cluster_says_so(tmp_path):

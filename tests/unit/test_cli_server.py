@@ -51,7 +51,8 @@ def test_act_asks_the_server_it_was_told(flags, environ, named):
                                               "holds the default session: at most 2"]),
     (["--warm", "-2", "--max-sessions", "0"], ["--warm -2: the number of sessions kept started ahead is 0 or more",
                                                "--max-sessions 0: at least 1 (the default session)"]),
-    (["--warm", "1", "--backend", "docker"], ["--warm: the docker backend keeps no warm pool"]),
+    (["--warm", "2", "--max-sessions", "2", "--backend", "docker"], ["--warm 2: warm sessions count toward "
+                                                                     "--max-sessions (2)"]),
     (["--warm", "1", "--single-session"], ["--warm: a session server (--single-session) has its one session"]),
 ])
 def test_up_refuses_a_bad_warm_pool_before_starting_anything(flags, problems, capsys, monkeypatch):
@@ -65,6 +66,17 @@ def test_up_refuses_a_bad_warm_pool_before_starting_anything(flags, problems, ca
     said = " ".join(capsys.readouterr().err.split())
     for problem in problems:
         assert problem in said
+
+
+@pytest.mark.parametrize("backend", ["process", "docker", "kubernetes"])
+def test_every_backend_keeps_a_warm_pool(backend, monkeypatch):
+    """--warm is no longer refused off the local backend: the remote control plane is started."""
+    from vision import cli
+
+    started = []
+    monkeypatch.setattr(cli, "_up_remote", lambda args, settings: started.append(settings.warm) or 0)
+    assert cli.main(["up", "--backend", backend, "--warm", "2", "--max-sessions", "3"]) == 0
+    assert started == [2]
 
 
 def test_warm_pool_size_by_flag_or_environment(monkeypatch):

@@ -89,20 +89,20 @@ def test_the_pool_fills_one_at_a_time_within_the_limit_and_a_claim_takes_its_des
     manager.create("a")
     GatedStack.gate.clear()
     manager.keep_warm(2)
-    wait_for(lambda: manager._warming is not None)
-    first = manager._warming
+    wait_for(lambda: manager.pool.starting is not None)
+    first = manager.pool.starting
     time.sleep(0.2)
     assert GatedStack.starting == 1, "one start at a time"
     GatedStack.gate.set()
     wait_for(lambda: manager.warm_ready == 2)
     assert GatedStack.most_at_once == 1
-    assert manager._warming is None and [s.id for s in manager.list()] == ["a"], "1 + 2 of 3: full, not listed"
+    assert manager.pool.starting is None and [s.id for s in manager.list()] == ["a"], "1 + 2 of 3: full, not listed"
 
     b = manager.create("b", network=NetworkPolicy.parse(deny=["x.test"]))
     assert b.stack is first and b.status == "ready" and [str(p) for p in b.stack.network.deny] == ["x.test"]
     assert (manager.root / "b").is_symlink() and (manager.root / "b").resolve() == first.workdir.resolve()
     time.sleep(0.2)
-    assert manager.warm_ready == 1 and manager._warming is None, "a + b + one pooled: no place for another"
+    assert manager.warm_ready == 1 and manager.pool.starting is None, "a + b + one pooled: no place for another"
     manager.create("c")  # claims the last pooled one
     with pytest.raises(SessionLimit):
         manager.create("d")
@@ -116,8 +116,8 @@ def test_a_create_waits_for_the_pooled_desktop_that_holds_the_last_place(manager
     manager.create("a")
     GatedStack.gate.clear()
     manager.keep_warm(1)
-    wait_for(lambda: manager._warming is not None)
-    starting = manager._warming
+    wait_for(lambda: manager.pool.starting is not None)
+    starting = manager.pool.starting
     got: list = []
     creator = threading.Thread(target=lambda: got.append(manager.create("b")))
     creator.start()
@@ -131,11 +131,11 @@ def test_a_create_waits_for_the_pooled_desktop_that_holds_the_last_place(manager
 def test_a_pooled_desktop_that_died_is_replaced_not_handed_out(manager):
     manager.keep_warm(1)
     wait_for(lambda: manager.warm_ready == 1)
-    dead = manager._warm[0].stack
+    dead = manager.pool.ready[0].item
     dead.dead = ["xvfb"]
     manager._check_pool()
-    wait_for(lambda: manager.warm_ready == 1 and manager._warm[0].stack is not dead)
-    manager._warm[0].stack.dead = ["chromium"]  # died since the supervisor's last look
+    wait_for(lambda: manager.warm_ready == 1 and manager.pool.ready[0].item is not dead)
+    manager.pool.ready[0].item.dead = ["chromium"]  # died since the supervisor's last look
     fresh = manager.create("a")
     assert fresh.stack.dead_parts() == [], "a claim never gets a dead desktop: it starts one"
 

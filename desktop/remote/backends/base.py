@@ -67,6 +67,12 @@ class SessionBackend(Protocol):
 
     def state(self, handle: str) -> BackendState: ...
 
+    def apply_network_policy(self, handle: str, spec: SessionSpec) -> None:
+        """Make what the backend itself enforces of a session's network policy (beyond the session
+        server's own proxy, which the control plane sets over HTTP) follow ``spec``'s allow/deny,
+        on a server already running: a warm pool's server claimed by a session with a policy. Nothing
+        where the backend enforces none. Raises desktop.errors.SessionUnavailable when it cannot."""
+
     def stop(self, handle: str) -> None:
         """Idempotent; leaves nothing behind (no container, volume, process or file)."""
 

@@ -76,7 +76,8 @@ class DockerBackend:
             self._made_network = True
 
     def start(self, spec: SessionSpec) -> str:
-        name = f"glassdesk-{spec.session_id}-{secrets.token_hex(3)}"
+        # Also its hostname, which Docker would cut at a '.' (a pooled server's id has one).
+        name = f"glassdesk-{spec.session_id.replace('.', '-')}-{secrets.token_hex(3)}"
         host = self.network == "host"
         port = free_port() if host else SERVER_PORT
         # On a bridge it listens on its namespace's address and answers to its own name (--public-host).
@@ -137,6 +138,9 @@ class DockerBackend:
             return BackendState.gone
         return {"running": BackendState.running, "created": BackendState.starting,
                 "restarting": BackendState.starting}.get(status, BackendState.dead)
+
+    def apply_network_policy(self, handle: str, spec: SessionSpec) -> None:
+        """The bridge network has no per-container egress rules: the server's proxy is the policy."""
 
     def stop(self, handle: str) -> None:
         self.endpoints.pop(handle, None)

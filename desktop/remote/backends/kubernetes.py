@@ -527,7 +527,8 @@ class KubernetesBackend:
         if not LABEL_VALUE.match(spec.session_id):
             raise InvalidRequest(f"session id {spec.session_id!r}: on the kubernetes backend an id is a label value, "
                                  "so it must end with a letter or digit")
-        handle = f"glassdesk-{spec.session_id.replace('_', '-')}-{secrets.token_hex(3)}"
+        # An object's name is a DNS name: no '_', and no '.' (a pooled server's id has one) in a pod's hostname.
+        handle = f"glassdesk-{re.sub(r'[_.]', '-', spec.session_id)}-{secrets.token_hex(3)}"
         try:
             secret, network_policy, pod = render(handle, spec, self.settings, self._clock())
         except PatternError as exc:  # the manager parsed the lists already; kept as a typed error all the same
@@ -636,6 +637,21 @@ class KubernetesBackend:
             self.core.patch_namespaced_pod(handle, self.namespace, {"metadata": {"annotations": {EXPIRES_AT: expires}}})
         except self._api_exception as exc:
             log.warning("could not renew the lease of %s: %s", handle, self._status_message(exc))
+
+    def apply_network_policy(self, handle: str, spec: SessionSpec) -> None:
+        """The session's NetworkPolicy's egress, rendered from ``spec`` at start, re-rendered from
+        ``spec`` and patched in place (a warm pool's pod claimed with a policy of its own). The CNI
+        enforces a changed NetworkPolicy on the pods it selects as they run, so the pod need not
+        restart; its podSelector (the pod's labels) stays as it is. The in-pod proxy is set too,
+        by the control plane."""
+        patch = {"spec": {"egress": egress_rules(spec.allow, spec.deny, self.settings.egress_ports)}}
+        try:
+            self.net.patch_namespaced_network_policy(handle, self.namespace, patch)
+        except PatternError as exc:
+            raise InvalidRequest(f"network policy: {exc}") from None
+        except self._api_exception as exc:
+            raise SessionUnavailable(f"Kubernetes refused the new egress of {handle}'s NetworkPolicy: "
+                                     f"{self._status_message(exc)}") from None
 
     def stop(self, handle: str) -> None:
         with self._lock:

@@ -6,6 +6,28 @@ listeners, which the event bus carries), then replaced under the same id: a new 
 same spec, the run that was driving it told ``session_unavailable`` by its next round trip and
 retried once on the new desktop, as after a local heal. If the replacement cannot start, the
 session stays listed as ``failed`` until it is deleted: never silently lost.
+
+The warm pool (``keep_warm(n)``, `glassdesk up --warm N`; desktop.session.pool.WarmPool, the same
+pool the local registry keeps) holds ``n`` session servers started ahead, nobody's. A server knows
+nothing of the control plane's name for its session: it serves its one session under a fixed name
+(desktop.remote.desktop.REMOTE_SESSION) and answers whoever holds its token. So a pooled server
+starts from a SessionSpec of its own, ``warm.<hex>`` (outside the id grammar: no session can take
+it; a valid Kubernetes label value, which ``_warm-`` is not), and a create that claims it becomes a
+``RemoteDesktop`` under the public id on that server's handle and endpoint. What a cold start sets
+at start is set at claim, before the session is handed out: the network policy (PUT
+/network-policy to the server's own proxy, and, where the backend enforces egress itself, the
+backend's fence: ``apply_network_policy``, the Kubernetes NetworkPolicy patched), then the
+service's dialog policy, as for a cold start. The spec is recorded under the public id, so a
+server that dies later is replaced by a fresh one started under that id.
+
+What keeps the pool's name: the container's, pod's or process's name (its ``handle``) and its
+LABEL_SESSION label, which Docker cannot change on a running container. The orphan clean-up goes
+by the owner label, not the session's, so it holds; ``handle`` (shown as the session's
+``display``, e.g. ``docker:glassdesk-warm-3f2a...``) is what names a session's server, and only a
+replacement or a cold start bears the session's own id. A claim that cannot apply the policy
+stops the pooled server and starts the session cold (said in its events). A claimed session is
+otherwise a fresh one: its server served nothing before, and a deleted session's server is
+stopped, never put back.
 """
 
 from __future__ import annotations
@@ -13,16 +35,32 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+from dataclasses import dataclass, replace
 
 from desktop.errors import GlassdeskError, SessionNotFound, SessionUnavailable
 from desktop.network.policy import NetworkPolicy
-from desktop.remote.backends.base import BackendState, SessionBackend, SessionSpec
+from desktop.remote.backends.base import BackendState, Endpoint, SessionBackend, SessionSpec
 from desktop.remote.desktop import RemoteClient, RemoteDesktop
 from desktop.session.manager import SessionRegistry, utcnow
+from desktop.session.pool import WarmPool
 
 log = logging.getLogger("glassdesk.backends")
 
 READY_TIMEOUT_S = 120.0
+# A pooled server's session id: outside the id grammar (a dot), a valid label value.
+WARM_ID_PREFIX = "warm."
+
+
+@dataclass
+class PooledServer:
+    """A session server started ahead: its spec (its own id and token), handle, endpoint, and the
+    client the claiming session will use (made here: an HTTP client's TLS set-up costs ~100 ms,
+    which a claim should not pay)."""
+
+    spec: SessionSpec
+    handle: str = ""
+    endpoint: Endpoint | None = None
+    client: RemoteClient | None = None
 
 
 class BackendSessions(SessionRegistry):
@@ -42,6 +80,10 @@ class BackendSessions(SessionRegistry):
         self.protected_ports: set[int] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self.pool: WarmPool[PooledServer] = WarmPool(
+            self._lock, make=self._make_warm, start=self._start_warm, discard=self._discard_warm,
+            dead=self._dead_warm, abort=self._discard_warm, in_use=lambda: len(self.sessions),
+            limit=lambda: self.max_sessions, what=f"{backend.name} session server")
         # What a control plane of this backend and instance left running when it died is ours to end.
         self.orphans_removed = self._remove_orphans()
         self._supervisor = threading.Thread(target=self._supervise, args=(supervise_every_s,),
@@ -56,24 +98,60 @@ class BackendSessions(SessionRegistry):
         return handles
 
 
+    # ------------------------------------------------------------------ the warm pool
+
+    def _make_warm(self) -> PooledServer:
+        return PooledServer(SessionSpec(f"{WARM_ID_PREFIX}{secrets.token_hex(6)}", secrets.token_urlsafe(32),
+                                        self.memory_mb, self.cpus))
+
+    def _start_warm(self, pooled: PooledServer) -> None:
+        """Start and wait for a pooled server (the handle noted at once, so a shutdown can end it);
+        on failure the pool discards it."""
+        pooled.handle = self.backend.start(pooled.spec)
+        pooled.endpoint = self.backend.wait_ready(pooled.handle, self.ready_timeout_s)
+        pooled.client = RemoteClient(pooled.endpoint, pooled.spec.session_id)
+
+    def _discard_warm(self, pooled: PooledServer) -> None:
+        if pooled.client is not None:
+            pooled.client.close()
+        if pooled.handle:
+            self.backend.stop(pooled.handle)
+
+    def _dead_warm(self, pooled: PooledServer) -> list[str]:
+        try:
+            state = self.backend.state(pooled.handle)
+        except Exception as exc:  # the backend cannot say (its API away): no verdict, not a death
+            log.debug("warm pool: the state of %s is unknown: %s", pooled.handle, exc)
+            return []
+        return [f"{pooled.handle} is {state.value}"] if state in (BackendState.dead, BackendState.gone) else []
+
+    # ------------------------------------------------------------------ sessions
+
     def create(self, session_id: str | None = None, *, pinned: bool = False,
                network: NetworkPolicy | None = None) -> RemoteDesktop:
         lists = (network or NetworkPolicy()).lists()
+        allow, deny = tuple(lists["allow"]), tuple(lists["deny"])
         with self._lock:
-            session_id = self._claim(session_id)
-            spec = SessionSpec(session_id, secrets.token_urlsafe(32), self.memory_mb, self.cpus,
-                               tuple(lists["allow"]), tuple(lists["deny"]))
+            session_id, pooled = self._claim_warm(session_id, self.ready_timeout_s)
+            if pooled is not None:  # its server's token and size; the session's id and policy
+                spec = replace(pooled.spec, session_id=session_id, allow=allow, deny=deny)
+            else:
+                spec = SessionSpec(session_id, secrets.token_urlsafe(32), self.memory_mb, self.cpus, allow, deny)
             session = self.sessions[session_id] = RemoteDesktop(session_id, handle="", backend=self.backend.name)
             self.specs[session_id] = spec
             if pinned:
                 self.pinned.add(session_id)
         try:
-            self._bring_up(session, spec)
+            if pooled is not None:
+                self._take_over(session, pooled, spec)
+            else:
+                self._bring_up(session, spec)
         except BaseException:
             with self._lock:
                 self.sessions.pop(session_id, None)
                 self.specs.pop(session_id, None)
                 self.pinned.discard(session_id)
+                self.pool.notify()  # its place under the limit is free again
             session.close()
             raise
         with session.lifecycle:
@@ -82,9 +160,37 @@ class BackendSessions(SessionRegistry):
                 raise SessionUnavailable(f"session {session_id} was deleted while it started")
             session.touch()
             session.status = "ready"
-        log.info("session %s ready on the %s backend (%s)", session_id, self.backend.name, session.handle)
+        log.info("session %s ready on the %s backend (%s%s)", session_id, self.backend.name, session.handle,
+                 ", claimed from the warm pool" if pooled is not None and not session.events else "")
         self._notify("created", session_id)
         return session
+
+    def _take_over(self, session: RemoteDesktop, pooled: PooledServer, spec: SessionSpec) -> None:
+        """Make a pooled server ``session``'s: connected under its id, its network policy applied
+        (the backend's fence first, then the server's proxy) before anyone can act. A policy that
+        cannot be applied stops the pooled server and starts the session cold."""
+        session.handle = pooled.handle
+        client = pooled.client
+        client.session_id = spec.session_id  # its name in messages: the session's from now on
+        try:
+            if spec.allow or spec.deny:
+                self.backend.apply_network_policy(pooled.handle, spec)
+                client.request("PUT", "/network-policy", json={"allow": list(spec.allow), "deny": list(spec.deny)})
+        except (GlassdeskError, OSError) as exc:
+            client.close()
+            self.backend.stop(pooled.handle)
+            session.handle = ""
+            message = exc.message if isinstance(exc, GlassdeskError) else str(exc)
+            session.events.append(f"{utcnow():%H:%M:%S} the pooled {self.backend.name} server {pooled.handle} could "
+                                  f"not take the network policy ({message}); started one cold")
+            log.warning("session %s: %s", session.id, session.events[-1])
+            self._bring_up(session, spec)
+            return
+        except BaseException:
+            client.close()
+            self.backend.stop(pooled.handle)
+            raise
+        session.client = client
 
     def _bring_up(self, session: RemoteDesktop, spec: SessionSpec) -> None:
         """Start a server for ``spec`` and connect ``session`` to it; on failure nothing of it runs."""
@@ -108,6 +214,7 @@ class BackendSessions(SessionRegistry):
             del self.sessions[session_id]
             self.specs.pop(session_id, None)
             self.pinned.discard(session_id)
+            self.pool.notify()  # a place under the limit for the pool
         with session.lifecycle:  # a replacement under way finishes first, then is stopped with it
             session.close()
             if session.handle:
@@ -120,6 +227,7 @@ class BackendSessions(SessionRegistry):
 
     def close(self) -> None:
         self._stop.set()
+        self.pool.close(self.ready_timeout_s)
         for session_id in list(self.sessions):
             try:
                 self.delete(session_id)
@@ -131,6 +239,10 @@ class BackendSessions(SessionRegistry):
 
     def _supervise(self, every_s: float) -> None:
         while not self._stop.wait(every_s):
+            try:
+                self.pool.check()
+            except Exception:
+                log.exception("supervising the warm pool")
             for session in list(self.sessions.values()):
                 try:
                     self.check(session)

@@ -101,6 +101,9 @@ class ProcessBackend:
         server = self.servers.get(handle)
         return server.process.pid if server else None
 
+    def apply_network_policy(self, handle: str, spec: SessionSpec) -> None:
+        """A local process has no fence of the backend's: its server's proxy is the policy."""
+
     def stop(self, handle: str) -> None:
         server = self.servers.pop(handle, None)
         if server is None:
