@@ -1,17 +1,19 @@
 """The whole catalogue: the desktop layer's operations (desktop.ops) and the vision layer's (the QA
-verbs, vision.qa.ops). The doors are generated from this one tuple."""
+verbs, vision.qa.ops; calibration, vision.calibration.ops). The doors are generated from this one tuple."""
 
 from __future__ import annotations
 
 from desktop.ops import catalogue as desktop_catalogue
 from desktop.ops.declare import Operation
+from vision.calibration.ops import OPERATIONS as CALIBRATION
 from vision.qa.ops import OPERATIONS as QA
 
 
 def catalogue() -> tuple[Operation, ...]:
-    return (*desktop_catalogue(), *QA)
+    return (*desktop_catalogue(), *QA, *CALIBRATION)
 
 
 def services(glassdesk) -> dict:
     """The service each operation's ``service`` names, of one application."""
-    return {"desktop": glassdesk.desktops, "pages": glassdesk.desktops.pages, "qa": glassdesk.qa}
+    return {"desktop": glassdesk.desktops, "pages": glassdesk.desktops.pages, "qa": glassdesk.qa,
+            "calibration": glassdesk.calibration}

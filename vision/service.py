@@ -18,6 +18,7 @@ from typing import Any
 from desktop.models import LiveView
 from desktop.service.desktop import DEFAULT_SESSION, DesktopService
 from desktop.session.manager import SessionManager
+from vision.calibration.service import CalibrationService
 from vision.computer import ComputerService
 from vision.config import VisionConfig
 from vision.errors import TraceCorruptError, TraceNotFoundError
@@ -53,6 +54,8 @@ class Glassdesk:
         self.interrupted += self.qa.close_interrupted()
         # The vendor-native executors (/computer/anthropic, /computer/openai) over the same desktops.
         self.computer = ComputerService(desktops)
+        # Calibration: a model's click precision on this display, measured with vision runs.
+        self.calibration = CalibrationService(self)
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()
         desktops.on_change(self._on_session)

@@ -14,14 +14,16 @@ from desktop.http.routes import PREFIX, operations_router
 from desktop.ops import of_service
 from desktop.service.desktop import DesktopService
 from desktop.service.page import PageService
+from vision.calibration.service import CalibrationService
 from vision.client import PageClient, QaClient, SessionClient
 from vision.ops import catalogue
 from vision.qa.service import QaService
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = {"pages": ROOT / "docs" / "page.md", "desktop": ROOT / "docs" / "desktop-api.md", "qa": ROOT / "docs" / "qa.md"}
-SERVICES = {"pages": PageService, "desktop": DesktopService, "qa": QaService}
-CLIENTS = {"pages": PageClient, "desktop": SessionClient, "qa": QaClient}
+DOCS = {"pages": ROOT / "docs" / "page.md", "desktop": ROOT / "docs" / "desktop-api.md", "qa": ROOT / "docs" / "qa.md",
+        "calibration": ROOT / "docs" / "calibration.md"}
+SERVICES = {"pages": PageService, "desktop": DesktopService, "qa": QaService, "calibration": CalibrationService}
+CLIENTS = {"pages": PageClient, "desktop": SessionClient, "qa": QaClient, "calibration": SessionClient}
 
 
 def routes():
@@ -53,7 +55,7 @@ def test_the_generated_router_serves_each_route_once_over_its_service():
         def summary(self, _session):
             return None
 
-    router = operations_router(catalogue(), {"pages": Service(), "desktop": Service(), "qa": Service()})
+    router = operations_router(catalogue(), {name: Service() for name in SERVICES})
     served = [(method, route.path.removeprefix(PREFIX)) for route in router.routes if isinstance(route, APIRoute)
               for method in route.methods]
     assert sorted(served) == sorted(routes())

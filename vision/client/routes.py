@@ -390,7 +390,8 @@ def _operation_method(op: Operation) -> Callable:
     return method
 
 
-_OWNERS = {"desktop": SessionClient, "pages": PageClient, "qa": QaClient}  # ``desk``, ``desk.page``, ``desk.qa``
+# ``desk``, ``desk.page``, ``desk.qa``; calibration is the session's (``desk.calibrate``)
+_OWNERS = {"desktop": SessionClient, "pages": PageClient, "qa": QaClient, "calibration": SessionClient}
 for _op in catalogue():
     if _op.rest is not None:
         setattr(_OWNERS[_op.service], _op.rest.client or _op.method, _operation_method(_op))
