@@ -29,6 +29,14 @@ def test_an_exact_scripted_model_measures_zero_everywhere_corners_included(servi
     assert all(t.run_status == "done" and t.turns == 1 for t in result.targets)
     assert result.targets[0].answer[0][0].input == {"action": "click", "x": 30, "y": 30, "button": "left"} or \
         result.targets[0].answer[0][0].input["x"] == 30
+    # What the model saw first: the targets full screen, Chromium's "To exit full screen" bubble
+    # (top middle, where no target of twelve is) already gone.
+    from PIL import Image
+
+    first = Image.open(services.step_image(result.targets[0].trace_id, 1, "before")).convert("RGB")
+    assert first.size == (1920, 1080)
+    assert first.crop((700, 30, 1220, 110)).getextrema() == ((255, 255),) * 3
+    assert first.getpixel((30, 30)) != (255, 255, 255)  # the first target's centre mark
     # The page is gone and the window is back as it was: the browser's own tab in front, not full screen.
     state = services.desktops.pages.state("itest")
     assert state.title != "glassdesk calibration"
