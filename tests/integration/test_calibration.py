@@ -189,3 +189,26 @@ def test_a_model_that_does_not_click_misses_and_the_page_still_closes(services, 
     assert second.status == "clicked" and second.error_px == 0
     assert result.clicked == 1 and result.missed == 1 and result.worst_error_px == 0
     assert all(tab.title != "glassdesk calibration" for tab in services.desktops.pages.tabs("itest"))
+
+
+def test_the_mcp_tool_calibrates_and_says_it_in_a_few_lines(services, desk):
+    import anyio
+    from mcp import Client
+    from mcp.types import TextContent
+
+    from vision.mcp import build_server
+
+    points = layout(2)
+
+    async def main():
+        async with Client(build_server(services)) as client:
+            return await client.call_tool("vision_calibrate", {"model": "scripted", "targets": 2,
+                                                               "script": script(points, 1, 1), "session": "itest"})
+
+    result = anyio.run(main)
+    assert not result.is_error, result.content
+    text = "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+    assert text.startswith("scripted: 2 of 2 targets clicked; mean error 1.41 px, worst 1.41 px"), text
+    assert f"1: target ({points[0][0]}, {points[0][1]}) landed ({points[0][0] + 1}, {points[0][1] + 1})" in text
+    assert result.structured_content["session"] == "itest"
+    assert [t["dx"] for t in result.structured_content["targets"]] == [1, 1]
