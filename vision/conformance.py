@@ -17,14 +17,18 @@ display (Anthropic's browser toolset: the browser's viewport) is measured on the
     python -m vision.conformance > docs/conformance.md
 
 ``tests/unit/test_conformance.py`` fails when docs/conformance.md differs from what this renders.
+Its "on the real desktop" column is read from docs/conformance-desktop.md (``desktop_worst``), which
+vision.conformance_desktop writes by running the same pointer actions on the real X display.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from desktop.actions import (
@@ -545,8 +549,23 @@ def _cell(cell: Cell) -> str:
     return f"{cell.error_px} px" if cell.error_px is not None else "yes"
 
 
+DESKTOP_DOC = Path(__file__).resolve().parents[1] / "docs" / "conformance-desktop.md"
+
+
+def desktop_worst(text: str | None = None) -> dict[str, str]:
+    """contract name -> its worst error measured on the real desktop, from the contracts table of
+    docs/conformance-desktop.md (vision.conformance_desktop writes it; measuring needs X, reading
+    it does not)."""
+    if text is None:
+        text = DESKTOP_DOC.read_text() if DESKTOP_DOC.exists() else ""
+    table = text.split("## Contracts", 1)[1].split("\n## ", 1)[0] if "## Contracts" in text else ""
+    return {m[1]: m[2] for m in re.finditer(r"^\| (.+?) \| ([^|]+?) \|$", table, re.M)
+            if m[1] not in ("contract", "---")}
+
+
 def render() -> str:
     measured = matrix()
+    on_desktop = desktop_worst()
     all_contracts = contracts()
     lines = [
         "# Conformance matrix",
@@ -573,15 +592,19 @@ def render() -> str:
         "",
         "## Contracts",
         "",
-        "| contract | coordinates at 1920x1080 | actions | worst error |",
-        "| --- | --- | --- | --- |",
+        "The last column is the same pointer actions run to the end on the real desktop (the executor on",
+        "the X display, where the page saw the input): [conformance-desktop.md](conformance-desktop.md).",
+        "",
+        "| contract | coordinates at 1920x1080 | actions | worst error | on the real desktop |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for contract in all_contracts:
         cells = measured[contract.name]
         supported = [c for c in cells.values() if c.supported]
         errors = [c.error_px for c in supported if c.error_px is not None]
         worst = f"{max(errors)} px" if errors else "—"
-        lines.append(f"| {contract.name} | {contract.space_note} | {len(supported)} | {worst} |")
+        desktop = on_desktop.get(contract.name, "not measured yet")
+        lines.append(f"| {contract.name} | {contract.space_note} | {len(supported)} | {worst} | {desktop} |")
     for family, title in (("vendor", "Vendor computer tools"), ("chat", "Chat dialects (`chat/<model>`)")):
         group = [c for c in all_contracts if c.family == family]
         lines += ["", f"## {title}", "",

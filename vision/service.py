@@ -20,6 +20,7 @@ from desktop.service.desktop import DEFAULT_SESSION, DesktopService
 from desktop.session.manager import SessionManager
 from desktop.session.operator_input import Gestures, RfbInputTap
 from vision.browser_toolset import BrowserToolsetService
+from vision.calibration.service import CalibrationService
 from vision.computer import ComputerService
 from vision.config import VisionConfig
 from vision.errors import TraceCorruptError, TraceNotFoundError
@@ -60,6 +61,8 @@ class Glassdesk:
         # The vendor-native executors (/computer/anthropic, /openai, /gemini) over the same desktops.
         self.computer = ComputerService(desktops)
         self.browser_toolset = BrowserToolsetService(desktops)  # /computer/anthropic-browser
+        # Calibration: a model's click precision on this display, measured with vision runs.
+        self.calibration = CalibrationService(self)
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()
         # A person's input during a take-over, by session, read off the live view's RFB stream: made

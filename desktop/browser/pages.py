@@ -14,6 +14,7 @@ in a module of its own job:
 - state.py: clearing cookies, storage, cache and permissions for every origin, one blank tab left
 - content.py: reading the page (text, snapshot, links, HTML, probe, boxes, evaluate, screenshot)
 - locate.py: targets and where an element is on the display
+- targets.py: the calibration page (numbered targets, full screen) and what the pointer did on it
 - errors.py: the page layer's failures
 """
 
@@ -32,6 +33,7 @@ from desktop.browser.record import PageRecord, Recorder
 from desktop.browser.settle import InputMark, KeyCount, SettledBy, after_input, count_keys, keys_arrived
 from desktop.browser.state import clear_state, warm_up
 from desktop.browser.tabs import Tabs
+from desktop.browser.targets import Targets
 from desktop.models import (
     ClearedState,
     ContentFormat,
@@ -59,6 +61,7 @@ class Pages:
         self._tabs = Tabs(context, self._dialogs, window_title)
         self._navigation = Navigation(self._tabs, self._dialogs, record)
         self._content = Content(self._tabs, self._dialogs)
+        self._targets = Targets(context, self._tabs)
         self._recorder.attach(True)
         # Playwright dismisses dialogs nobody listens for. On a visible desktop a dialog is part of
         # what the model and the operator see and answer, so: listen, record, and leave it open or
@@ -187,6 +190,15 @@ class Pages:
 
     async def close_tab(self, tab_id: str) -> None:
         await self._tabs.close(tab_id)
+
+    async def show_targets(self, points: list[tuple[int, int]], labels: list[str] | None) -> dict:
+        return await self._targets.show(points, labels)
+
+    async def target_events(self, since: int) -> list[dict]:
+        return await self._targets.events(since)
+
+    async def hide_targets(self) -> None:
+        await self._targets.hide()
 
     async def clear_state(self) -> ClearedState:
         done = await clear_state(self.context, self._tabs, self.record, self._warming)

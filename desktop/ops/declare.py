@@ -10,8 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-# The services the doors are handed (the QA verbs are the vision layer's: vision.qa.ops).
-Service = Literal["desktop", "pages", "qa"]
+# The services the doors are handed (the QA verbs and calibration are the vision layer's:
+# vision.qa.ops, vision.calibration.ops).
+Service = Literal["desktop", "pages", "qa", "calibration"]
 
 # The MCP tool groups a profile is made of (vision.mcp.profiles, `glassdesk mcp --tools`): ``core`` is
 # what an agent needs to drive the visible desktop and is in every profile; ``desktop`` the other

@@ -195,6 +195,10 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("pages", "viewport", None, dict, acts=False),
     Operation("pages", "screenshot", None, bytes, acts=False),
     Operation("pages", "summary", None, PageSummary | None, acts=False),
+    # The calibration page (vision.calibration uses it; no door serves it): forwarded to a remote session's server.
+    Operation("pages", "show_targets", None, dict, acts=True),
+    Operation("pages", "target_events", None, list[dict], acts=False),
+    Operation("pages", "hide_targets", None, None, acts=False),
     # ------------------------------------------------------------------------------ navigating
     Operation(
         "pages", "navigate", NavigateRequest, dict, acts=True, page=True,

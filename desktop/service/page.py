@@ -304,6 +304,25 @@ class PageService:
         with session.exclusive("a page script"):
             return self._call(session, lambda pages: pages.evaluate(expression), 10_000)
 
+    # ---------------------------------------------------------------- the calibration page
+
+    def show_targets(self, session_id: str | None, points: list[tuple[int, int]],
+                     labels: list[str] | None = None) -> dict:
+        """Show numbered targets at these display pixels, full screen in a tab of their own
+        (desktop.browser.targets); ``target_events`` then says where the pointer landed on them."""
+        session = self._agent(session_id)
+        with session.exclusive("the calibration page"):
+            return self._call(session, lambda pages: pages.show_targets([tuple(p) for p in points], labels), 10_000)
+
+    def target_events(self, session_id: str | None, since: int = 0) -> list[dict]:
+        """The pointer's presses, releases, moves and wheels on the calibration page, display pixels."""
+        return self._call(self._reading(session_id), lambda pages: pages.target_events(since))
+
+    def hide_targets(self, session_id: str | None) -> None:
+        """The window's state back and the calibration page's tab closed."""
+        session = self._reading(session_id)
+        self._call(session, lambda pages: pages.hide_targets(), 10_000)
+
     # ---------------------------------------------------------------- acting with real input
 
     def _locate(self, session: Session, target: Target, timeout_ms: int, doing: str) -> Located:

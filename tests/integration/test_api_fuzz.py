@@ -102,7 +102,7 @@ def bounded(case) -> None:
         cap(body, "timeout_ms", 300)  # waits for an element, a load: short
     if path.endswith("/page/fill") and isinstance(body.get("value"), str):
         body["value"] = body["value"][:40]
-    if path.endswith("/vision/act"):
+    if path.endswith(("/vision/act", "/calibrate")):
         body["model"] = "nothing/here"  # no model runs: refused as model_unavailable before it starts
     if path.endswith("/computer/gemini"):
         bounded_gemini(body)

@@ -14,6 +14,7 @@ from desktop.http.routes import PREFIX, operations_router
 from desktop.ops import of_service
 from desktop.service.desktop import DesktopService
 from desktop.service.page import PageService
+from vision.calibration.service import CalibrationService
 from vision.client import PageClient, QaClient, SessionClient
 from vision.ops import catalogue
 from vision.qa.service import QaService
@@ -21,9 +22,11 @@ from vision.recording import SessionRecordings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = {"pages": ROOT / "docs" / "page.md", "desktop": ROOT / "docs" / "desktop-api.md", "qa": ROOT / "docs" / "qa.md",
-        "recordings": ROOT / "docs" / "vision.md"}
-SERVICES = {"pages": PageService, "desktop": DesktopService, "qa": QaService, "recordings": SessionRecordings}
-CLIENTS = {"pages": PageClient, "desktop": SessionClient, "qa": QaClient, "recordings": SessionClient}
+        "recordings": ROOT / "docs" / "vision.md", "calibration": ROOT / "docs" / "calibration.md"}
+SERVICES = {"pages": PageService, "desktop": DesktopService, "qa": QaService, "recordings": SessionRecordings,
+            "calibration": CalibrationService}
+CLIENTS = {"pages": PageClient, "desktop": SessionClient, "qa": QaClient, "recordings": SessionClient,
+           "calibration": SessionClient}
 
 
 def routes():
@@ -55,8 +58,7 @@ def test_the_generated_router_serves_each_route_once_over_its_service():
         def summary(self, _session):
             return None
 
-    router = operations_router(catalogue(), {"pages": Service(), "desktop": Service(), "qa": Service(),
-                                             "recordings": Service()})
+    router = operations_router(catalogue(), {name: Service() for name in SERVICES})
     served = [(method, route.path.removeprefix(PREFIX)) for route in router.routes if isinstance(route, APIRoute)
               for method in route.methods]
     assert sorted(served) == sorted(routes())

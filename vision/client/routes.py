@@ -437,8 +437,10 @@ def _operation_method(op: Operation) -> Callable:
     return method
 
 
-_OWNERS = {"desktop": SessionClient, "pages": PageClient, "qa": QaClient,  # ``desk``, ``desk.page``, ``desk.qa``
-           "recordings": SessionClient}  # ``desk.recording_start()``
+# ``desk``, ``desk.page``, ``desk.qa``; recordings and calibration are the session's
+# (``desk.recording_start()``, ``desk.calibrate``)
+_OWNERS = {"desktop": SessionClient, "pages": PageClient, "qa": QaClient, "recordings": SessionClient,
+           "calibration": SessionClient}
 for _op in catalogue():
     if _op.rest is not None:
         setattr(_OWNERS[_op.service], _op.rest.client or _op.method, _operation_method(_op))
