@@ -119,6 +119,16 @@ class Log:
         return seen
 
 
+def points_for(contract: conformance.Contract, row: conformance.Row) -> list[tuple[int, int]]:
+    """The POINTS a contract can name for a row (pure): all of them, but for a contract that reaches
+    only part of the display (the browser toolset: its viewport) those there, the second point of a
+    drag (the opposite one) included."""
+    def named(x: int, y: int) -> bool:
+        other = (SCREEN_WIDTH - 1 - x, SCREEN_HEIGHT - 1 - y)
+        return contract.reach is None or all(contract.reach(*p) for p in [(x, y), other][:row.arity])
+    return [p for p in POINTS if named(*p)]
+
+
 def measure(contract: conformance.Contract, row: conformance.Row, perform: Callable[[Any], None], log: Log) -> Cell:
     """One cell: the row's action written by the contract at each point, performed, and read back."""
     from desktop.actions import MouseDown, MouseUp
@@ -127,10 +137,8 @@ def measure(contract: conformance.Contract, row: conformance.Row, perform: Calla
     if writer is None:
         return Cell(False)
     worst, inputs = 0, 0
-    for x, y in POINTS:
+    for x, y in points_for(contract, row):
         other = (SCREEN_WIDTH - 1 - x, SCREEN_HEIGHT - 1 - y)
-        if contract.reach is not None and not all(contract.reach(*p) for p in [(x, y), other][:row.arity]):
-            continue  # a point the contract cannot name (the browser toolset: outside the viewport)
         actions = contract.read(writer(contract.space.from_display(x, y), contract.space.from_display(*other)))
         if row.name == "mouse up":  # a release needs a press before it; where the press was is not measured
             perform(MouseDown(x=x, y=y))

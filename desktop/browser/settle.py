@@ -45,7 +45,8 @@ _COUNT_KEYS = """() => {
 MAX_FRAMES = 16           # frames counted in; a page with more is counted in its first ones
 FIRST_KEY_MS = 50         # no key seen this long after the last was sent: they went elsewhere (the address bar);
                           # giving up early costs nothing: the settle then judges as before it counted keys
-KEYS_STALL_MS = 1000      # keys seen, then none for this long: the rest go where the page does not see
+KEYS_STALL_MS = 3000      # keys seen, then none for this long: the rest go where the page does not see
+                          # (1 s was too short: CI saw Chromium pause longer inside a 20,000-character text)
 
 
 @dataclass(frozen=True)

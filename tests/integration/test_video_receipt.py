@@ -205,6 +205,10 @@ def test_a_takeover_puts_the_persons_input_on_the_record_and_on_film(vision_api,
     person = RfbControl(str(vision_api.base_url).rstrip("/"), control.json()["token"])
     try:
         person.click(fx, fy)
+        person.sync()
+        # A person types once they see the field take the click: x11vnc may inject a pointer event
+        # after keys sent right behind it (CI once saw "hi" reach the button focused before).
+        page.wait_for(lambda e: e["type"] == "click" and e["target"] == "field")
         person.key(0x68)
         person.key(0x69)  # "hi"
         person.key(0xFFE3, 0x61)  # ctrl+a
