@@ -450,6 +450,12 @@ class RapidOcrEngine:
             if self._reader is not None:
                 self._reader.forget()
 
+    def read_region(self, image: np.ndarray) -> list[Line]:
+        """OCR of a small image (the region around a pointer action), read whole: not kept among the
+        recent screens, which it would push out."""
+        with self._lock:
+            return self._read_full(image)
+
     def read(self, image: np.ndarray) -> list[Line]:
         with self._lock:
             start = time.perf_counter()
