@@ -29,7 +29,7 @@ from desktop.actions import PLACEHOLDER  # the one spelling of a secret's placeh
 from desktop.codegen import Lang, action_code, lit, locator, pw_key
 from desktop.errors import InvalidRequest
 from desktop.models import LOCATOR_FIELDS, ElementAt, Locating, Target
-from vision.qa.models import FlowStep
+from vision.qa.models import FlowStep, VisualLimits
 from vision.trace.records import Spot, Trace
 
 Format = Literal["yaml", "playwright-ts", "playwright-py"]
@@ -261,6 +261,11 @@ def flow_of_qa_run(records: Sequence[dict]) -> Flow:
                 details[int(result.get("index", 0))] = result.get("detail") or {}
     ops = []
     for index, step in enumerate(request.get("steps") or [], 1):
+        assertion = step.get("assertion")
+        if isinstance(assertion, dict) and assertion.get("type") != "visual_matches":
+            # The run keeps the request whole, every default included: a visual limit beside another
+            # assertion is refused on the way back in, so it is left out (it was only the default).
+            step = {**step, "assertion": {k: v for k, v in assertion.items() if k not in VisualLimits.model_fields}}
         try:  # as the suite would say it: the fields given, not every default
             step = FlowStep.model_validate(step).model_dump(mode="json", by_alias=True, exclude_defaults=True)
         except ValueError:

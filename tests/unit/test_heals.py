@@ -185,3 +185,18 @@ def test_a_healed_suite_has_the_healed_targets_in_place_and_lists_them():
 def test_recorded_refuses_an_image_that_is_not_a_png():
     with pytest.raises(ValueError, match="not a PNG"):
         Recorded(image=base64.b64encode(b"GIF89a....").decode())
+
+
+def test_a_qa_runs_assertion_exports_without_the_visual_defaults_its_record_keeps():
+    """A run keeps its request whole (every default); a count assertion exported with the visual
+    limits' defaults beside it would be refused by the suite that replays it."""
+    from vision.export import export_qa_run
+    from vision.qa.models import VerifyUserFlowRequest
+
+    request = VerifyUserFlowRequest.model_validate({"start_url": "http://127.0.0.1:8000/", "steps": [
+        {"action": "assert", "selector": "li.completed", "assertion": {"type": "count", "count": 1}}]})
+    records = [{"kind": "started", "test_run_id": "r1", "verb": "verify_user_flow",
+                "request": request.model_dump(mode="json", by_alias=True)}]
+    flow = yaml.safe_load(export_qa_run(records, "yaml"))["tests"][0]["verify_user_flow"]
+    assert flow["steps"][0]["assertion"] == {"type": "count", "count": 1}
+    REQUESTS["verify_user_flow"].model_validate(flow)
