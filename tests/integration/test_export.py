@@ -447,3 +447,77 @@ def test_a_canvas_target_is_healed_by_its_text_then_its_image(vision_api, desk, 
     # --strict: the recorded text is no longer at the pixel, and that fails
     assert main(["qa", str(path), "--url", str(vision_api.base_url), "--strict"]) == 1
     assert "no longer at the pixel (strict" in newest_run(services)[1]["failure_reason"]
+
+
+def _ended(pid: int) -> bool:
+    """The process is gone, or a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return any(line.startswith("State:") and "Z" in line.split()[1] for line in status)
+    except FileNotFoundError:
+        return True
+
+
+def test_a_native_windows_button_is_healed_by_its_text_or_image(vision_api, desk, services, tmp_path):
+    """A native window (xmessage) in front: no DOM, so the run records the OCR text and a template at
+    the click; the window shown elsewhere, the replay finds its button again and the click ends it
+    (the recorded pixel alone would have missed it)."""
+    import time
+
+    from vision.qa.screen_find import find_text_on_screen
+
+    shown: list[int] = []
+
+    def show(x: int, y: int) -> tuple[int, tuple[int, int]]:
+        _, pid = services.desktops.launch("itest", "xmessage", ["-geometry", f"+{x}+{y}", "-buttons",
+                                                                 "PROCEED:0", "Replay this dialog"])
+        shown.append(pid)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                found = find_text_on_screen(desk.capture().png, "PROCEED")
+                return pid, (found.x, found.y)
+            except LookupError:
+                assert time.monotonic() < deadline, "the xmessage window never showed"
+                time.sleep(0.3)
+
+    try:
+        native_replay(vision_api, services, tmp_path, show)
+    finally:  # a dialog left open would stand in front of the next test's browser
+        for pid in shown:
+            if not _ended(pid):
+                os.kill(pid, 15)
+
+
+def native_replay(vision_api, services, tmp_path, show) -> None:
+    import time
+
+    pid, button = show(300, 400)
+    r = vision_api.post("/api/v1/sessions/itest/vision/act", json={
+        "instruction": "proceed", "model": "scripted",
+        "script": [{"action": "click", "x": button[0], "y": button[1]}, {"action": "done"}]})
+    assert r.status_code == 200 and r.json()["status"] == "done", r.text
+    deadline = time.monotonic() + 10
+    while not _ended(pid):
+        assert time.monotonic() < deadline, "the recorded click did not end the dialog"
+        time.sleep(0.2)
+    trace_id = r.json()["trace_id"]
+    step = vision_api.get(f"/api/v1/traces/{trace_id}").json()["steps"][0]
+    assert step["elements"] in ([], [None]) and step["spots"][0]["image"]  # no DOM: a spot instead
+    suite = yaml.safe_load(vision_api.get(f"/api/v1/traces/{trace_id}/export").text)
+    flow = suite["tests"][0]["verify_user_flow"]
+    flow.pop("start_url", None)  # the dialog is the target, not a page
+    suite["keep_state"] = True   # no fresh browser: it would come in front of the dialog
+    suite["session"] = "itest"   # the desktop the dialog is shown on
+    flow["steps"] = [s for s in flow["steps"] if s["action"] == "click"]
+    path = tmp_path / "native.yaml"
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    pid, _ = show(900, 600)  # elsewhere
+    assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 0
+    run_id, result = newest_run(services)
+    assert [h["by"] for h in result["heals"]] in (["ocr"], ["image"]), result["heals"]
+    deadline = time.monotonic() + 10
+    while not _ended(pid):
+        assert time.monotonic() < deadline, "the healed click did not end the dialog"
+        time.sleep(0.2)
+    heal_artifacts_drawn(services, run_id, result["heals"][0])
