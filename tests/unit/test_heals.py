@@ -45,8 +45,9 @@ def test_a_spot_holds_the_text_at_the_pixel_and_a_template_centred_on_it():
     rgb = screen()
     seen = []
 
-    def reader(bgr):  # the region read: OCR answers in its own pixels
+    def reader(bgr, keep):  # the region read: OCR answers in its own pixels
         seen.append(bgr.shape)
+        assert (keep.x0, keep.y0, keep.x1, keep.y1) == (80, -4, 201, 69)  # the template's region, and a margin
         return [Line("Save", Box(95, 10, 135, 25)), Line("Cancel", Box(300, 10, 350, 25))]
 
     spot = spot_at(rgb, 140, 115, reader=reader)
@@ -61,10 +62,13 @@ def test_a_spot_holds_the_text_at_the_pixel_and_a_template_centred_on_it():
 def test_a_spot_never_pictures_a_secret_and_a_flat_place_has_no_template():
     rgb = screen()
     shown = [Line("hunter2", Box(95, 10, 135, 25))]
-    spot = spot_at(rgb, 140, 115, secrets=["hunter2"], reader=lambda bgr: shown)
+    spot = spot_at(rgb, 140, 115, secrets=["hunter2"], reader=lambda bgr, keep: shown)
     assert "image" not in spot  # the text (redacted by the trace writer) stays; no picture of the secret
     assert template_at(np.full((300, 400, 3), 7, np.uint8), 200, 200) is None
-    assert spot_at(np.full((300, 400, 3), 7, np.uint8), 200, 200, reader=lambda bgr: []) is None
+    # an icon OCR reads as one character: no text to find it by, its template only
+    icon = spot_at(rgb, 140, 115, reader=lambda bgr, keep: [Line("0", Box(130, 20, 150, 40))])
+    assert "text" not in icon and icon["image"]
+    assert spot_at(np.full((300, 400, 3), 7, np.uint8), 200, 200, reader=lambda bgr, keep: []) is None
 
 
 # ------------------------------------------------------------------------------------ export

@@ -3,8 +3,8 @@ in front, a ``<canvas>``): the text OCR reads there and a small template image c
 
 A replay re-finds such a target by them (vision.qa.flow): the text by OCR, then the image by
 template matching, each anywhere on the screen. Read from the screen *before* the action (what the
-actor saw), from a region around the pixel only, so it costs tens of milliseconds, not a whole
-screen's OCR.
+actor saw), from a region around the pixel only, and only the text the template shows recognised:
+a fraction of a second, not a whole screen's OCR.
 
 Secrets: the text is redacted by the trace writer like every string; the image cannot be, so it is
 left out when the text read around the pixel shows a secret's value (a field typed into in clear).
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -28,6 +29,9 @@ READ_W, READ_H = 480, 64
 # A line counts as the pixel's text when the pixel is inside its box grown by this (a click just
 # beside a word still names it).
 NEAR_PX = 12
+# A reading of fewer letters or digits names nothing: OCR reads a round icon as "0", and one
+# character is found in too many places to re-find a target by (the template is kept for those).
+MIN_CHARS = 2
 
 
 def _region(x: int, y: int, w: int, h: int, width: int, height: int, centred: bool) -> tuple[int, int, int, int]:
@@ -67,7 +71,8 @@ def text_at(lines, x: int, y: int, origin: tuple[int, int]) -> tuple[str, list[i
     for line in lines:
         box = line.box
         x0, y0, x1, y1 = box.x0 + origin[0], box.y0 + origin[1], box.x1 + origin[0], box.y1 + origin[1]
-        if x0 - NEAR_PX <= x <= x1 + NEAR_PX and y0 - NEAR_PX <= y <= y1 + NEAR_PX and line.text.strip():
+        if x0 - NEAR_PX <= x <= x1 + NEAR_PX and y0 - NEAR_PX <= y <= y1 + NEAR_PX \
+                and len(re.findall(r"\w", line.text)) >= MIN_CHARS:
             distance = abs((x0 + x1) / 2 - x) + abs((y0 + y1) / 2 - y)
             if best is None or distance < best[0]:
                 best = (distance, " ".join(line.text.split()), [int(x0), int(y0), round(x1), round(y1)])
@@ -77,7 +82,8 @@ def text_at(lines, x: int, y: int, origin: tuple[int, int]) -> tuple[str, list[i
 def spot_at(rgb: np.ndarray, x: int, y: int, secrets: Iterable[str] = (), reader=None) -> dict | None:
     """What is at (x, y) on a screen (an H x W x 3 RGB array): ``{"text", "text_box", "image"}``,
     each present when found (the image as base64 PNG); None when neither is. ``reader``: the OCR of
-    a small BGR image (default: the process's engine, vision.perception.ocr)."""
+    a small BGR image, recognising only the text that reaches into a given Rect of it (default: the
+    process's engine, vision.perception.ocr)."""
     height, width = rgb.shape[:2]
     if not (0 <= x < width and 0 <= y < height):
         return None
@@ -86,7 +92,13 @@ def spot_at(rgb: np.ndarray, x: int, y: int, secrets: Iterable[str] = (), reader
 
         reader = shared_engine().read_region
     x0, y0, x1, y1 = _region(x, y, READ_W, READ_H, width, height, centred=False)
-    lines = reader(np.ascontiguousarray(rgb[y0:y1, x0:x1, ::-1]))
+    # Only the text the template shows (and the line at the pixel, which reaches into it) is
+    # recognised: what names the point, and what the secret check must see.
+    tx0, ty0, tx1, ty1 = _region(x, y, TEMPLATE_W, TEMPLATE_H, width, height, centred=True)
+    from vision.perception.ocr import Rect
+
+    keep = Rect(tx0 - x0 - NEAR_PX, ty0 - y0 - NEAR_PX, tx1 - x0 + NEAR_PX, ty1 - y0 + NEAR_PX)
+    lines = reader(np.ascontiguousarray(rgb[y0:y1, x0:x1, ::-1]), keep)
     out: dict = {}
     found = text_at(lines, x, y, (x0, y0))
     if found is not None:
