@@ -33,6 +33,12 @@ class Settings:
     single_session: bool = False  # a session server: one pinned session, its internal call route (desktop.remote.calls)
     backend: str = "local"  # where sessions run (desktop.remote.backends): local, docker, kubernetes
     mcp_tools: str = "all"  # the tool profile /mcp lists when a client does not ask (?tools=): vision.mcp.profiles
+    # The reverse proxies whose X-Forwarded-For / -Proto are believed ("10.0.0.5,10.1.0.0/16", "*"):
+    # none unless set (vision.http.auth.uvicorn_proxy_options).
+    forwarded_allow_ips: str | None = None
+    # Origins besides the server's own whose pages may send state-changing requests and open
+    # websockets ("https://tools.example.com"): vision.http.auth.origin_allowed.
+    allowed_origins: tuple[str, ...] = ()
 
     def stack_config(self):
         """How each session's desktop is made under these settings: the browser's own fences

@@ -33,7 +33,7 @@ from desktop.errors import StackError
 from desktop.network.policy import NetworkPolicy
 from desktop.network.policy import chromium_args as network_args
 from desktop.network.proxy import PolicyProxy
-from desktop.x11.procs import kill_group, pids_with_env, session_pids
+from desktop.x11.procs import OWNER_VAR, kill_group, pids_with_env, session_pids
 from desktop.x11.user import (
     DesktopUser,
     desktop_user,
@@ -134,17 +134,19 @@ def tagged_pids(tag: str) -> list[int]:
     return pids_with_env(TAG_VAR, tag)
 
 
-# What a desktop process may inherit from the server: locale, time zone, the search path, who it
-# runs as, and glassdesk's own switches and marks. Everything else - API keys, GLASSDESK_TOKEN,
-# proxy credentials, cloud credentials - stays with the server.
-INHERITED = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "SHELL", "TMPDIR"})
-NEVER_INHERITED = frozenset({"GLASSDESK_TOKEN"})
+# What a desktop process may inherit from the server, by name: locale, time zone, the search path,
+# who it runs as, and the one glassdesk variable a desktop process needs: the owner's mark
+# (desktop.x11.procs.OWNER_VAR), by which the reaper finds it after a kill -9. The session's tag
+# (TAG_VAR) is set by DesktopStack.env itself. No GLASSDESK_* by prefix: the server's own settings
+# (GLASSDESK_SECRET_<NAME>, GLASSDESK_TOKEN, the backends' GLASSDESK_K8S_*, ...) are not the
+# desktop's, and whatever is here can be read on the visible desktop. The server's switches are read
+# by the server from its own environment (the pointer glide: desktop.x11.input.Executor).
+INHERITED = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "SHELL", "TMPDIR", OWNER_VAR})
 
 
 def desktop_environment(server_env: Mapping[str, str]) -> dict[str, str]:
     """The part of the server's environment a desktop process gets (pure)."""
-    return {k: v for k, v in server_env.items()
-            if k not in NEVER_INHERITED and (k in INHERITED or k.startswith(("LC_", "GLASSDESK_")))}
+    return {k: v for k, v in server_env.items() if k in INHERITED or k.startswith("LC_")}
 
 
 @dataclass

@@ -421,6 +421,16 @@ class Ownership:
 
 
 _KEEP: list[int] = []  # the reaper's pipe: held open for the life of the process; its closing is the signal
+_TEMP: list[Path] = []  # owned_temp_dir(), once own_desktops made it
+TEMP_DIR = "tmp"  # in the session root: the server's helpers' temporary files
+
+
+def owned_temp_dir() -> Path | None:
+    """Where this server's helper processes keep temporary files (the Playwright driver's
+    ``playwright-artifacts-*``): a directory in the session root, so that the reaper, or the next
+    server's start-up reap, removes what a kill -9 left there along with the root. None before
+    ``own_desktops`` (tests, embedded use): the temp dir, as before."""
+    return _TEMP[0] if _TEMP else None
 
 
 def own_desktops(prefix: str = ROOT_PREFIX) -> Ownership:
@@ -439,6 +449,9 @@ def own_desktops(prefix: str = ROOT_PREFIX) -> Ownership:
     with os.fdopen(fd, "w") as fh:
         json.dump(me.as_dict() | {"mark": mark}, fh)
     os.environ[OWNER_VAR] = mark  # inherited by every process the sessions start
+    temp = root / TEMP_DIR
+    temp.mkdir(mode=0o700)
+    _TEMP[:] = [temp]
     _KEEP.append(start_reaper(mark, root))
     return Ownership(root, mark, reaped)
 
