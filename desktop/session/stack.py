@@ -637,9 +637,11 @@ class DesktopStack:
         from desktop.x11.windows import parse_wmctrl
 
         with self._lock:
-            # Programs `launch` started lead their own process sessions: end those sessions.
+            # Programs `launch` started lead their own process sessions: end those sessions. One
+            # that shed its tag (an empty environment) is still in the session's cgroup.
             parts = {child.popen.pid for child in self.children.values()}
-            launched = {pid for pid in tagged_pids(self.tag) if pid not in set(session_pids(parts))}
+            members = set(tagged_pids(self.tag)) | set(self.cgroup.pids() if self.cgroup else ())
+            launched = members - set(session_pids(parts)) - parts
             for pid in launched | set(session_pids(launched)):
                 try:
                     os.kill(pid, signal.SIGKILL)

@@ -257,3 +257,33 @@ def test_a_detached_program_is_gone_after_a_kill_of_server_and_reaper_and_a_rest
                 server.wait(30)
         for pid in find(mark):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_detached_program_is_gone_after_a_whole_desktop_heal_and_after_a_reset(manager):
+    session = manager.create("iso-heal")
+    try:
+        mark, _ = launch_detached(session)
+        os.killpg(session.stack.children["xvfb"].popen.pid, signal.SIGKILL)  # the whole desktop restarts
+        assert wait_for(lambda: session.status == "ready" and any(
+            "restarted the whole desktop" in e for e in session.stack.events), 90)
+        assert find(mark) == []
+        assert session.stack.user.uid == os.stat(session.stack.home).st_uid  # the same account after the heal
+
+        mark, _ = launch_detached(session)  # launched on the healed desktop: its new handles
+        session.stack.reset()
+        assert find(mark) == []
+    finally:
+        manager.delete("iso-heal")
+
+
+def test_without_cgroups_the_account_alone_ends_a_detached_program(manager, monkeypatch):
+    """The degraded path (no writable cgroup file system, e.g. Docker's read-only one as root):
+    the session's own uid still ends everything it started."""
+    monkeypatch.setattr("desktop.session.stack._LAYOUT", [None])
+    session = manager.create("iso-nocg")
+    try:
+        assert session.stack.cgroup is None and session.stack.run_prefix()[0] == "setpriv"
+        mark, _ = launch_detached(session)
+    finally:
+        manager.delete("iso-nocg")
+    assert find(mark) == []

@@ -117,3 +117,36 @@ def test_an_account_running_a_process_is_not_free_until_the_reap_ends_it(tmp_pat
         if left.poll() is None:
             left.kill()
         users.release(user)
+
+
+def test_what_is_degraded_is_reported_at_start_once_and_in_the_health_answer(monkeypatch, caplog):
+    from desktop.session import stack
+
+    monkeypatch.setattr(stack.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(stack, "_LAYOUT", [None])
+    monkeypatch.setattr(stack, "_REPORTED", [])
+    found = stack.isolation()
+    assert found["desktop_users"] == "server user" and found["cgroups"] == "none"
+    assert [p.split(":")[0] for p in found["degraded"]] == ["not root", "no writable cgroup file system (cgroup v1 "
+                                                            "freezer or v2 at /sys/fs/cgroup)"]
+    with caplog.at_level("WARNING", logger="glassdesk.stack"):
+        assert stack.report_isolation() == found
+        stack.report_isolation()
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["session isolation degraded"] * 2  # once each
+
+
+def test_the_health_answer_carries_the_isolation_report():
+    from fastapi.testclient import TestClient
+
+    from desktop.session.manager import SessionManager
+    from vision.http.app import create_app
+    from vision.settings import Settings
+
+    manager = SessionManager(max_sessions=1)
+    try:
+        with TestClient(create_app(manager, Settings()), base_url="http://127.0.0.1") as client:
+            body = client.get("/healthz").json()
+        assert body["isolation"] == manager.isolation and set(body["isolation"]) == {"desktop_users", "cgroups",
+                                                                                     "degraded"}
+    finally:
+        manager.close()
