@@ -241,6 +241,7 @@ class DesktopStack:
         # the server's own user. x11vnc always runs as the server's user.
         self.user: DesktopUser | None = None
         self._claimed = False  # the account is taken once, at the first start, and kept until close()
+        self._stuck = False  # a process of the account would not die: keep it out of the pool
         # The session's cgroup (desktop.x11.cgroup): made at the first start, removed by close().
         self.cgroup: cgroup.SessionCgroup | None = None
         # The window manager XFCE started (its pid, found through /proc) and since when none is seen.
@@ -330,7 +331,7 @@ class DesktopStack:
             (autostart / f"{name}.desktop").write_text("[Desktop Entry]\nType=Application\nHidden=true\n")
 
     # The viewer parts run as the server's user: x11vnc reads vnc.passwd and holds both passwords
-    # in its memory, which the desktop user (shared by every session) must not reach.
+    # in its memory, which the desktop's account must not reach. It joins the session's cgroup all the same.
     SERVER_SIDE = frozenset({"x11vnc"})
 
     def run_prefix(self, *, server_side: bool = False) -> list[str]:
@@ -697,7 +698,11 @@ class DesktopStack:
             if self.cgroup is not None:
                 self.cgroup.kill()
             if self.user is not None and self.user.exclusive:
-                kill_all(self.user)
+                try:
+                    kill_all(self.user)
+                except StackError as exc:  # a process stuck in the kernel: the account is not given back
+                    log.warning("session %s: %s", self.workdir.name, exc)
+                    self._stuck = True
             for child in self.children.values():
                 if child.popen.poll() is None:
                     child.popen.wait(1)
@@ -713,7 +718,7 @@ class DesktopStack:
             if self.cgroup is not None:
                 self.cgroup.remove()
                 self.cgroup = None
-            if self._claimed:
+            if self._claimed and not self._stuck:  # a later claim sees the account's processes anyway
                 desktop_users.release(self.user)
                 self._claimed = False
 

@@ -52,6 +52,7 @@ CPUS = 1.0  # --session-cpus
 PIDS = 4096  # desktop.remote.backends.docker.PIDS_LIMIT
 CPU_PERIOD_US = 100_000
 GROUP_PREFIX = "glassdesk-"
+_WARNED: list[bool] = []  # the v2 controllers that could not be handed down: said once per process
 V1_CONTROLLERS = ("freezer", "memory", "cpu", "pids")  # freezer first: it is the one that kills
 
 
@@ -277,6 +278,12 @@ class SessionCgroup:
             # The server's cgroup hands them to the owner directory (refused while the server's
             # cgroup holds processes and is not the root), which holds no process and hands on.
             controllers = _enable_v2(made[""].parent, _enable_v2(layout.bases[""], wanted))
+            if set(wanted) - set(controllers) and not _WARNED:
+                _WARNED.append(True)
+                log.warning("session isolation degraded: sessions' cgroups get no %s limit: %s cannot hand those "
+                            "controllers to its children (v2 lets only a cgroup without processes of its own do "
+                            "so; run the server in a leaf cgroup of its own)",
+                            " or ".join(sorted(set(wanted) - set(controllers))), layout.bases[""])
         for controller, files in limit_values(layout.version, limits, controllers).items():
             try:
                 for name, value in files.items():
