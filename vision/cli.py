@@ -47,6 +47,8 @@ def _up(args: argparse.Namespace) -> int:
                       f"{len(ownership.reaped.roots)} session folder(s) left by a glassdesk that was killed[/yellow]")
     manager = SessionManager(root=ownership.root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                              stack_config=settings.stack_config())
+    for problem in manager.isolation["degraded"]:  # also logged, and in /healthz (docs/isolation.md)
+        console.print(f"[yellow]session isolation degraded: {problem}[/yellow]")
     try:
         glassdesk = Glassdesk.from_settings(manager, settings)
         if glassdesk.interrupted:
