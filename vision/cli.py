@@ -29,7 +29,7 @@ def _up(args: argparse.Namespace) -> int:
                         launch_allow=_programs(args.launch_allow), allow_local_urls=args.allow_local_urls,
                         public_host=args.public_host, allow_evaluate=args.allow_evaluate,
                         single_session=args.single_session, backend=args.backend, warm=args.warm,
-                        mcp_tools=args.mcp_tools)
+                        mcp_tools=args.mcp_tools, session_memory_mb=args.session_memory, session_cpus=args.session_cpus)
     problems = warm_problems(settings)
     if problems:
         for problem in problems:
@@ -363,8 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--single-session", action="store_true",
                     help="run as a session server: the one session `default`, for a control plane to drive")
     up.add_argument("--session-memory", type=int, default=1536, metavar="MB",
-                    help="memory limit of each container or pod session (default 1536)")
-    up.add_argument("--session-cpus", type=float, default=1.0, help="CPU limit of each container or pod session")
+                    help="memory limit of each session (default 1536): its container or pod's, or on the local "
+                         "backend its cgroup's (as root: docs/isolation.md)")
+    up.add_argument("--session-cpus", type=float, default=1.0,
+                    help="CPU limit of each session: its container or pod's, or its cgroup's (default 1)")
     up.add_argument("--mcp-tools", type=_tool_profile, default=os.environ.get("GLASSDESK_MCP_TOOLS", "all"),
                     metavar="PROFILE",
                     help=TOOLS_HELP.replace("the MCP tools listed", "the tools /mcp lists to a client that does not "

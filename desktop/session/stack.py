@@ -195,6 +195,8 @@ class StackConfig:
     # (--allow-evaluate). Off unless the server is started so.
     local_pages: bool = False
     page_code: bool = False
+    # The session's cgroup's limits (desktop.x11.cgroup): `glassdesk up --session-memory/--session-cpus`.
+    limits: cgroup.Limits = field(default_factory=cgroup.Limits)
 
 
 @dataclass
@@ -347,7 +349,8 @@ class DesktopStack:
             return
         me = this_process()
         try:
-            self.cgroup = cgroup.SessionCgroup.create(layout, cgroup.owner_group(me.pid, me.start_time), self.tag)
+            self.cgroup = cgroup.SessionCgroup.create(layout, cgroup.owner_group(me.pid, me.start_time), self.tag,
+                                                      self.config.limits)
         except OSError as exc:  # reported at start already if the file system is not writable
             log.warning("session %s gets no cgroup: %s", self.workdir.name, exc)
 

@@ -142,3 +142,10 @@ def test_this_host_is_detected_as_it_is():
         assert "no writable cgroup" in cgroup_problem(None)
     else:
         assert layout.version == (1 if v1 else 2)
+
+
+def test_the_servers_session_limits_reach_each_sessions_cgroup():
+    from vision.settings import Settings
+
+    assert Settings().stack_config().limits == Limits(1536, 1.0, 4096)  # the container backends' defaults
+    assert Settings(session_memory_mb=800, session_cpus=0.5).stack_config().limits == Limits(800, 0.5, 4096)
