@@ -263,3 +263,14 @@ class StackError(RuntimeError):
     """A part of the desktop failed to start; the message names it and quotes its log. Not a
     GlassdeskError: DesktopService maps it to the operation's own error (session_unavailable, a
     start failure), which is why it lives here, below everything that raises it."""
+
+
+class DesktopUsersExhausted(StackError, GlassdeskError):
+    """Every account of the desktop-user pool (desktop.x11.user) runs a session already: one account
+    per session is what keeps sessions apart, so no session starts on a shared one. A StackError
+    (raised while a desktop starts) with its own code, kept as it is by DesktopService."""
+
+    code, status = "desktop_users_exhausted", 503
+
+    def __init__(self, message: str):
+        GlassdeskError.__init__(self, message)

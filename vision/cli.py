@@ -30,7 +30,8 @@ def _up(args: argparse.Namespace) -> int:
                         public_host=args.public_host, allow_evaluate=args.allow_evaluate,
                         single_session=args.single_session, backend=args.backend, warm=args.warm,
                         mcp_tools=args.mcp_tools, forwarded_allow_ips=args.forwarded_allow_ips or None,
-                        allowed_origins=tuple(o.strip() for o in (args.allowed_origins or "").split(",") if o.strip()))
+                        allowed_origins=tuple(o.strip() for o in (args.allowed_origins or "").split(",") if o.strip()),
+                        session_memory_mb=args.session_memory, session_cpus=args.session_cpus)
     problems = (warm_problems(settings) + forwarded_problems(settings.forwarded_allow_ips)
                 + origin_problems(list(settings.allowed_origins)))
     if problems:
@@ -49,6 +50,8 @@ def _up(args: argparse.Namespace) -> int:
                       f"{len(ownership.reaped.roots)} session folder(s) left by a glassdesk that was killed[/yellow]")
     manager = SessionManager(root=ownership.root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                              stack_config=settings.stack_config())
+    for problem in manager.isolation["degraded"]:  # also logged, and in /healthz (docs/isolation.md)
+        console.print(f"[yellow]session isolation degraded: {problem}[/yellow]")
     try:
         glassdesk = Glassdesk.from_settings(manager, settings)
         if glassdesk.interrupted:
@@ -375,8 +378,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--single-session", action="store_true",
                     help="run as a session server: the one session `default`, for a control plane to drive")
     up.add_argument("--session-memory", type=int, default=1536, metavar="MB",
-                    help="memory limit of each container or pod session (default 1536)")
-    up.add_argument("--session-cpus", type=float, default=1.0, help="CPU limit of each container or pod session")
+                    help="memory limit of each session (default 1536): its container or pod's, or on the local "
+                         "backend its cgroup's (as root: docs/isolation.md)")
+    up.add_argument("--session-cpus", type=float, default=1.0,
+                    help="CPU limit of each session: its container or pod's, or its cgroup's (default 1)")
     up.add_argument("--mcp-tools", type=_tool_profile, default=os.environ.get("GLASSDESK_MCP_TOOLS", "all"),
                     metavar="PROFILE",
                     help=TOOLS_HELP.replace("the MCP tools listed", "the tools /mcp lists to a client that does not "

@@ -14,6 +14,12 @@ that ``glassdesk up`` and ``glassdesk mcp`` both use:
   root, so the next server to start finds and ends what a dead one left if its reaper died with it
   (a kill of everything, a container stop). ``leftovers`` decides what is whose from a snapshot of
   the process table, without touching anything: a pure function.
+
+Those marks (environment, working directory, process session) can all be shed by a program that
+wants to outlive its session (double fork, ``setsid``, ``chdir /``, an empty environment). Two
+marks cannot: its cgroup (desktop.x11.cgroup: a dead server's are found by their owner's name) and
+its uid (a pool account no live server holds runs nothing legitimately: desktop.x11.user). The
+reaper and the start-up reap end both (``end_detached``).
 """
 
 from __future__ import annotations
@@ -359,6 +365,34 @@ def read_owner_records(temp_dir: Path) -> list[OwnerRecord]:
     return records
 
 
+def end_detached(owner: tuple[int, int] | None = None) -> int:
+    """End what no mark finds: the session cgroups of dead servers (``owner``'s, (pid, start time),
+    or every dead one next to this server's) and the processes of pool accounts no live server
+    holds. Returns how many processes were in those cgroups. Never raises: a reap does what it can."""
+    from desktop.x11 import cgroup
+    from desktop.x11.user import desktop_users
+
+    killed = 0
+    try:
+        layout = cgroup.detect()
+        if layout is not None:
+            if owner is not None:
+                dead = [cgroup.owner_group(*owner)]
+            else:
+                table, me = process_table(), this_process()
+                alive = lambda o: owner_alive(ProcessId(*o, me.boot_id, me.pid_ns), table, me)  # noqa: E731
+                dead = sorted({d.name for base in layout.bases.values() for d in cgroup.dead_owner_groups(base, alive)})
+            for name in dead:
+                killed += cgroup.reap_owner(layout, name)
+    except Exception:
+        log.exception("the cgroups of a dead server could not all be ended")
+    try:
+        desktop_users.reap_free()
+    except Exception:
+        log.exception("the processes of free desktop accounts could not all be ended")
+    return killed
+
+
 def reap_predecessors(temp_dir: Path | None = None) -> Leftovers:
     """End what dead servers left in ``temp_dir`` (default: the temp dir) and remove their roots.
 
@@ -372,6 +406,9 @@ def reap_predecessors(temp_dir: Path | None = None) -> Leftovers:
         end_processes(lambda: leftovers(records, process_table(), me, uid).pids)
     for root in found.roots:
         shutil.rmtree(root, ignore_errors=True)
+    detached = end_detached()
+    if detached:
+        log.warning("ended %d process(es) in the cgroups of a server that is gone", detached)
     if found.pids or found.roots:
         log.warning("ended %d process(es) and removed %d session root(s) left by a server that is gone",
                     len(found.pids), len(found.roots))
@@ -404,6 +441,7 @@ def reap(fd: int, mark: str, root: str) -> None:
         pass
     uid = os.getuid()
     end_processes(lambda: owned_pids(process_table(), mark, Path(root), uid=uid))
+    end_detached(mark_owner(mark))  # what left every mark: the owner's cgroups, its accounts' processes
     shutil.rmtree(root, ignore_errors=True)
 
 

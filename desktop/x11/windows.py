@@ -95,9 +95,10 @@ def parse_wmctrl(out: str) -> list[Window]:
 @dataclass
 class Windows:
     env: dict[str, str]
-    # How launched programs are started: as the desktop's user (desktop.x11.user.popen_kwargs), while
-    # wmctrl and xdotool run as the server's.
-    launch_as: dict = field(default_factory=dict)
+    # How launched programs are started: an argv prefix that puts them in the session's cgroup and
+    # runs them as the desktop's user (desktop.session.stack.DesktopStack.run_prefix), while wmctrl
+    # and xdotool run as the server's.
+    launch_prefix: list[str] = field(default_factory=list)
 
     def _run(self, argv: list[str]) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=10)
@@ -124,9 +125,9 @@ class Windows:
             raise WindowError(f"program {command!r} not found on PATH")
         argv = [command, *args]
         try:
-            popen = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True, cwd=self.env.get("HOME"),
-                                     **self.launch_as)
+            popen = subprocess.Popen([*self.launch_prefix, *argv], env=self.env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                     cwd=self.env.get("HOME"))
         except PermissionError as exc:  # found on PATH, but not executable by the desktop's user
             raise WindowError(f"program {command!r} ({path}) cannot be started by the desktop's user: {exc.strerror}") \
                 from None

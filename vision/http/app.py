@@ -77,7 +77,8 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
 
     @app.get("/healthz", tags=["meta"])
     def healthz() -> dict:
-        return {"ok": True, "sessions": len(manager.sessions)}
+        # How sessions are kept apart on this host, and what is degraded (docs/isolation.md).
+        return {"ok": True, "sessions": len(manager.sessions), "isolation": manager.isolation}
 
     _guard(app, settings)
     app.add_middleware(BodyLimit)  # outermost: an oversized body is refused before anything reads it
