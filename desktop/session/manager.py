@@ -159,7 +159,7 @@ class Session:
             old.close()  # its damage connection: to a display that may be gone
         self.screen = Screen(self.stack.display) if self.stack.display else None
         self.executor = Executor(env)
-        self.windows = Windows(env, self.stack.run_prefix())
+        self.windows = Windows(env, self.stack.run_prefix(), self.stack.user)
 
     def touch(self) -> None:
         self.last_used_at = utcnow()

@@ -150,3 +150,19 @@ def test_the_health_answer_carries_the_isolation_report():
                                                                                      "degraded"}
     finally:
         manager.close()
+
+
+def test_a_program_the_sessions_account_may_not_execute_is_refused_before_it_starts(tmp_path):
+    from desktop.x11.windows import WindowError, Windows
+
+    program = tmp_path / "servers-only"
+    program.write_text("#!/bin/sh\ntouch ran\n")
+    program.chmod(0o700)  # this user's alone
+    stranger = DesktopUser("glassdesk-desktop-9", 54321, 54322, True)
+    windows = Windows({"PATH": str(tmp_path), "HOME": str(tmp_path)}, ["/bin/true"], stranger)
+    with pytest.raises(WindowError, match=r"'servers-only' .* cannot be started by the desktop's user"):
+        windows.launch("servers-only", [])
+    program.chmod(0o755)
+    _, pid = windows.launch("servers-only", [])  # the prefix (/bin/true) runs in its place: nothing is touched
+    os.waitpid(pid, 0)
+    assert not (tmp_path / "ran").exists()
