@@ -31,11 +31,11 @@ from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from vision.errors import InvalidRequest
 from vision.qa.models import QaRun, StepResult, TestCase, VerifyReport
 from vision.qa.runs import heal_line
-from vision.qa.service import QaService
 from vision.report import describe_action
+from vision.trace.files import atomic_write
 from vision.trace.records import StepRecord, Trace, VerifyResult
 
-__all__ = ["parse_vtt", "trace_view", "qa_view", "offline_html", "RUN_ID", "Files"]
+__all__ = ["parse_vtt", "trace_view", "qa_view", "offline_html", "write_report", "RUN_ID", "Files"]
 
 STATIC = Path(__file__).parent / "static"
 # A run id as both stores make them (vision.trace.files.new_trace_id): checked before any lookup.
@@ -468,7 +468,8 @@ def vision_run_view(glassdesk, trace_id: str, mode: str = "live") -> dict:
     return trace_view(trace, glassdesk.verify(trace_id), Files(url, read, mode=mode), chapters)
 
 
-def qa_run_view(qa: QaService, test_run_id: str, mode: str = "live") -> dict:
+def qa_run_view(qa, test_run_id: str, mode: str = "live") -> dict:
+    """``qa``: vision.qa.service.QaService (not imported: the loop imports this module for write_report)."""
     run = qa.run(test_run_id)
     rid = quote(test_run_id)
 
@@ -526,3 +527,23 @@ def offline_html(view: dict) -> str:
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def write_report(store, trace_id: str) -> Path:
+    """The offline viewer written into the trace's directory as ``report.html`` (``store``: a
+    vision.trace.store.TraceStore): the screenshots, the film and its tracks are linked by their
+    names beside it rather than inlined, so a report of every run costs no copy of its images."""
+    trace = store.load(trace_id)
+    names = {f"{s.index}/before": s.before_png for s in trace.steps} | \
+        {f"{s.index}/after": s.after_png for s in trace.steps}
+
+    def url(name: str) -> str:
+        return quote(names.get(name) or name)
+
+    chapters = None
+    if trace.video is not None:
+        chapters = _read_text(store.trace_dir(trace_id) / trace.video.chapters_file)
+    view = trace_view(trace, store.verify(trace_id), Files(url, mode="beside"), chapters)
+    path = store.trace_dir(trace_id) / "report.html"
+    atomic_write(path, offline_html(view).encode("utf-8"))
+    return path
