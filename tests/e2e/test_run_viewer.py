@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from tests.conftest import LiveServer
@@ -269,6 +270,8 @@ def test_a_failed_visual_step_is_reviewed_and_approved_from_the_viewer(vision_ap
         status = review.locator(".review-status")
         p.wait_for_function("(el) => el.textContent.startsWith('Approved')", arg=status.element_handle())
         assert f"is now version {version + 1}" in status.inner_text()
+        assert review.locator("button.approve").is_disabled() and review.locator("button.reject").is_disabled()
+        status.scroll_into_view_if_needed()
         viewer.shot("qa-approved")
     finally:
         errors = viewer.close()
@@ -320,6 +323,19 @@ def test_a_failed_visual_step_is_reviewed_and_approved_from_the_viewer(vision_ap
 def test_the_viewer_needs_the_token_and_works_after_it(manager, desk, services, browser, taken_over_run):
     trace_id = taken_over_run[0]
     with LiveServer(create_app(manager, Settings(token=TOKEN), services)) as live:
+        # The console's rules: the page is public code, its document needs the token, and neither
+        # answers another Host (DNS rebinding) or a write from another site's page.
+        with httpx2.Client(base_url=live.url, timeout=30) as client:
+            page_answer = client.get(f"/runs/{trace_id}")
+            assert page_answer.status_code == 200 and "media-src 'self' blob:" in \
+                page_answer.headers["content-security-policy"]
+            assert client.get(f"/api/v1/runs/{trace_id}").status_code == 401
+            bearer = {"authorization": f"Bearer {TOKEN}"}
+            assert client.get(f"/api/v1/runs/{trace_id}", headers=bearer).json()["id"] == trace_id
+            assert client.get(f"/runs/{trace_id}", headers={"host": "evil.example:8080"}).status_code == 421
+            assert client.get(f"/api/v1/runs/{trace_id}", headers={**bearer, "host": "evil.example"}).status_code == 421
+            assert client.post("/api/v1/qa/baselines/viewer-card/approve", json={"test_run_id": trace_id},
+                               headers={**bearer, "origin": "https://evil.example"}).status_code == 403
         context = browser.new_context()
         try:
             page = context.new_page()

@@ -40,8 +40,8 @@ DOCS_STATIC = "/docs/static/"
 
 def is_open(scope) -> bool:
     """Paths served without the bearer token: /healthz, GET/HEAD of the console page and its
-    files, of the API's schema and docs page (vision.http.openapi), and the live viewer (which
-    needs a live-view token instead)."""
+    files, of the run viewer's page (its data is fetched with the token), of the API's schema and
+    docs page (vision.http.openapi), and the live viewer (which needs a live-view token instead)."""
     path = scope["path"]
     if path in OPEN_PATHS:
         return True

@@ -54,10 +54,10 @@ log = logging.getLogger("glassdesk.console")
 STATIC = Path(__file__).parent.parent / "static"
 KEEPALIVE_S = 15.0
 # The console page talks to its own origin only (the live view is relayed by the server, so its
-# websocket is same-origin too). No inline script, no framing. Inline style
-# is allowed for one reason: the trace report opens as a blob: document made by this page (its
-# screenshots must be fetched with the token), such documents inherit this policy, and the report
-# is styled inline. The console builds its DOM with textContent only, so no markup is injected.
+# websocket is same-origin too). No inline script, no framing. Inline style is still allowed: the
+# trace report used to open as a blob: document of this page, styled inline; the console now opens
+# the run viewer (/runs/{id}) instead, and dropping 'unsafe-inline' is a change of its own to test.
+# The console builds its DOM with textContent only, so no markup is injected.
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' blob: data:; "
        "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
        "form-action 'none'; frame-ancestors 'none'")

@@ -241,7 +241,6 @@ function review(view, comparison) {
   return h('div', { class: `review ${comparison.passed ? 'passed' : 'failed'}`, 'data-baseline': comparison.baseline_id }, [
     h('h3', { text: `Visual comparison with baseline ${comparison.baseline_id} v${comparison.baseline_version}: `
       + (comparison.passed ? 'passed' : 'failed') }),
-    comparison.reason ? h('p', { class: 'words', text: comparison.reason }) : null,
     ...trios,
     h('div', { class: 'buttons' }, [...buttons, status]),
   ]);
