@@ -95,7 +95,10 @@ class Files:
     def src(self, name: str | None, *, video: bool = False) -> str | None:
         if not name:
             return None
-        if self.mode != "inline" or self.read is None:
+        # A page opened from a file is an origin of its own: Chromium loads images and a film beside
+        # it, but not a <track> (text tracks are fetched same-origin), so chapters and captions go inline.
+        beside_track = self.mode == "beside" and name.endswith(".vtt")
+        if (self.mode != "inline" and not beside_track) or self.read is None:
             return self.url(name)
         path = self.read(name)
         if video and path.stat().st_size > INLINE_VIDEO_MAX:
@@ -328,7 +331,7 @@ def _qa_step(run: QaRun, case: TestCase, step: StepResult, files: Files, cues: l
                       "tip": f"{step.action} at ({point[0]}, {point[1]})"})
     element_box = _box((detail.get("element") or {}).get("box")) if isinstance(detail.get("element"), dict) else None
     if element_box:
-        marks.append({"kind": "box", "box": element_box, "tip": "the element acted on"})
+        marks.append({"kind": "box", "box": element_box, "tip": "the element acted on", "tone": "element"})
     heals = []
     healed = detail.get("healed")
     if isinstance(healed, dict):
@@ -543,7 +546,8 @@ def write_report(store, trace_id: str) -> Path:
     chapters = None
     if trace.video is not None:
         chapters = _read_text(store.trace_dir(trace_id) / trace.video.chapters_file)
-    view = trace_view(trace, store.verify(trace_id), Files(url, mode="beside"), chapters)
+    files = Files(url, lambda name: store.trace_dir(trace_id) / Path(name).name, mode="beside")
+    view = trace_view(trace, store.verify(trace_id), files, chapters)
     path = store.trace_dir(trace_id) / "report.html"
     atomic_write(path, offline_html(view).encode("utf-8"))
     return path

@@ -207,6 +207,18 @@ def test_a_taken_over_vision_run_plays_with_its_chapters_marks_and_the_persons_s
         errors = offline.close()
     assert not errors, errors
 
+    # report.html beside the trace: the same page, its files linked by name, the film played from there.
+    beside = Viewer(browser, (trace_dir / "report.html").as_uri())
+    try:
+        sizes = beside.images_loaded()
+        assert len(sizes) == 4 and all(src.startswith(trace_dir.as_uri()) and w == 1920 for w, _, src in sizes)
+        beside.film_ready()
+        assert beside.page.locator("#chapters li").count() == 4
+        assert abs(beside.seek_by_step("step-3") - chapters[2]["start"]) < 0.05
+    finally:
+        errors = beside.close()
+    assert not errors, errors
+
 
 # ------------------------------------------------------------------------------------ a QA run
 
@@ -260,7 +272,7 @@ def test_a_failed_visual_step_is_reviewed_and_approved_from_the_viewer(vision_ap
         })""")
         for x0, y0, x1, y1, k in corners:
             assert all(abs(a - b) <= 2 * k for a, b in zip((x0, y0, x1, y1), region)), (corners, region)
-        assert "exceeds max_region_pixels" in review.inner_text()
+        assert "exceeds max_region_pixels" in p.locator("#step-3 .box.error").inner_text()
         viewer.film_ready()
         for number, chapter in enumerate(chapters, 1):
             assert abs(viewer.seek_by_step(f"step-{number}") - chapter["start"]) < 0.05
