@@ -28,14 +28,15 @@ from typing import Any
 from urllib.parse import quote
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
+from desktop.errors import GlassdeskError
 from vision.errors import InvalidRequest
 from vision.qa.models import QaRun, StepResult, TestCase, VerifyReport
-from vision.qa.runs import heal_line
+from vision.qa.runs import derive_meta, heal_line
 from vision.report import describe_action
 from vision.trace.files import atomic_write
 from vision.trace.records import StepRecord, Trace, VerifyResult
 
-__all__ = ["parse_vtt", "trace_view", "qa_view", "offline_html", "write_report", "RUN_ID", "Files"]
+__all__ = ["parse_vtt", "trace_view", "qa_view", "offline_html", "write_report", "qa_run_list", "RUN_ID", "Files"]
 
 STATIC = Path(__file__).parent / "static"
 # A run id as both stores make them (vision.trace.files.new_trace_id): checked before any lookup.
@@ -100,11 +101,17 @@ class Files:
         beside_track = self.mode == "beside" and name.endswith(".vtt")
         if (self.mode != "inline" and not beside_track) or self.read is None:
             return self.url(name)
-        path = self.read(name)
-        if video and path.stat().st_size > INLINE_VIDEO_MAX:
-            return self.link(name)
+        try:
+            path = self.read(name)
+            if video and path.stat().st_size > INLINE_VIDEO_MAX:
+                return self.link(name)
+            data = path.read_bytes()
+        except (OSError, GlassdeskError):
+            # A file gone from the run is shown as missing: the report of damaged evidence still
+            # renders, and its evidence check says what is wrong.
+            return None
         media = _MEDIA.get(path.suffix, "application/octet-stream")
-        return f"data:{media};base64,{base64.b64encode(path.read_bytes()).decode()}"
+        return f"data:{media};base64,{base64.b64encode(data).decode()}"
 
 
 def _film(video_name: str | None, chapters_name: str | None, captions_name: str | None, files: Files,
@@ -488,6 +495,21 @@ def qa_run_view(qa, test_run_id: str, mode: str = "live") -> dict:
             text = None
     return qa_view(run, qa.verify(test_run_id), Files(url, lambda name: qa.artifact(test_run_id, name), mode=mode),
                    text)
+
+
+def qa_run_list(qa, limit: int = 50) -> list[dict]:
+    """The latest QA runs, newest first (their ids begin with their start time), each as its head
+    says: for the console's list, every one opening in the viewer. A run whose records do not make
+    a head is listed by id with the status ``corrupt``: the viewer and verify say what is wrong."""
+    out = []
+    for run_id in qa.runs.list_ids()[:max(1, min(limit, 500))]:
+        try:
+            meta = derive_meta(qa.runs.records(run_id))
+        except Exception:
+            meta = {"test_run_id": run_id, "status": "corrupt"}
+        out.append({key: meta.get(key) for key in ("test_run_id", "verb", "name", "session_id", "timestamp",
+                                                    "status", "duration_ms")})
+    return out
 
 
 def run_view(glassdesk, run_id: str, mode: str = "live") -> dict:

@@ -310,6 +310,32 @@ def test_a_failed_visual_step_is_reviewed_and_approved_from_the_viewer(vision_ap
     # The conflict's 409 is the page's expected answer, logged by Chromium as a failed resource.
     assert all("409" in e for e in errors), errors
     assert {b["id"]: b for b in vision_api.get("/api/v1/qa/baselines").json()}["viewer-card"]["version"] == version + 1
+    # The console lists QA runs beside the vision runs; each opens in the run viewer.
+    console = browser.new_context(viewport={"width": 1600, "height": 1000})
+    try:
+        page = console.new_page()
+        page.set_default_timeout(WAIT_MS)
+        page.goto(f"{base}/#session={SESSION}")
+        page.click(".tab[data-tab='qa']")
+        row = page.locator(f"#qa-runs-table tr[data-run='{run_id}']")
+        row.wait_for()
+        assert "verify_user_flow" in row.inner_text() and "failed" in row.inner_text()
+        assert page.locator("#qa-runs-table tbody tr").first.get_attribute("data-run") == stale["test_run_id"]
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "viewer-console-qa-runs.png"))
+        with page.expect_popup() as popup:
+            row.locator("button").click()
+        opened = popup.value
+        opened.wait_for_function("() => document.body.dataset.ready === 'true'", timeout=WAIT_MS)
+        assert opened.url.endswith(f"/runs/{run_id}") and opened.locator("section.step").count() == 3
+    finally:
+        console.close()
+
+    # Damaged evidence still has its report: a file gone is shown missing, and the check says which.
+    gone = stale["diff_image"]["name"]
+    (services.qa.runs.run_dir(stale["test_run_id"]) / gone).unlink()
+    damaged = vision_api.get(f"/api/v1/qa/runs/{stale['test_run_id']}/report")
+    assert damaged.status_code == 200 and "Evidence broken" in damaged.text and gone in damaged.text
 
     # The offline report of the flow: the same steps, images and chapters, no buttons.
     path = report_file(vision_api, f"/api/v1/qa/runs/{run_id}/report", tmp_path, "qa")
@@ -361,5 +387,11 @@ def test_the_viewer_needs_the_token_and_works_after_it(manager, desk, services, 
             assert page.locator("section.step").count() == 4
             page.wait_for_function("() => [...document.images].length === 4 && "
                                    "[...document.images].every(i => i.complete && i.naturalWidth === 1920)")
+            # A tab this one opens (as the console opens the viewer) has the token already.
+            with page.expect_popup() as popup:
+                page.evaluate(f"() => window.open('/runs/{trace_id}', '_blank')")
+            opened = popup.value
+            opened.wait_for_function("() => document.body.dataset.ready === 'true'", timeout=WAIT_MS)
+            assert opened.locator("#login").is_hidden() and opened.locator("section.step").count() == 4
         finally:
             context.close()

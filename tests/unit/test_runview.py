@@ -92,6 +92,10 @@ def test_images_are_inlined_offline(tmp_path: Path) -> None:
     files = Files(lambda name: f"/files/{name}", lambda name: png, mode="inline")
     view = trace_view(trace(), VerifyResult(ok=True, steps_checked=3), files)
     assert view["steps"][0]["images"][0]["src"] == "data:image/png;base64,iVBORw0KGgpmYWtl"
+    # A file gone: shown as missing, the rest of the report still made.
+    gone = Files(lambda name: f"/files/{name}", lambda name: tmp_path / "gone.png", mode="inline")
+    view = trace_view(trace(), VerifyResult(ok=False, steps_checked=0, reason="gone"), gone)
+    assert view["steps"][0]["images"][0]["src"] is None and len(view["steps"]) == 3
 
 
 def qa_run(heal_images: bool = True) -> QaRun:

@@ -13,6 +13,7 @@
 - ``GET  /api/v1/stats``            per-model statistics computed from the trace store
 - ``GET  /runs/{id}``                the run viewer (static page; vision/static/run.js), for a vision or QA run
 - ``GET  /api/v1/runs/{id}``         that run as the viewer's document (vision.runview)
+- ``GET  /api/v1/console/qa-runs``   the latest QA runs, for the console's QA runs tab
 - ``GET  /metrics``                 Prometheus exposition (vision.metrics)
 
 Auth: with GLASSDESK_TOKEN set, everything but ``/``, ``/console/*`` (public code) and /healthz
@@ -44,7 +45,7 @@ from vision import VERSION
 from vision.config import DEFAULT_ANTHROPIC, DEFAULT_GEMINI, DEFAULT_OPENAI
 from vision.models import MAX_STEPS_CAP, RunView, TakeoverRequest
 from vision.observers import latest_seq
-from vision.runview import run_view
+from vision.runview import qa_run_list, run_view
 from vision.service import Glassdesk
 from vision.trace.records import FINAL_STATUSES, TraceMeta
 from vision.trace.store import TraceStore
@@ -194,6 +195,11 @@ def console_router(glassdesk: Glassdesk) -> APIRouter:
         """A vision run or a QA run as the run viewer shows it: steps, chapters, images with their
         marks, evidence, exports, visual comparisons (vision.runview)."""
         return run_view(glassdesk, run_id)
+
+    @router.get("/api/v1/console/qa-runs", tags=["console"])
+    def qa_runs(limit: int = 50) -> list[dict[str, Any]]:
+        """The latest QA runs, newest first, for the console's QA runs tab (each opens in the run viewer)."""
+        return qa_run_list(glassdesk.qa, limit)
 
     @router.get("/api/v1/console/info", tags=["console"])
     def info() -> dict[str, Any]:

@@ -1017,8 +1017,32 @@ $('download-junit').addEventListener('click', () => state.trace.id && downloadJu
 document.querySelectorAll('.tab').forEach((tab) => tab.addEventListener('click', () => {
   document.querySelectorAll('.tab').forEach((t) => t.classList.toggle('active', t === tab));
   $('tab-runs').hidden = tab.dataset.tab !== 'runs';
+  $('tab-qa').hidden = tab.dataset.tab !== 'qa';
   $('tab-models').hidden = tab.dataset.tab !== 'models';
+  if (tab.dataset.tab === 'qa') refreshQaRuns();
 }));
+
+// QA runs (the verbs and suites): read when their tab is shown; each opens in the run viewer.
+async function refreshQaRuns() {
+  let runs;
+  try {
+    runs = await api('/api/v1/console/qa-runs?limit=50');
+  } catch {
+    return;
+  }
+  const rows = runs.map((r) => h('tr', { 'data-run': r.test_run_id, onclick: () => openReport(r.test_run_id) },
+    h('td', { class: 'when', text: r.timestamp ? fmtWhen(r.timestamp) : '–', title: `${r.timestamp || ''} · session ${r.session_id || '–'}` }),
+    h('td', { class: 'instr', text: r.name || r.test_run_id, title: r.test_run_id }),
+    h('td', { class: 'model', text: r.verb || '' }),
+    h('td', {}, pill(r.status)),
+    h('td', { class: 'num col-time', text: r.duration_ms !== null && r.duration_ms !== undefined ? fmtDuration(r.duration_ms / 1000) : '–' }),
+    h('td', { class: 'links' },
+      h('button', { class: 'btn small', type: 'button', text: 'View',
+        onclick: (e) => { e.stopPropagation(); openReport(r.test_run_id); } }))));
+  $('qa-runs-table').tBodies[0].replaceChildren(...rows);
+  $('qa-runs-table').hidden = !rows.length;
+  $('qa-runs-empty').hidden = !!rows.length;
+}
 
 async function refreshRuns() {
   try {

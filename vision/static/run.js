@@ -132,7 +132,8 @@ function figure(image, screen) {
   // The marks' layer covers the image exactly: the same box as .shot, marks absolutely inside it.
   layer.style.cssText = 'position:absolute;inset:0';
   placeMarks(layer, img, image.marks || [], image.natural ? null : [image.width || screen[0], image.height || screen[1]]);
-  fileUrl(image.src).then((url) => { img.src = url; }).catch(() => { img.alt = `${image.label} (not available)`; });
+  if (!image.src) img.alt = `${image.label} (the file is missing)`;
+  else fileUrl(image.src).then((url) => { img.src = url; }).catch(() => { img.alt = `${image.label} (not available)`; });
   const node = h('figure', { 'data-which': image.which || image.label, title: 'click to enlarge' },
     [h('figcaption', { text: image.label }), shot]);
   // A click widens the figure to its row (the marks are fractions of the image, so they follow).
