@@ -29,9 +29,9 @@ from urllib.parse import quote
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.errors import GlassdeskError
-from vision.errors import InvalidRequest
+from vision.errors import InvalidRequest, TraceCorruptError
 from vision.qa.models import QaRun, StepResult, TestCase, VerifyReport
-from vision.qa.runs import derive_meta, heal_line
+from vision.qa.runs import corrupt_if_malformed, derive_meta, heal_line, reading_run
 from vision.report import describe_action
 from vision.trace.files import atomic_write
 from vision.trace.records import StepRecord, Trace, VerifyResult
@@ -329,7 +329,9 @@ def _network_lines(entries: list) -> list[str]:
 
 
 def _qa_step(run: QaRun, case: TestCase, step: StepResult, files: Files, cues: list[dict], known: set[str],
-             several: bool) -> dict:
+             several: int | None) -> dict:
+    """``several``: the case's number when the run has more than one case with steps (their step
+    numbers repeat, and a film's "step N" chapter cannot say which case it is), else None."""
     detail = dict(step.detail)
     marks = []
     point = detail.get("point")
@@ -355,13 +357,14 @@ def _qa_step(run: QaRun, case: TestCase, step: StepResult, files: Files, cues: l
     rest = {k: v for k, v in detail.items() if k not in shown}
     if comparisons:
         rest = {k: v for k, v in rest.items() if k in ("baseline_id", "baseline_version", "diff_pixels", "limits")}
-    prefix = f"{case.name} · " if several else ""
+    prefix = f"{case.name} · " if several is not None else ""
     return {
-        "index": step.index, "id": f"step-{step.index}" if not several else f"case-{id(case)}-step-{step.index}",
+        "index": step.index,
+        "id": f"step-{step.index}" if several is None else f"case-{several}-step-{step.index}",
         "by": "qa", "title": f"{prefix}{step.name}", "status": step.status,
         "facts": f"{step.action} · {step.status} · {step.duration_ms:,} ms"
                  + (f" · {step.attempts} attempts" if step.attempts > 1 else ""),
-        "chapter": _chapter_of(cues, step.index) if not several else None, "images": images,
+        "chapter": _chapter_of(cues, step.index) if several is None else None, "images": images,
         "text_label": "Assertion" if step.action == "assert" else "Step", "text": step.name,
         "detail": json.dumps(rest, indent=1, ensure_ascii=False)[:4000] if rest else "",
         "errors": [step.failure_reason] if step.failure_reason else [],
@@ -401,9 +404,9 @@ def qa_view(run: QaRun, verification: VerifyReport, files: Files, chapters_text:
     compared = [_artifact_name(s.get(k)) for s in (run.result or {}).get("shots") or []
                 for k in ("baseline_image", "current_image", "diff_image")]
     steps = []
-    for case in run.test_cases:
+    for number, case in enumerate(run.test_cases, 1):
         if case.steps:
-            steps += [_qa_step(run, case, s, files, cues, known, several) for s in case.steps]
+            steps += [_qa_step(run, case, s, files, cues, known, number if several else None) for s in case.steps]
         else:
             steps.append(_verb_step(run, case, files, cues, [c for c in compared if c]))
     result = run.result or {}
@@ -475,7 +478,12 @@ def vision_run_view(glassdesk, trace_id: str, mode: str = "live") -> dict:
             chapters = _read_text(glassdesk.video_file(trace_id, trace.video.chapters_file))
         except Exception:  # a missing file: verify says so; the viewer shows the film without chapters
             chapters = None
-    return trace_view(trace, glassdesk.verify(trace_id), Files(url, read, mode=mode), chapters)
+    try:
+        return trace_view(trace, glassdesk.verify(trace_id), Files(url, read, mode=mode), chapters)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        # A record that parses but has the wrong shape (an edited action): damaged evidence, not a fault.
+        raise TraceCorruptError(f"trace {trace_id}: its records cannot be shown ({type(exc).__name__}: "
+                                f"{str(exc)[:300]}); verifying the trace says where") from None
 
 
 def qa_run_view(qa, test_run_id: str, mode: str = "live") -> dict:
@@ -493,8 +501,28 @@ def qa_run_view(qa, test_run_id: str, mode: str = "live") -> dict:
             text = _read_text(qa.artifact(test_run_id, chapters))
         except Exception:
             text = None
-    return qa_view(run, qa.verify(test_run_id), Files(url, lambda name: qa.artifact(test_run_id, name), mode=mode),
-                   text)
+    files = Files(url, lambda name: qa.artifact(test_run_id, name), mode=mode)
+    verification = qa.verify(test_run_id)
+    with reading_run(test_run_id), corrupt_if_malformed():  # a detail of the wrong shape: qa_run_corrupt
+        view = qa_view(run, verification, files, text)
+    _mark_approved(view, getattr(qa, "baselines", None))
+    return view
+
+
+def _mark_approved(view: dict, baselines) -> None:
+    """A comparison whose run was approved already says so, with the version it became (read off
+    the baseline's versions, ``approved_from``), rather than offering to approve it again."""
+    for step in view["steps"]:
+        for comparison in step["comparisons"]:
+            try:
+                versions = baselines.versions(comparison["baseline_id"]) if baselines is not None else []
+            except GlassdeskError:  # the baseline is gone: nothing to approve into
+                comparison["approvable"] = False
+                continue
+            done = next((v.version for v in versions if v.approved_from == comparison["test_run_id"]), None)
+            if done is not None:
+                comparison["approved_as"] = done
+                comparison["approvable"] = False
 
 
 def qa_run_list(qa, limit: int = 50) -> list[dict]:

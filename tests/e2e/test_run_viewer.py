@@ -326,7 +326,9 @@ def test_a_failed_visual_step_is_reviewed_and_approved_from_the_viewer(vision_ap
         with page.expect_popup() as popup:
             row.locator("button").click()
         opened = popup.value
-        opened.wait_for_function("() => document.body.dataset.ready === 'true'", timeout=WAIT_MS)
+        opened.wait_for_url("**/runs/*", timeout=WAIT_MS)  # a popup starts as about:blank
+        opened.wait_for_function("() => document.body && document.body.dataset.ready === 'true'",
+                                 timeout=WAIT_MS)
         assert opened.url.endswith(f"/runs/{run_id}") and opened.locator("section.step").count() == 3
     finally:
         console.close()
@@ -347,6 +349,9 @@ def test_a_failed_visual_step_is_reviewed_and_approved_from_the_viewer(vision_ap
         assert sizes and all(src.startswith("data:image/png") for _, _, src in sizes)
         assert p.locator("#step-3 .review figcaption").count() == 3
         assert p.locator("#step-3 .review button").count() == 0
+        # Approved since: the report says which version it became, and offers nothing.
+        assert p.locator("#step-3 .review .approved").inner_text() == \
+            f"Approved: this run's images are version {version + 1} of baseline viewer-card."
         offline.film_ready()
         assert p.locator("#chapters li").count() == 3
         assert abs(offline.seek_by_step("step-2") - chapters[1]["start"]) < 0.05
@@ -391,7 +396,9 @@ def test_the_viewer_needs_the_token_and_works_after_it(manager, desk, services, 
             with page.expect_popup() as popup:
                 page.evaluate(f"() => window.open('/runs/{trace_id}', '_blank')")
             opened = popup.value
-            opened.wait_for_function("() => document.body.dataset.ready === 'true'", timeout=WAIT_MS)
+            opened.wait_for_url("**/runs/*", timeout=WAIT_MS)  # a popup starts as about:blank
+            opened.wait_for_function("() => document.body && document.body.dataset.ready === 'true'",
+                                     timeout=WAIT_MS)
             assert opened.locator("#login").is_hidden() and opened.locator("section.step").count() == 4
         finally:
             context.close()

@@ -216,3 +216,50 @@ def test_the_report_beside_a_trace_links_its_files_by_name(tmp_path: Path) -> No
     assert all((path.parent / src).is_file() for group in srcs for src in group)
     assert view["evidence"]["text"].startswith("Evidence verified")
     assert store.verify(writer.trace_id).ok  # the report is not part of the evidence
+
+
+def test_a_record_of_the_wrong_shape_is_damaged_evidence_not_a_server_fault() -> None:
+    import pytest
+
+    from vision.errors import QaRunCorruptError
+    from vision.runview import qa_run_view
+
+    run = qa_run()
+    run.test_cases[0].steps[1].detail["shots"] = ["not a shot"]  # an edited record that still parses
+
+    class Qa:
+        def run(self, test_run_id):
+            return run
+
+        def verify(self, test_run_id):
+            return VerifyReport(ok=False, problems=["record 3: hash mismatch"])
+
+        def artifact(self, test_run_id, name):
+            raise AssertionError("live mode reads no file")
+
+    with pytest.raises(QaRunCorruptError, match="cannot be rendered"):
+        qa_run_view(Qa(), run.test_run_id)
+
+
+def test_a_comparison_approved_already_says_which_version_it_became() -> None:
+    from types import SimpleNamespace
+
+    from vision.runview import qa_run_view
+
+    run = qa_run()
+
+    class Qa:
+        baselines = SimpleNamespace(versions=lambda baseline_id: [
+            SimpleNamespace(version=2, approved_from=None), SimpleNamespace(version=3, approved_from=run.test_run_id)])
+
+        def run(self, test_run_id):
+            return run
+
+        def verify(self, test_run_id):
+            return VerifyReport(ok=True, problems=[])
+
+    review = qa_run_view(Qa(), run.test_run_id)["steps"][1]["comparisons"][0]
+    assert review["approved_as"] == 3 and review["approvable"] is False
+    Qa.baselines = SimpleNamespace(versions=lambda baseline_id: [SimpleNamespace(version=2, approved_from="other")])
+    review = qa_run_view(Qa(), run.test_run_id)["steps"][1]["comparisons"][0]
+    assert "approved_as" not in review and review["approvable"] is True

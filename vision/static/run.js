@@ -238,6 +238,9 @@ function review(view, comparison) {
     buttons.push(approve, reject);
   } else if (comparison.approvable) {
     buttons.push(h('span', { class: 'muted', text: `To approve or reject, open /runs/${view.id} in the console.` }));
+  } else if (comparison.approved_as) {
+    buttons.push(h('span', { class: 'good approved', text: `Approved: this run's images are version `
+      + `${comparison.approved_as} of baseline ${comparison.baseline_id}.` }));
   }
   return h('div', { class: `review ${comparison.passed ? 'passed' : 'failed'}`, 'data-baseline': comparison.baseline_id }, [
     h('h3', { text: `Visual comparison with baseline ${comparison.baseline_id} v${comparison.baseline_version}: `
