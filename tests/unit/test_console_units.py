@@ -199,6 +199,10 @@ def test_metrics_from_bus_events():
     ("/view/default", "GET", True), ("/view/default", "POST", False), ("/view/Bad", "GET", False),
     ("/api/v1/sessions/itest/viewer", "GET", True), ("/api/v1/sessions/itest/viewer", "POST", False),
     ("/api/v1/sessions/itest/live", "GET", False), ("/api/v1/sessions/itest/vnc", "GET", False),
+    # the run viewer's page is public code; the run it shows is read with the token
+    ("/runs/20261127T190427702375Z-8a15b33d", "GET", True), ("/runs/x", "POST", False),
+    ("/runs/../api/v1/sessions", "GET", False), ("/runs/a/b", "GET", False),
+    ("/api/v1/runs/20261127T190427702375Z-8a15b33d", "GET", False),
 ])
 def test_only_the_console_page_its_static_files_and_the_viewer_are_open(path, method, open_):
     assert is_open({"type": "http", "path": path, "method": method}) is open_

@@ -24,6 +24,9 @@ OPEN_PATHS = frozenset({"/healthz"})
 # and must load before the person has typed the token; every call they then make sends it.
 CONSOLE_PAGE = "/"
 CONSOLE_STATIC = "/console/"
+# The run viewer's page (vision/static/run.html): static, it holds no secret and reads the run
+# from the API with the token, as the console does.
+RUN_PAGE = re.compile(r"/runs/[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # The live viewer (vision.http.viewer): its page holds no secret, and its API and websockets check a
 # live-view token themselves. A browser opening a link cannot send the bearer token.
 VIEWER_PAGE = re.compile(r"/view/[a-z0-9][a-z0-9_-]{0,31}")
@@ -37,8 +40,8 @@ DOCS_STATIC = "/docs/static/"
 
 def is_open(scope) -> bool:
     """Paths served without the bearer token: /healthz, GET/HEAD of the console page and its
-    files, of the API's schema and docs page (vision.http.openapi), and the live viewer (which
-    needs a live-view token instead)."""
+    files, of the run viewer's page (its data is fetched with the token), of the API's schema and
+    docs page (vision.http.openapi), and the live viewer (which needs a live-view token instead)."""
     path = scope["path"]
     if path in OPEN_PATHS:
         return True
@@ -47,6 +50,7 @@ def is_open(scope) -> bool:
     if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
         return False
     return (path == CONSOLE_PAGE or (path.startswith(CONSOLE_STATIC) and ".." not in path) or path in DOCS_PATHS
+            or RUN_PAGE.fullmatch(path) is not None
             or (path.startswith(DOCS_STATIC) and ".." not in path)
             or VIEWER_PAGE.fullmatch(path) is not None or VIEWER_API.fullmatch(path) is not None)
 
