@@ -47,6 +47,10 @@ def _up(args: argparse.Namespace) -> int:
                       f"{len(ownership.reaped.roots)} session folder(s) left by a glassdesk that was killed[/yellow]")
     manager = SessionManager(root=ownership.root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                              stack_config=settings.stack_config())
+    why = manager.network_isolation()[1]
+    if why:  # said at start, not found out later (desktop.network.netns)
+        console.print(f"[yellow]network isolation degraded: {why}; only Chromium is behind each session's network "
+                      "policy, other programs on the desktop reach the network directly[/yellow]")
     try:
         glassdesk = Glassdesk.from_settings(manager, settings)
         if glassdesk.interrupted:

@@ -38,13 +38,14 @@ from desktop.errors import (
 )
 from desktop.frame import Frame
 from desktop.models import ElementAt, SessionInfo, Status
+from desktop.network import netns
 from desktop.network.policy import NetworkPolicy
 from desktop.port import Performed
 from desktop.session.pool import WARM_RETRY_S, WarmPool, check_warm  # noqa: F401 - check_warm: its old home
 from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, tagged_pids
 from desktop.x11.input import ActionFailed, Executor, expected_ms
 from desktop.x11.screen import FIRST_CHANGE_MS, TIMEOUT_MS, WINDOW_FIRST_CHANGE_MS, Screen, ScreenshotError, Settled
-from desktop.x11.user import open_session_root, popen_kwargs
+from desktop.x11.user import open_session_root
 from desktop.x11.windows import WindowError, Windows
 
 # After the browser has produced its frames, the display already shows them: in 158 of 160 clicks
@@ -159,7 +160,9 @@ class Session:
             old.close()  # its damage connection: to a display that may be gone
         self.screen = Screen(self.stack.display) if self.stack.display else None
         self.executor = Executor(env)
-        self.windows = Windows(env, popen_kwargs(self.stack.user))
+        prefix, launch_as = self.stack.desktop_launch()
+        user = self.stack.user
+        self.windows = Windows(env, launch_as, prefix, (user.uid, user.gid) if prefix and user else None)
 
     def touch(self) -> None:
         self.last_used_at = utcnow()
@@ -733,6 +736,16 @@ class SessionManager(SessionRegistry):
             limit=lambda: self.max_sessions, what="desktop")
         self._supervisor = threading.Thread(target=self._supervise, name="glassdesk-supervisor", daemon=True)
         self._supervisor.start()
+
+    def network_isolation(self) -> tuple[str, str | None]:
+        """How the sessions' network is fenced, and why not more: ``("namespace", None)``, each
+        session in a network namespace of its own whose only way out is its policy proxy
+        (desktop.network.netns); or ``("browser_only", reason)``, only Chromium behind the proxy
+        (the server is not root, or cannot make namespaces, or was told not to)."""
+        if not self.stack_config.network_namespace:
+            return "browser_only", "network namespaces are turned off for this server"
+        reason = netns.support()
+        return ("browser_only", reason) if reason else ("namespace", None)
 
     def control_ports(self) -> set[int]:
         """Every port of glassdesk's control plane, as of now: the protected ones and each

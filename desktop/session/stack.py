@@ -30,7 +30,8 @@ from desktop.browser.chromium import (
 )
 from desktop.browser.pages import PageRecord
 from desktop.errors import StackError
-from desktop.network.policy import NetworkPolicy
+from desktop.network import netns
+from desktop.network.policy import NetworkPolicy, proxy_environment
 from desktop.network.policy import chromium_args as network_args
 from desktop.network.proxy import PolicyProxy
 from desktop.x11.procs import kill_group, pids_with_env, session_pids
@@ -156,6 +157,10 @@ class StackConfig:
     # (--allow-evaluate). Off unless the server is started so.
     local_pages: bool = False
     page_code: bool = False
+    # A network namespace per session, whose only way out is the session's policy proxy
+    # (desktop.network.netns), whenever the server can make one (root); off only for tests that
+    # need the old arrangement.
+    network_namespace: bool = True
 
 
 @dataclass
@@ -195,6 +200,9 @@ class DesktopStack:
         self._cookie = b""
         self.browser: Browser | None = None
         self.proxy: PolicyProxy | None = None
+        # The session's network namespace (desktop.network.netns), made with the proxy and kept as
+        # long: every desktop process but Xvfb runs in it. None when the server cannot make one.
+        self.namespace: netns.SessionNamespace | None = None
         self.record = PageRecord()  # console, network, dialogs, downloads: across browser heals
         self._dbus_address = ""
         self._lock = threading.RLock()
@@ -229,6 +237,10 @@ class DesktopStack:
         })
         if self._dbus_address:
             env["DBUS_SESSION_BUS_ADDRESS"] = self._dbus_address
+        if self.proxy is not None:
+            # Proxy-aware programs (curl, wget, pip...) go through the session's policy. In the
+            # session's network namespace nothing else is reachable; without one this is advice.
+            env.update(proxy_environment(self.proxy.port))
         if self.user:
             env.update(USER=self.user.name, LOGNAME=self.user.name)
             # The server's TMPDIR may be its own (0700): the desktop's user uses /tmp like any user.
@@ -288,9 +300,25 @@ class DesktopStack:
     # in its memory, which the desktop user (shared by every session) must not reach.
     SERVER_SIDE = frozenset({"x11vnc"})
 
+    # Xvfb runs outside the session's network namespace: its clients reach it by its socket file,
+    # and x11vnc (the server's, outside) reaches it too (desktop.network.netns).
+    OUTSIDE_NAMESPACE = frozenset({"xvfb"}) | SERVER_SIDE
+
+    def desktop_launch(self, name: str = "") -> tuple[list[str], dict]:
+        """How a desktop program is started: an argv prefix and ``subprocess.Popen`` arguments.
+        In the session's network namespace, when it has one, entered as root (``nsenter``) before
+        the drop to the desktop user, which then is an argv prefix too (``setpriv``); else as the
+        desktop user by Popen's own arguments. ``name``: the part (for those that stay outside)."""
+        if name in self.SERVER_SIDE:
+            return [], {}
+        if self.namespace is None or name in self.OUTSIDE_NAMESPACE:
+            return [], popen_kwargs(self.user)
+        return [*self.namespace.argv(), *run_as_argv(self.user)], {}
+
     def _spawn(self, name: str, argv: list[str], pass_fds: tuple[int, ...] = ()) -> Child:
         log_path = self.logs / f"{name}.log"
-        run_as = {} if name in self.SERVER_SIDE else popen_kwargs(self.user)
+        prefix, run_as = self.desktop_launch(name)
+        argv = [*prefix, *argv]
         # The log is opened here, by the server: the process writes to it but cannot open the
         # logs directory, nor read any other part's log.
         with open(log_path, "ab") as log_file:
@@ -410,8 +438,9 @@ class DesktopStack:
     def _start_chromium(self) -> None:
         if self.browser is not None:  # a healed browser: let go of the dead one's connection first
             self.browser.close()
+        prefix = [*self.namespace.argv()] if self.namespace is not None else []  # then as the user
         self.browser = Browser(self.profile, self.downloads, self.env(), cwd=self.home,
-                               argv_prefix=run_as_argv(self.user), owner=self.user, record=self.record,
+                               argv_prefix=[*prefix, *run_as_argv(self.user)], owner=self.user, record=self.record,
                                downloaded=self.downloaded, blocks=self.proxy.blocked if self.proxy else None)
         log_path = self.logs / "chromium.log"
         try:
@@ -503,7 +532,8 @@ class DesktopStack:
             self._wm_pid = self._wm_missing_since = None
             self._prepare_dirs()
             if self.proxy is None:  # kept through heals and resets: the browser's switches name its port
-                self.proxy = PolicyProxy(self.network, self.control_ports).start()
+                self._make_namespace()
+                self.proxy = PolicyProxy(self.network, self.control_ports, namespace=self.namespace).start()
             self.vnc_port = free_port()
             try:
                 self._start_xvfb()
@@ -515,6 +545,14 @@ class DesktopStack:
                 self.stop()
                 raise
             self.started_at = time.monotonic()
+
+    def _make_namespace(self) -> None:
+        """The session's own network namespace, when the server can make one (netns.support)."""
+        if self.namespace is None and self.config.network_namespace and netns.support() is None:
+            try:
+                self.namespace = netns.SessionNamespace(netns.name_for(self.tag)).create()
+            except (netns.NamespaceError, OSError, subprocess.SubprocessError) as exc:
+                raise StackError(str(exc)) from exc
 
     def dead_parts(self) -> list[str]:
         return [name for name, child in list(self.children.items()) if not child.alive]
@@ -634,10 +672,12 @@ class DesktopStack:
                 server_authority.remove(self.display, self._cookie)
 
     def close(self) -> None:
-        """Stop for good: also close the proxy."""
+        """Stop for good: also close the proxy and remove the network namespace."""
         self.stop()
         if self.proxy is not None:
             self.proxy.close()
+        if self.namespace is not None:
+            self.namespace.delete()
 
     def _run(self, argv: list[str], timeout: float = 5) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env=self.env(), capture_output=True, text=True, timeout=timeout)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass, field
 
@@ -64,6 +66,20 @@ def check_program(command: str, allow: frozenset[str] | None = None) -> None:
                       f"({', '.join(sorted(allowed))}); the server's --launch-allow adds programs")
 
 
+def may_execute(path: str, uid: int, gid: int) -> bool:
+    """Whether ``uid`` (group ``gid``, no supplementary groups) may execute the file ``path``,
+    by its mode bits (glassdesk sets no ACLs)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    if uid == info.st_uid:
+        return bool(info.st_mode & stat.S_IXUSR)
+    if gid == info.st_gid:
+        return bool(info.st_mode & stat.S_IXGRP)
+    return bool(info.st_mode & stat.S_IXOTH)
+
+
 class WindowError(ValueError):
     """Bad input: an unknown window, program or URL. Nothing was changed."""
 
@@ -96,8 +112,13 @@ def parse_wmctrl(out: str) -> list[Window]:
 class Windows:
     env: dict[str, str]
     # How launched programs are started: as the desktop's user (desktop.x11.user.popen_kwargs), while
-    # wmctrl and xdotool run as the server's.
+    # wmctrl and xdotool run as the server's; and what their argv starts with (the session's
+    # network namespace: desktop.session.stack.DesktopStack.desktop_launch).
     launch_as: dict = field(default_factory=dict)
+    argv_prefix: list[str] = field(default_factory=list)
+    # (uid, gid) the program runs as after the prefix: its exec happens behind nsenter and setpriv,
+    # which only exit 126, so whether that user may run it is checked before (None: Popen does).
+    exec_as: tuple[int, int] | None = None
 
     def _run(self, argv: list[str]) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=10)
@@ -123,10 +144,13 @@ class Windows:
         if path is None:
             raise WindowError(f"program {command!r} not found on PATH")
         argv = [command, *args]
+        if self.exec_as is not None and not may_execute(path, *self.exec_as):
+            raise WindowError(f"program {command!r} ({path}) cannot be started by the desktop's user: "
+                              "Permission denied")
         try:
-            popen = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True, cwd=self.env.get("HOME"),
-                                     **self.launch_as)
+            popen = subprocess.Popen([*self.argv_prefix, *argv], env=self.env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                     cwd=self.env.get("HOME"), **self.launch_as)
         except PermissionError as exc:  # found on PATH, but not executable by the desktop's user
             raise WindowError(f"program {command!r} ({path}) cannot be started by the desktop's user: {exc.strerror}") \
                 from None

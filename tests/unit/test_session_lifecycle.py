@@ -39,6 +39,9 @@ class FakeStack:
     def env(self) -> dict:
         return {}
 
+    def desktop_launch(self, name: str = "") -> tuple[list[str], dict]:
+        return [], {}  # as this process, in its network namespace
+
     def dead_parts(self) -> list[str]:
         return [name for name, child in self.children.items() if not child.alive]
 

@@ -47,6 +47,9 @@ class GatedStack:
     def env(self):
         return {"DISPLAY": self.display}
 
+    def desktop_launch(self, name=""):
+        return [], {}
+
     def dead_parts(self):
         return list(self.dead)
 

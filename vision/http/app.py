@@ -76,7 +76,8 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
 
     @app.get("/healthz", tags=["meta"])
     def healthz() -> dict:
-        return {"ok": True, "sessions": len(manager.sessions)}
+        # network_isolation: "namespace", or "browser_only" when degraded (the reason is in the log)
+        return {"ok": True, "sessions": len(manager.sessions), "network_isolation": manager.network_isolation()[0]}
 
     _guard(app, settings)
     app.add_middleware(BodyLimit)  # outermost: an oversized body is refused before anything reads it
