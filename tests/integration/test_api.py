@@ -527,9 +527,12 @@ def test_openapi_lists_every_action_route(api):
     assert any(p["name"] == "screenshot" for p in click["parameters"])
 
 
-def test_healthz(api):
+def test_healthz(api, manager):
     response = api.get("/healthz")
     assert response.status_code == 200 and response.json()["ok"] is True
+    # how the sessions' network is fenced: said, not found out (desktop.network.netns)
+    assert response.json()["network_isolation"] == manager.network_isolation()[0]
+    assert response.json()["network_isolation"] in ("namespace", "browser_only")
 
 
 def test_without_a_token_a_foreign_host_is_refused(api, desk):

@@ -103,3 +103,25 @@ def test_the_dead_servers_namespaces_are_removed_and_the_live_ones_kept(tmp_path
         "glassdesk-10-100-aa", "glassdesk-10-100-bb", "glassdesk-12-120-dd"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["glassdesk-11-110-cc", "glassdesk-probe", "somebody-else"]
     assert netns.remove_owned_by(11, 110) == 1 and removed[-1] == "glassdesk-11-110-cc"
+
+
+def test_the_server_reports_how_its_sessions_network_is_fenced(tmp_path, monkeypatch):
+    """What /healthz and glassdesk up's start-up line say (SessionManager.network_isolation)."""
+    from desktop.session.manager import SessionManager
+    from desktop.session.stack import StackConfig
+
+    (tmp_path / "off").mkdir()
+    (tmp_path / "on").mkdir()
+    manager = SessionManager(root=tmp_path / "off", stack_config=StackConfig(network_namespace=False))
+    try:
+        assert manager.network_isolation() == ("browser_only", "network namespaces are turned off for this server")
+    finally:
+        manager.close()
+    manager = SessionManager(root=tmp_path / "on")
+    try:
+        monkeypatch.setattr(netns, "support", lambda: "the server does not run as root (...)")
+        assert manager.network_isolation() == ("browser_only", "the server does not run as root (...)")
+        monkeypatch.setattr(netns, "support", lambda: None)
+        assert manager.network_isolation() == ("namespace", None)
+    finally:
+        manager.close()
