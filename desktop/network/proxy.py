@@ -61,6 +61,9 @@ HEAD_LIMIT = 64 * 1024          # request and response heads larger than this ar
 FIRST_REQUEST_S = 300           # the browser keeps idle connections to its proxy open a while
 RESOLVE_S = 10
 DENIED_NAMES_S = 30             # how long the addresses of the deny list's names are kept
+# How long a deny-list name's lookup may hold up the request that needs it (an IP literal, an
+# address of this machine): a name whose resolver does not answer counts as having no address.
+DENIED_NAME_RESOLVE_S = 3
 CONNECT_S = 15
 MAX_CONNECTIONS = 512           # per session; Chromium itself uses at most 32 per proxy, plus WebSockets
 # Hop-by-hop headers: they concern the connection to the proxy, not the request.
@@ -269,7 +272,7 @@ class PolicyProxy:
 
         async def lookup(name: str) -> None:
             try:
-                found = frozenset(await self._resolve(name, 80))
+                found = frozenset(await self._resolve(name, 80, DENIED_NAME_RESOLVE_S))
             except _BadGateway:
                 found = frozenset()
             self._named[name] = (loop.time(), found)
@@ -279,10 +282,10 @@ class PolicyProxy:
             del self._named[name]
         return {n: self._named[n][1] for n in names if n in self._named}
 
-    async def _resolve(self, host: str, port: int) -> list[IPAddress]:
+    async def _resolve(self, host: str, port: int, timeout: float = RESOLVE_S) -> list[IPAddress]:
         loop = asyncio.get_running_loop()
         try:
-            infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_S)
+            infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
         except (TimeoutError, OSError) as exc:
             raise _BadGateway(f"could not resolve {host}: {exc}") from None
         addresses = [parse_ip(info[4][0].split("%")[0]) for info in infos]
