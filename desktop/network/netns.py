@@ -88,20 +88,13 @@ def _ip(*args: str, timeout: float = 10) -> subprocess.CompletedProcess:
     return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=timeout)
 
 
-DEGRADED = ("network isolation degraded: {reason}; programs on the desktop other than Chromium are not "
-            "behind the session's network policy (docs/isolation.md)")
-
-
 @functools.cache
 def support() -> str | None:
     """None when this server can give each session a network namespace; else why not (the
-    sessions then run with only the browser behind the policy), logged once as degraded. Tried
-    for real once per process (a root without CAP_SYS_ADMIN, in a container, cannot): a
-    namespace made and removed."""
-    reason = _support()
-    if reason is not None:
-        log.warning(DEGRADED.format(reason=reason))
-    return reason
+    sessions then run with only the browser behind the policy: desktop.session.stack.isolation
+    reports it as degraded, at start and in /healthz). Tried for real once per process (a root
+    without CAP_SYS_ADMIN, in a container, cannot): a namespace made and removed."""
+    return _support()
 
 
 def _support() -> str | None:

@@ -38,11 +38,10 @@ from desktop.errors import (
 )
 from desktop.frame import Frame
 from desktop.models import ElementAt, SessionInfo, Status
-from desktop.network import netns
 from desktop.network.policy import NetworkPolicy
 from desktop.port import Performed
 from desktop.session.pool import WARM_RETRY_S, WarmPool, check_warm  # noqa: F401 - check_warm: its old home
-from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, tagged_pids
+from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, report_isolation, tagged_pids
 from desktop.x11.input import ActionFailed, Executor, expected_ms
 from desktop.x11.screen import FIRST_CHANGE_MS, TIMEOUT_MS, WINDOW_FIRST_CHANGE_MS, Screen, ScreenshotError, Settled
 from desktop.x11.user import open_session_root
@@ -160,9 +159,7 @@ class Session:
             old.close()  # its damage connection: to a display that may be gone
         self.screen = Screen(self.stack.display) if self.stack.display else None
         self.executor = Executor(env)
-        prefix, launch_as = self.stack.desktop_launch()
-        user = self.stack.user
-        self.windows = Windows(env, launch_as, prefix, (user.uid, user.gid) if prefix and user else None)
+        self.windows = Windows(env, self.stack.run_prefix(), self.stack.user)
 
     def touch(self) -> None:
         self.last_used_at = utcnow()
@@ -597,6 +594,9 @@ class SessionRegistry:
     A subclass sets ``sessions``, ``max_sessions``, ``listeners`` and ``_lock``."""
 
     sessions: dict
+    # How sessions are kept apart (desktop.session.stack.isolation), for /healthz: the local
+    # manager's; None for a remote registry, whose sessions are each a container or pod.
+    isolation: dict | None = None
     max_sessions: int
     listeners: list
 
@@ -713,7 +713,9 @@ class SessionManager(SessionRegistry):
     def __init__(self, *, root: Path | None = None, max_sessions: int = 10, idle_ttl_s: float = 1800,
                  stack_config: StackConfig | None = None, supervise_every_s: float = 0.5):
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="glassdesk-"))
-        open_session_root(self.root)  # 0710: the desktop user may pass through to its own directories
+        open_session_root(self.root)  # the desktop users may pass through to their own directories
+        # What keeps sessions apart here, and what is missing (logged once, and in /healthz).
+        self.isolation = report_isolation()
         self.max_sessions = max_sessions
         self.idle_ttl_s = idle_ttl_s
         self.stack_config = stack_config or StackConfig()
@@ -736,16 +738,6 @@ class SessionManager(SessionRegistry):
             limit=lambda: self.max_sessions, what="desktop")
         self._supervisor = threading.Thread(target=self._supervise, name="glassdesk-supervisor", daemon=True)
         self._supervisor.start()
-
-    def network_isolation(self) -> tuple[str, str | None]:
-        """How the sessions' network is fenced, and why not more: ``("namespace", None)``, each
-        session in a network namespace of its own whose only way out is its policy proxy
-        (desktop.network.netns); or ``("browser_only", reason)``, only Chromium behind the proxy
-        (the server is not root, or cannot make namespaces, or was told not to)."""
-        if not self.stack_config.network_namespace:
-            return "browser_only", "network namespaces are turned off for this server"
-        reason = netns.support()
-        return ("browser_only", reason) if reason else ("namespace", None)
 
     def control_ports(self) -> set[int]:
         """Every port of glassdesk's control plane, as of now: the protected ones and each

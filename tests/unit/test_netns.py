@@ -5,7 +5,6 @@ ones: tests/integration/test_netns.py and test_desktop_network.py)."""
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 
 import pytest
@@ -13,7 +12,6 @@ import pytest
 from desktop.network import netns
 from desktop.session.stack import DesktopStack
 from desktop.x11.user import DesktopUser
-from desktop.x11.windows import may_execute
 
 
 def test_a_namespace_is_named_by_its_server_and_session():
@@ -33,20 +31,18 @@ def test_a_bad_session_tag_is_refused(tag):
 
 
 def test_a_program_enters_the_namespace_as_root_then_becomes_the_desktop_user(tmp_path):
-    """nsenter first (entering needs CAP_SYS_ADMIN), setpriv after it; Xvfb stays outside (its clients
-    reach it by its socket file), x11vnc stays the server's."""
+    """nsenter before setpriv (entering needs CAP_SYS_ADMIN); Xvfb stays outside (its clients reach
+    it by its socket file), x11vnc stays the server's."""
     stack = DesktopStack(tmp_path)
-    user = DesktopUser("glassdesk-desktop", 1234, 1235)
-    stack.user = user
-    assert stack.desktop_launch("xfce") == ([], {"user": 1234, "group": 1235, "extra_groups": []})
+    stack.user = DesktopUser("glassdesk-desktop-1", 1234, 1235)
+    as_user = ["setpriv", "--reuid=1234", "--regid=1235", "--clear-groups", "--"]
+    assert stack.run_prefix() == as_user  # no namespace (not root): as before
     stack.namespace = netns.SessionNamespace("glassdesk-1-2-ab")
-    prefix, kwargs = stack.desktop_launch("xfce")
-    assert prefix == ["nsenter", "--net=/run/netns/glassdesk-1-2-ab", "--",
-                      "setpriv", "--reuid=1234", "--regid=1235", "--clear-groups", "--"]
-    assert kwargs == {}  # Popen starts nsenter as root; the uid changes after it
-    assert stack.desktop_launch() == (prefix, {})  # a launched program: the same
-    assert stack.desktop_launch("xvfb") == ([], {"user": 1234, "group": 1235, "extra_groups": []})
-    assert stack.desktop_launch("x11vnc") == ([], {})
+    inside = ["nsenter", "--net=/run/netns/glassdesk-1-2-ab", "--"]
+    assert stack.run_prefix() == [*inside, *as_user]  # a part, a launched program, Chromium's launcher
+    assert stack.run_prefix(outside_namespace=True) == as_user  # Xvfb
+    assert stack.run_prefix(server_side=True) == []  # x11vnc
+    assert stack.OUTSIDE_NAMESPACE >= {"xvfb", "x11vnc"}
 
 
 def test_every_desktop_program_is_told_of_the_session_s_proxy(tmp_path):
@@ -59,18 +55,6 @@ def test_every_desktop_program_is_told_of_the_session_s_proxy(tmp_path):
     stack.proxy = Proxy()  # type: ignore[assignment]
     env = stack.env()
     assert env["http_proxy"] == env["HTTPS_PROXY"] == "http://127.0.0.1:40123" and env["no_proxy"] == ""
-
-
-def test_may_execute_reads_the_mode_bits_for_the_desktop_user(tmp_path):
-    program = tmp_path / "prog"
-    program.write_text("#!/bin/sh\n")
-    info = program.stat()
-    program.chmod(stat.S_IRWXU)  # the owner's alone
-    assert may_execute(str(program), info.st_uid, info.st_gid)
-    assert not may_execute(str(program), info.st_uid + 1, info.st_gid + 1)
-    program.chmod(stat.S_IRWXU | stat.S_IXOTH)
-    assert may_execute(str(program), info.st_uid + 1, info.st_gid + 1)
-    assert not may_execute(str(tmp_path / "missing"), 0, 0)
 
 
 def test_without_root_there_is_no_namespace_and_it_says_why(monkeypatch):
@@ -105,23 +89,15 @@ def test_the_dead_servers_namespaces_are_removed_and_the_live_ones_kept(tmp_path
     assert netns.remove_owned_by(11, 110) == 1 and removed[-1] == "glassdesk-11-110-cc"
 
 
-def test_the_server_reports_how_its_sessions_network_is_fenced(tmp_path, monkeypatch):
-    """What /healthz and glassdesk up's start-up line say (SessionManager.network_isolation)."""
-    from desktop.session.manager import SessionManager
-    from desktop.session.stack import StackConfig
+def test_the_server_reports_how_its_sessions_network_is_fenced(monkeypatch):
+    """What /healthz and glassdesk up's start-up lines say (desktop.session.stack.isolation)."""
+    from desktop.session import stack
 
-    (tmp_path / "off").mkdir()
-    (tmp_path / "on").mkdir()
-    manager = SessionManager(root=tmp_path / "off", stack_config=StackConfig(network_namespace=False))
-    try:
-        assert manager.network_isolation() == ("browser_only", "network namespaces are turned off for this server")
-    finally:
-        manager.close()
-    manager = SessionManager(root=tmp_path / "on")
-    try:
-        monkeypatch.setattr(netns, "support", lambda: "the server does not run as root (...)")
-        assert manager.network_isolation() == ("browser_only", "the server does not run as root (...)")
-        monkeypatch.setattr(netns, "support", lambda: None)
-        assert manager.network_isolation() == ("namespace", None)
-    finally:
-        manager.close()
+    monkeypatch.setattr(netns, "support", lambda: "the server does not run as root (...)")
+    found = stack.isolation()
+    assert found["network"] == "browser_only"
+    assert any(p.startswith("network: the server does not run as root") and "only Chromium" in p
+               for p in found["degraded"]), found
+    monkeypatch.setattr(netns, "support", lambda: None)
+    found = stack.isolation()
+    assert found["network"] == "namespace" and not any(p.startswith("network:") for p in found["degraded"])

@@ -39,8 +39,8 @@ class FakeStack:
     def env(self) -> dict:
         return {}
 
-    def desktop_launch(self, name: str = "") -> tuple[list[str], dict]:
-        return [], {}  # as this process, in its network namespace
+    def run_prefix(self) -> list[str]:
+        return []  # no cgroup, no other user
 
     def dead_parts(self) -> list[str]:
         return [name for name, child in self.children.items() if not child.alive]

@@ -47,8 +47,8 @@ class GatedStack:
     def env(self):
         return {"DISPLAY": self.display}
 
-    def desktop_launch(self, name=""):
-        return [], {}
+    def run_prefix(self):
+        return []  # no cgroup, no other user
 
     def dead_parts(self):
         return list(self.dead)
