@@ -20,6 +20,9 @@ PACKAGES=(
   ffmpeg
   # process tools the tests and the supervisor rely on
   procps psmisc
+  # a network namespace per session when glassdesk runs as root (desktop/network/netns.py: ip netns;
+  # nsenter and setpriv come with util-linux, which every Debian has)
+  iproute2
   # Python venv support for the project itself
   python3-venv
   # the Node.js that Playwright's driver ships links against it (absent from a slim base image)

@@ -30,7 +30,8 @@ from desktop.browser.chromium import (
 )
 from desktop.browser.pages import PageRecord
 from desktop.errors import StackError
-from desktop.network.policy import NetworkPolicy
+from desktop.network import netns
+from desktop.network.policy import NetworkPolicy, proxy_environment
 from desktop.network.policy import chromium_args as network_args
 from desktop.network.proxy import PolicyProxy
 from desktop.x11 import cgroup
@@ -103,8 +104,12 @@ def isolation() -> dict:
     else:
         users = "per session" if desktop_users.accounts() else "shared"
     problem = cgroup.cgroup_problem(layout)
+    network = netns.support()  # None: a network namespace per session (desktop.network.netns)
     return {"desktop_users": users, "cgroups": f"v{layout.version}" if layout else "none",
-            "degraded": [*problems, *([problem] if problem else [])]}
+            "network": "browser_only" if network else "namespace",
+            "degraded": [*problems, *([problem] if problem else []),
+                         *([f"network: {network}; only Chromium is behind each session's network policy, other "
+                            "programs on the desktop reach the network directly"] if network else [])]}
 
 
 _REPORTED: list[bool] = []
@@ -199,6 +204,10 @@ class StackConfig:
     page_code: bool = False
     # The session's cgroup's limits (desktop.x11.cgroup): `glassdesk up --session-memory/--session-cpus`.
     limits: cgroup.Limits = field(default_factory=cgroup.Limits)
+    # A network namespace per session, whose only way out is the session's policy proxy
+    # (desktop.network.netns), whenever the server can make one (root); off only for tests that
+    # need the old arrangement.
+    network_namespace: bool = True
 
 
 @dataclass
@@ -238,6 +247,9 @@ class DesktopStack:
         self._cookie = b""
         self.browser: Browser | None = None
         self.proxy: PolicyProxy | None = None
+        # The session's network namespace (desktop.network.netns), made with the proxy and kept as
+        # long: every desktop process but Xvfb runs in it. None when the server cannot make one.
+        self.namespace: netns.SessionNamespace | None = None
         self.record = PageRecord()  # console, network, dialogs, downloads: across browser heals
         self._dbus_address = ""
         self._lock = threading.RLock()
@@ -276,6 +288,10 @@ class DesktopStack:
         })
         if self._dbus_address:
             env["DBUS_SESSION_BUS_ADDRESS"] = self._dbus_address
+        if self.proxy is not None:
+            # Proxy-aware programs (curl, wget, pip...) go through the session's policy. In the
+            # session's network namespace nothing else is reachable; without one this is advice.
+            env.update(proxy_environment(self.proxy.port))
         if self.user:
             env.update(USER=self.user.name, LOGNAME=self.user.name)
             # Temporary files of the session's own (Chromium's among them), 0700 to its account: in
@@ -338,11 +354,18 @@ class DesktopStack:
     # in its memory, which the desktop's account must not reach. It joins the session's cgroup all the same.
     SERVER_SIDE = frozenset({"x11vnc"})
 
-    def run_prefix(self, *, server_side: bool = False) -> list[str]:
+    # Xvfb runs outside the session's network namespace: its clients reach it by its socket file,
+    # and x11vnc (the server's, outside) reaches it too (desktop.network.netns).
+    OUTSIDE_NAMESPACE = frozenset({"xvfb"}) | SERVER_SIDE
+
+    def run_prefix(self, *, server_side: bool = False, outside_namespace: bool = False) -> list[str]:
         """The argv prefix every program of this session starts through: into the session's cgroup
-        (as the server: the desktop user may not move itself), then as the desktop user unless
-        ``server_side``. Empty when neither applies (not root, no cgroups)."""
+        (as the server: the desktop user may not move itself), into its network namespace unless
+        ``outside_namespace`` or ``server_side`` (nsenter: entering needs root too), then as the
+        desktop user unless ``server_side``. Empty when none applies (not root, no cgroups)."""
+        inside = self.namespace is not None and not (server_side or outside_namespace)
         return [*(self.cgroup.enter_argv() if self.cgroup else []),
+                *(self.namespace.argv() if inside else []),
                 *([] if server_side else run_as_argv(self.user))]
 
     def _make_cgroup(self) -> None:
@@ -358,7 +381,8 @@ class DesktopStack:
 
     def _spawn(self, name: str, argv: list[str], pass_fds: tuple[int, ...] = ()) -> Child:
         log_path = self.logs / f"{name}.log"
-        argv = [*self.run_prefix(server_side=name in self.SERVER_SIDE), *argv]
+        argv = [*self.run_prefix(server_side=name in self.SERVER_SIDE,
+                                 outside_namespace=name in self.OUTSIDE_NAMESPACE), *argv]
         # The log is opened here, by the server: the process writes to it but cannot open the
         # logs directory, nor read any other part's log.
         with open(log_path, "ab") as log_file:
@@ -572,7 +596,8 @@ class DesktopStack:
             self._prepare_dirs()
             self._make_cgroup()
             if self.proxy is None:  # kept through heals and resets: the browser's switches name its port
-                self.proxy = PolicyProxy(self.network, self.control_ports).start()
+                self._make_namespace()
+                self.proxy = PolicyProxy(self.network, self.control_ports, namespace=self.namespace).start()
             self.vnc_port = free_port()
             try:
                 self._start_xvfb()
@@ -584,6 +609,14 @@ class DesktopStack:
                 self.stop()
                 raise
             self.started_at = time.monotonic()
+
+    def _make_namespace(self) -> None:
+        """The session's own network namespace, when the server can make one (netns.support)."""
+        if self.namespace is None and self.config.network_namespace and netns.support() is None:
+            try:
+                self.namespace = netns.SessionNamespace(netns.name_for(self.tag)).create()
+            except (netns.NamespaceError, OSError, subprocess.SubprocessError) as exc:
+                raise StackError(str(exc)) from exc
 
     def dead_parts(self) -> list[str]:
         return [name for name, child in list(self.children.items()) if not child.alive]
@@ -715,10 +748,13 @@ class DesktopStack:
                 server_authority.remove(self.display, self._cookie)
 
     def close(self) -> None:
-        """Stop for good: also close the proxy, remove the cgroup and give the account back."""
+        """Stop for good: also close the proxy, remove the network namespace and the cgroup, and
+        give the account back."""
         self.stop()
         if self.proxy is not None:
             self.proxy.close()
+        if self.namespace is not None:
+            self.namespace.delete()
         with self._lock:
             if self.cgroup is not None:
                 self.cgroup.remove()

@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from desktop.network import netns
+
 log = logging.getLogger("glassdesk.procs")
 
 
@@ -225,6 +227,7 @@ class OwnerRecord:
 class Leftovers:
     pids: dict[int, int] = field(default_factory=dict)  # pid -> start time, checked again before a signal
     roots: list[Path] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)  # network namespaces removed (reap_predecessors)
 
 
 def owner_alive(owner: ProcessId, table: Mapping[int, Proc], me: ProcessId) -> bool:
@@ -409,9 +412,14 @@ def reap_predecessors(temp_dir: Path | None = None) -> Leftovers:
     detached = end_detached()
     if detached:
         log.warning("ended %d process(es) in the cgroups of a server that is gone", detached)
-    if found.pids or found.roots:
-        log.warning("ended %d process(es) and removed %d session root(s) left by a server that is gone",
-                    len(found.pids), len(found.roots))
+    # Their sessions' network namespaces (named by their server: desktop.network.netns). Judged
+    # against a fresh table: the processes above are gone by now.
+    table = process_table()
+    found.namespaces = netns.remove_dead(
+        lambda pid, start: owner_alive(ProcessId(pid, start, me.boot_id, me.pid_ns), table, me))
+    if found.pids or found.roots or found.namespaces:
+        log.warning("ended %d process(es), removed %d session root(s) and %d network namespace(s) left by a "
+                    "server that is gone", len(found.pids), len(found.roots), len(found.namespaces))
     return found
 
 
@@ -443,6 +451,9 @@ def reap(fd: int, mark: str, root: str) -> None:
     end_processes(lambda: owned_pids(process_table(), mark, Path(root), uid=uid))
     end_detached(mark_owner(mark))  # what left every mark: the owner's cgroups, its accounts' processes
     shutil.rmtree(root, ignore_errors=True)
+    owner = mark_owner(mark)
+    if owner is not None:  # the sessions' network namespaces, named by their server
+        netns.remove_owned_by(*owner)
 
 
 @dataclass

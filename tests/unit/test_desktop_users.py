@@ -126,14 +126,16 @@ def test_what_is_degraded_is_reported_at_start_once_and_in_the_health_answer(mon
     monkeypatch.setattr(stack.os, "geteuid", lambda: 1000)
     monkeypatch.setattr(stack, "_LAYOUT", [None])
     monkeypatch.setattr(stack, "_REPORTED", [])
+    monkeypatch.setattr(stack.netns, "support", lambda: "the server does not run as root (...)")  # not cached
     found = stack.isolation()
     assert found["desktop_users"] == "server user" and found["cgroups"] == "none"
+    assert found["network"] == "browser_only"
     assert [p.split(":")[0] for p in found["degraded"]] == ["not root", "no writable cgroup file system (cgroup v1 "
-                                                            "freezer or v2 at /sys/fs/cgroup)"]
+                                                            "freezer or v2 at /sys/fs/cgroup)", "network"]
     with caplog.at_level("WARNING", logger="glassdesk.stack"):
         assert stack.report_isolation() == found
         stack.report_isolation()
-    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["session isolation degraded"] * 2  # once each
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["session isolation degraded"] * 3  # once each
 
 
 def test_the_health_answer_carries_the_isolation_report():
@@ -148,7 +150,7 @@ def test_the_health_answer_carries_the_isolation_report():
         with TestClient(create_app(manager, Settings()), base_url="http://127.0.0.1") as client:
             body = client.get("/healthz").json()
         assert body["isolation"] == manager.isolation and set(body["isolation"]) == {"desktop_users", "cgroups",
-                                                                                     "degraded"}
+                                                                                     "network", "degraded"}
     finally:
         manager.close()
 
