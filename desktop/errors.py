@@ -179,8 +179,33 @@ def describe_validation(exc: ValidationError) -> str:
     return describe_errors(exc.errors())
 
 
+# An answer lists every problem of a request, but a bounded number of them and each bounded:
+# a 1 MB body of 70,000 unknown keys was answered with a 2.9 MB message (one part per key, each
+# echoing its key). Past MAX_LISTED problems the rest are counted, not listed; a part longer than
+# MAX_PART_CHARS (a key or a value echoed back) is cut, saying by how much.
+MAX_LISTED = 20
+MAX_PART_CHARS = 300
+
+
+def clip(text: str, limit: int = MAX_PART_CHARS) -> str:
+    """``text``, or its start and how many characters were left out (pure)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+
+
 def describe_errors(errors) -> str:
-    """Pydantic's errors as one readable sentence: 'x: must be <= 1919; keys: unknown key ...'."""
+    """Pydantic's errors as one readable sentence: 'x: must be <= 1919; keys: unknown key ...'.
+    At most MAX_LISTED of them, each clipped, then a count of those left out."""
+    errors = list(errors)
+    parts = [clip(part) for part in _parts(errors[:MAX_LISTED])]
+    if len(errors) > MAX_LISTED:
+        parts.append(f"and {len(errors) - MAX_LISTED:,} more problems ({len(errors):,} in all; the first "
+                     f"{MAX_LISTED} are listed)")
+    return "; ".join(parts)
+
+
+def _parts(errors) -> list[str]:
     parts = []
     for err in errors:
         kind = err.get("type")
@@ -204,7 +229,7 @@ def describe_errors(errors) -> str:
             loc = loc[1:]
         message = err["msg"].removeprefix("Value error, ")
         parts.append(f"{'.'.join(loc)}: {message}" if loc else message)
-    return "; ".join(parts)
+    return parts
 
 
 def _action_names() -> set[str]:
@@ -238,3 +263,14 @@ class StackError(RuntimeError):
     """A part of the desktop failed to start; the message names it and quotes its log. Not a
     GlassdeskError: DesktopService maps it to the operation's own error (session_unavailable, a
     start failure), which is why it lives here, below everything that raises it."""
+
+
+class DesktopUsersExhausted(StackError, GlassdeskError):
+    """Every account of the desktop-user pool (desktop.x11.user) runs a session already: one account
+    per session is what keeps sessions apart, so no session starts on a shared one. A StackError
+    (raised while a desktop starts) with its own code, kept as it is by DesktopService."""
+
+    code, status = "desktop_users_exhausted", 503
+
+    def __init__(self, message: str):
+        GlassdeskError.__init__(self, message)

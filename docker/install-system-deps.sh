@@ -20,6 +20,9 @@ PACKAGES=(
   ffmpeg
   # process tools the tests and the supervisor rely on
   procps psmisc
+  # a network namespace per session when glassdesk runs as root (desktop/network/netns.py: ip netns;
+  # nsenter and setpriv come with util-linux, which every Debian has)
+  iproute2
   # Python venv support for the project itself
   python3-venv
   # the Node.js that Playwright's driver ships links against it (absent from a slim base image)
@@ -33,10 +36,15 @@ PACKAGES=(
 POLICY_SOURCE="$(dirname "${BASH_SOURCE[0]}")/chromium-policy.json"
 POLICY_FILE=/etc/chromium/policies/managed/glassdesk.json
 
-# The unprivileged account the desktop runs as when glassdesk itself runs as root (desktop/x11/user.py):
-# a system user with its own group, no login shell, no home of its own (each session gives it one),
-# no sudo. Keep the name in step with desktop/x11/user.py's DESKTOP_USER.
+# The unprivileged accounts the desktops run as when glassdesk itself runs as root (desktop/x11/user.py):
+# one per session, from a pool glassdesk-desktop-1..N, so one session's programs can neither read
+# another's files nor its processes' memory. Each a system user with its own group, no login shell,
+# no home of its own (each session gives it one), no sudo. N: at least the sessions a host runs at
+# once plus its warm pool (`glassdesk up --max-sessions` is 10 by default); run again with a larger
+# GLASSDESK_DESKTOP_USERS to grow it. Keep the names in step with desktop/x11/user.py's POOL_PREFIX.
 DESKTOP_USER=glassdesk-desktop
+DESKTOP_USERS="${GLASSDESK_DESKTOP_USERS:-32}"
+case "$DESKTOP_USERS" in ''|*[!0-9]*) echo "GLASSDESK_DESKTOP_USERS must be a number, not '$DESKTOP_USERS'" >&2; exit 2;; esac
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -54,16 +62,23 @@ else
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-if getent passwd "$DESKTOP_USER" >/dev/null; then
-  echo "desktop user: $DESKTOP_USER present"
-elif [ "$(id -u)" -eq 0 ]; then
-  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
-    --comment "glassdesk desktop sessions" "$DESKTOP_USER"
-  echo "desktop user: created $DESKTOP_USER"
+if [ "$(id -u)" -eq 0 ]; then
+  created=0
+  for n in $(seq 1 "$DESKTOP_USERS"); do
+    name="$DESKTOP_USER-$n"
+    getent passwd "$name" >/dev/null && continue
+    useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+      --comment "glassdesk desktop session $n" "$name"
+    created=$((created + 1))
+  done
+  echo "desktop users: $DESKTOP_USER-1..$DESKTOP_USERS present ($created created)"
+  # The single account of earlier setups, shared by every session, is no longer used once the pool
+  # exists; it is left in place (files a running server may still own) and can be removed by hand:
+  # userdel glassdesk-desktop
 else
   # Not needed when glassdesk runs as this user: its desktop then runs as this user too.
-  echo "desktop user: $DESKTOP_USER not created (needs root); only needed to run glassdesk as root:" \
-       "sudo bash docker/install-system-deps.sh"
+  echo "desktop users: $DESKTOP_USER-1..$DESKTOP_USERS not created (needs root); only needed to run glassdesk" \
+       "as root: sudo bash docker/install-system-deps.sh"
 fi
 
 if [ -f "$POLICY_FILE" ] && cmp -s "$POLICY_SOURCE" "$POLICY_FILE"; then

@@ -828,6 +828,11 @@ def _scale(name: str) -> Metric:
     return metric
 
 
+def _isolation(bench: Bench) -> list[Row]:
+    """Issue 23's rows (tests/bench_isolation.py): a session's start and idle memory, before and after."""
+    return importlib.import_module("tests.bench_isolation").isolation(bench)
+
+
 def action_answer(bench: Bench) -> list[Row]:
     """Issue 14's answer rows (tests/bench_answer.py): ``POST .../desktop/click?screenshot=true``
     over HTTP to the parsed answer, and a vision/act step with the scripted model (20 clicks on the
@@ -974,6 +979,10 @@ SECTIONS: list[Section] = [
                   "into its field before each sample; decode the screenshot, OCR it, find the word -- with the "
                   "process's engine (vision/perception/ocr.py: lines of a recent screen reused where its pixels "
                   "did not change) and with the same models reading the whole screen, back to back."),
+    Section("Session isolation", [_isolation],
+            intro="Issue 23 (tests/bench_isolation.py): what an account and a cgroup of its own per session cost a "
+                  "session's start and its idle memory, beside the code before (84e8102: one shared account, no "
+                  "cgroup) measured the same way on the same machine."),
     Section("Scale", [_scale("scale_memory"), _scale("scale_concurrency"), _scale("scale_warm"),
                       _scale("scale_typing")],
             intro="Issue 14 (tests/bench_scale.py): one more idle session's memory, 9 sessions created at once, a "

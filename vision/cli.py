@@ -22,15 +22,18 @@ def _up(args: argparse.Namespace) -> int:
     from desktop.session.manager import SessionManager
     from desktop.x11.procs import own_desktops
     from vision.http.app import Settings, create_app
-    from vision.http.auth import check_bind
+    from vision.http.auth import check_bind, forwarded_problems, origin_problems, uvicorn_proxy_options
     from vision.service import Glassdesk
 
     settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, idle_ttl_s=args.ttl * 60,
                         launch_allow=_programs(args.launch_allow), allow_local_urls=args.allow_local_urls,
                         public_host=args.public_host, allow_evaluate=args.allow_evaluate,
                         single_session=args.single_session, backend=args.backend, warm=args.warm,
-                        mcp_tools=args.mcp_tools)
-    problems = warm_problems(settings)
+                        mcp_tools=args.mcp_tools, forwarded_allow_ips=args.forwarded_allow_ips or None,
+                        allowed_origins=tuple(o.strip() for o in (args.allowed_origins or "").split(",") if o.strip()),
+                        session_memory_mb=args.session_memory, session_cpus=args.session_cpus)
+    problems = (warm_problems(settings) + forwarded_problems(settings.forwarded_allow_ips)
+                + origin_problems(list(settings.allowed_origins)))
     if problems:
         for problem in problems:
             console.print(f"[red]{problem}[/red]")
@@ -47,6 +50,8 @@ def _up(args: argparse.Namespace) -> int:
                       f"{len(ownership.reaped.roots)} session folder(s) left by a glassdesk that was killed[/yellow]")
     manager = SessionManager(root=ownership.root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                              stack_config=settings.stack_config())
+    for problem in manager.isolation["degraded"]:  # also logged, and in /healthz (docs/isolation.md)
+        console.print(f"[yellow]session isolation degraded: {problem}[/yellow]")
     try:
         glassdesk = Glassdesk.from_settings(manager, settings)
         if glassdesk.interrupted:
@@ -84,7 +89,8 @@ def _up(args: argparse.Namespace) -> int:
             console.print("  [yellow]note:[/yellow] only loopback names are answered; give the name other machines use "
                           "with --public-host (requests with any other Host are refused)")
         console.print("  Ctrl-C stops everything.")
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level,
+                    **uvicorn_proxy_options(settings))
     finally:
         manager.close()
         ownership.close()
@@ -111,6 +117,7 @@ def _up_remote(args: argparse.Namespace, settings) -> int:
     from desktop.remote.backends import create_backend
     from desktop.remote.backends.manager import BackendSessions
     from vision.http.app import create_app
+    from vision.http.auth import uvicorn_proxy_options
     from vision.service import Glassdesk
 
     fences = [*(["--launch-allow", args.launch_allow] if args.launch_allow else []),
@@ -145,7 +152,8 @@ def _up_remote(args: argparse.Namespace, settings) -> int:
         if settings.warm:
             console.print(f"  warm pool:            {settings.warm} {settings.backend} session server(s) started "
                           "ahead, one at a time (they count toward --max-sessions)")
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level,
+                    **uvicorn_proxy_options(settings))
     finally:
         manager.close()
     return 0
@@ -353,6 +361,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="keep N sessions started ahead: a create claims one in milliseconds instead of starting "
                          "one in seconds, and the pool refills behind it, one start at a time. They count toward "
                          "--max-sessions (each costs an idle session's memory); on every backend (default 0)")
+    up.add_argument("--forwarded-allow-ips", default=os.environ.get("GLASSDESK_FORWARDED_ALLOW_IPS"),
+                    metavar="IP,NET",
+                    help="the reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are believed (addresses "
+                         "or networks joined by commas, or *); unset, the default, believes none: a client is the "
+                         "address it connects from")
+    up.add_argument("--allowed-origins", default=os.environ.get("GLASSDESK_ALLOWED_ORIGINS"),
+                    metavar="ORIGIN,ORIGIN",
+                    help="web origins besides the server's own whose pages may call the API and open the live view "
+                         "(e.g. https://tools.example.com); default: none")
     up.add_argument("--log-level", default="info")
     up.add_argument("--backend", choices=("local", "docker", "kubernetes", "process"),
                     default=os.environ.get("GLASSDESK_BACKEND", "local"),
@@ -361,8 +378,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--single-session", action="store_true",
                     help="run as a session server: the one session `default`, for a control plane to drive")
     up.add_argument("--session-memory", type=int, default=1536, metavar="MB",
-                    help="memory limit of each container or pod session (default 1536)")
-    up.add_argument("--session-cpus", type=float, default=1.0, help="CPU limit of each container or pod session")
+                    help="memory limit of each session (default 1536): its container or pod's, or on the local "
+                         "backend its cgroup's (as root: docs/isolation.md)")
+    up.add_argument("--session-cpus", type=float, default=1.0,
+                    help="CPU limit of each session: its container or pod's, or its cgroup's (default 1)")
     up.add_argument("--mcp-tools", type=_tool_profile, default=os.environ.get("GLASSDESK_MCP_TOOLS", "all"),
                     metavar="PROFILE",
                     help=TOOLS_HELP.replace("the MCP tools listed", "the tools /mcp lists to a client that does not "

@@ -31,7 +31,7 @@ from vision.errors import InvalidRequest, ModelUnavailable
 from vision.events import EventBus
 from vision.models import ActRequest, ActResult, RunView, SafetyCheckOut, StepSummary, VideoOut
 from vision.providers.base import CallResult, ModelCallError, ModelTurn, Observation, Provider
-from vision.report import write_report
+from vision.runview import write_report
 from vision.trace.records import ErrorInfo, RunStatus, Usage, redact
 from vision.trace.store import TraceStore
 from vision.trace.writer import TraceWriter

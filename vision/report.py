@@ -3,8 +3,9 @@
 ``render_html`` is one self-contained page (inline CSS, no scripts, no external resources) that
 shows each step's screenshots with a marker where each pointer action landed, what the model said,
 the actions in display pixels and the exact xdotool commands that ran. ``render_junit`` turns a run
-into JUnit XML, one test case per step plus one for the outcome. ``write_report`` saves the HTML
-next to the trace so it opens straight from disk.
+into JUnit XML, one test case per step plus one for the outcome. The trace's report, served and
+written beside it, is the run viewer's offline form (vision.runview); ``render_html`` is the
+former static page, whose style and markers the QA suite report (vision.qa.runs) still uses.
 """
 
 from __future__ import annotations
@@ -16,14 +17,11 @@ import shlex
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
-from vision.trace.files import atomic_write
 from vision.trace.records import StepRecord, TraceMeta, VerifyResult, VideoSeal
-from vision.trace.store import TraceStore
 
 #: (step index, "before" | "after") -> URL of that screenshot
 ImageUrl = Callable[[int, str], str]
@@ -337,18 +335,6 @@ def render_html(meta: TraceMeta, steps: Sequence[StepRecord], image_url: ImageUr
             f'<footer>Coordinates are display pixels of a {SCREEN_WIDTH}×{SCREEN_HEIGHT} screen. '
             'Run the commands above with DISPLAY and XAUTHORITY (the session\'s xauthority file) set to replay a step.'
             '</footer></body></html>')
-
-
-def write_report(store: TraceStore, trace_id: str) -> Path:
-    """Write ``report.html`` into the trace's directory, linking the screenshots by relative name."""
-    trace = store.load(trace_id)
-    names = ({(s.index, "before"): s.before_png for s in trace.steps}
-             | {(s.index, "after"): s.after_png for s in trace.steps})
-    page = render_html(trace.meta, trace.steps, lambda index, which: quote(names[(index, which)] or ""),
-                       verification=store.verify(trace_id), video=trace.video, video_url=quote)
-    path = store.trace_dir(trace_id) / "report.html"
-    atomic_write(path, page.encode("utf-8"))
-    return path
 
 
 # ------------------------------------------------------------------------------------------ JUnit

@@ -33,13 +33,24 @@ class Settings:
     single_session: bool = False  # a session server: one pinned session, its internal call route (desktop.remote.calls)
     backend: str = "local"  # where sessions run (desktop.remote.backends): local, docker, kubernetes
     mcp_tools: str = "all"  # the tool profile /mcp lists when a client does not ask (?tools=): vision.mcp.profiles
+    # The reverse proxies whose X-Forwarded-For / -Proto are believed ("10.0.0.5,10.1.0.0/16", "*"):
+    # none unless set (vision.http.auth.uvicorn_proxy_options).
+    forwarded_allow_ips: str | None = None
+    # Origins besides the server's own whose pages may send state-changing requests and open
+    # websockets ("https://tools.example.com"): vision.http.auth.origin_allowed.
+    allowed_origins: tuple[str, ...] = ()
+    # Each session's limits: its container or pod's, or on the local backend its cgroup's (desktop.x11.cgroup).
+    session_memory_mb: int = 1536
+    session_cpus: float = 1.0
 
     def stack_config(self):
         """How each session's desktop is made under these settings: the browser's own fences
         (desktop.browser.chromium.fence_preferences) allow what the API's do, and no more."""
         from desktop.session.stack import StackConfig  # the client imports this module: no desktop here
+        from desktop.x11.cgroup import Limits
 
-        return StackConfig(local_pages=self.allow_local_urls, page_code=self.allow_evaluate)
+        return StackConfig(local_pages=self.allow_local_urls, page_code=self.allow_evaluate,
+                           limits=Limits(memory_mb=self.session_memory_mb, cpus=self.session_cpus))
 
     @property
     def public_url(self) -> str:

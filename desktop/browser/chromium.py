@@ -22,6 +22,7 @@ same way as any other part.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -37,6 +38,7 @@ from desktop.background import BackgroundLoop, Lazy
 from desktop.browser.pages import Pages
 from desktop.browser.record import PageRecord
 from desktop.network.policy import WEBRTC_PREFERENCES
+from desktop.x11.procs import owned_temp_dir
 from desktop.x11.user import DesktopUser, open_without_links
 
 T = TypeVar("T")
@@ -314,8 +316,30 @@ class _Driver(BackgroundLoop):
             if self._playwright is None:
                 from playwright.async_api import async_playwright
 
-                self._playwright = await async_playwright().start()
+                with _driver_temp_dir(owned_temp_dir()):
+                    self._playwright = await async_playwright().start()
             return self._playwright
+
+
+@contextlib.contextmanager
+def _driver_temp_dir(path: Path | None):
+    """TMPDIR set to ``path`` while the driver starts (it copies the environment then, and Playwright
+    takes no environment for it). The driver makes a ``playwright-artifacts-*`` directory in its
+    temp dir for each browser launch and removes it only on a clean close: a kill -9 of the server
+    left one in /tmp for good. In the session root it goes with the root (desktop.x11.procs).
+    Another thread spawning meanwhile would see the same TMPDIR: a directory of this user's, valid."""
+    if path is None:
+        yield
+        return
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(path)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
 
 
 driver = Lazy(_Driver)

@@ -17,9 +17,16 @@ Deciding a request (``desktop.network.proxy`` does it):
    allows everything not denied. A refused name is not even looked up in DNS; allow patterns
    match the name only.
 2. Each address the name resolves to (or the IP literal) is refused if it is one of glassdesk's
-   own ports on this machine, whatever the lists say (``control_plane``), or if an IP deny
-   pattern matches it (``denied``: ``localhost`` cannot sneak past a deny of ``127.0.0.1``).
+   own ports on this machine, whatever the lists say (``control_plane``), or if the deny list
+   names it (``denied``): an IP pattern matching it (``localhost`` cannot sneak past a deny of
+   ``127.0.0.1``), a denied name resolving to it (``http://93.184.215.14/`` is a denied
+   ``example.com``), or, for a deny of one of this machine's listeners, any address of this machine.
 3. The proxy connects to the first address not refused, never to the name again.
+
+Every spelling of an address is that address: ``0.0.0.0``, ``[::]``, the whole of ``127.0.0.0/8``,
+``[::1]``, IPv4-mapped IPv6 (``[::ffff:127.0.0.1]``) and the numeric forms a URL parser and the C
+library's resolver accept (``2130706433``, ``0x7f000001``, ``0177.0.0.1``, ``127.1``) all reach this
+machine (:func:`parse_ip`, :func:`is_this_machine`).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 import idna
@@ -56,17 +63,95 @@ class PatternError(ValueError):
 
 
 def parse_ip(host: str) -> IPAddress | None:
-    """The address an IP literal stands for (an IPv4-mapped IPv6 address as its IPv4), else None."""
+    """The address an IP literal stands for, else None. An IPv4-mapped IPv6 address is its IPv4
+    address; the numeric spellings a URL parser and the C library read as IPv4 are IPv4 too
+    (``2130706433``, ``0x7f000001``, ``0177.0.0.1``, ``127.1``: see :func:`parse_ipv4_numeric`)."""
+    text = host.strip("[]") if host.startswith("[") else host
     try:
-        address = ipaddress.ip_address(host.strip("[]") if host.startswith("[") else host)
+        address = ipaddress.ip_address(text)
     except ValueError:
-        return None
+        return parse_ipv4_numeric(text) if ends_in_a_number(text) else None
     if isinstance(address, ipaddress.IPv6Address):
         if address.scope_id:
             return None
         if address.ipv4_mapped is not None:
             return address.ipv4_mapped
     return address
+
+
+def _ipv4_number(part: str) -> int | None:
+    """One part of a numeric IPv4 host, the WHATWG URL standard's way: ``0x``/``0X`` hex, a
+    leading ``0`` octal, else decimal (``0x`` alone is 0). None: not a number."""
+    radix = 10
+    if part[:2] in ("0x", "0X"):
+        part, radix = part[2:], 16
+    elif len(part) > 1 and part.startswith("0"):
+        part, radix = part[1:], 8
+    if not part:
+        return 0
+    digits = {10: "0123456789", 8: "01234567", 16: "0123456789abcdefABCDEF"}[radix]
+    if len(part) > 32 or any(c not in digits for c in part):
+        return None
+    return int(part, radix)
+
+
+def ends_in_a_number(host: str) -> bool:
+    """Whether a URL parser takes ``host`` for an IPv4 address (the WHATWG "ends in a number"
+    rule: its last label, a trailing dot aside, is decimal digits or a ``0x`` number). Chromium then
+    connects to that address or refuses the URL; a name resolver (glibc's ``inet_aton``) reads the
+    same spellings as the same addresses."""
+    labels = host.split(".")
+    if labels[-1] == "" and len(labels) > 1:
+        labels.pop()
+    last = labels[-1]
+    return bool(last) and (last.isascii() and last.isdigit() or (last[:2] in ("0x", "0X")
+                                                                  and _ipv4_number(last) is not None))
+
+
+def parse_ipv4_numeric(host: str) -> ipaddress.IPv4Address | None:
+    """The IPv4 address of a numeric host in any spelling a URL parser accepts (the WHATWG IPv4
+    parser): one to four parts, each decimal, octal (leading 0) or hex (0x), the last one filling
+    the bytes left: ``2130706433``, ``0x7f000001``, ``0177.0.0.1``, ``127.1`` and ``127.0.0.1.``
+    are all 127.0.0.1. None when it is not one (a part too large, not a number, five parts)."""
+    parts = host.split(".")
+    if parts[-1] == "" and len(parts) > 1:
+        parts.pop()
+    if not 1 <= len(parts) <= 4 or any(not part for part in parts):
+        return None
+    numbers = [_ipv4_number(part) for part in parts]
+    if any(n is None for n in numbers):
+        return None
+    *leading, last = numbers
+    if any(n > 255 for n in leading) or last >= 256 ** (5 - len(numbers)):
+        return None
+    value = last
+    for index, n in enumerate(leading):
+        value += n << (8 * (3 - index))
+    return ipaddress.IPv4Address(value)
+
+
+# Addresses that reach this machine whatever its interfaces: 0.0.0.0 (connecting to the
+# unspecified address connects to this machine; Linux treats all of 0.0.0.0/8 as "this network"
+# and reaches nothing else through it), 127.0.0.0/8, :: and ::1. IPv4-mapped IPv6 addresses
+# (::ffff:127.0.0.1) are their IPv4 address (parse_ip); the deprecated IPv4-compatible ones
+# (::127.0.0.1, in ::/96) are taken at their IPv4 address too, to be safe.
+_THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+
+
+def is_this_machine(address: IPAddress) -> bool:
+    """Does ``address`` reach this machine, whatever its interfaces (pure)? Loopback and the
+    unspecified address, in every spelling: 0.0.0.0/8, 127.0.0.0/8, ::, ::1, and IPv4-mapped or
+    IPv4-compatible IPv6 forms of those. (An interface's own address is this machine's too; only a
+    socket can say which those are: desktop.network.proxy.is_local_address.)"""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        elif address in _IPV4_COMPATIBLE:
+            address = ipaddress.IPv4Address(int(address))
+        else:
+            return address.is_loopback or address.is_unspecified
+    return address.is_loopback or address in _THIS_NETWORK
 
 
 def normalize_host(host: str) -> str:
@@ -80,6 +165,8 @@ def normalize_host(host: str) -> str:
         return str(address)
     if ":" in text:
         raise PatternError(f"{host!r} is not an IP address")
+    if text and ends_in_a_number(text):  # what a URL parser reads as an IPv4 address, and this is not one
+        raise PatternError(f"{host!r} is not a valid IP address")
     if text.endswith("."):  # the root's dot: example.com. is example.com
         text = text[:-1]
     if not text:
@@ -92,12 +179,14 @@ def normalize_host(host: str) -> str:
     text = text.lower()
     if len(text) > 253:
         raise PatternError(f"{host!r} is longer than a host name can be (253 characters)")
-    labels = text.split(".")
-    for label in labels:
+    for label in text.split("."):
         if not _LABEL.match(label):
             raise PatternError(f"{host!r} is not a host name (labels are 1-63 of a-z 0-9 - _)")
-    if labels[-1].isdigit():  # what a URL parser reads as an IPv4 address, and this is not one
-        raise PatternError(f"{host!r} is not a valid IP address")
+    if ends_in_a_number(text):  # IDNA made it digits (full-width ones become ASCII): a URL parser's IPv4
+        address = parse_ipv4_numeric(text)
+        if address is None:
+            raise PatternError(f"{host!r} is not a valid IP address")
+        return str(address)
     return text
 
 
@@ -181,7 +270,15 @@ class HostPattern:
         loopback, and an interface's own address to whatever listens on all of them)."""
         if self.wildcard:
             return False
-        return self.host == "localhost" or (self.ip is not None and (self.ip.is_loopback or self.ip.is_unspecified))
+        if self.ip is not None:
+            return is_this_machine(self.ip)
+        return self.host == "localhost" or self.host.endswith(".localhost")  # RFC 6761: loopback, always
+
+    @property
+    def names_a_host(self) -> bool:
+        """A host name that can be looked up (not an IP, a wildcard or ``localhost``): what
+        :meth:`NetworkPolicy.by_address` is given the addresses of, to refuse its IP literals too."""
+        return self.ip is None and not self.wildcard and not self.names_this_machine
 
 
 @dataclass(frozen=True)
@@ -214,18 +311,39 @@ class NetworkPolicy:
             return Refusal("not_allowed", "matches no pattern of the allow list")
         return None
 
+    def deny_names(self) -> list[str]:
+        """The host names of the deny list, whose addresses :meth:`by_address` refuses too."""
+        return list(dict.fromkeys(p.host for p in self.deny if p.names_a_host))
+
     def by_address(self, address: IPAddress, port: int,
-                   is_local: Callable[[IPAddress], bool] | None = None) -> Refusal | None:
-        """What an address the name resolved to decides: the IP patterns of the deny list. A deny
-        of one of this machine's listeners (``127.0.0.1:8240``, ``localhost:8240``) holds for every
-        address that reaches this machine (loopback, unspecified, and what ``is_local`` says is one
-        of its interfaces'): denying 127.0.0.1:8240 must not let http://0.0.0.0:8240 through."""
-        local = address.is_loopback or address.is_unspecified or bool(is_local and is_local(address))
+                   is_local: Callable[[IPAddress], bool] | None = None,
+                   named: Mapping[str, Collection[IPAddress]] | None = None) -> Refusal | None:
+        """What an address the name resolved to (or an IP literal) decides: the deny list.
+
+        - An IP pattern refuses its address.
+        - A name pattern refuses the addresses the name resolves to (``named``: name -> addresses,
+          for the names of :meth:`deny_names`; looked up by the caller): an IP literal of a
+          denied host is that host.
+        - A deny of one of this machine's listeners (``127.0.0.1:8240``, ``localhost:8240``, a
+          name resolving to this machine) holds for every address that reaches this machine
+          (:func:`is_this_machine`, and what ``is_local`` says is one of its interfaces'):
+          denying 127.0.0.1:8240 must not let http://0.0.0.0:8240 through."""
+
+        def this_machine(a: IPAddress) -> bool:
+            return is_this_machine(a) or bool(is_local and is_local(a))
+
+        local = this_machine(address)
         for pattern in self.deny:
+            if pattern.port is not None and pattern.port != port:
+                continue
             if pattern.matches_address(address, port):
                 return Refusal("denied", f"resolves to {address}, which matches the deny pattern {pattern}")
-            if local and (pattern.port is None or pattern.port == port) and (
-                    pattern.names_this_machine or (pattern.ip is not None and is_local and is_local(pattern.ip))):
+            addresses = named.get(pattern.host, ()) if named and pattern.names_a_host else ()
+            if address in addresses:
+                return Refusal("denied", f"{address} is an address of {pattern.host}, which the deny pattern "
+                                         f"{pattern} names")
+            if local and (pattern.names_this_machine or (pattern.ip is not None and this_machine(pattern.ip))
+                          or any(this_machine(a) for a in addresses)):
                 return Refusal("denied", f"{address} is this machine, which the deny pattern {pattern} names")
         return None
 
@@ -245,11 +363,12 @@ def _parse_list(name: str, patterns: Iterable[str]) -> tuple[HostPattern, ...]:
     return tuple(dict.fromkeys(parsed))  # duplicates dropped, order kept
 
 
-def control_plane(address: IPAddress, port: int, control_ports: Iterable[int], is_local: Callable[[IPAddress], bool]
-                  ) -> Refusal | None:
-    """Is this one of glassdesk's own ports on this machine? ``is_local``: is the address one of
-    this machine's (loopback, unspecified, an interface's)."""
-    if port in control_ports and is_local(address):
+def control_plane(address: IPAddress, port: int, control_ports: Iterable[int],
+                  is_local: Callable[[IPAddress], bool] | None = None) -> Refusal | None:
+    """Is this one of glassdesk's own ports on this machine? This machine: every spelling of
+    loopback and unspecified (:func:`is_this_machine`), and what ``is_local`` says is one of its
+    interfaces' addresses."""
+    if port in control_ports and (is_this_machine(address) or bool(is_local and is_local(address))):
         return Refusal("control_plane", f"port {port} on this machine is glassdesk's own (its API or a session's "
                                         "live view); the browser never reaches it")
     return None
@@ -277,6 +396,18 @@ def chromium_args(proxy_port: int) -> list[str]:
         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
         "--disable-quic",
     ]
+
+
+def proxy_environment(proxy_port: int) -> dict[str, str]:
+    """The environment that sends proxy-aware programs (curl, wget, pip, git, Python's urllib,
+    most HTTP libraries) through the session's proxy, both spellings. ``no_proxy`` is empty:
+    loopback goes through the proxy too (in the session's network namespace nothing else
+    listens on it; without one, the policy still decides what a loopback URL reaches)."""
+    url = f"http://127.0.0.1:{proxy_port}"
+    env = {}
+    for name, value in (("http_proxy", url), ("https_proxy", url), ("no_proxy", "")):
+        env[name] = env[name.upper()] = value
+    return env
 
 
 # The profile preference that keeps WebRTC off UDP: it may only use connections through the

@@ -13,8 +13,12 @@ a name that resolves to this machine cannot reach glassdesk's own ports.
 One listening port per session, on 127.0.0.1, all served by one event-loop thread of the server
 process. The session is known by the port its browser was told to use. (One shared port would
 need proxy credentials; Chromium takes none on its command line and asks for them in a dialog
-unless every page is intercepted, which is what this avoids.) A local process that connects to a
-session's port gets that session's policy and no more: the control plane stays closed to it.
+unless every page is intercepted, which is what this avoids.) When the session has a network
+namespace of its own (``desktop.network.netns``, the server being root) the port is opened inside
+it, where the session's programs are, and only there: nothing else can reach it (the same port
+number is held, not listened on, in the server's namespace). Otherwise a local process that
+connects to a session's port gets that session's policy and no more: the control plane stays
+closed to it.
 
 Plain HTTP is one request per connection: the request goes out with ``Connection: close`` and the
 answer comes back with it, so the browser never sends a second request down a connection whose
@@ -37,6 +41,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from desktop.background import BackgroundLoop, Lazy
+from desktop.network.netns import SessionNamespace
 from desktop.network.policy import (
     BlockLog,
     IPAddress,
@@ -44,6 +49,7 @@ from desktop.network.policy import (
     PatternError,
     Refusal,
     control_plane,
+    is_this_machine,
     normalize_host,
     parse_ip,
     split_host_port,
@@ -54,6 +60,10 @@ log = logging.getLogger("glassdesk.proxy")
 HEAD_LIMIT = 64 * 1024          # request and response heads larger than this are refused
 FIRST_REQUEST_S = 300           # the browser keeps idle connections to its proxy open a while
 RESOLVE_S = 10
+DENIED_NAMES_S = 30             # how long the addresses of the deny list's names are kept
+# How long a deny-list name's lookup may hold up the request that needs it (an IP literal, an
+# address of this machine): a name whose resolver does not answer counts as having no address.
+DENIED_NAME_RESOLVE_S = 3
 CONNECT_S = 15
 MAX_CONNECTIONS = 512           # per session; Chromium itself uses at most 32 per proxy, plus WebSockets
 # Hop-by-hop headers: they concern the connection to the proxy, not the request.
@@ -62,10 +72,10 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-a
 
 
 def is_local_address(address: IPAddress) -> bool:
-    """Is ``address`` one of this machine's? Loopback and the unspecified address always are
-    (connecting to 0.0.0.0 reaches this machine); any other is if a socket can be bound to it,
-    which the kernel allows only for its own addresses."""
-    if address.is_loopback or address.is_unspecified:
+    """Is ``address`` one of this machine's? Loopback and the unspecified address always are, in
+    every spelling (``desktop.network.policy.is_this_machine``); any other is if a socket can be
+    bound to it, which the kernel allows only for its own addresses."""
+    if is_this_machine(address):
         return True
     family = socket.AF_INET6 if isinstance(address, ipaddress.IPv6Address) else socket.AF_INET
     try:
@@ -105,12 +115,18 @@ class PolicyProxy:
 
     def __init__(self, policy: NetworkPolicy | None = None,
                  control_ports: Callable[[], Collection[int]] = frozenset,
-                 is_local: Callable[[IPAddress], bool] = is_local_address):
+                 is_local: Callable[[IPAddress], bool] = is_local_address,
+                 namespace: SessionNamespace | None = None):
         self.policy = policy or NetworkPolicy()
         self.blocked = BlockLog()
         self.port = 0
         self._control_ports = control_ports
         self._is_local = is_local
+        # Where it listens: in the session's network namespace (None: the server's own).
+        self.namespace = namespace
+        self._held: socket.socket | None = None  # the port number held in the server's namespace
+        # The deny list's names -> (when looked up, their addresses): desktop.network.policy.by_address
+        self._named: dict[str, tuple[float, frozenset[IPAddress]]] = {}
         self._server: asyncio.base_events.Server | None = None
         self._live: set[_Connection] = set()
         self._tasks: set[asyncio.Task] = set()
@@ -119,12 +135,46 @@ class PolicyProxy:
 
     def start(self) -> PolicyProxy:
         if self._server is None:
-            self._server = proxy_loop().run(asyncio.start_server(self._accept, "127.0.0.1", 0, limit=HEAD_LIMIT), 10)
+            if self.namespace is None:
+                serve = asyncio.start_server(self._accept, "127.0.0.1", 0, limit=HEAD_LIMIT)
+            else:
+                serve = asyncio.start_server(self._accept, sock=self._listen_inside(), limit=HEAD_LIMIT)
+            self._server = proxy_loop().run(serve, 10)
             self.port = self._server.sockets[0].getsockname()[1]
         return self
 
+    def _listen_inside(self) -> socket.socket:
+        """A socket listening on 127.0.0.1 in the session's namespace, on a port number this
+        server holds (bound, never listening) in its own: so the number stands for this proxy
+        alone, and no service of the machine's can sit on a port that the control-plane check
+        refuses as this proxy's."""
+        held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            held.bind(("127.0.0.1", 0))
+            port = held.getsockname()[1]
+
+            def listen() -> socket.socket:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                try:
+                    sock.bind(("127.0.0.1", port))
+                    sock.listen(128)
+                except BaseException:
+                    sock.close()
+                    raise
+                return sock
+
+            sock = self.namespace.inside(listen)
+        except BaseException:
+            held.close()
+            raise
+        self._held = held
+        return sock
+
     def close(self) -> None:
         server, self._server = self._server, None
+        if self._held is not None:
+            self._held.close()
+            self._held = None
         if server is None:
             return
 
@@ -144,11 +194,14 @@ class PolicyProxy:
         in flight) it would refuse: a kept-alive HTTPS connection must not outlive a deny."""
         self.policy = policy
         if self._server is not None:
-            proxy_loop().call_soon(self._end_refused)
+            asyncio.run_coroutine_threadsafe(self._end_refused(), proxy_loop().loop)
 
-    def _end_refused(self) -> None:
+    async def _end_refused(self) -> None:
+        if not self._live:
+            return
+        named = await self._deny_addresses()  # a newly denied name's addresses count at once
         for conn in list(self._live):
-            if self._refusal(conn.host, conn.port, conn.address) is not None and conn.task is not None:
+            if self._refusal(conn.host, conn.port, conn.address, named) is not None and conn.task is not None:
                 conn.task.cancel()
 
     # ---------------------------------------------------------------------------- decisions
@@ -157,34 +210,51 @@ class PolicyProxy:
         return set(self._control_ports()) | {self.port}
 
     def refusal_by_name(self, host: str, port: int) -> Refusal | None:
-        """What is known without DNS: the lists by name, and the control plane for an IP literal.
-        (For a check before navigating; the proxy decides again on every request.)"""
+        """What the proxy would decide for a request to ``host``:``port``, the same check (a name
+        is looked up as the proxy would); None when it would connect, or could not resolve the
+        name (the browser then shows the failure). For a check before navigating; the proxy
+        decides again on every request. From any thread but the proxy's."""
         host = normalize_host(host)
-        address = parse_ip(host)
-        if address is not None:
-            return self._refusal(host, port, address)
-        return self.policy.by_name(host, port)
+        try:
+            _allowed, refusal = proxy_loop().run(self._decide(host, port), RESOLVE_S + 5)
+        except (_BadGateway, TimeoutError):
+            return None
+        return refusal
 
-    def _refusal(self, host: str, port: int, address: IPAddress) -> Refusal | None:
+    def _refusal(self, host: str, port: int, address: IPAddress,
+                 named: dict[str, frozenset[IPAddress]] | None = None) -> Refusal | None:
         return (control_plane(address, port, self.control_ports(), self._is_local)
-                or self.policy.by_name(host, port) or self.policy.by_address(address, port, self._is_local))
+                or self.policy.by_name(host, port) or self.policy.by_address(address, port, self._is_local, named))
 
-    async def _addresses(self, method: str, host: str, port: int, url: str | None) -> list[IPAddress]:
-        """The addresses this request may connect to, best first; raises _Refused (recorded) or
-        _BadGateway."""
+    async def _decide(self, host: str, port: int) -> tuple[list[IPAddress], Refusal | None]:
+        """The addresses a request to ``host`` (normalised) may connect to, best first, and the
+        first refusal met; raises _BadGateway when the name resolves to nothing."""
         literal = parse_ip(host)
         if literal is None:
             refusal = self.policy.by_name(host, port)  # before any DNS: a refused name is not even looked up
-            addresses = [] if refusal else await self._resolve(host, port)
+            if refusal:
+                return [], refusal
+            addresses = await self._resolve(host, port)
         else:
-            refusal, addresses = None, [literal]
-        allowed = []
+            addresses = [literal]
+        # An IP literal, or a name of this machine, is checked against the addresses of the deny
+        # list's names too: http://<its address>/ is the denied host. (Only then: a name the lists
+        # let through costs no lookup of the deny list's names.)
+        named = (await self._deny_addresses() if literal is not None or any(map(self._is_local, addresses))
+                 else None)
+        allowed, refusal = [], None
         for address in addresses:
-            found = self._refusal(host, port, address)
+            found = self._refusal(host, port, address, named)
             if found is None:
                 allowed.append(address)
             else:
                 refusal = refusal or found
+        return allowed, refusal
+
+    async def _addresses(self, method: str, host: str, port: int, url: str | None) -> list[IPAddress]:
+        """The addresses this request may connect to, best first; raises _Refused (recorded) or
+        _BadGateway."""
+        allowed, refusal = await self._decide(host, port)
         if allowed:
             return allowed
         if refusal is None:
@@ -193,10 +263,29 @@ class PolicyProxy:
         log.info("blocked %s %s:%s: %s", method, host, port, refusal.detail)
         raise _Refused(refusal)
 
-    async def _resolve(self, host: str, port: int) -> list[IPAddress]:
+    async def _deny_addresses(self) -> dict[str, frozenset[IPAddress]]:
+        """The addresses of the deny list's names (``NetworkPolicy.deny_names``), each looked up
+        at most every DENIED_NAMES_S; a name that does not resolve has none."""
+        loop = asyncio.get_running_loop()
+        names = self.policy.deny_names()
+        stale = [n for n in names if n not in self._named or loop.time() - self._named[n][0] > DENIED_NAMES_S]
+
+        async def lookup(name: str) -> None:
+            try:
+                found = frozenset(await self._resolve(name, 80, DENIED_NAME_RESOLVE_S))
+            except _BadGateway:
+                found = frozenset()
+            self._named[name] = (loop.time(), found)
+
+        await asyncio.gather(*map(lookup, stale))
+        for name in set(self._named) - set(names):  # a name no longer denied
+            del self._named[name]
+        return {n: self._named[n][1] for n in names if n in self._named}
+
+    async def _resolve(self, host: str, port: int, timeout: float = RESOLVE_S) -> list[IPAddress]:
         loop = asyncio.get_running_loop()
         try:
-            infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_S)
+            infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
         except (TimeoutError, OSError) as exc:
             raise _BadGateway(f"could not resolve {host}: {exc}") from None
         addresses = [parse_ip(info[4][0].split("%")[0]) for info in infos]

@@ -27,6 +27,7 @@ from desktop.browser.chromium import BrowserError
 from desktop.browser.errors import DialogOpen, PageTimeout
 from desktop.errors import (
     ActionFailedError,
+    DesktopUsersExhausted,
     DialogOpenError,
     InvalidAction,
     InvalidRequest,
@@ -151,6 +152,8 @@ class DesktopService:
     def _start(self, session_id: str | None, *, pinned: bool = False, network: NetworkPolicy | None = None) -> Session:
         try:
             return self.manager.create(session_id, pinned=pinned, network=network)
+        except DesktopUsersExhausted:  # its own code (503), and how to grow the pool
+            raise
         except StackError as exc:
             raise SessionUnavailable(f"could not start the desktop: {exc}") from exc
 

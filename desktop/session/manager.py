@@ -41,10 +41,10 @@ from desktop.models import ElementAt, SessionInfo, Status
 from desktop.network.policy import NetworkPolicy
 from desktop.port import Performed
 from desktop.session.pool import WARM_RETRY_S, WarmPool, check_warm  # noqa: F401 - check_warm: its old home
-from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, tagged_pids
+from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, report_isolation, tagged_pids
 from desktop.x11.input import ActionFailed, Executor, expected_ms
 from desktop.x11.screen import FIRST_CHANGE_MS, TIMEOUT_MS, WINDOW_FIRST_CHANGE_MS, Screen, ScreenshotError, Settled
-from desktop.x11.user import open_session_root, popen_kwargs
+from desktop.x11.user import open_session_root
 from desktop.x11.windows import WindowError, Windows
 
 # After the browser has produced its frames, the display already shows them: in 158 of 160 clicks
@@ -159,7 +159,7 @@ class Session:
             old.close()  # its damage connection: to a display that may be gone
         self.screen = Screen(self.stack.display) if self.stack.display else None
         self.executor = Executor(env)
-        self.windows = Windows(env, popen_kwargs(self.stack.user))
+        self.windows = Windows(env, self.stack.run_prefix(), self.stack.user)
 
     def touch(self) -> None:
         self.last_used_at = utcnow()
@@ -594,6 +594,9 @@ class SessionRegistry:
     A subclass sets ``sessions``, ``max_sessions``, ``listeners`` and ``_lock``."""
 
     sessions: dict
+    # How sessions are kept apart (desktop.session.stack.isolation), for /healthz: the local
+    # manager's; None for a remote registry, whose sessions are each a container or pod.
+    isolation: dict | None = None
     max_sessions: int
     listeners: list
 
@@ -710,7 +713,9 @@ class SessionManager(SessionRegistry):
     def __init__(self, *, root: Path | None = None, max_sessions: int = 10, idle_ttl_s: float = 1800,
                  stack_config: StackConfig | None = None, supervise_every_s: float = 0.5):
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="glassdesk-"))
-        open_session_root(self.root)  # 0710: the desktop user may pass through to its own directories
+        open_session_root(self.root)  # the desktop users may pass through to their own directories
+        # What keeps sessions apart here, and what is missing (logged once, and in /healthz).
+        self.isolation = report_isolation()
         self.max_sessions = max_sessions
         self.idle_ttl_s = idle_ttl_s
         self.stack_config = stack_config or StackConfig()

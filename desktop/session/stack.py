@@ -30,16 +30,19 @@ from desktop.browser.chromium import (
 )
 from desktop.browser.pages import PageRecord
 from desktop.errors import StackError
-from desktop.network.policy import NetworkPolicy
+from desktop.network import netns
+from desktop.network.policy import NetworkPolicy, proxy_environment
 from desktop.network.policy import chromium_args as network_args
 from desktop.network.proxy import PolicyProxy
-from desktop.x11.procs import kill_group, pids_with_env, session_pids
+from desktop.x11 import cgroup
+from desktop.x11.procs import OWNER_VAR, kill_group, pids_with_env, session_pids, this_process
 from desktop.x11.user import (
     DesktopUser,
-    desktop_user,
+    desktop_users,
     ensure_x11_socket_dir,
     hand_over,
-    popen_kwargs,
+    isolation_problems,
+    kill_all,
     remove_stale_ice_sockets,
     run_as_argv,
     share_traversal,
@@ -79,6 +82,47 @@ WINDOW_MANAGER = "xfwm4"
 # The parts only the live view needs. Screenshots and input do not pass through them, so their
 # death is healed without taking the session out of "ready" (desktop.session.manager.Session.heal).
 VIEWER_PARTS = frozenset({"x11vnc"})
+
+
+_LAYOUT: list[cgroup.Layout | None] = []  # detected once per process
+
+
+def cgroup_layout() -> cgroup.Layout | None:
+    """Where this server's sessions get their cgroups (desktop.x11.cgroup), None where it cannot."""
+    if not _LAYOUT:
+        _LAYOUT.append(cgroup.detect())
+    return _LAYOUT[0]
+
+
+def isolation() -> dict:
+    """How this server keeps sessions apart, and what it cannot do here: for its start-up log and
+    /healthz (docs/isolation.md). ``degraded`` lists each missing fence and how to get it."""
+    layout = cgroup_layout()
+    problems = isolation_problems()
+    if os.geteuid() != 0:
+        users = "server user"
+    else:
+        users = "per session" if desktop_users.accounts() else "shared"
+    problem = cgroup.cgroup_problem(layout)
+    network = netns.support()  # None: a network namespace per session (desktop.network.netns)
+    return {"desktop_users": users, "cgroups": f"v{layout.version}" if layout else "none",
+            "network": "browser_only" if network else "namespace",
+            "degraded": [*problems, *([problem] if problem else []),
+                         *([f"network: {network}; only Chromium is behind each session's network policy, other "
+                            "programs on the desktop reach the network directly"] if network else [])]}
+
+
+_REPORTED: list[bool] = []
+
+
+def report_isolation() -> dict:
+    """Log, once per process, what ``isolation()`` finds degraded; returns it."""
+    found = isolation()
+    if not _REPORTED:
+        _REPORTED.append(True)
+        for problem in found["degraded"]:
+            log.warning("session isolation degraded: %s", problem)
+    return found
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -134,17 +178,19 @@ def tagged_pids(tag: str) -> list[int]:
     return pids_with_env(TAG_VAR, tag)
 
 
-# What a desktop process may inherit from the server: locale, time zone, the search path, who it
-# runs as, and glassdesk's own switches and marks. Everything else - API keys, GLASSDESK_TOKEN,
-# proxy credentials, cloud credentials - stays with the server.
-INHERITED = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "SHELL", "TMPDIR"})
-NEVER_INHERITED = frozenset({"GLASSDESK_TOKEN"})
+# What a desktop process may inherit from the server, by name: locale, time zone, the search path,
+# who it runs as, and the one glassdesk variable a desktop process needs: the owner's mark
+# (desktop.x11.procs.OWNER_VAR), by which the reaper finds it after a kill -9. The session's tag
+# (TAG_VAR) is set by DesktopStack.env itself. No GLASSDESK_* by prefix: the server's own settings
+# (GLASSDESK_SECRET_<NAME>, GLASSDESK_TOKEN, the backends' GLASSDESK_K8S_*, ...) are not the
+# desktop's, and whatever is here can be read on the visible desktop. The server's switches are read
+# by the server from its own environment (the pointer glide: desktop.x11.input.Executor).
+INHERITED = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "SHELL", "TMPDIR", OWNER_VAR})
 
 
 def desktop_environment(server_env: Mapping[str, str]) -> dict[str, str]:
     """The part of the server's environment a desktop process gets (pure)."""
-    return {k: v for k, v in server_env.items()
-            if k not in NEVER_INHERITED and (k in INHERITED or k.startswith(("LC_", "GLASSDESK_")))}
+    return {k: v for k, v in server_env.items() if k in INHERITED or k.startswith("LC_")}
 
 
 @dataclass
@@ -156,6 +202,12 @@ class StackConfig:
     # (--allow-evaluate). Off unless the server is started so.
     local_pages: bool = False
     page_code: bool = False
+    # The session's cgroup's limits (desktop.x11.cgroup): `glassdesk up --session-memory/--session-cpus`.
+    limits: cgroup.Limits = field(default_factory=cgroup.Limits)
+    # A network namespace per session, whose only way out is the session's policy proxy
+    # (desktop.network.netns), whenever the server can make one (root); off only for tests that
+    # need the old arrangement.
+    network_namespace: bool = True
 
 
 @dataclass
@@ -195,12 +247,19 @@ class DesktopStack:
         self._cookie = b""
         self.browser: Browser | None = None
         self.proxy: PolicyProxy | None = None
+        # The session's network namespace (desktop.network.netns), made with the proxy and kept as
+        # long: every desktop process but Xvfb runs in it. None when the server cannot make one.
+        self.namespace: netns.SessionNamespace | None = None
         self.record = PageRecord()  # console, network, dialogs, downloads: across browser heals
         self._dbus_address = ""
         self._lock = threading.RLock()
         # Who the desktop runs as (desktop/x11/user.py): None while not started, and when it runs as
         # the server's own user. x11vnc always runs as the server's user.
         self.user: DesktopUser | None = None
+        self._claimed = False  # the account is taken once, at the first start, and kept until close()
+        self._stuck = False  # a process of the account would not die: keep it out of the pool
+        # The session's cgroup (desktop.x11.cgroup): made at the first start, removed by close().
+        self.cgroup: cgroup.SessionCgroup | None = None
         # The window manager XFCE started (its pid, found through /proc) and since when none is seen.
         self._wm_pid: int | None = None
         self._wm_missing_since: float | None = None
@@ -229,17 +288,24 @@ class DesktopStack:
         })
         if self._dbus_address:
             env["DBUS_SESSION_BUS_ADDRESS"] = self._dbus_address
+        if self.proxy is not None:
+            # Proxy-aware programs (curl, wget, pip...) go through the session's policy. In the
+            # session's network namespace nothing else is reachable; without one this is advice.
+            env.update(proxy_environment(self.proxy.port))
         if self.user:
             env.update(USER=self.user.name, LOGNAME=self.user.name)
-            # The server's TMPDIR may be its own (0700): the desktop's user uses /tmp like any user.
-            env.pop("TMPDIR", None)
+            # Temporary files of the session's own (Chromium's among them), 0700 to its account: in
+            # the shared /tmp, names and any file made readable would be another session's to see.
+            env["TMPDIR"] = str(self.workdir / "tmp")
         return env
 
     def _prepare_dirs(self) -> None:
         """The session's directory: the desktop's own parts (home, browser profile, downloads,
         runtime dir) belong to the desktop user; the logs and the VNC passwords stay the server's,
         unreadable by it (the workdir is 0710: it may pass through, not list)."""
-        self.user = desktop_user()  # StackError when root and the account is missing
+        if not self._claimed:  # StackError when root and no account exists; DesktopUsersExhausted
+            self.user = desktop_users.claim()
+            self._claimed = True
         self.workdir.mkdir(parents=True, exist_ok=True)
         share_traversal(self.workdir, self.user)
         if self.user:
@@ -265,7 +331,7 @@ class DesktopStack:
     def _make_desktop_dirs(self) -> None:
         """The desktop's own directories, each made, filled and handed over only when it is new:
         once it is the desktop user's, the server writes nothing where that user could have put links."""
-        for path in (self.home, self.profile, self.downloads, self.workdir / "run"):
+        for path in (self.home, self.profile, self.downloads, self.workdir / "run", self.workdir / "tmp"):
             if path.exists():
                 continue
             path.mkdir(mode=0o700)
@@ -285,18 +351,44 @@ class DesktopStack:
             (autostart / f"{name}.desktop").write_text("[Desktop Entry]\nType=Application\nHidden=true\n")
 
     # The viewer parts run as the server's user: x11vnc reads vnc.passwd and holds both passwords
-    # in its memory, which the desktop user (shared by every session) must not reach.
+    # in its memory, which the desktop's account must not reach. It joins the session's cgroup all the same.
     SERVER_SIDE = frozenset({"x11vnc"})
+
+    # Xvfb runs outside the session's network namespace: its clients reach it by its socket file,
+    # and x11vnc (the server's, outside) reaches it too (desktop.network.netns).
+    OUTSIDE_NAMESPACE = frozenset({"xvfb"}) | SERVER_SIDE
+
+    def run_prefix(self, *, server_side: bool = False, outside_namespace: bool = False) -> list[str]:
+        """The argv prefix every program of this session starts through: into the session's cgroup
+        (as the server: the desktop user may not move itself), into its network namespace unless
+        ``outside_namespace`` or ``server_side`` (nsenter: entering needs root too), then as the
+        desktop user unless ``server_side``. Empty when none applies (not root, no cgroups)."""
+        inside = self.namespace is not None and not (server_side or outside_namespace)
+        return [*(self.cgroup.enter_argv() if self.cgroup else []),
+                *(self.namespace.argv() if inside else []),
+                *([] if server_side else run_as_argv(self.user))]
+
+    def _make_cgroup(self) -> None:
+        layout = cgroup_layout()
+        if self.cgroup is not None or layout is None:
+            return
+        me = this_process()
+        try:
+            self.cgroup = cgroup.SessionCgroup.create(layout, cgroup.owner_group(me.pid, me.start_time), self.tag,
+                                                      self.config.limits)
+        except OSError as exc:  # reported at start already if the file system is not writable
+            log.warning("session %s gets no cgroup: %s", self.workdir.name, exc)
 
     def _spawn(self, name: str, argv: list[str], pass_fds: tuple[int, ...] = ()) -> Child:
         log_path = self.logs / f"{name}.log"
-        run_as = {} if name in self.SERVER_SIDE else popen_kwargs(self.user)
+        argv = [*self.run_prefix(server_side=name in self.SERVER_SIDE,
+                                 outside_namespace=name in self.OUTSIDE_NAMESPACE), *argv]
         # The log is opened here, by the server: the process writes to it but cannot open the
         # logs directory, nor read any other part's log.
         with open(log_path, "ab") as log_file:
             popen = subprocess.Popen(
                 argv, env=self.env(), stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                start_new_session=True, pass_fds=pass_fds, cwd=self.home, **run_as,
+                start_new_session=True, pass_fds=pass_fds, cwd=self.home,
             )
         return self._supervise(name, popen, log_path)
 
@@ -411,7 +503,7 @@ class DesktopStack:
         if self.browser is not None:  # a healed browser: let go of the dead one's connection first
             self.browser.close()
         self.browser = Browser(self.profile, self.downloads, self.env(), cwd=self.home,
-                               argv_prefix=run_as_argv(self.user), owner=self.user, record=self.record,
+                               argv_prefix=self.run_prefix(), owner=self.user, record=self.record,
                                downloaded=self.downloaded, blocks=self.proxy.blocked if self.proxy else None)
         log_path = self.logs / "chromium.log"
         try:
@@ -502,8 +594,10 @@ class DesktopStack:
         with self._lock:
             self._wm_pid = self._wm_missing_since = None
             self._prepare_dirs()
+            self._make_cgroup()
             if self.proxy is None:  # kept through heals and resets: the browser's switches name its port
-                self.proxy = PolicyProxy(self.network, self.control_ports).start()
+                self._make_namespace()
+                self.proxy = PolicyProxy(self.network, self.control_ports, namespace=self.namespace).start()
             self.vnc_port = free_port()
             try:
                 self._start_xvfb()
@@ -515,6 +609,14 @@ class DesktopStack:
                 self.stop()
                 raise
             self.started_at = time.monotonic()
+
+    def _make_namespace(self) -> None:
+        """The session's own network namespace, when the server can make one (netns.support)."""
+        if self.namespace is None and self.config.network_namespace and netns.support() is None:
+            try:
+                self.namespace = netns.SessionNamespace(netns.name_for(self.tag)).create()
+            except (netns.NamespaceError, OSError, subprocess.SubprocessError) as exc:
+                raise StackError(str(exc)) from exc
 
     def dead_parts(self) -> list[str]:
         return [name for name, child in list(self.children.items()) if not child.alive]
@@ -574,9 +676,11 @@ class DesktopStack:
         from desktop.x11.windows import parse_wmctrl
 
         with self._lock:
-            # Programs `launch` started lead their own process sessions: end those sessions.
+            # Programs `launch` started lead their own process sessions: end those sessions. One
+            # that shed its tag (an empty environment) is still in the session's cgroup.
             parts = {child.popen.pid for child in self.children.values()}
-            launched = {pid for pid in tagged_pids(self.tag) if pid not in set(session_pids(parts))}
+            members = set(tagged_pids(self.tag)) | set(self.cgroup.pids() if self.cgroup else ())
+            launched = members - set(session_pids(parts)) - parts
             for pid in launched | set(session_pids(launched)):
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -627,6 +731,16 @@ class DesktopStack:
                     except ProcessLookupError:
                         pass
                 time.sleep(0.05)
+            # What detached from all of the above (double fork, setsid, chdir /, an empty
+            # environment) is still in the session's cgroup, and still runs as its account.
+            if self.cgroup is not None:
+                self.cgroup.kill()
+            if self.user is not None and self.user.exclusive:
+                try:
+                    kill_all(self.user)
+                except StackError as exc:  # a process stuck in the kernel: the account is not given back
+                    log.warning("session %s: %s", self.workdir.name, exc)
+                    self._stuck = True
             for child in self.children.values():
                 if child.popen.poll() is None:
                     child.popen.wait(1)
@@ -634,10 +748,20 @@ class DesktopStack:
                 server_authority.remove(self.display, self._cookie)
 
     def close(self) -> None:
-        """Stop for good: also close the proxy."""
+        """Stop for good: also close the proxy, remove the network namespace and the cgroup, and
+        give the account back."""
         self.stop()
         if self.proxy is not None:
             self.proxy.close()
+        if self.namespace is not None:
+            self.namespace.delete()
+        with self._lock:
+            if self.cgroup is not None:
+                self.cgroup.remove()
+                self.cgroup = None
+            if self._claimed and not self._stuck:  # a later claim sees the account's processes anyway
+                desktop_users.release(self.user)
+                self._claimed = False
 
     def _run(self, argv: list[str], timeout: float = 5) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env=self.env(), capture_output=True, text=True, timeout=timeout)

@@ -7,6 +7,7 @@ command is an argv list, never a shell string: text like ``$HOME; rm -rf /`` is 
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import time
 from dataclasses import dataclass
@@ -369,9 +370,11 @@ class Executor:
     """Runs argv lists on one display."""
 
     def __init__(self, env: dict[str, str]):
-        self.env = env
+        self.env = env  # the session's: the commands run in it
         self._keymap: Keymap | None = None
-        self.glide_ms = glide_ms_from(env)
+        # A server setting, read from the server's environment: the desktop's holds no GLASSDESK_*
+        # but its mark (desktop.session.stack.desktop_environment).
+        self.glide_ms = glide_ms_from(os.environ)
 
     def run(self, action: _Action) -> Executed:
         start = time.perf_counter()

@@ -14,6 +14,12 @@ that ``glassdesk up`` and ``glassdesk mcp`` both use:
   root, so the next server to start finds and ends what a dead one left if its reaper died with it
   (a kill of everything, a container stop). ``leftovers`` decides what is whose from a snapshot of
   the process table, without touching anything: a pure function.
+
+Those marks (environment, working directory, process session) can all be shed by a program that
+wants to outlive its session (double fork, ``setsid``, ``chdir /``, an empty environment). Two
+marks cannot: its cgroup (desktop.x11.cgroup: a dead server's are found by their owner's name) and
+its uid (a pool account no live server holds runs nothing legitimately: desktop.x11.user). The
+reaper and the start-up reap end both (``end_detached``).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from desktop.network import netns
 
 log = logging.getLogger("glassdesk.procs")
 
@@ -219,6 +227,7 @@ class OwnerRecord:
 class Leftovers:
     pids: dict[int, int] = field(default_factory=dict)  # pid -> start time, checked again before a signal
     roots: list[Path] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)  # network namespaces removed (reap_predecessors)
 
 
 def owner_alive(owner: ProcessId, table: Mapping[int, Proc], me: ProcessId) -> bool:
@@ -359,6 +368,34 @@ def read_owner_records(temp_dir: Path) -> list[OwnerRecord]:
     return records
 
 
+def end_detached(owner: tuple[int, int] | None = None) -> int:
+    """End what no mark finds: the session cgroups of dead servers (``owner``'s, (pid, start time),
+    or every dead one next to this server's) and the processes of pool accounts no live server
+    holds. Returns how many processes were in those cgroups. Never raises: a reap does what it can."""
+    from desktop.x11 import cgroup
+    from desktop.x11.user import desktop_users
+
+    killed = 0
+    try:
+        layout = cgroup.detect()
+        if layout is not None:
+            if owner is not None:
+                dead = [cgroup.owner_group(*owner)]
+            else:
+                table, me = process_table(), this_process()
+                alive = lambda o: owner_alive(ProcessId(*o, me.boot_id, me.pid_ns), table, me)  # noqa: E731
+                dead = sorted({d.name for base in layout.bases.values() for d in cgroup.dead_owner_groups(base, alive)})
+            for name in dead:
+                killed += cgroup.reap_owner(layout, name)
+    except Exception:
+        log.exception("the cgroups of a dead server could not all be ended")
+    try:
+        desktop_users.reap_free()
+    except Exception:
+        log.exception("the processes of free desktop accounts could not all be ended")
+    return killed
+
+
 def reap_predecessors(temp_dir: Path | None = None) -> Leftovers:
     """End what dead servers left in ``temp_dir`` (default: the temp dir) and remove their roots.
 
@@ -372,9 +409,17 @@ def reap_predecessors(temp_dir: Path | None = None) -> Leftovers:
         end_processes(lambda: leftovers(records, process_table(), me, uid).pids)
     for root in found.roots:
         shutil.rmtree(root, ignore_errors=True)
-    if found.pids or found.roots:
-        log.warning("ended %d process(es) and removed %d session root(s) left by a server that is gone",
-                    len(found.pids), len(found.roots))
+    detached = end_detached()
+    if detached:
+        log.warning("ended %d process(es) in the cgroups of a server that is gone", detached)
+    # Their sessions' network namespaces (named by their server: desktop.network.netns). Judged
+    # against a fresh table: the processes above are gone by now.
+    table = process_table()
+    found.namespaces = netns.remove_dead(
+        lambda pid, start: owner_alive(ProcessId(pid, start, me.boot_id, me.pid_ns), table, me))
+    if found.pids or found.roots or found.namespaces:
+        log.warning("ended %d process(es), removed %d session root(s) and %d network namespace(s) left by a "
+                    "server that is gone", len(found.pids), len(found.roots), len(found.namespaces))
     return found
 
 
@@ -404,7 +449,11 @@ def reap(fd: int, mark: str, root: str) -> None:
         pass
     uid = os.getuid()
     end_processes(lambda: owned_pids(process_table(), mark, Path(root), uid=uid))
+    end_detached(mark_owner(mark))  # what left every mark: the owner's cgroups, its accounts' processes
     shutil.rmtree(root, ignore_errors=True)
+    owner = mark_owner(mark)
+    if owner is not None:  # the sessions' network namespaces, named by their server
+        netns.remove_owned_by(*owner)
 
 
 @dataclass
@@ -421,6 +470,16 @@ class Ownership:
 
 
 _KEEP: list[int] = []  # the reaper's pipe: held open for the life of the process; its closing is the signal
+_TEMP: list[Path] = []  # owned_temp_dir(), once own_desktops made it
+TEMP_DIR = "tmp"  # in the session root: the server's helpers' temporary files
+
+
+def owned_temp_dir() -> Path | None:
+    """Where this server's helper processes keep temporary files (the Playwright driver's
+    ``playwright-artifacts-*``): a directory in the session root, so that the reaper, or the next
+    server's start-up reap, removes what a kill -9 left there along with the root. None before
+    ``own_desktops`` (tests, embedded use): the temp dir, as before."""
+    return _TEMP[0] if _TEMP else None
 
 
 def own_desktops(prefix: str = ROOT_PREFIX) -> Ownership:
@@ -439,6 +498,9 @@ def own_desktops(prefix: str = ROOT_PREFIX) -> Ownership:
     with os.fdopen(fd, "w") as fh:
         json.dump(me.as_dict() | {"mark": mark}, fh)
     os.environ[OWNER_VAR] = mark  # inherited by every process the sessions start
+    temp = root / TEMP_DIR
+    temp.mkdir(mode=0o700)
+    _TEMP[:] = [temp]
     _KEEP.append(start_reaper(mark, root))
     return Ownership(root, mark, reaped)
 

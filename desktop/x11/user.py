@@ -1,36 +1,51 @@
-"""Who the desktop runs as: never root.
+"""Who the desktop runs as: never root, and never the account of another session.
 
 The desktop is untrusted (a model drives it, pages run in it, `launch` starts programs on it), so
-when glassdesk itself runs as root its desktop processes run as the unprivileged account
-``glassdesk-desktop`` (created by ``make setup``, i.e. ``docker/install-system-deps.sh``): its own
-group, no supplementary groups, no login shell, no sudo. When glassdesk does not run as root the
-desktop runs as the same user as the server, as before (the container runs as uid 1000).
+when glassdesk itself runs as root each session's desktop runs as an unprivileged account of its
+own, taken from a pool, ``glassdesk-desktop-1`` .. ``glassdesk-desktop-N`` (created by ``make
+setup``, i.e. ``docker/install-system-deps.sh``; N is ``GLASSDESK_DESKTOP_USERS`` there, 32 by
+default): each its own group, no supplementary groups, no login shell, no sudo. A session takes an
+account no live server holds (an exclusive ``flock`` on ``/run/glassdesk/desktop-users/<name>``,
+released by the kernel when the server dies) and that runs no process (what a killed server left is
+ended first: ``reap_free_accounts``); it gives it back once everything of the session has ended.
+With one uid per session the kernel keeps sessions apart: another session's files (its home,
+browser profile, downloads, X authority: 0700/0600 to their uid), its processes' memory
+(``/proc/PID/mem`` and ptrace need the same uid or CAP_SYS_PTRACE) and its signals.
+Every pool account busy: ``DesktopUsersExhausted``, which says how to grow the pool.
+
+An older setup has only the one shared account ``glassdesk-desktop``: every session then runs as
+it, which separates the desktop from the server but not one session from another, and the server
+says so at start (``isolation_problems``). When glassdesk does not run as root the desktop runs as
+the server's own user (the container runs as uid 1000), also reported as degraded.
 
 What stays with the server user: the API, the traces, the session logs, the VNC passwords and the
 viewer process that holds them (x11vnc; the live view is relayed by the server itself). The desktop
 user can traverse to its own directories in a session (home, browser profile, downloads, runtime
 dir) but list or read nothing else there.
-
-All sessions share the one account, so this separates the desktop from the server, not one
-session's desktop from another's.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pwd
 import stat
-from collections.abc import Callable
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from desktop.errors import StackError
+from desktop.errors import DesktopUsersExhausted, StackError
 
+# The one shared account of setups before the pool; still used (degraded) when no pool exists.
 DESKTOP_USER = "glassdesk-desktop"  # keep in step with docker/install-system-deps.sh
+# The pool: glassdesk-desktop-1 .. -N (docker/install-system-deps.sh, GLASSDESK_DESKTOP_USERS).
+POOL_PREFIX = f"{DESKTOP_USER}-"
+LOCK_DIR = Path("/run/glassdesk/desktop-users")
 X11_SOCKET_DIR = Path("/tmp/.X11-unix")
 ICE_SOCKET_DIR = Path("/tmp/.ICE-unix")
-
-
 
 
 @dataclass(frozen=True)
@@ -38,13 +53,39 @@ class DesktopUser:
     name: str
     uid: int
     gid: int
+    # A pool account this session alone runs as: every process of its uid is the session's, so
+    # "kill all of the uid" is a whole-kill (kill_all). False for the shared legacy account.
+    exclusive: bool = False
+
+
+def _checked(entry: pwd.struct_passwd, exclusive: bool) -> DesktopUser:
+    if entry.pw_uid == 0 or entry.pw_gid == 0:
+        raise StackError(f"the desktop user {entry.pw_name!r} has uid {entry.pw_uid} / gid {entry.pw_gid}: "
+                         "it must be an unprivileged account, not root")
+    return DesktopUser(entry.pw_name, entry.pw_uid, entry.pw_gid, exclusive)
+
+
+def pool_accounts(entries: Iterable[pwd.struct_passwd]) -> list[DesktopUser]:
+    """The pool's accounts among ``entries`` (pure): ``glassdesk-desktop-<n>``, by n."""
+    found = []
+    for entry in entries:
+        suffix = entry.pw_name[len(POOL_PREFIX):] if entry.pw_name.startswith(POOL_PREFIX) else ""
+        if suffix.isdigit():
+            found.append((int(suffix), _checked(entry, exclusive=True)))
+    return [user for _, user in sorted(found)]
+
+
+def pick_account(accounts: Iterable[DesktopUser], taken: Collection[int]) -> DesktopUser | None:
+    """The first account whose uid is not ``taken`` (held by a session, or running a process) (pure)."""
+    return next((user for user in accounts if user.uid not in taken), None)
 
 
 def desktop_user(euid: int | None = None,
                  lookup: Callable[[str], pwd.struct_passwd] = pwd.getpwnam) -> DesktopUser | None:
-    """The account the desktop runs as: None when glassdesk is not root (the desktop then runs as
-    the current user); ``glassdesk-desktop`` when it is. A root server without that account is an
-    error, never a silent fallback to a root desktop."""
+    """The shared account (``glassdesk-desktop``) of a root server without a pool: None when
+    glassdesk is not root (the desktop then runs as the current user). A root server without that
+    account is an error, never a silent fallback to a root desktop. Sessions take theirs from
+    ``desktop_users`` (the pool first)."""
     if (os.geteuid() if euid is None else euid) != 0:
         return None
     try:
@@ -53,10 +94,141 @@ def desktop_user(euid: int | None = None,
         raise StackError(f"glassdesk runs as root but the user {DESKTOP_USER!r} its desktop runs as does not "
                          "exist: run `make setup` as root (or `docker/install-system-deps.sh`), "
                          "which creates it") from None
-    if entry.pw_uid == 0 or entry.pw_gid == 0:
-        raise StackError(f"the desktop user {DESKTOP_USER!r} has uid {entry.pw_uid} / gid {entry.pw_gid}: "
-                         "it must be an unprivileged account, not root")
-    return DesktopUser(DESKTOP_USER, entry.pw_uid, entry.pw_gid)
+    return _checked(entry, exclusive=False)
+
+
+def uids_running() -> set[int]:
+    """The uids of every live process (zombies are dead: their uid is free)."""
+    uids = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
+                    continue
+            uids.add(entry.stat().st_uid)
+        except (OSError, IndexError):
+            continue
+    return uids
+
+
+def kill_all(user: DesktopUser, rounds: int = 50) -> int:
+    """End every process of a pool account, whatever it did to detach (double fork, setsid, an
+    empty environment, another working directory): a process cannot leave its uid. ``kill -KILL -1``
+    run as the account signals every process the account may signal, i.e. all of its own, at once
+    (a forking loop cannot outrun it as it can a pid-by-pid kill); repeated until none runs.
+    Returns the rounds it took (0: nothing ran). Never for a shared account or the server's own."""
+    if not user.exclusive or user.uid in (0, os.getuid()):
+        raise ValueError(f"{user.name!r} is not an account of one session: its processes are not all the session's")
+    for done in range(rounds):
+        if user.uid not in uids_running():
+            return done
+        subprocess.run([*run_as_argv(user), "kill", "-KILL", "-1"], cwd="/", env={"PATH": os.defpath},
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+        time.sleep(0.02 * done)
+    raise StackError(f"processes of {user.name} (uid {user.uid}) still run after {rounds} rounds of kill -1")
+
+
+class DesktopUsers:
+    """This process's share of the pool: which accounts its sessions hold, and their locks."""
+
+    def __init__(self, lock_dir: Path = LOCK_DIR,
+                 entries: Callable[[], Iterable[pwd.struct_passwd]] = pwd.getpwall):
+        self.lock_dir = lock_dir
+        self._entries = entries
+        self._lock = threading.Lock()
+        self._held: dict[int, int] = {}  # uid -> the locked file's descriptor
+
+    def accounts(self) -> list[DesktopUser]:
+        return pool_accounts(self._entries())
+
+    def _try_lock(self, user: DesktopUser) -> int | None:
+        self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Not inherited (O_CLOEXEC): the lock lives exactly as long as this server process.
+        fd = os.open(self.lock_dir / user.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            os.close(fd)
+            return None
+
+    def claim(self) -> DesktopUser | None:
+        """An account for a new session: None when the server is not root (the desktop runs as the
+        server's user); the shared legacy account when there is no pool; else a pool account that
+        no live server holds and that runs nothing. DesktopUsersExhausted when all are taken."""
+        if os.geteuid() != 0:
+            return None
+        accounts = self.accounts()
+        if not accounts:
+            return desktop_user()
+        with self._lock:
+            taken = set(self._held) | uids_running()
+            while (user := pick_account(accounts, taken)) is not None:
+                taken.add(user.uid)
+                fd = self._try_lock(user)
+                if fd is None:
+                    continue  # another server's
+                if user.uid in uids_running():  # a process started before we locked it: not free
+                    os.close(fd)
+                    continue
+                self._held[user.uid] = fd
+                return user
+        raise DesktopUsersExhausted(
+            f"all {len(accounts)} desktop accounts ({POOL_PREFIX}1..{len(accounts)}) run a session already, "
+            "and a session never shares its account with another; end a session, or grow the pool: "
+            f"`sudo GLASSDESK_DESKTOP_USERS={max(2 * len(accounts), 8)} bash docker/install-system-deps.sh` "
+            "(or `make setup` as root) adds accounts")
+
+    def release(self, user: DesktopUser | None) -> None:
+        """Give an account back once nothing of its session runs (the caller ended it all)."""
+        if user is None or not user.exclusive:
+            return
+        with self._lock:
+            fd = self._held.pop(user.uid, None)
+        if fd is not None:
+            os.close(fd)  # closing the only descriptor of the file description drops the flock
+
+    def holds(self, uid: int) -> bool:
+        with self._lock:
+            return uid in self._held
+
+    def reap_free(self) -> int:
+        """End the processes of every pool account no live server holds: a server killed with its
+        reaper (kill -9 of both, a container's stop) left them; nothing else runs as those accounts.
+        Returns how many accounts had processes. Only for root; 0 otherwise."""
+        if os.geteuid() != 0:
+            return 0
+        reaped = 0
+        running = uids_running()
+        for user in self.accounts():
+            if user.uid not in running or self.holds(user.uid):
+                continue
+            fd = self._try_lock(user)
+            if fd is None:  # a live server's session
+                continue
+            try:
+                kill_all(user)
+                reaped += 1
+            finally:
+                os.close(fd)
+        return reaped
+
+
+desktop_users = DesktopUsers()
+
+
+def isolation_problems(euid: int | None = None, users: DesktopUsers | None = None) -> list[str]:
+    """How this server's sessions are less separated than they could be, for its start-up log and
+    /healthz: empty when each session gets an account of its own."""
+    if (os.geteuid() if euid is None else euid) != 0:
+        return ["not root: every session's desktop runs as the server's own user, so sessions can read "
+                "each other's files and memory (run glassdesk as root, after `make setup` as root)"]
+    if not (users or desktop_users).accounts():
+        return [f"no desktop-user pool ({POOL_PREFIX}1..N): every session's desktop runs as the one account "
+                f"{DESKTOP_USER!r} (run `make setup` as root, or docker/install-system-deps.sh, to create the pool)"]
+    return []
 
 
 def popen_kwargs(user: DesktopUser | None) -> dict:
@@ -108,10 +280,16 @@ def share_traversal(directory: Path, user: DesktopUser | None) -> None:
     directory.chmod(0o710)
 
 
-def open_session_root(root: Path) -> None:
-    """Let the desktop user pass through the directory that holds the sessions (0710, group
-    desktop). Nothing to do when the desktop runs as this user; nor when its account is missing:
-    starting a session says so."""
+def open_session_root(root: Path, users: DesktopUsers | None = None) -> None:
+    """Let the desktop users pass through the directory that holds the sessions. With a pool every
+    account must reach its own session's directory, so the root is 0711 (anyone may pass through,
+    nobody but the server may list it) and each session's directory is 0710 to its own account's
+    group (``share_traversal``): another session's account stops there. With the shared account:
+    0710, group desktop. Nothing to do when the desktop runs as this user; nor when its account is
+    missing: starting a session says so."""
+    if os.geteuid() == 0 and (users or desktop_users).accounts():
+        root.chmod(0o711)
+        return
     try:
         user = desktop_user()
     except StackError:

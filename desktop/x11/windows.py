@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 
 from desktop.models import Window
+from desktop.x11.user import DesktopUser, may_traverse
 
 WINDOW_ID = re.compile(r"^(0x[0-9a-fA-F]{1,8}|[0-9]{1,10})$")
 URL_SCHEMES = ("http://", "https://", "file://", "about:", "data:", "chrome://")
@@ -95,9 +97,13 @@ def parse_wmctrl(out: str) -> list[Window]:
 @dataclass
 class Windows:
     env: dict[str, str]
-    # How launched programs are started: as the desktop's user (desktop.x11.user.popen_kwargs), while
-    # wmctrl and xdotool run as the server's.
-    launch_as: dict = field(default_factory=dict)
+    # How launched programs are started: an argv prefix that puts them in the session's cgroup and
+    # runs them as the desktop's user (desktop.session.stack.DesktopStack.run_prefix), while wmctrl
+    # and xdotool run as the server's.
+    launch_prefix: list[str] = field(default_factory=list)
+    # Whom that prefix runs the program as (None: this process's user), to refuse a program it may
+    # not execute up front: past the prefix, setpriv's failure would be silent.
+    launch_user: DesktopUser | None = None
 
     def _run(self, argv: list[str]) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=10)
@@ -123,10 +129,15 @@ class Windows:
         if path is None:
             raise WindowError(f"program {command!r} not found on PATH")
         argv = [command, *args]
+        if self.launch_user is not None:
+            info = os.stat(path)
+            if not may_traverse(info.st_mode, info.st_uid, info.st_gid, self.launch_user):  # the x bits, as for a dir
+                raise WindowError(f"program {command!r} ({path}) cannot be started by the desktop's user: "
+                                  "Permission denied")
         try:
-            popen = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True, cwd=self.env.get("HOME"),
-                                     **self.launch_as)
+            popen = subprocess.Popen([*self.launch_prefix, *argv], env=self.env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                     cwd=self.env.get("HOME"))
         except PermissionError as exc:  # found on PATH, but not executable by the desktop's user
             raise WindowError(f"program {command!r} ({path}) cannot be started by the desktop's user: {exc.strerror}") \
                 from None

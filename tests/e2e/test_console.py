@@ -203,16 +203,17 @@ def test_scripted_run_from_the_form_shows_its_steps_live(console, services, page
     console.page.locator("#stats-table tr[data-model='scripted']").wait_for()
     console.page.click(".tab[data-tab='runs']")
     console.shot("run")
-    # The full report opens in a new tab with every screenshot (fetched with the token if any).
+    # The run viewer opens in a new tab with every screenshot (fetched with the token if any).
     with console.page.expect_popup() as popup:
         console.page.click("#open-report")
     report = popup.value
     report_errors: list[str] = []
     report.on("console", lambda m: report_errors.append(m.text) if m.type == "error" else None)
-    report.wait_for_url(lambda url: url.startswith("blob:"))
+    report.wait_for_url(lambda url: url.endswith(f"/runs/{trace_id}"))
     report.wait_for_function("() => document.images.length === 12 && [...document.images]"
-                             ".every(i => i.complete && i.naturalWidth === 1920)", polling=200)
-    assert "watch a scripted run" in report.locator("h1").inner_text()
+                             ".every(i => i.complete && i.naturalWidth === 1920 && i.src.startsWith('blob:'))",
+                             polling=200)
+    assert "watch a scripted run" in report.locator("#run-head h1").inner_text()
     assert report.evaluate("getComputedStyle(document.querySelector('.step')).borderRadius") == "8px"  # styled
     report.screenshot(path=str(ARTIFACTS / "console-report.png"))
     report.close()

@@ -63,6 +63,8 @@ def test_report_renders_in_chromium_with_every_image_and_marker(vision_api, scri
 
         response = tab.goto(f"{base}/api/v1/traces/{trace_id}/report", wait_until="load")
         assert response is not None and response.ok
+        # The run viewer's offline form: rendered by its inlined script from the embedded run.
+        tab.wait_for_function("() => document.body.dataset.ready === 'true'")
         images = tab.locator("img")
         count = images.count()
         # Before and after per step; a "before" equal to the previous "after" is the same file.
@@ -71,7 +73,7 @@ def test_report_renders_in_chromium_with_every_image_and_marker(vision_api, scri
             images.nth(i).scroll_into_view_if_needed()
         tab.wait_for_function("() => [...document.images].every(i => i.complete)", timeout=30_000)
         sizes = tab.evaluate("() => [...document.images].map(i => [i.naturalWidth, i.naturalHeight, i.src])")
-        assert all(w == 1920 and h == 1080 for w, h, _ in sizes), sizes
+        assert all(w == 1920 and h == 1080 and src.startswith("data:image/png") for w, h, src in sizes), sizes
         assert failed == [] and bad_status == [] and errors == []
 
         # A marker where each pointer action landed, on both screenshots of its step.
@@ -81,8 +83,10 @@ def test_report_renders_in_chromium_with_every_image_and_marker(vision_api, scri
         assert tab.locator("#step-4 polyline").count() == 2  # the drag's path
         # The first marker sits over the Sign in click: left/top are percentages of the display.
         x, y = scripted_trace["steps"][0]["actions"][0]["x"], scripted_trace["steps"][0]["actions"][0]["y"]
-        style = tab.locator("#step-1 .mark").first.get_attribute("style")
-        assert f"left:{x / 1920 * 100:.3f}%" in style and f"top:{y / 1080 * 100:.3f}%" in style, style
+        first = tab.locator("#step-1 .mark").first
+        assert (first.get_attribute("data-x"), first.get_attribute("data-y")) == (str(x), str(y))
+        style = first.get_attribute("style")
+        assert f"left: {x / 1920 * 100:.3f}%" in style and f"top: {y / 1080 * 100:.3f}%" in style, style
         box = tab.locator("#step-1 .mark").first.bounding_box()
         shot = tab.locator("#step-1 .shot img").first.bounding_box()
         assert box and shot

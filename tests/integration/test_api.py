@@ -20,6 +20,7 @@ import pytest
 from PIL import Image
 
 from desktop.actions import INPUT_ACTIONS
+from desktop.network import netns
 from tests.conftest import LiveServer
 from tests.fakes.testpage import at
 
@@ -530,6 +531,8 @@ def test_openapi_lists_every_action_route(api):
 def test_healthz(api):
     response = api.get("/healthz")
     assert response.status_code == 200 and response.json()["ok"] is True
+    # how the sessions' network is fenced: said, not found out (desktop.network.netns)
+    assert response.json()["isolation"]["network"] == ("namespace" if netns.support() is None else "browser_only")
 
 
 def test_without_a_token_a_foreign_host_is_refused(api, desk):

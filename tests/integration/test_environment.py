@@ -16,7 +16,7 @@ import pytest
 from desktop.service.desktop import DesktopService
 from desktop.session.stack import tagged_pids
 from desktop.x11.procs import session_pids
-from desktop.x11.user import desktop_user, run_as_argv
+from desktop.x11.user import run_as_argv
 from vision.trace.store import TraceStore
 
 pytestmark = pytest.mark.x11
@@ -55,9 +55,8 @@ def test_no_desktop_process_nor_launched_program_carries_a_secret(manager, monke
 # ------------------------------------------------------------------ who the desktop runs as
 
 ROOT = os.geteuid() == 0
-# When glassdesk runs as root (CI does) its desktop runs as glassdesk-desktop; otherwise as itself.
-DESKTOP = desktop_user()
-DESKTOP_UID = DESKTOP.uid if DESKTOP else os.getuid()
+# When glassdesk runs as root (CI does) each session's desktop runs as an account of its own
+# (glassdesk-desktop-N, desk.stack.user); otherwise as glassdesk itself.
 as_root_only = pytest.mark.skipif(not ROOT, reason="the desktop has a user of its own only when glassdesk is root")
 
 
@@ -90,8 +89,12 @@ def session_processes(stack) -> dict[int, Process]:
     return found
 
 
-def as_desktop_user(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*run_as_argv(DESKTOP), *argv], capture_output=True, text=True, timeout=10, cwd="/")
+def desktop_uid(stack) -> int:
+    return stack.user.uid if stack.user else os.getuid()
+
+
+def as_desktop_user(stack, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*run_as_argv(stack.user), *argv], capture_output=True, text=True, timeout=10, cwd="/")
 
 
 def test_every_desktop_process_runs_as_the_desktop_user_and_chromium_keeps_its_sandbox(desk):
@@ -102,8 +105,9 @@ def test_every_desktop_process_runs_as_the_desktop_user_and_chromium_keeps_its_s
     desktop = [p for p in processes.values() if p.pid not in viewer]
     names = {p.cmdline.split()[0].rsplit("/", 1)[-1] for p in desktop}
     assert {"Xvfb", "dbus-daemon", "xfce4-session", "xfwm4", "xfce4-panel", "chromium"} <= names, names
-    expected = ({DESKTOP.gid}, set()) if DESKTOP else (None, None)
-    wrong = [p for p in desktop if p.uids != {DESKTOP_UID} or (DESKTOP and (p.gids, p.groups) != expected)]
+    user = stack.user
+    expected = ({user.gid}, set()) if user else (None, None)
+    wrong = [p for p in desktop if p.uids != {desktop_uid(stack)} or (user and (p.gids, p.groups) != expected)]
     assert wrong == []
     # The viewer holds the VNC passwords: it stays with the server's user.
     assert {uid for p in processes.values() if p.pid in viewer for uid in p.uids} == {os.geteuid()}
@@ -119,9 +123,9 @@ def test_every_desktop_process_runs_as_the_desktop_user_and_chromium_keeps_its_s
 def test_a_launched_program_runs_as_the_desktop_user(manager, desk):
     _, pid = DesktopService(manager, launch_allow=frozenset({"sleep"})).launch(desk.id, "sleep", ["30"])
     try:
-        assert ids(pid)[0] == {DESKTOP_UID}
-        if DESKTOP:
-            assert ids(pid)[1:] == ({DESKTOP.gid}, set())
+        assert ids(pid)[0] == {desktop_uid(desk.stack)}
+        if desk.stack.user:
+            assert ids(pid)[1:] == ({desk.stack.user.gid}, set())
     finally:
         os.kill(pid, 9)
 
@@ -130,11 +134,11 @@ def test_a_launched_program_runs_as_the_desktop_user(manager, desk):
 def test_the_desktop_user_reads_its_own_files_but_not_the_servers(desk, tmp_path_factory):
     stack = desk.stack
     # Its own home: the prefix works, so the refusals below are about permissions.
-    own = as_desktop_user("cat", str(stack.home / ".config/autostart/xscreensaver.desktop"))
+    own = as_desktop_user(stack, "cat", str(stack.home / ".config/autostart/xscreensaver.desktop"))
     assert own.returncode == 0 and "Hidden=true" in own.stdout
     for argv in (["cat", str(stack.workdir / "vnc.passwd")], ["cat", str(stack.logs / "xvfb.log")],
                  ["ls", str(stack.workdir)], ["ls", str(stack.workdir.parent)]):
-        refused = as_desktop_user(*argv)
+        refused = as_desktop_user(stack, *argv)
         assert refused.returncode != 0 and "Permission denied" in refused.stderr, (argv, refused)
 
     # Traces: a data dir anyone may pass through, still no trace to read.
@@ -142,7 +146,7 @@ def test_the_desktop_user_reads_its_own_files_but_not_the_servers(desk, tmp_path
     try:
         data.chmod(0o755)
         trace = TraceStore(data).create("look", model="scripted").dir
-        refused = as_desktop_user("cat", str(trace / "meta.json"))
+        refused = as_desktop_user(stack, "cat", str(trace / "meta.json"))
         assert refused.returncode != 0 and "Permission denied" in refused.stderr, refused
     finally:
         shutil.rmtree(data)
@@ -150,9 +154,10 @@ def test_the_desktop_user_reads_its_own_files_but_not_the_servers(desk, tmp_path
 
 @as_root_only
 def test_the_desktop_user_cannot_signal_the_server(desk):
-    refused = as_desktop_user("kill", "-0", str(os.getpid()))
+    stack = desk.stack
+    refused = as_desktop_user(stack, "kill", "-0", str(os.getpid()))
     assert refused.returncode != 0 and "not permitted" in refused.stderr, refused
-    own = as_desktop_user("kill", "-0", str(desk.stack.children["xvfb"].popen.pid))
+    own = as_desktop_user(stack, "kill", "-0", str(desk.stack.children["xvfb"].popen.pid))
     assert own.returncode == 0, own
 
 

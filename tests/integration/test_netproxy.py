@@ -319,3 +319,26 @@ def test_a_denied_local_listener_is_not_reached_by_another_address_of_this_machi
         assert server.hits == 0
     finally:
         server.close()
+
+
+def test_an_ip_literal_of_a_denied_name_is_refused_and_the_name_is_looked_up_only_then(make_proxy, counting):
+    """evil.test resolves (here, by a stand-in resolver) to this machine's 127.0.0.1: a request to
+    the literal is evil.test, refused before any connection; a request to an allowed name that
+    resolves elsewhere costs no lookup of the deny list."""
+    proxy = make_proxy(deny=[f"evil.test:{counting.port}"])
+    looked_up: list[str] = []
+    real = proxy._resolve
+
+    async def resolve(host, port, timeout=10):
+        looked_up.append(host)
+        if host == "evil.test":
+            return [ipaddress.ip_address("127.0.0.1")]
+        return await real(host, port, timeout)
+
+    proxy._resolve = resolve
+    answer = exchange(proxy, f"GET http://127.0.0.1:{counting.port}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert answer.startswith(b"HTTP/1.1 403") and b"evil.test" in answer and counting.hits == 0
+    refusal = proxy.refusal_by_name("0x7f000001", counting.port)  # what open asks: the same decision
+    assert refusal is not None and refusal.reason == "denied"
+    assert proxy.refusal_by_name("127.0.0.1", counting.port + 1 if counting.port < 65535 else 1) is None
+    assert looked_up == ["evil.test"]  # once, then kept

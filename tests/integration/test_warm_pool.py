@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from desktop.errors import InvalidAction, SessionLimit
+from desktop.network import netns
 from desktop.session.manager import WARM_PREFIX, SessionManager
 from desktop.session.stack import tagged_pids
 from tests.conftest import session_files
@@ -147,6 +148,11 @@ def test_a_create_claims_a_desktop_started_before_it_and_the_pool_refills(pool, 
     assert "pool-a" in glassdesk.desktops.live_view("pool-a", control=False).novnc_url
     assert a.rfb_target(control=False)[0] == pooled.vnc_port
     assert a.capture().width == 1920
+    if netns.support() is None:  # its network namespace, made as it warmed, the proxy inside (netns)
+        inode = a.stack.namespace.path.stat().st_ino
+        assert os.stat(f"/proc/{a.stack.children['chromium'].popen.pid}/ns/net").st_ino == inode
+        assert a.stack.namespace.argv()[1] in a.windows.launch_prefix  # what launch starts, in it
+        assert a.windows.env["http_proxy"] == f"http://127.0.0.1:{a.stack.proxy.port}"
     # The pool refills behind it (one place left under the limit of 2).
     wait_for(lambda: manager.warm_ready == 1, 90, "the pool to refill")
     assert warm_stacks(manager)[0] is not pooled

@@ -15,11 +15,10 @@ import pytest
 from desktop.actions import Click, Move
 from desktop.session.liveview import rfb_login
 from desktop.x11.recorder import Recorder
-from desktop.x11.user import desktop_user, run_as_argv
+from desktop.x11.user import run_as_argv
 
 pytestmark = pytest.mark.x11
 
-DESKTOP = desktop_user()
 
 
 def client(argv: list[str], env: dict[str, str], prefix: list[str] = ()) -> subprocess.CompletedProcess:
@@ -50,7 +49,7 @@ def test_a_client_without_the_cookie_is_refused(desk, tmp_path):
 def test_the_authority_file_is_the_desktop_users_alone(desk):
     info = os.stat(desk.stack.xauthority)
     assert stat.S_IMODE(info.st_mode) == 0o600
-    assert info.st_uid == (DESKTOP.uid if DESKTOP else os.getuid())
+    assert info.st_uid == (desk.stack.user.uid if desk.stack.user else os.getuid())
     # what the session starts carries it, and with it the desktop's user connects
     env = desk.stack.env()
     assert env["XAUTHORITY"] == str(desk.stack.xauthority)

@@ -111,9 +111,11 @@ def test_both_transports_send_the_same_requests():
     assert [type(e) for e in sync_events] == [type(e) for e in async_events] == [StepSummary, ActResult]
 
 
-# Routes that are not the client's: the operator console's own, the viewer page's token check, and
+# Routes that are not the client's: the operator console's own (the run viewer's document among
+# them: a page's rendering of records the client reads whole), the viewer page's token check, and
 # the network policy's second path (one operation: desk.network_policy, desk.set_network_policy).
 NOT_THE_CLIENTS = {("GET", "/api/v1/console/info"), ("GET", "/api/v1/console/sessions"),
+                   ("GET", "/api/v1/runs/{run_id}"), ("GET", "/api/v1/console/qa-runs"),
                    ("GET", "/api/v1/sessions/{session_id}/viewer"),
                    ("GET", "/api/v1/sessions/{session_id}/page/network-policy"),
                    ("PUT", "/api/v1/sessions/{session_id}/page/network-policy")}

@@ -168,7 +168,8 @@ def test_the_desktop_environment_names_the_user_it_runs_as(tmp_path, monkeypatch
     stack.user = USER
     env = stack.env()
     assert (env["USER"], env["LOGNAME"]) == (DESKTOP_USER, DESKTOP_USER)
-    assert "TMPDIR" not in env  # the server's may be closed to it: /tmp, like any user
+    # Not the server's (it may be closed to it), nor the shared /tmp: the session's own, 0700 to it.
+    assert env["TMPDIR"] == str(tmp_path / "tmp")
 
 
 def test_chromium_keeps_its_sandbox_unless_told_otherwise(tmp_path, monkeypatch):
@@ -226,7 +227,7 @@ def test_a_new_profiles_preferences_are_made_for_its_owner(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only a root server hands session files to another user")
 def test_session_files_the_desktop_user_cannot_reach_are_refused_before_anything_starts(monkeypatch):
-    monkeypatch.setattr("desktop.session.stack.desktop_user", lambda: USER)
+    monkeypatch.setattr("desktop.session.stack.desktop_users.claim", lambda: USER)
     root = Path(tempfile.mkdtemp())  # 0700, root's alone; everything above it is open
     try:
         stack = DesktopStack(root / "sessions" / "s1")

@@ -14,7 +14,10 @@ from desktop.network.policy import (
     Refusal,
     chromium_args,
     control_plane,
+    is_this_machine,
     normalize_host,
+    parse_ip,
+    proxy_environment,
 )
 
 
@@ -59,7 +62,11 @@ def test_patterns_have_one_spelling(text, canonical):
     ("example.com:", "port"),
     ("[::1", "close"),
     ("[::1]x", "only ':port'"),
-    ("1.2.3", "not a valid IP address"),
+    ("1.2.3.4.5", "not a valid IP address"),
+    ("1.2.3.256", "not a valid IP address"),
+    ("0x1.0x100.0.0", "not a valid IP address"),
+    ("4294967296", "not a valid IP address"),
+    ("09.1.1.1", "not a valid IP address"),
     ("999.1.1.1", "not a valid IP address"),
     ("ex..ample.com", "not a host name"),
     ("example.com..", "not a host name"),
@@ -220,3 +227,91 @@ def test_a_deny_of_this_machine_s_own_interface_address_holds_for_loopback_too()
     for address in ("127.0.0.1", "0.0.0.0", "::1"):
         assert policy.by_address(ipaddress.ip_address(address), 8240, lambda a: a in this_machine) is not None
     assert policy.by_address(ipaddress.ip_address("127.0.0.1"), 8240, lambda a: False) is None  # another machine's
+
+
+# Spellings of an address: what Chromium's URL parser (the WHATWG IPv4 parser) and glibc's resolver
+# (inet_aton) read as the address, the policy reads as the same address.
+@pytest.mark.parametrize("spelling, address", [
+    ("127.0.0.1", "127.0.0.1"),
+    ("2130706433", "127.0.0.1"),
+    ("0x7f000001", "127.0.0.1"),
+    ("0X7F000001", "127.0.0.1"),
+    ("0177.0.0.1", "127.0.0.1"),
+    ("0x7f.1", "127.0.0.1"),
+    ("127.1", "127.0.0.1"),
+    ("127.0.1", "127.0.0.1"),
+    ("127.0.0.1.", "127.0.0.1"),
+    ("0", "0.0.0.0"),
+    ("0x", "0.0.0.0"),
+    ("1.2.3", "1.2.0.3"),
+    ("[::ffff:127.0.0.1]", "127.0.0.1"),
+    ("[::ffff:7f00:1]", "127.0.0.1"),
+    ("[0:0:0:0:0:0:0:1]", "::1"),
+    ("１２７.０.０.１", "127.0.0.1"),  # full-width digits: IDNA makes them ASCII, then an IPv4 address
+])
+def test_every_spelling_of_an_address_is_that_address(spelling, address):
+    assert normalize_host(spelling) == address
+    assert str(HostPattern.parse(f"{spelling}:8240")).startswith(address.join("[]") if ":" in address else address)
+
+
+@pytest.mark.parametrize("name", ["0x1g", "1e5", "example.123a", "a0x1"])
+def test_names_that_only_look_numeric_stay_names(name):
+    assert normalize_host(name) == name and parse_ip(name) is None
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "0.1.2.3", "127.0.0.1", "127.255.255.254", "::", "::1",
+                                     "::ffff:127.0.0.1", "::ffff:0.0.0.0", "::127.0.0.1"])
+def test_every_spelling_of_this_machine_is_this_machine(address):
+    assert is_this_machine(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize("address", ["10.0.0.1", "192.0.2.2", "128.0.0.1", "fd00::2", "::ffff:10.0.0.1",
+                                     "64:ff9b::7f00:1", "2002:7f00:1::"])
+def test_other_addresses_are_not_this_machine(address):
+    assert not is_this_machine(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize("spelling", ["0.0.0.0", "0", "127.0.0.2", "127.1", "2130706433", "0x7f000001",
+                                      "0177.0.0.1", "[::]", "[::1]", "[::ffff:127.0.0.1]", "[::ffff:0:0]"])
+def test_a_denied_listener_is_denied_in_every_spelling_and_so_is_the_control_plane(spelling):
+    """The issue's bypass: 127.0.0.1:8240 denied, http://0.0.0.0:8240/ reached it. Each spelling
+    is parsed as a request's host is (normalize_host, parse_ip), then decided."""
+    address = parse_ip(normalize_host(spelling))
+    assert address is not None
+    for pattern in ("127.0.0.1:8240", "localhost:8240", "2130706433:8240", "[::ffff:127.0.0.1]:8240"):
+        refusal = NetworkPolicy.parse(deny=[pattern]).by_address(address, 8240)
+        assert refusal is not None and refusal.reason == "denied", (pattern, spelling)
+    refusal = control_plane(address, 8240, {8240})
+    assert refusal is not None and refusal.reason == "control_plane"
+    assert control_plane(address, 8241, {8240}) is None
+
+
+def test_an_ip_literal_of_a_denied_name_is_denied():
+    """A deny of a name holds for the addresses it resolves to (looked up by the proxy, given as
+    ``named``); only its port when it has one, and only the names of the deny list."""
+    policy = NetworkPolicy.parse(deny=["evil.test", "shop.test:443", "*.ads.test", "localhost:9"])
+    assert policy.deny_names() == ["evil.test", "shop.test"]
+    named = {"evil.test": {ipaddress.ip_address("192.0.2.7")}, "shop.test": {ipaddress.ip_address("192.0.2.8")}}
+    refusal = policy.by_address(ipaddress.ip_address("192.0.2.7"), 80, named=named)
+    assert refusal is not None and refusal.reason == "denied" and "evil.test" in refusal.detail
+    assert policy.by_address(ipaddress.ip_address("192.0.2.8"), 443, named=named) is not None
+    assert policy.by_address(ipaddress.ip_address("192.0.2.8"), 80, named=named) is None  # another port
+    assert policy.by_address(ipaddress.ip_address("192.0.2.9"), 80, named=named) is None  # another host
+    assert policy.by_address(ipaddress.ip_address("192.0.2.7"), 80) is None  # nothing looked up: by name only
+
+
+def test_a_denied_name_of_this_machine_holds_for_every_address_of_this_machine():
+    """A deny of ``myhost:8240`` where myhost resolves to 127.0.1.1 (Debian's /etc/hosts) is a deny of
+    this machine's listener: 0.0.0.0 and 127.0.0.1 must not get past it."""
+    policy = NetworkPolicy.parse(deny=["myhost:8240"])
+    named = {"myhost": {ipaddress.ip_address("127.0.1.1")}}
+    for address in ("127.0.0.1", "0.0.0.0", "::1"):
+        assert policy.by_address(ipaddress.ip_address(address), 8240, named=named) is not None, address
+    assert policy.by_address(ipaddress.ip_address("192.0.2.1"), 8240, named=named) is None
+
+
+def test_proxy_aware_programs_are_sent_through_the_proxy_loopback_included():
+    env = proxy_environment(4321)
+    assert env["http_proxy"] == env["HTTPS_PROXY"] == "http://127.0.0.1:4321"
+    assert env["https_proxy"] == env["HTTP_PROXY"] == "http://127.0.0.1:4321"
+    assert env["no_proxy"] == env["NO_PROXY"] == ""

@@ -5,14 +5,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-from PIL import Image
-
-from desktop.frame import Frame
-from vision.report import describe_action, render_html, render_junit, write_report
+from vision.report import describe_action, render_html, render_junit
 from vision.trace.records import StepRecord, TraceMeta
-from vision.trace.store import TraceStore
 
 T0 = datetime(2025, 5, 1, 12, 0, 0, tzinfo=UTC)
 HOSTILE = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'
@@ -128,20 +123,3 @@ def test_junit_survives_control_characters() -> None:
     hostile = [step(1, text="bell\x07 and <tags> & \x00 nul", actions=[{"action": "type", "text": "\x1b[31m"}])]
     root = ET.fromstring(render_junit(meta(), hostile))
     assert "<tags>" in root.find("testsuite/testcase/system-out").text
-
-
-def test_write_report_links_relative_files(tmp_path: Path) -> None:
-    store = TraceStore(tmp_path)
-    writer = store.create("Click the middle", model="m")
-    img = Image.new("RGB", (1920, 1080), "white")
-    shot = Frame(img.convert("RGBA").tobytes("raw", "BGRA"), 1920, 1080)
-    writer.record_step(before=shot, after=shot, actions=[{"action": "click", "x": 960, "y": 540}])
-    writer.record_step(before=shot, actions=[{"action": "move", "x": 10, "y": 10}])
-    writer.finish("done")
-    path = write_report(store, writer.trace_id)
-    assert path == store.trace_dir(writer.trace_id) / "report.html"
-    page = path.read_text()
-    assert 'src="step-0001-before.png"' in page and 'src="step-0001-after.png"' in page
-    assert page.count('src="step-0001-after.png"') == 2  # step 2's before is step 1's after
-    assert "Evidence verified" in page
-    assert store.verify(writer.trace_id).ok  # the report is not part of the evidence

@@ -39,6 +39,9 @@ class FakeStack:
     def env(self) -> dict:
         return {}
 
+    def run_prefix(self) -> list[str]:
+        return []  # no cgroup, no other user
+
     def dead_parts(self) -> list[str]:
         return [name for name, child in self.children.items() if not child.alive]
 

@@ -7,6 +7,7 @@ import contextlib
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from desktop.errors import GlassdeskError, describe_errors
@@ -18,7 +19,7 @@ from vision import VERSION
 from vision.http.auth import BearerAuth, transport_security
 from vision.http.computer import computer_router
 from vision.http.console import install_console
-from vision.http.limits import BodyLimit
+from vision.http.limits import BodyLimit, BodyTooLarge, too_large_response
 from vision.http.openapi import install_docs
 from vision.http.qa import qa_router
 from vision.http.runs import vision_router
@@ -76,7 +77,8 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
 
     @app.get("/healthz", tags=["meta"])
     def healthz() -> dict:
-        return {"ok": True, "sessions": len(manager.sessions)}
+        # How sessions are kept apart on this host, and what is degraded (docs/isolation.md).
+        return {"ok": True, "sessions": len(manager.sessions), "isolation": manager.isolation}
 
     _guard(app, settings)
     app.add_middleware(BodyLimit)  # outermost: an oversized body is refused before anything reads it
@@ -96,11 +98,12 @@ def create_viewer_app(glassdesk: Glassdesk, settings: Settings) -> FastAPI:
 
 
 def _guard(app: FastAPI, settings: Settings, **override) -> None:
-    """Foreign Host names (DNS rebinding) and foreign pages' Origin on state-changing requests and
-    websockets are refused on every route, token or not, as /mcp does; then the bearer token."""
+    """Foreign Host names (DNS rebinding) and any Origin but the server's own (and the configured
+    ones) on state-changing requests and websockets are refused on every route, token or not; then
+    the bearer token."""
     local = transport_security(settings)
     app.add_middleware(BearerAuth, token=override.get("token", settings.token), allowed_hosts=local.allowed_hosts,
-                       allowed_origins=local.allowed_origins)
+                       allowed_origins=list(settings.allowed_origins))
 
 
 def add_error_handlers(app: FastAPI) -> None:
@@ -121,6 +124,10 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and isinstance(exc.__cause__, BodyTooLarge):
+            # A chunked body that grew past the cap while FastAPI read it: FastAPI turns whatever its
+            # read raised into this 400, so BodyLimit never sees it; the same 413 as a declared length.
+            return too_large_response(exc.__cause__.limit)
         if exc.status_code == 400:
             # FastAPI's only 400: a body its JSON parser gave up on (not UTF-8, a number of over 4300
             # digits, nesting too deep). A bad body like any other.
@@ -128,8 +135,18 @@ def add_error_handlers(app: FastAPI) -> None:
                                 status_code=422)
         # FastAPI's own 404 (no such route) and 405 (wrong method), in the same shape as ours.
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        message = str(exc.detail)
+        if exc.status_code == 405:
+            # Starlette's Allow names the methods of the first route of the path only (GET of
+            # /sessions/{id} when DELETE is another route's): every route of the path counts.
+            # A mounted app's own 405 (the static files') keeps the Allow it gave.
+            allowed = allowed_methods(request.app.router.routes, request.scope) or \
+                [m.strip() for m in headers.get("Allow", "").split(",") if m.strip()]
+            headers["Allow"] = ", ".join(allowed)
+            message = f"{request.method} is not allowed here; this path takes {', '.join(allowed)}"
+        return JSONResponse({"error": {"code": code, "message": message}}, status_code=exc.status_code,
+                            headers=headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -143,6 +160,19 @@ def add_error_handlers(app: FastAPI) -> None:
 
 
 SEND_JSON = "send a JSON object with Content-Type: application/json"
+
+
+def allowed_methods(routes, scope) -> list[str]:
+    """Every method some route of ``scope``'s path answers. FastAPI keeps an included router's
+    routes inside it (``iter_route_contexts`` walks them, as its OpenAPI does)."""
+    root = scope.get("root_path", "")
+    path = scope["path"].removeprefix(root) if root else scope["path"]
+    methods: set[str] = set()
+    for route in iter_route_contexts(routes):
+        regex = getattr(route, "path_regex", None)
+        if route.methods and regex is not None and regex.match(path):
+            methods |= route.methods
+    return sorted(methods)
 
 
 def body_not_json(errors) -> bool:

@@ -24,6 +24,9 @@ OPEN_PATHS = frozenset({"/healthz"})
 # and must load before the person has typed the token; every call they then make sends it.
 CONSOLE_PAGE = "/"
 CONSOLE_STATIC = "/console/"
+# The run viewer's page (vision/static/run.html): static, it holds no secret and reads the run
+# from the API with the token, as the console does.
+RUN_PAGE = re.compile(r"/runs/[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # The live viewer (vision.http.viewer): its page holds no secret, and its API and websockets check a
 # live-view token themselves. A browser opening a link cannot send the bearer token.
 VIEWER_PAGE = re.compile(r"/view/[a-z0-9][a-z0-9_-]{0,31}")
@@ -37,8 +40,8 @@ DOCS_STATIC = "/docs/static/"
 
 def is_open(scope) -> bool:
     """Paths served without the bearer token: /healthz, GET/HEAD of the console page and its
-    files, of the API's schema and docs page (vision.http.openapi), and the live viewer (which
-    needs a live-view token instead)."""
+    files, of the run viewer's page (its data is fetched with the token), of the API's schema and
+    docs page (vision.http.openapi), and the live viewer (which needs a live-view token instead)."""
     path = scope["path"]
     if path in OPEN_PATHS:
         return True
@@ -47,6 +50,7 @@ def is_open(scope) -> bool:
     if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
         return False
     return (path == CONSOLE_PAGE or (path.startswith(CONSOLE_STATIC) and ".." not in path) or path in DOCS_PATHS
+            or RUN_PAGE.fullmatch(path) is not None
             or (path.startswith(DOCS_STATIC) and ".." not in path)
             or VIEWER_PAGE.fullmatch(path) is not None or VIEWER_API.fullmatch(path) is not None)
 
@@ -90,14 +94,52 @@ def host_allowed(headers: list[tuple[bytes, bytes]], allowed: list[str]) -> bool
     return host in allowed or (bool(colon) and port.isdigit() and f"{name}:*" in allowed)
 
 
+def _name_and_port(netloc: str, default_port: str) -> tuple[str, str]:
+    """("name", "port") of a Host header or an origin's authority, the scheme's port when none."""
+    netloc = netloc.lower()
+    name, colon, port = netloc.rpartition(":")
+    if not colon or not port.isdigit() or (netloc.startswith("[") and not name.endswith("]")):
+        return netloc, default_port
+    return name, port
+
+
+def same_origin(origin: str, host: str) -> bool:
+    """Is ``origin`` (``scheme://name[:port]``) the origin this request was sent to, by its Host?
+
+    The scheme is not compared: TLS may end at a reverse proxy, and the scheme the server then sees
+    (X-Forwarded-Proto) is believed only from a proxy it was told to trust; a page cannot be served
+    over both http and https on one port anyway. A missing port is the scheme's own."""
+    scheme, sep, authority = origin.lower().partition("://")
+    if not sep or scheme not in ("http", "https") or not authority or "/" in authority or not host:
+        return False
+    default = "443" if scheme == "https" else "80"
+    return _name_and_port(authority, default) == _name_and_port(host, default)
+
+
 def origin_allowed(headers: list[tuple[bytes, bytes]], allowed: list[str]) -> bool:
-    """No Origin (not a browser, or same-origin GET) or one of ``allowed`` ("scheme://name:*" for any port)."""
+    """No Origin (not a browser, or a same-origin GET), this server's own origin (the one its Host
+    names: the Host policy has already vouched for that name), or one of ``allowed`` exactly.
+
+    Not "any port of a loopback name": a page of another local server (a dev server on
+    127.0.0.1:3000, a page another session's browser was made to open) is another origin."""
     origin = next((v.decode("latin-1").lower() for k, v in headers if k == b"origin"), None)
     if origin is None:
         return True
-    allowed = {a.lower() for a in allowed}
-    base, colon, port = origin.rpartition(":")
-    return origin in allowed or (bool(colon) and port.isdigit() and f"{base}:*" in allowed)
+    host = next((v.decode("latin-1") for k, v in headers if k == b"host"), "")
+    return same_origin(origin, host) or origin in {a.lower().rstrip("/") for a in allowed}
+
+
+def origin_problems(origins: list[str]) -> list[str]:
+    """What is wrong with configured origins (pure): each ``http(s)://name[:port]``, nothing more."""
+    problems = []
+    for origin in origins:
+        scheme, sep, authority = origin.partition("://")
+        name, port = _name_and_port(authority, "80")
+        if (not sep or scheme.lower() not in ("http", "https") or not authority or "/" in authority.rstrip("/")
+                or not name or not port.isdigit() or "@" in authority):
+            problems.append(f"--allowed-origins: {origin!r} is not an origin; write scheme://name[:port], e.g. "
+                            "https://tools.example.com or http://127.0.0.1:3000")
+    return problems
 
 
 async def refuse(scope, send, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
@@ -123,8 +165,9 @@ class BearerAuth:
     Host: a request whose Host is not one of ``allowed_hosts`` is refused (421), token or not: a
     web page whose name an attacker re-points at this server (DNS rebinding) must not reach it,
     and the open paths (the console's page, the live viewer) need the rule even when a token is set.
-    Origin: a browser request from another site's page that could change something (POST, PUT,
-    DELETE, PATCH) or open a websocket is refused (403).
+    Origin: a browser request from a page of any origin but this server's own (and the configured
+    ``allowed_origins``) that could change something (POST, PUT, DELETE, PATCH) or open a websocket
+    is refused (403).
     Token: every HTTP request and websocket but the open paths needs ``Authorization: Bearer``.
     """
 
@@ -133,7 +176,9 @@ class BearerAuth:
         self.app = app
         self.token = token
         self.allowed_hosts = allowed_hosts
-        self.allowed_origins = allowed_origins
+        # Besides the server's own origin (same_origin), which is always allowed.
+        self.check_origin = allowed_origins is not None
+        self.allowed_origins = allowed_origins or []
 
     async def __call__(self, scope, receive, send):
         if scope["type"] not in ("http", "websocket"):
@@ -143,7 +188,7 @@ class BearerAuth:
             return await refuse(scope, send, 421, "misdirected_request",
                                 "unknown Host header; this server only answers to its loopback names, the address "
                                 "it is bound to and its public host (GLASSDESK_PUBLIC_HOST / --public-host)")
-        if (self.allowed_origins is not None
+        if (self.check_origin
                 and (scope["type"] == "websocket" or scope.get("method") not in ("GET", "HEAD", "OPTIONS"))
                 and not origin_allowed(headers, self.allowed_origins)):
             # A foreign page's form, no-cors fetch (e.g. POST .../vision/pause needs no body) or websocket.
@@ -201,9 +246,15 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
 
     DNS-rebinding protection stays ON: a web page on evil.example whose name an attacker re-points
     at 127.0.0.1 reaches this server with ``Host: evil.example`` and is refused (421) before any
-    tool runs, and a browser request from a foreign page's Origin is refused (403). Allowed are the
-    loopback names on any port (so local clients and tests work), the address the server is bound
-    to, and the public host name the URLs are printed with (GLASSDESK_PUBLIC_HOST / --public-host).
+    tool runs. Allowed Hosts are the loopback names on any port (so local clients and tests work),
+    the address the server is bound to, and the public host name the URLs are printed with
+    (GLASSDESK_PUBLIC_HOST / --public-host).
+
+    Origins: ``BearerAuth`` (in front of every route, /mcp included) lets through the server's own
+    origin - the one the request's Host names - and ``settings.allowed_origins``, nothing else.
+    The list here is for the MCP library's own, second check behind it, which matches origins by
+    name with any port: it holds those names and the configured origins, so it refuses nothing
+    the first check let through.
     The bearer token, when set, guards /mcp as it guards every other route.
     """
     hosts = {"127.0.0.1", "localhost", "[::1]"}
@@ -212,6 +263,37 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
             hosts.add(f"[{name}]" if ":" in name else name)
     allowed_hosts = sorted({f"{h}:*" for h in hosts} | hosts)
     allowed_origins = sorted({f"{scheme}://{h}{port}" for h in hosts for scheme in ("http", "https")
-                              for port in ("", ":*")})
+                              for port in ("", ":*")} | {o.lower().rstrip("/") for o in settings.allowed_origins})
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
                                      allowed_origins=allowed_origins)
+
+
+def forwarded_problems(spec: str | None) -> list[str]:
+    """What is wrong with a ``--forwarded-allow-ips`` list (pure): each entry an IP address, a
+    network, or ``*`` alone. uvicorn would take a typo as a literal that never matches, silently."""
+    if spec is None:
+        return []
+    entries = [e.strip() for e in spec.split(",")]
+    if entries == ["*"]:
+        return []
+    problems = []
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            problems.append(f"--forwarded-allow-ips: {entry!r} is not an IP address or network "
+                            "(give addresses and networks joined by commas, or * alone)")
+    return problems
+
+
+def uvicorn_proxy_options(settings: Settings) -> dict:
+    """uvicorn's proxy-header options under ``settings``: off unless ``forwarded_allow_ips`` is set.
+
+    uvicorn's own default trusts X-Forwarded-For from 127.0.0.1, so any local client could name
+    any address as its own: the live view's per-client limit on refused tokens (FailureLimit) was
+    then bypassed by a new address per attempt, and a client could lock another out by using its
+    address. Only a reverse proxy the operator names is believed."""
+    allowed = settings.forwarded_allow_ips
+    if not allowed:
+        return {"proxy_headers": False}
+    return {"proxy_headers": True, "forwarded_allow_ips": allowed}

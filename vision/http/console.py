@@ -11,6 +11,9 @@
                                            {"on": false}: revoke it, resume the agent, get a view token
 - ``GET  /api/v1/events``           Server-Sent Events from the EventBus, replaying recent ones
 - ``GET  /api/v1/stats``            per-model statistics computed from the trace store
+- ``GET  /runs/{id}``                the run viewer (static page; vision/static/run.js), for a vision or QA run
+- ``GET  /api/v1/runs/{id}``         that run as the viewer's document (vision.runview)
+- ``GET  /api/v1/console/qa-runs``   the latest QA runs, for the console's QA runs tab
 - ``GET  /metrics``                 Prometheus exposition (vision.metrics)
 
 Auth: with GLASSDESK_TOKEN set, everything but ``/``, ``/console/*`` (public code) and /healthz
@@ -42,6 +45,7 @@ from vision import VERSION
 from vision.config import DEFAULT_ANTHROPIC, DEFAULT_GEMINI, DEFAULT_OPENAI
 from vision.models import MAX_STEPS_CAP, RunView, TakeoverRequest
 from vision.observers import latest_seq
+from vision.runview import qa_run_list, run_view
 from vision.service import Glassdesk
 from vision.trace.records import FINAL_STATUSES, TraceMeta
 from vision.trace.store import TraceStore
@@ -51,15 +55,19 @@ log = logging.getLogger("glassdesk.console")
 STATIC = Path(__file__).parent.parent / "static"
 KEEPALIVE_S = 15.0
 # The console page talks to its own origin only (the live view is relayed by the server, so its
-# websocket is same-origin too). No inline script, no framing. Inline style
-# is allowed for one reason: the trace report opens as a blob: document made by this page (its
-# screenshots must be fetched with the token), such documents inherit this policy, and the report
-# is styled inline. The console builds its DOM with textContent only, so no markup is injected.
+# websocket is same-origin too). No inline script, no framing. Inline style is still allowed: the
+# trace report used to open as a blob: document of this page, styled inline; the console now opens
+# the run viewer (/runs/{id}) instead, and dropping 'unsafe-inline' is a change of its own to test.
+# The console builds its DOM with textContent only, so no markup is injected.
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' blob: data:; "
        "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
        "form-action 'none'; frame-ancestors 'none'")
 PAGE_HEADERS = {"content-security-policy": CSP, "cache-control": "no-store", "referrer-policy": "no-referrer",
                 "x-content-type-options": "nosniff", "x-frame-options": "DENY"}
+# The run viewer's page: the console's policy, and a film played from a blob: URL (fetched with the
+# token, which a <video src> cannot send), its chapter and caption tracks too.
+RUN_CSP = CSP.replace("img-src 'self' blob: data:;", "img-src 'self' blob: data:; media-src 'self' blob: data:;")
+RUN_PAGE_HEADERS = {**PAGE_HEADERS, "content-security-policy": RUN_CSP}
 
 
 # ------------------------------------------------------------------------------------ statistics
@@ -176,6 +184,22 @@ def console_router(glassdesk: Glassdesk) -> APIRouter:
     @router.get("/", include_in_schema=False)
     def page() -> FileResponse:
         return FileResponse(STATIC / "console.html", media_type="text/html", headers=PAGE_HEADERS)
+
+    @router.get("/runs/{run_id}", include_in_schema=False)
+    def run_page(run_id: str) -> FileResponse:
+        """The run viewer (static: it reads the run from ``/api/v1/runs/{id}`` with the token)."""
+        return FileResponse(STATIC / "run.html", media_type="text/html", headers=RUN_PAGE_HEADERS)
+
+    @router.get("/api/v1/runs/{run_id}", tags=["console"])
+    def run_document(run_id: str) -> dict[str, Any]:
+        """A vision run or a QA run as the run viewer shows it: steps, chapters, images with their
+        marks, evidence, exports, visual comparisons (vision.runview)."""
+        return run_view(glassdesk, run_id)
+
+    @router.get("/api/v1/console/qa-runs", tags=["console"])
+    def qa_runs(limit: int = 50) -> list[dict[str, Any]]:
+        """The latest QA runs, newest first, for the console's QA runs tab (each opens in the run viewer)."""
+        return qa_run_list(glassdesk.qa, limit)
 
     @router.get("/api/v1/console/info", tags=["console"])
     def info() -> dict[str, Any]:

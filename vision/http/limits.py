@@ -9,16 +9,30 @@ from __future__ import annotations
 
 import json
 
+from starlette.responses import JSONResponse
+
 MAX_BODY_BYTES = 1024 * 1024
 
 
 class BodyTooLarge(Exception):
-    pass
+    """Raised by BodyLimit's receive once a body passes the limit (its one argument)."""
+
+    @property
+    def limit(self) -> int:
+        return self.args[0] if self.args else MAX_BODY_BYTES
+
+
+def _too_large_body(limit: int) -> dict:
+    return {"error": {"code": "body_too_large", "message": f"the request body is over the {limit}-byte limit"}}
+
+
+def too_large_response(limit: int = MAX_BODY_BYTES) -> JSONResponse:
+    """The 413, for a route that found the limit while its body was read (vision.http.app)."""
+    return JSONResponse(_too_large_body(limit), status_code=413, headers={"connection": "close"})
 
 
 def _too_large_response(limit: int) -> tuple[dict, dict]:
-    body = json.dumps({"error": {"code": "body_too_large",
-                                 "message": f"the request body is over the {limit}-byte limit"}}).encode()
+    body = json.dumps(_too_large_body(limit)).encode()
     return ({"type": "http.response.start", "status": 413, "headers": [(b"content-type", b"application/json"),
                                                                          (b"connection", b"close")]},
             {"type": "http.response.body", "body": body})
@@ -49,7 +63,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
-                    raise BodyTooLarge()
+                    raise BodyTooLarge(self.max_bytes)
             return message
 
         async def tracked_send(message):

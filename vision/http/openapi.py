@@ -6,7 +6,8 @@ real answer to every error is ``{"error": {"code", "message"}}`` (``vision.http.
 model on every operation (401, 404, 409, 422, 429, 503 by name, any other status as ``default``),
 each status described with the codes that answer with it, and the bearer scheme the server checks
 (so Swagger UI's Authorize button works). What the server lets through without the token is
-declared with no security.
+declared with no security. The input rules its validators and services enforce beyond the models'
+own schema are written in by ``vision.http.input_rules``.
 
 The docs page is Swagger UI from the ``fastapi-swagger`` package (pinned in constraints.txt),
 served by this app, never from a CDN: a machine with no internet shows the same page. Why that
@@ -34,6 +35,7 @@ from pydantic import BaseModel, Field
 from starlette.staticfiles import StaticFiles
 
 from desktop.errors import GlassdeskError
+from vision.http.input_rules import document as document_input_rules
 
 DOCS_URL = "/docs"
 OPENAPI_URL = "/openapi.json"
@@ -136,8 +138,9 @@ def install_docs(app: FastAPI) -> None:
 
     def openapi() -> dict:
         if app.openapi_schema is None:
-            app.openapi_schema = truthful(get_openapi(title=app.title, version=app.version,
-                                                      description=app.description, routes=app.routes))
+            schema = truthful(get_openapi(title=app.title, version=app.version, description=app.description,
+                                          routes=app.routes))
+            app.openapi_schema = document_input_rules(schema, app.routes)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

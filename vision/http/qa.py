@@ -15,6 +15,7 @@ from vision.qa.models import (
     VerifyReport,
 )
 from vision.qa.service import QaService
+from vision.runview import offline_html, qa_run_view
 
 _MEDIA = {"png": "image/png", "webm": "video/webm", "mp4": "video/mp4", "json": "application/json", "vtt": "text/vtt"}
 
@@ -46,7 +47,8 @@ def qa_router(qa: QaService) -> APIRouter:
 
     @router.get("/qa/runs/{test_run_id}/report", response_class=HTMLResponse)
     def report(test_run_id: str) -> HTMLResponse:
-        return HTMLResponse(qa.report_html(test_run_id))
+        """The run viewer's offline form: one self-contained file (images and chapters inlined)."""
+        return HTMLResponse(offline_html(qa_run_view(qa, test_run_id, mode="inline")))
 
     @router.get("/qa/runs/{test_run_id}/artifacts/{name}", response_class=FileResponse,
                 responses={200: {"content": {"image/png": {}, "video/mp4": {}, "video/webm": {}, "text/vtt": {}}}})

@@ -12,6 +12,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingRes
 
 from desktop.errors import GlassdeskError
 from vision.models import ActRequest, ActResult, Recording, RunControl
+from vision.runview import offline_html, vision_run_view
 from vision.service import Glassdesk
 from vision.trace.records import Trace, TraceMeta, VerifyResult
 
@@ -134,7 +135,8 @@ def vision_router(glassdesk: Glassdesk) -> APIRouter:
 
     @router.get("/traces/{trace_id}/report", response_class=HTMLResponse, tags=["traces"])
     def report(trace_id: str) -> HTMLResponse:
-        return HTMLResponse(glassdesk.report_html(trace_id))
+        """The run viewer's offline form: one self-contained file (images and chapters inlined)."""
+        return HTMLResponse(offline_html(vision_run_view(glassdesk, trace_id, mode="inline")))
 
     @router.get("/traces/{trace_id}/junit.xml", tags=["traces"], response_class=Response,
                 responses={200: {"content": {"application/xml": {}}}})

@@ -118,8 +118,10 @@ def _serve_viewer(glassdesk: Glassdesk, settings: Settings):
 
     app = create_viewer_app(glassdesk, settings)
     # log_config=None: uvicorn keeps to the logging set up here (stderr); stdout is the protocol.
+    # proxy_headers off: no proxy stands before a loopback viewer, and uvicorn's default would
+    # believe any local client's X-Forwarded-For (vision.http.auth.uvicorn_proxy_options).
     server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
-                                           log_level="warning", lifespan="off"))
+                                           log_level="warning", lifespan="off", proxy_headers=False))
     threading.Thread(target=server.run, name="glassdesk-viewer", daemon=True).start()
     log.info("live viewer on %s", settings.public_url)
     return server

@@ -184,7 +184,7 @@ def _report_url(ctx: Context, glassdesk: Glassdesk, result: ActResult) -> str:
     report = getattr(result, "report_path", None)
     try:
         if not report:
-            from vision.report import write_report
+            from vision.runview import write_report
 
             report = write_report(glassdesk.store, result.trace_id)
         return Path(report).resolve().as_uri()

@@ -19,6 +19,7 @@ import io
 import re
 import shutil
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -34,6 +35,8 @@ __all__ = ["BaselineMeta", "BaselineShot", "BaselineStore", "valid_baseline_id"]
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _VERSION_DIR = re.compile(r"v([1-9][0-9]{0,8})")
 _META = "meta.json"
+# An unfinished version younger than this may still be being written, by another server on the data dir.
+UNFINISHED_AGE_S = 60.0
 PAGE_SHOT = "page"
 
 
@@ -214,6 +217,32 @@ class BaselineStore:
             if not numbers:
                 raise BaselineNotFound(f"no baseline {baseline_id!r}; list the baselines to see which exist")
             return [self._read_meta(baseline_id, n) for n in numbers]
+
+    def remove_unfinished(self, min_age_s: float = UNFINISHED_AGE_S) -> builtins.list[Path]:
+        """Remove the versions whose writing was cut short (no metadata that reads back), and a
+        baseline's directory left with nothing in it; called when a server starts. Such a version
+        is never listed and its number is taken again, but its PNGs stayed on disk after a kill -9.
+        One younger than ``min_age_s`` is left alone: another server on this data directory may be
+        writing it now (a version is written in well under a second). Returns what was removed."""
+        removed: builtins.list[Path] = []
+        with self._lock:
+            if not self.root.is_dir():
+                return removed
+            now = time.time()
+            for baseline in sorted(self.root.iterdir()):
+                if not (baseline.is_dir() and not baseline.is_symlink() and _NAME.fullmatch(baseline.name)):
+                    continue
+                before = len(removed)
+                for version in sorted(baseline.iterdir()):
+                    match = _VERSION_DIR.fullmatch(version.name)
+                    if (match and version.is_dir() and not version.is_symlink()
+                            and self._read_meta(baseline.name, int(match.group(1))) is None
+                            and now - version.stat().st_mtime >= min_age_s):
+                        shutil.rmtree(version, ignore_errors=True)
+                        removed.append(version)
+                if len(removed) > before and not any(baseline.iterdir()):
+                    baseline.rmdir()
+        return removed
 
     # ------------------------------------------------------------------------------ on disk
 

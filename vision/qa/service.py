@@ -105,6 +105,9 @@ class QaService:
                             compare_now=self._visual.compare_now, act=act, ask=ask)
 
     def close_interrupted(self) -> list[str]:
+        """What a server that stopped left (called at start): its runs closed as interrupted (their
+        ids returned), and the baseline versions it was writing removed."""
+        self.baselines.remove_unfinished()
         return self.runs.close_interrupted()
 
     # ------------------------------------------------------------------ the verbs

@@ -98,6 +98,9 @@ class Visual:
         session = self.driver.acting(session_id, request.url) if request.url else self.desktops.session(session_id)
         self.driver.check_selectors(session, [m for m in request.mask if isinstance(m, str)])
         with self._run("compare_visual_regression", request.name, session, request) as run:
+            receipt = getattr(run, "video", None)
+            if receipt is not None:  # the verb is the one step of its film: its chapter, for a viewer to seek to
+                receipt.chapter(run.redacted(f"step 1: compare with baseline {meta.id} v{meta.version}"))
             if request.url:
                 self.driver.navigate(session, request.url, time.monotonic() + request.timeout_ms / 1000)
             result = self._compare(run, session, meta, request, ignore_antialiasing=request.ignore_antialiasing,
@@ -198,9 +201,17 @@ class Visual:
         with reading_run(test_run_id):
             run = self.runs.load(test_run_id)
         result = run.result or {}
-        if run.verb != "compare_visual_regression" or result.get("baseline_id") != baseline_id:
+        if run.verb == "verify_user_flow":
+            # A flow's failed visual_matches step keeps its comparison as the step's detail
+            # (vision.qa.flow), with the images in the flow's run: promoted the same way.
+            result = next((s.detail for case in run.test_cases for s in case.steps if s.status == "failed"
+                           and s.detail.get("baseline_id") == baseline_id and s.detail.get("shots")), {})
+        elif run.verb != "compare_visual_regression":
+            result = {}
+        if result.get("baseline_id") != baseline_id:
             raise InvalidRequest(f"run {test_run_id} is not a comparison with baseline {baseline_id!r}; approve "
-                                 "the test_run_id that compare_visual_regression answered")
+                                 "the test_run_id that compare_visual_regression answered, or a flow's whose "
+                                 "visual_matches step failed")
         if run.status != "failed":
             raise InvalidRequest(f"run {test_run_id} {run.status}; only a failed comparison's images are promoted")
         check = self.runs.verify(test_run_id)

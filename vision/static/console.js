@@ -3,7 +3,7 @@
 // Auth: when the server has a token, the page asks for it once, keeps it in sessionStorage (this
 // tab only) and sends it as `Authorization: Bearer` on every request, the event stream included:
 // events are read from a fetch() body stream because EventSource cannot send headers. Screenshots,
-// the report and JUnit are fetched the same way and shown from blob: URLs.
+// JUnit is fetched the same way and saved from a blob: URL; the run viewer (/runs/{id}) does the same.
 //
 // Live updates come only from GET /api/v1/events (Server-Sent Events); nothing polls.
 
@@ -989,30 +989,10 @@ document.addEventListener('keydown', (event) => { if (event.key === 'Escape') $(
 
 // ------------------------------------------------------------------------------------- report and JUnit
 
-async function openReport(traceId) {
-  // Open the tab now, while the click still counts as a user gesture; fill it when ready.
-  const win = window.open('', '_blank');
-  try {
-    const html = await api(`/api/v1/traces/${encodeURIComponent(traceId)}/report`);
-    const doc = new DOMParser().parseFromString(html, 'text/html');
-    // The report's screenshots need the token too: swap them for blob: URLs fetched with it.
-    await Promise.all([...doc.querySelectorAll('img[src]')].map(async (img) => {
-      const url = await authImage(img.getAttribute('src')).catch(() => '');
-      const link = img.closest('a');
-      img.setAttribute('src', url);
-      if (link) link.setAttribute('href', url);
-    }));
-    const csp = doc.createElement('meta');
-    csp.setAttribute('http-equiv', 'Content-Security-Policy');
-    csp.setAttribute('content', "default-src 'none'; img-src blob:; style-src 'unsafe-inline'");
-    doc.head.prepend(csp);
-    const page = URL.createObjectURL(new Blob([`<!doctype html>\n${doc.documentElement.outerHTML}`], { type: 'text/html' }));
-    if (win) win.location.href = page;
-    else window.open(page, '_blank');
-  } catch (error) {
-    if (win) win.close();
-    flashError(error);
-  }
+// The run viewer (/runs/{id}, vision/static/run.js) in a new tab. window.open without noopener gives
+// the new tab a copy of this tab's sessionStorage: the viewer finds the token there and asks for nothing.
+function openReport(traceId) {
+  window.open(`/runs/${encodeURIComponent(traceId)}`, '_blank');
 }
 
 async function downloadJunit(traceId) {
@@ -1037,8 +1017,32 @@ $('download-junit').addEventListener('click', () => state.trace.id && downloadJu
 document.querySelectorAll('.tab').forEach((tab) => tab.addEventListener('click', () => {
   document.querySelectorAll('.tab').forEach((t) => t.classList.toggle('active', t === tab));
   $('tab-runs').hidden = tab.dataset.tab !== 'runs';
+  $('tab-qa').hidden = tab.dataset.tab !== 'qa';
   $('tab-models').hidden = tab.dataset.tab !== 'models';
+  if (tab.dataset.tab === 'qa') refreshQaRuns();
 }));
+
+// QA runs (the verbs and suites): read when their tab is shown; each opens in the run viewer.
+async function refreshQaRuns() {
+  let runs;
+  try {
+    runs = await api('/api/v1/console/qa-runs?limit=50');
+  } catch {
+    return;
+  }
+  const rows = runs.map((r) => h('tr', { 'data-run': r.test_run_id, onclick: () => openReport(r.test_run_id) },
+    h('td', { class: 'when', text: r.timestamp ? fmtWhen(r.timestamp) : '–', title: `${r.timestamp || ''} · session ${r.session_id || '–'}` }),
+    h('td', { class: 'instr', text: r.name || r.test_run_id, title: r.test_run_id }),
+    h('td', { class: 'model', text: r.verb || '' }),
+    h('td', {}, pill(r.status)),
+    h('td', { class: 'num col-time', text: r.duration_ms !== null && r.duration_ms !== undefined ? fmtDuration(r.duration_ms / 1000) : '–' }),
+    h('td', { class: 'links' },
+      h('button', { class: 'btn small', type: 'button', text: 'View',
+        onclick: (e) => { e.stopPropagation(); openReport(r.test_run_id); } }))));
+  $('qa-runs-table').tBodies[0].replaceChildren(...rows);
+  $('qa-runs-table').hidden = !rows.length;
+  $('qa-runs-empty').hidden = !!rows.length;
+}
 
 async function refreshRuns() {
   try {
@@ -1059,7 +1063,7 @@ async function refreshRuns() {
     h('td', { class: 'num', text: fmtInt(tokens) }),
     h('td', { class: 'num col-time', text: seconds !== null ? fmtDuration(seconds) : '–' }),
     h('td', { class: 'links' },
-      h('button', { class: 'btn small', type: 'button', text: 'Report',
+      h('button', { class: 'btn small', type: 'button', text: 'View',
         onclick: (e) => { e.stopPropagation(); openReport(m.trace_id); } }), ' ',
       h('button', { class: 'btn small', type: 'button', text: 'JUnit',
         onclick: (e) => { e.stopPropagation(); downloadJunit(m.trace_id); } })));

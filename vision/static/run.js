@@ -1,0 +1,378 @@
+// The run viewer: one run (a vision trace or a QA run) from its document (vision/runview.py).
+//
+// Live, at /runs/{id}: the document comes from GET /api/v1/runs/{id} with the console's token
+// (sessionStorage, as the console keeps it), and every image, the film and its chapters are fetched
+// with it and shown from blob: URLs. Offline, in a report file: the same page with this script
+// inlined and the document embedded (#run-data), its files as data: URIs; nothing is fetched.
+//
+// The film and the steps follow each other: a step's head seeks the film to its chapter, and the
+// chapter playing marks its step. Marks are placed by the fraction of the image they fall on, so
+// they stay on their pixel at any size. The DOM is built with textContent only.
+
+const TOKEN_KEY = 'glassdesk.token';
+const embedded = document.getElementById('run-data');
+const OFFLINE = embedded !== null;
+let token = OFFLINE ? '' : (sessionStorage.getItem(TOKEN_KEY) || '');
+const $ = (id) => document.getElementById(id);
+
+function h(tag, attrs = {}, children = []) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === 'text') node.textContent = value;
+    else if (key === 'class') node.className = value;
+    else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? '' : value);
+  }
+  for (const child of [].concat(children)) if (child) node.append(child);
+  return node;
+}
+
+// ------------------------------------------------------------------------------------- API
+
+class ApiError extends Error {
+  constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+}
+
+async function api(path, { method = 'GET', body, raw = false } = {}) {
+  const headers = {};
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const response = await fetch(path, { method, headers, cache: 'no-store',
+    body: body === undefined ? undefined : JSON.stringify(body) });
+  if (response.status === 401) {
+    showLogin(token ? 'That token was not accepted.' : '');
+    throw new ApiError(401, 'unauthorized', 'This server needs its access token.');
+  }
+  if (!response.ok) {
+    let code = `http_${response.status}`;
+    let message = response.statusText || 'request failed';
+    try {
+      const data = await response.json();
+      if (data.error) ({ code, message } = data.error);
+      else if (typeof data.detail === 'string') message = data.detail;
+    } catch { /* not JSON */ }
+    throw new ApiError(response.status, code, message);
+  }
+  if (raw) return response;
+  return response.json();
+}
+
+// A file of the run as the page may show it: offline it is already a data: URI (or a name beside
+// the report); live it is fetched with the token, which a src attribute cannot send.
+const blobs = new Map();
+function fileUrl(src) {
+  if (!src) return Promise.resolve('');
+  if (OFFLINE || src.startsWith('data:')) return Promise.resolve(src);
+  if (!blobs.has(src)) {
+    blobs.set(src, api(src, { raw: true }).then((r) => r.blob()).then((b) => URL.createObjectURL(b)));
+  }
+  return blobs.get(src);
+}
+
+function showLogin(message) {
+  $('run').hidden = true;
+  $('login').hidden = false;
+  $('login-error').hidden = !message;
+  $('login-error').textContent = message || '';
+  $('token-input').focus();
+}
+
+// ------------------------------------------------------------------------------------- marks
+
+function pct(value, whole) { return `${(value / whole * 100).toFixed(3)}%`; }
+
+// Marks over one image, in the image's own pixels: the display's for a screenshot (its size is the
+// document's), the shot's for a comparison image (read off the image once it has loaded).
+function placeMarks(layer, img, marks, size) {
+  const draw = (w, hgt) => {
+    layer.replaceChildren();
+    const lines = [];
+    for (const m of marks) {
+      if (m.kind === 'point') {
+        const node = h('span', { class: `mark point ${m.action || ''}`, title: m.tip || '', 'data-x': m.x, 'data-y': m.y },
+          [h('b', { text: m.label || '' })]);
+        node.style.left = pct(m.x, w);
+        node.style.top = pct(m.y, hgt);
+        layer.append(node);
+      } else if (m.kind === 'box' && m.box) {
+        const [x0, y0, x1, y1] = m.box;
+        const node = h('span', { class: `mark rect ${m.tone || ''}`, title: m.tip || '', 'data-box': m.box.join(',') });
+        node.style.left = pct(x0, w);
+        node.style.top = pct(y0, hgt);
+        node.style.width = pct(x1 - x0, w);
+        node.style.height = pct(y1 - y0, hgt);
+        layer.append(node);
+      } else if (m.kind === 'path') {
+        lines.push(m.points);
+      }
+    }
+    if (lines.length) {
+      const ns = 'http://www.w3.org/2000/svg';
+      const svg = document.createElementNS(ns, 'svg');
+      svg.setAttribute('viewBox', `0 0 ${w} ${hgt}`);
+      svg.setAttribute('preserveAspectRatio', 'none');
+      for (const points of lines) {
+        const line = document.createElementNS(ns, 'polyline');
+        line.setAttribute('points', points.map((p) => p.join(',')).join(' '));
+        line.setAttribute('vector-effect', 'non-scaling-stroke');
+        svg.append(line);
+      }
+      layer.prepend(svg);
+    }
+  };
+  if (size) draw(size[0], size[1]);
+  else img.addEventListener('load', () => draw(img.naturalWidth, img.naturalHeight), { once: true });
+}
+
+function figure(image, screen) {
+  const img = h('img', { alt: image.label });
+  const layer = h('div', { class: 'marks' });
+  const shot = h('div', { class: 'shot' }, [img, layer]);
+  // The marks' layer covers the image exactly: the same box as .shot, marks absolutely inside it.
+  layer.style.cssText = 'position:absolute;inset:0';
+  placeMarks(layer, img, image.marks || [], image.natural ? null : [image.width || screen[0], image.height || screen[1]]);
+  if (!image.src) img.alt = `${image.label} (the file is missing)`;
+  else fileUrl(image.src).then((url) => { img.src = url; }).catch(() => { img.alt = `${image.label} (not available)`; });
+  const node = h('figure', { 'data-which': image.which || image.label, title: 'click to enlarge' },
+    [h('figcaption', { text: image.label }), shot]);
+  // A click widens the figure to its row (the marks are fractions of the image, so they follow).
+  shot.addEventListener('click', () => node.classList.toggle('big'));
+  return node;
+}
+
+// ------------------------------------------------------------------------------------- film
+
+const film = { video: null, steps: [], chapterItems: [] };
+
+function clock(seconds) {
+  const m = Math.floor(seconds / 60);
+  const s = seconds - m * 60;
+  return `${m}:${s.toFixed(1).padStart(4, '0')}`;
+}
+
+function seek(chapter) {
+  if (!film.video || !chapter) return;
+  film.video.currentTime = chapter.start;
+  markPlaying();
+}
+
+function markPlaying() {
+  if (!film.video) return;
+  const t = film.video.currentTime;
+  for (const { node, chapter } of film.steps) {
+    node.classList.toggle('playing', Boolean(chapter) && t >= chapter.start && t < chapter.end);
+  }
+  for (const { node, chapter } of film.chapterItems) {
+    node.classList.toggle('playing', t >= chapter.start && t < chapter.end);
+  }
+}
+
+function filmPane(view) {
+  const v = view.video;
+  if (!v) return [];
+  const video = h('video', { id: 'film', controls: true, preload: 'metadata', playsinline: true });
+  film.video = video;
+  fileUrl(v.src).then((url) => { video.src = url; }).catch(() => {});
+  for (const [kind, src, label] of [['chapters', v.chapters_src, 'steps'], ['captions', v.captions_src, 'actions']]) {
+    if (!src) continue;
+    const track = h('track', { kind, label, srclang: 'en', default: kind === 'chapters' });
+    fileUrl(src).then((url) => { track.src = url; }).catch(() => {});
+    video.append(track);
+  }
+  video.addEventListener('timeupdate', markPlaying);
+  video.addEventListener('seeked', markPlaying);
+  const items = v.chapters.map((chapter) => {
+    const node = h('li', { 'data-start': chapter.start, onclick: () => seek(chapter) },
+      [h('time', { text: clock(chapter.start) }), chapter.title]);
+    film.chapterItems.push({ node, chapter });
+    return node;
+  });
+  const facts = [`video ${v.name}`, v.note, v.sha256 ? `sha256 ${v.sha256}` : ''].filter(Boolean).join(' · ');
+  return [video, h('div', { class: 'sub', text: facts }),
+    items.length ? h('ol', { class: 'chapters', id: 'chapters' }, items)
+      : h('p', { class: 'muted', text: 'The film has no chapters.' })];
+}
+
+// ------------------------------------------------------------------------------------- review
+
+function review(view, comparison) {
+  const status = h('div', { class: 'review-status', role: 'status' });
+  const trios = comparison.shots.map((shot) => h('div', { class: 'review-shot', 'data-shot': shot.name }, [
+    h('h3', { text: `${shot.name}: ${shot.passed ? 'matches' : 'differs'} · ${shot.diff_pixels.toLocaleString('en')} pixels `
+      + `(${Number(shot.diff_percentage).toFixed(4)}%) in ${shot.regions} region(s)`
+      + (shot.largest_region ? `; the largest (${shot.largest_region.pixels} px) boxed` : '') }),
+    // One shot's reason is the comparison's (said above); each of several says its own.
+    shot.reason && comparison.shots.length > 1 ? h('p', { class: 'bad', text: shot.reason }) : null,
+    h('div', { class: 'trio' }, shot.images.map((image) => figure(image, view.screen))),
+  ]));
+  const buttons = [];
+  if (comparison.approvable && !OFFLINE) {
+    const approve = h('button', { type: 'button', class: 'approve', text: 'Approve as the new baseline' });
+    const reject = h('button', { type: 'button', class: 'reject', text: 'Reject' });
+    approve.addEventListener('click', async () => {
+      approve.disabled = true;
+      status.className = 'review-status';
+      status.textContent = 'Approving…';
+      try {
+        const done = await api(`/api/v1/qa/baselines/${encodeURIComponent(comparison.baseline_id)}/approve`,
+          { method: 'POST', body: { test_run_id: comparison.test_run_id } });
+        status.className = 'review-status good';
+        status.textContent = `Approved: baseline ${done.baseline_id} is now version ${done.version}, `
+          + `promoted from run ${done.test_run_id}.`;
+        reject.disabled = true;
+      } catch (error) {
+        // The approval API's rules decide (a stale comparison, one approved already): its words shown.
+        status.className = 'review-status bad';
+        status.textContent = `${error.code}: ${error.message}`;
+        approve.disabled = false;
+      }
+    });
+    reject.addEventListener('click', () => {
+      approve.disabled = true;
+      reject.disabled = true;
+      status.className = 'review-status';
+      status.textContent = `Rejected: baseline ${comparison.baseline_id} stays at version ${comparison.baseline_version} `
+        + 'and the run stays failed. Nothing is recorded: fix the page and compare again.';
+    });
+    buttons.push(approve, reject);
+  } else if (comparison.approvable) {
+    buttons.push(h('span', { class: 'muted', text: `To approve or reject, open /runs/${view.id} in the console.` }));
+  } else if (comparison.approved_as) {
+    buttons.push(h('span', { class: 'good approved', text: `Approved: this run's images are version `
+      + `${comparison.approved_as} of baseline ${comparison.baseline_id}.` }));
+  }
+  return h('div', { class: `review ${comparison.passed ? 'passed' : 'failed'}`, 'data-baseline': comparison.baseline_id }, [
+    h('h3', { text: `Visual comparison with baseline ${comparison.baseline_id} v${comparison.baseline_version}: `
+      + (comparison.passed ? 'passed' : 'failed') }),
+    ...trios,
+    h('div', { class: 'buttons' }, [...buttons, status]),
+  ]);
+}
+
+// ------------------------------------------------------------------------------------- steps
+
+function stepNode(view, step) {
+  const operator = step.by === 'operator';
+  const seekButton = step.chapter
+    ? h('button', { type: 'button', class: 'seek', title: 'play this step in the film', text: `▶ ${clock(step.chapter.start)}` })
+    : null;
+  const head = h('div', { class: 'head' }, [
+    h('h2', { text: `Step ${step.index}` + (operator ? ' · by the operator' : '') + `: ${step.title}` }),
+    operator ? h('span', { class: 'badge operator', text: 'operator' }) : null,
+    h('span', { class: `badge ${step.status}`, text: step.status }),
+    h('span', { class: 'facts', text: step.facts }),
+    seekButton,
+  ]);
+  const body = [];
+  if (step.url) body.push(h('div', { class: 'sub', text: step.url }));
+  for (const error of step.errors) body.push(h('div', { class: 'box error', text: error }));
+  for (const heal of step.heals) {
+    body.push(h('div', { class: 'box heal' }, [
+      h('div', { text: heal.text }),
+      heal.facts && Object.keys(heal.facts).length
+        ? h('div', { class: 'sub', text: Object.entries(heal.facts).map(([k, v]) => `${k}: ${v}`).join(' · ') }) : null,
+      heal.images && heal.images.length ? h('div', { class: 'shots' }, heal.images.map((i) => figure(i, view.screen))) : null,
+    ]));
+  }
+  if (step.retries) body.push(h('div', { class: 'sub', text: `retried ${step.retries} time(s) before this outcome` }));
+  if (step.images.length) body.push(h('div', { class: 'shots' }, step.images.map((i) => figure(i, view.screen))));
+  for (const comparison of step.comparisons || []) body.push(review(view, comparison));
+  body.push(h('h3', { text: step.text_label }));
+  body.push(h('p', { class: step.text ? 'words' : 'words muted', text: step.text || '(no text)' }));
+  if (step.reasoning) {
+    body.push(h('details', {}, [h('summary', { text: 'Reasoning' }), h('p', { class: 'words', text: step.reasoning })]));
+  }
+  if (step.actions && step.actions.length) {
+    body.push(h('h3', { text: 'Actions, in display pixels' }),
+      h('ol', { class: 'actions' }, step.actions.map((a) => h('li', { text: a }))));
+  }
+  if (step.executed) body.push(h('h3', { text: 'Executed' }), h('pre', { text: step.executed }));
+  if (step.outputs && step.outputs.length) body.push(h('h3', { text: 'Results' }), h('pre', { text: step.outputs.join('\n') }));
+  if (step.detail) body.push(h('details', {}, [h('summary', { text: 'Detail' }), h('pre', { text: step.detail })]));
+  if (step.console.length) {
+    body.push(h('h3', { text: `Console at this step (${step.console.length})` }), h('pre', { class: 'console', text: step.console.join('\n') }));
+  }
+  if (step.network.length) {
+    body.push(h('h3', { text: `Network failures (${step.network.length})` }), h('pre', { class: 'network', text: step.network.join('\n') }));
+  }
+  const node = h('section', { class: `step st-${step.status}${operator ? ' operator' : ''}`, id: step.id,
+    'data-index': step.index, 'data-by': step.by }, [head, h('div', { class: 'body' }, body)]);
+  if (step.chapter) {
+    node.dataset.chapterStart = step.chapter.start;
+    head.addEventListener('click', (event) => { if (!event.target.closest('a')) seek(step.chapter); });
+  }
+  film.steps.push({ node, chapter: step.chapter });
+  return node;
+}
+
+// ------------------------------------------------------------------------------------- page
+
+async function download(href) {
+  try {
+    const response = await api(href, { raw: true });
+    const url = URL.createObjectURL(await response.blob());
+    const name = (response.headers.get('content-disposition') || '').match(/filename="([^"]+)"/);
+    const link = h('a', { href: url, download: name ? name[1] : href.split('/').pop() });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 30000);
+  } catch (error) {
+    if (error.status !== 401) alert(`${error.code}: ${error.message}`);
+  }
+}
+
+const present = (...nodes) => nodes.filter(Boolean);
+
+function render(view) {
+  document.title = `${view.status} · ${view.title}`.slice(0, 120);
+  const exports = view.exports.map((e) => (OFFLINE
+    ? h('span', { class: 'sub', text: `${e.label}: ${e.href}` })
+    : h('a', { href: e.href, onclick: (event) => { event.preventDefault(); download(e.href); }, text: e.label })));
+  $('run-head').replaceChildren(...present(
+    h('div', { class: 'sub', text: `glassdesk ${OFFLINE ? 'report' : 'run viewer'} · ${view.subtitle}` }),
+    h('h1', { text: view.title }),
+    h('div', {}, [h('span', { class: `badge ${view.status}`, id: 'run-status', text: view.status.replaceAll('_', ' ') })]),
+    h('ul', { class: 'facts' }, view.facts.map(([value, label]) => h('li', {}, [h('b', { text: value }), h('span', { text: label })]))),
+    h('div', { id: 'evidence', class: `box ${view.evidence.ok ? 'verified' : 'broken'}`, text: view.evidence.text }),
+    view.answer ? h('div', { class: 'box', text: `Answer: ${view.answer}` }) : null,
+    view.error ? h('div', { class: 'box error', text: view.error }) : null,
+    view.console && view.console.length ? h('details', {}, [h('summary', { text: `Page errors (${view.console.length})` }),
+      h('pre', { text: view.console.join('\n') })]) : null,
+    h('nav', { class: 'exports', id: 'exports' }, exports),
+  ));
+  $('film-pane').replaceChildren(...filmPane(view));
+  $('steps').replaceChildren(...(view.steps.length ? view.steps.map((s) => stepNode(view, s))
+    : [h('p', { class: 'muted', text: 'No steps recorded.' })]));
+  $('run-foot').textContent = `Marks are display pixels of a ${view.screen[0]}×${view.screen[1]} screen; `
+    + 'every file is listed with its SHA-256 in the run\'s hash-chained record.';
+  $('login').hidden = true;
+  $('run').hidden = false;
+  document.body.dataset.ready = 'true';
+}
+
+async function boot() {
+  if (OFFLINE) {
+    render(JSON.parse(embedded.textContent));
+    return;
+  }
+  const id = decodeURIComponent(location.pathname.split('/').filter(Boolean).pop() || '');
+  try {
+    render(await api(`/api/v1/runs/${encodeURIComponent(id)}`));
+  } catch (error) {
+    if (error.status === 401) return;
+    $('load-error').hidden = false;
+    $('load-error').textContent = `${error.code}: ${error.message}`;
+  }
+}
+
+if (!OFFLINE) {
+  $('login-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    token = $('token-input').value.trim();
+    sessionStorage.setItem(TOKEN_KEY, token);
+    boot();
+  });
+}
+boot();
