@@ -29,8 +29,8 @@ from desktop.actions import PLACEHOLDER  # the one spelling of a secret's placeh
 from desktop.codegen import Lang, action_code, lit, locator, pw_key
 from desktop.errors import InvalidRequest
 from desktop.models import LOCATOR_FIELDS, ElementAt, Locating, Target
-from vision.qa.models import FlowStep
-from vision.trace.records import Trace
+from vision.qa.models import FlowStep, VisualLimits
+from vision.trace.records import Spot, Trace
 
 Format = Literal["yaml", "playwright-ts", "playwright-py"]
 FORMATS: tuple[str, ...] = ("yaml", "playwright-ts", "playwright-py")
@@ -39,6 +39,8 @@ SECRET_ENV = "GLASSDESK_SECRET_"
 FIELD_ROLES = ("textbox", "searchbox", "combobox", "spinbutton")
 NOT_REPLAYED = ("done", "fail", "screenshot", "zoom", "cursor_position")
 HEALABLE = ("click", "dblclick", "hover", "fill", "check", "uncheck")  # as vision.qa.flow
+# The comment on every step a person did during a take-over (a trace step `by: operator`).
+OPERATOR_NOTE = "done by a person (the operator, during a take-over), not by the agent"
 
 
 class ExportError(InvalidRequest):
@@ -97,19 +99,35 @@ def _where(action: dict, element: ElementAt | None) -> str:
     return f"{what} {words}" + (f"; also: {', '.join(also)}" if also else "")
 
 
-def _pointer_step(verb: str, action: dict, element: ElementAt | None) -> dict:
-    if element is not None and element.locators:
-        return {"action": verb, **_target_fields(element.locators[0]), "recorded": recorded(element)}
-    return {"action": verb, "x": action["x"], "y": action["y"]}
+def _pointer_step(verb: str, action: dict, element: ElementAt | None, spot: Spot | None = None,
+                  instruction: str | None = None) -> dict:
+    if element is not None and element.locators and (spot is None or element.tag != "canvas"):
+        return {"action": verb, **_target_fields(element.locators[0]),
+                "recorded": recorded(element, instruction=instruction)}
+    # No element to name (a native window), or a canvas, whose point matters: the pixel, and what
+    # was there for a replay to find it again by (the OCR text, the template image).
+    step = {"action": verb, "x": action["x"], "y": action["y"]}
+    if spot is not None and (spot.text or spot.image):
+        step["recorded"] = spotted(action["x"], action["y"], spot, instruction)
+    return step
 
 
-def recorded(element: ElementAt, own: Locating | None = None) -> dict:
+def spotted(x: int, y: int, spot: Spot, instruction: str | None = None) -> dict:
+    """What a replay re-finds a pixel step from (vision.qa.models.Recorded): the text OCR read
+    there, its box, the template image around it, the pixel (pure)."""
+    out = {"x": x, "y": y, "text": spot.text, "text_box": spot.text_box, "image": spot.image,
+           "instruction": instruction}
+    return {k: v for k, v in out.items() if v not in (None, [], "")}
+
+
+def recorded(element: ElementAt, own: Locating | None = None, instruction: str | None = None) -> dict:
     """What a replay heals a step from (vision.qa.models.Recorded): the element's role and name, its
-    other locators, and the pixel (pure)."""
+    other locators, the pixel and the element's box, and the step's instruction (pure)."""
     own = own if own is not None else element.locators[0]
     others = [_target_fields(t) for t in element.locators if _target_fields(t) != _target_fields(own)]
-    out = {"role": element.role, "name": element.name, "locators": others, "x": element.x, "y": element.y}
-    return {k: v for k, v in out.items() if v not in (None, [])}
+    out = {"role": element.role, "name": element.name, "locators": others, "x": element.x, "y": element.y,
+           "box": element.box or None, "instruction": instruction}
+    return {k: v for k, v in out.items() if v not in (None, [], "")}
 
 
 def _scripted(action: dict, why: str) -> dict:
@@ -127,13 +145,19 @@ def flow_of_trace(trace: Trace) -> Flow:
     for step in trace.steps:
         said = " ".join((step.text or "").split())[:200]
         head = [f"trace {meta.trace_id} step {step.index}" + (f": {said}" if said else "")]
+        if step.by == "operator":  # a person's input during a take-over: not the agent's, and said so
+            head.append(OPERATOR_NOTE)
+        # What a model re-targeting this step is asked (heal_with): the run's task and this step's words.
+        instruction = " ".join(f"{meta.instruction} (this step: {said})".split())[:2000] if said \
+            else meta.instruction[:2000]
         first = len(ops)
         for i, action in enumerate(step.actions):
             name = action.get("action")
             element = step.elements[i] if i < len(step.elements) else None
+            spot = step.spots[i] if i < len(step.spots) else None
             if name in NOT_REPLAYED:
                 continue
-            op = _op_of_action(action, element, ops)
+            op = _op_of_action(action, element, ops, spot, instruction)
             if op is not None:
                 ops.append(op)
         if len(ops) > first:
@@ -141,6 +165,10 @@ def flow_of_trace(trace: Trace) -> Flow:
         for op in ops[first:]:
             op.url_after = step.url
         if step.url and url and step.url != url and not step.failed:
+            # The effect a healed step must still have (vision.qa.flow), and an assertion besides.
+            acted = next((op for op in reversed(ops[first:]) if "recorded" in op.step), None)
+            if acted is not None:
+                acted.step["recorded"]["url_after"] = step.url
             ops.append(Op({"action": "assert", "assertion": {"type": "url", "expected": step.url}},
                           ["the URL changed after this step: proposed as an assertion"]))
         url = step.url or url
@@ -185,16 +213,19 @@ def _address_bar_as_navigate(ops: list[Op]) -> list[Op]:
     return out
 
 
-def _op_of_action(action: dict, element: ElementAt | None, ops: list[Op]) -> Op | None:
+def _op_of_action(action: dict, element: ElementAt | None, ops: list[Op], spot: Spot | None = None,
+                  instruction: str | None = None) -> Op | None:
     name = action["action"]
     located = element is not None and bool(element.locators)
     note = [_where(action, element)] + ([] if located else ["no page element: the recorded display pixel"])
+    if spot is not None and spot.text:
+        note.append(f"OCR read {spot.text!r} there" + ("; a template image of it is recorded" if spot.image else ""))
     if name == "type":
         last = ops[-1] if ops else None
         if last is not None and last.step["action"] == "click" and _is_field(last.element) and last.element.locators:
             # A click on a field, then typing: one fill of that field (it clicks, clears and types).
             last.step = {"action": "fill", **_target_fields(last.element.locators[0]), "value": action["text"],
-                         "recorded": recorded(last.element)}
+                         "recorded": last.step.get("recorded") or recorded(last.element)}
             last.raw = action
             return None
         return Op(_scripted(action, "typing with no field recorded"), ["typing where the focus was"], None, action)
@@ -204,9 +235,10 @@ def _op_of_action(action: dict, element: ElementAt | None, ops: list[Op]) -> Op 
         return Op({"action": "wait", "timeout_ms": max(1, int(action.get("duration_ms", 1000)))}, [], None, action)
     if name in ("click", "double_click") and action.get("button", "left") == "left" \
             and not action.get("modifiers") and action.get("x") is not None:
-        return Op(_pointer_step("click" if name == "click" else "dblclick", action, element), note, element, action)
+        return Op(_pointer_step("click" if name == "click" else "dblclick", action, element, spot, instruction), note,
+                  element, action)
     if name == "move" and located:
-        return Op(_pointer_step("hover", action, element), note, element, action)
+        return Op(_pointer_step("hover", action, element, None, instruction), note, element, action)
     return Op(_scripted(action, "no flow step does this"), note, element, action)
 
 
@@ -229,6 +261,11 @@ def flow_of_qa_run(records: Sequence[dict]) -> Flow:
                 details[int(result.get("index", 0))] = result.get("detail") or {}
     ops = []
     for index, step in enumerate(request.get("steps") or [], 1):
+        assertion = step.get("assertion")
+        if isinstance(assertion, dict) and assertion.get("type") != "visual_matches":
+            # The run keeps the request whole, every default included: a visual limit beside another
+            # assertion is refused on the way back in, so it is left out (it was only the default).
+            step = {**step, "assertion": {k: v for k, v in assertion.items() if k not in VisualLimits.model_fields}}
         try:  # as the suite would say it: the fields given, not every default
             step = FlowStep.model_validate(step).model_dump(mode="json", by_alias=True, exclude_defaults=True)
         except ValueError:

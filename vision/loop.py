@@ -13,7 +13,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -118,6 +118,10 @@ class Stop(Exception):
         self.answer = answer
 
 
+# The actions whose pixel a replay must find again when no DOM element names it (vision.perception.spot).
+SPOT_ACTIONS = ("click", "double_click", "triple_click")
+
+
 def cancelled() -> Stop:
     """How every cancel ends a run: by the operator, or by a client that went away."""
     return Stop("cancelled", "cancelled by the operator", code="cancelled")
@@ -208,6 +212,10 @@ class Runner:
         # Runs a browser toolset member: (session id, tool_use id, member) -> (tool_result content,
         # is_error). Set by the application service; None where there is no browser executor.
         self.browser: Callable[[str, str, BrowserMember], tuple[list[dict], bool]] | None = None
+        # Reads what is at a click's pixel when no DOM element names it (a native window, a canvas):
+        # (the screen before it, x, y, the run's secrets) -> a Spot's fields or None
+        # (vision.perception.spot); set by the application service. None: not recorded.
+        self.spot: Callable[[Frame, int, int, Iterable[str]], dict | None] | None = None
         self.state: RunState | None = None
         self._lock = threading.Lock()
         self._cancel = threading.Event()
@@ -617,6 +625,7 @@ class Runner:
         terminal: Stop | None = None
         results = []
         elements: dict[tuple[int, int], ElementAt] = {}  # (call, action) -> what was under its pixel
+        spots: dict[tuple[int, int], dict] = {}  # (call, action) -> its pixel's OCR text and template
         for call_index, call in enumerate(turn.calls):
             if call.error:
                 results.append(self._answered(state, CallResult(call.id, ok=False, error=call.error), frame))
@@ -660,9 +669,13 @@ class Runner:
                             # replaces: wait for the heal, then run it once more on the new desktop.
                             frame = self._await_desktop(state)
                             done = self.desktop.perform(action)
+                        element = getattr(done, "element", None)
+                        if element is not None:
+                            elements[call_index, action_index] = element
+                        spot = self._spot(state, action, element, frame)
+                        if spot is not None:
+                            spots[call_index, action_index] = spot
                         frame = done.frame
-                        if getattr(done, "element", None) is not None:
-                            elements[call_index, action_index] = done.element
                         executed += done.executed
                         exec_ms += done.duration_ms
                         settle_ms += done.settle_ms
@@ -683,8 +696,23 @@ class Runner:
         error = {"code": "action_failed", "message": "; ".join(errors)} if errors else None
         self._record(state, turn, model_ms, before=before, after=frame, executed=executed, exec_ms=exec_ms,
                      settle_ms=settle_ms, settled_by=settled_by, results=results, error=error, on_step=on_step,
-                     elements=elements)
+                     elements=elements, spots=spots)
         return terminal
+
+    def _spot(self, state: RunState, action, element: ElementAt | None, before: Frame) -> dict | None:
+        """What was at a click's pixel on the screen before it, when no DOM element names the
+        target (none was read: a native window, the browser not in front; or a canvas, whose point
+        matters): a replay re-finds it by this text and image. Best effort: a failure costs the
+        run nothing but the record."""
+        if self.spot is None or getattr(action, "action", None) not in SPOT_ACTIONS:
+            return None
+        if element is not None and element.tag != "canvas":
+            return None
+        try:
+            return self.spot(before, action.x, action.y, state.request.secrets.values())
+        except Exception as exc:
+            log.warning("run %s: nothing recorded at (%s, %s): %s", state.trace.trace_id, action.x, action.y, exc)
+            return None
 
     def _answered(self, state: RunState, result: CallResult, frame: Frame) -> CallResult:
         """A call's result with the state right after it: the screen (a reference, free), and the
@@ -696,11 +724,15 @@ class Runner:
 
     def _record(self, state: RunState, turn: ModelTurn, model_ms: int, *, before: Frame, after: Frame | None,
                 on_step, executed=(), exec_ms=0.0, settle_ms=0.0, settled_by=(), results=(), error=None,
-                elements: dict[tuple[int, int], ElementAt] | None = None) -> None:
+                elements: dict[tuple[int, int], ElementAt] | None = None,
+                spots: dict[tuple[int, int], dict] | None = None) -> None:
         actions = [a.model_dump() for call in turn.calls for a in call.actions]
         # Aligned with actions; none at all when no action had one (a trace's records stay as small).
         found = elements or {}
         at = [found.get((c, a)) for c, call in enumerate(turn.calls) for a in range(len(call.actions))] if found else []
+        seen = spots or {}
+        spot_list = [seen.get((c, a)) for c, call in enumerate(turn.calls)
+                     for a in range(len(call.actions))] if seen else []
         url = state.url = self.desktop.page_url()
         started = datetime.fromtimestamp(before.taken_at, UTC)
         if state.receipt is not None:  # the step's chapter begins when its observation was taken
@@ -711,6 +743,7 @@ class Runner:
             reasoning=turn.reasoning, tool_calls=turn.calls, actions=actions, argv=executed, results=results,
             error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms),
             settled_by=settled_by, usage=turn.usage, url=url, model_image_size=turn.image_size, elements=at,
+            spots=spot_list,
         )
         summary = StepSummary(index=len(state.steps) + 1, text=turn.text, actions=actions, executed=list(executed),
                               error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms),

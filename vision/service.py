@@ -54,7 +54,7 @@ class Glassdesk:
         self.interrupted = store.close_interrupted()
         # The QA verbs over the same desktops and data directory, a flow's act step run as act()
         # runs any other; their runs a dead server left unfinished are closed the same way.
-        self.qa = QaService(desktops, store.root, act=self.act)
+        self.qa = QaService(desktops, store.root, act=self.act, ask=self.ask_point)
         self.interrupted += self.qa.close_interrupted()
         # Session recordings (start/stop a video receipt of a session's display) into the same data dir.
         self.recordings = SessionRecordings(desktops, store.root)
@@ -110,7 +110,32 @@ class Glassdesk:
                 runner = self._runners[session.id] = Runner(session, self.store, self.config, self.bus,
                                                             film=_film_for(session))
                 runner.browser = self.browser_toolset.loop_call  # browser toolset members of a run
+                runner.spot = _spot_at  # a native window's or a canvas's click: its text and template
             return runner
+
+    def ask_point(self, session_id: str | None, model: str, instruction: str,
+                  script: list[dict] | None = None) -> dict | None:
+        """One turn of ``model`` (through the providers, as a run's), shown the session's screen now
+        and asked ``instruction``: where its first pointer action points ({x, y, said, model}, display
+        px), or None when it points at nothing. Nothing is done on the desktop: the caller (a QA
+        step healed by a model, vision.qa.flow) checks the point and acts itself."""
+        from vision.config import create_provider
+        from vision.errors import ModelUnavailable
+        from vision.providers.base import ModelCallError, Observation
+
+        name = self.config.resolve(model)
+        try:
+            provider = create_provider(name, instruction, self.config, script=script)
+            session = self.desktops.session(session_id)
+            turn = provider.turn(Observation(frame=session.capture(), url=session.page_url()), [])
+        except ModelCallError as exc:
+            raise ModelUnavailable(str(exc)) from exc
+        for call in turn.calls:
+            for action in call.actions:
+                x, y = getattr(action, "x", None), getattr(action, "y", None)
+                if isinstance(x, int) and isinstance(y, int):
+                    return {"x": x, "y": y, "said": turn.text, "model": name}
+        return None
 
     def act(self, session_id: str | None, request: ActRequest, on_step: Callable[[StepSummary], None] | None = None,
             *, provider: Provider | None = None, wait_out_pauses: bool = False) -> ActResult:
@@ -300,3 +325,10 @@ def _film_for(session) -> Callable | None:
 def _not_found(exc: Exception) -> TraceNotFoundError:
     return TraceNotFoundError(f"{exc}; list the traces to see which exist" if isinstance(exc, TraceNotFound)
                               else str(exc))
+
+
+def _spot_at(frame, x: int, y: int, secrets) -> dict | None:
+    """What was at (x, y) on ``frame``: the OCR text and a template image (vision.perception.spot)."""
+    from vision.perception.spot import frame_rgb, spot_at
+
+    return spot_at(frame_rgb(frame), x, y, secrets)

@@ -284,35 +284,53 @@ def widgets_page(query: dict[str, list[str]]) -> bytes:
 def signup_page(query: dict) -> bytes:
     """Every way a test names an element, for the element under a pixel (desktop.browser.hit), the
     exports and the heals: a field by label, one by placeholder only, a button whose text is in a
-    span, one with a test id, a link, a canvas (no element a locator can name inside it).
-    Submitting reports what was typed and goes to /signed-up. ``v=2`` rewords the labels a little
-    (a heal's case: same ids, same roles, similar names); ``v=3`` turns "Create account" into
-    "Delete account" (no heal: another meaning)."""
+    span, one with a test id, a link, a canvas (no element a locator can name inside it: a text and
+    an icon drawn on it). Submitting reports what was typed and goes to /signed-up; a click on the
+    canvas reports its point. The variants, for replays that heal (or must not):
+
+    - ``v=2`` rewords the labels a little (same ids, same roles, similar names);
+    - ``v=3`` turns "Create account" into "Delete account" (another meaning: no heal);
+    - ``v=5`` renames every id and class of the clicked elements and rewords their labels as v=2;
+    - ``v=6`` is v=5 with the button's effect removed (nothing listens to its click);
+    - ``v=7`` draws the canvas's text and icon elsewhere on it;
+    - ``v=9`` renames the button "Sign me up" (a name no record is like: a model's heal)."""
     version = (query.get("v") or ["1"])[0]
-    email = {"2": "E-mail"}.get(version, "Email")
-    placeholder = {"2": "Your password"}.get(version, "Password")
-    create = {"2": "Create an account", "3": "Delete account"}.get(version, "Create account")
+    renamed = version in ("5", "6", "9")
+    email = {"2": "E-mail", "5": "E-mail", "6": "E-mail"}.get(version, "Email")
+    placeholder = {"2": "Your password", "5": "Your password", "6": "Your password"}.get(version, "Password")
+    create = {"2": "Create an account", "3": "Delete account", "5": "Create an account", "6": "Create an account",
+              "9": "Sign me up"}.get(version, "Create account")
+    ids = ("mail", "secret", "make", "m1", "m2", "m3") if renamed else ("email", "pw", "create", "f1", "f2", "b1")
+    listen = "" if version == "6" else f"document.getElementById('{ids[2]}').addEventListener('click', submit);"
+    # Where the canvas's text and icon are drawn (canvas px): v=7 moves both.
+    (tx, ty), (ix, iy) = ((230, 110), (40, 30)) if version == "7" else ((30, 50), (300, 100))
     return _page("sign up", f"""
 <form class="at" id="signup" style="left: 100px; top: 80px; width: 700px" onsubmit="return false">
-  <p><label for="email">{email}</label> <input id="email" class="f1" autocomplete="off"></p>
-  <p><input id="pw" class="f2" type="password" placeholder="{placeholder}" autocomplete="off"></p>
+  <p><label for="{ids[0]}">{email}</label> <input id="{ids[0]}" class="{ids[3]}" autocomplete="off"></p>
+  <p><input id="{ids[1]}" class="{ids[4]}" type="password" placeholder="{placeholder}" autocomplete="off"></p>
   <p><input type="checkbox" id="terms"> <label for="terms">I agree</label></p>
-  <p><button id="create" class="b1" type="button"><span>{create}</span></button>
+  <p><button id="{ids[2]}" class="{ids[5]}" type="button"><span>{create}</span></button>
      <button data-testid="cancel-btn" type="button" aria-label="Cancel sign-up">x</button>
      <a href="/" id="home">Home</a></p>
 </form>
-<canvas id="pad" class="at" style="left: 900px; top: 80px" width="200" height="120"></canvas>
+<canvas id="pad" class="at" style="left: 900px; top: 80px" width="420" height="180"></canvas>
 <script>
-  document.getElementById('create').addEventListener('click', () => {{
-    const email = document.getElementById('email').value, pw = document.getElementById('pw').value;
+  function submit() {{
+    const email = document.getElementById('{ids[0]}').value, pw = document.getElementById('{ids[1]}').value;
     const terms = document.getElementById('terms').checked;
     report({{type: 'signup', email: email, pw: pw, terms: terms, version: '{version}'}}).then(() => {{
       location.href = '/signed-up?email=' + encodeURIComponent(email);
     }});
-  }});
-  document.getElementById('pad').addEventListener('click', e => report({{type: 'pad', x: e.offsetX, y: e.offsetY}}));
+  }}
+  {listen}
+  const pad = document.getElementById('pad'), g = pad.getContext('2d');
+  g.fillStyle = '#fff'; g.fillRect(0, 0, pad.width, pad.height);
+  g.fillStyle = '#111'; g.font = 'bold 28px sans-serif'; g.fillText('START', {tx}, {ty});
+  // The icon: no text, a shape a template image finds (a red disc with a yellow square in it).
+  g.fillStyle = '#c62828'; g.beginPath(); g.arc({ix + 22}, {iy + 22}, 22, 0, 2 * Math.PI); g.fill();
+  g.fillStyle = '#fdd835'; g.fillRect({ix + 12}, {iy + 12}, 20, 20);
+  pad.addEventListener('click', e => report({{type: 'pad', x: e.offsetX, y: e.offsetY, version: '{version}'}}));
 </script>""")
-
 
 
 class QaSite(EventServer):

@@ -6,10 +6,12 @@ secret reaches the page every time and no file written on the way."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
@@ -280,3 +282,242 @@ def test_a_button_that_now_means_something_else_is_not_healed_onto(recorded, vis
     result = last_flow(services)
     assert result["failure_step"] == 4 and "not healed" in result["failure_reason"], result["failure_reason"]
     assert not [e for e in qa_site.events if e.get("type") == "signup"]  # "Delete account" was never clicked
+
+
+# --------------------------------------------------------------------- heals with their evidence
+
+
+def heal_artifacts_drawn(services, run_id: str, heal: dict) -> None:
+    """The heal's before and after images are files of the run, each with both boxes drawn: the
+    recorded one in orange, the healed one in green."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from vision.qa.heals import HEALED_COLOUR, RECORDED_COLOUR
+
+    for which in ("before", "after"):
+        path = services.qa.runs.file(run_id, heal[which])
+        rgb = np.asarray(Image.open(io.BytesIO(path.read_bytes())).convert("RGB")).reshape(-1, 3)
+        for colour in (RECORDED_COLOUR, HEALED_COLOUR):
+            assert (rgb == colour).all(axis=1).sum() > 50, (which, colour)
+
+
+def newest_run(services) -> tuple[str, dict]:
+    run_id = sorted(services.qa.runs.list_ids())[-1]
+    return run_id, services.qa.runs.load(run_id).result
+
+
+def test_renamed_ids_and_classes_heal_every_step_with_images_and_write_back(recorded, vision_api, qa_site, tmp_path,
+                                                                           monkeypatch, services):
+    trace_id, _ = recorded
+    path = exported_suite(vision_api, trace_id, tmp_path, "5")
+    monkeypatch.setenv("GLASSDESK_SECRET_PW", SECRET)
+    qa_site.clear()
+    junit, report, healed = tmp_path / "junit.xml", tmp_path / "report.html", tmp_path / "healed.yaml"
+    assert main(["qa", str(path), "--url", str(vision_api.base_url), "--junit", str(junit), "--report", str(report),
+                 "--write-healed", str(healed)]) == 0
+    event = qa_site.wait_for(lambda e: e.get("type") == "signup")
+    assert (event["email"], event["pw"], event["terms"], event["version"]) == ("ada@example.com", SECRET, True, "5")
+    run_id, result = newest_run(services)
+    heals = result["heals"]
+    # every id and class renamed, every label reworded: the recorded role and a similar name re-find them
+    assert [(h["step"], h["by"], h["matched"]) for h in heals] == [
+        (1, "name", "role textbox named 'E-mail' (exact)"), (2, "name", "role textbox named 'Your password' (exact)"),
+        (4, "name", "role button named 'Create an account' (exact)")]
+    assert heals[2]["effect"].startswith("the URL became ") and heals[2]["recorded_box"]["width"] > 0
+    for heal in heals:
+        heal_artifacts_drawn(services, run_id, heal)
+    # the JUnit and the report carry each heal and its images; no secret anywhere in them
+    said = junit.read_text()
+    assert said.count("healed step ") == 3 and said.count("heal before (recorded box orange") == 3
+    page = report.read_text()
+    assert page.count('class="box heal"') == 3 and heals[0]["before"] in page
+    files = list((tmp_path / "report_files").rglob("*heal-before*.png"))
+    assert len(files) == 3
+    for text in (said, page, healed.read_text(), json.dumps(result)):
+        assert SECRET not in text
+    # the healed suite: the heals listed at its head, the new targets in place; it replays with no heal
+    written = healed.read_text()
+    assert written.startswith("# Healed by glassdesk qa --write-healed from signup-v5.yaml: 3 step(s)")
+    assert "{{pw}}" in written and path.read_text().count("role: textbox") >= 0  # the original kept as it was
+    steps = yaml.safe_load(written)["tests"][0]["verify_user_flow"]["steps"]
+    assert (steps[0]["role"], steps[0]["name"]) == ("textbox", "E-mail")
+    assert main(["qa", str(healed), "--url", str(vision_api.base_url), "--strict"]) == 0
+    assert newest_run(services)[1]["heals"] == []
+    # the suite itself is not overwritten unless asked
+    assert main(["qa", str(path), "--url", str(vision_api.base_url), "--write-healed", str(path)]) == 2
+    # and --strict fails the original at its first renamed step
+    assert main(["qa", str(path), "--url", str(vision_api.base_url), "--strict"]) == 1
+    assert newest_run(services)[1]["failure_step"] == 1
+
+
+def test_a_healed_step_whose_recorded_effect_is_gone_fails(recorded, vision_api, qa_site, tmp_path, monkeypatch,
+                                                           services):
+    trace_id, _ = recorded
+    path = exported_suite(vision_api, trace_id, tmp_path, "6")  # v=5, but nothing listens to the button
+    monkeypatch.setenv("GLASSDESK_SECRET_PW", SECRET)
+    assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 1
+    run_id, result = newest_run(services)
+    assert result["failure_step"] == 4, result["failure_reason"]
+    assert "healed by name" in result["failure_reason"] and "recorded effect did not happen" in \
+        result["failure_reason"]
+    assert result["heals"][-1]["step"] == 4 and result["heals"][-1]["effect"].startswith("did not happen")
+    heal_artifacts_drawn(services, run_id, result["heals"][-1])  # the failed heal keeps its evidence
+
+
+def test_a_heal_by_model_retargets_the_step_and_is_marked(recorded, vision_api, desk, qa_site, tmp_path,
+                                                          monkeypatch, services):
+    trace_id, _ = recorded
+    path = exported_suite(vision_api, trace_id, tmp_path, "9")  # the button is now "Sign me up"
+    desk.run_settled(lambda: desk.open_url(qa_site.url("/signup?v=9")))
+    button, home = pixel(desk, "#make"), pixel(desk, "#home")
+    monkeypatch.setenv("GLASSDESK_SECRET_PW", SECRET)
+
+    def with_script(point) -> Path:
+        suite = yaml.safe_load(path.read_text())
+        suite["tests"][0]["verify_user_flow"]["heal_script"] = [{"action": "click", "x": point[0], "y": point[1]}]
+        out = tmp_path / f"model-{point[0]}.yaml"
+        out.write_text(yaml.safe_dump(suite, sort_keys=False))
+        return out
+
+    # without a model: nothing recorded is like "Sign me up"
+    assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 1
+    assert newest_run(services)[1]["failure_step"] == 4
+    # the model (scripted, standing in) points at the link: another role, not taken
+    assert main(["qa", str(with_script(home)), "--url", str(vision_api.base_url), "--heal-with", "scripted"]) == 1
+    result = newest_run(services)[1]
+    assert "heal_with: the model scripted pointed at" in result["failure_reason"] and "not a button" in \
+        result["failure_reason"]
+    # it points at the button: re-targeted there, marked, and the effect checked
+    qa_site.clear()
+    junit = tmp_path / "model.xml"
+    assert main(["qa", str(with_script(button)), "--url", str(vision_api.base_url), "--heal-with", "scripted",
+                 "--junit", str(junit)]) == 0
+    assert qa_site.wait_for(lambda e: e.get("type") == "signup")["version"] == "9"
+    run_id, result = newest_run(services)
+    heal = result["heals"][-1]
+    assert (heal["step"], heal["by"], heal["model"]) == (4, "model", "scripted")
+    assert heal["target"] == {"role": "button", "name": "Sign me up", "exact": True}
+    assert heal["effect"].startswith("the URL became")
+    assert "(healed by model scripted)" in junit.read_text()
+    heal_artifacts_drawn(services, run_id, heal)
+
+
+def test_a_canvas_target_is_healed_by_its_text_then_its_image(vision_api, desk, qa_site, tmp_path, services):
+    """No element names a point on a canvas: the run records the text OCR read there and a template
+    image around it, the export carries them, and a replay on a canvas drawn differently finds the
+    text by OCR and the icon by its image."""
+    desk.run_settled(lambda: desk.open_url(qa_site.url("/signup")))
+    pad = pixel(desk, "#pad")
+    left, top = pad[0] - 210, pad[1] - 90  # the canvas's top-left on the display (420 x 180)
+    text_at, icon_at = (left + 30 + 45, top + 40), (left + 300 + 22, top + 100 + 22)
+    script = [{"action": "click", "x": text_at[0], "y": text_at[1]},
+              {"action": "click", "x": icon_at[0], "y": icon_at[1]}, {"action": "done"}]
+    r = vision_api.post("/api/v1/sessions/itest/vision/act",
+                        json={"instruction": "press start, then the red icon", "model": "scripted", "script": script})
+    assert r.status_code == 200 and r.json()["status"] == "done", r.text
+    trace_id = r.json()["trace_id"]
+    trace = vision_api.get(f"/api/v1/traces/{trace_id}").json()
+    spots = [s["spots"][0] for s in trace["steps"] if s["actions"][0]["action"] == "click"]
+    assert spots[0]["text"] == "START" and spots[0]["image"] and spots[1]["image"]
+    text = vision_api.get(f"/api/v1/traces/{trace_id}/export").text
+    steps = yaml.safe_load(text)["tests"][0]["verify_user_flow"]["steps"]
+    assert [(s["action"], s["x"], s["y"], s["recorded"].get("text")) for s in steps] == [
+        ("click", *text_at, "START"), ("click", *icon_at, spots[1].get("text"))]
+    path = tmp_path / "pad.yaml"
+    # on the same canvas: nothing to heal
+    path.write_text(text.replace('/signup"', '/signup?v=1"'))
+    qa_site.clear()
+    assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 0
+    assert newest_run(services)[1]["heals"] == []
+    # the text and the icon drawn elsewhere: the text found by OCR, the icon by its image
+    path.write_text(text.replace('/signup"', '/signup?v=7"'))
+    qa_site.clear()
+    assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 0
+    run_id, result = newest_run(services)
+    assert [(h["step"], h["by"]) for h in result["heals"]] == [(1, "ocr"), (2, "image")]
+    clicks = [e for e in qa_site.events if e.get("type") == "pad" and e.get("version") == "7"]
+    assert len(clicks) == 2
+    assert 230 <= clicks[0]["x"] <= 330 and 82 <= clicks[0]["y"] <= 112, clicks[0]  # on 'START', moved
+    assert abs(clicks[1]["x"] - 62) <= 6 and abs(clicks[1]["y"] - 52) <= 6, clicks[1]  # on the icon, moved
+    for heal in result["heals"]:
+        heal_artifacts_drawn(services, run_id, heal)
+    # --strict: the recorded text is no longer at the pixel, and that fails
+    assert main(["qa", str(path), "--url", str(vision_api.base_url), "--strict"]) == 1
+    assert "no longer at the pixel (strict" in newest_run(services)[1]["failure_reason"]
+
+
+def _ended(pid: int) -> bool:
+    """The process is gone, or a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return any(line.startswith("State:") and "Z" in line.split()[1] for line in status)
+    except FileNotFoundError:
+        return True
+
+
+def test_a_native_windows_button_is_healed_by_its_text_or_image(vision_api, desk, services, tmp_path):
+    """A native window (xmessage) in front: no DOM, so the run records the OCR text and a template at
+    the click; the window shown elsewhere, the replay finds its button again and the click ends it
+    (the recorded pixel alone would have missed it)."""
+    import time
+
+    from vision.qa.screen_find import find_text_on_screen
+
+    shown: list[int] = []
+
+    def show(x: int, y: int) -> tuple[int, tuple[int, int]]:
+        _, pid = services.desktops.launch("itest", "xmessage", ["-geometry", f"+{x}+{y}", "-buttons",
+                                                                 "PROCEED:0", "Replay this dialog"])
+        shown.append(pid)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                found = find_text_on_screen(desk.capture().png, "PROCEED")
+                return pid, (found.x, found.y)
+            except LookupError:
+                assert time.monotonic() < deadline, "the xmessage window never showed"
+                time.sleep(0.3)
+
+    try:
+        native_replay(vision_api, services, tmp_path, show)
+    finally:  # a dialog left open would stand in front of the next test's browser
+        for pid in shown:
+            if not _ended(pid):
+                os.kill(pid, 15)
+
+
+def native_replay(vision_api, services, tmp_path, show) -> None:
+    import time
+
+    pid, button = show(300, 400)
+    r = vision_api.post("/api/v1/sessions/itest/vision/act", json={
+        "instruction": "proceed", "model": "scripted",
+        "script": [{"action": "click", "x": button[0], "y": button[1]}, {"action": "done"}]})
+    assert r.status_code == 200 and r.json()["status"] == "done", r.text
+    deadline = time.monotonic() + 10
+    while not _ended(pid):
+        assert time.monotonic() < deadline, "the recorded click did not end the dialog"
+        time.sleep(0.2)
+    trace_id = r.json()["trace_id"]
+    step = vision_api.get(f"/api/v1/traces/{trace_id}").json()["steps"][0]
+    assert step["elements"] in ([], [None]) and step["spots"][0]["image"]  # no DOM: a spot instead
+    suite = yaml.safe_load(vision_api.get(f"/api/v1/traces/{trace_id}/export").text)
+    flow = suite["tests"][0]["verify_user_flow"]
+    flow.pop("start_url", None)  # the dialog is the target, not a page
+    suite["keep_state"] = True   # no fresh browser: it would come in front of the dialog
+    suite["session"] = "itest"   # the desktop the dialog is shown on
+    flow["steps"] = [s for s in flow["steps"] if s["action"] == "click"]
+    path = tmp_path / "native.yaml"
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    pid, _ = show(900, 600)  # elsewhere
+    assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 0
+    run_id, result = newest_run(services)
+    assert [h["by"] for h in result["heals"]] in (["ocr"], ["image"]), result["heals"]
+    deadline = time.monotonic() + 10
+    while not _ended(pid):
+        assert time.monotonic() < deadline, "the healed click did not end the dialog"
+        time.sleep(0.2)
+    heal_artifacts_drawn(services, run_id, result["heals"][0])

@@ -139,3 +139,42 @@ def test_each_injected_bug_is_caught(qa_url, tmp_path, capsys, bug):
     failed = [name for name, why in outcome.items() if why is not None]
     assert code == 1 and failed, f"{bug} ({BUGS[bug].what}) went unnoticed: {outcome}"
     assert set(failed) == set(BUGS[bug].caught_by), outcome
+
+
+# ------------------------------------------------------------------------------ a replay that heals
+
+
+@pytest.mark.x11
+def test_a_run_on_the_app_replays_healed_over_renamed_ids_and_classes(qa_url, tmp_path, capsys):
+    """A flow recorded on the app by its CSS (the new-todo field's id, the toggle's class) exports
+    with what was recorded of each element; on the app with those renamed, the replay heals both
+    steps by the other recorded locators, reports each with its images, and passes; --strict fails."""
+    import httpx2
+
+    from tests.fakes.todomvc import RENAMES
+    from vision.cli import main
+
+    flow = {"steps": [{"action": "fill", "selector": "#new-todo", "value": "buy milk"},
+                      {"action": "press", "keys": ["Return"]},
+                      {"action": "click", "selector": ".toggle"},
+                      {"action": "assert", "selector": "li.completed", "assertion": {"type": "count", "count": 1}}],
+            "fresh": True}
+    with TodoMvcServer() as app, httpx2.Client(base_url=qa_url, timeout=120) as api:
+        r = api.post("/api/v1/sessions/default/qa/verify_user_flow", json={"start_url": app.origin + "/", **flow})
+        assert r.status_code == 200 and r.json()["success"], r.text
+        text = api.get(f"/api/v1/qa/runs/{r.json()['test_run_id']}/export").text
+        origin = app.origin
+    steps = yaml.safe_load(text)["tests"][0]["verify_user_flow"]["steps"]
+    assert steps[0]["recorded"]["role"] == "textbox" and steps[2]["recorded"]["role"] == "checkbox"
+    with TodoMvcServer(patches=RENAMES) as renamed, httpx2.Client(base_url=qa_url, timeout=120) as api:
+        path, junit = tmp_path / "todo.yaml", tmp_path / "junit.xml"
+        path.write_text(text.replace(origin, renamed.origin))
+        assert main(["qa", str(path), "--url", qa_url, "--junit", str(junit)]) == 0
+        said = junit.read_text()
+        assert said.count("healed step ") == 2 and said.count("heal after (recorded box orange") == 2
+        assert "healed step 1: selector '#new-todo' no longer matched; healed by locator: role textbox named " \
+               "'What needs to be done?' (exact)" in said
+        assert "healed step 3: selector '.toggle' no longer matched; healed by locator: " in said
+        assert main(["qa", str(path), "--url", qa_url, "--strict"]) == 1
+        latest = api.get("/api/v1/qa/runs").json()
+    assert latest  # the runs are there to read back (the reports above were made from them)

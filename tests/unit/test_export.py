@@ -134,11 +134,19 @@ def test_a_trace_exports_as_a_suite_glassdesk_qa_accepts():
     assert flow["start_url"] == "http://127.0.0.1:8000/signup"
     steps = flow["steps"]
     # what a replay heals from: the element's role, name, other locators and pixel
+    # (and its box, drawn in a heal's images; and the step's words, for a model asked to re-target it)
     assert steps[0].pop("recorded") == {"role": "textbox", "name": "Email", "x": 300, "y": 200,
-                                        "locators": [{"label": "Email", "exact": True}, {"selector": "#email"}]}
+                                        "locators": [{"label": "Email", "exact": True}, {"selector": "#email"}],
+                                        "box": {"x": 290, "y": 190, "width": 20, "height": 20},
+                                        "instruction": "sign up as ada (this step: the email field)"}
     assert steps[1].pop("recorded")["locators"] == [{"placeholder": "Password", "exact": True}]
-    assert steps[2].pop("recorded") == {"x": 1000, "y": 200}
-    assert steps[5].pop("recorded") == {"role": "button", "name": "Create account", "x": 200, "y": 380}
+    assert steps[2].pop("recorded") == {"x": 1000, "y": 200, "box": {"x": 990, "y": 190, "width": 20, "height": 20},
+                                        "instruction": "sign up as ada"}
+    # the URL changed after the click: the effect a healed replay of it must still have
+    assert steps[5].pop("recorded") == {"role": "button", "name": "Create account", "x": 200, "y": 380,
+                                        "box": {"x": 190, "y": 370, "width": 20, "height": 20},
+                                        "instruction": "sign up as ada",
+                                        "url_after": "http://127.0.0.1:8000/signed-up?email=ada"}
     assert steps[0] == {"action": "fill", "role": "textbox", "name": "Email", "exact": True,
                         "value": "ada@example.com"}
     assert steps[1] == {"action": "fill", "role": "textbox", "name": "Password", "exact": True, "value": "{{pw}}"}

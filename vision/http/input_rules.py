@@ -69,6 +69,7 @@ VALIDATORS: dict[str, Rule] = {
         "has_attribute; no expected for element states and count; url_matches's expected a valid regular "
         "expression; baseline_id needed for visual_matches, which cannot be negated; the visual limits only for "
         "visual_matches"),
+    "vision.qa.models.Recorded._png": Rule("recorded.image: base64 of a PNG no larger than the display"),
     "vision.qa.models.VisualLimits._one_ratio": Rule("threshold is the former name of max_diff_pixel_ratio: give "
                                                      "one, or both equal"),
     "vision.qa.models.check_name": Rule("baseline names: 1-100 letters, digits, '.', '_' or '-', starting with a "

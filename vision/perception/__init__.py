@@ -6,4 +6,6 @@ both build on it.
                   boxes, lines and words, reading order
     grounding.py  finding a text on the screen from OCR lines (``find_text``)
     fields.py     finding the input field next to a label, from OCR lines and the pixels
+    spot.py       what is around a pointer action's pixel with no DOM behind it (a native window, a
+                  canvas): the text OCR reads there and a small template image centred on it
 """

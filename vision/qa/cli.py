@@ -277,7 +277,8 @@ class _Lost(Exception):
 
 
 def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path | None = None,
-              junit: Path | None = None, report: Path | None = None, transport: Any = None, retries: int = 0) -> int:
+              junit: Path | None = None, report: Path | None = None, transport: Any = None, retries: int = 0,
+              write_healed: tuple[Path, Path] | None = None) -> int:
     """Run the suite; 0 when every test passed, 1 otherwise. Each test is: the fresh start (unless
     keep_state), before_each, the test, after_each (run whenever before_each ran, even after a
     failure: it is the clean-up; its failure fails the test and is a case of its own in the
@@ -285,7 +286,8 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
     and report of what ran (exit 1, and it says so). ``transport``: an httpx transport instead of
     the network (tests). ``retries``: a test that fails is run again, up to this often, each time on
     a clean start (whatever keep_state says); one that passes on a retry is flaky, and the reports
-    keep every attempt."""
+    keep every attempt. ``write_healed``: (the suite file, where to write it healed): the suite
+    rewritten with the healed targets of the tests that passed (write_healed_suite)."""
     import httpx2
 
     from vision.qa.runs import BadName, check_run_id, render_html, render_junit
@@ -293,6 +295,8 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
     headers = {"authorization": f"Bearer {token}"} if token else {}
     runs: list[QaRun] = []
     earlier: dict[int, list[list[QaRun]]] = {}  # id() of a test's last run -> its failed attempts' runs
+    verb_runs: dict[int, QaRun] = {}  # a test's number -> the run of its verb, in its last attempt
+    passed: set[int] = set()  # the numbers of the tests that passed (their hooks too)
     failed = flaky = 0
     lost: str | None = None
     session = quote(suite.session, safe="")
@@ -355,6 +359,7 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
                 run = one(test.verb, test.name, body, number, progress)
                 attempt_runs.append(run)
                 ok = _passed(run)
+                verb_runs[number] = run
             if after is not None:  # the clean-up runs whatever happened before it
                 hook = one("verify_user_flow", after["name"], after, number, progress)
                 if not _passed(hook):
@@ -395,6 +400,8 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
                         progress.console.print(f"[yellow]~ flaky[/yellow] {test.name}: passed on attempt {attempt}")
                 if not ok:
                     failed += 1
+                else:
+                    passed.add(number)
                 progress.advance(task)
         if junit is not None:
             def evidence(run_id: str, name: str) -> str:
@@ -411,6 +418,8 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
             page = render_html(runs, artifact_url=lambda run_id, name: local.get((run_id, name), ""),
                                title=suite.name, earlier=lambda run: earlier.get(id(run), []))
             report.write_text(page, encoding="utf-8")
+    if write_healed is not None:
+        write_healed_suite(*write_healed, {n - 1: verb_runs[n] for n in passed if n in verb_runs})
     colour = "green" if not failed else "red"
     console.print(f"[bold {colour}]{len(suite.tests) - failed} of {len(suite.tests)} passed[/bold {colour}]"
                   + (f" ({flaky} flaky: passed on a retry)" if flaky else "")
@@ -418,6 +427,22 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
     if lost is not None:
         console.print(f"[red]{lost}; the tests after it were not run (errors in the reports)[/red]")
     return 0 if not failed else 1
+
+
+def write_healed_suite(source: Path, target: Path, runs: dict[int, QaRun]) -> list[str]:
+    """``source`` rewritten into ``target`` with the heals of the given runs (a test's 0-based
+    position -> its passing run) in place, listed at its head and on the terminal. Only a test
+    that passed gives its heals: a heal in a failing test may be the regression itself."""
+    from vision.qa.heals import healed_suite
+
+    heals = {position: (run.result or {}).get("heals") or [] for position, run in runs.items()}
+    heals = {position: found for position, found in heals.items() if found}
+    text, listed = healed_suite(source.read_text(encoding="utf-8"), heals, source.name)
+    target.write_text(text, encoding="utf-8")
+    console.print(f"[yellow]healed suite: {target}[/yellow] ({len(listed)} step(s) re-targeted)")
+    for line in listed:
+        console.print(f"  {line}")
+    return listed
 
 
 def _reason_of(run: QaRun) -> str:
@@ -530,13 +555,27 @@ def main(args: argparse.Namespace) -> int:
         if getattr(args, "record_video", False):  # every test filmed, as record_video: true in each would
             for test in suite.tests:
                 test.body = {**test.body, "record_video": True}
+        heal_with = getattr(args, "heal_with", None)
+        if heal_with:  # a step nothing recorded re-finds is re-targeted by this model, in every flow
+            if getattr(args, "strict", False):
+                raise UsageError("--heal-with and --strict contradict: --strict heals nothing")
+            for test in suite.tests:
+                if test.verb == "verify_user_flow":
+                    test.body = {**test.body, "heal_with": heal_with}
+        write_healed = None
+        if getattr(args, "write_healed", None):
+            source, target = Path(args.suite), Path(args.write_healed)
+            if target.resolve() == source.resolve() and not getattr(args, "overwrite", False):
+                raise UsageError(f"--write-healed {target} is the suite itself: give another file, or add "
+                                 "--overwrite to replace it")
+            write_healed = (source, target)
         if args.url:
             return run_suite(suite, args.url.rstrip("/"), token=os.environ.get("GLASSDESK_TOKEN"), junit=junit,
-                             report=report, retries=retries)
+                             report=report, retries=retries, write_healed=write_healed)
         console.print("[dim]no --url: starting a glassdesk server and its desktop here…[/dim]")
         with embedded_server(args.data_dir) as (base, data_dir, token):
             return run_suite(suite, base, token=token, data_dir=Path(data_dir), junit=junit, report=report,
-                             retries=retries)
+                             retries=retries, write_healed=write_healed)
     except UsageError as exc:
         console.print(f"[red]usage:[/red] {exc}")
         return 2
@@ -558,6 +597,14 @@ def add_parser(sub: Any) -> None:
     qa.add_argument("--strict", action="store_true",
                     help="a step whose locator no longer matches fails, rather than being healed from what was "
                          "recorded of its element (an exported run's `recorded`)")
+    qa.add_argument("--heal-with", metavar="MODEL", default=None,
+                    help="a step that nothing recorded re-finds asks MODEL for that one step (its recorded "
+                         "instruction, the screen now), is re-targeted where it points, and is reported "
+                         "'healed by model'")
+    qa.add_argument("--write-healed", metavar="PATH", default=None,
+                    help="write the suite here with the healed targets in place (from the tests that passed), the "
+                         "heals listed at its head; the suite file itself is kept unless PATH is it and --overwrite")
+    qa.add_argument("--overwrite", action="store_true", help="--write-healed may replace the suite file itself")
     qa.add_argument("--data-dir", default=None, help="the embedded server's data dir (default $GLASSDESK_DATA_DIR, "
                                                      "else ./data)")
     qa.set_defaults(func=main)

@@ -47,6 +47,7 @@ from vision.qa.models import (
     Artifact,
     FlowResult,
     FlowStep,
+    Heal,
     StepResult,
     SuccessCondition,
     VerifyUserFlowRequest,
@@ -63,7 +64,8 @@ class Flows:
     """verify_user_flow, checked whole before its run is made, and the assertions its steps make."""
 
     def __init__(self, driver: Driver, baselines: BaselineStore, run: StartRun, finish: FinishRun, *,
-                 compare_now: Callable[..., dict], act: Callable[[str, ActRequest], ActResult]):
+                 compare_now: Callable[..., dict], act: Callable[[str, ActRequest], ActResult],
+                 ask: Callable[..., dict | None] | None = None):
         self.driver = driver
         self.desktops = driver.desktops
         self.pages = driver.pages
@@ -72,6 +74,9 @@ class Flows:
         self._finish = finish
         self.compare_now = compare_now  # vision.qa.visual.Visual.compare_now: a visual_matches assertion
         self.act = act
+        # (session id, model, instruction, script) -> where the model points on the screen now
+        # ({x, y, said, model}) or None: a heal_with step (Glassdesk.ask_point); None: not served.
+        self.ask = ask
 
     def verify_user_flow(self, session_id: str | None, request: VerifyUserFlowRequest) -> FlowResult:
         session = self.driver.acting(session_id, request.start_url)
@@ -94,6 +99,8 @@ class Flows:
             raise EvaluateDisabled(f"step(s) {', '.join(map(str, evaluating))}: an evaluate assertion runs "
                                    "JavaScript in the page, which this server does not allow; start it with "
                                    "--allow-evaluate")
+        if request.heal_with is not None and self.ask is None:
+            raise InvalidRequest("heal_with: this server cannot ask a model to re-target a step")
         condition = request.success_condition
         self.driver.check_selectors(session, [css for s in request.steps for css in _selectors(s)]
                                     + ([condition.selector] if condition is not None and condition.selector else []))
@@ -276,6 +283,7 @@ class _Flow:
         self.errored = False
         self.result = FlowResult(test_run_id=run.run_id, success=False, steps_completed=0, trace_id=run.run_id)
         self.last_shot: Artifact | None = None
+        self._asked: dict[str, str] = {}  # a step's heading -> why heal_with's model did not heal it
 
     def remaining_ms(self) -> int:
         return int((self.deadline - time.monotonic()) * 1000)
@@ -382,9 +390,13 @@ class _Flow:
     def act(self, index: int, step: FlowStep, step_deadline: float) -> dict:
         """Carry out one step; what it did (for the record). A step with a recorded element (an
         exported run) whose own locator finds nothing is healed from the record (``heal``), unless
-        the flow is strict."""
-        if step.recorded is None or step.action not in HEALABLE or not step.target_kinds():
+        the flow is strict; a pixel step with what was recorded there (a native window, a canvas)
+        is done at its pixel while that still shows it, else healed (``act_on_screen``)."""
+        rec = step.recorded
+        if rec is None or step.action not in HEALABLE or not step.target_kinds():
             return self.do(index, step, step_deadline)
+        if step.x is not None and step.y is not None and (rec.text or rec.image):
+            return self.act_on_screen(index, step, step_deadline)
         # The locator gets part of the step's time: the rest is the heal's.
         first = min(step_deadline, time.monotonic() + HEAL_AFTER_S) if not self.request.strict else step_deadline
         try:
@@ -393,24 +405,183 @@ class _Flow:
             if self.request.strict:
                 raise StepFailed(f"{exc.message} (strict: not healed from the recorded element)") from None
             missed = exc.message
-        healed = self.heal(step, step_deadline)
+        healed = self.heal(step, step_deadline) or self.heal_by_model(step, step_deadline)
         if healed is None:
-            rec = step.recorded
             raise StepFailed(f"{missed}; not healed: nothing recorded of the element ({rec.role or 'no role'} "
-                             f"{rec.name!r}) matches an element of the same role") from None
-        retargeted, note = healed
-        detail = self.do(index, retargeted, step_deadline)
+                             f"{rec.name!r}) matches an element of the same role"
+                             + self._model_said(step)) from None
+        return self.healed(index, step, *healed, step_deadline)
+
+    def act_on_screen(self, index: int, step: FlowStep, step_deadline: float) -> dict:
+        """A pixel step with the text and image recorded at its pixel: done there while the screen
+        still shows them there; else re-targeted where the text (OCR) or the image (template) now
+        is, or by the model of heal_with. A screen that shows neither anywhere fails the step:
+        the recorded pixel alone is not a heal (it is the target that no longer shows)."""
         rec = step.recorded
-        note = {"step": index, "failed": step.describe(), **note,
-                **({"recorded_at": [rec.x, rec.y]} if rec.x is not None and rec.y is not None else {})}
-        self.result.heals.append(note)
-        return {**detail, "healed": note}
+        assert rec is not None
+        png = self.flows.desktops.screenshot(self.session.id).png
+        if _still_at(png, rec):
+            return self.do(index, step, step_deadline)
+        what = _recorded_words(rec)
+        if self.request.strict:
+            raise StepFailed(f"{step.describe()}: {what} is no longer at the pixel (strict: not healed)")
+        healed = self.find_on_screen(step, png) or self.heal_by_model(step, step_deadline)
+        if healed is None:
+            raise StepFailed(f"{step.describe()}: {what} is no longer at the pixel, nor anywhere on the screen; "
+                             "not healed" + self._model_said(step))
+        return self.healed(index, step, *healed, step_deadline)
+
+    def healed(self, index: int, step: FlowStep, retargeted: FlowStep, note: dict, step_deadline: float) -> dict:
+        """The step done on its healed target, with its evidence: the screen just before and just
+        after, each with the recorded box and the healed one drawn (files of their own; the step's
+        screenshots stay as taken), and the recorded effect checked: a healed step whose effect
+        does not happen fails, so a heal never hides a regression."""
+        from vision.qa.heals import heal_images
+
+        rec = step.recorded
+        assert rec is not None
+        sid = self.session.id
+        before = self.flows.desktops.screenshot(sid).png
+        detail = self.do(index, retargeted, step_deadline)
+        point = detail.get("point")
+        heal = Heal(step=index, failed=step.describe(), **note,
+                    point=list(point) if isinstance(point, (list, tuple)) and len(point) == 2 else None,
+                    recorded_at=[rec.x, rec.y] if rec.x is not None and rec.y is not None else None,
+                    recorded_box=rec.box)
+        missed = None
+        if rec.url_after:
+            missed = self._effect(rec.url_after, step_deadline)
+            heal.effect = f"the URL became {rec.url_after}" if missed is None else f"did not happen: {missed}"
+        after = self.flows.desktops.screenshot(sid).png
+        drawn = heal_images(before, after, heal.model_dump())
+        for which, image in zip(("before", "after"), drawn, strict=True):
+            shot = self.run_.artifact(f"step-{index:03d}-heal-{which}", image, kind="heal", step=index,
+                                      which=f"heal-{which}")
+            setattr(heal, which, shot.name)
+        self.result.heals.append(heal)
+        out = {**detail, "healed": heal.model_dump(mode="json", exclude_none=True)}
+        if missed is not None:
+            failure = StepFailed(f"healed by {heal.by} ({heal.matched}), but the recorded effect did not happen: "
+                                 f"{missed}")
+            failure.detail = out  # the failed step keeps its heal and images
+            raise failure
+        return out
+
+    def _effect(self, url: str, step_deadline: float) -> str | None:
+        """None once the page's URL is the recorded one (looked at until the step's deadline, at
+        most EFFECT_WAIT_S); else what it is."""
+        deadline = min(step_deadline, time.monotonic() + EFFECT_WAIT_S)
+        while True:
+            now = self.flows.pages.state(self.session.id).url or ""
+            if now == url:
+                return None
+            if time.monotonic() >= deadline:
+                return f"the URL is {now!r}, not {url!r}"
+            time.sleep(POLL_S)
+
+    def find_on_screen(self, step: FlowStep, png: bytes) -> tuple[FlowStep, dict] | None:
+        """The step re-targeted where its recorded text (OCR) or template image now is on the
+        screen, the pixel keeping its offset from the text; a text or image found at more than one
+        place is no heal. With a role recorded (a page's element), the element there must be of
+        that kind, as for every heal."""
+        from vision.qa.screen_find import NotOnScreen, find_image_on_screen, find_text_on_screen
+
+        rec = step.recorded
+        assert rec is not None
+        element_at = getattr(self.flows.desktops, "element_at", None)
+
+        def fits(x: int, y: int) -> bool:
+            if rec.role is None:
+                return True
+            return element_at is not None and _same_element_kind(element_at(self.session.id, x, y), rec)
+
+        def moved(x: int, y: int, by: str, matched: str, box: tuple[int, int, int, int]):
+            at = step.model_copy(update={**dict.fromkeys(LOCATOR_FIELDS), "exact": False, "image": None, "x": x,
+                                         "y": y})
+            return at, {"by": by, "matched": matched, "target": {"x": x, "y": y},
+                        "box": {"x": box[0], "y": box[1], "width": box[2] - box[0], "height": box[3] - box[1]}}
+
+        if rec.text:
+            try:
+                found = find_text_on_screen(png, rec.text)
+            except NotOnScreen:
+                found = None
+            if found is not None:
+                dx, dy = 0, 0
+                if rec.text_box and rec.x is not None and rec.y is not None:
+                    dx = rec.x - (rec.text_box[0] + rec.text_box[2]) // 2
+                    dy = rec.y - (rec.text_box[1] + rec.text_box[3]) // 2
+                x, y = _on_display(found.x + dx, found.y + dy)
+                if fits(x, y):
+                    return moved(x, y, "ocr", f"text {rec.text!r} at ({x}, {y})", found.box)
+        if rec.image:
+            try:
+                found = find_image_on_screen(png, template_png(rec.image), TEMPLATE_CONFIDENCE)
+            except NotOnScreen:
+                found = None
+            if found is not None and fits(found.x, found.y):
+                return moved(found.x, found.y, "image",
+                             f"the recorded image at ({found.x}, {found.y}), score {found.score:.2f}", found.box)
+        return None
+
+    def heal_by_model(self, step: FlowStep, step_deadline: float) -> tuple[FlowStep, dict] | None:
+        """heal_with: the model is shown the screen now and asked for this one step (its recorded
+        instruction); the step is re-targeted where it points. With the browser in front and a role
+        recorded, the element there must have that role: a model does not make a heal onto another
+        kind of element."""
+        model = self.request.heal_with
+        ask = self.flows.ask
+        if model is None or ask is None:
+            return None
+        rec = step.recorded
+        instruction = (rec.instruction if rec is not None and rec.instruction else None) or step.heading()
+        asked = (f"Replaying a recorded test, this step no longer finds its target: {step.heading()}. "
+                 f"The step was: {instruction}. Point at its target on the screen now: one "
+                 f"{'click' if step.action != 'hover' else 'move'} on it, nothing else.")
+        try:
+            point = ask(self.session.id, model, asked, self.request.heal_script)
+        except GlassdeskError as exc:
+            self._asked[step.heading()] = f"the model {model} could not be asked: {_reason(exc)}"
+            return None
+        if point is None:
+            self._asked[step.heading()] = f"the model {model} pointed at nothing"
+            return None
+        x, y = _on_display(int(point["x"]), int(point["y"]))
+        element = None
+        element_at = getattr(self.flows.desktops, "element_at", None)
+        if element_at is not None:
+            element = element_at(self.session.id, x, y)
+        if rec is not None and rec.role is not None and (element is None or element.role != rec.role):
+            seen = f"{element.role} {element.name!r}" if element is not None else "no page element"
+            self._asked[step.heading()] = (f"the model {model} pointed at ({x}, {y}): {seen}, not a {rec.role}; "
+                                           "not taken")
+            return None
+        # The new target: the element's best locator there when the page has one, else the pixel.
+        if element is not None and element.locators:
+            target = element.locators[0]
+            fields = target.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+            retargeted = _on(step, target)
+            matched = f"({x}, {y}): {element.role} {element.name!r}, {target.describe()}"
+            box = element.box
+        else:
+            fields = {"x": x, "y": y}
+            retargeted = step.model_copy(update={**dict.fromkeys(LOCATOR_FIELDS), "exact": False, "image": None,
+                                                 "x": x, "y": y})
+            matched = f"({x}, {y})"
+            box = None
+        return retargeted, {"by": "model", "matched": matched, "target": fields, "box": box,
+                            "model": point.get("model") or model, "said": (point.get("said") or "")[:500] or None}
+
+    def _model_said(self, step: FlowStep) -> str:
+        said = self._asked.get(step.heading())
+        return f"; heal_with: {said}" if said else ""
 
     def heal(self, step: FlowStep, step_deadline: float) -> tuple[FlowStep, dict] | None:
         """The step on what was recorded of its element: the other recorded locators, then the
-        role and a similar accessible name in the accessibility snapshot, then the recorded pixel.
-        A candidate counts only when it is one element, of the recorded role, with a name like the
-        recorded one (read under its pixel, as the recording was): never another kind of element."""
+        role and a similar accessible name in the accessibility snapshot, then the recorded text by
+        OCR and the template image (when recorded), then the recorded pixel. A candidate counts
+        only when it is one element, of the recorded role, with a name like the recorded one (read
+        under its pixel, as the recording was): never another kind of element."""
         rec = step.recorded
         pages, sid = self.flows.pages, self.session.id
         element_at = getattr(self.flows.desktops, "element_at", None)
@@ -427,13 +598,16 @@ class _Flow:
             return pages.probe(sid, retarget_test_ids(target, self.request.test_id_attribute), "visible",
                                max(1, min(HEAL_PROBE_MS, self.ms(step_deadline))))
 
+        def fields(target: Target) -> dict:
+            return target.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+
         for alternative in rec.locators:
             found = probe(alternative)
             if found["exists"] and found["visible"] and found.get("matches") == 1:
                 ok, element = fits(found.get("box"))
                 if ok:
                     return _on(step, alternative), {"by": "locator", "matched": alternative.describe(),
-                                                    "box": found.get("box")}
+                                                    "box": found.get("box"), "target": fields(alternative)}
         if rec.role and rec.name:
             snapshot = pages.content(sid, "accessibility").content
             named = _closest_name(str(snapshot), rec.role, rec.name)
@@ -442,14 +616,18 @@ class _Flow:
                 found = probe(candidate)
                 if found["exists"] and found["visible"] and found.get("matches") == 1 and fits(found.get("box"))[0]:
                     return _on(step, candidate), {"by": "name", "matched": candidate.describe(),
-                                                  "box": found.get("box")}
+                                                  "box": found.get("box"), "target": fields(candidate)}
+        if rec.text or rec.image:
+            on_screen = self.find_on_screen(step, self.flows.desktops.screenshot(sid).png)
+            if on_screen is not None:
+                return on_screen
         if rec.x is not None and rec.y is not None:
             element = element_at(sid, rec.x, rec.y)
             if _same_element_kind(element, rec):
                 return (step.model_copy(update={**dict.fromkeys(LOCATOR_FIELDS), "exact": False, "x": rec.x,
                                                 "y": rec.y}),
                         {"by": "pixel", "matched": f"({rec.x}, {rec.y}): {element.role} {element.name!r}",
-                         "box": element.box})
+                         "box": element.box, "target": {"x": rec.x, "y": rec.y}})
         return None
 
     def do(self, index: int, step: FlowStep, step_deadline: float) -> dict:
@@ -671,6 +849,11 @@ def _element(element) -> dict:
 HEALABLE = ("click", "dblclick", "hover", "fill", "check", "uncheck")
 HEAL_AFTER_S = 3.0
 HEAL_PROBE_MS = 1000
+EFFECT_WAIT_S = 5.0  # how long a healed step's recorded effect (its URL) is waited for
+TEMPLATE_CONFIDENCE = 0.9  # a recorded template image must match this well to be the target
+# How far (px) the recorded text or image may have moved and still be "at the pixel" (a repaint, a
+# font's hinting): beyond it the target has moved, and finding it again is a heal.
+STILL_PX = 4
 # How alike a healed element's accessible name must be to the recorded one: the same words in
 # much the same order (difflib's ratio over the words, at least this), or the same letters and
 # digits once spaces and punctuation are dropped ("E-mail" for "Email"). Words, not letters:
@@ -723,3 +906,55 @@ def _on(step: FlowStep, target: Target) -> FlowStep:
     fields = {**dict.fromkeys(LOCATOR_FIELDS), "exact": False,
               **target.model_dump(exclude_none=True, exclude_defaults=True)}
     return step.model_copy(update=fields)
+
+
+def _on_display(x: int, y: int) -> tuple[int, int]:
+    from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
+
+    return max(0, min(SCREEN_WIDTH - 1, x)), max(0, min(SCREEN_HEIGHT - 1, y))
+
+
+def _recorded_words(rec) -> str:
+    """What was recorded at a pixel, in words (pure)."""
+    parts = ([f"the text {rec.text!r}"] if rec.text else []) + (["the recorded image"] if rec.image else [])
+    return " and ".join(parts) or "what was recorded"
+
+
+def _still_at(png: bytes, rec) -> bool:
+    """The screen still shows, at the recorded pixel, what was recorded there: the template image
+    within STILL_PX of its place, or (no image recorded) the text OCR read there, over the pixel."""
+    from vision.qa.screen_find import NotOnScreen, find_image_on_screen, find_text_on_screen
+
+    if rec.x is None or rec.y is None:
+        return False
+    if rec.image:
+        template = template_png(rec.image)
+        try:
+            found = find_image_on_screen(_around(png, rec.x, rec.y, template), template, TEMPLATE_CONFIDENCE)
+        except (NotOnScreen, InvalidRequest):
+            return False
+        # The crop is the template's region grown by STILL_PX on each side: found at its centre, or near.
+        return True if found else False
+    try:
+        found = find_text_on_screen(png, rec.text)
+    except NotOnScreen:
+        return False
+    x0, y0, x1, y1 = found.box
+    return x0 - STILL_PX <= rec.x <= x1 + STILL_PX and y0 - STILL_PX <= rec.y <= y1 + STILL_PX
+
+
+def _around(png: bytes, x: int, y: int, template: bytes) -> bytes:
+    """The screenshot's region where the template was recorded, grown by STILL_PX on each side, as PNG."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(template)) as t:
+        tw, th = t.size
+    with Image.open(io.BytesIO(png)) as screen:
+        left, top = x - tw // 2 - STILL_PX, y - th // 2 - STILL_PX
+        box = (max(0, left), max(0, top), min(screen.width, left + tw + 2 * STILL_PX),
+               min(screen.height, top + th + 2 * STILL_PX))
+        out = io.BytesIO()
+        screen.crop(box).save(out, "PNG")
+    return out.getvalue()

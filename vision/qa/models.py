@@ -368,6 +368,46 @@ class Recorded(_Body):
                                    description="the other locators that named it, best first")
     x: int | None = Field(None, ge=0, le=SCREEN_WIDTH - 1, description="the display pixel acted at")
     y: int | None = Field(None, ge=0, le=SCREEN_HEIGHT - 1)
+    box: dict[str, int] | None = None  # its box then (display px), drawn in a heal's images
+    # A native window's or a canvas's pixel: the text OCR read there, its box, a PNG centred on it.
+    text: str | None = None
+    text_box: list[int] | None = None
+    image: str | None = Field(None, min_length=1, max_length=MAX_TEMPLATE_CHARS)
+    url_after: Url | None = None  # the URL after it: a healed step must reach it
+    instruction: str | None = None  # what heal_with's model is asked (the export bounds it)
+
+    @field_validator("image")
+    @classmethod
+    def _png(cls, value: str | None) -> str | None:
+        if value is not None:
+            template_png(value)
+        return value
+
+
+HealMethod = Literal["locator", "name", "ocr", "image", "pixel", "model"]
+
+
+# One healed step of a replay (a flow's ``heals``, its step's ``detail.healed``): what no longer
+# matched, how the step was re-targeted (``by``: another recorded locator, the role with a similar
+# name, the recorded text by OCR, the recorded template image, the recorded pixel, or heal_with's
+# model), what matched, the recorded effect checked after it, and the images before and after the
+# healed action with the recorded box (orange) and the healed one (green) drawn. (Described here,
+# not in the schema: every MCP listing carries the schema.)
+class Heal(BaseModel):
+    step: int
+    failed: str
+    by: HealMethod
+    matched: str
+    box: dict | None = None
+    point: list[int] | None = None
+    target: dict = Field(default_factory=dict)  # the new target as step fields: what --write-healed writes
+    effect: str | None = None
+    recorded_at: list[int] | None = None
+    recorded_box: dict | None = None
+    before: str | None = None  # artifact names
+    after: str | None = None
+    model: str | None = None
+    said: str | None = None
 
 
 class FlowStep(_Target):
@@ -492,7 +532,7 @@ class SuccessCondition(_Body):
     OCR), text on the screen (OCR) or the URL (a regular expression)."""
 
     selector: str | None = Field(None, min_length=1, max_length=2000)
-    text: str | None = Field(None, min_length=1, max_length=500)
+    text: str | None = None
     screen_text: str | None = Field(None, min_length=1, max_length=500)
     url_matches: str | None = Field(None, min_length=1, max_length=2000)
 
@@ -537,7 +577,7 @@ class VerifyElementRequest(_VerbRequest):
     url: Url | None = None
     selector: str | None = Field(None, min_length=1, max_length=2000)
     ref: str | None = Field(None, min_length=1, max_length=40, pattern=REF.pattern, description="e.g. e12")
-    text: str | None = Field(None, min_length=1, max_length=500)
+    text: str | None = None
     should_be_visible: bool = True
     timeout_ms: Timeout = 5000
 
@@ -558,6 +598,10 @@ class VerifyUserFlowRequest(_VerbRequest):
     timeout_ms: FlowTimeout = 120_000
     strict: bool = Field(False, description="a step whose locator no longer matches fails rather than being healed "
                                             "from what was recorded of its element")
+    # A model asked to re-target a step nothing recorded re-finds (vision.qa.flow, heal_by_model);
+    # heal_script: the scripted model's actions, when that is the model (tests).
+    heal_with: str | None = Field(None, min_length=1, max_length=200)
+    heal_script: list[dict] | None = Field(None, max_length=50)
     secrets: dict[str, str] = Field(default_factory=dict, max_length=50,
                                     description="fill values' {{name}} placeholders; never echoed or stored")
 
@@ -672,8 +716,7 @@ class FlowResult(_Answer):
     trace_id: str = Field(description="the run's hash-chained evidence (the test_run_id); act steps' vision traces "
                                       "are in act_traces")
     act_traces: list[str] = Field(default_factory=list)
-    heals: list[dict] = Field(default_factory=list, description="each step healed: its index, the locator that "
-                                                                 "failed, how it was healed and what matched")
+    heals: list[Heal] = Field(default_factory=list)  # each step healed, with its images
     steps: list[StepResult] = Field(default_factory=list)
     video: Artifact | None = None
 

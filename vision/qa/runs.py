@@ -38,6 +38,7 @@ from urllib.parse import quote
 from desktop.errors import InvalidRequest
 from desktop.x11.procs import ProcessId, alive_checker, this_process
 from vision.errors import QaRunCorruptError, QaRunNotFoundError
+from vision.qa.heals import heal_line
 from vision.qa.models import Artifact, Artifacts, QaRun, StepResult, Summary, TestCase, VerifyReport
 from vision.report import _CSS, _overlay
 from vision.trace.files import atomic_write, new_trace_id
@@ -553,8 +554,13 @@ def render_junit(runs: Sequence[QaRun], suite: str = "glassdesk.qa",
                 ET.SubElement(element, "skipped", message=_x(reason[:1000]))
             lines = [f"test_run_id: {run.test_run_id}"]
             lines += [f"screenshot: {artifact_url(run.test_run_id, name)}" for name in case.screenshots]
-            lines += [heal_line(step.index, step.detail["healed"]) for step in case.steps
-                      if isinstance(step.detail.get("healed"), dict)]
+            for step in case.steps:  # each heal, with its images
+                healed = step.detail.get("healed")
+                if isinstance(healed, dict):
+                    lines.append(heal_line(step.index, healed))
+                    lines += [f"heal {key} (recorded box orange, healed box green): "
+                              f"{artifact_url(run.test_run_id, healed[key])}"
+                              for key in ("before", "after") if isinstance(healed.get(key), str)]
             retried = earlier(run)
             if retried:
                 properties = ET.Element("properties")
@@ -602,11 +608,14 @@ def _figure(url: str, caption: str, marks: list[dict] | None = None) -> str:
             f'<img src="{_e(url)}" alt="{_e(caption)}" loading="lazy"></a>{overlay}</div></figure>')
 
 
-def heal_line(index: int, healed: dict) -> str:
-    """One line for a healed step (pure), e.g. ``healed step 4: role button named 'Create account'
-    (exact) no longer matched; healed by locator: selector '#create'``."""
-    return (f"healed step {index}: {healed.get('failed')} no longer matched; healed by {healed.get('by')}: "
-            f"{healed.get('matched')}")
+def _heal_html(run: QaRun, index: int, healed: dict, url: ArtifactUrl) -> str:
+    """A heal, shown, never buried: its line, and its before and after images (both boxes drawn)."""
+    figures = "".join(
+        _figure(url(run.test_run_id, healed[key]), f"{label}: recorded box orange, healed box green")
+        for key, label in (("before", "Heal, before"), ("after", "Heal, after")) if isinstance(healed.get(key), str))
+    badge = ' <span class="badge flaky">healed by model</span>' if healed.get("by") == "model" else ""
+    return (f'<div class="box heal" style="margin:12px 16px 0">{_e(heal_line(index, healed))}{badge}</div>'
+            + (f'<div class="shots">{figures}</div>' if figures else ""))
 
 
 def _step_html(run: QaRun, step: StepResult, url: ArtifactUrl) -> str:
@@ -624,8 +633,8 @@ def _step_html(run: QaRun, step: StepResult, url: ArtifactUrl) -> str:
         figures.append(_figure(url(run.test_run_id, step.after), "After"))
     reason = f'<div class="box error" style="margin:12px 16px 0">{_e(step.failure_reason)}</div>' \
         if step.failure_reason else ""
-    if isinstance(healed, dict):  # a heal is shown, never buried: the locator that failed, what matched
-        reason += f'<div class="box" style="margin:12px 16px 0">{_e(heal_line(step.index, healed))}</div>'
+    if isinstance(healed, dict):
+        reason += _heal_html(run, step.index, healed, url)
     detail = {k: v for k, v in step.detail.items() if k not in ("point", "element")}
     info = f'<pre class="kv">{_e(json.dumps(detail, indent=1, ensure_ascii=False)[:4000])}</pre>' if detail else ""
     attempts = f" · {step.attempts} attempts" if step.attempts > 1 else ""

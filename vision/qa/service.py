@@ -88,7 +88,7 @@ class _VerbHolder:
 
 class QaService:
     def __init__(self, desktops: DesktopService, data_dir: str | Path, *,
-                 act: Callable[[str, ActRequest], ActResult]):
+                 act: Callable[[str, ActRequest], ActResult], ask: Callable[..., dict | None] | None = None):
         self.desktops = desktops
         self.pages = desktops.pages
         self.data_dir = Path(data_dir)
@@ -102,7 +102,7 @@ class QaService:
         self._single = Verbs(self.driver, self._run, self._finish)
         self._visual = Visual(self.driver, self.baselines, self.runs, self._run, self._finish)
         self._flows = Flows(self.driver, self.baselines, self._run, self._finish,
-                            compare_now=self._visual.compare_now, act=act)
+                            compare_now=self._visual.compare_now, act=act, ask=ask)
 
     def close_interrupted(self) -> list[str]:
         """What a server that stopped left (called at start): its runs closed as interrupted (their

@@ -107,6 +107,15 @@ class CallResultRecord(BaseModel):
     output: str | None = None
 
 
+class Spot(BaseModel):
+    """What was at a pointer action's pixel with no DOM element there: OCR's text (and its box on
+    the display) and a template image centred on the pixel (base64 PNG)."""
+
+    text: str | None = None
+    text_box: list[int] | None = None
+    image: str | None = None
+
+
 class StepRecord(BaseModel):
     index: int  # 1-based, matches the step-NNNN file names
     started_at: UtcDatetime
@@ -133,6 +142,13 @@ class StepRecord(BaseModel):
                                              description="per action (as `actions`): the element under its pixel "
                                                          "just before it ran, with verified locators; null for "
                                                          "an action with no pixel or the browser not in front")
+    # Absent from traces written before it. Per action (as `elements`): for a pointer action no DOM
+    # element names (a native window, a canvas), the text OCR read at its pixel and a template image
+    # around it (vision.perception.spot), which a replay re-finds the target by; else null.
+    spots: list[Spot | None] = Field(default_factory=list,
+                                     description="per action (as `actions`): for a pointer action with no DOM "
+                                                 "element to name it, the OCR text at its pixel and a template "
+                                                 "image around it, read before it ran; else null")
     model_image_size: tuple[int, int] | None = None
     before_png: str | None = None
     before_sha256: str | None = None

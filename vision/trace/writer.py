@@ -207,6 +207,7 @@ class TraceWriter:
         model_image_size: tuple[int, int] | None = None,
         by: str = "agent",
         elements: Iterable[Any] = (),
+        spots: Iterable[Any] = (),
     ) -> None:
         """Record one step; the write thread stores its screenshots, then its record, then the
         updated meta (``flush`` waits for it). Raises at once on a step that does not validate,
@@ -224,11 +225,19 @@ class TraceWriter:
             index = self._recorded + 1
             # Validate and redact everything here, in the caller: a bad step raises at once and
             # nothing of it reaches the disk.
+            # A spot's template image is glassdesk's own crop of the screen (vision.perception.spot,
+            # which leaves it out where a secret shows), not text a model or page wrote: it is kept,
+            # where redact would omit it as image data; the spot's text is redacted as any text.
+            spot_list = [dict(s) if isinstance(s, dict) else None for s in _plain(list(spots))]
+            images = [s.pop("image", None) if s is not None else None for s in spot_list]
             content = redact(_plain({
                 "text": text, "reasoning": reasoning, "tool_calls": list(tool_calls), "actions": list(actions),
                 "argv": [list(a) for a in argv], "results": list(results), "error": error, "url": url,
-                "elements": list(elements),
+                "elements": list(elements), "spots": spot_list,
             }), self._secrets)
+            for spot, image in zip(content["spots"], images, strict=True):
+                if spot is not None and isinstance(image, str):
+                    spot["image"] = image
             finished = finished_at or _now()
             record = StepRecord(
                 **content, index=index, started_at=started_at or finished, finished_at=finished,
