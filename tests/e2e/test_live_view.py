@@ -513,12 +513,12 @@ def test_up_on_every_address_exposes_the_api_port_and_nothing_else(tmp_path):
     import sys
     import uuid
 
-    from desktop.x11.procs import pids_with_env
+    from tests.marks import marked_pids, server_env
 
     repo = Path(__file__).resolve().parents[2]
     port, mark = free_port(), uuid.uuid4().hex
-    env = {**os.environ, "GLASSDESK_TOKEN": TOKEN, "PYTHONPATH": str(repo), "GLASSDESK_TEST_MARK": mark,
-           "GLASSDESK_DATA_DIR": str(tmp_path / "data")}
+    env = server_env({**os.environ, "GLASSDESK_TOKEN": TOKEN, "PYTHONPATH": str(repo),
+                      "GLASSDESK_DATA_DIR": str(tmp_path / "data")}, mark)
     log = tmp_path / "up.log"
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "vision.cli", "up", "--host", "0.0.0.0", "--port", str(port),
@@ -539,7 +539,7 @@ def test_up_on_every_address_exposes_the_api_port_and_nothing_else(tmp_path):
         control = re.search(r"live view \(control\):\s+(\S+)", printed).group(1)
         assert watch.startswith(f"http://localhost:{port}/view/default#token=default.view.")
         assert control.startswith(f"http://localhost:{port}/view/default#token=default.control.")
-        pids = set(pids_with_env("GLASSDESK_TEST_MARK", mark)) | {proc.pid}
+        pids = marked_pids(mark) | {proc.pid}
         sockets = listening_sockets(pids)
         exposed = {(address, p) for address, p in sockets if not _loopback(address)}
         assert exposed == {("00000000", port)}, sockets  # 0.0.0.0:<API port>, and nothing else
@@ -567,9 +567,9 @@ def test_up_on_every_address_exposes_the_api_port_and_nothing_else(tmp_path):
             proc.kill()
             proc.wait()
     deadline = time.monotonic() + 30
-    while pids_with_env("GLASSDESK_TEST_MARK", mark) and time.monotonic() < deadline:
+    while marked_pids(mark) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not pids_with_env("GLASSDESK_TEST_MARK", mark)
+    assert not marked_pids(mark)
 
 
 def test_a_deleted_sessions_links_open_nothing_of_a_later_session_with_its_name(server, http):

@@ -27,19 +27,19 @@ from mcp.client.stdio import stdio_client
 from mcp.types import ImageContent
 from PIL import Image
 
-from desktop.x11.procs import pids_with_env
+from tests import marks
 from tests.answers import mcp_tool_names
+from tests.marks import marked_pids
 
 pytestmark = pytest.mark.x11
 
 GLASSDESK = str(Path(sys.executable).with_name("glassdesk"))
-MARK = "GLASSDESK_TEST_MARK"
 
 
 def marked(mark: str) -> dict[int, str]:
-    """pid -> command name of every live process carrying the mark in its environment."""
+    """pid -> command name of every live process the server carrying ``mark`` started."""
     found = {}
-    for pid in pids_with_env(MARK, mark):
+    for pid in marked_pids(mark):
         try:
             found[pid] = Path(f"/proc/{pid}/comm").read_text().strip()
         except OSError:
@@ -64,8 +64,7 @@ def server_env(tmp_path: Path, mark: str) -> dict[str, str]:
     # PYTHONPATH too: the MCP client passes a child only a few variables of its own, and the server
     # must import the code under test (a worktree's), not whatever is installed.
     env = {k: v for k, v in os.environ.items() if k.startswith("GLASSDESK_") or k == "PYTHONPATH"}
-    env.update({"GLASSDESK_DATA_DIR": str(tmp_path / "data"), MARK: mark})
-    return env
+    return marks.server_env(env | {"GLASSDESK_DATA_DIR": str(tmp_path / "data")}, mark)
 
 
 def test_stdio_server_lists_tools_takes_a_screenshot_and_cleans_up(tmp_path):

@@ -1,0 +1,44 @@
+"""Finding what a server started as a subprocess left running, by a mark in its environment.
+
+A test starts the server with ``GLASSDESK_TEST_MARK=<uuid>``. The desktop's processes no longer
+inherit that (they get only named variables: desktop.session.stack.INHERITED), but every one of them
+carries its server's owner mark (desktop.x11.procs.OWNER_VAR), and the server's reaper carries both.
+So the owner marks seen beside the test's mark are remembered, and what the server left behind is
+found after the server itself is gone."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from desktop.x11.procs import OWNER_VAR, pids_with_env
+
+MARK = "GLASSDESK_TEST_MARK"
+
+_owners: dict[str, set[str]] = {}
+
+
+def server_env(base: dict[str, str], mark: str) -> dict[str, str]:
+    """``base`` with the test's mark, and without this process's own owner mark (set when a test
+    here ran sessions in process): the server makes its own, and the one it inherited would stay
+    in its /proc environ and name this process's sessions as its."""
+    return {**{k: v for k, v in base.items() if k != OWNER_VAR}, MARK: mark}
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(item.decode(errors="replace").partition("=")[::2] for item in raw.split(b"\0") if item)
+
+
+def marked_pids(mark: str) -> set[int]:
+    """Every live process carrying ``mark``, or the owner mark of a server process that carried it."""
+    owners = _owners.setdefault(mark, set())
+    pids = set(pids_with_env(MARK, mark))
+    owners.update(owner for pid in pids if (owner := _environ(pid).get(OWNER_VAR)))
+    for owner in owners:
+        pids.update(pids_with_env(OWNER_VAR, owner))
+    pids.discard(os.getpid())
+    return pids
