@@ -165,7 +165,15 @@ class RfbControl:
         return out
 
     def click(self, x: int, y: int) -> None:
-        for mask in (0, 1, 0):
+        # As a hand does: the pointer arrives from a neighbouring pixel, and is there before the
+        # button goes down. x11vnc skips a motion to the position it injected last, even when the
+        # agent's xdotool has moved the pointer since: a bare client's second take-over clicking
+        # where its first one did had its press land on the agent's last click (a real mouse never
+        # enters the view exactly on that pixel).
+        for mx, my in ((x + 1 if x < 1919 else x - 1, y), (x, y)):
+            self.ws.send(struct.pack(">BBHH", 5, 0, mx, my))
+        self.sync()
+        for mask in (1, 0):
             self.ws.send(struct.pack(">BBHH", 5, mask, x, y))
             time.sleep(0.05)
 
