@@ -11,13 +11,15 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.answers import mcp_tool_names
-from tests.e2e.test_mcp_stdio import GLASSDESK, MARK, assert_all_gone
+from tests.e2e.test_mcp_stdio import GLASSDESK, assert_all_gone, marked
+from tests.marks import server_env
 
 pytestmark = pytest.mark.x11
 
@@ -41,13 +43,24 @@ def run_inspector(tmp_path: Path, *method: str) -> dict:
     # (PYTHONPATH too, so the server runs the code under test, not whatever is installed).
     env = {k: v for k, v in os.environ.items()
            if (k.startswith("GLASSDESK_") and k != "GLASSDESK_INSPECTOR") or k == "PYTHONPATH"}
-    env.update({"GLASSDESK_DATA_DIR": str(tmp_path / "data"), MARK: mark})
+    env = server_env(env | {"GLASSDESK_DATA_DIR": str(tmp_path / "data")}, mark)
     flags = [arg for key, value in env.items() for arg in ("-e", f"{key}={value}")]
     argv = [*inspector(), "--cli", *flags, GLASSDESK, "mcp", "--session", "inspector", *method]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    out, err = tmp_path / "inspector.out", tmp_path / "inspector.err"
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr, text=True, cwd=tmp_path)
+        # Looked at while it runs: the desktop's processes are found by the server's owner mark,
+        # which marked() learns from the server's own processes (tests/marks.py).
+        deadline = time.monotonic() + 240
+        while proc.poll() is None and time.monotonic() < deadline:
+            marked(mark)
+            time.sleep(0.2)
+        if proc.poll() is None:
+            proc.kill()
+        returncode = proc.wait()
     assert_all_gone(mark)
-    assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
-    return json.loads(done.stdout)
+    assert returncode == 0, f"{out.read_text()[-2000:]}\n{err.read_text()[-4000:]}"
+    return json.loads(out.read_text())
 
 
 def test_inspector_lists_the_tools(tmp_path):
