@@ -30,6 +30,7 @@ from urllib.parse import quote
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.errors import GlassdeskError
 from vision.errors import InvalidRequest, TraceCorruptError
+from vision.export import FORMATS
 from vision.qa.models import QaRun, StepResult, TestCase, VerifyReport
 from vision.qa.runs import corrupt_if_malformed, derive_meta, heal_line, reading_run
 from vision.report import describe_action
@@ -49,6 +50,16 @@ _STEP_TITLE = re.compile(r"step (\d+):")
 
 
 # ------------------------------------------------------------------------------------ chapters
+
+
+
+# The export formats (vision.export.FORMATS) as the viewer's links, for a trace or a QA run alike.
+EXPORT_LABELS = {"yaml": "glassdesk qa suite", "playwright-ts": "Playwright (TypeScript)",
+                 "playwright-py": "Playwright (Python)"}
+
+
+def _export_links(base: str) -> list[dict]:
+    return [{"label": EXPORT_LABELS[fmt], "href": f"{base}/export?format={fmt}"} for fmt in FORMATS]
 
 
 def _seconds(stamp: str) -> float:
@@ -231,9 +242,7 @@ def trace_view(trace: Trace, verification: VerifyResult, files: Files, chapters_
         where = f" at step {verification.broken_index}" if verification.broken_index is not None else ""
         evidence = {"ok": False, "text": f"Evidence broken{where}: {verification.reason}"}
     tid = quote(meta.trace_id)
-    exports = [{"label": label, "href": f"/api/v1/traces/{tid}/export?format={fmt}"}
-               for label, fmt in (("glassdesk qa suite", "yaml"), ("Playwright (TypeScript)", "playwright-ts"),
-                                  ("Playwright (Python)", "playwright-py"))]
+    exports = _export_links(f"/api/v1/traces/{tid}")
     exports += [{"label": "JUnit XML", "href": f"/api/v1/traces/{tid}/junit.xml"},
                 {"label": "trace JSON", "href": f"/api/v1/traces/{tid}"},
                 {"label": "verify", "href": f"/api/v1/traces/{tid}/verify"}]
@@ -423,9 +432,7 @@ def qa_view(run: QaRun, verification: VerifyReport, files: Files, chapters_text:
     rid = quote(run.test_run_id)
     exports = []
     if run.verb == "verify_user_flow":
-        exports = [{"label": label, "href": f"/api/v1/qa/runs/{rid}/export?format={fmt}"}
-                   for label, fmt in (("glassdesk qa suite", "yaml"), ("Playwright (TypeScript)", "playwright-ts"),
-                                      ("Playwright (Python)", "playwright-py"))]
+        exports = _export_links(f"/api/v1/qa/runs/{rid}")
     exports += [{"label": "JUnit XML", "href": f"/api/v1/qa/runs/{rid}/junit.xml"},
                 {"label": "run JSON", "href": f"/api/v1/qa/runs/{rid}"},
                 {"label": "verify", "href": f"/api/v1/qa/runs/{rid}/verify"}]
