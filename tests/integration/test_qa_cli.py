@@ -1,5 +1,6 @@
 """`glassdesk qa SUITE.yaml` for CI: the example suite in docs/qa against its own pages, exit codes
-0 / 1 / 2, JUnit that parses with the right failures, an HTML report that opens from disk, and the
+0 / 1 / 2, JUnit that parses with the right failures, an HTML report that opens from disk (its browser side:
+tests/e2e/test_suite_report.py), and the
 embedded server when no --url is given."""
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.reports import embedded_document, suite_images
 from vision.cli import main
+from vision.qa.suite_report import FILE_REF
 
 pytestmark = pytest.mark.x11
 
@@ -54,10 +57,16 @@ def test_the_example_suite_passes_with_junit_and_a_report(vision_api, pages, tmp
     assert suite.get("name") == "smoke" and suite.get("tests") == "4" and suite.get("failures") == "0"
     assert [c.get("name") for c in suite.findall("testcase")] == [
         "home loads", "sign-in link is visible", "login works", "no console errors"]
-    page = report.read_text()
-    assert "login works" in page and "report_files/" in page
-    shots = list((tmp_path / "report_files").rglob("*.png"))
-    assert shots and all(f"report_files/{p.parent.name}/{p.name}" in page for p in shots)
+    # The report: the suite's tests, each its run's viewer document, every image inlined (a small
+    # suite is one file, nothing beside it), the evidence checked by the server that ran it.
+    doc = embedded_document(report)
+    assert [(c["name"], c["status"]) for c in doc["cases"]] == [
+        ("home loads", "passed"), ("sign-in link is visible", "passed"), ("login works", "passed"),
+        ("no console errors", "passed")]
+    images = suite_images(doc)
+    assert images and all(image["src"] in [FILE_REF + key for key in doc["files"]] for _, image in images)
+    assert all(view["evidence"]["text"].startswith("Evidence verified") for view in doc["runs"])
+    assert not (tmp_path / "report_files").exists()
 
 
 def test_a_failing_test_exits_1_and_junit_names_it(vision_api, pages, tmp_path):

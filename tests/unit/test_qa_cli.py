@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 import httpx2
 import pytest
 
+from tests.reports import embedded_document
 from vision.qa.cli import TIMEOUT_MARGIN_S, Suite, SuiteTest, UsageError, run_suite
 from vision.qa.models import Artifact, Artifacts, QaRun, TestCase
 
@@ -156,8 +157,12 @@ def test_a_test_that_passes_on_a_retry_is_flaky_with_every_attempt_on_record(tmp
     a = suite.findall("testcase")[0]
     assert {p.get("name"): p.get("value") for p in a.find("properties")} == {"flaky": "true", "attempts": "2"}
     assert "attempt 1 (a): failed: the counter showed 2" in a.find("system-out").text
-    html = report.read_text()
-    assert "flaky" in html and "the counter showed 2" in html
+    # The report lists the test as flaky, its failed attempt openable with its reason.
+    doc = embedded_document(report)
+    a, b = doc["cases"]
+    assert (a["status"], a["badges"], b["badges"]) == ("passed", ["flaky"], [])
+    assert [(x["status"], x["message"]) for x in a["attempts"]] == [("failed", "the counter showed 2")]
+    assert doc["runs"][a["attempts"][0]["run"]]["status"] == "failed"
 
 
 def test_a_test_that_fails_every_attempt_fails_and_no_retry_runs_without_retries(tmp_path):

@@ -290,7 +290,7 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
     rewritten with the healed targets of the tests that passed (write_healed_suite)."""
     import httpx2
 
-    from vision.qa.runs import BadName, check_run_id, render_html, render_junit
+    from vision.qa.runs import BadName, check_run_id, render_junit
 
     headers = {"authorization": f"Bearer {token}"} if token else {}
     runs: list[QaRun] = []
@@ -412,12 +412,8 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
             junit.write_text(render_junit(runs, suite=suite.name, artifact_url=evidence,
                                           earlier=lambda run: earlier.get(id(run), [])), encoding="utf-8")
         if report is not None:
-            files = report.with_name(report.stem + "_files")
-            every = runs + [r for attempts in earlier.values() for attempt_runs in attempts for r in attempt_runs]
-            local = _download(http, every, files) if lost is None else {}
-            page = render_html(runs, artifact_url=lambda run_id, name: local.get((run_id, name), ""),
-                               title=suite.name, earlier=lambda run: earlier.get(id(run), []))
-            report.write_text(page, encoding="utf-8")
+            _write_report(http, report, suite.name, runs, lambda run: earlier.get(id(run), []),
+                          gone=lost is not None, links=base_url if data_dir is None else None)
     if write_healed is not None:
         write_healed_suite(*write_healed, {n - 1: verb_runs[n] for n in passed if n in verb_runs})
     colour = "green" if not failed else "red"
@@ -456,28 +452,39 @@ def _refuse_unauthorised(answer, base_url: str) -> None:
                          f"{_error_of(answer)}); set GLASSDESK_TOKEN to the server's token")
 
 
-def _download(http, runs: list[QaRun], directory: Path) -> dict[tuple[str, str], str]:
-    """The runs' screenshots (and video receipts) beside the report, so it opens from disk after the server is gone.
-    Run ids and file names come from the server: only those the server itself would accept are
-    used as path parts, so no answer can write outside ``directory``."""
-    from vision.qa.runs import BadName, check_artifact_name, check_run_id
+def _write_report(http, report: Path, name: str, runs: list[QaRun], earlier, *, gone: bool,
+                  links: str | None) -> None:
+    """The suite in the run viewer's offline form (vision.qa.suite_report), its runs' files and
+    verify read from the server while it still answers: a report that opens from disk after the
+    server is gone. ``gone``: the server stopped answering, so nothing more is asked of it (its
+    runs are listed without their files). ``links``: the server the runs' API links point to (none
+    for one embedded here, which ends with the command)."""
+    import httpx2
 
-    local: dict[tuple[str, str], str] = {}
-    for run in runs:
-        for artifact in [*run.artifacts.screenshots, *run.artifacts.videos, *run.artifacts.other]:
-            try:
-                run_id, name = check_run_id(run.test_run_id), check_artifact_name(artifact.name)
-            except BadName as exc:
-                console.print(f"[yellow]not downloaded: {exc}[/yellow]")
-                continue
-            answer = http.get(f"/api/v1/qa/runs/{run_id}/artifacts/{name}")
-            if answer.status_code != 200:
-                continue
-            target = directory / run_id / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(answer.content)
-            local[(run_id, name)] = f"{directory.name}/{run_id}/{name}"
-    return local
+    from vision.qa.models import VerifyReport
+    from vision.qa.suite_report import write_suite_report
+
+    def fetch(run_id: str, artifact: str) -> bytes | None:
+        # Both names are checked by the caller (only those a glassdesk server makes): no answer
+        # can name a path outside the report's folder.
+        if gone:
+            return None
+        try:
+            answer = http.get(f"/api/v1/qa/runs/{run_id}/artifacts/{artifact}")
+        except httpx2.TransportError:
+            return None
+        return answer.content if answer.status_code == 200 else None
+
+    def verify(run_id: str) -> VerifyReport | None:
+        if gone:
+            return None
+        try:
+            answer = http.get(f"/api/v1/qa/runs/{quote(run_id, safe='')}/verify")
+            return VerifyReport.model_validate(answer.json()) if answer.status_code == 200 else None
+        except (httpx2.TransportError, ValueError):  # pydantic's ValidationError is a ValueError
+            return None
+
+    write_suite_report(report, name, runs, earlier, fetch, verify, links)
 
 
 def _error_of(answer) -> str:
@@ -588,7 +595,9 @@ def add_parser(sub: Any) -> None:
     qa.add_argument("suite", help="the suite file (YAML)")
     qa.add_argument("--url", default=None, help="a running glassdesk server (default: start one here)")
     qa.add_argument("--junit", metavar="OUT.xml", help="write JUnit XML here")
-    qa.add_argument("--report", metavar="OUT.html", help="write the HTML report here (screenshots beside it)")
+    qa.add_argument("--report", metavar="OUT.html",
+                    help="write the HTML report here: the run viewer's offline form of the whole suite, one file "
+                         "(files past its size bounds beside it, in OUT_files/)")
     qa.add_argument("--record-video", action="store_true",
                     help="film every test: a video receipt per run (chapters, click rings, captions), in the reports")
     qa.add_argument("--retries", type=int, default=0, metavar="N",

@@ -352,9 +352,93 @@ function render(view) {
   document.body.dataset.ready = 'true';
 }
 
+// ------------------------------------------------------------------------------------- suite
+
+// A suite's report (glassdesk qa --report, vision/qa/suite_report.py): the list of its tests, each
+// opening its run's own document in the page above, with a way back. The route is the URL's
+// fragment (#run-N), so the browser's back button and a link to one test work in a file too. The
+// report holds each file once, in doc.files, and the runs name it by key: resolved before a run
+// renders, so the run's document is the viewer's own.
+const FILE_REF = 'suite-file:';
+
+function withFiles(value, files) {
+  if (typeof value === 'string') return value.startsWith(FILE_REF) && files[value.slice(FILE_REF.length)] !== undefined
+    ? files[value.slice(FILE_REF.length)] : value;
+  if (Array.isArray(value)) return value.map((v) => withFiles(v, files));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, withFiles(v, files)]));
+  }
+  return value;
+}
+
+function seconds(ms) { return `${((ms || 0) / 1000).toFixed(1)} s`; }
+
+function caseRow(test, number) {
+  const attempts = test.attempts.map((a, k) => h('li', {}, [
+    h('a', { href: `#run-${a.run}`, text: `attempt ${k + 1}: ${a.name}` }), ' ',
+    h('span', { class: `badge ${a.status}`, text: a.status }),
+    a.message ? h('span', { class: 'muted', text: ` ${a.message}` }) : null,
+  ]));
+  return h('li', { class: `case st-${test.status}`, 'data-run': test.run, 'data-status': test.status }, [
+    h('a', { class: 'case-link', href: `#run-${test.run}` }, [
+      h('span', { class: 'number', text: `${number}.` }),
+      h('span', { class: `badge ${test.status}`, text: test.status }),
+      ...test.badges.map((b) => h('span', { class: `badge ${b}`, text: b })),
+      h('b', { class: 'name', text: test.name }),
+      h('span', { class: 'facts', text: [seconds(test.duration_ms), test.note].filter(Boolean).join(' · ') }),
+    ]),
+    test.message ? h('div', { class: 'box error message', text: test.message }) : null,
+    attempts.length ? h('ol', { class: 'attempts' }, attempts) : null,
+  ]);
+}
+
+function suitePage(suite) {
+  let pane = $('suite');
+  if (!pane) {
+    pane = h('div', { id: 'suite', class: 'suite' });
+    document.body.insertBefore(pane, $('run'));
+  }
+  pane.replaceChildren(
+    h('header', {}, present(
+      h('div', { class: 'sub', text: `glassdesk report · ${suite.subtitle}` }),
+      h('h1', { text: suite.title }),
+      h('div', {}, [h('span', { class: `badge ${suite.status}`, id: 'suite-status', text: suite.status })]),
+      h('ul', { class: 'facts' }, suite.facts.map(([value, label]) => h('li', {}, [h('b', { text: value }), h('span', { text: label })]))),
+      suite.note ? h('div', { class: 'box', text: suite.note }) : null,
+    )),
+    h('main', { class: 'cases' }, [h('ol', { id: 'cases', class: 'cases' }, suite.cases.map((c, i) => caseRow(c, i + 1)))]),
+  );
+  const route = () => {
+    const match = /^#run-(\d+)$/.exec(location.hash);
+    const view = match ? suite.runs[Number(match[1])] : null;
+    if (film.video) film.video.pause();
+    if (!view) {
+      $('run').hidden = true;
+      pane.hidden = false;
+      document.title = `${suite.status} · ${suite.title}`.slice(0, 120);
+      document.body.dataset.view = 'suite';
+      document.body.dataset.ready = 'true';
+      return;
+    }
+    // A run rendered afresh: the film and its steps are the new run's.
+    film.video = null;
+    film.steps = [];
+    film.chapterItems = [];
+    pane.hidden = true;
+    render(withFiles(view, suite.files));
+    $('run-head').prepend(h('a', { href: '#', class: 'back', id: 'back', text: `← every test of ${suite.title}` }));
+    document.body.dataset.view = `run-${match[1]}`;
+    window.scrollTo(0, 0);
+  };
+  window.addEventListener('hashchange', route);
+  route();
+}
+
 async function boot() {
   if (OFFLINE) {
-    render(JSON.parse(embedded.textContent));
+    const doc = JSON.parse(embedded.textContent);
+    if (doc.kind === 'suite') suitePage(doc);
+    else render(doc);
     return;
   }
   const id = decodeURIComponent(location.pathname.split('/').filter(Boolean).pop() || '');
