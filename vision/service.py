@@ -33,7 +33,7 @@ from vision.observers import BusListener, Narrator, strip_enabled
 from vision.providers.base import Provider
 from vision.qa.service import QaService
 from vision.recording import SessionRecordings
-from vision.report import render_html, render_junit
+from vision.report import render_junit
 from vision.settings import Settings
 from vision.trace.records import InvalidTraceId, Trace, TraceCorrupt, TraceMeta, TraceNotFound, VerifyResult
 from vision.trace.store import TraceStore
@@ -291,10 +291,6 @@ class Glassdesk:
             return self.store.video_file(trace_id, name)
         except TraceNotFound as exc:
             raise TraceNotFoundError(str(exc)) from exc
-
-    def report_html(self, trace_id: str) -> str:
-        trace = self.trace(trace_id)
-        return render_html(trace.meta, trace.steps, verification=self.store.verify(trace_id), video=trace.video)
 
     def junit(self, trace_id: str) -> str:
         trace = self.trace(trace_id)

@@ -20,7 +20,7 @@ from vision.qa.models import (
     VerifyUserFlowRequest,
     action_words,
 )
-from vision.qa.runs import BadName, QaRunNotFound, QaRunStore, build_run, render_html, render_junit
+from vision.qa.runs import BadName, QaRunNotFound, QaRunStore, build_run, render_junit
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5E"
                        "rkJggg==")
@@ -114,25 +114,6 @@ def test_junit_has_one_case_per_run_and_the_failures_with_reasons_and_screenshot
     assert cases[1].find("failure") is None
     out = cases[0].find("system-out").text
     assert f"/api/v1/qa/runs/{failed.run_id}/artifacts/step-001-after.png" in out
-
-
-def test_html_report_shows_steps_before_and_after_with_a_marker(tmp_path):
-    store = QaRunStore(tmp_path)
-    run = a_run(store)
-    page = render_html([store.load(run.run_id)], verification={run.run_id: store.verify(run.run_id)})
-    assert "login works" in page and "Evidence verified" in page
-    assert f"/api/v1/qa/runs/{run.run_id}/artifacts/start.png" in page
-    assert "step-001-after.png" in page and 'class="mark' in page
-    assert "<script" not in page
-
-
-def test_html_report_is_headed_by_the_suite_name_and_names_a_lone_case_once(tmp_path):
-    store = QaRunStore(tmp_path)
-    run = store.load(a_run(store).run_id)
-    page = render_html([run], title="smoke")
-    assert "<title>smoke</title>" in page and "<h1>smoke</h1>" in page
-    assert [c.name for c in run.test_cases] == [run.name]  # one verb call: one case named as its run
-    assert page.count(f"{run.name} <span") == 1, "the case heading repeats the run's"
 
 
 def test_artifacts_are_served_by_listed_name_only(tmp_path):

@@ -1,12 +1,12 @@
-"""HTML and JUnit renderers: pure functions over meta + steps."""
+"""A trace's words and JUnit: pure functions over meta + steps (its HTML report is the run viewer's,
+tests/unit/test_runview.py)."""
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 
-from vision.report import describe_action, render_html, render_junit
+from vision.report import describe_action, render_junit
 from vision.trace.records import StepRecord, TraceMeta
 
 T0 = datetime(2025, 5, 1, 12, 0, 0, tzinfo=UTC)
@@ -36,60 +36,6 @@ STEPS = [
          results=[{"call_id": "c9", "ok": False, "error": "window vanished"}],
          error={"code": "action_failed", "message": "xdotool exited 1"}),
 ]
-
-
-def test_html_has_every_step_and_the_header() -> None:
-    page = render_html(meta(answer="Settings are open", usage={"input_tokens": 1500, "output_tokens": 42}), STEPS)
-    assert page.startswith("<!doctype html>")
-    for index in (1, 2, 3):
-        assert f'id="step-{index}"' in page and f"Step {index}<" in page
-    assert "Open the settings" in page and "scripted/test" in page and "Settings are open" in page
-    assert "9.0 s" in page and "1,500 / 42" in page
-    assert "model 1,234 ms · exec 9 ms · settle 77 ms · 1,500 in / 42 out tokens" in page
-    assert "click at (960, 540)" in page
-
-
-def test_markers_sit_at_percentages_of_the_display() -> None:
-    page = render_html(meta(), STEPS)
-    assert re.search(r'class="mark click" style="left:50\.000%;top:50\.000%"', page)
-    assert re.search(r'class="mark scroll" style="left:10\.000%;top:10\.000%"', page)
-    # a drag: a polyline in display pixels plus marks at press and release
-    assert 'points="0,0 480,270 1919,1079"' in page
-    assert 'class="mark drag" style="left:0.000%;top:0.000%"' in page
-    assert 'class="mark drag end" style="left:99.948%;top:99.907%"' in page
-
-
-def test_images_come_from_the_callback() -> None:
-    page = render_html(meta(), STEPS, image_url=lambda i, which: f"files/{i}-{which}.png")
-    assert 'src="files/1-before.png"' in page and 'src="files/3-after.png"' in page
-    default = render_html(meta(), STEPS)
-    assert 'src="/api/v1/traces/20250501T120000000000Z-abcd1234/steps/2/before.png"' in default
-
-
-def test_hostile_model_text_is_escaped() -> None:
-    page = render_html(meta(), STEPS)
-    assert "<script>" not in page and "<img src=x" not in page
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;img src=x onerror=alert(1)&gt;" in page
-
-
-def test_no_external_resources() -> None:
-    page = render_html(meta(), STEPS, image_url=lambda i, which: f"{i}.png")
-    assert not re.search(r'(src|href)="(https?:)?//', page)
-    assert "<script" not in page and "@import" not in page
-
-
-def test_argv_is_a_copyable_command_line() -> None:
-    page = render_html(meta(), STEPS)
-    assert "xdotool mousemove 960 540 click --delay 0 1" in page
-    # shlex.join quoting, then HTML-escaped
-    assert "xdotool type -- &#x27;it&#x27;&quot;&#x27;&quot;&#x27;s a &#x27;&quot;&#x27;&quot;&#x27;quote&#x27;" in page
-
-
-def test_errors_are_highlighted() -> None:
-    page = render_html(meta("failed", error={"code": "model_call_failed", "message": "HTTP 500"}), STEPS)
-    assert 'class="step failed" id="step-3"' in page
-    assert "action_failed: xdotool exited 1" in page and "c9: window vanished" in page
-    assert "model_call_failed:" in page and "HTTP 500" in page
 
 
 def test_describe_action() -> None:

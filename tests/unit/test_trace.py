@@ -18,7 +18,8 @@ import vision.trace.writer as writer_module
 from desktop.actions import Click
 from desktop.frame import Frame
 from vision.providers.base import CallResult, ToolCall, Usage
-from vision.report import render_html, render_junit
+from vision.report import render_junit
+from vision.runview import Files, trace_view
 from vision.trace.files import OWNER_FILE, check_trace_id, new_trace_id
 from vision.trace.records import FINAL_STATUSES, GENESIS_HASH, InvalidTraceId, TraceNotFound, canonical_json, redact
 from vision.trace.store import TraceStore
@@ -398,9 +399,9 @@ def test_an_interrupted_run_reads_as_such_in_the_report_and_junit(tmp_path: Path
     store = left_by_a_dead_server(tmp_path)
     [trace_id] = store.close_interrupted(nobody_alive)
     trace = store.load(trace_id)
-    page = render_html(trace.meta, trace.steps, verification=store.verify(trace_id))
-    assert '<span class="badge interrupted">interrupted</span>' in page and "Evidence verified" in page
-    assert "server stopped before this run finished" in page
+    view = trace_view(trace, store.verify(trace_id), Files(lambda name: name))
+    assert view["status"] == "interrupted" and view["evidence"]["text"].startswith("Evidence verified")
+    assert "server stopped before this run finished" in view["error"]
     junit = render_junit(trace.meta, trace.steps)
     assert 'type="interrupted"' in junit and 'failures="1"' in junit
 

@@ -16,13 +16,13 @@ byte in any record, any artifact or meta.json, a removed or an extra file, is a 
 A run a dead server left ``running`` is closed when the next server starts (``close_interrupted``):
 an ``interrupted`` record is appended to its chain, so the run still verifies.
 
-The run record (``QaRun``), its JUnit XML and its HTML report are computed from the manifest.
+The run record (``QaRun``) and its JUnit XML are computed from the manifest (its report is the run
+viewer's: vision.runview).
 """
 
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import logging
 import re
@@ -40,7 +40,7 @@ from desktop.x11.procs import ProcessId, alive_checker, this_process
 from vision.errors import QaRunCorruptError, QaRunNotFoundError
 from vision.qa.heals import heal_line
 from vision.qa.models import Artifact, Artifacts, QaRun, StepResult, Summary, TestCase, VerifyReport
-from vision.report import _CSS, _overlay
+from vision.report import xml_text
 from vision.trace.files import atomic_write, new_trace_id
 from vision.trace.records import GENESIS_HASH, _is_sensitive_key, canonical_json, record_hash, redact
 
@@ -506,13 +506,6 @@ def _build_run(records: Sequence[dict]) -> QaRun:
 # ------------------------------------------------------------------------------------ JUnit
 
 
-_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def _x(value: Any) -> str:
-    return _XML_INVALID.sub("\ufffd", str(value))
-
-
 # A test's last run -> its failed attempts before it (glassdesk qa --retries), each attempt the
 # runs it made (before_each, the test, after_each), in order.
 Earlier = Callable[[QaRun], Sequence[Sequence[QaRun]]]
@@ -540,18 +533,20 @@ def render_junit(runs: Sequence[QaRun], suite: str = "glassdesk.qa",
         for case in run.test_cases or [TestCase(name=run.name, status="error", duration_ms=run.duration_ms or 0,
                                                 failure_reason="the run recorded no result")]:
             total_ms += case.duration_ms
-            element = ET.Element("testcase", classname=_x(f"{suite}.{run.verb}"), name=_x(case.name),
+            element = ET.Element("testcase", classname=xml_text(f"{suite}.{run.verb}"), name=xml_text(case.name),
                                  time=f"{case.duration_ms / 1000:.3f}")
             reason = case.failure_reason or case.status
             if case.status == "failed":
                 counts["failures"] += 1
-                ET.SubElement(element, "failure", message=_x(reason[:1000]), type="failure").text = _x(reason)
+                failure = ET.SubElement(element, "failure", message=xml_text(reason[:1000]), type="failure")
+                failure.text = xml_text(reason)
             elif case.status == "error":
                 counts["errors"] += 1
-                ET.SubElement(element, "error", message=_x(reason[:1000]), type="error").text = _x(reason)
+                error = ET.SubElement(element, "error", message=xml_text(reason[:1000]), type="error")
+                error.text = xml_text(reason)
             elif case.status == "skipped":
                 counts["skipped"] += 1
-                ET.SubElement(element, "skipped", message=_x(reason[:1000]))
+                ET.SubElement(element, "skipped", message=xml_text(reason[:1000]))
             lines = [f"test_run_id: {run.test_run_id}"]
             lines += [f"screenshot: {artifact_url(run.test_run_id, name)}" for name in case.screenshots]
             for step in case.steps:  # each heal, with its images
@@ -570,172 +565,13 @@ def render_junit(runs: Sequence[QaRun], suite: str = "glassdesk.qa",
                 element.insert(0, properties)
                 lines += [f"attempt {n} ({r.name}): {r.status}: {_reason_line(r)} (test_run_id {r.test_run_id})"
                           for n, group in enumerate(retried, 1) for r in group]
-            ET.SubElement(element, "system-out").text = _x("\n".join(lines))
+            ET.SubElement(element, "system-out").text = xml_text("\n".join(lines))
             cases.append(element)
     attrs = {"tests": str(len(cases)), "failures": str(counts["failures"]), "errors": str(counts["errors"]),
              "skipped": str(counts["skipped"]), "time": f"{total_ms / 1000:.3f}"}
     root = ET.Element("testsuites", name="glassdesk", **attrs)
     stamp = runs[0].timestamp if runs else rfc3339(_now())
-    element = ET.SubElement(root, "testsuite", name=_x(suite), timestamp=_x(stamp[:19]), **attrs)
+    element = ET.SubElement(root, "testsuite", name=xml_text(suite), timestamp=xml_text(stamp[:19]), **attrs)
     element.extend(cases)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True)
-
-
-# ------------------------------------------------------------------------------------ HTML
-
-_QA_CSS = """
-.badge.passed{background:#1a7f37}.badge.failed{background:#cf222e}.badge.error{background:#bc4c00}
-.badge.skipped{background:#6e7781}.badge.flaky{background:#9a6700}
-.case{margin:0 0 28px}
-.case>h2{margin:0 0 10px}
-.step.passed .head h2::after{content:" ✓";color:#1a7f37}
-.diffs{display:grid;grid-template-columns:repeat(auto-fit,minmax(300px,1fr));gap:12px;padding:12px 16px}
-.diffs img{display:block;width:100%;height:auto;border:1px solid #d5d9df;background:#fff}
-.kv{margin:0;padding:8px 16px 12px;font-size:13px}
-.shot:has(img[alt^="element"]){display:inline-block;background:none}
-.shot img[alt^="element"]{width:auto;max-width:100%}
-"""
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _figure(url: str, caption: str, marks: list[dict] | None = None) -> str:
-    overlay = _overlay(marks) if marks else ""
-    return (f'<figure><figcaption>{_e(caption)}</figcaption><div class="shot"><a href="{_e(url)}">'
-            f'<img src="{_e(url)}" alt="{_e(caption)}" loading="lazy"></a>{overlay}</div></figure>')
-
-
-def _heal_html(run: QaRun, index: int, healed: dict, url: ArtifactUrl) -> str:
-    """A heal, shown, never buried: its line, and its before and after images (both boxes drawn)."""
-    figures = "".join(
-        _figure(url(run.test_run_id, healed[key]), f"{label}: recorded box orange, healed box green")
-        for key, label in (("before", "Heal, before"), ("after", "Heal, after")) if isinstance(healed.get(key), str))
-    badge = ' <span class="badge flaky">healed by model</span>' if healed.get("by") == "model" else ""
-    return (f'<div class="box heal" style="margin:12px 16px 0">{_e(heal_line(index, healed))}{badge}</div>'
-            + (f'<div class="shots">{figures}</div>' if figures else ""))
-
-
-def _step_html(run: QaRun, step: StepResult, url: ArtifactUrl) -> str:
-    marks = []
-    point = step.detail.get("point")
-    if point:
-        marks.append({"action": "left_click", "x": point[0], "y": point[1]})
-    healed = step.detail.get("healed")
-    if isinstance(healed, dict) and isinstance(healed.get("recorded_at"), list):  # where the run had it
-        marks.append({"action": "move", "x": healed["recorded_at"][0], "y": healed["recorded_at"][1]})
-    figures = []
-    if step.before:
-        figures.append(_figure(url(run.test_run_id, step.before), "Before", marks))
-    if step.after:
-        figures.append(_figure(url(run.test_run_id, step.after), "After"))
-    reason = f'<div class="box error" style="margin:12px 16px 0">{_e(step.failure_reason)}</div>' \
-        if step.failure_reason else ""
-    if isinstance(healed, dict):
-        reason += _heal_html(run, step.index, healed, url)
-    detail = {k: v for k, v in step.detail.items() if k not in ("point", "element")}
-    info = f'<pre class="kv">{_e(json.dumps(detail, indent=1, ensure_ascii=False)[:4000])}</pre>' if detail else ""
-    attempts = f" · {step.attempts} attempts" if step.attempts > 1 else ""
-    return (f'<section class="step {"failed" if step.status != "passed" else "passed"}">'
-            f'<div class="head"><h2>Step {step.index}: {_e(step.name)}</h2>'
-            f'<span class="metrics">{_e(step.status)} · {step.duration_ms:,} ms{attempts}</span></div>'
-            f'{reason}<div class="shots">{"".join(figures)}</div>{info}</section>')
-
-
-def _comparisons(run: QaRun, url: ArtifactUrl) -> str:
-    shots = (run.result or {}).get("shots") or []
-    parts = []
-    for shot in shots:
-        images = [(shot.get(key) or {}).get("name") for key in ("baseline_image", "current_image", "diff_image")]
-        figures = [f'<figure><figcaption>{label}</figcaption><a href="{_e(url(run.test_run_id, name))}">'
-                   f'<img src="{_e(url(run.test_run_id, name))}" alt="{label}"></a></figure>'
-                   for label, name in zip(("Baseline", "Current", "Difference"), images) if name]
-        verdict = "passed" if shot.get("passed") else "failed"
-        parts.append(f'<section class="step {"passed" if shot.get("passed") else "failed"}"><div class="head">'
-                     f'<h2>{_e(shot.get("name"))}</h2><span class="metrics">{verdict} · '
-                     f'{shot.get("diff_pixels", 0):,} pixels differ ({shot.get("diff_percentage", 0):.4f}%)</span>'
-                     f'</div>{"<div class=diffs>" + "".join(figures) + "</div>" if figures else ""}</section>')
-    return "".join(parts)
-
-
-def _video_html(run: QaRun, video: Artifact, artifact_url: Callable[[str, str], str]) -> str:
-    """A run's film, with its chapters and captions as tracks when it is a receipt."""
-    def url(name: str) -> str:
-        return _e(artifact_url(run.test_run_id, name))
-
-    tracks = {a.kind: a.name for a in run.artifacts.other if a.kind in ("chapters", "captions")}
-    kind = "video/webm" if video.name.endswith(".webm") else "video/mp4"
-    player = (f'<video controls preload="metadata" style="width:100%;max-width:960px">'
-              f'<source src="{url(video.name)}" type="{kind}">'
-              + (f'<track kind="chapters" src="{url(tracks["chapters"])}" srclang="en" default>'
-                 if "chapters" in tracks else "")
-              + (f'<track kind="captions" label="actions" src="{url(tracks["captions"])}" srclang="en">'
-                 if "captions" in tracks else "") + "</video>")
-    return (f'<div>{player}<p><a href="{url(video.name)}">video {_e(video.name)}</a> '
-            f'<span class="sub">sha256 {_e(video.sha256)}</span></p></div>')
-
-
-def render_html(runs: Sequence[QaRun], artifact_url: ArtifactUrl = api_artifact_url,
-                verification: dict[str, VerifyReport] | None = None, title: str | None = None,
-                earlier: Earlier = _none_earlier) -> str:
-    """QA runs as one self-contained page in the trace report's style: each case with its steps'
-    before and after screenshots (markers where a click landed), visual diffs side by side (pure)."""
-    verification = verification or {}
-    body = []
-    totals = Summary()
-    for run in runs:
-        for case in run.test_cases:
-            totals.total += 1
-            setattr(totals, case.status, getattr(totals, case.status) + 1)
-        boxes = []
-        check = verification.get(run.test_run_id)
-        if check is not None:
-            boxes.append('<div class="box verified">Evidence verified: hash chain, meta and every artifact\'s '
-                         'SHA-256 intact.</div>' if check.ok else
-                         f'<div class="box error"><b>Evidence broken:</b> {_e("; ".join(check.problems))}</div>')
-        cases = []
-        for case in run.test_cases:
-            reason = f'<div class="box error">{_e(case.failure_reason)}</div>' if case.failure_reason else ""
-            steps = "".join(_step_html(run, s, artifact_url) for s in case.steps)
-            loose = [n for n in case.screenshots if not any(n in (s.before, s.after) for s in case.steps)]
-            shots = "".join(_figure(artifact_url(run.test_run_id, n), n) for n in loose)
-            console = ""
-            if case.console_logs:
-                lines = "\n".join(f"{c.get('level', '')}: {c.get('text', c.get('message', ''))}"[:500]
-                                  for c in case.console_logs[:200])
-                console = (f'<details><summary>Console ({len(case.console_logs)})</summary>'
-                           f'<pre>{_e(lines)}</pre></details>')
-            # A verb call is one case named as its run: its heading would repeat the run's.
-            case_title = "" if case.name == run.name and len(run.test_cases) == 1 else (
-                f'{_e(case.name)} <span class="badge {_e(case.status)}">{_e(case.status)}</span> ')
-            cases.append(f'<div class="case"><h2>{case_title}<span class="sub">{case.duration_ms:,} ms</span></h2>'
-                         f'{reason}'
-                         f'{"<div class=shots>" + shots + "</div>" if shots else ""}{steps}{console}</div>')
-        videos = "".join(_video_html(run, v, artifact_url) for v in run.artifacts.videos)
-        retried = earlier(run)
-        attempts = ""
-        if retried:
-            flaky = ' <span class="badge flaky">flaky</span>' if run.status == "passed" else ""
-            attempts = (f'{flaky}<span class="sub"> attempt {len(retried) + 1} of {len(retried) + 1}</span>')
-            boxes.append('<details class="attempts"><summary>Earlier attempts</summary><ol>' + "".join(
-                f'<li>attempt {n}: ' + "; ".join(f'{_e(r.name)} <span class="badge {_e(r.status)}">{_e(r.status)}'
-                                                 f'</span> {_e(_reason_line(r))} <span class="sub">QA run '
-                                                 f'{_e(r.test_run_id)}</span>' for r in group) + "</li>"
-                for n, group in enumerate(retried, 1)) + "</ol></details>")
-        body.append(f'<section class="case"><div class="sub">QA run {_e(run.test_run_id)} · {_e(run.verb)}'
-                    f'{" · session " + _e(run.session_id) if run.session_id else ""} · {_e(run.timestamp)}</div>'
-                    f'<h1>{_e(run.name)} <span class="badge {_e(run.status)}">{_e(run.status)}</span>{attempts}</h1>'
-                    f'{"".join(boxes)}{_comparisons(run, artifact_url)}{"".join(cases)}{videos}</section>')
-    heading = title or (runs[0].name if len(runs) == 1 else "glassdesk QA")
-    head = (f'<header><div class="sub">glassdesk QA report</div><h1>{_e(heading)}</h1>'
-            f'<ul class="totals">' + "".join(f"<li><b>{getattr(totals, k)}</b><span>{k}</span></li>"
-                                             for k in ("total", "passed", "failed", "error", "skipped"))
-            + "</ul></header>")
-    return ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
-            '<meta name="viewport" content="width=device-width,initial-scale=1">'
-            f'<title>{_e(heading)}</title><style>{_CSS}{_QA_CSS}</style></head>'
-            f'<body>{head}<main>{"".join(body)}</main>'
-            '<footer>Markers are display pixels of a 1920×1080 screen. Every file is listed with its SHA-256 in '
-            'the run\'s manifest.</footer></body></html>')

@@ -61,7 +61,7 @@ from vision.qa.models import (
     VerifyUserFlowRequest,
     VisualLimits,
 )
-from vision.qa.runs import QaRunStore, RunWriter, corrupt_if_malformed, reading_run, render_html, render_junit
+from vision.qa.runs import QaRunStore, RunWriter, corrupt_if_malformed, reading_run, render_junit
 from vision.qa.verbs import Verbs
 from vision.qa.visual import Visual
 
@@ -313,11 +313,6 @@ class QaService:
         self.run(test_run_id)  # not found, corrupt: the same errors as reading it
         with reading_run(test_run_id), corrupt_if_malformed():
             return export_qa_run(self.runs.records(test_run_id), fmt)
-
-    def report_html(self, test_run_id: str) -> str:
-        run = self.run(test_run_id)
-        with reading_run(test_run_id), corrupt_if_malformed():
-            return render_html([run], verification={test_run_id: self.runs.verify(test_run_id)})
 
     def artifact(self, test_run_id: str, name: str) -> Path:
         """A listed file of the run; served from the manifest's records alone, so the files of a
