@@ -85,7 +85,11 @@ def test_every_test_is_listed_with_its_verdict_and_opens_its_runs_document(tmp_p
 
 
 def test_each_file_is_held_once_whoever_shows_it(tmp_path):
-    doc, files = document(tmp_path, [flow(1, "passed"), flow(2, "failed")])
+    server = Server()
+    doc, files = document(tmp_path, [flow(1, "passed"), flow(2, "failed")], server=server)
+    # Step 1's after is step 2's before: each run's three files asked for once each.
+    assert sorted(server.asked) == sorted((run_id(n), name) for n in (1, 2)
+                                          for name in ("start.png", "step-1.png", "step-2.png"))
     srcs = [i["src"] for view in doc["runs"] for s in view["steps"] for i in s["images"]]
     assert len(srcs) == 8 and all(src.startswith(FILE_REF) for src in srcs)
     # Two different contents among eight images of two runs: two data: URIs in the report.
@@ -103,6 +107,15 @@ def test_a_flaky_test_keeps_its_earlier_attempts_openable(tmp_path):
     assert attempt["status"] == "failed" and "expected 'Welcome'" in attempt["message"]
     assert doc["runs"][attempt["run"]]["id"] == run_id(1) and doc["runs"][case["run"]]["id"] == run_id(2)
     assert ["1", "flaky"] in doc["facts"] and doc["status"] == "passed"
+    # An attempt of several runs (the test and its after_each): each numbered by its attempt.
+    hook = flow(3, "failed").model_copy(update={"name": "flow 2 · after_each"})
+    retried = flow(4, "failed")
+    doc, _ = document(tmp_path, [retried], earlier=lambda run: [[first, hook], [flow(5, "failed")]])
+    [case] = doc["cases"]
+    assert case["badges"] == ["retried"] and case["note"] == "failed on attempt 3"
+    assert [(a["attempt"], a["name"]) for a in case["attempts"]] == [(1, "flow 1"), (1, "flow 2 · after_each"),
+                                                                     (2, "flow 5")]
+    assert [doc["runs"][a["run"]]["id"] for a in case["attempts"]] == [run_id(1), run_id(3), run_id(5)]
 
 
 def test_files_past_the_bounds_go_beside_the_report_and_the_failing_tests_come_first(tmp_path, monkeypatch):

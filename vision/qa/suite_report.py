@@ -55,19 +55,23 @@ class SuiteFiles:
         self.table: dict[str, str] = {}      # sha256 -> data: URI
         self.beside: dict[str, str] = {}     # sha256 -> a path relative to the report
         self.used = {"image": 0, "film": 0, "track": 0}
-        self._cache: dict[tuple[str, str], bytes | None] = {}
+        # Each file's place, once it has one: a file several steps show is fetched once. Its bytes
+        # are not kept: past the table, a suite's files are on disk, not in this process's memory.
+        self._srcs: dict[tuple[str, str], str | None] = {}
 
     def bytes_of(self, run_id: str, name: str) -> bytes | None:
-        key = (run_id, name)
-        if key not in self._cache:
-            try:
-                self._cache[key] = self.fetch(check_run_id(run_id), check_artifact_name(name))
-            except BadName as exc:  # a name no glassdesk server makes: never a path here
-                log.warning("not in the report: %s", exc)
-                self._cache[key] = None
-        return self._cache[key]
+        try:
+            return self.fetch(check_run_id(run_id), check_artifact_name(name))
+        except BadName as exc:  # a name no glassdesk server makes: never a path here
+            log.warning("not in the report: %s", exc)
+            return None
 
     def src(self, run_id: str, name: str, *, video: bool) -> str | None:
+        if (run_id, name) not in self._srcs:
+            self._srcs[run_id, name] = self._place(run_id, name, video)
+        return self._srcs[run_id, name]
+
+    def _place(self, run_id: str, name: str, video: bool) -> str | None:
         data = self.bytes_of(run_id, name)
         if data is None:
             return None
@@ -146,8 +150,9 @@ def suite_document(name: str, runs: Sequence[QaRun], earlier: Callable[[QaRun], 
     """The suite page's document (pure but for ``files`` and ``verify``): one case per run of the
     suite (as the JUnit has them), each naming its run's document in ``runs``, with its earlier
     attempts' runs after the cases'."""
-    attempts = {id(run): [r for group in earlier(run) for r in group] for run in runs}
-    every = list(runs) + [r for run in runs for r in attempts[id(run)]]
+    # A failed attempt is the runs it made (before_each, the test, after_each): each numbered by its attempt.
+    attempts = {id(run): [(n, r) for n, group in enumerate(earlier(run), 1) for r in group] for run in runs}
+    every = list(runs) + [r for run in runs for _, r in attempts[id(run)]]
     # The failing runs' files first: within the bounds, what a reviewer opens is the one inlined.
     order = sorted(range(len(every)), key=lambda i: (i >= len(runs), every[i].status == "passed", i))
     views: dict[int, dict] = {}
@@ -171,8 +176,8 @@ def suite_document(name: str, runs: Sequence[QaRun], earlier: Callable[[QaRun], 
             "name": run.name, "status": run.status, "badges": badges, "note": " · ".join(note),
             "duration_ms": run.duration_ms or sum(c.duration_ms for c in run.test_cases),
             "message": _reason(run) if run.status != "passed" else None, "run": number,
-            "attempts": [{"name": r.name, "status": r.status, "message": _reason(r), "run": position + k}
-                         for k, r in enumerate(retried)],
+            "attempts": [{"attempt": n, "name": r.name, "status": r.status, "message": _reason(r),
+                          "run": position + k} for k, (n, r) in enumerate(retried)],
         })
         position += len(retried)
     failed = sum(r.status != "passed" for r in runs)

@@ -374,8 +374,8 @@ function withFiles(value, files) {
 function seconds(ms) { return `${((ms || 0) / 1000).toFixed(1)} s`; }
 
 function caseRow(test, number) {
-  const attempts = test.attempts.map((a, k) => h('li', {}, [
-    h('a', { href: `#run-${a.run}`, text: `attempt ${k + 1}: ${a.name}` }), ' ',
+  const attempts = test.attempts.map((a) => h('li', {}, [
+    h('a', { href: `#run-${a.run}`, text: `attempt ${a.attempt}: ${a.name}` }), ' ',
     h('span', { class: `badge ${a.status}`, text: a.status }),
     a.message ? h('span', { class: 'muted', text: ` ${a.message}` }) : null,
   ]));
