@@ -10,8 +10,8 @@ The document, per step: its title, who acted (the agent, the operator, a QA step
 the film (read off the receipt's chapters.vtt: each chapter's title starts ``step N:``), its
 before and after images with marks in display pixels (click points, paths, boxes), the model's
 words or the QA step's assertion, errors, the console and network failures recorded at that step,
-heals and retries, and a failed visual comparison's baseline, current and diff images with its
-largest region boxed and what the approval API needs. Nothing is drawn that the record does not
+heals and retries, and a failed visual comparison's baseline, current and diff images with each
+recorded region boxed and what the approval API needs. Nothing is drawn that the record does not
 hold: a mark is an action's recorded pixel, a box a recorded box, a chapter a cue of the file.
 """
 
@@ -293,11 +293,12 @@ def _heal(healed: dict, index: int, run: QaRun, files: Files, known: set[str]) -
 
 
 def _comparison(compared: dict, run: QaRun, files: Files, *, approvable: bool) -> list[dict]:
-    """A visual comparison's shots: baseline, current and diff with the largest region boxed."""
+    """A visual comparison's shots: baseline, current and diff with every recorded region boxed."""
     out = []
     for shot in compared.get("shots") or []:
-        region = (shot.get("largest_region") or {}).get("box")
-        boxes = [{"kind": "box", "box": region, "tip": "the largest region of differing pixels"}] if region else []
+        regions = shot_regions(shot)
+        boxes = [{"kind": "box", "box": r["box"], "tip": f"a region of {r['pixels']} differing pixels"
+                  + (" (the largest)" if i == 0 else "")} for i, r in enumerate(regions)]
         images = []
         for key, label in (("baseline_image", "Baseline"), ("current_image", "Current"), ("diff_image", "Difference")):
             name = _artifact_name(shot.get(key))
@@ -306,13 +307,29 @@ def _comparison(compared: dict, run: QaRun, files: Files, *, approvable: bool) -
         out.append({
             "name": shot.get("name"), "passed": bool(shot.get("passed")), "reason": shot.get("reason"),
             "diff_pixels": shot.get("diff_pixels", 0), "diff_percentage": shot.get("diff_percentage", 0.0),
-            "regions": shot.get("regions", 0), "largest_region": shot.get("largest_region"), "images": images,
+            "regions": shot.get("regions", 0), "largest_region": shot.get("largest_region"),
+            "boxed": len(boxes), "images": images,
         })
     if not out:
         return []
     return [{"baseline_id": compared.get("baseline_id"), "baseline_version": compared.get("baseline_version"),
              "passed": bool(compared.get("passed")), "reason": compared.get("reason"), "shots": out,
              "test_run_id": run.test_run_id, "approvable": approvable and not compared.get("passed")}]
+
+
+def shot_regions(shot: dict) -> list[dict]:
+    """A compared shot's regions to box (pure): ``diff_regions`` as recorded, or, in a record made
+    before it was (it held only ``largest_region``), that one region. A region without a usable
+    box is skipped rather than drawn somewhere."""
+    listed = shot.get("diff_regions")
+    if not isinstance(listed, list) or not listed:
+        listed = [shot["largest_region"]] if isinstance(shot.get("largest_region"), dict) else []
+    out = []
+    for region in listed:
+        box = _box(region.get("box")) if isinstance(region, dict) else None
+        if box:
+            out.append({"box": box, "pixels": region.get("pixels", 0)})
+    return out
 
 
 def _console_lines(entries: list) -> list[str]:

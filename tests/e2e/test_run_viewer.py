@@ -237,7 +237,13 @@ def test_a_failed_visual_step_is_reviewed_and_approved_from_the_viewer(vision_ap
                   {"action": "assert", "assertion": {"type": "visual_matches", "baseline_id": "viewer-card"}}]}).json()
     assert flow["success"] is False and flow["failure_step"] == 3, flow
     point = flow["steps"][1]["detail"]["point"]
-    region = flow["steps"][2]["detail"]["largest_region"]["box"]
+    compared = flow["steps"][2]["detail"]
+    # The card moved 200 px to the right over its own width of 300: where it was and where it is now
+    # differ, the 100 px both cover do not. Two separate regions, both recorded, the largest first.
+    regions = [r["box"] for r in compared["diff_regions"]]
+    assert compared["shots"][0]["regions"] == 2 and compared["diff_regions_omitted"] == 0, compared
+    assert len(regions) == 2, compared
+    assert regions[0] == compared["largest_region"]["box"] and regions[0][2] <= regions[1][0], regions
     # A second failed comparison against the same version: stale once the first is approved.
     stale = vision_api.post(f"{QA}/compare_visual_regression",
                             json={"baseline_id": "viewer-card", "url": qa_site.url("/visual?left=300"),
@@ -256,28 +262,38 @@ def test_a_failed_visual_step_is_reviewed_and_approved_from_the_viewer(vision_ap
         viewer.images_loaded()
         # The click's mark on the pixel the flow clicked.
         assert viewer.mark_centre_error("#step-2 figure[data-which=before] .mark.point", *point) <= 2
-        # The review: baseline, current and diff side by side, the largest region boxed on each.
+        # The review: baseline, current and diff side by side, every region boxed on each.
         review = p.locator("#step-3 .review")
         assert [review.locator("figcaption").nth(i).inner_text() for i in range(3)] == \
             ["Baseline", "Current", "Difference"]
-        boxes = review.locator(".mark.rect")
-        assert boxes.count() == 3 and boxes.first.get_attribute("data-box") == ",".join(map(str, region))
-        # Each box sits on the region's pixels of its shot (the shot's own size, not the display's):
+        assert "in 2 region(s); each boxed" in review.locator(".review-shot h3").inner_text()
+        # Each box sits on its region's pixels of its shot (the shot's own size, not the display's):
         # its corners read back in image pixels, every rectangle measured at the same moment.
         corners = p.evaluate("""() => [...document.querySelectorAll('#step-3 .review .shot')].map(s => {
-            const img = s.querySelector('img').getBoundingClientRect(), m = s.querySelector('.mark.rect');
-            const r = m.getBoundingClientRect(), k = s.querySelector('img').naturalWidth / img.width;
-            return [(r.left - img.left) * k, (r.top - img.top) * k, (r.right - img.left) * k,
-                    (r.bottom - img.top) * k, k];
+            const img = s.querySelector('img').getBoundingClientRect();
+            const k = s.querySelector('img').naturalWidth / img.width;
+            return [...s.querySelectorAll('.mark.rect')].map(m => {
+                const r = m.getBoundingClientRect();
+                return [(r.left - img.left) * k, (r.top - img.top) * k, (r.right - img.left) * k,
+                        (r.bottom - img.top) * k, k, m.dataset.box];
+            });
         })""")
-        for x0, y0, x1, y1, k in corners:
-            assert all(abs(a - b) <= 2 * k for a, b in zip((x0, y0, x1, y1), region)), (corners, region)
+        assert len(corners) == 3, corners  # baseline, current, diff
+        for shown in corners:
+            assert [box for *_, box in shown] == [",".join(map(str, r)) for r in regions], (shown, regions)
+            for (x0, y0, x1, y1, k, _), region in zip(shown, regions):
+                assert all(abs(a - b) <= 2 * k for a, b in zip((x0, y0, x1, y1), region)), (shown, region)
         assert "exceeds max_region_pixels" in p.locator("#step-3 .box.error").inner_text()
         viewer.film_ready()
         for number, chapter in enumerate(chapters, 1):
             assert abs(viewer.seek_by_step(f"step-{number}") - chapter["start"]) < 0.05
         review.scroll_into_view_if_needed()
         viewer.shot("qa-review")
+        viewer.shot("live-two-regions")
+        # The baseline widened to its row (a click), both boxes on it, for a person to look at.
+        review.locator(".shot").first.click()
+        review.locator("figure.big").screenshot(path=str(ARTIFACTS / "viewer-live-two-regions-baseline.png"))
+        review.locator(".shot").first.click()
         review.locator("button.approve").click()
         status = review.locator(".review-status")
         p.wait_for_function("(el) => el.textContent.startsWith('Approved')", arg=status.element_handle())
@@ -348,6 +364,7 @@ def test_a_failed_visual_step_is_reviewed_and_approved_from_the_viewer(vision_ap
         sizes = offline.images_loaded()
         assert sizes and all(src.startswith("data:image/png") for _, _, src in sizes)
         assert p.locator("#step-3 .review figcaption").count() == 3
+        assert p.locator("#step-3 .review .mark.rect").count() == 6  # both regions, on each of the three
         assert p.locator("#step-3 .review button").count() == 0
         # Approved since: the report says which version it became, and offers nothing.
         assert p.locator("#step-3 .review .approved").inner_text() == \

@@ -263,3 +263,23 @@ def test_a_comparison_approved_already_says_which_version_it_became() -> None:
     Qa.baselines = SimpleNamespace(versions=lambda baseline_id: [SimpleNamespace(version=2, approved_from="other")])
     review = qa_run_view(Qa(), run.test_run_id)["steps"][1]["comparisons"][0]
     assert "approved_as" not in review and review["approvable"] is True
+
+
+
+def test_every_recorded_region_is_boxed_and_an_old_record_boxes_its_largest() -> None:
+    from vision.runview import shot_regions
+
+    two = [{"box": [10, 20, 30, 40], "pixels": 300}, {"box": [200, 20, 220, 40], "pixels": 90}]
+    assert shot_regions({"diff_regions": two, "largest_region": two[0]}) == two
+    # A record made before every region was recorded: its largest, as before.
+    assert shot_regions({"largest_region": two[0], "regions": 2}) == [two[0]]
+    assert shot_regions({"diff_regions": [], "largest_region": two[1]}) == [two[1]]
+    assert shot_regions({"regions": 0}) == [] and shot_regions({"diff_regions": [{"box": "x"}, 3]}) == []
+    run = qa_run()
+    shot = run.test_cases[0].steps[1].detail["shots"][0]
+    shot["diff_regions"] = two
+    view = qa_view(run, VerifyReport(ok=True, problems=[]), LIVE)
+    review = view["steps"][1]["comparisons"][0]["shots"][0]
+    assert review["boxed"] == 2 and len(review["images"]) == 3
+    for image in review["images"]:  # baseline, current and diff: each region boxed on each
+        assert [m["box"] for m in image["marks"]] == [[10, 20, 30, 40], [200, 20, 220, 40]]

@@ -196,12 +196,21 @@ function filmPane(view) {
 
 // ------------------------------------------------------------------------------------- review
 
+// What the boxes on a shot's images stand for: every region, or (a bounded record, or one made
+// before every region was recorded) how many of them.
+function boxedWords(shot) {
+  const boxed = shot.boxed === undefined ? (shot.largest_region ? 1 : 0) : shot.boxed;
+  if (!boxed) return '';
+  if (boxed >= shot.regions) return boxed === 1 ? '; boxed' : '; each boxed';
+  return boxed === 1 ? `; the largest (${shot.largest_region.pixels} px) boxed` : `; the ${boxed} largest boxed`;
+}
+
 function review(view, comparison) {
   const status = h('div', { class: 'review-status', role: 'status' });
   const trios = comparison.shots.map((shot) => h('div', { class: 'review-shot', 'data-shot': shot.name }, [
     h('h3', { text: `${shot.name}: ${shot.passed ? 'matches' : 'differs'} · ${shot.diff_pixels.toLocaleString('en')} pixels `
       + `(${Number(shot.diff_percentage).toFixed(4)}%) in ${shot.regions} region(s)`
-      + (shot.largest_region ? `; the largest (${shot.largest_region.pixels} px) boxed` : '') }),
+      + boxedWords(shot) }),
     // One shot's reason is the comparison's (said above); each of several says its own.
     shot.reason && comparison.shots.length > 1 ? h('p', { class: 'bad', text: shot.reason }) : null,
     h('div', { class: 'trio' }, shot.images.map((image) => figure(image, view.screen))),
