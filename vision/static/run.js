@@ -414,6 +414,7 @@ let following = 0;  // which boot() follows: a new one (after the token is typed
 
 async function follow(path, etag, generation) {
   let delay = POLL_MS;
+  let ended = false;
   document.body.dataset.live = 'true';
   while (generation === following) {
     await new Promise((resolve) => { setTimeout(resolve, document.hidden ? POLL_MAX_MS : delay); });
@@ -427,12 +428,18 @@ async function follow(path, etag, generation) {
       continue;
     }
     delay = POLL_MS;
-    if (response === null) continue;  // 304: nothing new
+    if (response === null) {  // 304: nothing new
+      if (ended) break;
+      continue;
+    }
     etag = response.headers.get('etag');
     const view = await response.json();
     render(view);
     document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
-    if (!view.live) break;
+    // The end is final once it answers 304: a document built while the last record was being
+    // written (the manifest ahead of its meta.json, a report still to be written) can say the
+    // evidence is broken; the files' next change changes the ETag, and the next poll corrects it.
+    ended = !view.live;
   }
   if (generation === following) document.body.dataset.live = 'false';
 }
