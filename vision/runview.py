@@ -303,8 +303,8 @@ def _comparison(compared: dict, run: QaRun, files: Files, *, approvable: bool) -
     out = []
     for shot in compared.get("shots") or []:
         regions = shot_regions(shot)
-        boxes = [{"kind": "box", "box": r["box"], "tip": f"a region of {r['pixels']} differing pixels"
-                  + (" (the largest)" if i == 0 else "")} for i, r in enumerate(regions)]
+        boxes = [{"kind": "box", "box": r["box"], "tone": "region", "tip": f"a region of {r['pixels']} differing "
+                  "pixels" + (" (the largest)" if i == 0 else "")} for i, r in enumerate(regions)]
         images = []
         for key, label in (("baseline_image", "Baseline"), ("current_image", "Current"), ("diff_image", "Difference")):
             name = _artifact_name(shot.get(key))
