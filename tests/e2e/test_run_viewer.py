@@ -241,7 +241,8 @@ def until(check, what: str, timeout_s: float = 60.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_a_running_run_is_followed_live_until_its_end(vision_api, browser, services, desk, page_server, viewport):
+def test_a_running_run_is_followed_live_until_its_end(vision_api, browser, services, desk, page_server, viewport,
+                                                      tmp_path):
     """The viewer opened on a run still running: the model is held between steps by gates the test
     opens, so what the page shows at each point is known. A step recorded appears without a reload,
     the steps already shown stay as they are, and the end (status, answer, evidence over the sealed
@@ -285,6 +286,18 @@ def test_a_running_run_is_followed_live_until_its_end(vision_api, browser, servi
         # Marks on this document and on step 1's node: a reload, or step 1 rebuilt, would lose them.
         p.evaluate("() => { window.sameDocument = true; document.querySelector('#step-1').kept = true; }")
         viewer.shot("live-running")
+        # The offline form of the running run: says so, and follows nothing (no request at all).
+        offline = Viewer(browser, report_file(vision_api, f"/api/v1/traces/{trace_id}/report", tmp_path,
+                                              "running").as_uri())
+        try:
+            assert "still running when this report was made" in offline.page.locator("#run-head").inner_text()
+            assert offline.page.locator("#run-live").count() == 0 and offline.page.evaluate(
+                "() => document.body.dataset.live === undefined")
+            offline.images_loaded()
+            assert all(u.startswith(("file:", "data:", "blob:")) for u in offline.requests), offline.requests
+        finally:
+            offline_errors = offline.close()
+        assert not offline_errors, offline_errors
 
         second.set()
         p.wait_for_function("() => document.querySelectorAll('section.step').length === 2")
