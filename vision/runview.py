@@ -621,11 +621,13 @@ def run_etag(glassdesk, run_id: str) -> str | None:
     own lookup says why)."""
     if not RUN_ID.fullmatch(run_id or ""):
         return None
-    trace_dir = glassdesk.store.trace_dir(run_id)
+    try:
+        trace_dir, run_dir = glassdesk.store.trace_dir(run_id), glassdesk.qa.runs.run_dir(run_id)
+    except (GlassdeskError, ValueError):  # an id one store refuses (a dot): its lookup answers as it does
+        return None
     if trace_dir.is_dir():
         parts: list = ["vision", _listing(trace_dir)]
     else:
-        run_dir = glassdesk.qa.runs.run_dir(run_id)
         if not run_dir.is_dir():
             return None
         baselines = getattr(glassdesk.qa.baselines, "root", None)

@@ -348,4 +348,4 @@ def test_the_etag_changes_with_the_runs_files_and_only_then(tmp_path: Path) -> N
     trace_writer.finish("done", answer="ok")
     assert run_etag(glassdesk, trace_writer.trace_id) != seen
     assert run_etag(glassdesk, "20260101T000000000000Z-00000000") is None
-    assert run_etag(glassdesk, "../etc") is None
+    assert run_etag(glassdesk, "../etc") is None and run_etag(glassdesk, "a.b") is None
