@@ -4,21 +4,25 @@ its files fetched from the API) or offline (``offline_html``: the same page, scr
 inlined, the document embedded with its images and chapters as data: URIs).
 
 One template, two modes: the live page and the report are the same renderer over the same
-document, so what the report shows is what the viewer shows.
+document, so what the report shows is what the viewer shows. A run still running is ``live`` in its
+document; the page then asks for it again with the ETag ``run_etag`` makes from the run's files
+(a 304 costs a directory listing, not the document rebuilt), until it is not.
 
 The document, per step: its title, who acted (the agent, the operator, a QA step), its chapter in
 the film (read off the receipt's chapters.vtt: each chapter's title starts ``step N:``), its
 before and after images with marks in display pixels (click points, paths, boxes), the model's
 words or the QA step's assertion, errors, the console and network failures recorded at that step,
-heals and retries, and a failed visual comparison's baseline, current and diff images with its
-largest region boxed and what the approval API needs. Nothing is drawn that the record does not
+heals and retries, and a failed visual comparison's baseline, current and diff images with each
+recorded region boxed and what the approval API needs. Nothing is drawn that the record does not
 hold: a mark is an action's recorded pixel, a box a recorded box, a chapter a cue of the file.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import os
 import re
 import shlex
 from collections.abc import Callable
@@ -35,9 +39,10 @@ from vision.qa.models import QaRun, StepResult, TestCase, VerifyReport
 from vision.qa.runs import corrupt_if_malformed, derive_meta, heal_line, reading_run
 from vision.report import describe_action
 from vision.trace.files import atomic_write
-from vision.trace.records import StepRecord, Trace, VerifyResult
+from vision.trace.records import FINAL_STATUSES, StepRecord, Trace, VerifyResult
 
-__all__ = ["parse_vtt", "trace_view", "qa_view", "offline_html", "write_report", "qa_run_list", "RUN_ID", "Files"]
+__all__ = ["parse_vtt", "trace_view", "qa_view", "offline_html", "write_report", "qa_run_list", "run_etag",
+           "RUN_ID", "Files"]
 
 STATIC = Path(__file__).parent / "static"
 # A run id as both stores make them (vision.trace.files.new_trace_id): checked before any lookup.
@@ -248,6 +253,7 @@ def trace_view(trace: Trace, verification: VerifyResult, files: Files, chapters_
                 {"label": "verify", "href": f"/api/v1/traces/{tid}/verify"}]
     return {
         "kind": "vision", "id": meta.trace_id, "title": meta.instruction, "status": meta.status,
+        "live": meta.status not in FINAL_STATUSES,
         "subtitle": " · ".join(p for p in (f"vision run {meta.trace_id}", meta.model,
                                            f"session {meta.session_id}" if meta.session_id else "",
                                            f"started {meta.started_at.strftime('%Y-%m-%d %H:%M:%S UTC')}") if p),
@@ -293,11 +299,12 @@ def _heal(healed: dict, index: int, run: QaRun, files: Files, known: set[str]) -
 
 
 def _comparison(compared: dict, run: QaRun, files: Files, *, approvable: bool) -> list[dict]:
-    """A visual comparison's shots: baseline, current and diff with the largest region boxed."""
+    """A visual comparison's shots: baseline, current and diff with every recorded region boxed."""
     out = []
     for shot in compared.get("shots") or []:
-        region = (shot.get("largest_region") or {}).get("box")
-        boxes = [{"kind": "box", "box": region, "tip": "the largest region of differing pixels"}] if region else []
+        regions = shot_regions(shot)
+        boxes = [{"kind": "box", "box": r["box"], "tone": "region", "tip": f"a region of {r['pixels']} differing "
+                  "pixels" + (" (the largest)" if i == 0 else "")} for i, r in enumerate(regions)]
         images = []
         for key, label in (("baseline_image", "Baseline"), ("current_image", "Current"), ("diff_image", "Difference")):
             name = _artifact_name(shot.get(key))
@@ -306,13 +313,29 @@ def _comparison(compared: dict, run: QaRun, files: Files, *, approvable: bool) -
         out.append({
             "name": shot.get("name"), "passed": bool(shot.get("passed")), "reason": shot.get("reason"),
             "diff_pixels": shot.get("diff_pixels", 0), "diff_percentage": shot.get("diff_percentage", 0.0),
-            "regions": shot.get("regions", 0), "largest_region": shot.get("largest_region"), "images": images,
+            "regions": shot.get("regions", 0), "largest_region": shot.get("largest_region"),
+            "boxed": len(boxes), "images": images,
         })
     if not out:
         return []
     return [{"baseline_id": compared.get("baseline_id"), "baseline_version": compared.get("baseline_version"),
              "passed": bool(compared.get("passed")), "reason": compared.get("reason"), "shots": out,
              "test_run_id": run.test_run_id, "approvable": approvable and not compared.get("passed")}]
+
+
+def shot_regions(shot: dict) -> list[dict]:
+    """A compared shot's regions to box (pure): ``diff_regions`` as recorded, or, in a record made
+    before it was (it held only ``largest_region``), that one region. A region without a usable
+    box is skipped rather than drawn somewhere."""
+    listed = shot.get("diff_regions")
+    if not isinstance(listed, list) or not listed:
+        listed = [shot["largest_region"]] if isinstance(shot.get("largest_region"), dict) else []
+    out = []
+    for region in listed:
+        box = _box(region.get("box")) if isinstance(region, dict) else None
+        if box:
+            out.append({"box": box, "pixels": region.get("pixels", 0)})
+    return out
 
 
 def _console_lines(entries: list) -> list[str]:
@@ -439,10 +462,13 @@ def qa_view(run: QaRun, verification: VerifyReport, files: Files, chapters_text:
     reason = next((c.failure_reason for c in run.test_cases if c.failure_reason), None)
     return {
         "kind": "qa", "id": run.test_run_id, "title": run.name, "status": run.status,
+        "live": run.status == "running",
         "subtitle": " · ".join(p for p in (f"QA run {run.test_run_id}", run.verb,
                                            f"session {run.session_id}" if run.session_id else "",
                                            f"started {run.timestamp}") if p),
-        "facts": [[str(run.summary.total), "cases"], [str(run.summary.passed), "passed"],
+        # Running, no case is counted yet (its record comes at the end): the steps so far instead.
+        "facts": [[str(len(steps)), "steps so far"], ["–", "duration"]] if run.status == "running" else
+                 [[str(run.summary.total), "cases"], [str(run.summary.passed), "passed"],
                   [str(run.summary.failed + run.summary.error), "failed"],
                   [f"{(run.duration_ms or 0) / 1000:.1f} s", "duration"]],
         "answer": None, "error": reason if run.status != "passed" else None,
@@ -510,10 +536,35 @@ def qa_run_view(qa, test_run_id: str, mode: str = "live") -> dict:
             text = None
     files = Files(url, lambda name: qa.artifact(test_run_id, name), mode=mode)
     verification = qa.verify(test_run_id)
+    if run.status == "running":
+        run = with_steps_so_far(run, qa.runs.records(test_run_id))
     with reading_run(test_run_id), corrupt_if_malformed():  # a detail of the wrong shape: qa_run_corrupt
         view = qa_view(run, verification, files, text)
     _mark_approved(view, getattr(qa, "baselines", None))
     return view
+
+
+def with_steps_so_far(run: QaRun, records: list[dict]) -> QaRun:
+    """A running flow as far as it has gone (pure): its case record, which the steps are read from,
+    is written only when the flow ends, but each step is recorded as it is done (a ``step`` record:
+    vision.qa.flow), so a viewer watching the run shows those as the case's steps until then."""
+    if run.test_cases:
+        return run
+    # The record's own ``index`` is its place in the manifest (RunWriter.record sets it over the
+    # step's): a flow records each step once, in order, when it is done, so the nth step record is
+    # step n.
+    try:
+        steps = [StepResult.model_validate({k: v for k, v in r.items() if k in StepResult.model_fields}
+                                           | {"index": number})
+                 for number, r in enumerate((r for r in records if r.get("kind") == "step"), 1)]
+    except ValueError:  # a step record of the wrong shape: the finished run's record says what it is
+        return run
+    if not steps:  # a verb without steps (a comparison): its one step is shown when it is done
+        return run
+    # Constructed, not validated: "running" is no case's status in an answer, only here.
+    case = TestCase.model_construct(name=run.name, status="running", duration_ms=0, screenshots=[],
+                                    console_logs=[], failure_reason=None, steps=steps)
+    return run.model_copy(update={"test_cases": [case]})
 
 
 def _mark_approved(view: dict, baselines) -> None:
@@ -545,6 +596,44 @@ def qa_run_list(qa, limit: int = 50) -> list[dict]:
         out.append({key: meta.get(key) for key in ("test_run_id", "verb", "name", "session_id", "timestamp",
                                                     "status", "duration_ms")})
     return out
+
+
+def _listing(directory: Path) -> list[tuple]:
+    """Each file of a directory as (name, inode, size, mtime): what changes when a record is appended
+    (size), a file is replaced atomically (inode) or added (name)."""
+    try:
+        with os.scandir(directory) as entries:
+            out = []
+            for entry in entries:
+                st = entry.stat(follow_symlinks=False)
+                out.append((entry.name, st.st_ino, st.st_size, st.st_mtime_ns))
+    except OSError:
+        return []
+    return sorted(out)
+
+
+def run_etag(glassdesk, run_id: str) -> str | None:
+    """A validator of ``run_view``'s document without building it: a hash of the listing of the
+    run's directory (and, for a QA run, of the baselines', whose versions say whether a comparison
+    was approved already). The document is a function of those files: a viewer polling a running
+    run gets a 304 for the price of a directory listing, instead of the document rebuilt, every
+    screenshot re-hashed by the evidence check, each second. None: no such run (the document's
+    own lookup says why)."""
+    if not RUN_ID.fullmatch(run_id or ""):
+        return None
+    try:
+        trace_dir, run_dir = glassdesk.store.trace_dir(run_id), glassdesk.qa.runs.run_dir(run_id)
+    except (GlassdeskError, ValueError):  # an id one store refuses (a dot): its lookup answers as it does
+        return None
+    if trace_dir.is_dir():
+        parts: list = ["vision", _listing(trace_dir)]
+    else:
+        if not run_dir.is_dir():
+            return None
+        baselines = getattr(glassdesk.qa.baselines, "root", None)
+        parts = ["qa", _listing(run_dir), _listing(baselines) if baselines else []]
+    digest = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
+    return f'"{digest}"'
 
 
 def run_view(glassdesk, run_id: str, mode: str = "live") -> dict:

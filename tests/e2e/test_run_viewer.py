@@ -3,8 +3,10 @@ real server and desktop: a filmed vision run with a take-over in the middle, and
 whose visual step fails. Each is played with its chapters (a step clicked puts the film at its
 chapter's start, as chapters.vtt has it), its marks sit on the recorded pixels, the operator's
 steps are shown as theirs, the chain verifies, a failed comparison is approved from the page (and
-a stale one shows the approval API's conflict), and the offline report, opened from a file with
-no server, holds the same steps, images and chapters.
+a stale one shows the approval API's conflict, every region of differing pixels boxed), and the
+offline report, opened from a file with no server, holds the same steps, images and chapters. A
+vision run and a QA flow opened while they run (held by gates the test opens) are followed: each
+step appears as it is recorded, and the end arrives, without a reload.
 
 Screenshots: artifacts/viewer-*.png.
 """
@@ -12,6 +14,8 @@ Screenshots: artifacts/viewer-*.png.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import httpx2
@@ -21,7 +25,11 @@ from tests.conftest import LiveServer
 from tests.fakes.qa_site import QaSite
 from tests.fakes.testpage import at
 from tests.integration.test_video_receipt import RfbControl
+from vision.actions import Click, Done
 from vision.http.app import Settings, create_app
+from vision.models import ActRequest
+from vision.providers.function import Context, FunctionProvider, calls
+from vision.qa.runs import QaRunNotFound
 from vision.runview import parse_vtt
 
 pytestmark = pytest.mark.x11
@@ -220,6 +228,178 @@ def test_a_taken_over_vision_run_plays_with_its_chapters_marks_and_the_persons_s
     assert not errors, errors
 
 
+# ------------------------------------------------------------------------------------ a running run
+
+
+def until(check, what: str, timeout_s: float = 60.0):
+    """``check()``'s first truthy answer, asked until it comes (bounded: a hang fails, with what)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if answer := check():
+            return answer
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_running_run_is_followed_live_until_its_end(vision_api, browser, services, desk, page_server, viewport,
+                                                      tmp_path):
+    """The viewer opened on a run still running: the model is held between steps by gates the test
+    opens, so what the page shows at each point is known. A step recorded appears without a reload,
+    the steps already shown stay as they are, and the end (status, answer, evidence over the sealed
+    film, the film, exports) arrives by itself."""
+    page_server.clear()
+    desk.run_settled(lambda: desk.open_url(page_server.url))
+    page_server.wait_for(lambda e: e.get("type") == "loaded")
+    fx, fy = at(viewport, 300, 280)  # the page's text field: a click there changes nothing else
+    second, last = threading.Event(), threading.Event()
+    instruction = f"followed live {time.monotonic_ns()}"
+
+    def model(ctx: Context):
+        if ctx.turn == 1:
+            return calls(Click(x=fx, y=fy), text="the first click")
+        if ctx.turn == 2:
+            second.wait(120)
+            return calls(Click(x=fx + 40, y=fy), text="the second click")
+        last.wait(120)
+        return calls(Done(answer="seen as it happened"), text="done")
+
+    outcome: dict = {}
+
+    def run() -> None:
+        outcome["result"] = services.act(SESSION, ActRequest(instruction=instruction, max_steps=5, record_video=True),
+                                         provider=FunctionProvider(model))
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    viewer = None
+    try:
+        trace_id = until(lambda: next((m.trace_id for m in services.store.list_traces(limit=20)
+                                       if m.instruction == instruction), None), "the run's trace")
+        until(lambda: len(services.store.load(trace_id).steps) == 1, "step 1 to be recorded")
+        base = str(vision_api.base_url).rstrip("/")
+        viewer = Viewer(browser, f"{base}/runs/{trace_id}")
+        p = viewer.page
+        assert p.locator("#run-status").inner_text() == "running"
+        assert p.locator("#run-live").is_visible() and p.evaluate("() => document.body.dataset.live") == "true"
+        assert p.locator("section.step").count() == 1 and p.locator("#film").count() == 0
+        viewer.images_loaded()
+        # Marks on this document and on step 1's node: a reload, or step 1 rebuilt, would lose them.
+        p.evaluate("() => { window.sameDocument = true; document.querySelector('#step-1').kept = true; }")
+        viewer.shot("live-running")
+        # The offline form of the running run: says so, and follows nothing (no request at all).
+        offline = Viewer(browser, report_file(vision_api, f"/api/v1/traces/{trace_id}/report", tmp_path,
+                                              "running").as_uri())
+        try:
+            assert "still running when this report was made" in offline.page.locator("#run-head").inner_text()
+            assert offline.page.locator("#run-live").count() == 0 and offline.page.evaluate(
+                "() => document.body.dataset.live === undefined")
+            offline.images_loaded()
+            assert all(u.startswith(("file:", "data:", "blob:")) for u in offline.requests), offline.requests
+        finally:
+            offline_errors = offline.close()
+        assert not offline_errors, offline_errors
+
+        second.set()
+        p.wait_for_function("() => document.querySelectorAll('section.step').length === 2")
+        assert "the second click" in p.locator("#step-2 h2").inner_text()
+        assert p.evaluate("() => window.sameDocument === true && document.querySelector('#step-1').kept === true")
+        assert p.locator("#run-status").inner_text() == "running"
+        # The facts in the header follow too: 2 steps of at most 5.
+        assert p.locator("ul.facts li").first.inner_text().split()[0] == "2"
+        viewer.images_loaded()
+        p.locator("#step-2").scroll_into_view_if_needed()
+        viewer.shot("live-new-step")
+
+        last.set()
+        worker.join(120)
+        assert outcome["result"].status == "done", outcome
+        p.wait_for_function("() => document.querySelector('#run-status').textContent === 'done'")
+        p.wait_for_function("() => document.body.dataset.live === 'false'")
+        assert p.evaluate("() => window.sameDocument === true")
+        assert p.locator("section.step").count() == 3 and p.locator("#run-live").count() == 0
+        assert p.locator("#run-head .box", has_text="Answer: seen as it happened").count() == 1
+        evidence = p.locator("#evidence").inner_text()
+        assert evidence.startswith("Evidence verified") and "the video's" in evidence, evidence
+        exports = [p.locator("#exports a").nth(i).get_attribute("href") for i in range(p.locator("#exports a").count())]
+        assert f"/api/v1/traces/{trace_id}/export?format=yaml" in exports and \
+            f"/api/v1/traces/{trace_id}/junit.xml" in exports, exports
+        viewer.film_ready()  # the sealed film, with a chapter per step
+        assert p.locator("#chapters li").count() == 3
+        assert p.evaluate("() => document.querySelector('#film').src").startswith("blob:")
+        # Followed by asking for the document again (the first load and at least one poll), nothing else.
+        polls = [u for u in viewer.requests if u.endswith(f"/api/v1/runs/{trace_id}")]
+        assert len(polls) >= 2 and not [u for u in viewer.requests if "/api/v1/events" in u], viewer.requests
+        p.evaluate("() => window.scrollTo(0, 0)")
+        viewer.shot("live-done")
+    finally:
+        second.set()
+        last.set()
+        worker.join(120)
+        errors = viewer.close() if viewer else []
+    assert not errors, errors
+
+
+def test_a_running_qa_flow_is_followed_live_until_its_end(vision_api, browser, qa_site, services):
+    """A QA flow held at its navigations (the site answers /held when the test opens its gate): the
+    steps it has recorded are shown while its case is not written yet, each next one appears, and
+    the end arrives with the run's own record of its steps. The held navigations may wait as long
+    as a step may (the default 10 s is about what opening the viewer can take on a loaded machine)."""
+    run_name = f"held {time.monotonic_ns()}"
+    body = {"start_url": qa_site.url("/visual"), "steps": [
+        {"action": "click", "selector": "#card"},
+        {"action": "navigate", "url": qa_site.url(f"/held?gate={run_name}-a"), "timeout_ms": 110_000},
+        {"action": "navigate", "url": qa_site.url(f"/held?gate={run_name}-b"), "timeout_ms": 110_000},
+        {"action": "assert", "selector": "#released", "assertion": {"type": "visible"}}]}
+    outcome: dict = {}
+    worker = threading.Thread(target=lambda: outcome.setdefault(
+        "answer", vision_api.post(f"{QA}/verify_user_flow", json=body)), daemon=True)
+    worker.start()
+    viewer = None
+    try:
+        def ours():
+            for run_id in services.qa.runs.list_ids()[:10]:
+                try:
+                    records = services.qa.runs.records(run_id)  # ours: its steps name our gates
+                except QaRunNotFound:  # made this instant: its first record is not written yet
+                    continue
+                if records and run_name in str(records[0].get("request")):
+                    return run_id
+            return None
+
+        run_id = until(ours, "the flow's run")
+        until(lambda: sum(r.get("kind") == "step" for r in services.qa.runs.records(run_id)) == 1, "step 1")
+        viewer = Viewer(browser, f"{str(vision_api.base_url).rstrip('/')}/runs/{run_id}")
+        p = viewer.page
+        assert p.locator("#run-status").inner_text() == "running" and p.locator("#run-live").is_visible()
+        assert p.locator("section.step").count() == 1 and "click" in p.locator("#step-1 h2").inner_text()
+        p.evaluate("() => { window.sameDocument = true; }")
+        viewer.shot("live-qa-running")
+
+        qa_site.gate(f"{run_name}-a").set()
+        p.wait_for_function("() => document.querySelectorAll('section.step').length === 2")
+        assert "navigate" in p.locator("#step-2 h2").inner_text()
+        assert p.locator("#run-status").inner_text() == "running"
+        assert p.locator("ul.facts li").first.inner_text().split("\n") == ["2", "steps so far"]
+
+        qa_site.gate(f"{run_name}-b").set()
+        worker.join(120)
+        answer = outcome["answer"].json()
+        assert answer["success"] is True, answer
+        p.wait_for_function("() => document.querySelector('#run-status').textContent === 'passed'")
+        p.wait_for_function("() => document.body.dataset.live === 'false'")
+        assert p.evaluate("() => window.sameDocument === true")
+        assert p.locator("section.step").count() == 4 and p.locator("#run-live").count() == 0
+        assert p.locator("#evidence").inner_text().startswith("Evidence verified")
+        p.evaluate("() => window.scrollTo(0, 0)")
+        viewer.shot("live-qa-done")
+    finally:
+        qa_site.gate(f"{run_name}-a").set()
+        qa_site.gate(f"{run_name}-b").set()
+        worker.join(120)
+        errors = viewer.close() if viewer else []
+    assert not errors, errors
+
+
 # ------------------------------------------------------------------------------------ a QA run
 
 
@@ -237,7 +417,13 @@ def test_a_failed_visual_step_is_reviewed_and_approved_from_the_viewer(vision_ap
                   {"action": "assert", "assertion": {"type": "visual_matches", "baseline_id": "viewer-card"}}]}).json()
     assert flow["success"] is False and flow["failure_step"] == 3, flow
     point = flow["steps"][1]["detail"]["point"]
-    region = flow["steps"][2]["detail"]["largest_region"]["box"]
+    compared = flow["steps"][2]["detail"]
+    # The card moved 200 px to the right over its own width of 300: where it was and where it is now
+    # differ, the 100 px both cover do not. Two separate regions, both recorded, the largest first.
+    regions = [r["box"] for r in compared["diff_regions"]]
+    assert compared["shots"][0]["regions"] == 2 and compared["diff_regions_omitted"] == 0, compared
+    assert len(regions) == 2, compared
+    assert regions[0] == compared["largest_region"]["box"] and regions[0][2] <= regions[1][0], regions
     # A second failed comparison against the same version: stale once the first is approved.
     stale = vision_api.post(f"{QA}/compare_visual_regression",
                             json={"baseline_id": "viewer-card", "url": qa_site.url("/visual?left=300"),
@@ -256,28 +442,38 @@ def test_a_failed_visual_step_is_reviewed_and_approved_from_the_viewer(vision_ap
         viewer.images_loaded()
         # The click's mark on the pixel the flow clicked.
         assert viewer.mark_centre_error("#step-2 figure[data-which=before] .mark.point", *point) <= 2
-        # The review: baseline, current and diff side by side, the largest region boxed on each.
+        # The review: baseline, current and diff side by side, every region boxed on each.
         review = p.locator("#step-3 .review")
         assert [review.locator("figcaption").nth(i).inner_text() for i in range(3)] == \
             ["Baseline", "Current", "Difference"]
-        boxes = review.locator(".mark.rect")
-        assert boxes.count() == 3 and boxes.first.get_attribute("data-box") == ",".join(map(str, region))
-        # Each box sits on the region's pixels of its shot (the shot's own size, not the display's):
+        assert "in 2 region(s); each boxed" in review.locator(".review-shot h3").inner_text()
+        # Each box sits on its region's pixels of its shot (the shot's own size, not the display's):
         # its corners read back in image pixels, every rectangle measured at the same moment.
         corners = p.evaluate("""() => [...document.querySelectorAll('#step-3 .review .shot')].map(s => {
-            const img = s.querySelector('img').getBoundingClientRect(), m = s.querySelector('.mark.rect');
-            const r = m.getBoundingClientRect(), k = s.querySelector('img').naturalWidth / img.width;
-            return [(r.left - img.left) * k, (r.top - img.top) * k, (r.right - img.left) * k,
-                    (r.bottom - img.top) * k, k];
+            const img = s.querySelector('img').getBoundingClientRect();
+            const k = s.querySelector('img').naturalWidth / img.width;
+            return [...s.querySelectorAll('.mark.rect')].map(m => {
+                const r = m.getBoundingClientRect();
+                return [(r.left - img.left) * k, (r.top - img.top) * k, (r.right - img.left) * k,
+                        (r.bottom - img.top) * k, k, m.dataset.box];
+            });
         })""")
-        for x0, y0, x1, y1, k in corners:
-            assert all(abs(a - b) <= 2 * k for a, b in zip((x0, y0, x1, y1), region)), (corners, region)
+        assert len(corners) == 3, corners  # baseline, current, diff
+        for shown in corners:
+            assert [box for *_, box in shown] == [",".join(map(str, r)) for r in regions], (shown, regions)
+            for (x0, y0, x1, y1, k, _), region in zip(shown, regions):
+                assert all(abs(a - b) <= 2 * k for a, b in zip((x0, y0, x1, y1), region)), (shown, region)
         assert "exceeds max_region_pixels" in p.locator("#step-3 .box.error").inner_text()
         viewer.film_ready()
         for number, chapter in enumerate(chapters, 1):
             assert abs(viewer.seek_by_step(f"step-{number}") - chapter["start"]) < 0.05
         review.scroll_into_view_if_needed()
         viewer.shot("qa-review")
+        viewer.shot("live-two-regions")
+        # The baseline widened to its row (a click), both boxes on it, for a person to look at.
+        review.locator(".shot").first.click()
+        review.locator("figure.big").screenshot(path=str(ARTIFACTS / "viewer-live-two-regions-baseline.png"))
+        review.locator(".shot").first.click()
         review.locator("button.approve").click()
         status = review.locator(".review-status")
         p.wait_for_function("(el) => el.textContent.startsWith('Approved')", arg=status.element_handle())
@@ -348,6 +544,7 @@ def test_a_failed_visual_step_is_reviewed_and_approved_from_the_viewer(vision_ap
         sizes = offline.images_loaded()
         assert sizes and all(src.startswith("data:image/png") for _, _, src in sizes)
         assert p.locator("#step-3 .review figcaption").count() == 3
+        assert p.locator("#step-3 .review .mark.rect").count() == 6  # both regions, on each of the three
         assert p.locator("#step-3 .review button").count() == 0
         # Approved since: the report says which version it became, and offers nothing.
         assert p.locator("#step-3 .review .approved").inner_text() == \
@@ -374,7 +571,15 @@ def test_the_viewer_needs_the_token_and_works_after_it(manager, desk, services, 
                 page_answer.headers["content-security-policy"]
             assert client.get(f"/api/v1/runs/{trace_id}").status_code == 401
             bearer = {"authorization": f"Bearer {TOKEN}"}
-            assert client.get(f"/api/v1/runs/{trace_id}", headers=bearer).json()["id"] == trace_id
+            answer = client.get(f"/api/v1/runs/{trace_id}", headers=bearer)
+            assert answer.json()["id"] == trace_id and answer.headers["etag"], answer.headers
+            # The live viewer's conditional poll: 304 with the token, and without it the 401 still,
+            # never a 304 that would tell a stranger the run exists and whether it changed.
+            etag = {"if-none-match": answer.headers["etag"]}
+            unchanged = client.get(f"/api/v1/runs/{trace_id}", headers={**bearer, **etag})
+            assert unchanged.status_code == 304 and unchanged.content == b"", unchanged
+            assert client.get(f"/api/v1/runs/{trace_id}", headers=etag).status_code == 401
+            assert client.get(f"/api/v1/runs/{trace_id}", headers={**bearer, "if-none-match": '"x"'}).status_code == 200
             assert client.get(f"/runs/{trace_id}", headers={"host": "evil.example:8080"}).status_code == 421
             assert client.get(f"/api/v1/runs/{trace_id}", headers={**bearer, "host": "evil.example"}).status_code == 421
             assert client.post("/api/v1/qa/baselines/viewer-card/approve", json={"test_run_id": trace_id},

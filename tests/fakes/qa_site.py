@@ -10,6 +10,7 @@ tests read that record, never the QA service's own account.
 from __future__ import annotations
 
 import html
+import threading
 import time
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -340,6 +341,10 @@ class QaSite(EventServer):
         super().__init__()
         site = self
         self.cached_fetches = 0  # how often /cached.js was fetched: once per empty HTTP cache
+        # /held?gate=NAME answers once the test opens that gate (held_open): a flow's navigation
+        # held there keeps the run running at a step the test chose, for as long as it needs.
+        self._gates: dict[str, threading.Event] = {}
+        self._gates_lock = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -382,6 +387,10 @@ class QaSite(EventServer):
                     self._send(200, signup_page(parse_qs(parts.query)))
                 elif parts.path == "/widgets":
                     self._send(200, widgets_page(parse_qs(parts.query)))
+                elif parts.path == "/held":
+                    gate = parse_qs(parts.query).get("gate", [""])[0]
+                    site.gate(gate).wait(120)  # bounded: a test that never opens it fails, not hangs
+                    self._send(200, _page("held", f'<p id="released">released {html.escape(gate)}</p>'))
                 elif parts.path == "/favicon.ico":
                     self._send(204, b"", "image/x-icon")
                 else:
@@ -394,3 +403,7 @@ class QaSite(EventServer):
 
     def url(self, path: str = "/") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
+
+    def gate(self, name: str) -> threading.Event:
+        with self._gates_lock:
+            return self._gates.setdefault(name, threading.Event())

@@ -562,3 +562,38 @@ def test_a_browser_that_cannot_be_cleared_is_an_error_and_makes_no_run(tmp_path)
                                                                                              fresh=True)):
             raise AssertionError("the verb's work does not start")
     assert qa.runs.list_ids() == []
+
+
+def test_a_comparison_records_every_region_up_to_a_bound_and_counts_the_rest(tmp_path):
+    import io
+
+    from PIL import Image
+
+    from vision.qa.models import MAX_DIFF_REGIONS, CompareRequest
+
+    def png(spots: list[tuple[int, int, int]]) -> bytes:
+        image = Image.new("RGB", (400, 100), "white")
+        for x, y, size in spots:
+            image.paste((0, 0, 0), (x, y, x + size, y + size))
+        out = io.BytesIO()
+        image.save(out, "PNG")
+        return out.getvalue()
+
+    # MAX_DIFF_REGIONS + 5 separate squares, each a size of its own (2..), 14 px apart: so many regions.
+    spots = [(14 * (i % 28), 10 + 40 * (i // 28), 2 + i % 9) for i in range(MAX_DIFF_REGIONS + 5)]
+    qa, desktops = a_faked_service(tmp_path)
+    qa.baselines.create("dots", {"page": png([])}, url=None, scope="page", mask=[], mask_boxes=[])
+    desktops.pages.screenshot = lambda session_id, **kw: png(spots)
+    answer = qa.compare_visual_regression("s1", CompareRequest(baseline_id="dots"))
+    page = answer.shots[0]
+    assert page.regions == MAX_DIFF_REGIONS + 5 and len(page.diff_regions) == MAX_DIFF_REGIONS
+    assert page.diff_regions_omitted == 5
+    sizes = [r.pixels for r in page.diff_regions]
+    assert sizes == sorted(sizes, reverse=True) and page.largest_region == page.diff_regions[0]
+    # Each listed box is one of the squares drawn, to the pixel (ends exclusive).
+    drawn = {(x, y, x + s, y + s) for x, y, s in spots}
+    assert all(tuple(r.box) in drawn for r in page.diff_regions), page.diff_regions
+    assert answer.diff_regions == page.diff_regions and answer.diff_regions_omitted == 5
+    # The run's record keeps them: the viewer reads them back from it.
+    stored = qa.run(answer.test_run_id).result["shots"][0]
+    assert len(stored["diff_regions"]) == MAX_DIFF_REGIONS and stored["diff_regions_omitted"] == 5

@@ -263,3 +263,89 @@ def test_a_comparison_approved_already_says_which_version_it_became() -> None:
     Qa.baselines = SimpleNamespace(versions=lambda baseline_id: [SimpleNamespace(version=2, approved_from="other")])
     review = qa_run_view(Qa(), run.test_run_id)["steps"][1]["comparisons"][0]
     assert "approved_as" not in review and review["approvable"] is True
+
+
+def test_every_recorded_region_is_boxed_and_an_old_record_boxes_its_largest() -> None:
+    from vision.runview import shot_regions
+
+    two = [{"box": [10, 20, 30, 40], "pixels": 300}, {"box": [200, 20, 220, 40], "pixels": 90}]
+    assert shot_regions({"diff_regions": two, "largest_region": two[0]}) == two
+    # A record made before every region was recorded: its largest, as before.
+    assert shot_regions({"largest_region": two[0], "regions": 2}) == [two[0]]
+    assert shot_regions({"diff_regions": [], "largest_region": two[1]}) == [two[1]]
+    assert shot_regions({"regions": 0}) == [] and shot_regions({"diff_regions": [{"box": "x"}, 3]}) == []
+    run = qa_run()
+    shot = run.test_cases[0].steps[1].detail["shots"][0]
+    shot["diff_regions"] = two
+    view = qa_view(run, VerifyReport(ok=True, problems=[]), LIVE)
+    review = view["steps"][1]["comparisons"][0]["shots"][0]
+    assert review["boxed"] == 2 and len(review["images"]) == 3
+    for image in review["images"]:  # baseline, current and diff: each region boxed on each
+        assert [m["box"] for m in image["marks"]] == [[10, 20, 30, 40], [200, 20, 220, 40]]
+
+
+def test_a_running_flow_shows_the_steps_recorded_so_far_and_says_it_is_live(tmp_path: Path) -> None:
+    from vision.qa.runs import QaRunStore, build_run
+    from vision.runview import with_steps_so_far
+
+    store = QaRunStore(tmp_path)
+    writer = store.create("verify_user_flow", "card flow", session_id="s1", request={})
+    writer.record("note", message="fresh start")
+    for index, name in ((1, "click '#card'"), (2, "navigate /next")):
+        writer.record("step", **StepResult(index=index, name=name, action=name.split()[0], status="passed",
+                                           detail={"point": [200, 250]}).model_dump(mode="json"))
+    run = build_run(store.records(writer.run_id))
+    assert run.status == "running" and run.test_cases == []  # the case record comes at the end
+    view = qa_view(with_steps_so_far(run, store.records(writer.run_id)), VerifyReport(ok=True, problems=[]), LIVE)
+    assert view["live"] is True and [s["title"] for s in view["steps"]] == ["click '#card'", "navigate /next"]
+    # Numbered as the flow numbered them (a record's own index is its place in the manifest).
+    assert [(s["index"], s["id"]) for s in view["steps"]] == [(1, "step-1"), (2, "step-2")]
+    assert view["facts"][0] == ["2", "steps so far"]
+    assert view["steps"][0]["images"] == [] and view["steps"][0]["status"] == "passed"
+    # Finished: the case's own steps, and no longer live.
+    writer.record("case", name="card flow", status="passed", duration_ms=5,
+                  steps=[StepResult(index=1, name="click '#card'", action="click", status="passed").model_dump()])
+    writer.finish("passed")
+    done = build_run(store.records(writer.run_id))
+    assert with_steps_so_far(done, store.records(writer.run_id)) is done
+    assert qa_view(done, VerifyReport(ok=True, problems=[]), LIVE)["live"] is False
+    # A running verb with no steps (a comparison) shows none until it is done.
+    other = store.create("compare_visual_regression", "cmp", session_id="s1", request={})
+    bare = build_run(store.records(other.run_id))
+    assert with_steps_so_far(bare, store.records(other.run_id)) is bare
+
+
+def test_a_vision_run_is_live_until_its_status_is_final() -> None:
+    running = trace()
+    running.meta.status = "running"
+    assert trace_view(running, VerifyResult(ok=True, steps_checked=3), LIVE)["live"] is True
+    assert trace_view(trace(), VerifyResult(ok=True, steps_checked=3), LIVE)["live"] is False
+
+
+def test_the_etag_changes_with_the_runs_files_and_only_then(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from vision.qa.runs import QaRunStore
+    from vision.runview import run_etag
+
+    store = TraceStore(tmp_path)
+    runs = QaRunStore(tmp_path)
+    glassdesk = SimpleNamespace(store=store, qa=SimpleNamespace(runs=runs, baselines=SimpleNamespace(
+        root=tmp_path / "qa" / "baselines")))
+    writer = runs.create("verify_user_flow", "flow", session_id=None, request={})
+    first = run_etag(glassdesk, writer.run_id)
+    assert first and first.startswith('"') and run_etag(glassdesk, writer.run_id) == first
+    writer.record("step", index=1, name="n", action="click", status="passed")
+    second = run_etag(glassdesk, writer.run_id)
+    assert second != first
+    # A baseline approved meanwhile changes what the run's review says: so does its ETag.
+    (tmp_path / "qa" / "baselines" / "card" / "v2").mkdir(parents=True)
+    assert run_etag(glassdesk, writer.run_id) not in (first, second)
+    # A vision trace: its directory's files.
+    trace_writer = store.create("look", model="scripted")
+    seen = run_etag(glassdesk, trace_writer.trace_id)
+    assert seen and run_etag(glassdesk, trace_writer.trace_id) == seen
+    trace_writer.finish("done", answer="ok")
+    assert run_etag(glassdesk, trace_writer.trace_id) != seen
+    assert run_etag(glassdesk, "20260101T000000000000Z-00000000") is None
+    assert run_etag(glassdesk, "../etc") is None and run_etag(glassdesk, "a.b") is None

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import FileResponse, Response, StreamingResponse
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 
 from desktop.errors import StackError
 from desktop.models import LiveView
@@ -45,7 +46,7 @@ from vision import VERSION
 from vision.config import DEFAULT_ANTHROPIC, DEFAULT_GEMINI, DEFAULT_OPENAI
 from vision.models import MAX_STEPS_CAP, RunView, TakeoverRequest
 from vision.observers import latest_seq
-from vision.runview import qa_run_list, run_view
+from vision.runview import qa_run_list, run_etag, run_view
 from vision.service import Glassdesk
 from vision.trace.records import FINAL_STATUSES, TraceMeta
 from vision.trace.store import TraceStore
@@ -190,11 +191,22 @@ def console_router(glassdesk: Glassdesk) -> APIRouter:
         """The run viewer (static: it reads the run from ``/api/v1/runs/{id}`` with the token)."""
         return FileResponse(STATIC / "run.html", media_type="text/html", headers=RUN_PAGE_HEADERS)
 
-    @router.get("/api/v1/runs/{run_id}", tags=["console"])
-    def run_document(run_id: str) -> dict[str, Any]:
+    @router.get("/api/v1/runs/{run_id}", tags=["console"], responses={
+        200: {"content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}},
+              "headers": {"ETag": {"schema": {"type": "string"}, "description": "for If-None-Match"}}},
+        304: {"description": "unchanged since the ETag sent in If-None-Match"}})
+    def run_document(run_id: str, request: Request) -> Response:
         """A vision run or a QA run as the run viewer shows it: steps, chapters, images with their
-        marks, evidence, exports, visual comparisons (vision.runview)."""
-        return run_view(glassdesk, run_id)
+        marks, evidence, exports, visual comparisons (vision.runview). With ``If-None-Match`` set
+        to the ETag of an earlier answer, a 304 while the run's files are unchanged: how the
+        viewer follows a running run."""
+        # The validator is taken before the document is built: a file written in between makes
+        # the next poll's validator differ, so a viewer may fetch once more, never miss a change.
+        etag = run_etag(glassdesk, run_id)
+        headers = {"cache-control": "no-cache"} | ({"etag": etag} if etag else {})
+        if etag and etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
+            return Response(status_code=304, headers=headers)
+        return JSONResponse(jsonable_encoder(run_view(glassdesk, run_id)), headers=headers)
 
     @router.get("/api/v1/console/qa-runs", tags=["console"])
     def qa_runs(limit: int = 50) -> list[dict[str, Any]]:

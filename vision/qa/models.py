@@ -755,6 +755,14 @@ DIFF_PERCENTAGE = "diff_ratio in percent (100 x diff_ratio), kept for compatibil
 DIFF_IMAGE = ("changes in red over a faded copy of the baseline, each region boxed (magenta: over max_region_pixels), "
               "anti-aliasing forgiven in yellow; whenever a pixel differs, passed or not")
 
+# Every region is listed up to a bound: a scatter of thousands of specks would make the record as
+# large as the picture, and a person reviewing it reads a few boxes, not thousands. largest_region
+# stays as it was (the first of them) for the callers and records that know only it.
+MAX_DIFF_REGIONS = 20
+DIFF_REGIONS = (f"regions of differing pixels, the largest first, at most {MAX_DIFF_REGIONS} (diff_regions_omitted "
+                "counts the rest); the first is largest_region. Absent in records made before it was recorded")
+DIFF_REGIONS_OMITTED = "how many regions diff_regions leaves out (regions = len(diff_regions) + this)"
+
 
 class ShotComparison(BaseModel):
     name: str
@@ -764,6 +772,8 @@ class ShotComparison(BaseModel):
     diff_percentage: float = Field(description=DIFF_PERCENTAGE)
     regions: int = Field(0, description="how many connected regions of differing pixels")
     largest_region: DiffRegion | None = None
+    diff_regions: list[DiffRegion] = Field(default_factory=list, description=DIFF_REGIONS)
+    diff_regions_omitted: int = Field(0, description=DIFF_REGIONS_OMITTED)
     baseline_sha256: str
     current_sha256: str
     diff_image: Artifact | None = Field(None, description=DIFF_IMAGE)
@@ -778,6 +788,8 @@ class CompareResult(_Answer):
     diff_percentage: float = Field(description=DIFF_PERCENTAGE)
     diff_pixels: int
     largest_region: DiffRegion | None = Field(None, description="the page shot's largest region of differing pixels")
+    diff_regions: list[DiffRegion] = Field(default_factory=list, description=f"the page shot's {DIFF_REGIONS}")
+    diff_regions_omitted: int = Field(0, description=DIFF_REGIONS_OMITTED)
     diff_image: Artifact | None = Field(None, description=DIFF_IMAGE)
     baseline_sha256: str
     current_sha256: str

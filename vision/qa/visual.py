@@ -13,6 +13,7 @@ from vision.qa.baselines import BaselineStore
 from vision.qa.diff import ImageSizeMismatch, compare, decode_png, diff_image, judge, mask_boxes
 from vision.qa.driver import Driver, FinishRun, StartRun, _stem
 from vision.qa.models import (
+    MAX_DIFF_REGIONS,
     AppliedLimits,
     BaselineResult,
     CaptureBaselineRequest,
@@ -154,9 +155,11 @@ class Visual:
                 compared.diff_ratio = round(diff.diff_fraction, 8)
                 compared.diff_percentage = round(diff.diff_percentage, 6)
                 compared.regions = len(diff.regions)
-                if diff.regions:
-                    largest = diff.regions[0]
-                    compared.largest_region = DiffRegion(box=list(largest.box), pixels=largest.pixels)
+                listed = [DiffRegion(box=list(r.box), pixels=r.pixels) for r in diff.regions[:MAX_DIFF_REGIONS]]
+                compared.diff_regions = listed
+                compared.diff_regions_omitted = len(diff.regions) - len(listed)
+                if listed:
+                    compared.largest_region = listed[0]
                 reasons = judge(diff, limits)
                 compared.passed = not reasons
                 compared.reason = "; ".join(reasons) or None
@@ -179,6 +182,7 @@ class Visual:
         return CompareResult(test_run_id=run.run_id if run else "", passed=not failed,
                              diff_ratio=page.diff_ratio, diff_percentage=page.diff_percentage,
                              diff_pixels=page.diff_pixels, largest_region=page.largest_region,
+                             diff_regions=page.diff_regions, diff_regions_omitted=page.diff_regions_omitted,
                              diff_image=page.diff_image, baseline_sha256=page.baseline_sha256,
                              current_sha256=page.current_sha256, baseline_id=meta.id, baseline_version=meta.version,
                              threshold=limits.max_diff_pixel_ratio,

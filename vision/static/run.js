@@ -2,7 +2,7 @@
 //
 // Live, at /runs/{id}: the document comes from GET /api/v1/runs/{id} with the console's token
 // (sessionStorage, as the console keeps it), and every image, the film and its chapters are fetched
-// with it and shown from blob: URLs. Offline, in a report file: the same page with this script
+// with it and shown from blob: URLs. A run still running is followed (follow(), below) until it ends. Offline, in a report file: the same page with this script
 // inlined and the document embedded (#run-data), its files as data: URIs; nothing is fetched.
 //
 // The film and the steps follow each other: a step's head seeks the film to its chapter, and the
@@ -34,12 +34,15 @@ class ApiError extends Error {
   constructor(status, code, message) { super(message); this.status = status; this.code = code; }
 }
 
-async function api(path, { method = 'GET', body, raw = false } = {}) {
+async function api(path, { method = 'GET', body, raw = false, etag = null } = {}) {
   const headers = {};
   if (token) headers.Authorization = `Bearer ${token}`;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
+  // A conditional request of our own: with cache 'no-store' the browser passes the 304 through.
+  if (etag) headers['If-None-Match'] = etag;
   const response = await fetch(path, { method, headers, cache: 'no-store',
     body: body === undefined ? undefined : JSON.stringify(body) });
+  if (response.status === 304) return null;
   if (response.status === 401) {
     showLogin(token ? 'That token was not accepted.' : '');
     throw new ApiError(401, 'unauthorized', 'This server needs its access token.');
@@ -196,12 +199,21 @@ function filmPane(view) {
 
 // ------------------------------------------------------------------------------------- review
 
+// What the boxes on a shot's images stand for: every region, or (a bounded record, or one made
+// before every region was recorded) how many of them.
+function boxedWords(shot) {
+  const boxed = shot.boxed === undefined ? (shot.largest_region ? 1 : 0) : shot.boxed;
+  if (!boxed) return '';
+  if (boxed >= shot.regions) return boxed === 1 ? '; boxed' : '; each boxed';
+  return boxed === 1 ? `; the largest (${shot.largest_region.pixels} px) boxed` : `; the ${boxed} largest boxed`;
+}
+
 function review(view, comparison) {
   const status = h('div', { class: 'review-status', role: 'status' });
   const trios = comparison.shots.map((shot) => h('div', { class: 'review-shot', 'data-shot': shot.name }, [
     h('h3', { text: `${shot.name}: ${shot.passed ? 'matches' : 'differs'} · ${shot.diff_pixels.toLocaleString('en')} pixels `
       + `(${Number(shot.diff_percentage).toFixed(4)}%) in ${shot.regions} region(s)`
-      + (shot.largest_region ? `; the largest (${shot.largest_region.pixels} px) boxed` : '') }),
+      + boxedWords(shot) }),
     // One shot's reason is the comparison's (said above); each of several says its own.
     shot.reason && comparison.shots.length > 1 ? h('p', { class: 'bad', text: shot.reason }) : null,
     h('div', { class: 'trio' }, shot.images.map((image) => figure(image, view.screen))),
@@ -325,15 +337,22 @@ async function download(href) {
 
 const present = (...nodes) => nodes.filter(Boolean);
 
-function render(view) {
+function renderHead(view) {
   document.title = `${view.status} · ${view.title}`.slice(0, 120);
-  const exports = view.exports.map((e) => (OFFLINE
-    ? h('span', { class: 'sub', text: `${e.label}: ${e.href}` })
-    : h('a', { href: e.href, onclick: (event) => { event.preventDefault(); download(e.href); }, text: e.label })));
+  // Offline the exports are the server's to give (they need its token): their addresses are kept,
+  // folded, for a reviewer to fetch; a list of long URLs would crowd the run's header.
+  const exports = OFFLINE
+    ? (view.exports.length ? [h('details', {}, [h('summary', { text: `Exports on the server (${view.exports.length})` }),
+      h('ul', {}, view.exports.map((e) => h('li', { class: 'sub', text: `${e.label}: ${e.href}` })))])] : [])
+    : view.exports.map((e) => h('a', { href: e.href, onclick: (event) => { event.preventDefault(); download(e.href); },
+      text: e.label }));
   $('run-head').replaceChildren(...present(
     h('div', { class: 'sub', text: `glassdesk ${OFFLINE ? 'report' : 'run viewer'} · ${view.subtitle}` }),
     h('h1', { text: view.title }),
-    h('div', {}, [h('span', { class: `badge ${view.status}`, id: 'run-status', text: view.status.replaceAll('_', ' ') })]),
+    h('div', {}, [h('span', { class: `badge ${view.status}`, id: 'run-status', text: view.status.replaceAll('_', ' ') }),
+      view.live && !OFFLINE ? h('span', { class: 'live', id: 'run-live', text: 'live: new steps appear as they are recorded' })
+        : null,
+      view.live && OFFLINE ? h('span', { class: 'muted', text: ' still running when this report was made' }) : null]),
     h('ul', { class: 'facts' }, view.facts.map(([value, label]) => h('li', {}, [h('b', { text: value }), h('span', { text: label })]))),
     h('div', { id: 'evidence', class: `box ${view.evidence.ok ? 'verified' : 'broken'}`, text: view.evidence.text }),
     view.answer ? h('div', { class: 'box', text: `Answer: ${view.answer}` }) : null,
@@ -342,9 +361,43 @@ function render(view) {
       h('pre', { text: view.console.join('\n') })]) : null,
     h('nav', { class: 'exports', id: 'exports' }, exports),
   ));
+}
+
+// The steps as nodes, keyed by id with the JSON they were built from: an update keeps a step whose
+// record is unchanged (its loaded images, a widened picture, a review's answer stay as they are)
+// and builds the new or changed ones.
+let shown = new Map();
+
+function renderSteps(view) {
+  const next = new Map();
+  const nodes = view.steps.map((step) => {
+    const json = JSON.stringify(step);
+    const kept = shown.get(step.id);
+    const node = kept && kept.json === json ? kept.node : stepNode(view, step);
+    next.set(step.id, { json, node });
+    return node;
+  });
+  shown = next;
+  $('steps').replaceChildren(...(nodes.length ? nodes : [h('p', { class: 'muted', text: 'No steps recorded.' })]));
+  film.steps = film.steps.filter(({ node }) => node.isConnected);
+}
+
+let filmShown = null;
+
+function renderFilm(view) {
+  const json = JSON.stringify(view.video || null);
+  if (json === filmShown) return;  // the film playing is not reloaded by an update that did not change it
+  filmShown = json;
+  film.video = null;
+  film.chapterItems = [];
   $('film-pane').replaceChildren(...filmPane(view));
-  $('steps').replaceChildren(...(view.steps.length ? view.steps.map((s) => stepNode(view, s))
-    : [h('p', { class: 'muted', text: 'No steps recorded.' })]));
+  markPlaying();
+}
+
+function render(view) {
+  renderHead(view);
+  renderFilm(view);
+  renderSteps(view);
   $('run-foot').textContent = `Marks are display pixels of a ${view.screen[0]}×${view.screen[1]} screen; `
     + 'every file is listed with its SHA-256 in the run\'s hash-chained record.';
   $('login').hidden = true;
@@ -434,6 +487,51 @@ function suitePage(suite) {
   route();
 }
 
+// -------------------------------------------------------------------------------- following
+
+// Following a running run. The page asks for the run's document again every second with the
+// ETag of the last one; the server answers 304 for the price of listing the run's files, and the
+// whole document when a step, the end or the film was recorded. Chosen over the console's event
+// stream: QA runs publish nothing on it, the run's last state (the evidence check over the sealed
+// film, the answer) is in the document and not in the events, and a stream per viewer tab would
+// hold one of the six connections a browser gives an origin. The poll is the same authenticated
+// call as the first load: without the token it is a 401, never a 304. Offline nothing is fetched.
+const POLL_MS = 1000;
+const POLL_MAX_MS = 10000;
+let following = 0;  // which boot() follows: a new one (after the token is typed) ends the former
+
+async function follow(path, etag, generation) {
+  let delay = POLL_MS;
+  let ended = false;
+  document.body.dataset.live = 'true';
+  while (generation === following) {
+    await new Promise((resolve) => { setTimeout(resolve, document.hidden ? POLL_MAX_MS : delay); });
+    if (generation !== following) return;
+    let response;
+    try {
+      response = await api(path, { raw: true, etag });
+    } catch (error) {
+      if (error.status === 401) return;  // the token form is shown; typing it boots again
+      delay = Math.min(delay * 2, POLL_MAX_MS);  // the server away or restarting: ask less often
+      continue;
+    }
+    delay = POLL_MS;
+    if (response === null) {  // 304: nothing new
+      if (ended) break;
+      continue;
+    }
+    etag = response.headers.get('etag');
+    const view = await response.json();
+    render(view);
+    document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
+    // The end is final once it answers 304: a document built while the last record was being
+    // written (the manifest ahead of its meta.json, a report still to be written) can say the
+    // evidence is broken; the files' next change changes the ETag, and the next poll corrects it.
+    ended = !view.live;
+  }
+  if (generation === following) document.body.dataset.live = 'false';
+}
+
 async function boot() {
   if (OFFLINE) {
     const doc = JSON.parse(embedded.textContent);
@@ -442,8 +540,13 @@ async function boot() {
     return;
   }
   const id = decodeURIComponent(location.pathname.split('/').filter(Boolean).pop() || '');
+  const path = `/api/v1/runs/${encodeURIComponent(id)}`;
+  following += 1;
   try {
-    render(await api(`/api/v1/runs/${encodeURIComponent(id)}`));
+    const response = await api(path, { raw: true });
+    const view = await response.json();
+    render(view);
+    if (view.live) follow(path, response.headers.get('etag'), following);
   } catch (error) {
     if (error.status === 401) return;
     $('load-error').hidden = false;
