@@ -26,6 +26,7 @@ from desktop.errors import (
 )
 from desktop.models import LOCATOR_FIELDS, Target
 from desktop.session.manager import Session
+from vision.effects import appeared
 from vision.qa.baselines import BaselineStore
 from vision.qa.driver import (
     CONSOLE_LIMIT,
@@ -338,10 +339,18 @@ class _Flow:
         receipt = getattr(self.run_, "video", None)  # the run is filmed: a chapter per step
         if receipt is not None:
             receipt.chapter(self.run_.redacted(f"step {index}: {step.heading()}"), at=started)
+        # The page's texts around an acting step: what it made appear is kept with it, for an export
+        # to carry as the effect a healed replay must still have (vision.effects).
+        texts_before = self._visible_texts() if step.action in HEALABLE else None
         try:
             detail, attempts = flows.driver.retrying(session, lambda: self.act(index, step, step_deadline),
                                                      navigation=step.action == "navigate", deadline=self.deadline)
             record.detail, record.attempts = detail or {}, attempts
+            if texts_before is not None:
+                texts_after = self._visible_texts()
+                shown = appeared(texts_before, texts_after or [], self.request.secrets.values())
+                if shown:
+                    record.detail["appeared"] = shown
             if receipt is not None:
                 film_step(receipt, step, record.detail, started, self.run_.redacted)
         except (AssertionFailed, StepFailed, GlassdeskError) as exc:
@@ -357,6 +366,10 @@ class _Flow:
         self.finish_step(record, started, failed=False)
         self.result.steps_completed = index
         return True
+
+    def _visible_texts(self) -> list[str] | None:
+        read = getattr(self.session, "visible_texts", None)
+        return read() if read is not None else None
 
     def finish_step(self, record: StepResult, started: float, *, failed: bool) -> None:
         shot = self.shot(f"step-{record.index:03d}-{'failure' if failed else 'after'}", step=record.index,
