@@ -172,7 +172,10 @@ def flow_of_trace(trace: Trace) -> Flow:
                 acted.step["recorded"]["url_after"] = step.url
             ops.append(Op({"action": "assert", "assertion": {"type": "url", "expected": step.url}},
                           ["the URL changed after this step: proposed as an assertion"]))
-        if step.appeared and not step.failed:
+        # A step that loaded another page shows all of that page: its texts are not what the step
+        # made appear in it (the URL, asserted above, says where it went).
+        navigated = (step.url and url and step.url != url) or "navigation" in step.settled_by
+        if step.appeared and not step.failed and not navigated:
             ops += _appeared_ops(step.appeared, step.appeared_on, ops[first:])
         url = step.url or url
     ops = _address_bar_as_navigate(ops)

@@ -102,3 +102,13 @@ def test_a_qa_runs_steps_carry_what_they_made_appear_as_their_effect():
     suite = yaml.safe_load(export_qa_run(records, "yaml"))
     assert suite["tests"][0]["verify_user_flow"]["steps"][0]["recorded"]["appeared"] == ["Profile saved"]
 
+
+
+def test_a_step_that_loaded_another_page_proposes_its_url_not_its_texts():
+    trace = _trace(["Welcome back"], "page", url_after="http://127.0.0.1:8000/home")
+    steps = yaml.safe_load(export_trace(trace, "yaml"))["tests"][0]["verify_user_flow"]["steps"]
+    assert [s.get("assertion", {}).get("type") for s in steps[:2]] == [None, "url"]
+    assert "appeared" not in steps[0]["recorded"] and "Welcome back" not in str(steps)
+    trace = _trace(["Welcome back"], "page")
+    trace.steps[0].settled_by = ["navigation"]  # a page loaded at the same address
+    assert "Welcome back" not in export_trace(trace, "yaml")
