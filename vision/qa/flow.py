@@ -455,6 +455,9 @@ class _Flow:
         assert rec is not None
         sid = self.session.id
         before = self.flows.desktops.screenshot(sid).png
+        # The recorded texts already showing before the healed action are not its effect.
+        on_screen = step.x is not None and rec.role is None  # a native window, a canvas: no DOM to read
+        shown_before = self._shown(rec.appeared, on_screen, before) if rec.appeared and not rec.url_after else []
         detail = self.do(index, retargeted, step_deadline)
         point = detail.get("point")
         heal = Heal(step=index, failed=step.describe(), **note,
@@ -465,6 +468,10 @@ class _Flow:
         if rec.url_after:
             missed = self._effect(rec.url_after, step_deadline)
             heal.effect = f"the URL became {rec.url_after}" if missed is None else f"did not happen: {missed}"
+        elif rec.appeared:
+            wanted = [t for t in rec.appeared if t not in shown_before] or list(rec.appeared)
+            seen, missed = self._texts_effect(wanted, on_screen, step_deadline)
+            heal.effect = f"{seen!r} appeared" if missed is None else f"did not happen: {missed}"
         after = self.flows.desktops.screenshot(sid).png
         drawn = heal_images(before, after, heal.model_dump())
         for which, image in zip(("before", "after"), drawn, strict=True):
@@ -490,6 +497,33 @@ class _Flow:
                 return None
             if time.monotonic() >= deadline:
                 return f"the URL is {now!r}, not {url!r}"
+            time.sleep(POLL_S)
+
+    def _shown(self, texts: list[str], on_screen: bool, png: bytes | None = None) -> list[str]:
+        """Which of ``texts`` show now: on the screen by OCR (of ``png`` when given), else in the
+        page's text (whitespace and case aside, as screen_text_contains compares)."""
+        if on_screen:
+            from vision.qa.screen_find import screen_text
+
+            now = _squash(screen_text(png if png is not None else self.flows.desktops.screenshot(self.session.id).png))
+        else:
+            try:
+                now = _squash(self.flows.pages.content(self.session.id, "text").content)
+            except GlassdeskError:  # no page to read (a dialog, the browser not there): nothing shows
+                return []
+        return [t for t in texts if _squash(t) in now]
+
+    def _texts_effect(self, texts: list[str], on_screen: bool, step_deadline: float) -> tuple[str | None, str | None]:
+        """(the recorded text that showed, None) once one of ``texts`` shows (looked at until the
+        step's deadline, at most EFFECT_WAIT_S); else (None, what is missing)."""
+        deadline = min(step_deadline, time.monotonic() + EFFECT_WAIT_S)
+        while True:
+            shown = self._shown(texts, on_screen)
+            if shown:
+                return shown[0], None
+            if time.monotonic() >= deadline:
+                where = "the screen (OCR)" if on_screen else "the page"
+                return None, f"{where} does not show {' or '.join(repr(t) for t in texts)}"
             time.sleep(POLL_S)
 
     def find_on_screen(self, step: FlowStep, png: bytes) -> tuple[FlowStep, dict] | None:
@@ -862,7 +896,7 @@ def _element(element) -> dict:
 HEALABLE = ("click", "dblclick", "hover", "fill", "check", "uncheck")
 HEAL_AFTER_S = 3.0
 HEAL_PROBE_MS = 1000
-EFFECT_WAIT_S = 5.0  # how long a healed step's recorded effect (its URL) is waited for
+EFFECT_WAIT_S = 5.0  # how long a healed step's recorded effect (its URL, its texts) is waited for
 TEMPLATE_CONFIDENCE = 0.9  # a recorded template image must match this well to be the target
 # How far (px) the recorded text or image may have moved and still be "at the pixel" (a repaint, a
 # font's hinting): beyond it the target has moved, and finding it again is a heal.
