@@ -198,3 +198,39 @@ def test_a_healed_click_on_a_native_window_must_still_show_what_it_showed(vision
         assert result["heals"][0]["effect"].startswith("did not happen"), result["heals"]
     finally:
         dialogs.close()
+
+
+# ------------------------------------------------------------------ a QA run's template images
+
+
+def test_a_qa_runs_template_image_survives_its_export_and_replays(vision_api, desk, qa_site, services, tmp_path):
+    """A flow that clicks an icon found by its template image: the run keeps the image as a file of
+    its own (a record would omit it), and its export gives it back, so the suite replays."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    desk.run_settled(lambda: desk.open_url(qa_site.url("/signup")))
+    pad = pixel(desk, "#pad")
+    x, y = pad[0] - 210 + 300 + 22, pad[1] - 90 + 100 + 22  # the red icon's centre (tests/fakes/qa_site.py)
+    shot = Image.open(io.BytesIO(desk.capture().png)).convert("RGB").crop((x - 24, y - 24, x + 24, y + 24))
+    out = io.BytesIO()
+    shot.save(out, "PNG")
+    template = base64.b64encode(out.getvalue()).decode()
+    qa_site.clear()
+    r = vision_api.post("/api/v1/sessions/itest/qa/verify_user_flow", json={
+        "start_url": qa_site.url("/signup"), "steps": [{"action": "click", "image": template}]})
+    assert r.status_code == 200 and r.json()["success"], r.text
+    run_id = r.json()["test_run_id"]
+    started = services.qa.runs.records(run_id)[0]
+    assert template not in str(started)  # the record holds a reference, the run the file
+    assert services.qa.runs.verify(run_id).ok
+    text = vision_api.get(f"/api/v1/qa/runs/{run_id}/export", params={"format": "yaml"}).text
+    assert yaml.safe_load(text)["tests"][0]["verify_user_flow"]["steps"][0]["image"] == template
+    path = tmp_path / "icon.yaml"
+    path.write_text(text)
+    qa_site.clear()
+    assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 0
+    clicks = [e for e in qa_site.events if e.get("type") == "pad"]
+    assert clicks and abs(clicks[-1]["x"] - 322) <= 6 and abs(clicks[-1]["y"] - 122) <= 6, clicks

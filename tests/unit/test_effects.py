@@ -112,3 +112,35 @@ def test_a_step_that_loaded_another_page_proposes_its_url_not_its_texts():
     trace = _trace(["Welcome back"], "page")
     trace.steps[0].settled_by = ["navigation"]  # a page loaded at the same address
     assert "Welcome back" not in export_trace(trace, "yaml")
+
+
+def test_a_runs_template_images_are_kept_as_files_and_come_back_for_an_export(tmp_path):
+    import base64
+    import io
+
+    from PIL import Image
+
+    from vision.qa.runs import QaRunStore, join_templates, split_templates
+
+    out = io.BytesIO()
+    Image.new("RGB", (12, 10), (200, 30, 30)).save(out, "PNG")
+    png = base64.b64encode(out.getvalue()).decode()
+    request = {"steps": [{"action": "click", "image": png},
+                         {"action": "click", "x": 5, "y": 6, "recorded": {"x": 5, "y": 6, "image": png, "text": "GO"}},
+                         {"action": "fill", "label": "Name", "value": "iVBORw0KGgo-typed, not an image key"}]}
+    stripped, files = split_templates(request)
+    assert len(files) == 1 and stripped["steps"][0]["image"] == "artifact:" + next(iter(files))
+    assert stripped["steps"][1]["recorded"]["image"] == stripped["steps"][0]["image"]
+    assert stripped["steps"][2] == request["steps"][2]
+    # Through a real store: the request as recorded holds references; the export's records the images.
+    store = QaRunStore(tmp_path)
+    run = store.create("verify_user_flow", "t", session_id="s", request=request)
+    run.finish("passed")
+    started = store.records(run.run_id)[0]
+    assert png not in str(started) and started["request"]["steps"][0]["image"].startswith("artifact:template-")
+    back = store.records_with_templates(run.run_id)
+    assert back[0]["request"] == request
+    assert store.verify(run.run_id).ok, store.verify(run.run_id)
+    # A file that is not the one recorded is never read back as the template.
+    assert join_templates(store.records(run.run_id), lambda name: b"other")[0]["request"]["steps"][0]["image"] \
+        == started["request"]["steps"][0]["image"]
