@@ -46,9 +46,11 @@ from desktop.models import (
     Target,
 )
 
-# The visible texts of a page, each element holding text read once (its innerText, so what it
-# shows, never a field's value), in document order. Bounded: the text nodes walked, the texts kept and
-# their length, so a huge page costs a few ms more, not seconds. Only the viewport: what was seen.
+# The visible texts of a page, in document order: for each text, the line it is part of, the nearest
+# element around it that is not inline (<p>Hello <b>ada</b></p> reads "Hello ada"; TodoMVC's
+# counter, its words in spans of their own, "1 item left"), read once (its innerText, so what it
+# shows, never a field's value). Bounded: the text nodes walked, the texts kept and their length,
+# so a huge page costs a few ms more, not seconds. Only the viewport: what was seen.
 VISIBLE_TEXTS = """() => {
   const out = [], seen = new Set(), W = innerWidth, H = innerHeight;
   const root = document.body || document.documentElement;
@@ -56,8 +58,10 @@ VISIBLE_TEXTS = """() => {
   const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
   let walked = 0;
   while (walker.nextNode() && walked++ < 5000 && out.length < 1000) {
-    const el = walker.currentNode.parentElement;
-    if (!el || seen.has(el) || !walker.currentNode.nodeValue.trim()) continue;
+    let el = walker.currentNode.parentElement;
+    if (!el || !walker.currentNode.nodeValue.trim()) continue;
+    while (el !== root && el.parentElement && getComputedStyle(el).display === 'inline') el = el.parentElement;
+    if (seen.has(el)) continue;
     seen.add(el);
     if (/^(SCRIPT|STYLE|NOSCRIPT|TEXTAREA|OPTION|TITLE)$/.test(el.tagName) || el.isContentEditable) continue;
     const text = (el.innerText || '').replace(/\\s+/g, ' ').trim();
