@@ -33,6 +33,7 @@ _NUMERIC = re.compile(r"^[\W\d_]*$")
 _TIME = re.compile(r"\b\d{1,2}:\d{2}(:\d{2})?\b|\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b")
 _LONG_NUMBER = re.compile(r"\d{5,}")
 _HEXISH = re.compile(r"^[0-9a-f-]{8,}$", re.I)
+_WORD = re.compile(r"[^\W\d_]{2,}")
 
 
 def normalise(text: str | None) -> str:
@@ -78,8 +79,9 @@ def propose(texts: Iterable[str], limit: int = PROPOSED) -> list[str]:
     a single word (a sentence says more of the effect than a label or a window's title), in their
     order otherwise (pure)."""
     chosen = [t for t in dict.fromkeys(normalise(t) for t in texts) if t and specific(t)]
-    # Stable: among equals the page's (or the OCR's reading) order is kept.
-    return sorted(chosen, key=lambda t: 0 if " " in t else 1)[:limit]
+    # A message: two words or more (a window's title read with its buttons, "xmessage _ □ ×", is
+    # one word and marks). Stable: among equals the page's (or the OCR's reading) order is kept.
+    return sorted(chosen, key=lambda t: 0 if len(_WORD.findall(t)) >= 2 else 1)[:limit]
 
 
 def changed_box(before: np.ndarray, after: np.ndarray, margin: int = CHANGE_MARGIN) -> tuple[int, int, int, int] | None:

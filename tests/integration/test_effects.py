@@ -139,16 +139,22 @@ class Dialogs:
 
 
 def wait_for_text(desk, text: str) -> tuple[int, int]:
+    """Where ``text`` shows, the dialogs brought to the front (a window mapped while the browser
+    has just been focused may open behind it)."""
     from vision.qa.screen_find import find_text_on_screen
 
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 20
     while True:
+        try:
+            desk.windows.raise_class("Xmessage")
+        except Exception:  # not mapped yet: looked for again
+            pass
         try:
             found = find_text_on_screen(desk.capture().png, text)
             return found.x, found.y
         except LookupError:
             assert time.monotonic() < deadline, f"{text!r} never showed"
-            time.sleep(0.3)
+            time.sleep(0.5)
 
 
 def test_a_healed_click_on_a_native_window_must_still_show_what_it_showed(vision_api, desk, services, tmp_path):
@@ -234,3 +240,36 @@ def test_a_qa_runs_template_image_survives_its_export_and_replays(vision_api, de
     assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 0
     clicks = [e for e in qa_site.events if e.get("type") == "pad"]
     assert clicks and abs(clicks[-1]["x"] - 322) <= 6 and abs(clicks[-1]["y"] - 122) <= 6, clicks
+
+
+# ------------------------------------------------------------------------------------- TodoMVC
+
+
+def test_on_todomvc_the_new_todo_and_its_counter_are_asserted_and_catch_a_bug(vision_api, desk, tmp_path):
+    """A real app: a scripted run adds a todo; its export asserts what the step made appear (the
+    todo and the footer's count, both specific), replays green on the app, and fails on the app
+    whose footer counts one item too many (tests/fakes/todomvc.py, counter_off_by_one)."""
+    from tests.fakes.todomvc import TodoMvcServer
+
+    with TodoMvcServer() as app:
+        desk.run_settled(lambda: desk.open_url(app.origin + "/"))
+        x, y = pixel(desk, "#new-todo")
+        r = vision_api.post("/api/v1/sessions/itest/vision/act", json={
+            "instruction": "add a todo", "model": "scripted",
+            "script": [{"action": "click", "x": x, "y": y}, {"action": "type", "text": "buy milk"},
+                       {"action": "key", "keys": ["Return"]}, {"action": "done"}]})
+        assert r.status_code == 200 and r.json()["status"] == "done", r.text
+        trace_id = r.json()["trace_id"]
+        text = export(vision_api, trace_id)
+        origin = app.origin
+    steps = yaml.safe_load(text)["tests"][0]["verify_user_flow"]["steps"]
+    asserted = [s["text"] for s in steps if s["action"] == "assert" and "text" in s]
+    assert "buy milk" in asserted and "1 item left" in asserted, steps
+    assert len(asserted) <= 3
+    spec = export(vision_api, trace_id, "playwright-ts")
+    assert 'await expect(page.getByText("1 item left", { exact: true })).toBeVisible();' in spec
+    for bug, code in ((None, 0), ("counter_off_by_one", 1)):
+        with TodoMvcServer(bug) as app:
+            path = tmp_path / f"todo-{bug}.yaml"
+            path.write_text(text.replace(origin, app.origin))
+            assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == code, bug

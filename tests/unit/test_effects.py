@@ -37,6 +37,7 @@ def test_a_tester_asserts_words_not_clocks_counts_or_ids():
     assert propose(["Close", "12:00", "Profile saved", "OK", "Your changes are live", "Undo"]) == \
         ["Profile saved", "Your changes are live", "Close"]
     assert propose(["Saved", "Saved", "42"]) == ["Saved"]
+    assert propose(["xmessag ^ _ □ ×", "okay", "Hello from the other side"])[0] == "Hello from the other side"
 
 
 def test_ocr_reads_only_what_changed_and_only_new_lines():
