@@ -12,8 +12,9 @@ no element (a canvas, a native window, the browser not in front) stays a pixel s
 field followed by typing becomes one ``fill`` of that field. What the QA language has no step for
 (typing with no field, a scroll, a drag, a held key) replays through the scripted model (``act``
 with ``model: scripted``: the recorded action itself, no model called). A URL that changed after
-a step is proposed as an assertion. Typed text is written as the trace holds it: secrets as their
-``{{name}}`` placeholders; the specs read each from the environment variable
+a step is proposed as an assertion, and so are a few of the texts it made appear (vision.effects),
+which are also the step's effect a healed replay must still have. Typed text is written as the
+trace holds it: secrets as their ``{{name}}`` placeholders; the specs read each from the environment variable
 ``GLASSDESK_SECRET_<NAME>`` and ``glassdesk qa`` does the same, so no value is ever in an export.
 """
 
