@@ -47,12 +47,14 @@ from desktop.models import (
 )
 
 # The visible texts of a page, in document order: for each text, the line it is part of, the nearest
-# element around it that is not inline (<p>Hello <b>ada</b></p> reads "Hello ada"; TodoMVC's
-# counter, its words in spans of their own, "1 item left"), read once (its innerText, so what it
-# shows, never a field's value). Bounded: the text nodes walked, the texts kept and their length,
+# element around it that is not a mere inline run of text (<p>Hello <b>ada</b></p> reads "Hello ada";
+# TodoMVC's counter, its words in spans of their own, "1 item left"; a <label>, a link or a button
+# is a text of its own, not merged into its form), read once (its innerText, so what it shows,
+# never a field's value). Bounded: the text nodes walked, the texts kept and their length,
 # so a huge page costs a few ms more, not seconds. Only the viewport: what was seen.
 VISIBLE_TEXTS = """() => {
   const out = [], seen = new Set(), W = innerWidth, H = innerHeight;
+  const PHRASING = /^(SPAN|B|I|EM|STRONG|SMALL|CODE|MARK|SUB|SUP|U|S|ABBR|TIME|FONT|Q|CITE|KBD|SAMP|VAR|BDI|BDO|DATA)$/;
   const root = document.body || document.documentElement;
   if (!root) return out;
   const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
@@ -60,7 +62,8 @@ VISIBLE_TEXTS = """() => {
   while (walker.nextNode() && walked++ < 5000 && out.length < 1000) {
     let el = walker.currentNode.parentElement;
     if (!el || !walker.currentNode.nodeValue.trim()) continue;
-    while (el !== root && el.parentElement && getComputedStyle(el).display === 'inline') el = el.parentElement;
+    while (el !== root && el.parentElement && PHRASING.test(el.tagName) && getComputedStyle(el).display === 'inline')
+      el = el.parentElement;
     if (seen.has(el)) continue;
     seen.add(el);
     if (/^(SCRIPT|STYLE|NOSCRIPT|TEXTAREA|OPTION|TITLE)$/.test(el.tagName) || el.isContentEditable) continue;
