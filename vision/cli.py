@@ -260,7 +260,7 @@ def _export_local(args: argparse.Namespace) -> str:
     if not found:
         raise TraceNotFoundError(f"no trace and no QA run {args.run_id!r} in {args.data_dir}")
     try:
-        return export_qa_run(runs.records(args.run_id), args.format)
+        return export_qa_run(runs.records_with_templates(args.run_id), args.format)
     except LookupError as exc:
         raise QaRunNotFoundError(str(exc)) from None
 

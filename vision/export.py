@@ -12,8 +12,9 @@ no element (a canvas, a native window, the browser not in front) stays a pixel s
 field followed by typing becomes one ``fill`` of that field. What the QA language has no step for
 (typing with no field, a scroll, a drag, a held key) replays through the scripted model (``act``
 with ``model: scripted``: the recorded action itself, no model called). A URL that changed after
-a step is proposed as an assertion. Typed text is written as the trace holds it: secrets as their
-``{{name}}`` placeholders; the specs read each from the environment variable
+a step is proposed as an assertion, and so are a few of the texts it made appear (vision.effects),
+which are also the step's effect a healed replay must still have. Typed text is written as the
+trace holds it: secrets as their ``{{name}}`` placeholders; the specs read each from the environment variable
 ``GLASSDESK_SECRET_<NAME>`` and ``glassdesk qa`` does the same, so no value is ever in an export.
 """
 
@@ -29,6 +30,7 @@ from desktop.actions import PLACEHOLDER  # the one spelling of a secret's placeh
 from desktop.codegen import Lang, action_code, lit, locator, pw_key
 from desktop.errors import InvalidRequest
 from desktop.models import LOCATOR_FIELDS, ElementAt, Locating, Target
+from vision.effects import propose
 from vision.qa.models import FlowStep, VisualLimits
 from vision.trace.records import Spot, Trace
 
@@ -171,6 +173,11 @@ def flow_of_trace(trace: Trace) -> Flow:
                 acted.step["recorded"]["url_after"] = step.url
             ops.append(Op({"action": "assert", "assertion": {"type": "url", "expected": step.url}},
                           ["the URL changed after this step: proposed as an assertion"]))
+        # A step that loaded another page shows all of that page: its texts are not what the step
+        # made appear in it (the URL, asserted above, says where it went).
+        navigated = (step.url and url and step.url != url) or "navigation" in step.settled_by
+        if step.appeared and not step.failed and not navigated:
+            ops += _appeared_ops(step.appeared, step.appeared_on, ops[first:])
         url = step.url or url
     ops = _address_bar_as_navigate(ops)
     if not ops:
@@ -178,6 +185,30 @@ def flow_of_trace(trace: Trace) -> Flow:
     if ops[0].step["action"] == "navigate":  # the run opened its page itself: not twice
         start_url = None
     return Flow(name=meta.instruction, source=f"trace {meta.trace_id}", start_url=start_url, ops=ops)
+
+
+def appeared_asserts(texts: Sequence[str], on: str | None) -> list[dict]:
+    """The assertions proposed for the texts a step made appear (vision.effects.propose picks the
+    specific ones): in a page, the element showing exactly that text is visible (Playwright's
+    ``getByText(text, { exact: true })``); on a native window or a canvas, OCR reads it (pure)."""
+    if on == "screen":
+        return [{"action": "assert", "assertion": {"type": "screen_text_contains", "expected": t}}
+                for t in propose(texts)]
+    return [{"action": "assert", "text": t, "exact": True, "assertion": {"type": "visible"}} for t in propose(texts)]
+
+
+def _appeared_ops(texts: Sequence[str], on: str | None, step_ops: list[Op]) -> list[Op]:
+    """The step's proposed text assertions; the texts are also the effect its last acting op must
+    still have when healed (``recorded.appeared``, checked by vision.qa.flow)."""
+    asserts = appeared_asserts(texts, on)
+    if not asserts:
+        return []
+    acted = next((op for op in reversed(step_ops) if "recorded" in op.step), None)
+    if acted is not None:
+        acted.step["recorded"]["appeared"] = [a.get("text") or a["assertion"]["expected"] for a in asserts]
+    how = "OCR read" if on == "screen" else "the page showed"
+    return [Op(a, [f"{how} {a.get('text') or a['assertion']['expected']!r} after this step, not before: "
+                   "proposed as an assertion"]) for a in asserts]
 
 
 ADDRESS_BAR = ("ctrl+l", "alt+d", "f6")  # the chords that focus Chromium's address bar
@@ -277,6 +308,11 @@ def flow_of_qa_run(records: Sequence[dict]) -> Flow:
         if element is not None and element.locators and own is not None and step["action"] in HEALABLE \
                 and "recorded" not in step:
             step["recorded"] = recorded(element, own)
+        shown = propose((details.get(index) or {}).get("appeared") or [])
+        if shown and "recorded" in step and "url_after" not in step["recorded"] \
+                and "appeared" not in step["recorded"]:
+            # What the step made appear: the effect a healed replay of it must still have.
+            step["recorded"]["appeared"] = shown
         ops.append(Op(step, [f"QA run {run_id} step {index}"], element))
     if not ops:
         raise ExportError(f"QA run {run_id} has no steps")

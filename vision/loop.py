@@ -27,6 +27,7 @@ from desktop.models import ElementAt
 from desktop.port import Desktop
 from vision.actions import BrowserMember, CursorPosition, Done, Fail, Screenshot, Zoom
 from vision.config import VisionConfig, create_provider
+from vision.effects import appeared as texts_appeared
 from vision.errors import InvalidRequest, ModelUnavailable
 from vision.events import EventBus
 from vision.models import ActRequest, ActResult, RunView, SafetyCheckOut, StepSummary, VideoOut
@@ -216,6 +217,10 @@ class Runner:
         # (the screen before it, x, y, the run's secrets) -> a Spot's fields or None
         # (vision.perception.spot); set by the application service. None: not recorded.
         self.spot: Callable[[Frame, int, int, Iterable[str]], dict | None] | None = None
+        # The texts OCR reads in what changed between two screens, none showing a secret: what a
+        # click on a native window or a canvas made appear (vision.effects.ocr_appeared); set by the
+        # application service. None: not recorded.
+        self.screen_texts: Callable[[Frame, Frame, Iterable[str]], list[str]] | None = None
         self.state: RunState | None = None
         self._lock = threading.Lock()
         self._cancel = threading.Event()
@@ -626,6 +631,10 @@ class Runner:
         results = []
         elements: dict[tuple[int, int], ElementAt] = {}  # (call, action) -> what was under its pixel
         spots: dict[tuple[int, int], dict] = {}  # (call, action) -> its pixel's OCR text and template
+        # The page's texts before the step acts, to tell after it what it made appear.
+        acting = any(not isinstance(a, (Done, Fail, Screenshot, Zoom, CursorPosition))
+                     for call in turn.calls if not call.error for a in call.actions)
+        texts_before = self._page_texts() if acting else None
         for call_index, call in enumerate(turn.calls):
             if call.error:
                 results.append(self._answered(state, CallResult(call.id, ok=False, error=call.error), frame))
@@ -694,10 +703,44 @@ class Runner:
         state.results = results
         errors = [r.error for r in results if not r.ok]
         error = {"code": "action_failed", "message": "; ".join(errors)} if errors else None
+        shown, shown_on = self._appeared(state, texts_before, before, frame, bool(spots))
         self._record(state, turn, model_ms, before=before, after=frame, executed=executed, exec_ms=exec_ms,
                      settle_ms=settle_ms, settled_by=settled_by, results=results, error=error, on_step=on_step,
-                     elements=elements, spots=spots)
+                     elements=elements, spots=spots, appeared=shown, appeared_on=shown_on)
         return terminal
+
+    def _page_texts(self) -> list[str] | None:
+        """The page's visible texts with the browser in front (None otherwise, or on a desktop
+        that cannot say): one bounded script call."""
+        read = getattr(self.desktop, "visible_texts", None)
+        if read is None:
+            return None
+        try:
+            return read()
+        except Exception as exc:  # a record, never the run's failure
+            log.debug("no visible texts: %s", exc)
+            return None
+
+    def _appeared(self, state: RunState, texts_before: list[str] | None, before: Frame, after: Frame,
+                  spotted: bool) -> tuple[list[str], str | None]:
+        """What the step made appear, and where it was read: the page's texts before and after it;
+        else, after a click recorded by its spot (a native window, a canvas), OCR of the changed
+        region of the screen. Best effort: a failure costs the run nothing but the record."""
+        secrets = list(state.request.secrets.values())
+        if texts_before is not None:
+            after_texts = self._page_texts()
+            if after_texts is not None:
+                shown = texts_appeared(texts_before, after_texts, secrets)
+                if shown or not spotted:
+                    return shown, "page" if shown else None
+        if spotted and self.screen_texts is not None and after is not None and after is not before:
+            try:
+                shown = self.screen_texts(before, after, secrets)
+            except Exception as exc:
+                log.warning("run %s: no texts read after the step: %s", state.trace.trace_id, exc)
+                shown = []
+            return shown, "screen" if shown else None
+        return [], None
 
     def _spot(self, state: RunState, action, element: ElementAt | None, before: Frame) -> dict | None:
         """What was at a click's pixel on the screen before it, when no DOM element names the
@@ -725,7 +768,8 @@ class Runner:
     def _record(self, state: RunState, turn: ModelTurn, model_ms: int, *, before: Frame, after: Frame | None,
                 on_step, executed=(), exec_ms=0.0, settle_ms=0.0, settled_by=(), results=(), error=None,
                 elements: dict[tuple[int, int], ElementAt] | None = None,
-                spots: dict[tuple[int, int], dict] | None = None) -> None:
+                spots: dict[tuple[int, int], dict] | None = None, appeared: list[str] | None = None,
+                appeared_on: str | None = None) -> None:
         actions = [a.model_dump() for call in turn.calls for a in call.actions]
         # Aligned with actions; none at all when no action had one (a trace's records stay as small).
         found = elements or {}
@@ -743,7 +787,7 @@ class Runner:
             reasoning=turn.reasoning, tool_calls=turn.calls, actions=actions, argv=executed, results=results,
             error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms),
             settled_by=settled_by, usage=turn.usage, url=url, model_image_size=turn.image_size, elements=at,
-            spots=spot_list,
+            spots=spot_list, appeared=appeared or [], appeared_on=appeared_on,
         )
         summary = StepSummary(index=len(state.steps) + 1, text=turn.text, actions=actions, executed=list(executed),
                               error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms),

@@ -111,6 +111,7 @@ class Glassdesk:
                                                             film=_film_for(session))
                 runner.browser = self.browser_toolset.loop_call  # browser toolset members of a run
                 runner.spot = _spot_at  # a native window's or a canvas's click: its text and template
+                runner.screen_texts = _screen_texts  # and what it made appear, by OCR of what changed
             return runner
 
     def ask_point(self, session_id: str | None, model: str, instruction: str,
@@ -321,6 +322,22 @@ def _film_for(session) -> Callable | None:
 def _not_found(exc: Exception) -> TraceNotFoundError:
     return TraceNotFoundError(f"{exc}; list the traces to see which exist" if isinstance(exc, TraceNotFound)
                               else str(exc))
+
+
+def _screen_texts(before, after, secrets) -> list[str]:
+    """The texts OCR reads in what changed between two frames (vision.effects.ocr_appeared)."""
+    import numpy as np
+
+    from vision.effects import ocr_appeared
+    from vision.perception.ocr import shared_engine
+    from vision.perception.spot import frame_rgb
+
+    engine = shared_engine()
+
+    def read(rgb):
+        return [line.text for line in engine.read(np.ascontiguousarray(rgb[:, :, ::-1]))]  # rapidocr reads BGR
+
+    return ocr_appeared(frame_rgb(before), frame_rgb(after), read, secrets)
 
 
 def _spot_at(frame, x: int, y: int, secrets) -> dict | None:

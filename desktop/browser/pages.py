@@ -46,6 +46,37 @@ from desktop.models import (
     Target,
 )
 
+# The visible texts of a page, in document order: for each text, the line it is part of, the nearest
+# element around it that is not a mere inline run of text (<p>Hello <b>ada</b></p> reads "Hello ada";
+# TodoMVC's counter, its words in spans of their own, "1 item left"; a <label>, a link or a button
+# is a text of its own, not merged into its form), read once (its innerText, so what it shows,
+# never a field's value). Bounded: the text nodes walked, the texts kept and their length,
+# so a huge page costs a few ms more, not seconds. Only the viewport: what was seen.
+VISIBLE_TEXTS = """() => {
+  const out = [], seen = new Set(), W = innerWidth, H = innerHeight;
+  const PHRASING = /^(SPAN|B|I|EM|STRONG|SMALL|CODE|MARK|SUB|SUP|U|S|ABBR|TIME|FONT|Q|CITE|KBD|SAMP|VAR|BDI|BDO|DATA)$/;
+  const root = document.body || document.documentElement;
+  if (!root) return out;
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  let walked = 0;
+  while (walker.nextNode() && walked++ < 5000 && out.length < 1000) {
+    let el = walker.currentNode.parentElement;
+    if (!el || !walker.currentNode.nodeValue.trim()) continue;
+    while (el !== root && el.parentElement && PHRASING.test(el.tagName) && getComputedStyle(el).display === 'inline')
+      el = el.parentElement;
+    if (seen.has(el)) continue;
+    seen.add(el);
+    if (/^(SCRIPT|STYLE|NOSCRIPT|TEXTAREA|OPTION|TITLE)$/.test(el.tagName) || el.isContentEditable) continue;
+    const text = (el.innerText || '').replace(/\\s+/g, ' ').trim();
+    if (text.length < 2 || text.length > 80) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width < 1 || r.height < 1 || r.bottom <= 0 || r.right <= 0 || r.top >= H || r.left >= W) continue;
+    if (el.checkVisibility && !el.checkVisibility({opacityProperty: true, visibilityProperty: true})) continue;
+    out.push(text);
+  }
+  return out;
+}"""
+
 
 class Pages:
     """The pages (tabs) of one browser process: recording into the session's PageRecord, the tab
@@ -152,6 +183,17 @@ class Pages:
             return None
         front = await self.front()
         return await hit_test(front, x, y) if front is not None else None
+
+    async def texts(self) -> list[str] | None:
+        """The short visible texts of the tab in front, one per element that holds text in the viewport
+        (vision.effects compares two readings); None with no tab in front or a dialog open."""
+        if self._dialogs.current is not None:
+            return None
+        front = await self.front()
+        if front is None:
+            return None
+        texts = await front.evaluate(VISIBLE_TEXTS)
+        return [t for t in texts if isinstance(t, str)] if isinstance(texts, list) else None
 
     async def viewport(self) -> dict:
         return await self._content.viewport()

@@ -299,6 +299,19 @@ class Session:
         watch = self._browser_watch()
         return self._element_at(watch, Move(x=x, y=y)) if watch is not None else None
 
+    def visible_texts(self) -> list[str] | None:
+        """The short texts visible in the page when Chromium is in front (desktop.browser.pages
+        VISIBLE_TEXTS), else None: what a run compares around a step (vision.effects). Bounded
+        like the element read: a page that cannot say in time costs nothing but the record."""
+        watch = self._browser_watch()
+        if watch is None:
+            return None
+        try:
+            return watch[0].call(lambda pages: pages.texts(), HIT_TIMEOUT_S)
+        except Exception as exc:
+            log.debug("session %s: no visible texts: %s", self.id, exc)
+            return None
+
     def _element_at(self, watch, action: _Action) -> ElementAt | None:
         """What is under a pointer action's pixel, read before the action runs (it may remove the
         element), for the trace and the answer. Best effort and bounded: a browser that cannot

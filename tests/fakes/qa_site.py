@@ -334,6 +334,29 @@ def signup_page(query: dict) -> bytes:
 </script>""")
 
 
+def notify_page(query: dict) -> bytes:
+    """A button whose click shows a message (and the time it was saved at, which no test should
+    assert), for the texts a step makes appear (vision.effects). The variants, for replays:
+
+    - ``v=2`` renames the button's id and rewords it ("Save changes": a heal by name);
+    - ``v=3`` keeps the button but its click shows nothing (the message's assertion must fail);
+    - ``v=4`` is v=2 with nothing shown (the healed step's effect is gone: it must fail)."""
+    version = (query.get("v") or ["1"])[0]
+    button_id, label = ("keep", "Save changes") if version in ("2", "4") else ("save", "Save")
+    shows = version not in ("3", "4")
+    show = ("document.getElementById('msg').textContent = 'Profile saved for ada';"
+            "document.getElementById('at').textContent = new Date().toISOString().slice(11, 19);") if shows else ""
+    return _page("notify", f"""
+<div class="at" style="left: 100px; top: 80px; width: 600px">
+  <h1>Your profile</h1>
+  <p><button id="{button_id}" type="button">{label}</button></p>
+  <p id="msg" role="status"></p><p id="at"></p>
+</div>
+<script>
+  document.getElementById('{button_id}').addEventListener('click', () => {{ {show} }});
+</script>""")
+
+
 class QaSite(EventServer):
     __test__ = False
 
@@ -385,6 +408,8 @@ class QaSite(EventServer):
                     self._send(200, visual_page(parse_qs(parts.query)))
                 elif parts.path == "/signup":
                     self._send(200, signup_page(parse_qs(parts.query)))
+                elif parts.path == "/notify":
+                    self._send(200, notify_page(parse_qs(parts.query)))
                 elif parts.path == "/widgets":
                     self._send(200, widgets_page(parse_qs(parts.query)))
                 elif parts.path == "/held":

@@ -26,6 +26,7 @@ from desktop.errors import (
 )
 from desktop.models import LOCATOR_FIELDS, Target
 from desktop.session.manager import Session
+from vision.effects import appeared
 from vision.qa.baselines import BaselineStore
 from vision.qa.driver import (
     CONSOLE_LIMIT,
@@ -338,10 +339,18 @@ class _Flow:
         receipt = getattr(self.run_, "video", None)  # the run is filmed: a chapter per step
         if receipt is not None:
             receipt.chapter(self.run_.redacted(f"step {index}: {step.heading()}"), at=started)
+        # The page's texts around an acting step: what it made appear is kept with it, for an export
+        # to carry as the effect a healed replay must still have (vision.effects).
+        texts_before = self._visible_texts() if step.action in HEALABLE else None
         try:
             detail, attempts = flows.driver.retrying(session, lambda: self.act(index, step, step_deadline),
                                                      navigation=step.action == "navigate", deadline=self.deadline)
             record.detail, record.attempts = detail or {}, attempts
+            if texts_before is not None:
+                texts_after = self._visible_texts()
+                shown = appeared(texts_before, texts_after or [], self.request.secrets.values())
+                if shown:
+                    record.detail["appeared"] = shown
             if receipt is not None:
                 film_step(receipt, step, record.detail, started, self.run_.redacted)
         except (AssertionFailed, StepFailed, GlassdeskError) as exc:
@@ -357,6 +366,10 @@ class _Flow:
         self.finish_step(record, started, failed=False)
         self.result.steps_completed = index
         return True
+
+    def _visible_texts(self) -> list[str] | None:
+        read = getattr(self.session, "visible_texts", None)
+        return read() if read is not None else None
 
     def finish_step(self, record: StepResult, started: float, *, failed: bool) -> None:
         shot = self.shot(f"step-{record.index:03d}-{'failure' if failed else 'after'}", step=record.index,
@@ -442,6 +455,9 @@ class _Flow:
         assert rec is not None
         sid = self.session.id
         before = self.flows.desktops.screenshot(sid).png
+        # The recorded texts already showing before the healed action are not its effect.
+        on_screen = step.x is not None and rec.role is None  # a native window, a canvas: no DOM to read
+        shown_before = self._shown(rec.appeared, on_screen, before) if rec.appeared and not rec.url_after else []
         detail = self.do(index, retargeted, step_deadline)
         point = detail.get("point")
         heal = Heal(step=index, failed=step.describe(), **note,
@@ -452,6 +468,10 @@ class _Flow:
         if rec.url_after:
             missed = self._effect(rec.url_after, step_deadline)
             heal.effect = f"the URL became {rec.url_after}" if missed is None else f"did not happen: {missed}"
+        elif rec.appeared:
+            wanted = [t for t in rec.appeared if t not in shown_before] or list(rec.appeared)
+            seen, missed = self._texts_effect(wanted, on_screen, step_deadline)
+            heal.effect = f"{seen!r} appeared" if missed is None else f"did not happen: {missed}"
         after = self.flows.desktops.screenshot(sid).png
         drawn = heal_images(before, after, heal.model_dump())
         for which, image in zip(("before", "after"), drawn, strict=True):
@@ -477,6 +497,33 @@ class _Flow:
                 return None
             if time.monotonic() >= deadline:
                 return f"the URL is {now!r}, not {url!r}"
+            time.sleep(POLL_S)
+
+    def _shown(self, texts: list[str], on_screen: bool, png: bytes | None = None) -> list[str]:
+        """Which of ``texts`` show now: on the screen by OCR (of ``png`` when given), else in the
+        page's text (whitespace and case aside, as screen_text_contains compares)."""
+        if on_screen:
+            from vision.qa.screen_find import screen_text
+
+            now = _squash(screen_text(png if png is not None else self.flows.desktops.screenshot(self.session.id).png))
+        else:
+            try:
+                now = _squash(self.flows.pages.content(self.session.id, "text").content)
+            except GlassdeskError:  # no page to read (a dialog, the browser not there): nothing shows
+                return []
+        return [t for t in texts if _squash(t) in now]
+
+    def _texts_effect(self, texts: list[str], on_screen: bool, step_deadline: float) -> tuple[str | None, str | None]:
+        """(the recorded text that showed, None) once one of ``texts`` shows (looked at until the
+        step's deadline, at most EFFECT_WAIT_S); else (None, what is missing)."""
+        deadline = min(step_deadline, time.monotonic() + EFFECT_WAIT_S)
+        while True:
+            shown = self._shown(texts, on_screen)
+            if shown:
+                return shown[0], None
+            if time.monotonic() >= deadline:
+                where = "the screen (OCR)" if on_screen else "the page"
+                return None, f"{where} does not show {' or '.join(repr(t) for t in texts)}"
             time.sleep(POLL_S)
 
     def find_on_screen(self, step: FlowStep, png: bytes) -> tuple[FlowStep, dict] | None:
@@ -849,7 +896,7 @@ def _element(element) -> dict:
 HEALABLE = ("click", "dblclick", "hover", "fill", "check", "uncheck")
 HEAL_AFTER_S = 3.0
 HEAL_PROBE_MS = 1000
-EFFECT_WAIT_S = 5.0  # how long a healed step's recorded effect (its URL) is waited for
+EFFECT_WAIT_S = 5.0  # how long a healed step's recorded effect (its URL, its texts) is waited for
 TEMPLATE_CONFIDENCE = 0.9  # a recorded template image must match this well to be the target
 # How far (px) the recorded text or image may have moved and still be "at the pixel" (a repaint, a
 # font's hinting): beyond it the target has moved, and finding it again is a heal.

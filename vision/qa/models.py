@@ -374,6 +374,9 @@ class Recorded(_Body):
     text_box: list[int] | None = None
     image: str | None = Field(None, min_length=1, max_length=MAX_TEMPLATE_CHARS)
     url_after: Url | None = None  # the URL after it: a healed step must reach it
+    # Texts the step made appear (vision.effects): a healed step must bring one of them up, read in
+    # the page when it has a DOM target, else on the screen by OCR (a native window, a canvas).
+    appeared: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(default_factory=list, max_length=8)
     instruction: str | None = None  # what heal_with's model is asked (the export bounds it)
 
     @field_validator("image")

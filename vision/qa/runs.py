@@ -103,6 +103,63 @@ def safe_stem(stem: str, limit: int = 100) -> str:
     return base or "file"
 
 
+# A template image of the request (a step's `image` target, a recorded `image`), stored as a file of
+# the run: redaction omits image data from every record, so the request keeps this reference instead.
+TEMPLATE_REF = "artifact:"
+_PNG_B64 = "iVBORw0KGgo"
+
+
+def split_templates(request: Any) -> tuple[Any, dict[str, bytes]]:
+    """``request`` with each base64 PNG under an ``image`` key replaced by ``artifact:<name>``, and
+    those files by name (``template-<sha256 prefix>.png``: one file for a template used twice) (pure)."""
+    import base64
+    import binascii
+
+    files: dict[str, bytes] = {}
+
+    def walk(value: Any, key: str | None = None) -> Any:
+        if isinstance(value, dict):
+            return {k: walk(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if key == "image" and isinstance(value, str) and value.startswith(_PNG_B64):
+            try:
+                data = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                return value
+            name = f"template-{_sha(data)[:20]}.png"
+            files[name] = data
+            return TEMPLATE_REF + name
+        return value
+
+    return walk(request), files
+
+
+def join_templates(records: Sequence[dict], read: Callable[[str], bytes]) -> list[dict]:
+    """The records with the started request's template references back as base64 PNGs, each read
+    (``read``: an artifact's bytes by name) only if the manifest lists it with that SHA-256; a
+    missing or altered file stays a reference, which the replay then refuses by name."""
+    import base64
+
+    listed = {r.get("name"): r.get("sha256") for r in records if r.get("kind") == "artifact"}
+
+    def walk(value: Any, key: str | None = None) -> Any:
+        if isinstance(value, dict):
+            return {k: walk(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if key == "image" and isinstance(value, str) and value.startswith(TEMPLATE_REF):
+            name = value[len(TEMPLATE_REF):]
+            try:
+                data = read(check_artifact_name(name))
+            except (OSError, BadName, QaRunNotFound):
+                return value
+            return base64.b64encode(data).decode() if listed.get(name) == _sha(data) else value
+        return value
+
+    return [walk(r) if r.get("kind") == "started" else r for r in records]
+
+
 def check_run_id(run_id: str) -> str:
     if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
         raise BadName(f"invalid test_run_id {run_id!r}: use letters, digits, '-' and '_' only")
@@ -266,7 +323,14 @@ class QaRunStore:
             _open_here.add(str(directory.resolve()))
         atomic_write(directory / OWNER_FILE, json.dumps(this_process().as_dict()).encode())
         writer = RunWriter(self, directory, run_id, secrets)
+        # Template images leave the request as files of the run (each written whole, atomically,
+        # before the record that names them), so an export gives them back (records_with_templates).
+        request, templates = split_templates(request)
+        for template, data in templates.items():
+            atomic_write(directory / template, data)
         writer.record("started", test_run_id=run_id, verb=verb, name=name, session_id=session_id, request=request)
+        for template in templates:
+            writer.adopt(template, kind="template")
         return writer
 
     def _existing(self, run_id: str) -> Path:
@@ -288,6 +352,12 @@ class QaRunStore:
                 if isinstance(record, dict):
                     records.append(record)
         return records
+
+    def records_with_templates(self, run_id: str) -> list[dict]:
+        """The records, the request's template images read back from the run's files: what an
+        export of the run writes, so a re-exported suite replays with its templates."""
+        directory = self._existing(run_id)
+        return join_templates(self.records(run_id), lambda name: (directory / name).read_bytes())
 
     def file(self, run_id: str, name: str) -> Path:
         """An artifact's file, by a name the manifest lists (and only such a name)."""

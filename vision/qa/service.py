@@ -312,7 +312,7 @@ class QaService:
         check_format(fmt)
         self.run(test_run_id)  # not found, corrupt: the same errors as reading it
         with reading_run(test_run_id), corrupt_if_malformed():
-            return export_qa_run(self.runs.records(test_run_id), fmt)
+            return export_qa_run(self.runs.records_with_templates(test_run_id), fmt)
 
     def artifact(self, test_run_id: str, name: str) -> Path:
         """A listed file of the run; served from the manifest's records alone, so the files of a

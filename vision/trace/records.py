@@ -149,6 +149,14 @@ class StepRecord(BaseModel):
                                      description="per action (as `actions`): for a pointer action with no DOM "
                                                  "element to name it, the OCR text at its pixel and a template "
                                                  "image around it, read before it ran; else null")
+    # Absent from traces written before it (as spots): the texts the step made appear, that a test of
+    # it would assert and a healed replay of it must bring up again (vision.effects): read from the
+    # page in front ("page": one element shows each) or, after a click on a native window or a
+    # canvas, by OCR of the region that changed ("screen"). Bounded and short; never a secret's value.
+    appeared: list[str] = Field(default_factory=list,
+                                description="texts visible after the step that were not before it (a few, short)")
+    appeared_on: Literal["page", "screen"] | None = Field(None, description="where `appeared` was read: the "
+                                                                            "page's elements, or the screen by OCR")
     model_image_size: tuple[int, int] | None = None
     before_png: str | None = None
     before_sha256: str | None = None

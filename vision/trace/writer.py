@@ -208,6 +208,8 @@ class TraceWriter:
         by: str = "agent",
         elements: Iterable[Any] = (),
         spots: Iterable[Any] = (),
+        appeared: Iterable[str] = (),
+        appeared_on: str | None = None,
     ) -> None:
         """Record one step; the write thread stores its screenshots, then its record, then the
         updated meta (``flush`` waits for it). Raises at once on a step that does not validate,
@@ -233,7 +235,7 @@ class TraceWriter:
             content = redact(_plain({
                 "text": text, "reasoning": reasoning, "tool_calls": list(tool_calls), "actions": list(actions),
                 "argv": [list(a) for a in argv], "results": list(results), "error": error, "url": url,
-                "elements": list(elements), "spots": spot_list,
+                "elements": list(elements), "spots": spot_list, "appeared": list(appeared),
             }), self._secrets)
             for spot, image in zip(content["spots"], images, strict=True):
                 if spot is not None and isinstance(image, str):
@@ -243,7 +245,7 @@ class TraceWriter:
                 **content, index=index, started_at=started_at or finished, finished_at=finished,
                 model_ms=model_ms, exec_ms=exec_ms, settle_ms=settle_ms, settled_by=list(settled_by),
                 usage=_plain(usage) or {},
-                model_image_size=model_image_size, by=by,
+                model_image_size=model_image_size, by=by, appeared_on=appeared_on if content["appeared"] else None,
             )
             self._recorded = index
             with self._written:
