@@ -357,7 +357,10 @@ class _Takeover:
 
     def __init__(self, session_id: str, desktop, did: Callable[[str, list[Gesture]], None]):
         element_at = getattr(desktop, "element_at", None)
-        self.reads = PointerReads(element_at, desktop.capture) if element_at is not None else None
+        # strict: a read that failed or timed out is "not known" (no record), never "no element there"
+        # (which would record a spot and export a pixel for what was a page element).
+        self.reads = PointerReads(lambda x, y: element_at(x, y, strict=True), desktop.capture) \
+            if element_at is not None else None
         self.gestures = Gestures(on_press=self._pressed)
         self._queue: queue.Queue[list[Gesture] | None] = queue.Queue()
         self._did = did
