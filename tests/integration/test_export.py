@@ -542,7 +542,8 @@ def test_a_take_overs_clicks_record_their_elements_and_export_as_locators(vision
     from tests.integration.test_video_receipt import RfbControl
 
     desk.run_settled(lambda: desk.open_url(qa_site.url("/signup")))
-    email, terms, create = (pixel(desk, s) for s in ("#email", "#terms", "#create span"))
+    email, terms, create, pad = (pixel(desk, s) for s in ("#email", "#terms", "#create span", "#pad"))
+    start = (pad[0] - 210 + 30 + 45, pad[1] - 90 + 40)  # 'START', drawn on the canvas (no element names it)
     run = {"instruction": "sign up, with help", "model": "scripted", "autopilot": False,
            "script": [{"action": "wait", "duration_ms": 100}, {"action": "done", "answer": "helped"}]}
     first = vision_api.post("/api/v1/sessions/itest/vision/act", json=run)
@@ -575,6 +576,8 @@ def test_a_take_overs_clicks_record_their_elements_and_export_as_locators(vision
         for keysym in b"ada":
             person.key(keysym)
         person.sync()
+        click(*start)
+        qa_site.wait_for(lambda e: e.get("type") == "pad")
         click(*terms)
         click(*create)
         event = qa_site.wait_for(lambda e: e.get("type") == "signup")
@@ -587,8 +590,14 @@ def test_a_take_overs_clicks_record_their_elements_and_export_as_locators(vision
 
     trace = vision_api.get(f"/api/v1/traces/{trace_id}").json()
     by_person = [s for s in trace["steps"] if s["by"] == "operator"]
-    assert [s["actions"][0]["action"] for s in by_person] == ["click", "type", "click", "click"]
-    clicks = [(s["actions"][0], s["elements"][0]) for s in by_person if s["actions"][0]["action"] == "click"]
+    assert [s["actions"][0]["action"] for s in by_person] == ["click", "type", "click", "click", "click"]
+    # On the canvas: the canvas is the element, and what the screen showed there before the press is
+    # the spot a replay finds the point by.
+    on_pad = by_person[2]
+    assert on_pad["elements"][0]["tag"] == "canvas" and on_pad["spots"][0]["text"] == "START"
+    assert on_pad["spots"][0]["image"]
+    clicks = [(s["actions"][0], s["elements"][0]) for s in by_person
+              if s["actions"][0]["action"] == "click" and s is not on_pad]
     assert [(e["role"], e["name"], e["locators"][0]) for _, e in clicks] == [
         ("textbox", "Email", {"role": "textbox", "name": "Email", "exact": True}),
         ("checkbox", "I agree", {"role": "checkbox", "name": "I agree", "exact": True}),
@@ -607,16 +616,21 @@ def test_a_take_overs_clicks_record_their_elements_and_export_as_locators(vision
     # The agent's wait, and (when the page had gone on by the agent's last step) the URL it reached.
     steps = [s for s in suite["tests"][0]["verify_user_flow"]["steps"] if s["action"] not in ("wait", "assert")]
     assert [(s["action"], s.get("role"), s.get("name")) for s in steps] == [
-        ("fill", "textbox", "Email"), ("click", "checkbox", "I agree"), ("click", "button", "Create account")]
-    assert steps[0]["value"] == "ada" and all("x" not in s for s in steps)  # locators, not pixels
-    assert r.text.count("done by a person (the operator, during a take-over)") == 3
+        ("fill", "textbox", "Email"), ("click", None, None), ("click", "checkbox", "I agree"),
+        ("click", "button", "Create account")]
+    # Locators, not pixels; the canvas's point is a pixel with what was read there.
+    assert steps[0]["value"] == "ada" and all("x" not in s for s in steps[:1] + steps[2:])
+    assert (steps[1]["x"], steps[1]["y"], steps[1]["recorded"]["text"]) == (*start, "START")
+    assert r.text.count("done by a person (the operator, during a take-over)") == 4
     for fmt, line in (("playwright-ts", 'await page.getByRole("checkbox", { name: "I agree", exact: true }).click();'),
                       ("playwright-py", "page.get_by_role('checkbox', name='I agree', exact=True).click()")):
         spec = vision_api.get(f"/api/v1/traces/{trace_id}/export", params={"format": fmt}).text
-        assert line in spec and "done by a person" in spec and "mouse.click" not in spec, spec
+        # the canvas's point alone is a pixel (page.mouse); the field and the buttons are locators
+        assert line in spec and "done by a person" in spec and spec.count("mouse.click(") == 1, spec
     path = tmp_path / "takeover.yaml"
     path.write_text(r.text)
     qa_site.clear()
     assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 0
     event = qa_site.wait_for(lambda e: e.get("type") == "signup")
     assert (event["email"], event["terms"]) == ("ada", True)
+    assert qa_site.wait_for(lambda e: e.get("type") == "pad")
