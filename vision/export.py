@@ -489,10 +489,16 @@ def _op_code(op: Op, lang: Lang) -> list[str]:
         if "x" in step:
             raw = {"action": {"dblclick": "double_click", "hover": "move"}.get(action, "click"),
                    "x": step["x"], "y": step["y"]}
+            # The element's locator where one names the target (a QA run's pixel click on a button);
+            # on a canvas the point matters, and its locator would click the centre: there the element
+            # only tells where the page's viewport is, for page.mouse.
+            where = op.element
+            if where is not None and where.tag == "canvas":
+                where = where.model_copy(update={"locators": []})
             if action == "fill":
-                return action_code(raw, op.element, lang) + [
+                return action_code(raw, where, lang) + [
                     f"{aw}page.keyboard.type({_text_code(step.get('value', ''), lang)}){end}"]
-            return action_code(raw, op.element, lang)
+            return action_code(raw, where, lang)
         return [f"{_comment(lang)}not exported: {action} on an image target (glassdesk-only)"]
     if action == "fill":
         return [f"{aw}{loc}.fill({_text_code(step.get('value', ''), lang)}){end}"]

@@ -296,9 +296,14 @@ class Runner:
             if state.receipt is not None:
                 state.receipt.chapter(redact(f"step {index}: operator {what}", secrets), at=gesture.started)
                 state.receipt.note_action(gesture.action, at=gesture.started)
+            # What was under their pointer, when known for sure (desktop.session.operator_reads), and
+            # where no element names the point, what the screen showed there: as an agent's step has.
+            element = getattr(gesture, "element", None)
+            spot = self._operator_spot(state, gesture, element)
             try:
                 state.trace.record_step(started_at=started, finished_at=finished, text=text, actions=[gesture.action],
-                                        by="operator")
+                                        by="operator", elements=[element] if element is not None else [],
+                                        spots=[spot] if spot is not None else [])
             except (RuntimeError, OSError) as exc:  # the run ended meanwhile, or its trace cannot be written
                 log.warning("run %s: the operator's input was not recorded: %s", state.trace.trace_id, exc)
                 return recorded
@@ -310,6 +315,20 @@ class Runner:
                           operator_steps=len(state.steps) - agent_steps(state.steps))
             recorded += 1
         return recorded
+
+    def _operator_spot(self, state: RunState, gesture: Gesture, element: ElementAt | None) -> dict | None:
+        """A person's click's spot (``_spot``'s record), from the frame read with it, before the press."""
+        action, frame = gesture.action, getattr(gesture, "frame", None)
+        if self.spot is None or frame is None or action.get("action") not in SPOT_ACTIONS:
+            return None
+        if element is not None and element.tag != "canvas":
+            return None
+        try:
+            return self.spot(frame, action["x"], action["y"], state.request.secrets.values())
+        except Exception as exc:
+            log.warning("run %s: nothing recorded at the operator's (%s, %s): %s", state.trace.trace_id,
+                        action.get("x"), action.get("y"), exc)
+            return None
 
     def view(self) -> RunView | None:
         """The run as every reader (console, metrics, MCP, REST) sees it; None before the first."""

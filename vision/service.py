@@ -10,6 +10,7 @@ below, once.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,8 @@ from typing import Any
 from desktop.models import LiveView
 from desktop.service.desktop import DEFAULT_SESSION, DesktopService
 from desktop.session.manager import SessionManager
-from desktop.session.operator_input import Gestures, RfbInputTap
+from desktop.session.operator_input import Gesture, Gestures, RfbInputTap
+from desktop.session.operator_reads import PointerReads
 from vision.browser_toolset import BrowserToolsetService
 from vision.calibration.service import CalibrationService
 from vision.computer import ComputerService
@@ -66,8 +68,9 @@ class Glassdesk:
         self._runners: dict[str, Runner] = {}
         self._lock = threading.Lock()
         # A person's input during a take-over, by session, read off the live view's RFB stream: made
-        # into steps of the run (vision.loop.Runner.record_operator) as each gesture ends.
-        self._operator: dict[str, Gestures] = {}
+        # into steps of the run (vision.loop.Runner.record_operator) as each gesture ends, with what
+        # was under their pointer.
+        self._operator: dict[str, _Takeover] = {}
         self._operator_lock = threading.Lock()
         desktops.on_change(self._on_session)
         # The observers: started here, so every way of running glassdesk shows and counts the same.
@@ -174,13 +177,17 @@ class Glassdesk:
         session = self.desktops.set_takeover(runner.desktop.id, on)
         if on:
             with self._operator_lock:
-                self._operator.setdefault(session.id, Gestures())
+                if session.id not in self._operator:
+                    self._operator[session.id] = _Takeover(session.id, runner.desktop, self._operator_did)
             runner.pause(TAKEOVER_REASON, kind="takeover")
         else:
             with self._operator_lock:  # what the person did last (a typed text still open) is theirs too
-                gestures = self._operator.pop(session.id, None)
-                if gestures is not None:
-                    self._operator_did(session.id, gestures.take(flush=True))
+                taken = self._operator.pop(session.id, None)
+                if taken is not None:
+                    taken.record(taken.gestures.take(flush=True))
+            if taken is not None:
+                # Their steps are written before the agent's next ones: the run resumes after them.
+                taken.close(wait_s=OPERATOR_DRAIN_S)
             runner.resume(kind="takeover")
         self.bus.publish("takeover", session_id=session.id, on=on)
         return self.desktops.live_view(session.id, control=on)
@@ -189,18 +196,25 @@ class Glassdesk:
         """A reader for one live-view connection with control: the person's pointer and keys,
         recorded as steps of the session's run while they have taken over (and only then)."""
 
-        def feed(event: Callable[[Gestures], None]) -> None:
+        # On the relay's thread, after the chunk went on to x11vnc: only hands work over (the reads
+        # and the recording run on the take-over's own threads), so the person's input never waits.
+        def feed(event: Callable[[_Takeover], None]) -> None:
             with self._operator_lock:
-                gestures = self._operator.get(session_id)
-                if gestures is None:  # no take-over: nobody's input to put on the record
+                taken = self._operator.get(session_id)
+                if taken is None:  # no take-over: nobody's input to put on the record
                     return
-                event(gestures)
-                done = gestures.take()
+                event(taken)
+                done = taken.gestures.take()
                 if done:
-                    self._operator_did(session_id, done)
+                    taken.record(done)
 
-        return RfbInputTap(on_pointer=lambda mask, x, y: feed(lambda g: g.pointer(mask, x, y)),
-                           on_key=lambda down, keysym: feed(lambda g: g.key(down, keysym)))
+        def pointer(taken: _Takeover, mask: int, x: int, y: int) -> None:
+            if taken.reads is not None:
+                taken.reads.moved(x, y, held=bool(mask & 0b111))
+            taken.gestures.pointer(mask, x, y)
+
+        return RfbInputTap(on_pointer=lambda mask, x, y: feed(lambda t: pointer(t, mask, x, y)),
+                           on_key=lambda down, keysym: feed(lambda t: t.gestures.key(down, keysym)))
 
     def _operator_did(self, session_id: str, gestures: list) -> None:
         """A person's gestures: steps of the session's run, and marks on its recording if filmed."""
@@ -227,6 +241,10 @@ class Glassdesk:
         if what != "deleted":
             return
         self.recordings.session_ended(session_id)
+        with self._operator_lock:
+            taken = self._operator.pop(session_id, None)
+        if taken is not None:
+            taken.close(wait_s=0)
         # A deleted (or expired) session ends its run: a paused run would otherwise wait forever.
         with self._lock:
             runner = self._runners.pop(session_id, None)
@@ -338,6 +356,55 @@ def _screen_texts(before, after, secrets) -> list[str]:
         return [line.text for line in engine.read(np.ascontiguousarray(rgb[:, :, ::-1]))]  # rapidocr reads BGR
 
     return ocr_appeared(frame_rgb(before), frame_rgb(after), read, secrets)
+
+
+OPERATOR_DRAIN_S = 10.0  # a take-over handed back waits this long for the person's last steps to be written
+
+
+class _Takeover:
+    """One take-over's input: the gestures being read off the stream, the reads of what was under
+    the pointer (desktop.session.operator_reads; none for a desktop that cannot say), and a thread
+    that records each finished gesture in order: it resolves the gesture's reads (no waiting: a read
+    not back by the release is not taken) and hands it on, where a native window's click may cost
+    an OCR read (vision.perception.spot), off the relay's thread."""
+
+    def __init__(self, session_id: str, desktop, did: Callable[[str, list[Gesture]], None]):
+        element_at = getattr(desktop, "element_at", None)
+        # strict: a read that failed or timed out is "not known" (no record), never "no element there"
+        # (which would record a spot and export a pixel for what was a page element).
+        self.reads = PointerReads(lambda x, y: element_at(x, y, strict=True), desktop.capture) \
+            if element_at is not None else None
+        self.gestures = Gestures(on_press=self._pressed)
+        self._queue: queue.Queue[list[Gesture] | None] = queue.Queue()
+        self._did = did
+        self._thread = threading.Thread(target=self._run, args=(session_id,), name=f"operator-{session_id}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _pressed(self, x: int, y: int, wheel: bool):
+        return self.reads.pressed(x, y, wheel=wheel) if self.reads is not None else None
+
+    def record(self, gestures: list[Gesture]) -> None:
+        if gestures:
+            self._queue.put(gestures)
+
+    def close(self, wait_s: float) -> None:
+        self._queue.put(None)
+        if wait_s > 0:
+            self._thread.join(wait_s)
+        if self.reads is not None:
+            self.reads.close()
+
+    def _run(self, session_id: str) -> None:
+        while (gestures := self._queue.get()) is not None:
+            for gesture in gestures:
+                look = self.reads.resolve(gesture.press, gesture.finished, wait_s=0) if self.reads else None
+                gesture.element, gesture.frame = (look.element, look.frame) if look is not None else (None, None)
+                gesture.press = None  # its reads are done with
+            try:
+                self._did(session_id, gestures)
+            except Exception:  # the record is lost, never the take-over
+                log.exception("session %s: the operator's input could not be recorded", session_id)
 
 
 def _spot_at(frame, x: int, y: int, secrets) -> dict | None:

@@ -293,11 +293,13 @@ class Session:
         return Performed(executed.argv, executed.duration_ms, shot.settle_ms, shot.frame, shot.settled, settled_by,
                          element)
 
-    def element_at(self, x: int, y: int) -> ElementAt | None:
+    def element_at(self, x: int, y: int, *, strict: bool = False) -> ElementAt | None:
         """What is under display pixel (x, y) in the browser now, when Chromium is in front (the
-        check a heal makes before acting on what it found); None otherwise."""
+        check a heal makes before acting on what it found); None otherwise. ``strict``: a read that
+        fails or times out raises rather than answering None, for a caller that must tell "nothing
+        there" from "not known" (a take-over's reads, desktop.session.operator_reads)."""
         watch = self._browser_watch()
-        return self._element_at(watch, Move(x=x, y=y)) if watch is not None else None
+        return self._element_at(watch, Move(x=x, y=y), strict=strict) if watch is not None else None
 
     def visible_texts(self) -> list[str] | None:
         """The short texts visible in the page when Chromium is in front (desktop.browser.pages
@@ -312,7 +314,7 @@ class Session:
             log.debug("session %s: no visible texts: %s", self.id, exc)
             return None
 
-    def _element_at(self, watch, action: _Action) -> ElementAt | None:
+    def _element_at(self, watch, action: _Action, *, strict: bool = False) -> ElementAt | None:
         """What is under a pointer action's pixel, read before the action runs (it may remove the
         element), for the trace and the answer. Best effort and bounded: a browser that cannot
         say within HIT_TIMEOUT_S costs the action nothing but this record."""
@@ -329,6 +331,8 @@ class Session:
         try:
             return browser.call(lambda pages: pages.hit(x, y), HIT_TIMEOUT_S)
         except Exception as exc:  # a heal, a hang, a page navigating away: no record, the action runs
+            if strict:
+                raise
             log.debug("session %s: no element at (%s, %s): %s", self.id, x, y, exc)
             return None
 

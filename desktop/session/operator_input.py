@@ -27,6 +27,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["Gesture", "Gestures", "RfbInputTap", "keysym_name"]
 
@@ -73,6 +74,12 @@ class Gesture:
     action: dict
     started: float  # monotonic
     finished: float
+    # What ``Gestures.on_press`` answered at its press (or first wheel notch): the reads of what was
+    # under the pointer (desktop.session.operator_reads). Then, once resolved by whoever records the
+    # gesture: the element there (None: none, or not known for sure) and the frame for its spot.
+    press: Any = None
+    element: Any = None
+    frame: Any = None
 
 
 class RfbInputTap:
@@ -146,9 +153,11 @@ class Gestures:
     """Pointer and key events -> gestures, in order. ``flush`` ends a typed text still open."""
 
     clock: Callable[[], float] = time.monotonic
+    # Told of each press as it arrives, (x, y, wheel): its answer travels with the gesture (``press``).
+    on_press: Callable[[int, int, bool], Any] | None = None
     done: list[Gesture] = field(default_factory=list)
     _mask: int = 0
-    _press: tuple[int, int, int, float] | None = None  # (button bit, x, y, when)
+    _press: tuple[int, int, int, float, Any] | None = None  # (button bit, x, y, when, on_press's answer)
     _mods: set[str] = field(default_factory=set)
     _typed: list[str] = field(default_factory=list)
     _typed_span: tuple[float, float] = (0.0, 0.0)
@@ -163,9 +172,9 @@ class Gestures:
         for bit in BUTTONS:
             if pressed & (1 << bit) and self._press is None:
                 self._end_typing()
-                self._press = (bit, x, y, now)
+                self._press = (bit, x, y, now, self._pressed(x, y, False))
             elif released & (1 << bit) and self._press is not None and self._press[0] == bit:
-                _, px, py, when = self._press
+                _, px, py, when, handle = self._press
                 self._press = None
                 button = BUTTONS[bit]
                 if max(abs(x - px), abs(y - py)) > DRAG_PX:
@@ -174,7 +183,10 @@ class Gestures:
                     action = {"action": "click", "x": px, "y": py, "button": button}
                 if self._mods:
                     action["modifiers"] = sorted(self._mods)
-                self.done.append(Gesture(action, when, now))
+                self.done.append(Gesture(action, when, now, handle))
+
+    def _pressed(self, x: int, y: int, wheel: bool) -> Any:
+        return self.on_press(x, y, wheel) if self.on_press is not None else None
 
     def _scroll(self, direction: str, x: int, y: int, now: float) -> None:
         self._end_typing()
@@ -185,7 +197,7 @@ class Gestures:
             last.finished = now
         else:
             self.done.append(Gesture({"action": "scroll", "x": x, "y": y, "direction": direction, "amount": 1},
-                                     now, now))
+                                     now, now, self._pressed(x, y, True)))
 
     def key(self, down: bool, keysym: int) -> None:
         now = self.clock()

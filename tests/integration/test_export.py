@@ -528,3 +528,116 @@ def native_replay(vision_api, services, tmp_path, show) -> None:
         assert time.monotonic() < deadline, "the healed click did not end the dialog"
         time.sleep(0.2)
     heal_artifacts_drawn(services, run_id, result["heals"][0])
+
+
+def focused(desk) -> str | None:
+    """The id of the element with the focus in the page in front."""
+    async def work(pages):
+        return await (await pages.front()).evaluate("document.activeElement && document.activeElement.id")
+
+    return desk.stack.browser.call(work, 10)
+
+
+def test_a_take_overs_clicks_record_their_elements_and_export_as_locators(vision_api, desk, qa_site, services,
+                                                                         tmp_path, no_paused_run):
+    """A person takes over a run and signs up on the form through the live view: their clicks record
+    the element under the pointer (read while their input went on to the desktop), the export names
+    them by locators, not pixels, says a person did them, and replays green with no model."""
+    import struct
+    import time
+
+    from tests.integration.test_video_receipt import RfbControl
+
+    desk.run_settled(lambda: desk.open_url(qa_site.url("/signup")))
+    email, terms, create, pad = (pixel(desk, s) for s in ("#email", "#terms", "#create span", "#pad"))
+    start = (pad[0] - 210 + 30 + 45, pad[1] - 90 + 40)  # 'START', drawn on the canvas (no element names it)
+    run = {"instruction": "sign up, with help", "model": "scripted", "autopilot": False,
+           "script": [{"action": "wait", "duration_ms": 100}, {"action": "done", "answer": "helped"}]}
+    first = vision_api.post("/api/v1/sessions/itest/vision/act", json=run)
+    assert first.status_code == 200 and first.json()["status"] == "running", first.text
+    trace_id = first.json()["trace_id"]
+    control = vision_api.post("/api/v1/sessions/itest/takeover", json={"on": True})
+    assert control.status_code == 200, control.text
+    person = RfbControl(str(vision_api.base_url).rstrip("/"), control.json()["token"])
+
+    def click(x: int, y: int) -> None:
+        # As a hand does: it arrives from a neighbouring pixel (x11vnc skips a motion to where it
+        # injected last), rests on the target a moment, and holds the button a moment: the pauses are
+        # the person's, nothing waits for them to end.
+        for mx, my in ((x + 1, y), (x, y)):
+            person.ws.send(struct.pack(">BBHH", 5, 0, mx, my))
+        person.sync()
+        time.sleep(0.5)
+        person.ws.send(struct.pack(">BBHH", 5, 1, x, y))
+        time.sleep(0.6)
+        person.ws.send(struct.pack(">BBHH", 5, 0, x, y))
+        person.sync()
+
+    qa_site.clear()
+    try:
+        click(*email)
+        for _ in range(100):  # they type once they see the field take the click
+            if focused(desk) == "email":
+                break
+            time.sleep(0.05)
+        for keysym in b"ada":
+            person.key(keysym)
+        person.sync()
+        click(*start)
+        qa_site.wait_for(lambda e: e.get("type") == "pad")
+        click(*terms)
+        click(*create)
+        event = qa_site.wait_for(lambda e: e.get("type") == "signup")
+        assert (event["email"], event["terms"]) == ("ada", True)
+    finally:
+        person.close()
+        assert vision_api.post("/api/v1/sessions/itest/takeover", json={"on": False}).status_code == 200
+    done = vision_api.post("/api/v1/sessions/itest/vision/act", json={**run, "autopilot": True})
+    assert done.status_code == 200 and done.json()["status"] == "done", done.text
+
+    trace = vision_api.get(f"/api/v1/traces/{trace_id}").json()
+    by_person = [s for s in trace["steps"] if s["by"] == "operator"]
+    assert [s["actions"][0]["action"] for s in by_person] == ["click", "type", "click", "click", "click"]
+    # On the canvas: the canvas is the element, and what the screen showed there before the press is
+    # the spot a replay finds the point by.
+    on_pad = by_person[2]
+    assert on_pad["elements"][0]["tag"] == "canvas" and on_pad["spots"][0]["text"] == "START"
+    assert on_pad["spots"][0]["image"]
+    clicks = [(s["actions"][0], s["elements"][0]) for s in by_person
+              if s["actions"][0]["action"] == "click" and s is not on_pad]
+    assert [(e["role"], e["name"], e["locators"][0]) for _, e in clicks] == [
+        ("textbox", "Email", {"role": "textbox", "name": "Email", "exact": True}),
+        ("checkbox", "I agree", {"role": "checkbox", "name": "I agree", "exact": True}),
+        ("button", "Create account", {"role": "button", "name": "Create account", "exact": True})]
+    for action, element in clicks:  # read at the person's pixel, inside the element's box
+        box = element["box"]
+        assert (element["x"], element["y"]) == (action["x"], action["y"])
+        assert box["x"] <= action["x"] <= box["x"] + box["width"]
+        assert box["y"] <= action["y"] <= box["y"] + box["height"]
+    assert by_person[1]["elements"] == []  # typing has no pixel
+    assert services.store.verify(trace_id).ok
+
+    r = vision_api.get(f"/api/v1/traces/{trace_id}/export", params={"format": "yaml"})
+    assert r.status_code == 200, r.text
+    suite = yaml.safe_load(r.text)
+    # The agent's wait, and (when the page had gone on by the agent's last step) the URL it reached.
+    steps = [s for s in suite["tests"][0]["verify_user_flow"]["steps"] if s["action"] not in ("wait", "assert")]
+    assert [(s["action"], s.get("role"), s.get("name")) for s in steps] == [
+        ("fill", "textbox", "Email"), ("click", None, None), ("click", "checkbox", "I agree"),
+        ("click", "button", "Create account")]
+    # Locators, not pixels; the canvas's point is a pixel with what was read there.
+    assert steps[0]["value"] == "ada" and all("x" not in s for s in steps[:1] + steps[2:])
+    assert (steps[1]["x"], steps[1]["y"], steps[1]["recorded"]["text"]) == (*start, "START")
+    assert r.text.count("done by a person (the operator, during a take-over)") == 4
+    for fmt, line in (("playwright-ts", 'await page.getByRole("checkbox", { name: "I agree", exact: true }).click();'),
+                      ("playwright-py", "page.get_by_role('checkbox', name='I agree', exact=True).click()")):
+        spec = vision_api.get(f"/api/v1/traces/{trace_id}/export", params={"format": fmt}).text
+        # the canvas's point alone is a pixel (page.mouse); the field and the buttons are locators
+        assert line in spec and "done by a person" in spec and spec.count("mouse.click(") == 1, spec
+    path = tmp_path / "takeover.yaml"
+    path.write_text(r.text)
+    qa_site.clear()
+    assert main(["qa", str(path), "--url", str(vision_api.base_url)]) == 0
+    event = qa_site.wait_for(lambda e: e.get("type") == "signup")
+    assert (event["email"], event["terms"]) == ("ada", True)
+    assert qa_site.wait_for(lambda e: e.get("type") == "pad")

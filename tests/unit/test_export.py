@@ -272,3 +272,35 @@ def test_a_url_typed_into_the_address_bar_is_one_navigate():
     assert steps[1]["action"] == "fill" and steps[1]["value"] == "ada"
     assert len(steps) == 2
     assert 'await page.goto("http://127.0.0.1:8000/login.html");' in export_trace(trace, "playwright-ts")
+
+
+def test_a_persons_clicks_export_on_their_elements_and_a_canvas_point_stays_a_point():
+    """A take-over's steps (by: operator) carry the elements read under the person's clicks: they
+    export as locators, said to be a person's; a click on a canvas with its spot is the point on it,
+    in the suite and in both specs (the canvas's locator would click its centre)."""
+    from vision.trace.records import Spot
+
+    email = element(300, 200, "textbox", "Email", Target(role="textbox", name="Email", exact=True))
+    canvas = element(1000, 200, None, None, Target(selector="#pad"), tag="canvas")
+    start = Spot(text="START", text_box=[980, 190, 1040, 210], image="iVBORw0KGgo=")
+    steps = [step(1, [{"action": "click", "x": 300, "y": 200, "button": "left"}], [email]),
+             step(2, [{"action": "type", "text": "ada"}]),
+             step(3, [{"action": "click", "x": 1010, "y": 205, "button": "left"}], [canvas]),
+             step(4, [{"action": "click", "x": 5, "y": 5, "button": "left"}])]  # not known for sure: none
+    steps[2].spots = [start]
+    for s in steps:
+        s.by = "operator"
+    trace = Trace(meta=TraceMeta(trace_id="20260101T000000Z-abcd1234", instruction="with help", model="scripted",
+                                 started_at=NOW, status="done"), steps=steps)
+    text = export_trace(trace, "yaml")
+    flow = yaml.safe_load(text)["tests"][0]["verify_user_flow"]["steps"]
+    assert [(s["action"], s.get("role"), s.get("x")) for s in flow] == [
+        ("fill", "textbox", None), ("click", None, 1010), ("click", None, 5)]
+    assert flow[1]["recorded"]["text"] == "START"
+    assert text.count("done by a person (the operator, during a take-over), not by the agent") == 3
+    ts, py = export_trace(trace, "playwright-ts"), export_trace(trace, "playwright-py")
+    assert 'await page.getByRole("textbox", { name: "Email", exact: true }).fill("ada");' in ts
+    # the canvas's point, in the page's own pixels (the viewport is at ORIGIN on the display)
+    assert f"await page.mouse.click(1010, {205 - ORIGIN[1]});" in ts and "#pad" not in ts
+    assert f"page.mouse.click(1010, {205 - ORIGIN[1]})" in py and "#pad" not in py
+    assert "page.mouse.click(5, 5)" in py and "done by a person" in py

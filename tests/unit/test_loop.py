@@ -973,3 +973,30 @@ def test_a_persons_input_is_recorded_as_operator_steps_off_the_agents_budget(run
     assert (trace.steps[2].finished_at - trace.steps[2].started_at).total_seconds() == pytest.approx(0.5, abs=0.01)
     assert store.verify(first.trace_id).ok
     assert runner.record_operator([Gesture({"action": "key", "keys": ["a"]}, now, now)]) == 0  # no run open
+
+
+def test_a_persons_click_records_what_was_under_it_and_a_native_clicks_spot(runner, store, desktop):
+    from desktop.models import ElementAt
+    from desktop.session.operator_input import Gesture
+
+    seen = []
+    runner.spot = lambda frame, x, y, secrets: seen.append((frame, x, y, list(secrets))) or {"text": "OK"}
+    first = runner.act(ActRequest(instruction="with help", autopilot=False, max_steps=2, secrets={"pw": SECRET}),
+                       provider=script(calls(Click(x=1, y=1)), done("helped")))
+    button = ElementAt(x=5, y=6, css_x=5, css_y=6, tag="button", role="button", name="Save",
+                       box={"x": 0, "y": 0, "width": 40, "height": 20}, locators=[])
+    now = time.monotonic()
+    frame = solid_frame(64, 48)
+    on_page = Gesture({"action": "click", "x": 5, "y": 6, "button": "left"}, now, now, element=button, frame=None)
+    native = Gesture({"action": "click", "x": 7, "y": 8, "button": "left"}, now, now, element=None, frame=frame)
+    unknown = Gesture({"action": "click", "x": 9, "y": 9, "button": "left"}, now, now)  # not known for sure
+    typed = Gesture({"action": "type", "text": "hi"}, now, now)
+    assert runner.record_operator([on_page, native, unknown, typed]) == 4
+    runner.cancel()
+    steps = store.load(first.trace_id).steps[1:5]
+    assert [(s.by, [e and (e.role, e.name) for e in s.elements]) for s in steps] == [
+        ("operator", [("button", "Save")]), ("operator", []), ("operator", []), ("operator", [])]
+    assert [[sp and sp.text for sp in s.spots] for s in steps] == [[], ["OK"], [], []]
+    # Of the person's, only the native click pays for OCR (the agent's click at (1, 1) had no element
+    # either), on the frame read with it, told the run's secrets.
+    assert [(f is frame, x, y, secrets) for f, x, y, secrets in seen[1:]] == [(True, 7, 8, [SECRET])]
