@@ -231,3 +231,14 @@ def fill_placeholders(text: str, secrets: dict[str, str]) -> str:
                                      f"{', '.join(sorted(secrets)) or 'none'}")
         return secrets[name]
     return PLACEHOLDER.sub(value, text)
+
+
+def to_placeholders(text: str, secrets: dict[str, str]) -> str:
+    """The inverse of fill_placeholders (pure): each secret's value in ``text`` -> ``{{name}}``.
+    For text typed by a person, which holds values, not names: recorded this way it replays
+    (a ``[REDACTED]`` would type the wrong text). Longest values first, so a secret that contains
+    another is named whole; empty values name nothing."""
+    for name, secret in sorted(secrets.items(), key=lambda item: -len(item[1])):
+        if secret:
+            text = text.replace(secret, f"{{{{{name}}}}}")
+    return text

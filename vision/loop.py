@@ -287,27 +287,30 @@ class Runner:
         secrets = state.request.secrets.values()
         recorded = 0
         for gesture in gestures:
+            action = gesture.action
+            if action.get("action") == "type":  # a person types values; the trace keeps their names
+                action = {**action, "text": actions.to_placeholders(action["text"], state.request.secrets)}
             offset = time.time() - time.monotonic()  # monotonic -> wall clock
             started = datetime.fromtimestamp(gesture.started + offset, UTC)
             finished = datetime.fromtimestamp(gesture.finished + offset, UTC)
             index = len(state.steps) + 1
-            what = describe_action(gesture.action)
+            what = describe_action(action)
             text = redact(f"the operator: {what}", secrets)
             if state.receipt is not None:
                 state.receipt.chapter(redact(f"step {index}: operator {what}", secrets), at=gesture.started)
-                state.receipt.note_action(gesture.action, at=gesture.started)
+                state.receipt.note_action(action, at=gesture.started)
             # What was under their pointer, when known for sure (desktop.session.operator_reads), and
             # where no element names the point, what the screen showed there: as an agent's step has.
             element = getattr(gesture, "element", None)
             spot = self._operator_spot(state, gesture, element)
             try:
-                state.trace.record_step(started_at=started, finished_at=finished, text=text, actions=[gesture.action],
+                state.trace.record_step(started_at=started, finished_at=finished, text=text, actions=[action],
                                         by="operator", elements=[element] if element is not None else [],
                                         spots=[spot] if spot is not None else [])
             except (RuntimeError, OSError) as exc:  # the run ended meanwhile, or its trace cannot be written
                 log.warning("run %s: the operator's input was not recorded: %s", state.trace.trace_id, exc)
                 return recorded
-            summary = StepSummary.model_validate(redact(StepSummary(index=index, text=text, actions=[gesture.action],
+            summary = StepSummary.model_validate(redact(StepSummary(index=index, text=text, actions=[action],
                                                                     by="operator").model_dump(), secrets))
             state.steps.append(summary)
             self._publish("step", trace_id=state.trace.trace_id, step=summary.model_dump(),

@@ -968,8 +968,12 @@ def test_a_persons_input_is_recorded_as_operator_steps_off_the_agents_budget(run
     assert result.status == "done" and [s.by for s in result.steps] == ["agent", "operator", "operator", "agent"]
     trace = store.load(first.trace_id)
     assert [s.by for s in trace.steps] == ["agent", "operator", "operator", "agent"]
-    assert trace.steps[2].actions == [{"action": "type", "text": "my [REDACTED]"}]  # the run's secrets, redacted
-    assert trace.steps[2].text == "the operator: type 'my [REDACTED]'"
+    # The secret's value the person typed is recorded by its name, as an agent writes it: an
+    # export types it on replay (a [REDACTED] would type the wrong text), and the value is nowhere.
+    assert trace.steps[2].actions == [{"action": "type", "text": "my {{pw}}"}]
+    assert trace.steps[2].text == "the operator: type 'my {{pw}}'"
+    written = [p for p in store.root.rglob("*") if p.is_file()]
+    assert written and not [p for p in written if SECRET.encode() in p.read_bytes()]
     assert (trace.steps[2].finished_at - trace.steps[2].started_at).total_seconds() == pytest.approx(0.5, abs=0.01)
     assert store.verify(first.trace_id).ok
     assert runner.record_operator([Gesture({"action": "key", "keys": ["a"]}, now, now)]) == 0  # no run open

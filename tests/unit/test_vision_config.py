@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from desktop.actions import to_placeholders
 from desktop.frame import Frame
 from vision.config import VisionConfig, create_provider
 from vision.errors import InvalidRequest, ModelUnavailable
@@ -78,6 +79,12 @@ def test_scripted_provider_replays_then_finishes():
 def test_placeholders_are_filled_and_unknown_ones_refused():
     assert fill_placeholders("user {{ name }} pw {{pw}}", {"name": "ann", "pw": "x$1"}) == "user ann pw x$1"
     assert fill_placeholders("no placeholders", {}) == "no placeholders"
+    # The inverse, for text a person typed: each value by its name, a longer secret containing a
+    # shorter one named whole; an empty secret names nothing; the round trip gives the text back.
+    secrets = {"pw": "hunter2", "pin": "42", "longer": "hunter2-42", "empty": ""}
+    assert to_placeholders("a hunter2-42 b hunter2 c 42", secrets) == "a {{longer}} b {{pw}} c {{pin}}"
+    assert fill_placeholders(to_placeholders("x hunter2 y", secrets), secrets) == "x hunter2 y"
+    assert to_placeholders("nothing", secrets) == "nothing"
     with pytest.raises(InvalidRequest, match="pw"):
         fill_placeholders("{{pw}}", {"other": "v"})
 
