@@ -597,3 +597,23 @@ def test_a_comparison_records_every_region_up_to_a_bound_and_counts_the_rest(tmp
     # The run's record keeps them: the viewer reads them back from it.
     stored = qa.run(answer.test_run_id).result["shots"][0]
     assert len(stored["diff_regions"]) == MAX_DIFF_REGIONS and stored["diff_regions_omitted"] == 5
+
+
+def test_a_flow_navigation_that_times_out_says_the_steps_own_timeout_not_its_last_trys(tmp_path):
+    """A timed-out navigation is tried again within the step's budget; the last try has only what is
+    left of it (down to 1 ms). The failure names what the step allowed."""
+    from desktop.errors import PageTimeoutError
+
+    qa, desktops = a_faked_service(tmp_path)
+
+    def slow(timeout_ms):
+        time.sleep(min(timeout_ms, 150) / 1000)
+        raise PageTimeoutError(f"http://x/slow: not load within {timeout_ms} ms")
+
+    desktops.pages.navigate_does = slow
+    answer = qa.verify_user_flow("s1", VerifyUserFlowRequest(
+        steps=[{"action": "navigate", "url": "http://x/slow", "timeout_ms": 400}]))
+    assert answer.success is False
+    assert len(desktops.pages.navigations) > 1  # it was tried again, with less time each try
+    reason = answer.failure_reason
+    assert "within the step's 400 ms" in reason and "within 1 ms" not in reason, reason
