@@ -303,15 +303,18 @@ class Runner:
             # where no element names the point, what the screen showed there: as an agent's step has.
             element = getattr(gesture, "element", None)
             spot = self._operator_spot(state, gesture, element)
+            # The page's URL once the gesture is done, as an agent's step has it: an export proposes a
+            # change of it as an assertion, and a healed replay of the step must still make it.
+            url = state.url = self.desktop.page_url()
             try:
-                state.trace.record_step(started_at=started, finished_at=finished, text=text, actions=[action],
+                state.trace.record_step(started_at=started, finished_at=finished, text=text, actions=[action], url=url,
                                         by="operator", elements=[element] if element is not None else [],
                                         spots=[spot] if spot is not None else [])
             except (RuntimeError, OSError) as exc:  # the run ended meanwhile, or its trace cannot be written
                 log.warning("run %s: the operator's input was not recorded: %s", state.trace.trace_id, exc)
                 return recorded
             summary = StepSummary.model_validate(redact(StepSummary(index=index, text=text, actions=[action],
-                                                                    by="operator").model_dump(), secrets))
+                                                                    by="operator", url=url).model_dump(), secrets))
             state.steps.append(summary)
             self._publish("step", trace_id=state.trace.trace_id, step=summary.model_dump(),
                           max_steps=state.request.max_steps, tokens=state.usage.total,

@@ -995,12 +995,16 @@ def test_a_persons_click_records_what_was_under_it_and_a_native_clicks_spot(runn
     native = Gesture({"action": "click", "x": 7, "y": 8, "button": "left"}, now, now, element=None, frame=frame)
     unknown = Gesture({"action": "click", "x": 9, "y": 9, "button": "left"}, now, now)  # not known for sure
     typed = Gesture({"action": "type", "text": "hi"}, now, now)
+    desktop.url = "http://fake.test/next"  # where the person's input took the page
     assert runner.record_operator([on_page, native, unknown, typed]) == 4
     runner.cancel()
     steps = store.load(first.trace_id).steps[1:5]
     assert [(s.by, [e and (e.role, e.name) for e in s.elements]) for s in steps] == [
         ("operator", [("button", "Save")]), ("operator", []), ("operator", []), ("operator", [])]
     assert [[sp and sp.text for sp in s.spots] for s in steps] == [[], ["OK"], [], []]
+    # Each records the page's URL after it, as an agent's step does (an export asserts a change).
+    assert [s.url for s in steps] == ["http://fake.test/next"] * 4
+    assert store.load(first.trace_id).steps[0].url == "http://fake.test/"
     # Of the person's, only the native click pays for OCR (the agent's click at (1, 1) had no element
     # either), on the frame read with it, told the run's secrets.
     assert [(f is frame, x, y, secrets) for f, x, y, secrets in seen[1:]] == [(True, 7, 8, [SECRET])]
