@@ -28,6 +28,7 @@ import base64
 import hashlib
 import hmac
 import secrets
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -154,6 +155,14 @@ def vnc_auth_response(password: str, challenge: bytes) -> bytes:
     # Single DES is three-key TripleDES with the same key three times (EDE collapses to E).
     encryptor = Cipher(TripleDES(key * 3), modes.ECB()).encryptor()
     return encryptor.update(challenge) + encryptor.finalize()
+
+
+def pointer_at_rest(x: int, y: int) -> bytes:
+    """An RFB PointerEvent with no button down at display pixel (x, y) (pure). Sent to x11vnc as a
+    control connection begins, at where the X pointer really is: x11vnc skips a motion to the
+    position it injected last, though the agent's xdotool moved the pointer since, so a person whose
+    first press of a take-over is on that pixel pressed wherever the agent left the pointer."""
+    return struct.pack(">BBHH", 5, 0, max(0, min(x, 0xFFFF)), max(0, min(y, 0xFFFF)))
 
 
 async def _reason(reader: asyncio.StreamReader) -> str:

@@ -164,15 +164,13 @@ class RfbControl:
         del self.pending[:n]
         return out
 
-    def click(self, x: int, y: int) -> None:
+    def click(self, x: int, y: int, *, arrive: bool = True) -> None:
         # As a hand does: the pointer arrives from a neighbouring pixel, and is there before the
-        # button goes down. x11vnc skips a motion to the position it injected last, even when the
-        # agent's xdotool has moved the pointer since: a bare client's second take-over clicking
-        # where its first one did had its press land on the agent's last click (a real mouse never
-        # enters the view exactly on that pixel).
-        for mx, my in ((x + 1 if x < 1919 else x - 1, y), (x, y)):
-            self.ws.send(struct.pack(">BBHH", 5, 0, mx, my))
-        self.sync()
+        # button goes down. ``arrive=False``: the press is the first event, on the pixel itself.
+        if arrive:
+            for mx, my in ((x + 1 if x < 1919 else x - 1, y), (x, y)):
+                self.ws.send(struct.pack(">BBHH", 5, 0, mx, my))
+            self.sync()
         for mask in (1, 0):
             self.ws.send(struct.pack(">BBHH", 5, mask, x, y))
             time.sleep(0.05)
@@ -254,6 +252,32 @@ def test_a_takeover_puts_the_persons_input_on_the_record_and_on_film(vision_api,
     shots = frames(path, float(info["chapters"][1]["start_time"]), 1.5, ARTIFACTS / "operator")
     found = [c for _, p in shots if (c := ring_centre(p, near=(fx, fy))) is not None]
     assert found and all(abs(cx - fx) <= 3 and abs(cy - fy) <= 3 for cx, cy in found), (found, (fx, fy))
+
+
+def test_a_persons_press_lands_on_their_pixel_wherever_the_agent_left_the_pointer(vision_api, page, viewport,
+                                                                                  no_paused_run):
+    """x11vnc skips a motion to the position it injected last, though the agent's xdotool moved the
+    pointer since: a second take-over whose first event is a press on the first one's pixel pressed
+    where the agent had left the pointer. The relay tells x11vnc where the pointer is as control begins."""
+    fx, fy = at(viewport, 300, 280)    # the text field
+    bx, by = at(viewport, 1260, 145)   # the Sign in button
+    for take in (1, 2):
+        page.clear()
+        control = vision_api.post("/api/v1/sessions/itest/takeover", json={"on": True})
+        assert control.status_code == 200, control.text
+        person = RfbControl(str(vision_api.base_url).rstrip("/"), control.json()["token"])
+        try:
+            person.click(fx, fy, arrive=False)
+            person.sync()
+            pressed = page.wait_for(lambda e: e["type"] == "mousedown")
+            assert pressed["target"] == "field", (take, pressed)
+        finally:
+            person.close()
+            assert vision_api.post("/api/v1/sessions/itest/takeover", json={"on": False}).status_code == 200
+        # The agent moves the pointer elsewhere (x11vnc still holds the person's last pixel).
+        page.clear()
+        assert vision_api.post("/api/v1/sessions/itest/desktop/click", json={"x": bx, "y": by}).status_code == 200
+        assert page.wait_for(lambda e: e["type"] == "mousedown")["target"] == "signin"
 
 
 def test_a_session_recording_films_whatever_acts_and_marks_each_action(vision_api, page, viewport, services):

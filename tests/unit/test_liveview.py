@@ -118,3 +118,12 @@ def test_vnc_authentication_matches_x11vnc():
     assert vnc_auth_response("abcdefgh", challenge) != vnc_auth_response("abcdefgi", challenge)
     with pytest.raises(ValueError):
         vnc_auth_response("pw", b"short")
+
+
+def test_pointer_at_rest_is_an_rfb_pointer_event_with_no_button_down_clamped_to_the_protocols_range():
+    import struct
+
+    from desktop.session.liveview import pointer_at_rest
+
+    assert pointer_at_rest(1260, 232) == struct.pack(">BBHH", 5, 0, 1260, 232)
+    assert struct.unpack(">BBHH", pointer_at_rest(-3, 70_000)) == (5, 0, 0, 0xFFFF)

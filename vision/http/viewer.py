@@ -58,6 +58,7 @@ from desktop.session.liveview import (
     SECURITY_OK,
     Grant,
     RFBError,
+    pointer_at_rest,
     token_from_protocols,
 )
 from desktop.session.stack import novnc_dir
@@ -132,7 +133,8 @@ def viewer_router(glassdesk: Glassdesk, limit: FailureLimit) -> APIRouter:
             await websocket.accept(subprotocol=protocol)
             # A control connection's input is read (a copy, nothing held back) for the record.
             tap = glassdesk.operator_tap(grant.session_id) if grant.control else None
-            await _relay(websocket, reader, writer, lambda: desktops.grant_current(grant), tap)
+            pointer = await _pointer(desktops, grant.session_id) if grant.control else None
+            await _relay(websocket, reader, writer, lambda: desktops.grant_current(grant), tap, pointer)
         finally:
             writer.close()
 
@@ -200,10 +202,22 @@ async def _receive_bytes(websocket: WebSocket) -> bytes | None:
     return message.get("bytes") or (message.get("text") or "").encode("latin-1", "replace")
 
 
+async def _pointer(desktops, session_id: str) -> tuple[int, int] | None:
+    """Where the X pointer is now, for x11vnc to be told as control begins; None when it cannot
+    be read (the person's input is relayed all the same)."""
+    try:
+        return await asyncio.to_thread(desktops.cursor, session_id)
+    except Exception as exc:
+        log.debug("live view of %s: the pointer could not be read: %s", session_id, exc)
+        return None
+
+
 async def _relay(websocket: WebSocket, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, granted,
-                 tap=None) -> None:
+                 tap=None, pointer: tuple[int, int] | None = None) -> None:
     """Greet the browser as an RFB server with no authentication, then pass bytes both ways until
-    either side closes or ``granted()`` turns false (a take-over revoked a control token)."""
+    either side closes or ``granted()`` turns false (a take-over revoked a control token). With
+    ``pointer``, x11vnc is told the X pointer is there right after the browser's ClientInit
+    (desktop.session.liveview.pointer_at_rest); the record (``tap``) reads only the browser's bytes."""
     pending = bytearray()
 
     async def read_exactly(n: int) -> bytes | None:
@@ -236,14 +250,23 @@ async def _relay(websocket: WebSocket, reader: asyncio.StreamReader, writer: asy
             log.exception("live view: the operator's input could not be read for the record")
             tap.broken = "failed"
 
+    at_rest = pointer_at_rest(*pointer) if pointer is not None else b""
+
+    def to_vnc(data: bytes) -> None:
+        nonlocal at_rest
+        if at_rest and data:  # the browser's first byte is its ClientInit: messages may follow it
+            writer.write(data[:1] + at_rest + data[1:])
+            at_rest = b""
+        else:
+            writer.write(data)
+        read(data)
+
     if pending:
-        writer.write(bytes(pending))
-        read(bytes(pending))
+        to_vnc(bytes(pending))
 
     async def browser_to_vnc() -> None:
         while (data := await _receive_bytes(websocket)) is not None:
-            writer.write(data)
-            read(data)
+            to_vnc(data)
             await writer.drain()
 
     async def vnc_to_browser() -> None:
