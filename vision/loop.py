@@ -33,7 +33,7 @@ from vision.events import EventBus
 from vision.models import ActRequest, ActResult, RunView, SafetyCheckOut, StepSummary, VideoOut
 from vision.providers.base import CallResult, ModelCallError, ModelTurn, Observation, Provider
 from vision.runview import write_report
-from vision.trace.records import ErrorInfo, RunStatus, Usage, redact
+from vision.trace.records import ErrorInfo, RunStatus, Usage, redact, redact_pieces
 from vision.trace.store import TraceStore
 from vision.trace.writer import TraceWriter
 
@@ -193,6 +193,18 @@ def fill_placeholders(text: str, secrets: dict[str, str]) -> str:
         raise InvalidRequest(str(exc)) from None
 
 
+def typed_by_person(text: str, secrets: dict[str, str]) -> str:
+    """What a person typed, fit for the record (pure): each whole secret by its placeholder, as an
+    agent writes it (so it replays), and any piece of one between them redacted (a password typed
+    with a pause or a correction arrives in pieces, none of them the whole value)."""
+    named = actions.to_placeholders(text, secrets)
+    out, last = [], 0
+    for match in actions.PLACEHOLDER.finditer(named):
+        out += [redact_pieces(named[last:match.start()], secrets.values()), match.group(0)]
+        last = match.end()
+    return "".join([*out, redact_pieces(named[last:], secrets.values())])
+
+
 def backoff_s(attempt: int, retry_after: float | None) -> float:
     """Seconds to wait before retry ``attempt`` (1-based): Retry-After if given, else exponential."""
     if retry_after is not None:
@@ -287,9 +299,15 @@ class Runner:
         secrets = state.request.secrets.values()
         recorded = 0
         for gesture in gestures:
+            # The page's URL once the gesture is done, read first (a native click's spot below costs
+            # an OCR read, time in which a next gesture may move the page on). An export proposes a
+            # change of it as an assertion, and a healed replay of the step must still make it.
+            url = state.url = self.desktop.page_url()
             action = gesture.action
-            if action.get("action") == "type":  # a person types values; the trace keeps their names
-                action = {**action, "text": actions.to_placeholders(action["text"], state.request.secrets)}
+            if action.get("action") == "type":
+                # A person types values: a whole secret is kept by its name, as an agent writes it
+                # (it replays); a piece of one (typed with a pause or a correction) is redacted.
+                action = {**action, "text": typed_by_person(action["text"], state.request.secrets)}
             offset = time.time() - time.monotonic()  # monotonic -> wall clock
             started = datetime.fromtimestamp(gesture.started + offset, UTC)
             finished = datetime.fromtimestamp(gesture.finished + offset, UTC)
@@ -303,9 +321,6 @@ class Runner:
             # where no element names the point, what the screen showed there: as an agent's step has.
             element = getattr(gesture, "element", None)
             spot = self._operator_spot(state, gesture, element)
-            # The page's URL once the gesture is done, as an agent's step has it: an export proposes a
-            # change of it as an assertion, and a healed replay of the step must still make it.
-            url = state.url = self.desktop.page_url()
             try:
                 state.trace.record_step(started_at=started, finished_at=finished, text=text, actions=[action], url=url,
                                         by="operator", elements=[element] if element is not None else [],

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = ["HOVER_FRESH_S", "HOVER_REST_S", "Look", "PointerReads", "Press", "choose", "same_element"]
@@ -93,7 +93,10 @@ def choose(rest: Look | None, look: Look | None, pressed_at: float, released_at:
         return before if same_element(before.element, during.element) else None
     if before is not None:
         return before if pressed_at - before.started <= HOVER_FRESH_S else None
-    return during
+    # Its element was read before the release (a click's effect comes then), but its frame was
+    # captured after the press had reached x11vnc: it may show the target pressed in, which a
+    # replay's template would not find. So no frame (no spot): only a look at rest gives one.
+    return replace(during, frame=None) if during is not None else None
 
 
 class PointerReads:

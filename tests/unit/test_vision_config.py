@@ -142,3 +142,19 @@ def test_config_file_keeps_ordinary_options(tmp_path):
 def test_act_request_refuses_unknown_fields():
     with pytest.raises(ValueError, match="max_step"):
         ActRequest(instruction="x", max_step=3)
+
+
+def test_a_persons_typing_keeps_a_whole_secret_by_name_and_redacts_any_piece_of_one():
+    from vision.loop import typed_by_person
+    from vision.trace.records import redact_pieces
+
+    secrets = {"pw": "hunter2", "pin": "4711"}
+    assert typed_by_person("user ann, pw hunter2", secrets) == "user ann, pw {{pw}}"
+    # Typed with a pause or a corrected typo, a password arrives in pieces: each is redacted.
+    assert typed_by_person("hunt", secrets) == "[REDACTED]"
+    assert typed_by_person("er2 and more", secrets) == "[REDACTED] and more"
+    assert typed_by_person("x 471 {{pw}} 711", secrets) == "x [REDACTED] {{pw}} [REDACTED]"
+    # Two characters in common mean nothing; a run of pieces is one redaction, not several.
+    assert typed_by_person("he is 47", secrets) == "he is 47"
+    assert redact_pieces("hunter2hunter2", ["hunter2"]) == "[REDACTED]"
+    assert redact_pieces("anything", []) == "anything" and redact_pieces("ab", ["ab"]) == "ab"

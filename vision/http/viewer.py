@@ -206,7 +206,8 @@ async def _pointer(desktops, session_id: str) -> tuple[int, int] | None:
     """Where the X pointer is now, for x11vnc to be told as control begins; None when it cannot
     be read (the person's input is relayed all the same)."""
     try:
-        return await asyncio.to_thread(desktops.cursor, session_id)
+        # existing(): never the default session's start-on-demand (it may have gone since the grant).
+        return await asyncio.to_thread(lambda: desktops.existing(session_id).cursor())
     except Exception as exc:
         log.debug("live view of %s: the pointer could not be read: %s", session_id, exc)
         return None

@@ -469,9 +469,12 @@ class _Flow:
             missed = self._effect(rec.url_after, step_deadline)
             heal.effect = f"the URL became {rec.url_after}" if missed is None else f"did not happen: {missed}"
         elif rec.appeared:
-            wanted = [t for t in rec.appeared if t not in shown_before] or list(rec.appeared)
-            seen, missed = self._texts_effect(wanted, on_screen, step_deadline)
-            heal.effect = f"{seen!r} appeared" if missed is None else f"did not happen: {missed}"
+            wanted = [t for t in rec.appeared if t not in shown_before]
+            if wanted:
+                seen, missed = self._texts_effect(wanted, on_screen, step_deadline)
+                heal.effect = f"{seen!r} appeared" if missed is None else f"did not happen: {missed}"
+            else:  # nothing it could make appear is absent: the evidence says so, and claims no effect
+                heal.effect = "not checked: every recorded text showed before the healed action"
         after = self.flows.desktops.screenshot(sid).png
         drawn = heal_images(before, after, heal.model_dump())
         for which, image in zip(("before", "after"), drawn, strict=True):
@@ -685,11 +688,13 @@ class _Flow:
             how, url = ("goto", step.url) if step.action == "navigate" else (step.action, None)
             try:
                 done = pages.navigate(sid, how, url, "load", self.ms(step_deadline))
-            except PageTimeoutError:
-                # A navigation that timed out is tried again within the step's budget: the last try
-                # had only what was left of it (as little as 1 ms), which is not what the step allowed.
+            except PageTimeoutError as exc:
+                # The driver tries a timed-out navigation again while the step's time lasts, each try
+                # given what is left of it: the last one's own figure (down to 1 ms) is not what the
+                # step allowed. Said with the step's own timeout (the flow's deadline may have cut it
+                # shorter: its own failure says so) and the browser's words.
                 raise PageTimeoutError(f"{step.describe()}: the page did not load within the step's "
-                                       f"{step.timeout_ms} ms") from None
+                                       f"timeout of {step.timeout_ms} ms (last try: {exc.message})") from None
             return {"status": done["status"], "url": done["url"], "load_time_ms": done["load_time_ms"]}
         if step.action in ("click", "dblclick", "hover"):
             return self.point_at(step, step_deadline)

@@ -508,10 +508,13 @@ async function follow(path, etag, generation) {
     await new Promise((resolve) => { setTimeout(resolve, document.hidden ? POLL_MAX_MS : delay); });
     if (generation !== following) return;
     let response;
+    let view;
     try {
       response = await api(path, { raw: true, etag });
+      view = response === null ? null : await response.json();
     } catch (error) {
       if (error.status === 401) return;  // the token form is shown; typing it boots again
+      if (error.status === 404) break;  // the run was deleted: nothing more will come
       delay = Math.min(delay * 2, POLL_MAX_MS);  // the server away or restarting: ask less often
       continue;
     }
@@ -521,8 +524,8 @@ async function follow(path, etag, generation) {
       continue;
     }
     etag = response.headers.get('etag');
-    const view = await response.json();
     render(view);
+    if (!etag) break;  // a document the server cannot tag (its run's folder is gone): asking again tells nothing
     document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
     // The end is final once it answers 304: a document built while the last record was being
     // written (the manifest ahead of its meta.json, a report still to be written) can say the

@@ -274,6 +274,32 @@ def redact(obj: Any, secrets: Iterable[str] = ()) -> Any:
 # --------------------------------------------------------------------------------------- hash chain
 
 
+SECRET_PIECE_MIN = 3  # characters: a shorter run shared with a secret is too common to mean it
+
+
+def redact_pieces(text: str, secrets: Iterable[str], min_len: int = SECRET_PIECE_MIN) -> str:
+    """``text`` with every run of ``min_len`` characters or more that is part of a secret replaced
+    by "[REDACTED]" (pure). For text a person typed: a password typed with a pause or a corrected
+    typo arrives as pieces (``hunt``, BackSpace, ``er2``), none of them the whole value that
+    ``redact`` looks for. Errs on the safe side: a common run shared with a secret goes too."""
+    pieces = [s for s in secrets if len(s) >= min_len]
+    if not pieces:
+        return text
+    longest = max(map(len, pieces))
+    out, i = [], 0
+    while i < len(text):
+        # The longest run from i that is inside some secret (no longer than the longest secret).
+        end = next((j for j in range(min(len(text), i + longest), i + min_len - 1, -1)
+                    if any(text[i:j] in s for s in pieces)), None)
+        if end is None:
+            out.append(text[i])
+            i += 1
+        else:
+            out.append(REDACTED if not out or out[-1] != REDACTED else "")
+            i = end
+    return "".join(out)
+
+
 def canonical_json(obj: Any) -> bytes:
     """The one serialisation that is hashed and stored: sorted keys, no spaces, ASCII only.
 
