@@ -206,6 +206,7 @@ def _appeared_ops(texts: Sequence[str], on: str | None, step_ops: list[Op]) -> l
     acted = next((op for op in reversed(step_ops) if "recorded" in op.step), None)
     if acted is not None:
         acted.step["recorded"]["appeared"] = [a.get("text") or a["assertion"]["expected"] for a in asserts]
+        acted.step["recorded"]["appeared_on"] = "screen" if on == "screen" else "page"
     how = "OCR read" if on == "screen" else "the page showed"
     return [Op(a, [f"{how} {a.get('text') or a['assertion']['expected']!r} after this step, not before: "
                    "proposed as an assertion"]) for a in asserts]
@@ -313,6 +314,7 @@ def flow_of_qa_run(records: Sequence[dict]) -> Flow:
                 and "appeared" not in step["recorded"]:
             # What the step made appear: the effect a healed replay of it must still have.
             step["recorded"]["appeared"] = shown
+            step["recorded"]["appeared_on"] = "page"  # a QA step's texts are read in its page
         ops.append(Op(step, [f"QA run {run_id} step {index}"], element))
     if not ops:
         raise ExportError(f"QA run {run_id} has no steps")

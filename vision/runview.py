@@ -51,6 +51,11 @@ RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 INLINE_VIDEO_MAX = 8 * 1024 * 1024
 _MEDIA = {".png": "image/png", ".mp4": "video/mp4", ".webm": "video/webm", ".vtt": "text/vtt",
           ".json": "application/json"}
+
+
+def data_uri(data: bytes, suffix: str) -> str:
+    """A file inlined into an offline page, typed by its suffix."""
+    return f"data:{_MEDIA.get(suffix, 'application/octet-stream')};base64,{base64.b64encode(data).decode()}"
 _STEP_TITLE = re.compile(r"step (\d+):")
 
 
@@ -126,8 +131,7 @@ class Files:
             # A file gone from the run is shown as missing: the report of damaged evidence still
             # renders, and its evidence check says what is wrong.
             return None
-        media = _MEDIA.get(path.suffix, "application/octet-stream")
-        return f"data:{media};base64,{base64.b64encode(data).decode()}"
+        return data_uri(data, path.suffix)
 
 
 def _film(video_name: str | None, chapters_name: str | None, captions_name: str | None, files: Files,

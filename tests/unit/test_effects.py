@@ -76,11 +76,13 @@ def test_texts_that_appeared_are_proposed_as_assertions_and_as_the_heal_effect()
     suite = yaml.safe_load(export_trace(trace, "yaml"))
     steps = suite["tests"][0]["verify_user_flow"]["steps"]
     assert steps[0]["recorded"]["appeared"] == ["Profile saved", "Undo"]
+    assert steps[0]["recorded"]["appeared_on"] == "page"  # where a healed replay looks for them
     assert steps[1:3] == [{"action": "assert", "text": "Profile saved", "exact": True,
                            "assertion": {"type": "visible"}},
                           {"action": "assert", "text": "Undo", "exact": True, "assertion": {"type": "visible"}}]
     # The native window's: read by OCR, asserted by OCR, and the pixel step's effect.
     assert steps[3]["recorded"]["appeared"] == ["Game over"]
+    assert steps[3]["recorded"]["appeared_on"] == "screen"
     assert steps[4] == {"action": "assert", "assertion": {"type": "screen_text_contains", "expected": "Game over"}}
     assert len(steps) == 5  # the clock is not asserted
     REQUESTS["verify_user_flow"].model_validate(suite["tests"][0]["verify_user_flow"])  # it replays as written
@@ -102,6 +104,7 @@ def test_a_qa_runs_steps_carry_what_they_made_appear_as_their_effect():
                                                                   "appeared": ["42", "Profile saved"]}}]}]
     suite = yaml.safe_load(export_qa_run(records, "yaml"))
     assert suite["tests"][0]["verify_user_flow"]["steps"][0]["recorded"]["appeared"] == ["Profile saved"]
+    assert suite["tests"][0]["verify_user_flow"]["steps"][0]["recorded"]["appeared_on"] == "page"
 
 
 

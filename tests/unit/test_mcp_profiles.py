@@ -36,6 +36,7 @@ from vision.service import Glassdesk
 # in noVNC; Chromium is already open.", page_evaluate listed with evaluate off, pydantic's titles in
 # every schema): 58 tools, 140,399 characters, about 35,100 tokens.
 BEFORE_CHARS = 140_399
+BEFORE_TOOLS = 58
 CORE_MAX_TOKENS = 5_000
 
 CORE = {"desktop_screenshot", "desktop_zoom", "desktop_click", "desktop_double_click", "desktop_drag",
@@ -87,7 +88,9 @@ def test_each_profile_is_measured_core_fits_and_all_is_smaller_than_before(make)
     for name, (count, chars, tokens) in sizes.items():
         print(f"  {name:8} {count:3} {chars:8,} {tokens:7,}")
     assert sizes["core"][2] <= CORE_MAX_TOKENS, sizes["core"]
-    assert sizes["all"][1] < BEFORE_CHARS * 0.85, sizes["all"]  # the preambles and titles dropped: 15 % at least
+    # The preambles and titles dropped: 15 % at least per tool (per tool: the catalogue grows by
+    # whole operations since, each paying its own description; a fixed total failed on the next one).
+    assert sizes["all"][1] / sizes["all"][0] < BEFORE_CHARS / BEFORE_TOOLS * 0.85, sizes["all"]
     assert sizes["core"][1] < sizes["desktop"][1] < sizes["all"][1]
     assert sizes["core"][1] < sizes["page"][1] < sizes["all"][1]
     assert sizes["core"][1] < sizes["qa"][1] < sizes["all"][1]

@@ -456,7 +456,9 @@ class _Flow:
         sid = self.session.id
         before = self.flows.desktops.screenshot(sid).png
         # The recorded texts already showing before the healed action are not its effect.
-        on_screen = step.x is not None and rec.role is None  # a native window, a canvas: no DOM to read
+        # Read where they were recorded; a suite older than appeared_on: by the target (a pixel step
+        # with no role is a native window or a canvas, with no DOM to read).
+        on_screen = rec.appeared_on == "screen" if rec.appeared_on else step.x is not None and rec.role is None
         shown_before = self._shown(rec.appeared, on_screen, before) if rec.appeared and not rec.url_after else []
         detail = self.do(index, retargeted, step_deadline)
         point = detail.get("point")

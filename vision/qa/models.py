@@ -377,6 +377,8 @@ class Recorded(_Body):
     # Texts the step made appear (vision.effects): a healed step must bring one of them up, read in
     # the page when it has a DOM target, else on the screen by OCR (a native window, a canvas).
     appeared: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(default_factory=list, max_length=8)
+    # Where they were read (absent from suites written before it: then by the target's kind).
+    appeared_on: Literal["page", "screen"] | None = None
     instruction: str | None = None  # what heal_with's model is asked (the export bounds it)
 
     @field_validator("image")

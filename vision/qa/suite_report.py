@@ -23,7 +23,6 @@ path; the suite page says how many. So a 20-case filmed suite is at most about 1
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
@@ -31,7 +30,7 @@ from pathlib import Path
 
 from vision.qa.models import QaRun, VerifyReport
 from vision.qa.runs import BadName, check_artifact_name, check_run_id
-from vision.runview import INLINE_VIDEO_MAX, Files, offline_html, qa_view
+from vision.runview import INLINE_VIDEO_MAX, Files, data_uri, offline_html, qa_view
 from vision.trace.files import atomic_write
 
 log = logging.getLogger("glassdesk.qa")
@@ -41,8 +40,6 @@ IMAGES_MAX = 64 * 1024 * 1024
 FILMS_MAX = 32 * 1024 * 1024
 # A document's reference to a file of the suite's table (resolved by run.js before a run renders).
 FILE_REF = "suite-file:"
-_MEDIA = {".png": "image/png", ".mp4": "video/mp4", ".webm": "video/webm", ".vtt": "text/vtt"}
-
 #: (test_run_id, artifact name) -> the file's bytes, or None when it cannot be had
 Fetch = Callable[[str, str], "bytes | None"]
 
@@ -88,8 +85,7 @@ class SuiteFiles:
         fits = bound is None or ((not video or len(data) <= INLINE_VIDEO_MAX) and self.used[kind] + len(data) <= bound)
         if fits:
             self.used[kind] += len(data)
-            media = _MEDIA.get(suffix, "application/octet-stream")
-            self.table[digest] = f"data:{media};base64,{base64.b64encode(data).decode()}"
+            self.table[digest] = data_uri(data, suffix)
             return FILE_REF + digest
         target = self.folder / run_id / name  # both checked by bytes_of: one plain component each
         target.parent.mkdir(parents=True, exist_ok=True)
