@@ -155,6 +155,16 @@ def vision_api(manager, desk, services):
 
 
 @pytest.fixture(scope="module")
+def qa_site():
+    """The QA verbs' local site (tests/fakes/qa_site.py), one per test module."""
+    from tests.fakes.qa_site import QaSite
+
+    served = QaSite()
+    yield served
+    served.close()
+
+
+@pytest.fixture(scope="module")
 def browser():
     """Headless Debian Chromium through Playwright (no browser download), one per test module:
     Playwright's sync API keeps an event loop running in this thread while it is open, which

@@ -22,7 +22,6 @@ import httpx2
 import pytest
 
 from tests.conftest import LiveServer
-from tests.fakes.qa_site import QaSite
 from tests.fakes.testpage import at
 from tests.integration.test_video_receipt import RfbControl
 from vision.actions import Click, Done
@@ -39,13 +38,6 @@ ARTIFACTS = Path(os.environ.get("GLASSDESK_ARTIFACTS") or "artifacts")
 QA = f"/api/v1/sessions/{SESSION}/qa"
 WAIT_MS = 30_000
 TOKEN = "viewer-test-token-81d2"
-
-
-@pytest.fixture(scope="module")
-def qa_site():
-    site = QaSite()
-    yield site
-    site.close()
 
 
 class Viewer:

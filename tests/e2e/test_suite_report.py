@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.qa_site import QaSite
 from tests.reports import embedded_document
 from vision.cli import main
 
@@ -23,13 +22,6 @@ pytestmark = pytest.mark.x11
 SESSION = "itest"
 ARTIFACTS = Path(os.environ.get("GLASSDESK_ARTIFACTS") or "artifacts")
 WAIT_MS = 30_000
-
-
-@pytest.fixture(scope="module")
-def qa_site():
-    site = QaSite()
-    yield site
-    site.close()
 
 
 def shot(page, name: str) -> Path:

@@ -432,3 +432,15 @@ class QaSite(EventServer):
     def gate(self, name: str) -> threading.Event:
         with self._gates_lock:
             return self._gates.setdefault(name, threading.Event())
+
+
+def pixel(desk, selector: str) -> tuple[int, int]:
+    """Where the page layer would click the element, on the display (its own lookup, not the hit test)."""
+    from desktop.browser.locate import locate
+    from desktop.models import Target
+
+    async def work(pages):
+        return await locate(await pages.front(), Target(selector=selector), 5000)
+
+    found = desk.stack.browser.call(work, 10)
+    return found.x, found.y

@@ -14,29 +14,12 @@ import time
 import pytest
 import yaml
 
-from desktop.browser.locate import locate
-from desktop.models import Target
-from tests.fakes.qa_site import QaSite
+from tests.fakes.qa_site import pixel
 from vision.cli import main
 
 pytestmark = pytest.mark.x11
 
 MESSAGE = "Profile saved for ada"
-
-
-@pytest.fixture(scope="module")
-def qa_site():
-    served = QaSite()
-    yield served
-    served.close()
-
-
-def pixel(desk, selector: str) -> tuple[int, int]:
-    async def work(pages):
-        return await locate(await pages.front(), Target(selector=selector), 5000)
-
-    found = desk.stack.browser.call(work, 10)
-    return found.x, found.y
 
 
 def newest_run(services) -> dict:

@@ -17,10 +17,9 @@ import pytest
 import yaml
 
 from desktop.actions import Click
-from desktop.browser.locate import locate
 from desktop.models import Target
 from tests.fakes.playwright_runners import CHROMIUM, PLAYWRIGHT_CLI, require_npm, require_py
-from tests.fakes.qa_site import QaSite
+from tests.fakes.qa_site import pixel
 from tests.reports import embedded_document
 from vision.cli import main
 from vision.qa.suite_report import FILE_REF
@@ -28,22 +27,6 @@ from vision.qa.suite_report import FILE_REF
 pytestmark = pytest.mark.x11
 
 SECRET = "hunter2-s3cret"
-
-
-@pytest.fixture(scope="module")
-def qa_site():
-    served = QaSite()
-    yield served
-    served.close()
-
-
-def pixel(desk, selector: str) -> tuple[int, int]:
-    """Where the page layer would click the element, on the display (its own lookup, not the hit test)."""
-    async def work(pages):
-        return await locate(await pages.front(), Target(selector=selector), 5000)
-
-    found = desk.stack.browser.call(work, 10)
-    return found.x, found.y
 
 
 @pytest.fixture(scope="module")

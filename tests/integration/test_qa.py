@@ -9,18 +9,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.fakes.qa_site import QaSite
-
 pytestmark = pytest.mark.x11
 
 QA = "/api/v1/sessions/itest/qa"
-
-
-@pytest.fixture(scope="module")
-def qa_site():
-    served = QaSite()
-    yield served
-    served.close()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-from tests.fakes.qa_site import QaSite
 from vision.qa.driver import AssertionFailed
 from vision.qa.models import FlowStep
 
@@ -17,13 +16,6 @@ pytestmark = pytest.mark.x11
 
 QA = "/api/v1/sessions/itest/qa"
 NEW = "What needs to be done?"
-
-
-@pytest.fixture(scope="module")
-def qa_site():
-    served = QaSite()
-    yield served
-    served.close()
 
 
 def run_ids(services) -> set[str]:
