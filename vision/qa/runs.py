@@ -109,6 +109,15 @@ TEMPLATE_REF = "artifact:"
 _PNG_B64 = "iVBORw0KGgo"
 
 
+def _map_images(value: Any, change: Callable[[str], str], key: str | None = None) -> Any:
+    """``value`` with ``change`` applied to every string under an ``image`` key, at any depth (pure)."""
+    if isinstance(value, dict):
+        return {k: _map_images(v, change, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_map_images(v, change) for v in value]
+    return change(value) if key == "image" and isinstance(value, str) else value
+
+
 def split_templates(request: Any) -> tuple[Any, dict[str, bytes]]:
     """``request`` with each base64 PNG under an ``image`` key replaced by ``artifact:<name>``, and
     those files by name (``template-<sha256 prefix>.png``: one file for a template used twice) (pure)."""
@@ -117,22 +126,18 @@ def split_templates(request: Any) -> tuple[Any, dict[str, bytes]]:
 
     files: dict[str, bytes] = {}
 
-    def walk(value: Any, key: str | None = None) -> Any:
-        if isinstance(value, dict):
-            return {k: walk(v, k) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        if key == "image" and isinstance(value, str) and value.startswith(_PNG_B64):
-            try:
-                data = base64.b64decode(value, validate=True)
-            except (binascii.Error, ValueError):
-                return value
-            name = f"template-{_sha(data)[:20]}.png"
-            files[name] = data
-            return TEMPLATE_REF + name
-        return value
+    def to_file(value: str) -> str:
+        if not value.startswith(_PNG_B64):
+            return value
+        try:
+            data = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            return value
+        name = f"template-{_sha(data)[:20]}.png"
+        files[name] = data
+        return TEMPLATE_REF + name
 
-    return walk(request), files
+    return _map_images(request, to_file), files
 
 
 def join_templates(records: Sequence[dict], read: Callable[[str], bytes]) -> list[dict]:
@@ -143,21 +148,17 @@ def join_templates(records: Sequence[dict], read: Callable[[str], bytes]) -> lis
 
     listed = {r.get("name"): r.get("sha256") for r in records if r.get("kind") == "artifact"}
 
-    def walk(value: Any, key: str | None = None) -> Any:
-        if isinstance(value, dict):
-            return {k: walk(v, k) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        if key == "image" and isinstance(value, str) and value.startswith(TEMPLATE_REF):
-            name = value[len(TEMPLATE_REF):]
-            try:
-                data = read(check_artifact_name(name))
-            except (OSError, BadName, QaRunNotFound):
-                return value
-            return base64.b64encode(data).decode() if listed.get(name) == _sha(data) else value
-        return value
+    def from_file(value: str) -> str:
+        if not value.startswith(TEMPLATE_REF):
+            return value
+        name = value[len(TEMPLATE_REF):]
+        try:
+            data = read(check_artifact_name(name))
+        except (OSError, BadName, QaRunNotFound):
+            return value
+        return base64.b64encode(data).decode() if listed.get(name) == _sha(data) else value
 
-    return [walk(r) if r.get("kind") == "started" else r for r in records]
+    return [_map_images(r, from_file) if r.get("kind") == "started" else r for r in records]
 
 
 def check_run_id(run_id: str) -> str:
