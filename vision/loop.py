@@ -320,7 +320,7 @@ class Runner:
             # What was under their pointer, when known for sure (desktop.session.operator_reads), and
             # where no element names the point, what the screen showed there: as an agent's step has.
             element = getattr(gesture, "element", None)
-            spot = self._operator_spot(state, gesture, element)
+            spot = self._spot(state, action, element, getattr(gesture, "frame", None))
             try:
                 state.trace.record_step(started_at=started, finished_at=finished, text=text, actions=[action], url=url,
                                         by="operator", elements=[element] if element is not None else [],
@@ -336,20 +336,6 @@ class Runner:
                           operator_steps=len(state.steps) - agent_steps(state.steps))
             recorded += 1
         return recorded
-
-    def _operator_spot(self, state: RunState, gesture: Gesture, element: ElementAt | None) -> dict | None:
-        """A person's click's spot (``_spot``'s record), from the frame read with it, before the press."""
-        action, frame = gesture.action, getattr(gesture, "frame", None)
-        if self.spot is None or frame is None or action.get("action") not in SPOT_ACTIONS:
-            return None
-        if element is not None and element.tag != "canvas":
-            return None
-        try:
-            return self.spot(frame, action["x"], action["y"], state.request.secrets.values())
-        except Exception as exc:
-            log.warning("run %s: nothing recorded at the operator's (%s, %s): %s", state.trace.trace_id,
-                        action.get("x"), action.get("y"), exc)
-            return None
 
     def view(self) -> RunView | None:
         """The run as every reader (console, metrics, MCP, REST) sees it; None before the first."""
@@ -721,7 +707,7 @@ class Runner:
                         element = getattr(done, "element", None)
                         if element is not None:
                             elements[call_index, action_index] = element
-                        spot = self._spot(state, action, element, frame)
+                        spot = self._spot(state, action.model_dump(), element, frame)
                         if spot is not None:
                             spots[call_index, action_index] = spot
                         frame = done.frame
@@ -782,19 +768,20 @@ class Runner:
             return shown, "screen" if shown else None
         return [], None
 
-    def _spot(self, state: RunState, action, element: ElementAt | None, before: Frame) -> dict | None:
-        """What was at a click's pixel on the screen before it, when no DOM element names the
-        target (none was read: a native window, the browser not in front; or a canvas, whose point
-        matters): a replay re-finds it by this text and image. Best effort: a failure costs the
-        run nothing but the record."""
-        if self.spot is None or getattr(action, "action", None) not in SPOT_ACTIONS:
+    def _spot(self, state: RunState, action: dict, element: ElementAt | None, before: Frame | None) -> dict | None:
+        """What was at a click's pixel on the screen before it (``action`` in its dict form), when no
+        DOM element names the target (none was read: a native window, the browser not in front; or a
+        canvas, whose point matters): a replay re-finds it by this text and image. The agent's and
+        a person's clicks alike. Best effort: a failure costs the run nothing but the record."""
+        if self.spot is None or before is None or action.get("action") not in SPOT_ACTIONS:
             return None
         if element is not None and element.tag != "canvas":
             return None
+        x, y = action["x"], action["y"]
         try:
-            return self.spot(before, action.x, action.y, state.request.secrets.values())
+            return self.spot(before, x, y, state.request.secrets.values())
         except Exception as exc:
-            log.warning("run %s: nothing recorded at (%s, %s): %s", state.trace.trace_id, action.x, action.y, exc)
+            log.warning("run %s: nothing recorded at (%s, %s): %s", state.trace.trace_id, x, y, exc)
             return None
 
     def _answered(self, state: RunState, result: CallResult, frame: Frame) -> CallResult:
