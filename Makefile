@@ -11,7 +11,8 @@
 #   make clean      remove what tests and builds leave behind (make distclean also removes .venv)
 #
 # Knobs: PYTHON (interpreter for the venv, default python3), RUN_ARGS (extra `glassdesk up` flags,
-# e.g. RUN_ARGS="--port 8090"), PYTEST_ARGS (extra pytest flags, e.g. PYTEST_ARGS="-k click -x").
+# e.g. RUN_ARGS="--port 8090"), PYTEST_ARGS (extra pytest flags, e.g. PYTEST_ARGS="-k click -x"),
+# TEST_WORKERS (the parallel part's workers, default 3; 0 runs it in one process).
 # `glassdesk up` also reads GLASSDESK_HOST, GLASSDESK_PORT, GLASSDESK_PUBLIC_HOST and GLASSDESK_TOKEN.
 
 SHELL := /bin/bash
@@ -27,6 +28,15 @@ STAMP := $(VENV)/.installed
 ARTIFACTS := artifacts
 RUN_ARGS ?=
 PYTEST_ARGS ?=
+# make test runs the suite in two parts. First every test not marked `serial`, on TEST_WORKERS
+# pytest-xdist workers, a whole file per worker at a time (its module fixtures stay in one process;
+# each worker has its own desktop session, ports, data dirs and desktop account), in collection
+# order (tests/conftest.py: the real-X tiers first; xdist's own reorder, files with the most tests
+# first, left a one-test file of 150 s running alone at the end). Then the `serial` tests alone, in
+# one process, on an otherwise idle machine: those that time something or load the machine on
+# purpose (the rule: docs/development.md). Three workers on two cores: a real-X test mostly waits.
+TEST_WORKERS ?= 3
+PYTEST := GLASSDESK_ARTIFACTS="$(CURDIR)/$(ARTIFACTS)" $(BIN)/pytest -o junit_family=xunit2 -rfE
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
 # The MCP Inspector CLI, a third-party MCP client the tests drive glassdesk with (pinned; Node.js).
@@ -92,10 +102,24 @@ constraints:
 run: setup
 	exec $(BIN)/glassdesk up $(RUN_ARGS)
 
+# Both parts always run (a failure in the first does not hide the second's); exit 5, "no tests
+# collected", is no failure: PYTEST_ARGS="-k ..." may leave one part empty. Then each part's wall
+# time, and where the time went (tests/durations.py, also in artifacts/durations.txt).
 test: setup $(INSPECTOR) todomvc playwright-runners lint
 	@mkdir -p $(ARTIFACTS)
-	GLASSDESK_ARTIFACTS="$(CURDIR)/$(ARTIFACTS)" $(BIN)/pytest tests \
-	  --junitxml=$(ARTIFACTS)/junit.xml -o junit_family=xunit2 -rfE $(PYTEST_ARGS)
+	@rm -f $(ARTIFACTS)/junit.xml $(ARTIFACTS)/junit-serial.xml
+	@status=0; start=$$SECONDS; \
+	$(PYTEST) tests -m "not serial" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	  --junitxml=$(ARTIFACTS)/junit.xml \
+	  $(PYTEST_ARGS) || { code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
+	parallel=$$((SECONDS - start)); start=$$SECONDS; \
+	$(PYTEST) tests -m serial -p no:xdist --junitxml=$(ARTIFACTS)/junit-serial.xml \
+	  $(PYTEST_ARGS) || { code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
+	serial=$$((SECONDS - start)); \
+	{ echo "make test: parallel part $$parallel s on $(TEST_WORKERS) workers, serial part $$serial s"; \
+	  $(BIN)/python -m tests.durations $(ARTIFACTS)/junit.xml $(ARTIFACTS)/junit-serial.xml; } \
+	  | tee $(ARTIFACTS)/durations.txt; \
+	exit $$status
 
 # The linter, over the whole tree (a second or two): its rules are in pyproject.toml, [tool.ruff].
 lint: setup

@@ -3,7 +3,7 @@
 out; tested without a browser).
 
 Used for every action's answer (``playwright``: the code doing the same thing, next to the xdotool
-argv) and by the exports (vision.export), so a locator is spelled one way everywhere.
+argv) and by the exports (vision.evidence.export), so a locator is spelled one way everywhere.
 
 Coordinates: a locator action needs none; ``page.mouse`` takes viewport CSS pixels, which an action
 with a recorded element knows (``ElementAt.css_x``); without one, the display pixel is written

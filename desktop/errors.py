@@ -6,7 +6,10 @@ The vision layer adds its own codes by subclassing GlassdeskError; the API turns
 
 from __future__ import annotations
 
+import errno
 import math
+import os
+import shutil
 
 from pydantic import ValidationError
 
@@ -75,6 +78,13 @@ class SessionUnavailable(GlassdeskError):
 
 class ScreenshotFailed(GlassdeskError):
     code, status = "screenshot_failed", 500
+
+
+class TypedIntoNothing(GlassdeskError):
+    """A ``type`` refused before a key was sent: the page in front has the keyboard focus on
+    something that takes no text (desktop.browser.focus)."""
+
+    code, status = "typed_into_nothing", 409
 
 
 class ActionFailedError(GlassdeskError):
@@ -246,6 +256,37 @@ def _action_names() -> set[str]:
             names.add(field.default)
     return names
 
+
+
+class StorageFull(GlassdeskError):
+    """The disk under the data directory (traces, QA runs, films) or a session's files is full: a
+    507, not a 500 (nothing is wrong with the server), with what is full and how much is free."""
+
+    code, status = "storage_full", 507
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str], needed: int | None = None) -> StorageFull:
+        try:
+            free = f"{shutil.disk_usage(path).free / 2**20:.1f} MiB free"
+        except OSError:
+            free = "free space unknown"
+        wants = f", {needed / 2**20:.0f} MiB needed" if needed else ""
+        return cls(f"the disk holding {path} is full ({free}{wants}): free space there, or start the server "
+                   "with another --data-dir", path=str(path))
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Is this the disk (or a quota) being full, not some other failure to write?"""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def typed_os_error(exc: BaseException) -> GlassdeskError | None:
+    """The typed error a door answers for an OSError that escaped its operation: a full disk is
+    storage_full (507) naming where, whatever wrote; anything else stays a crash (None)."""
+    if not disk_full(exc):
+        return None
+    where = os.path.dirname(os.fsdecode(exc.filename)) if getattr(exc, "filename", None) else "the data directory"
+    return StorageFull.of(where or ".")
 
 
 class RecorderError(GlassdeskError):

@@ -116,7 +116,7 @@ _Words = Field(None, min_length=1, max_length=500)
 
 class Locating(BaseModel):
     """The fields that name an element, as Playwright's locators do (page.locator, get_by_*,
-    filter, nth): shared by the page API's Target and the QA steps' targets (vision.qa.models)."""
+    filter, nth): shared by the page API's Target and the QA steps' targets (vision.models.qa)."""
 
     selector: str | None = Field(None, min_length=1, max_length=2000, description="a CSS selector")
     ref: str | None = Field(None, description="a ref from the accessibility snapshot (page content, format "

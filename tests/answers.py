@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 # The MCP tools written by hand, each in its door (desktop.ops lists why); with the catalogue's
-# (vision.ops: the desktop's, the page layer's and the QA verbs), the whole tool list. A new
+# (vision.app.ops: the desktop's, the page layer's and the QA verbs), the whole tool list. A new
 # operation of the catalogue changes no test here.
 HAND_WRITTEN_TOOLS = frozenset({
     "desktop_screenshot", "desktop_click", "desktop_double_click", "desktop_move", "desktop_drag", "desktop_scroll",
@@ -22,7 +22,7 @@ HAND_WRITTEN_TOOLS = frozenset({
 def mcp_tool_names(*, evaluate: bool = False) -> frozenset[str]:
     """Every tool the MCP server must list in its default profile (all); page_evaluate only when the
     server allows evaluate."""
-    from vision.ops import catalogue
+    from vision.app.ops import catalogue
 
     return HAND_WRITTEN_TOOLS | {op.tool.name for op in catalogue()
                                  if op.tool and (evaluate or op.tool.name != "page_evaluate")}

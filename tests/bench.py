@@ -833,6 +833,11 @@ def _isolation(bench: Bench) -> list[Row]:
     return importlib.import_module("tests.bench_isolation").isolation(bench)
 
 
+def _soak(bench: Bench) -> list[Row]:
+    """Issue 33's soak rows (tests/bench_soak.py): the server's memory over a long mixed load."""
+    return importlib.import_module("tests.bench_soak").soak(bench)
+
+
 def action_answer(bench: Bench) -> list[Row]:
     """Issue 14's answer rows (tests/bench_answer.py): ``POST .../desktop/click?screenshot=true``
     over HTTP to the parsed answer, and a vision/act step with the scripted model (20 clicks on the
@@ -989,6 +994,11 @@ SECTIONS: list[Section] = [
                   "click's HTTP answer under 10 clients over 10 sessions, long typing; issue 22: the same creates "
                   "claiming from a warm pool (glassdesk up --warm), beside the cold ones of the run; the figures of "
                   "commit 6bc3bc6 (before) measured by the same code on the same machine, in the notes."),
+    Section("Soak", [_soak],
+            intro="Issue 33, item 5 (tests/bench_soak.py): a real `glassdesk up` under mixed load from 3 clients over "
+                  "real HTTP for GLASSDESK_SOAK_S seconds (default 1800): clicks, screenshots, page state, scripted "
+                  "vision runs, QA flows, trace lists, /healthz, /metrics; the server process's resident memory, "
+                  "threads and open files read from /proc every 15 s."),
 ]
 
 

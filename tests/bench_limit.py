@@ -146,9 +146,9 @@ def _vision_steps(rig: PageRig, case: Case, steps: int) -> None:
     import tempfile
 
     from vision.config import VisionConfig
-    from vision.events import EventBus
-    from vision.loop import Runner
     from vision.models import ActRequest
+    from vision.run.events import EventBus
+    from vision.run.loop import Runner
     from vision.trace import store as trace_store
 
     session = rig.desktops.session(rig.session_id)

@@ -4,7 +4,7 @@
     numbers = measure_loop_overhead(session, page_url, runs=30)
     numbers["step_ms"]["median"], numbers["floor_ms"], numbers["ratio"], numbers["passed"]
 
-What is measured: the real Runner (vision.loop) driving a real session with the ``scripted``
+What is measured: the real Runner (vision.run.loop) driving a real session with the ``scripted``
 provider, whose model time is ~0, so a step's wall time is the runner's overhead: observation,
 validation, executing the click with xdotool, waiting for the screen to settle, the trace (after
 PNG encoded, files written atomically with fsync, hash chain) and the page URL from Chromium's
@@ -43,9 +43,9 @@ from desktop.actions import Click
 from desktop.frame import Frame
 from desktop.session.manager import Session
 from vision.config import VisionConfig
-from vision.events import EventBus
-from vision.loop import Runner
 from vision.models import MAX_STEPS_CAP, ActRequest
+from vision.run.events import EventBus
+from vision.run.loop import Runner
 
 TARGET_RATIO = 5.0
 # Buttons of tests/assets/testpage.html whose click repaints the page (#status text).

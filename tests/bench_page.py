@@ -90,9 +90,9 @@ class PageRig:
 
         from desktop.session.stack import free_port
         from tests.conftest import LiveServer
+        from vision.app.service import Glassdesk
         from vision.config import VisionConfig
         from vision.http.app import Settings, create_app
-        from vision.service import Glassdesk
 
         glassdesk = Glassdesk.build(manager, data_dir=data_dir.name, config=VisionConfig(), allow_local_urls=True)
         port = free_port()

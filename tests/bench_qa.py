@@ -91,7 +91,7 @@ def assertion_lags(rig: PageRig, rounds: int) -> list[float]:
     import tempfile
 
     from tests.fakes.qa_site import QaSite
-    from vision.qa.models import FlowStep
+    from vision.models.qa import FlowStep
     from vision.qa.service import QaService
 
     site = QaSite()

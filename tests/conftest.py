@@ -97,12 +97,12 @@ def viewport(desk, page_server):
 
 class LiveServer:
     """The app on a real uvicorn on loopback. ``port``: the one its Settings name, so the live-view
-    links it hands out point at it."""
+    links it hands out point at it. ``lifespan``: "on" runs the app's lifespan (tests/fakes/app_server.py)."""
 
-    def __init__(self, app, port: int | None = None):
+    def __init__(self, app, port: int | None = None, lifespan: str = "off"):
         self.port = port or free_port()
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                    lifespan="off"))
+                                                    lifespan=lifespan))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property
@@ -137,8 +137,8 @@ def api(manager, desk):
 @pytest.fixture(scope="session")
 def services(manager, tmp_path_factory):
     """The application service (trace store in a temp data dir, default config)."""
+    from vision.app.service import Glassdesk
     from vision.config import VisionConfig
-    from vision.service import Glassdesk
 
     return Glassdesk.build(manager, data_dir=tmp_path_factory.mktemp("data"), config=VisionConfig())
 
@@ -184,6 +184,27 @@ def no_paused_run(services):
     runner = services.runner("itest")
     if runner.state is not None and not runner.active:
         runner.cancel()
+
+
+# make test hands whole files to its workers in collection order (pytest-xdist, --dist loadfile
+# --no-loadscope-reorder), each as the one before is done: the real-X tiers first, the quick pure ones
+# last, so that the last minutes are spent on many short files across every worker, not on one long
+# file alone (xdist's default order, files with the most tests first, ran a one-test file of 150 s last).
+TIER_ORDER = {"integration": 0, "e2e": 1, "protocol": 2, "unit": 3}
+
+
+def tier_rank(item) -> int:
+    parts = Path(str(item.path)).relative_to(Path(__file__).parent).parts
+    return TIER_ORDER.get(parts[0], len(TIER_ORDER)) if len(parts) > 1 else len(TIER_ORDER)
+
+
+def pytest_collection_modifyitems(config, items):
+    unexplained = [item.nodeid for item in items for mark in item.iter_markers("serial")
+                   if not (mark.args or mark.kwargs.get("reason"))]
+    if unexplained:
+        raise pytest.UsageError("a serial mark says why the test cannot run beside others, "
+                                "@pytest.mark.serial('...'); without one: " + ", ".join(unexplained))
+    items.sort(key=tier_rank)  # stable: each file's tests stay together and in order
 
 
 # tests/docker needs a Docker daemon and the built image (`make docker-test` provides both): it is

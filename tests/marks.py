@@ -9,11 +9,17 @@ found after the server itself is gone."""
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import time
 from pathlib import Path
 
 from desktop.x11.procs import OWNER_VAR, pids_with_env
 
 MARK = "GLASSDESK_TEST_MARK"
+
+# The console script of the Python running the tests: the servers tests start are this checkout's.
+GLASSDESK = str(Path(sys.executable).with_name("glassdesk"))
 
 _owners: dict[str, set[str]] = {}
 
@@ -42,3 +48,27 @@ def marked_pids(mark: str) -> set[int]:
         pids.update(pids_with_env(OWNER_VAR, owner))
     pids.discard(os.getpid())
     return pids
+
+
+def marked(mark: str) -> dict[int, str]:
+    """pid -> command name of every live process the server carrying ``mark`` started."""
+    found = {}
+    for pid in marked_pids(mark):
+        try:
+            found[pid] = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+    return found
+
+
+def assert_all_gone(mark: str, wait_s: float = 30) -> None:
+    """Poll until no marked process is left; kill and report any that stay."""
+    deadline = time.monotonic() + wait_s
+    while (left := marked(mark)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    assert not left, f"processes left behind: {left}"

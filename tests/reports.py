@@ -1,4 +1,4 @@
-"""What a report file holds: the run viewer's document embedded in its page (vision.runview.offline_html)."""
+"""What a report file holds: the run viewer's document embedded in its page (vision.evidence.runview.offline_html)."""
 
 from __future__ import annotations
 

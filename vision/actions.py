@@ -1,11 +1,14 @@
 """The canonical action union, in display pixels: the one language between providers and desktop.
 
 Providers parse their model's output into these; the loop validates and executes them. The
-executable ones come from desktop.actions; the rest only steer the loop.
+executable ones come from desktop.actions; the rest only steer the loop. A model's call with the
+actions it means (``ToolCall``) and what running it gave (``CallResult``) are this language too:
+the converters write and read them, the providers carry them, the loop runs them.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
@@ -26,6 +29,7 @@ from desktop.actions import (
     Zoom,
     _Action,
 )
+from desktop.frame import Frame
 
 
 class Screenshot(_Action):
@@ -53,7 +57,7 @@ class Fail(_Action):
 
 
 class BrowserMember(_Action):
-    """A member of Anthropic's browser toolset, run by its executor (vision.browser_toolset) on the
+    """A member of Anthropic's browser toolset, run by its executor (vision.vendors.browser_toolset) on the
     session's browser; the tool_result it answers goes back to the model as it is."""
 
     action: Literal["browser"] = "browser"
@@ -72,3 +76,48 @@ ACTION_ADAPTER: TypeAdapter = TypeAdapter(Action)
 def parse_action(data: dict) -> Action:
     """A dict in display pixels -> a validated Action (raises pydantic.ValidationError)."""
     return ACTION_ADAPTER.validate_python(data)
+
+
+@dataclass
+class ToolCall:
+    """One call as the model made it, and what it means on the display.
+
+    ``raw`` is the model's own arguments (model coordinate space), kept for the trace. ``actions``
+    are display-pixel Actions to run in order (OpenAI GA batches several in one call). If the call
+    could not be understood or is off-screen, ``error`` says why and nothing is executed; the error
+    is reported back to the model in the next turn.
+    """
+
+    id: str
+    name: str
+    raw: dict[str, Any]
+    actions: list[Action] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class SafetyCheck:
+    id: str
+    code: str
+    message: str
+
+
+@dataclass
+class CallResult:
+    """What happened when the loop ran one ToolCall; sent back with the next observation."""
+
+    call_id: str
+    ok: bool
+    error: str | None = None
+    # Text output (cursor position, a note), and for zoom the cropped image as PNG.
+    output: str | None = None
+    image_png: bytes | None = None
+    # The screen after this call (set by the loop), for a contract that answers each call with its
+    # own screenshot (Gemini); never written to the trace, which has the step's frames. And the
+    # page's URL after it, read only for a provider that ``answers_each_call``.
+    screen: Frame | None = field(default=None, repr=False, metadata={"trace": False})
+    url: str | None = field(default=None, metadata={"trace": False})
+    # A browser toolset member's tool_result content, as its executor rendered it (text, images,
+    # the browser_state block): sent back as it is; kept out of the trace like the screen (its
+    # images would be the step's frames again).
+    content: list[dict] | None = field(default=None, repr=False, metadata={"trace": False})

@@ -326,7 +326,7 @@ def _driver_temp_dir(path: Path | None):
     """TMPDIR set to ``path`` while the driver starts (it copies the environment then, and Playwright
     takes no environment for it). The driver makes a ``playwright-artifacts-*`` directory in its
     temp dir for each browser launch and removes it only on a clean close: a kill -9 of the server
-    left one in /tmp for good. In the session root it goes with the root (desktop.x11.procs).
+    left one in /tmp for good. In the session root it goes with the root (desktop.session.ownership).
     Another thread spawning meanwhile would see the same TMPDIR: a directory of this user's, valid."""
     if path is None:
         yield
@@ -393,7 +393,7 @@ class Browser:
     def _executable(self) -> str:
         """A two-line script that starts Chromium in the session's home, through ``argv_prefix``
         when there is one: Playwright takes one executable path, not a command and a directory.
-        The working directory is how the reaper (desktop.x11.procs) recognises the browser of a
+        The working directory is how the reaper (desktop.session.ownership) recognises the browser of a
         killed server's session: Chromium rewrites its environment, so the session's mark is lost."""
         import shlex
 

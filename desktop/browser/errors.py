@@ -29,6 +29,11 @@ class NoDialog(RuntimeError):
     """There is no dialog to answer."""
 
 
+class Crashed(RuntimeError):
+    """The tab in front crashed (its renderer died: the session's memory limit, a bug) and is being
+    opened again; worth trying again in a moment."""
+
+
 class PageTimeout(TimeoutError):
     """What was waited for did not happen in time."""
 

@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from desktop.browser.content import CONTENT_LIMIT, Content
 from desktop.browser.dialogs import Dialogs, dialog_info
 from desktop.browser.downloads import Downloads
+from desktop.browser.errors import first_line
+from desktop.browser.focus import typing_focus
 from desktop.browser.hit import hit_test
 from desktop.browser.navigation import Navigation
 from desktop.browser.record import PageRecord, Recorder
-from desktop.browser.settle import InputMark, KeyCount, SettledBy, after_input, count_keys, keys_arrived
+from desktop.browser.settle import InputCount, InputMark, SettledBy, after_input, arrived, count_input
 from desktop.browser.state import clear_state, warm_up
 from desktop.browser.tabs import Tabs
 from desktop.browser.targets import Targets
@@ -78,6 +80,10 @@ VISIBLE_TEXTS = """() => {
 }"""
 
 
+# How long a crashed tab's page may take to load again before it is left at about:blank.
+REOPEN_TIMEOUT_MS = 15_000
+
+
 class Pages:
     """The pages (tabs) of one browser process: recording into the session's PageRecord, the tab
     in front, the open dialog. Every method runs on the Playwright driver's loop (desktop.browser.chromium)."""
@@ -110,11 +116,43 @@ class Pages:
         self._tabs.opened(page)
         page.on("download", self._downloads.on_download)
         page.on("close", lambda: self._forget(page))
+        page.on("crash", lambda: self._crashed(page))
         asyncio.ensure_future(self._watch(page))
 
     def _forget(self, page) -> None:
         self._tabs.forget(page)
         self._dialogs.forget(page)
+
+    def _crashed(self, page) -> None:
+        """A tab's renderer died (Chromium shows "Aw, Snap!"): healed as a dead Chromium is. The tab
+        is opened again at its last URL in a new page (a crashed one takes no navigation), the old
+        one closed; meanwhile its operations answer that the page is unavailable, not that the
+        request was wrong. The session's record says so (``heals``: a run in progress gets a
+        ``desktop_healed`` step), and the console shows what happened."""
+        if page in self._tabs.crashed or page.is_closed():
+            return
+        self._tabs.crashed.add(page)
+        asyncio.ensure_future(self._reopen(page, page.url))
+
+    async def _reopen(self, crashed, url: str) -> None:
+        fresh = await self.context.new_page()
+        where = url
+        if url and url != "about:blank":
+            try:
+                await fresh.goto(url, wait_until="load", timeout=REOPEN_TIMEOUT_MS)
+            except Exception as exc:  # the page itself may be what crashes it: keep the tab, say so
+                where = f"about:blank ({url} did not load again: {first_line(exc)})"
+                await fresh.goto("about:blank")
+        await fresh.bring_to_front()
+        self._tabs.activated(fresh)
+        try:
+            await crashed.close()
+        except Exception:
+            pass
+        self._forget(crashed)
+        self.record.console.add({"level": "error", "text": f"glassdesk: the tab's page crashed and was opened "
+                                                           f"again at {where}", "url": url, "line": 0})
+        self.record.heals.append("tab")
 
     async def _watch(self, page) -> None:
         """This layer's own DevTools session on the page: a dialog answered on the screen (a click
@@ -186,7 +224,7 @@ class Pages:
 
     async def texts(self) -> list[str] | None:
         """The short visible texts of the tab in front, one per element that holds text in the viewport
-        (vision.effects compares two readings); None with no tab in front or a dialog open."""
+        (vision.perception.effects compares two readings); None with no tab in front or a dialog open."""
         if self._dialogs.current is not None:
             return None
         front = await self.front()
@@ -201,11 +239,14 @@ class Pages:
     async def after_input(self, mark: InputMark, budget_ms: int) -> SettledBy:
         return await after_input(self._tabs, self.record, self._recorder, mark, budget_ms)
 
-    async def count_keys(self) -> KeyCount | None:
-        return await count_keys(self._tabs)
+    async def count_input(self, kind: Literal["keys", "presses"]) -> InputCount | None:
+        return await count_input(self._tabs, kind)
 
-    async def keys_arrived(self, count: KeyCount, expected: int, budget_ms: int) -> bool | None:
-        return await keys_arrived(count, expected, budget_ms)
+    async def typing_focus(self) -> dict | None:
+        return await typing_focus(self._tabs)
+
+    async def arrived(self, count: InputCount, expected: int, budget_ms: int) -> bool | None:
+        return await arrived(count, expected, budget_ms)
 
     # ---------------------------------------------------------------- operations on the tab in front
 

@@ -106,6 +106,10 @@ class PageRecord:
     # list of the origins that keep some. In the order first seen; at most ORIGINS, the oldest
     # forgotten first.
     origins: dict[str, None] = field(default_factory=dict)
+    # What was healed under the session, in order: "chromium", "desktop" (the supervisor's), "tab" (a
+    # tab whose renderer died, opened again by the page layer). The session's Desktop.heals() is this
+    # list: a run learns each heal from it, whichever part noticed.
+    heals: list[str] = field(default_factory=list)
 
     def saw(self, origin: str) -> None:
         if origin not in self.origins:

@@ -11,8 +11,12 @@ the frames that follow), a navigation among them (its document request, then the
 
 Typing is done when the page has taken the last key, not when the keys were sent: Chromium reads
 X key events at its own pace (~1.4 ms a key here, so 20,000 characters sent in 2.6 s arrive over
-~28 s). Before a ``type``, ``count_keys`` starts counting the key releases the page's frames see
-(the characters'; modifiers not counted), and ``keys_arrived`` waits until they are all there.
+~28 s). Before a ``type``, ``count_input(tabs, "keys")`` starts counting the key releases the page's
+frames see (the characters'; modifiers not counted), and ``arrived`` waits until they are all there.
+A click on the page is counted the same way (``"presses"``: its pointer releases): on a loaded
+machine the X event can reach the page after the frames asked for once the click was sent, and two
+frames that ran before the click said nothing about it (CI saw a click whose request started after
+its wait had ended: answered "frame", the change not yet shown).
 
 What this does not see: a timer that changes the page later with no request (``setTimeout``) and
 the effects of other windows. The session's settle on damage still follows (desktop.x11.screen).
@@ -33,18 +37,22 @@ SettledBy = Literal["frame", "network", "navigation", "dialog", "timeout"]
 NETWORK_WAIT_MS = 2000  # the longest wait for requests an input started (a long poll never ends)
 POLL_S = 0.01
 _TWO_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
-# A counter of the key releases a frame sees, kept in a closure (nothing of it on the page's
-# window), removed once the typing is over. One per frame: a key pressed in an iframe is seen there.
-_COUNT_KEYS = """() => {
+# A counter of the key (or pointer) releases a frame sees, kept in a closure (nothing of it on the
+# page's window), removed once the input is over. One per frame: a key pressed in an iframe is seen there.
+_COUNT_INPUT = """([type, characters]) => {
   const modifiers = new Set(['Shift', 'Control', 'Alt', 'AltGraph', 'Meta', 'CapsLock', 'NumLock']);
   let seen = 0;
-  const count = event => { if (!modifiers.has(event.key)) seen++; };
-  addEventListener('keyup', count, true);
-  return { seen: () => seen, stop: () => removeEventListener('keyup', count, true) };
+  const count = event => { if (!characters || !modifiers.has(event.key)) seen++; };
+  addEventListener(type, count, true);
+  return { seen: () => seen, stop: () => removeEventListener(type, count, true) };
 }"""
+# What is counted of each kind of input: the event, and whether only characters count.
+COUNTED = {"keys": ("keyup", True), "presses": ("pointerup", False)}
 MAX_FRAMES = 16           # frames counted in; a page with more is counted in its first ones
 FIRST_KEY_MS = 50         # no key seen this long after the last was sent: they went elsewhere (the address bar);
                           # giving up early costs nothing: the settle then judges as before it counted keys
+FIRST_PRESS_MS = 1000     # a click on an element of the page not seen by it this long after it was sent: it went
+                          # elsewhere (a native popup took it); the settle then judges as before it counted
 KEYS_STALL_MS = 3000      # keys seen, then none for this long: the rest go where the page does not see
                           # (1 s was too short: CI saw Chromium pause longer inside a 20,000-character text)
 
@@ -67,7 +75,9 @@ async def after_input(tabs: Tabs, record: PageRecord, recorder: Recorder, mark: 
     ``budget_ms``; what decided it."""
     deadline = time.monotonic() + budget_ms / 1000
     network_deadline = time.monotonic() + min(budget_ms, NETWORK_WAIT_MS) / 1000
-    waited_for: SettledBy = "frame"
+    # Requests the input started may already be answered (while its presses were counted).
+    started = [entry["resource_type"] for entry in record.network.since(mark.network_seq)]
+    waited_for: SettledBy = "navigation" if "document" in started else "network" if started else "frame"
     while True:
         if record.dialogs.since(mark.dialog_seq):
             return "dialog"
@@ -99,27 +109,29 @@ async def after_input(tabs: Tabs, record: PageRecord, recorder: Recorder, mark: 
 
 
 @dataclass
-class KeyCount:
-    """The counters of the front page's frames, from before a ``type``."""
+class InputCount:
+    """The counters of the front page's frames, from before a ``type`` or a click."""
 
     counters: list
+    kind: Literal["keys", "presses"] = "keys"
 
 
-async def count_keys(tabs: Tabs) -> KeyCount | None:
-    """Start counting the keys the page in front takes; None when there is no page to count in."""
+async def count_input(tabs: Tabs, kind: Literal["keys", "presses"]) -> InputCount | None:
+    """Start counting the keys (or pointer presses) the page in front takes; None when there is no
+    page to count in."""
     page = await tabs.front()
     if page is None:
         return None
     counters = []
     for frame in page.frames[:MAX_FRAMES]:
         try:
-            counters.append(await frame.evaluate_handle(_COUNT_KEYS))
+            counters.append(await frame.evaluate_handle(_COUNT_INPUT, list(COUNTED[kind])))
         except Exception:  # a frame going away, a detached one: counted without it
             continue
-    return KeyCount(counters) if counters else None
+    return InputCount(counters, kind) if counters else None
 
 
-async def _seen(count: KeyCount) -> int | None:
+async def _seen(count: InputCount) -> int | None:
     total = 0
     for counter in count.counters:
         try:
@@ -129,10 +141,11 @@ async def _seen(count: KeyCount) -> int | None:
     return total
 
 
-async def keys_arrived(count: KeyCount, expected: int, budget_ms: int) -> bool | None:
-    """Wait until the page has taken ``expected`` keys since ``count_keys``: True when it has,
-    False when the bound passed with keys still arriving, None when the keys went where the page
-    does not see them (none at all, or they stopped coming) or the page navigated meanwhile."""
+async def arrived(count: InputCount, expected: int, budget_ms: int) -> bool | None:
+    """Wait until the page has taken ``expected`` keys (or presses) since ``count_input``: True
+    when it has, False when the bound passed with some still arriving, None when they went where
+    the page does not see them (none at all, or they stopped coming) or the page navigated meanwhile."""
+    first_ms = FIRST_KEY_MS if count.kind == "keys" else FIRST_PRESS_MS
     start = time.monotonic()
     deadline = start + budget_ms / 1000
     last, last_change = 0, start
@@ -146,7 +159,7 @@ async def keys_arrived(count: KeyCount, expected: int, budget_ms: int) -> bool |
                 return True
             if seen != last:
                 last, last_change = seen, now
-            elif now - last_change > (KEYS_STALL_MS if seen else FIRST_KEY_MS) / 1000:
+            elif now - last_change > (KEYS_STALL_MS if seen else first_ms) / 1000:
                 return None
             if now >= deadline:
                 return False

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from desktop.browser.errors import NotFound, Refused
+from desktop.browser.errors import Crashed, NotFound, Refused
 from desktop.models import Tab
 
 if TYPE_CHECKING:
@@ -28,6 +28,8 @@ class Tabs:
         self._ids: dict[Any, str] = {}
         self._load: dict[Any, str] = {}
         self._cdp: dict[Any, Any] = {}         # page -> the page layer's own DevTools session on it
+        # Pages whose renderer died, until their tab is opened again (desktop.browser.pages.Pages._crashed).
+        self.crashed: set = set()
         self._recent: list = []                # pages, the most recently brought to the front last
         self._next_id = 1
 
@@ -46,9 +48,14 @@ class Tabs:
         if not page.is_closed():
             self._cdp[page] = session
 
+    def devtools(self, page):
+        """The page layer's own DevTools session on ``page``, or None (not watched yet, or closed)."""
+        return self._cdp.get(page)
+
     def forget(self, page) -> None:
         for known in (self._ids, self._load, self._cdp):
             known.pop(page, None)
+        self.crashed.discard(page)
         if page in self._recent:
             self._recent.remove(page)
 
@@ -87,6 +94,8 @@ class Tabs:
         page = await self.front()
         if page is None:
             page = await self.context.new_page()
+        if page in self.crashed:
+            raise Crashed(f"the tab's page crashed ({page.url}) and is being opened again")
         return page
 
     def tab_id(self, page) -> str:

@@ -23,8 +23,8 @@ What it needs: root (CAP_SYS_ADMIN: ``ip netns add`` mounts the namespace at /ru
 server says so at start.
 
 Names: ``glassdesk-<server pid>-<its start time>-<session tag>``. The server's reaper removes its
-own when the server dies (``desktop.x11.procs.reap``), and a server starting up removes those whose
-server is gone (``desktop.x11.procs.reap_predecessors``), as it does for processes and files.
+own when the server dies (``desktop.session.ownership.reap``), and a server starting up removes those whose
+server is gone (``desktop.session.ownership.reap_predecessors``), as it does for processes and files.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-# The services the doors are handed (the QA verbs and calibration are the vision layer's:
-# vision.qa.ops, vision.calibration.ops).
-Service = Literal["desktop", "pages", "qa", "calibration"]
+# The services the doors are handed (the QA verbs, calibration and session recordings are the
+# vision layer's: vision.qa.ops, vision.calibration.ops, vision.recordings.ops).
+Service = Literal["desktop", "pages", "qa", "calibration", "recordings"]
 
 # The MCP tool groups a profile is made of (vision.mcp.profiles, `glassdesk mcp --tools`): ``core`` is
 # what an agent needs to drive the visible desktop and is in every profile; ``desktop`` the other

@@ -191,7 +191,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("pages", "inspect", None, dict, acts=False),
     Operation("pages", "boxes", None, list[list[int]], acts=False),
     Operation("pages", "cursors", None, tuple[int, int], acts=False),
-    # The viewport on the display: vision.browser_toolset's viewport pixels (no door serves it).
+    # The viewport on the display: vision.vendors.browser_toolset's viewport pixels (no door serves it).
     Operation("pages", "viewport", None, dict, acts=False),
     Operation("pages", "screenshot", None, bytes, acts=False),
     Operation("pages", "summary", None, PageSummary | None, acts=False),

@@ -41,6 +41,7 @@ from desktop.browser.dialogs import dialog_mode
 from desktop.browser.downloads import safe_file_name
 from desktop.browser.errors import (
     BadSelector,
+    Crashed,
     DialogOpen,
     NoDialog,
     NotFound,
@@ -108,6 +109,8 @@ class PageService:
                                   retry_after=RETRY_S)
         try:
             return browser.call(work, timeout_ms / 1000 + 5)
+        except Crashed as exc:
+            raise PageUnavailable(f"{exc}; try again in {RETRY_S} s", retry_after=RETRY_S) from None
         except DialogOpen as exc:
             raise DialogOpenError(str(exc)) from None
         except NoDialog as exc:

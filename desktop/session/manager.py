@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from desktop.actions import Drag, Move, Type, _Action
-from desktop.browser.settle import input_mark
+from desktop.actions import Click, DoubleClick, Drag, Key, Move, TripleClick, Type, _Action
+from desktop.browser.settle import FIRST_PRESS_MS, input_mark
 from desktop.errors import (
     ActionFailedError,
     GlassdeskError,
@@ -35,10 +35,12 @@ from desktop.errors import (
     SessionNotFound,
     SessionUnavailable,
     StackError,
+    TypedIntoNothing,
 )
 from desktop.frame import Frame
 from desktop.models import ElementAt, SessionInfo, Status
 from desktop.network.policy import NetworkPolicy
+from desktop.network.servers import ServerRegistry
 from desktop.port import Performed
 from desktop.session.pool import WARM_RETRY_S, WarmPool, check_warm  # noqa: F401 - check_warm: its old home
 from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, report_isolation, tagged_pids
@@ -67,6 +69,7 @@ BROWSER_QUIET_MS = 35
 # wait ends sooner when the keys stop coming (desktop.browser.settle.KEYS_STALL_MS), so this bound
 # only has to be generous: it stops a page that keeps taking keys slower than this.
 KEY_MS_PER_CHAR = 20
+PRESSES = {Click: 1, DoubleClick: 2, TripleClick: 3}  # the pointer releases a click's page sees
 CURSOR_ATTEMPTS = 3  # reads of the pointer before a failure is the desktop's (Session.cursor)
 log = logging.getLogger("glassdesk.sessions")
 
@@ -88,6 +91,11 @@ VIEWER_RETRY_S = 10.0
 # The longest a pointer action waits to learn what is under its pixel (desktop.browser.hit): a
 # few ms when the page answers; a page busy in a long script is not waited for.
 HIT_TIMEOUT_S = 0.5
+# The longest a read asked for on its own waits (Session.element_at): a heal's check of what it
+# found, the offline model's search for a field. Nothing waits on it but its asker, and an answer
+# "none" that only meant "not in time" would be a wrong judgement (CI, 3 workers on 2 cores: a
+# heal's check of the right field timed out at 0.5 s, and the heal took a weaker path).
+READ_TIMEOUT_S = 5.0
 # The actions whose pixel names an element: where a click, a press, a scroll or a drag starts.
 POINTER_ACTIONS = ("click", "double_click", "triple_click", "mouse_down", "mouse_up", "scroll", "move", "drag")
 
@@ -116,6 +124,26 @@ class Running:
 
     def remaining_s(self) -> float:
         return max(0.0, self.ends_at - time.monotonic())
+
+
+# Elements a click on may hand the keys to the page's own code, with nothing focused (a canvas app
+# reads keydown on its document; a frame's or a plugin's focus is theirs).
+KEYS_OF_THEIR_OWN = frozenset({"canvas", "iframe", "frame", "embed", "object", "video"})
+DOWN_MARK_WAIT_S = 0.5  # how long a failed capture waits for a heal under way to let it mark the session
+# The chords that edit in the field that has the focus, and leave the keys there.
+EDITING_CHORDS = frozenset({"ctrl+a", "ctrl+c", "ctrl+v", "ctrl+x", "ctrl+z", "ctrl+y", "ctrl+shift+z"})
+
+
+def keeps_page_focus(chord: str) -> bool:
+    """Whether a key chord leaves the keyboard focus where it was (pure): a plain key (a letter,
+    Return, Escape, an arrow, BackSpace) or an editing chord does; Tab (past the last field it goes
+    to the browser's toolbar), function keys and other chords with ctrl, alt or super (ctrl+l
+    focuses the address bar, ctrl+f the find bar) may move it out of the page."""
+    parts = chord.lower().split("+")
+    if len(parts) > 1 and set(parts[:-1]) - {"shift"}:
+        return chord.lower() in EDITING_CHORDS
+    key = parts[-1]
+    return key not in ("tab", "iso_left_tab") and not (key.startswith("f") and key[1:].isdigit())
 
 
 @dataclass
@@ -147,8 +175,16 @@ class Session:
         # Why the session is failed (a whole-desktop restart that gave up), for its errors; a reset
         # rebuilds it.
         self.failure: str | None = None
-        # What the supervisor restarted that lost state (the Desktop port's heals): a run reads it.
-        self.heal_log: list[str] = []
+        # What was restarted that lost state (the Desktop port's heals): a run reads it. The page
+        # record's list, which outlives browser heals and resets: a crashed tab's heal (the page layer's)
+        # and the supervisor's are one sequence.
+        self.heal_log: list[str] = self.stack.record.heals
+        # The window a click just gave a page the keyboard focus in (the browser in front, the click
+        # on one of its page's elements): a type that follows in the same window is judged by that
+        # page's focus (_refuse_typing_into_nothing). Whatever may have moved the keys out of the
+        # page since (a chord like ctrl+l or ctrl+f, Tab, a click beside the page) makes it unknown:
+        # not judged. (The page's document.hasFocus() cannot say: Playwright emulates focus.)
+        self._page_focus_window: int | None = None
         self._bind()
 
     def _bind(self) -> None:
@@ -203,7 +239,11 @@ class Session:
             if time.monotonic() > deadline:
                 return None
             time.sleep(0.02)
-        if not self._lifecycle.acquire(blocking=False):  # a heal (or a delete) is under way already
+        # A heal (or a delete) may hold the lock: the supervisor's look that began before the death,
+        # still reading the parts, or the heal itself (which marks the status). Waited for briefly,
+        # so that from this answer on the status does not say ready while the desktop is dead;
+        # bounded, since the caller may hold the action lock that a heal takes next.
+        if not self._lifecycle.acquire(timeout=DOWN_MARK_WAIT_S):
             return self._unavailable(dead)
         try:  # under the lifecycle lock: a heal cannot finish between the look and the mark
             if self.status == "ready" and self._dead_core():
@@ -281,11 +321,14 @@ class Session:
                     executed = self.executor.run(action)
                     return Performed(executed.argv, executed.duration_ms, 0, self.screen.capture(), True, "none")
                 watch = self._browser_watch()
-                keys = self._count_keys(watch) if isinstance(action, Type) else None
+                if isinstance(action, Type):
+                    self._refuse_typing_into_nothing(watch)
                 element = self._element_at(watch, action) if watch is not None else None
+                counted = self._count_input(watch, action, element)
                 self.screen.mark()
                 executed = self.executor.run(action)
-                shot, settled_by = self._settle_after_input(watch, keys and (keys, len(action.text)))
+                shot, settled_by = self._settle_after_input(watch, counted)
+                self._follow_page_focus(action, element)
             except ActionFailed as exc:
                 raise self.down_error() or ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc
             except ScreenshotError as exc:
@@ -299,11 +342,13 @@ class Session:
         fails or times out raises rather than answering None, for a caller that must tell "nothing
         there" from "not known" (a take-over's reads, desktop.session.operator_reads)."""
         watch = self._browser_watch()
-        return self._element_at(watch, Move(x=x, y=y), strict=strict) if watch is not None else None
+        if watch is None:
+            return None
+        return self._element_at(watch, Move(x=x, y=y), strict=strict, timeout_s=READ_TIMEOUT_S)
 
     def visible_texts(self) -> list[str] | None:
         """The short texts visible in the page when Chromium is in front (desktop.browser.pages
-        VISIBLE_TEXTS), else None: what a run compares around a step (vision.effects). Bounded
+        VISIBLE_TEXTS), else None: what a run compares around a step (vision.perception.effects). Bounded
         like the element read: a page that cannot say in time costs nothing but the record."""
         watch = self._browser_watch()
         if watch is None:
@@ -314,10 +359,11 @@ class Session:
             log.debug("session %s: no visible texts: %s", self.id, exc)
             return None
 
-    def _element_at(self, watch, action: _Action, *, strict: bool = False) -> ElementAt | None:
+    def _element_at(self, watch, action: _Action, *, strict: bool = False,
+                    timeout_s: float = HIT_TIMEOUT_S) -> ElementAt | None:
         """What is under a pointer action's pixel, read before the action runs (it may remove the
         element), for the trace and the answer. Best effort and bounded: a browser that cannot
-        say within HIT_TIMEOUT_S costs the action nothing but this record."""
+        say within ``timeout_s`` costs the action nothing but this record."""
         point = pointer_point(action)
         if point is None:
             return None
@@ -329,7 +375,7 @@ class Session:
         browser, _mark = watch
         x, y = point
         try:
-            return browser.call(lambda pages: pages.hit(x, y), HIT_TIMEOUT_S)
+            return browser.call(lambda pages: pages.hit(x, y), timeout_s)
         except Exception as exc:  # a heal, a hang, a page navigating away: no record, the action runs
             if strict:
                 raise
@@ -355,40 +401,75 @@ class Session:
             return None
         return browser, input_mark(browser.record)
 
-    def _count_keys(self, watch):
-        """Before a ``type`` with Chromium in front: the page's count of the keys it takes, or None."""
+    def _follow_page_focus(self, action: _Action, element: ElementAt | None) -> None:
+        """Where the keys go after ``action``, as far as a type's judgement needs (_page_focus_window)."""
+        if isinstance(action, (Click, DoubleClick, TripleClick)):
+            # On a canvas, a plugin or a frame the page's own code decides where keys go: not judged.
+            judged = element is not None and element.tag not in KEYS_OF_THEIR_OWN
+            self._page_focus_window = self.screen.active_window() if judged else None
+        elif isinstance(action, Key) and not all(keeps_page_focus(chord) for chord in action.keys):
+            self._page_focus_window = None
+
+    def _refuse_typing_into_nothing(self, watch) -> None:
+        """Before a ``type`` right after a click in the page in front: refuse it when the page's
+        focus takes no text (desktop.browser.focus), rather than send keys nothing will take. A
+        page that cannot say in time is typed into as before."""
+        if watch is None or self._page_focus_window is None or self.screen.active_window() != self._page_focus_window:
+            return
+        try:
+            focus = watch[0].call(lambda pages: pages.typing_focus(), HIT_TIMEOUT_S)
+        except Exception as exc:
+            log.debug("session %s: no focus read before typing: %s", self.id, exc)
+            return
+        if focus is not None and focus.get("takes") is False:
+            raise TypedIntoNothing(f"nothing was typed: the keyboard focus is on {focus.get('element')}, which "
+                                   "takes no text; click the field to type into first (press keys with a key "
+                                   "action)", focused=focus.get("element"))
+
+    def _count_input(self, watch, action: _Action, element: ElementAt | None):
+        """Before a ``type``, or a click on an element of the page, with Chromium in front: the page's
+        count of the keys (presses) it takes and how many it should, or None."""
         if watch is None:
             return None
-        try:
-            return watch[0].call(lambda pages: pages.count_keys(), 3)
-        except Exception as exc:  # the typing goes on; only its end is judged by the damage alone
-            log.debug("session %s: no key count before typing: %s", self.id, exc)
+        if isinstance(action, Type):
+            kind, expected = "keys", len(action.text)
+        elif isinstance(action, (Click, DoubleClick, TripleClick)) and element is not None:
+            kind, expected = "presses", PRESSES[type(action)]
+        else:
             return None
-
-    def _keys_arrived(self, browser, typed) -> bool | None:
-        """Wait until the page has taken every key typed (``typed``: its count and how many);
-        bounded by TIMEOUT_MS and KEY_MS_PER_CHAR a key. None when it cannot tell."""
-        count, expected = typed
-        budget_ms = TIMEOUT_MS + KEY_MS_PER_CHAR * expected
         try:
-            return browser.call(lambda pages: pages.keys_arrived(count, expected, budget_ms), budget_ms / 1000 + 2)
+            count = watch[0].call(lambda pages: pages.count_input(kind), 3)
+        except Exception as exc:  # the input goes on; only its end is judged without the count
+            log.debug("session %s: no %s count before the input: %s", self.id, kind, exc)
+            return None
+        return (count, expected) if count is not None else None
+
+    def _arrived(self, browser, counted) -> bool | None:
+        """Wait until the page has taken every key typed, or every press of a click (``counted``:
+        its count and how many); a type bounded by TIMEOUT_MS and KEY_MS_PER_CHAR a key. None when
+        it cannot tell."""
+        count, expected = counted
+        budget_ms = TIMEOUT_MS + KEY_MS_PER_CHAR * expected if count.kind == "keys" else FIRST_PRESS_MS
+        try:
+            return browser.call(lambda pages: pages.arrived(count, expected, budget_ms), budget_ms / 1000 + 2)
         except Exception as exc:
-            log.debug("session %s: the key count failed: %s", self.id, exc)
+            log.debug("session %s: the %s count failed: %s", self.id, count.kind, exc)
             return None
 
-    def _settle_after_input(self, watch, typed=None) -> tuple[Settled, str]:
+    def _settle_after_input(self, watch, counted=None) -> tuple[Settled, str]:
         """Wait for what the input set in motion, and only that (see desktop.browser.settle): with
-        Chromium in front, the keys a ``type`` sent taken by the page (``typed``), its frames, the
-        requests the input started, a navigation or a dialog, then the display's damage for the
-        frame to reach the screen; elsewhere the damage alone. The screenshot and what decided the
-        wait. The keys have a bound of their own, by length; the rest has TIMEOUT_MS after them."""
+        Chromium in front, the keys a ``type`` sent (or a click's presses) taken by the page
+        (``counted``), its frames, the requests the input started, a navigation or a dialog, then
+        the display's damage for the frame to reach the screen; elsewhere the damage alone. The
+        screenshot and what decided the wait. The keys (presses) have a bound of their own; the rest
+        has TIMEOUT_MS after them."""
         start = time.monotonic()
-        typed_ms, by = 0, None
-        if watch is not None and typed:
-            arrived = self._keys_arrived(watch[0], typed)
-            typed_ms = round((time.monotonic() - start) * 1000)
-            if arrived is False:  # keys still arriving at their bound: said, not waited on
-                return Settled(self.screen.capture(), typed_ms, False, True), "timeout"
+        arrival_ms, by = 0, None
+        if watch is not None and counted:
+            arrived = self._arrived(watch[0], counted)
+            arrival_ms = round((time.monotonic() - start) * 1000)
+            if arrived is False and counted[0].kind == "keys":  # still arriving at their bound: said, not waited on
+                return Settled(self.screen.capture(), arrival_ms, False, True), "timeout"
             start = time.monotonic()  # the bound of the rest counts from here
         if watch is not None:
             browser, mark = watch
@@ -408,7 +489,7 @@ class Session:
                 shot = self._still_after_frames(browser, shot, left_ms)
         else:
             shot = self.screen.settle(first_change_ms=FIRST_CHANGE_MS, timeout_ms=left_ms)
-        shot = shot._replace(settle_ms=typed_ms + waited_ms + shot.settle_ms)
+        shot = shot._replace(settle_ms=arrival_ms + waited_ms + shot.settle_ms)
         if by == "timeout" or not shot.settled:
             return shot._replace(settled=False), "timeout"
         if by in ("network", "navigation", "dialog"):
@@ -470,6 +551,7 @@ class Session:
         except ValueError as exc:
             raise WindowError(str(exc)) from None
         self.windows.raise_class("chromium")
+        self._page_focus_window = None  # a new page: its focus is judged after a click in it
         return [["browser", "goto", url]]
 
     def run_settled(self, run, *, what: str = "a window operation",
@@ -608,14 +690,27 @@ class Session:
 class SessionRegistry:
     """What every registry of sessions shares, local (SessionManager) or remote (BackendSessions in
     desktop.remote.backends.manager): the sessions by id, their limit and names, lookup, and the listeners.
-    A subclass sets ``sessions``, ``max_sessions``, ``listeners`` and ``_lock``."""
+    A subclass sets ``sessions``, ``max_sessions``, ``listeners``, ``_lock``, ``protected_ports`` and
+    ``servers`` (this host's registry of glassdesk servers: desktop.network.servers)."""
 
     sessions: dict
+    protected_ports: set[int]
+    servers: ServerRegistry
     # How sessions are kept apart (desktop.session.stack.isolation), for /healthz: the local
     # manager's; None for a remote registry, whose sessions are each a container or pod.
     isolation: dict | None = None
     max_sessions: int
     listeners: list
+
+    def own_ports(self) -> set[int]:
+        """This server's control plane: what no session, of this server or any other, may reach."""
+        return set(self.protected_ports)
+
+    def protect(self, *ports: int) -> None:
+        """Add ports of this server's own (its API) to its control plane, refused here and by every
+        other server's sessions."""
+        self.protected_ports.update(ports)
+        self.servers.publish(self.own_ports())
 
     def _claim(self, session_id: str | None, *, held: int = 0) -> str:
         """The id a new session gets: ``session_id`` checked, or a fresh one. Call it holding
@@ -678,6 +773,7 @@ class SessionRegistry:
                 return self._claim(session_id, held=self._pooled()), None
 
     def _notify(self, what: str, session_id: str) -> None:
+        self.servers.publish(self.own_ports())  # a session's ports came or went
         for listener in list(self.listeners):
             try:
                 listener(what, session_id)
@@ -745,9 +841,12 @@ class SessionManager(SessionRegistry):
         # Called with (what, session_id) on "created", "deleted", "restarted": how the interfaces
         # learn of changes without this module knowing them.
         self.listeners: list = []
-        # glassdesk's own ports besides the sessions' (the API's, added by whoever serves it): no
-        # session's browser may reach them (desktop.network.policy).
+        # glassdesk's own ports besides the sessions' (the API's, added by whoever serves it with
+        # protect()): no session's browser may reach them (desktop.network.policy).
         self.protected_ports: set[int] = set()
+        # Every glassdesk server of this host registers its control plane there, and every session's
+        # proxy refuses all of them, not only this server's (desktop.network.servers).
+        self.servers = ServerRegistry()
         # The warm pool (keep_warm): desktops started ahead in root/_warm-<hex>, one at a time.
         self.pool: WarmPool[DesktopStack] = WarmPool(
             self._lock, make=self._make_warm, start=lambda stack: stack.start(), discard=self._discard,
@@ -756,14 +855,20 @@ class SessionManager(SessionRegistry):
         self._supervisor = threading.Thread(target=self._supervise, name="glassdesk-supervisor", daemon=True)
         self._supervisor.start()
 
-    def control_ports(self) -> set[int]:
-        """Every port of glassdesk's control plane, as of now: the protected ones and each
-        session's live view and proxy (a session started later counts from its start), a pooled
-        desktop's included."""
+    def own_ports(self) -> set[int]:
+        """This server's control plane, as of now: the protected ports and each session's live view
+        and proxy (a session started later counts from its start), a pooled desktop's included."""
         ports = set(self.protected_ports)
         for stack in [s.stack for s in list(self.sessions.values())] + self.pool.items():
             ports |= stack.own_ports()
         return ports
+
+    def control_ports(self) -> set[int]:
+        """Every port no session may reach: this server's, and every other live glassdesk server's
+        on this host. Read on every proxy decision, so it only reads: this server's own entry is
+        written where its ports change (protect, a session's create, delete or restart, and the
+        supervisor's tick for warm desktops)."""
+        return self.own_ports() | self.servers.ports()
 
     # ------------------------------------------------------------------ the warm pool
 
@@ -887,9 +992,11 @@ class SessionManager(SessionRegistry):
                 self.delete(session_id)
             except SessionNotFound:
                 pass
+        self.servers.withdraw()
 
     def _supervise(self) -> None:
         while not self._stop.wait(self._supervise_every_s):
+            self.servers.publish(self.own_ports())  # a warm desktop's, a restarted session's ports
             try:
                 self.pool.check()
             except Exception:

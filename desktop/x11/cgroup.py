@@ -47,7 +47,7 @@ from pathlib import Path
 
 log = logging.getLogger("glassdesk.cgroup")
 
-MEMORY_MB = 1536  # keep in step with vision/cli.py's --session-memory default
+MEMORY_MB = 1536  # keep in step with vision/cli/command.py's --session-memory default
 CPUS = 1.0  # --session-cpus
 PIDS = 4096  # desktop.remote.backends.docker.PIDS_LIMIT
 CPU_PERIOD_US = 100_000

@@ -5,10 +5,10 @@ tag every one of them inherits, and the process sessions its children started (C
 its environment, so the tag misses it).
 
 A server that dies without closing its sessions (SIGKILL, a crash, the OOM killer, an MCP client
-that kills it right after closing stdin) is covered twice, by one arrangement, ``own_desktops``,
-that ``glassdesk up`` and ``glassdesk mcp`` both use:
+that kills it right after closing stdin) is covered twice, by one arrangement, ``own_desktops``
+(desktop.session.ownership), that ``glassdesk up`` and ``glassdesk mcp`` both use:
 
-- a reaper process (``python -P -m desktop.x11.procs``) that ends the server's desktops the moment the
+- a reaper process (``python -P -m desktop.session.ownership``) that ends the server's desktops the moment the
   server is gone, however it went;
 - an owner record (``owner.json``: pid, start time, boot and pid namespace, mark) in the session
   root, so the next server to start finds and ends what a dead one left if its reaper died with it
@@ -27,18 +27,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
-import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from desktop.network import netns
 
 log = logging.getLogger("glassdesk.procs")
 
@@ -396,82 +390,13 @@ def end_detached(owner: tuple[int, int] | None = None) -> int:
     return killed
 
 
-def reap_predecessors(temp_dir: Path | None = None) -> Leftovers:
-    """End what dead servers left in ``temp_dir`` (default: the temp dir) and remove their roots.
-
-    For when a server's reaper died with it. A live server's desktops are never touched: its
-    owner record names a process that still runs (see ``leftovers``).
-    """
-    records = read_owner_records(Path(temp_dir or tempfile.gettempdir()))
-    me, uid = this_process(), os.getuid()
-    found = leftovers(records, process_table(), me, uid)
-    if found.pids:
-        end_processes(lambda: leftovers(records, process_table(), me, uid).pids)
-    for root in found.roots:
-        shutil.rmtree(root, ignore_errors=True)
-    detached = end_detached()
-    if detached:
-        log.warning("ended %d process(es) in the cgroups of a server that is gone", detached)
-    # Their sessions' network namespaces (named by their server: desktop.network.netns). Judged
-    # against a fresh table: the processes above are gone by now.
-    table = process_table()
-    found.namespaces = netns.remove_dead(
-        lambda pid, start: owner_alive(ProcessId(pid, start, me.boot_id, me.pid_ns), table, me))
-    if found.pids or found.roots or found.namespaces:
-        log.warning("ended %d process(es), removed %d session root(s) and %d network namespace(s) left by a "
-                    "server that is gone", len(found.pids), len(found.roots), len(found.namespaces))
-    return found
-
-
-# ------------------------------------------------------------------------------- the reaper
-
-
-def start_reaper(mark: str, root: Path) -> int:
-    """Start a reaper for this process; returns the pipe end to keep open for as long as we live.
-
-    The reaper runs in its own process session, so a client's kill of our process group does not
-    reach it. It blocks on a pipe whose only writer is this process; once that end closes, however
-    this process ended, it ends the desktops ``mark`` owns (``owned_pids``) and removes ``root``.
-    """
-    read_fd, write_fd = os.pipe()  # both ends non-inheritable: only the reaper gets read_fd
-    env = {k: v for k, v in os.environ.items() if k != OWNER_VAR}  # it must not find itself
-    # -P: the working directory (an MCP client's, anything) must not shadow the desktop package.
-    subprocess.Popen([sys.executable, "-P", "-m", "desktop.x11.procs", str(read_fd), mark, str(root)],
-                     pass_fds=(read_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     start_new_session=True, env=env)
-    os.close(read_fd)
-    return write_fd
-
-
-def reap(fd: int, mark: str, root: str) -> None:
-    """Wait for the owner's end of the pipe to close, then end what it left and remove ``root``."""
-    while os.read(fd, 1):
-        pass
-    uid = os.getuid()
-    end_processes(lambda: owned_pids(process_table(), mark, Path(root), uid=uid))
-    end_detached(mark_owner(mark))  # what left every mark: the owner's cgroups, its accounts' processes
-    shutil.rmtree(root, ignore_errors=True)
-    owner = mark_owner(mark)
-    if owner is not None:  # the sessions' network namespaces, named by their server
-        netns.remove_owned_by(*owner)
-
-
-@dataclass
-class Ownership:
-    """This server's claim on its desktops: where their files go, and their mark."""
-
-    root: Path
-    mark: str
-    reaped: Leftovers  # what dead predecessors had left, ended before this server started
-
-    def close(self) -> None:
-        """After a clean shutdown (sessions closed): remove the session root."""
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-_KEEP: list[int] = []  # the reaper's pipe: held open for the life of the process; its closing is the signal
-_TEMP: list[Path] = []  # owned_temp_dir(), once own_desktops made it
+_TEMP: list[Path] = []  # owned_temp_dir(), once the server owns its desktops (desktop.session.ownership)
 TEMP_DIR = "tmp"  # in the session root: the server's helpers' temporary files
+
+
+def use_temp_dir(path: Path) -> None:
+    """Where owned_temp_dir points from now: the session root's, made by own_desktops."""
+    _TEMP[:] = [path]
 
 
 def owned_temp_dir() -> Path | None:
@@ -480,30 +405,3 @@ def owned_temp_dir() -> Path | None:
     server's start-up reap, removes what a kill -9 left there along with the root. None before
     ``own_desktops`` (tests, embedded use): the temp dir, as before."""
     return _TEMP[0] if _TEMP else None
-
-
-def own_desktops(prefix: str = ROOT_PREFIX) -> Ownership:
-    """Make the desktops this process will start die with it. Call once, before starting any.
-
-    Ends what dead predecessors left (``reap_predecessors``), makes a session root with an owner
-    record, marks this process's environment (every desktop process inherits the mark) and starts
-    the reaper. Not PR_SET_PDEATHSIG: sessions start from worker threads, and that signal fires
-    when the forking thread exits, not the process.
-    """
-    reaped = reap_predecessors()
-    me = this_process()
-    root = Path(tempfile.mkdtemp(prefix=prefix))  # mode 0700
-    mark = f"{me.pid}-{me.start_time}-{secrets.token_hex(8)}"
-    fd = os.open(root / OWNER_RECORD, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(me.as_dict() | {"mark": mark}, fh)
-    os.environ[OWNER_VAR] = mark  # inherited by every process the sessions start
-    temp = root / TEMP_DIR
-    temp.mkdir(mode=0o700)
-    _TEMP[:] = [temp]
-    _KEEP.append(start_reaper(mark, root))
-    return Ownership(root, mark, reaped)
-
-
-if __name__ == "__main__":  # the reaper process: python -m desktop.x11.procs FD MARK ROOT
-    reap(int(sys.argv[1]), sys.argv[2], sys.argv[3])

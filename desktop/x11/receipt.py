@@ -28,6 +28,7 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -38,6 +39,7 @@ from desktop.x11.recorder import Recorder, VideoFormat, find_ffmpeg
 log = logging.getLogger("glassdesk.receipt")
 
 __all__ = ["Chapter", "Mark", "ReceiptFiles", "VideoReceipt", "chapters_vtt", "captions_vtt", "ffmetadata",
+           "remove_unfinished",
            "ring_filter", "ring_png", "RING_RGB", "RING_RADIUS", "RING_SECONDS"]
 
 RING_RGB = (255, 0, 255)   # magenta: rare on a desktop, so a reviewer (and a test) finds the mark
@@ -142,6 +144,17 @@ def ffmetadata(chapters: list[Chapter], title: str = "") -> str:
         out += ["[CHAPTER]", "TIMEBASE=1/1000", f"START={round(chapter.start * 1000)}",
                 f"END={round(chapter.end * 1000)}", f"title={_meta_escape(chapter.title)}"]
     return "\n".join(out) + "\n"
+
+
+def remove_unfinished(directory: Path, keep: Collection[str] = ()) -> None:
+    """Remove what a receipt cut short leaves in its directory (its process killed while filming or
+    post-processing; a full disk): the raw film, the post-processing's scratch inputs and whatever of
+    the finished files it had written, but those named in ``keep`` (already sealed by their owner).
+    For the owner of the directory, once it knows the receipt will never be finished."""
+    names = [f".raw-video.{fmt}" for fmt in ("mp4", "webm")] + [f"video.{fmt}" for fmt in ("mp4", "webm")]
+    for name in [*names, "chapters.vtt", "captions.vtt", "chapters.ffmeta", "ring.png"]:
+        if name not in keep:
+            (directory / name).unlink(missing_ok=True)
 
 
 def ring_png() -> bytes:
@@ -342,10 +355,11 @@ class VideoReceipt:
         return self._finished
 
     def abandon(self) -> None:
-        """Stop filming and keep nothing (the run that wanted it never started)."""
+        """Stop filming and keep nothing: the run that wanted it never started, or its receipt could
+        not be made (nothing will seal what was written of it)."""
         try:
             self._recorder.stop()
         except RecorderError:
             pass
         self._t0 = None
-        self._raw.unlink(missing_ok=True)
+        remove_unfinished(self.directory)

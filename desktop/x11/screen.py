@@ -102,13 +102,18 @@ class DamageWatch:
         select.select([self._display], [], [], max(0.0, timeout_s))
         return self.drain()
 
-    def active_pid(self) -> int | None:
-        """The process that owns the window in front (its _NET_WM_PID), or None."""
+    def active_window(self) -> int | None:
+        """The window in front (the window manager's _NET_ACTIVE_WINDOW), or None."""
         root = self._display.screen().root
         active = root.get_full_property(self._display.intern_atom("_NET_ACTIVE_WINDOW"), Xatom.WINDOW)
-        if not active or not active.value or not active.value[0]:
+        return int(active.value[0]) if active and len(active.value) and active.value[0] else None
+
+    def active_pid(self) -> int | None:
+        """The process that owns the window in front (its _NET_WM_PID), or None."""
+        active = self.active_window()
+        if active is None:
             return None
-        window = self._display.create_resource_object("window", active.value[0])
+        window = self._display.create_resource_object("window", active)
         pid = window.get_full_property(self._display.intern_atom("_NET_WM_PID"), Xatom.CARDINAL)
         return int(pid.value[0]) if pid and len(pid.value) else None
 
@@ -175,6 +180,14 @@ class Screen:
         with self._watch_lock:
             try:
                 return self._x(lambda watch: watch.active_pid())
+            except (ScreenshotError, XError):
+                return None
+
+    def active_window(self) -> int | None:
+        """The window in front; None when there is none or it cannot be read."""
+        with self._watch_lock:
+            try:
+                return self._x(lambda watch: watch.active_window())
             except (ScreenshotError, XError):
                 return None
 

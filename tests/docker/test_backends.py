@@ -26,9 +26,9 @@ from tests.conftest import LiveServer
 
 @pytest.fixture(scope="module")
 def plane(docker_client, glassdesk_image):
+    from vision.app.service import Glassdesk
     from vision.config import VisionConfig
     from vision.http.app import Settings, create_app
-    from vision.service import Glassdesk
 
     port = free_port()
     backend = DockerBackend(image=glassdesk_image, client=docker_client, protected_ports={port},
@@ -108,7 +108,7 @@ def test_two_container_sessions_acted_on_in_parallel(plane, docker_client):
 
 
 def test_the_live_view_of_a_container_session_is_relayed_by_the_control_plane(plane):
-    from tests.e2e.test_live_view import RFBClient
+    from tests.fakes.rfb import RFBClient
 
     client, _, _ = plane
     view = client.get("/api/v1/sessions/d1/live").json()

@@ -21,9 +21,9 @@ from tests.conftest import LiveServer
 
 @pytest.fixture(scope="module")
 def plane(docker_client, glassdesk_image):
+    from vision.app.service import Glassdesk
     from vision.config import VisionConfig
     from vision.http.app import Settings, create_app
-    from vision.service import Glassdesk
 
     port = free_port()
     owner = f"glassdesk-docker-warm-{port}"

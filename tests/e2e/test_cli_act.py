@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.marks import GLASSDESK
+
 pytestmark = pytest.mark.x11
-GLASSDESK = str(Path(sys.executable).parent / "glassdesk")
 
 
 def _env() -> dict[str, str]:

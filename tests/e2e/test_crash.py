@@ -9,12 +9,13 @@ leads (Chromium's), and every marked process; each by pid and start time, as pid
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,11 +27,10 @@ import pytest
 
 from desktop.session.stack import free_port
 from desktop.x11.procs import pids_with_env, session_pids, start_time
+from tests.marks import GLASSDESK, MARK
 
 pytestmark = pytest.mark.x11
 
-GLASSDESK = str(Path(sys.executable).with_name("glassdesk"))
-MARK = "GLASSDESK_TEST_MARK"
 LONG_RUN = [{"action": "wait", "duration_ms": 1500}] * 40 + [{"action": "done", "answer": "never reached"}]
 
 
@@ -42,6 +42,19 @@ def wait_until(predicate, seconds: float, what: str):
             return result
         assert time.monotonic() < deadline, f"not within {seconds:.0f}s: {what}"
         time.sleep(0.1)
+
+
+def film_seconds(film: bytes) -> float:
+    """How long a film plays, by its decoded frames (a film cut short has no duration in its header)."""
+    with tempfile.NamedTemporaryFile(suffix=".mp4") as f:
+        f.write(film)
+        f.flush()
+        out = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
+                              "stream=nb_read_frames,r_frame_rate", "-of", "json", f.name],
+                             capture_output=True, text=True, timeout=60)
+    stream = json.loads(out.stdout)["streams"][0]
+    num, _, den = stream["r_frame_rate"].partition("/")
+    return int(stream["nb_read_frames"]) / (int(num) / int(den or 1))
 
 
 def children_of() -> dict[int, list[int]]:
@@ -107,7 +120,7 @@ class Up:
                 argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"desktop.x11.procs" in argv and str(self.root).encode() in argv:
+            if b"desktop.session.ownership" in argv and str(self.root).encode() in argv:
                 return pid
         raise AssertionError("the server has no reaper")
 
@@ -182,9 +195,13 @@ def test_a_killed_server_leaves_nothing_and_its_run_reads_interrupted(tmp_path, 
         except httpx2.TransportError:
             pass  # the server is killed under it
 
+    recording = first.client.post("/api/v1/sessions/default/recording/start").json()
+    filming_since = time.monotonic()
     threading.Thread(target=long_run, daemon=True).start()
     running = wait_until(lambda: [m for m in first.client.get("/api/v1/traces").json() if m["steps"] >= 2],
                          120, "the run records two steps")
+    # the session's film has closed a fragment or two (one at each keyframe, every 2 s)
+    time.sleep(max(0.0, 5 - (time.monotonic() - filming_since)))
     trace_id = running[0]["trace_id"]
     assert running[0]["status"] == "running"
     processes = first.processes()
@@ -196,7 +213,8 @@ def test_a_killed_server_leaves_nothing_and_its_run_reads_interrupted(tmp_path, 
 
     second = Up(tmp_path, temp_dir, "second")
     servers.append(second)
-    assert "1 run(s) left unfinished by a server that stopped are now marked interrupted" in second.output()
+    said = "2 run(s) and recording(s) left unfinished by a server that stopped are now marked interrupted"
+    assert said in second.output(), second.output()
     trace = second.client.get(f"/api/v1/traces/{trace_id}").json()
     meta = trace["meta"]
     assert meta["status"] == "interrupted" and meta["error"]["code"] == "interrupted"
@@ -206,6 +224,14 @@ def test_a_killed_server_leaves_nothing_and_its_run_reads_interrupted(tmp_path, 
     assert verification["ok"] and verification["steps_checked"] == meta["steps"], verification
     report = second.client.get(f"/api/v1/traces/{trace_id}/report").text
     assert '"status": "interrupted"' in report and "Evidence verified" in report
+    # the session's recording: what was filmed is kept, playable, with its SHA-256; no scratch left
+    kept = second.client.get(f"/api/v1/recordings/{recording['recording_id']}").json()
+    assert kept["status"] == "interrupted" and kept["video"]["notes"], kept
+    film = second.client.get(kept["video"]["url"]).content
+    assert hashlib.sha256(film).hexdigest() == kept["video"]["sha256"]
+    assert film_seconds(film) >= 2.0
+    left = sorted(p.name for p in (tmp_path / "data" / "recordings" / recording["recording_id"]).iterdir())
+    assert left == ["captions.vtt", "chapters.vtt", "recording.json", "video.mp4"], left
 
     processes = second.processes()
     second.stop()  # a clean stop leaves nothing either

@@ -12,20 +12,12 @@ import anyio
 import pytest
 from mcp import Client
 
-from tests.e2e.test_mcp_http import AppServer
-
 pytestmark = pytest.mark.x11
 
 SID = "itest"
 PAGE = f"/api/v1/sessions/{SID}/page"
 QA = f"/api/v1/sessions/{SID}/qa"
 BIG = {"name": "big.bin", "content_base64": "A" * (700 * 1024)}  # 525 KiB decoded: over 512 KiB, under the body cap
-
-
-@pytest.fixture(scope="module")
-def server(services, desk):
-    with AppServer(services, token=None) as live:
-        yield live
 
 
 @contextmanager
@@ -143,18 +135,18 @@ CASES = [
 
 
 @pytest.mark.parametrize("fault, rest, tool, code, status, setup", CASES, ids=[c[0] for c in CASES])
-def test_one_fault_one_error_code(server, services, desk, fault, rest, tool, code, status, setup):
+def test_one_fault_one_error_code(open_server, services, desk, fault, rest, tool, code, status, setup):
     import httpx2
 
     guard = {"none": nothing, "not_ready": lambda: not_ready(desk), "takeover": lambda: taken_over(services),
              "busy": lambda: busy_with_a_wait(desk)}[setup]
     method, path, body = rest
     with guard():
-        with httpx2.Client(base_url=server.url, timeout=60) as http:
+        with httpx2.Client(base_url=open_server.url, timeout=60) as http:
             answer = http.request(method, path, json=body)
 
         async def call():
-            async with Client(f"{server.url}/mcp") as client:
+            async with Client(f"{open_server.url}/mcp") as client:
                 return await client.call_tool(*tool)
 
         result = anyio.run(call)
@@ -169,31 +161,31 @@ def test_one_fault_one_error_code(server, services, desk, fault, rest, tool, cod
         assert seconds <= 11 and "wait action" in answer.json()["error"]["message"], answer.text
 
 
-def test_takeover_is_session_state_seen_by_every_door(server, services, desk):
+def test_takeover_is_session_state_seen_by_every_door(open_server, services, desk):
     import httpx2
 
     async def listing():
-        async with Client(f"{server.url}/mcp") as client:
+        async with Client(f"{open_server.url}/mcp") as client:
             return await client.call_tool("session_list", {})
 
-    with taken_over(services), httpx2.Client(base_url=server.url, timeout=60) as http:
+    with taken_over(services), httpx2.Client(base_url=open_server.url, timeout=60) as http:
         info = http.get(f"/api/v1/sessions/{SID}").json()
         mcp_sessions = anyio.run(listing).structured_content["sessions"]
         during = services.runner(SID).pause_reason
     assert info["takeover"] is True and info["takeover_since"]
     assert next(s for s in mcp_sessions if s["id"] == SID)["takeover"] is True
     assert during == "operator took over"
-    with httpx2.Client(base_url=server.url, timeout=60) as http:
+    with httpx2.Client(base_url=open_server.url, timeout=60) as http:
         info = http.get(f"/api/v1/sessions/{SID}").json()
     assert info["takeover"] is False and info["takeover_since"] is None
     assert services.runner(SID).pause_reason is None
 
 
-def test_controls_never_start_a_session(server, services):
+def test_controls_never_start_a_session(open_server, services):
     import httpx2
 
     before = {s.id for s in services.desktops.list()}
-    with httpx2.Client(base_url=server.url, timeout=60) as http:
+    with httpx2.Client(base_url=open_server.url, timeout=60) as http:
         for path in ("vision/cancel", "vision/pause", "vision/resume"):
             answer = http.post(f"/api/v1/sessions/ghost/{path}")
             assert answer.status_code == 404 and answer.json()["error"]["code"] == "session_not_found", answer.text

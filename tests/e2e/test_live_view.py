@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import socket
-import struct
 import threading
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from websockets.sync.client import connect
 
 from desktop.session.stack import free_port, tagged_pids
 from tests.conftest import LiveServer
+from tests.fakes.rfb import RFBClient
 from vision.http.app import Settings, create_app
 
 pytestmark = pytest.mark.x11
@@ -98,60 +98,6 @@ def cursor(http) -> tuple[int, int]:
 def move(http, x: int, y: int) -> None:
     response = http.post(f"/api/v1/sessions/{SID}/desktop/move", json={"x": x, "y": y})
     assert response.status_code == 200, response.text
-
-
-class RFBClient:
-    """A minimal RFB client over the relay's websocket: what a client that ignores view-only sends."""
-
-    def __init__(self, server, token: str, source: str = "127.0.0.1", session: str = SID, **options):
-        url = f"ws://127.0.0.1:{server.port}/api/v1/sessions/{session}/vnc"
-        self.ws = connect(url, subprotocols=["binary", f"glassdesk.token.{token}"], source_address=(source, 0),
-                          open_timeout=15, max_size=None, **options).__enter__()
-        self.pending = bytearray()
-
-    def read(self, n: int) -> bytes:
-        while len(self.pending) < n:
-            self.pending += self.ws.recv(timeout=15)
-        out = bytes(self.pending[:n])
-        del self.pending[:n]
-        return out
-
-    def handshake(self) -> tuple[int, int]:
-        """The relay's greeting (RFB 3.8, security None), ClientInit, ServerInit: the screen size."""
-        assert self.read(12) == b"RFB 003.008\n"
-        self.ws.send(b"RFB 003.008\n")
-        count = self.read(1)[0]
-        assert self.read(count) == b"\x01"  # only None: the relay did the VNC authentication
-        self.ws.send(b"\x01")
-        assert self.read(4) == b"\0\0\0\0"
-        self.ws.send(b"\x01")  # ClientInit: shared
-        width, height = struct.unpack(">HH", self.read(4))
-        self.bpp = self.read(16)[0]
-        self.read(struct.unpack(">I", self.read(4))[0])  # the desktop's name
-        return width, height
-
-    def pointer(self, x: int, y: int) -> None:
-        self.ws.send(struct.pack(">BBHH", 5, 0, x, y))
-
-    def sync(self) -> None:
-        """Ask for a 1x1 update and read it: x11vnc handles a client's messages in order, so every
-        message sent before has been handled (or ignored) once this answer arrives."""
-        self.ws.send(struct.pack(">BBHHHH", 3, 0, 0, 0, 1, 1))
-        while True:
-            kind = self.read(1)[0]
-            if kind == 0:  # FramebufferUpdate
-                self.read(1)
-                for _ in range(struct.unpack(">H", self.read(2))[0]):
-                    _, _, w, h, encoding = struct.unpack(">HHHHi", self.read(12))
-                    assert encoding == 0, encoding  # Raw: nothing else was asked for
-                    self.read(w * h * self.bpp // 8)
-                return
-            if kind == 2:  # Bell
-                continue
-            raise AssertionError(f"unexpected server message {kind}")
-
-    def close(self) -> None:
-        self.ws.__exit__(None, None, None)
 
 
 def refused_ws(server, token: str | None, source: str, session: str = SID, host: str = "127.0.0.1",

@@ -16,13 +16,13 @@ import httpx2
 import numpy as np
 import pytest
 from jsonschema.validators import validator_for
-from mcp import Client
-from mcp.types import ImageContent, TextContent
+from mcp.types import ImageContent
 from PIL import Image
 
 from desktop.session.stack import free_port
 from tests.answers import mcp_tool_names, until
 from tests.conftest import LiveServer
+from tests.fakes.mcp_client import call, image_of, run, text_of
 from tests.fakes.testpage import at
 from vision.http.app import Settings, create_app
 from vision.mcp import build_server
@@ -46,31 +46,10 @@ def viewer(manager, services, desk):
 
 
 @pytest.fixture(scope="module")
-def server(services, desk, viewer):
-    return build_server(services)
-
-
-def run(server, fn):
-    """Open a client on the server in memory, run ``fn(client)``, return its result."""
-    async def main():
-        async with Client(server) as client:
-            return await fn(client)
-    return anyio.run(main)
-
-
-def call(server, name, arguments=None, **options):
-    return run(server, lambda client: client.call_tool(name, arguments or {}, **options))
-
-
-def text_of(result) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
-
-
-def image_of(result) -> Image.Image:
-    images = [c for c in result.content if isinstance(c, ImageContent)]
-    assert len(images) == 1, result.content
-    assert images[0].mime_type == "image/png"
-    return Image.open(io.BytesIO(base64.b64decode(images[0].data)))
+def server(viewer, server):
+    """The tier's MCP server (tests/e2e/conftest.py), the live viewer up first, as the tools hand
+    out links to it."""
+    return server
 
 
 def test_catalog_names_wording_annotations_and_schemas(server):

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import base64
 import io
-import threading
 
 import anyio
 import httpx2
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ImageContent
 from PIL import Image
 
-from desktop.session.manager import SessionManager
 from tests.answers import mcp_tool_names
-from tests.conftest import LiveServer
-from vision.http.app import Settings, create_app
+from tests.fakes.app_server import AppServer
 
 pytestmark = pytest.mark.x11
 
@@ -28,30 +24,9 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
-class AppServer(LiveServer):
-    """LiveServer with the app's lifespan on: it enters the MCP session manager.
-
-    The lifespan closes the manager given to create_app when the server stops, so the app gets a
-    manager of its own with no sessions, while the MCP tools work on the shared services (whose
-    manager holds the test desktop "itest")."""
-
-    def __init__(self, services, token: str | None):
-        self.own_manager = SessionManager(max_sessions=1)
-        super().__init__(create_app(self.own_manager, Settings(token=token), services))
-        self.server = uvicorn.Server(uvicorn.Config(self.server.config.app, host="127.0.0.1", port=self.port,
-                                                    log_level="warning", lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-
-@pytest.fixture(scope="module")
-def open_server(services, desk):
-    with AppServer(services, token=None) as server:
-        yield server
-
-
 @pytest.fixture(scope="module")
 def token_server(services, desk):
-    with AppServer(services, token=TOKEN) as server:
+    with AppServer.over(services, token=TOKEN) as server:
         yield server
 
 

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.answers import mcp_tool_names
-from tests.e2e.test_mcp_stdio import GLASSDESK, assert_all_gone, marked
-from tests.marks import server_env
+from tests.marks import GLASSDESK, assert_all_gone, marked, server_env
 
 pytestmark = pytest.mark.x11
 

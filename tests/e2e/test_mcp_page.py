@@ -10,10 +10,12 @@ import io
 import anyio
 import pytest
 from mcp import Client
-from mcp.types import EmbeddedResource, ImageContent, TextContent
+from mcp.types import EmbeddedResource, ImageContent
 from PIL import Image
 
 from tests.answers import until
+from tests.fakes import mcp_client
+from tests.fakes.mcp_client import text_of
 from tests.fakes.site import REPORT_TEXT
 from vision.mcp import build_server
 
@@ -23,15 +25,10 @@ S = {"session": "itest"}
 
 
 @pytest.fixture(scope="module")
-def server(services, desk):
-    return build_server(services)
-
-
-@pytest.fixture(scope="module")
 def evaluating_server(manager, desk):
     """The tools over a service built with evaluate allowed (as `glassdesk mcp --allow-evaluate`)."""
+    from vision.app.service import Glassdesk
     from vision.config import VisionConfig
-    from vision.service import Glassdesk
 
     return build_server(Glassdesk.build(manager, config=VisionConfig(), allow_evaluate=True))
 
@@ -42,14 +39,8 @@ async def _names(server) -> set[str]:
 
 
 def call(server, name, arguments=None):
-    async def main():
-        async with Client(server) as client:
-            return await client.call_tool(name, {**S, **(arguments or {})})
-    return anyio.run(main)
-
-
-def text_of(result) -> str:
-    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+    """A tool called on the shared desktop: every call here names session "itest"."""
+    return mcp_client.call(server, name, {**S, **(arguments or {})})
 
 
 def done(result) -> dict:

@@ -209,9 +209,9 @@ def test_problems_are_found(tmp_path):
 def readme_server(tmp_path_factory):
     """glassdesk up as the README assumes it: a server with its default desktop started, on a port
     of its own, with its own sessions and data."""
+    from vision.app.service import Glassdesk
     from vision.config import VisionConfig
     from vision.http.app import Settings, create_app
-    from vision.service import Glassdesk
 
     with session_files() as root:
         manager = SessionManager(root=root, max_sessions=3)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.e2e.test_mcp import call, image_of
+from tests.fakes.mcp_client import call, image_of
 from tests.fakes.testpage import at
 from vision import coords
 
@@ -81,13 +81,6 @@ def _openai_shot(api):
                       json={"display_width": DECLARED[0], "display_height": DECLARED[1],
                             "action": {"type": "screenshot"}})
     return _png(answer.json()["output"]["image_url"])
-
-
-@pytest.fixture(scope="module")
-def server(services, desk):
-    from vision.mcp import build_server
-
-    return build_server(services)
 
 
 @pytest.mark.parametrize("door", ["rest", "mcp", "anthropic", "openai"])

@@ -39,6 +39,8 @@ class FakeDesktop:
         self.down = False
         # Called inside perform, before the action "runs": lets a test act mid-step (pause, cancel).
         self.during_perform: Callable[[_Action], None] | None = None
+        # While set, actions work and change nothing on the screen (a click beside every control).
+        self.inert = False
         self._shade = 0
         self._lock = threading.Lock()
 
@@ -62,7 +64,7 @@ class FakeDesktop:
             raise SessionUnavailable(f"session {self.id} is restarting; try again in a few seconds")
         with self._lock:
             self.performed.append(action)
-            self._shade += 1
+            self._shade += 0 if self.inert else 1
             x, y = getattr(action, "x", None), getattr(action, "y", None)
             if x is not None and y is not None:
                 self.pointer = (x, y)

@@ -31,6 +31,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+# The Kubernetes version the rendered objects are validated against (kubernetes-validate ships
+# schemas for 1.25-1.37; no manifest validation of the docker helper's was visible to align with).
+K8S_VERSION = "1.33"
+
 ROUTE = re.compile(r"^/(?:api/v1|apis/networking\.k8s\.io/v1|apis/apps/v1)/namespaces/(?P<ns>[^/]+)/"
                    r"(?P<kind>pods|services|secrets|networkpolicies|deployments)(?:/(?P<name>[^/]+))?$")
 KINDS = {"pods": ("v1", "Pod"), "services": ("v1", "Service"), "secrets": ("v1", "Secret"),

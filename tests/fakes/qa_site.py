@@ -336,7 +336,7 @@ def signup_page(query: dict) -> bytes:
 
 def notify_page(query: dict) -> bytes:
     """A button whose click shows a message (and the time it was saved at, which no test should
-    assert), for the texts a step makes appear (vision.effects). The variants, for replays:
+    assert), for the texts a step makes appear (vision.perception.effects). The variants, for replays:
 
     - ``v=2`` renames the button's id and rewords it ("Save changes": a heal by name);
     - ``v=3`` keeps the button but its click shows nothing (the message's assertion must fail);

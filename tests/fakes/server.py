@@ -90,3 +90,36 @@ class FakeServer:
     def __exit__(self, *exc) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+class FakeModel:
+    """A FakeServer whose queued turns check the request and build the reply."""
+
+    def __init__(self, server: FakeServer):
+        self.server = server
+        self.problems: list[str] = []
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def requests(self) -> list[Request]:
+        return self.server.requests
+
+    def turns(self, *turns: Callable[[Request], Reply] | Reply) -> None:
+        for turn in turns:
+            self.server.queue(self._checked(turn))
+
+    def _checked(self, turn):
+        def responder(request: Request) -> Reply:
+            if isinstance(turn, Reply):
+                return turn
+            try:
+                return turn(request)
+            except Exception as exc:  # an assert on the request shape: stop the run, say why
+                where = f"request {len(self.server.requests)} ({getattr(turn, '__name__', 'turn')})"
+                self.problems.append(f"{where}: {type(exc).__name__}: {exc}")
+                return Reply(400, {"type": "error", "error": {"type": "invalid_request_error",
+                                                              "message": f"fake model: {exc}"}})
+        return responder

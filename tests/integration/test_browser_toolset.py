@@ -20,6 +20,7 @@ pytestmark = pytest.mark.x11
 
 S = "/api/v1/sessions/itest"
 BROWSER = f"{S}/computer/anthropic-browser"
+ANTHROPIC_KEY = "sk-ant-test-loop-0123456789abcdef"  # the fake Messages API takes any key
 RESULT = TypeAdapter(BetaToolResultBlockParam)
 
 
@@ -206,8 +207,7 @@ def test_bad_requests_list_every_problem(api):
 @pytest.fixture
 def claude(services):
     """A fake Messages API configured as anthropic/claude-opus-5-5, the config restored after."""
-    from tests.fakes.server import FakeServer
-    from tests.integration.test_loop_providers import ANTHROPIC_KEY, FakeModel
+    from tests.fakes.server import FakeModel, FakeServer
 
     saved = {name: dict(options) for name, options in services.config.models.items()}
     with FakeServer() as server:

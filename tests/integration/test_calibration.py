@@ -18,6 +18,7 @@ def script(points, dx=0, dy=0):
     return [{"action": "click", "x": x + dx, "y": y + dy} for x, y in points]
 
 
+@pytest.mark.serial("Chromium's full-screen bubble must be gone within the calibration's bound: under load it was not")
 def test_an_exact_scripted_model_measures_zero_everywhere_corners_included(services, desk):
     points = layout(12)
     result = services.calibration.calibrate("itest", CalibrateRequest(model="scripted", targets=12,

@@ -18,7 +18,7 @@ from tests.conftest import LiveServer
 from tests.fakes.testpage import at
 from vision.client import ApiError, AsyncGlassdeskClient, GlassdeskClient
 from vision.models import ActResult, StepSummary
-from vision.qa.models import PageLoadResult
+from vision.models.qa import PageLoadResult
 from vision.trace.records import Trace
 
 pytestmark = pytest.mark.x11

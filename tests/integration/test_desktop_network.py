@@ -11,23 +11,19 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx2
 import pytest
 
 from desktop.network import netns
 from desktop.network.policy import parse_ip
 from desktop.network.proxy import is_local_address
-from desktop.session.stack import free_port
-from tests.conftest import LiveServer
+from tests.programs import launched_curl
 
 pytestmark = pytest.mark.x11
 needs_namespaces = pytest.mark.skipif(netns.support() is not None or shutil.which("curl") is None,
@@ -106,19 +102,6 @@ class Hits:
         self.server.server_close()
 
 
-@pytest.fixture(scope="module")
-def netapi(manager, desk):
-    """The API on its own port (told as Settings.port, as `glassdesk up` does), curl launchable."""
-    from vision.http.app import Settings, create_app
-
-    port = free_port()
-    with LiveServer(create_app(manager, Settings(token=None, port=port, launch_allow=frozenset({"curl"}))),
-                    port=port) as server:
-        with httpx2.Client(base_url=server.url, timeout=120) as client:
-            yield client, port
-            client.put(f"/api/v1/sessions/{SID}/network-policy", json={})  # the shared session's default again
-
-
 @pytest.fixture
 def allowed():
     server = Hits()
@@ -140,32 +123,6 @@ def ok(response):
 
 def set_policy(client, sid: str, **lists) -> None:
     ok(client.put(f"/api/v1/sessions/{sid}/network-policy", json=lists))
-
-
-def launched_curl(client, sid: str, home: Path, url: str, *options: str) -> str:
-    """Run curl on the session's desktop (as launch does: the desktop's user, environment and
-    namespace) and wait for it: the status line's code ("200", "403"), or curl's error."""
-    name = f"curl-{secrets.token_hex(4)}"
-    args = ["-sS", "--max-time", "8", "-o", f"{name}.body", "-D", f"{name}.head", "--stderr", f"{name}.err",
-            *options, url]
-    pid = ok(client.post(f"/api/v1/sessions/{sid}/desktop/launch",
-                         json={"command": "curl", "args": args}))["result"]["pid"]
-    deadline = time.monotonic() + 30
-    while _running(pid):
-        assert time.monotonic() < deadline, f"curl {url} still runs"
-        time.sleep(0.05)
-    head = (home / f"{name}.head").read_text() if (home / f"{name}.head").exists() else ""
-    if head:
-        return head.split()[1]
-    return "error: " + (home / f"{name}.err").read_text().strip()
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except OSError:
-        return False
 
 
 def namespace_inode(pid: int) -> int:
@@ -247,10 +204,13 @@ def _resolves_to_this_machine(name: str) -> bool:
 def test_each_session_has_its_own_namespace_another_s_proxy_is_out_of_reach_and_delete_removes_it(
         netapi, desk, manager):
     client, _port = netapi
-    before = set(netns.ours())
+    def this_servers() -> set[str]:  # other xdist workers' servers make namespaces at the same time
+        return {name for name in netns.ours() if netns.owner_of(name) == netns._this_server()}
+
+    before = this_servers()
     ok(client.post("/api/v1/sessions", json={"id": "nsown"}))
     try:
-        made = set(netns.ours()) - before
+        made = this_servers() - before
         assert len(made) == 1, made
         name = made.pop()
         other = manager.get("nsown").stack

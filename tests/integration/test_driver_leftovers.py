@@ -2,7 +2,7 @@
 
 Playwright's driver makes one in its temp dir for each browser it launches and removes it only
 when the browser is closed cleanly. A stand-in server owns its desktops as `glassdesk up` does
-(desktop.x11.procs.own_desktops), launches a headless Chromium through glassdesk's one driver, and is
+(desktop.session.ownership.own_desktops), launches a headless Chromium through glassdesk's one driver, and is
 killed; its reaper then removes the session root, which is where the directory now is."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ SERVER = r"""
 import json, os, signal, sys
 from pathlib import Path
 from desktop.browser.chromium import CHROMIUM, driver
-from desktop.x11.procs import own_desktops
+from desktop.session.ownership import own_desktops
 
 own = own_desktops()
 loop = driver()

@@ -1,4 +1,4 @@
-"""The texts a step made appear, for real (vision/effects.py): a scripted vision run clicks a button
+"""The texts a step made appear, for real (vision/perception/effects.py): a scripted vision run clicks a button
 that shows a message, the trace records the message (not the clock beside it), the export asserts
 it and carries it as the step's effect; the replay is green, fails on the assertion when the page
 no longer shows it, and a healed step that no longer shows it fails at the step. A native window

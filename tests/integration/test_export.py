@@ -80,9 +80,12 @@ def test_the_trace_records_the_element_behind_every_pixel(recorded, services):
 def test_a_direct_click_answers_with_its_element_and_playwright_code(vision_api, desk, qa_site):
     desk.run_settled(lambda: desk.open_url(qa_site.url("/signup")))
     x, y = pixel(desk, "[data-testid=cancel-btn]")
-    r = vision_api.post("/api/v1/sessions/itest/desktop/click", json={"x": x, "y": y})
-    assert r.status_code == 200, r.text
-    body = r.json()
+    for _ in range(3):  # the element read is bounded (0.5 s) and best effort: a loaded machine may miss it
+        r = vision_api.post("/api/v1/sessions/itest/desktop/click", json={"x": x, "y": y})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        if body["element"] is not None:
+            break
     assert body["element"]["role"] == "button" and body["element"]["name"] == "Cancel sign-up"
     assert body["element"]["locators"][:2] == [{"role": "button", "name": "Cancel sign-up", "exact": True},
                                               {"test_id": "cancel-btn"}]
@@ -529,7 +532,7 @@ def test_a_take_overs_clicks_record_their_elements_and_export_as_locators(vision
     import struct
     import time
 
-    from tests.integration.test_video_receipt import RfbControl
+    from tests.fakes.rfb import RfbControl
 
     desk.run_settled(lambda: desk.open_url(qa_site.url("/signup")))
     email, terms, create, pad = (pixel(desk, s) for s in ("#email", "#terms", "#create span", "#pad"))

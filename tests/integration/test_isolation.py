@@ -199,7 +199,7 @@ def test_a_detached_program_is_gone_after_a_clean_stop():
 
 SERVER = r"""
 import json, os, signal, sys
-from desktop.x11.procs import own_desktops
+from desktop.session.ownership import own_desktops
 from desktop.session.manager import SessionManager
 
 own = own_desktops()
@@ -222,7 +222,7 @@ def reaper_of(root: str) -> int:
             argv = Path(f"/proc/{entry.name}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"desktop.x11.procs" in argv and root.encode() in argv:
+        if b"desktop.session.ownership" in argv and root.encode() in argv:
             return int(entry.name)
     raise AssertionError("no reaper found")
 

@@ -13,14 +13,13 @@ the test reports which request was wrong (``model.problems``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import pytest
 
 from tests.fakes import anthropic_fake as af
 from tests.fakes import gemini_fake as gf
 from tests.fakes import openai_fake as oa
-from tests.fakes.server import FakeServer, Reply, Request
+from tests.fakes.server import FakeModel, FakeServer, Reply, Request
 from vision import coords
 from vision.providers.anthropic import region_to_display
 
@@ -39,39 +38,6 @@ EMAIL = (1500, 282)    # email input at left 1340, top 262, 400x40
 
 
 # --------------------------------------------------------------------------------------- helpers
-
-
-class FakeModel:
-    """A FakeServer whose queued turns check the request and build the reply."""
-
-    def __init__(self, server: FakeServer):
-        self.server = server
-        self.problems: list[str] = []
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    @property
-    def requests(self) -> list[Request]:
-        return self.server.requests
-
-    def turns(self, *turns: Callable[[Request], Reply] | Reply) -> None:
-        for turn in turns:
-            self.server.queue(self._checked(turn))
-
-    def _checked(self, turn):
-        def responder(request: Request) -> Reply:
-            if isinstance(turn, Reply):
-                return turn
-            try:
-                return turn(request)
-            except Exception as exc:  # an assert on the request shape: stop the run, say why
-                where = f"request {len(self.server.requests)} ({getattr(turn, '__name__', 'turn')})"
-                self.problems.append(f"{where}: {type(exc).__name__}: {exc}")
-                return Reply(400, {"type": "error", "error": {"type": "invalid_request_error",
-                                                              "message": f"fake model: {exc}"}})
-        return responder
 
 
 @pytest.fixture

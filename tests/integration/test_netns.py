@@ -119,7 +119,7 @@ def test_the_reaper_removes_the_namespaces_of_a_server_that_is_gone(tmp_path):
     dead = netns.SessionNamespace(netns.namespace_name(2**22 + 1, 1, "deadbeef")).create()
     mine = netns.SessionNamespace(netns.name_for("alivebeef")).create()
     try:
-        from desktop.x11.procs import reap_predecessors
+        from desktop.session.ownership import reap_predecessors
 
         found = reap_predecessors(tmp_path)
         assert dead.name in found.namespaces and mine.name not in found.namespaces
@@ -130,9 +130,9 @@ def test_the_reaper_removes_the_namespaces_of_a_server_that_is_gone(tmp_path):
 
 
 def test_a_killed_server_s_namespaces_are_removed_by_its_reaper(tmp_path):
-    """kill -9 of a server that owns a session's namespace: its reaper (desktop.x11.procs) removes
+    """kill -9 of a server that owns a session's namespace: its reaper (desktop.session.ownership) removes
     it. (TMPDIR: the stand-in server's session root, and the predecessors it looks for, are its own.)"""
-    code = ("import time; from desktop.x11.procs import own_desktops; from desktop.network import netns; "
+    code = ("import time; from desktop.session.ownership import own_desktops; from desktop.network import netns; "
             "own_desktops(); print(netns.SessionNamespace(netns.name_for('feed')).create().name, flush=True); "
             "time.sleep(60)")
     server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,

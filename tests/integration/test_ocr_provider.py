@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from desktop.actions import Click, Type
-from vision.actions import Done, Fail
-from vision.providers.base import CallResult, ModelTurn, Observation
+from vision.actions import CallResult, Done, Fail
+from vision.providers.base import ModelTurn, Observation
 from vision.providers.ocr import OcrProvider
 
 pytestmark = pytest.mark.x11

@@ -116,7 +116,7 @@ def test_usage_errors_exit_2_before_anything_runs(vision_api, tmp_path, capsys, 
 
 
 def test_every_problem_of_a_suite_is_listed_at_once(tmp_path):
-    from vision.qa.cli import UsageError, load_suite
+    from vision.cli.qa import UsageError, load_suite
 
     path = tmp_path / "suite.yaml"
     path.write_text("setup: []\ntests:\n"

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from vision.models.qa import FlowStep
 from vision.qa.driver import AssertionFailed
-from vision.qa.models import FlowStep
 
 pytestmark = pytest.mark.x11
 

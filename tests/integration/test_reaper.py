@@ -1,4 +1,4 @@
-"""The crash arrangement (desktop.x11.procs.own_desktops) with real processes but no X: a stand-in
+"""The crash arrangement (desktop.session.ownership.own_desktops) with real processes but no X: a stand-in
 server starts stand-in desktop processes, is killed, and nothing of it is left.
 
 The stand-in desktop: one process that inherits the owner mark (as Xvfb, XFCE, x11vnc do) and a
@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from desktop.x11.procs import reap_predecessors, session_pids, start_time
+from desktop.session.ownership import reap_predecessors
+from desktop.x11.procs import session_pids, start_time
 
 SERVER = r"""
 import json, os, signal, subprocess, sys
-from desktop.x11.procs import own_desktops
+from desktop.session.ownership import own_desktops
 
 own = own_desktops()
 home = own.root / "s" / "home"
@@ -65,7 +66,7 @@ class StandIn:
                 argv = Path(f"/proc/{entry.name}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"desktop.x11.procs" in argv and str(self.root).encode() in argv:
+            if b"desktop.session.ownership" in argv and str(self.root).encode() in argv:
                 return int(entry.name)
         raise AssertionError("no reaper found")
 

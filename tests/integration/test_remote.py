@@ -30,9 +30,9 @@ S = "/api/v1/sessions/r1"
 @pytest.fixture(scope="module")
 def plane():
     """A control plane on the process backend, its API served, with one remote session ``r1``."""
+    from vision.app.service import Glassdesk
     from vision.config import VisionConfig
     from vision.http.app import Settings, create_app
-    from vision.service import Glassdesk
 
     manager = BackendSessions(ProcessBackend(), max_sessions=3, supervise_every_s=0.3)
     glassdesk = Glassdesk.build(manager, data_dir=tempfile.mkdtemp(prefix="glassdesk-remote-"), config=VisionConfig())
@@ -74,6 +74,7 @@ def test_a_click_through_the_control_plane_lands_on_the_remote_page(plane, page_
     assert client.get(f"{S}/desktop/cursor").json() == {"x": ox + 1260, "y": oy + 145}
 
 
+@pytest.mark.serial("the click's answer must come while the page's 5 s of repaints still run")
 def test_a_screen_still_changing_is_answered_unsettled_through_the_control_plane(plane, page_server):
     client, _, _ = plane
     ox, oy = _page_origin(client, page_server)
@@ -209,7 +210,7 @@ def test_a_killed_server_is_reported_then_replaced_and_delete_leaves_nothing(pla
 def test_the_live_view_is_relayed_from_the_session_server_view_only_or_in_control(plane):
     """One public port: the control plane's relay opens the session server's own live view with a
     token of the same mode, so a view link cannot move the remote pointer and a control link can."""
-    from tests.e2e.test_live_view import RFBClient
+    from tests.fakes.rfb import RFBClient
 
     client, _, _ = plane
     server = type("Server", (), {"port": client.port})

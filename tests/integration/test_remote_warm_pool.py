@@ -5,11 +5,13 @@ asserted; the claim and cold times are printed), the network policy given at cre
 claimed session, the claimed session starts at a blank page, the pool refills and shows in
 /metrics, a pooled server that dies is replaced, and a shutdown leaves no server running.
 
-One control plane for the module (3 sessions at most, 1 kept warm): five session servers in all.
+One control plane (3 sessions at most, 1 kept warm) for the tests that leave it as they found it, and one
+of its own for the test that shuts it down: six session servers in all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import tempfile
@@ -66,11 +68,12 @@ def counting():
     served.server.shutdown()
 
 
-@pytest.fixture(scope="module")
-def plane():
+@contextlib.contextmanager
+def control_plane():
+    """A control plane on the process backend (3 sessions at most, 1 kept warm), over HTTP."""
+    from vision.app.service import Glassdesk
     from vision.config import VisionConfig
     from vision.http.app import Settings, create_app
-    from vision.service import Glassdesk
 
     backend = ProcessBackend()
     manager = BackendSessions(backend, max_sessions=3, supervise_every_s=0.3)
@@ -83,6 +86,13 @@ def plane():
                 yield client, glassdesk, manager, backend
     finally:
         manager.close()
+
+
+@pytest.fixture(scope="module")
+def plane():
+    """Shared by the tests that leave it as they found it: a pool kept warm, no session but 'w1'."""
+    with control_plane() as made:
+        yield made
 
 
 def metric(glassdesk, name: str) -> float:
@@ -138,27 +148,30 @@ def test_without_a_pooled_server_a_create_starts_one_cold(plane):
     client, _, manager, _ = plane
     wait_for(lambda: manager.warm_ready == 1, what="the pool to refill")
     manager.keep_warm(0)
-    assert manager.warm_ready == 0
-    asked = time.monotonic()
-    ok(client.post("/api/v1/sessions", json={"id": "cold"}))
-    cold_s = time.monotonic() - asked
-    assert manager.get("cold").handle.startswith("glassdesk-cold-")
-    print(f"\nprocess backend: cold create {cold_s * 1000:.0f} ms")
-    assert client.delete("/api/v1/sessions/cold").status_code == 204
-    manager.keep_warm(1)
+    try:
+        assert manager.warm_ready == 0
+        asked = time.monotonic()
+        ok(client.post("/api/v1/sessions", json={"id": "cold"}))
+        cold_s = time.monotonic() - asked
+        assert manager.get("cold").handle.startswith("glassdesk-cold-")
+        print(f"\nprocess backend: cold create {cold_s * 1000:.0f} ms")
+        assert client.delete("/api/v1/sessions/cold").status_code == 204
+    finally:
+        manager.keep_warm(1)
 
 
-def test_a_pooled_server_that_dies_is_replaced_and_a_shutdown_stops_the_pool(plane):
-    _, _, manager, backend = plane
-    wait_for(lambda: manager.warm_ready == 1, what="the pool to fill")
-    pooled = manager.pool.ready[0].item.handle
-    process = backend.servers[pooled].process
-    os.killpg(process.pid, signal.SIGKILL)
-    wait_for(lambda: manager.warm_ready == 1 and manager.pool.ready[0].item.handle != pooled,
-             what="the dead pooled server to be replaced")
-    assert pooled not in backend.servers
-    replacement = backend.servers[manager.pool.ready[0].item.handle].process
-    claimed = backend.servers[manager.get("w1").handle].process
-    manager.close()
-    assert backend.servers == {} and replacement.poll() is not None and claimed.poll() is not None
-    assert manager.warm_ready == 0 and not manager.pool._filler.is_alive()
+def test_a_pooled_server_that_dies_is_replaced_and_a_shutdown_stops_the_pool():
+    with control_plane() as (client, _, manager, backend):  # its own: the test shuts it down
+        ok(client.post("/api/v1/sessions", json={"id": "w1"}))
+        wait_for(lambda: manager.warm_ready == 1, what="the pool to fill")
+        pooled = manager.pool.ready[0].item.handle
+        process = backend.servers[pooled].process
+        os.killpg(process.pid, signal.SIGKILL)
+        wait_for(lambda: manager.warm_ready == 1 and manager.pool.ready[0].item.handle != pooled,
+                 what="the dead pooled server to be replaced")
+        assert pooled not in backend.servers
+        replacement = backend.servers[manager.pool.ready[0].item.handle].process
+        claimed = backend.servers[manager.get("w1").handle].process
+        manager.close()
+        assert backend.servers == {} and replacement.poll() is not None and claimed.poll() is not None
+        assert manager.warm_ready == 0 and not manager.pool._filler.is_alive()

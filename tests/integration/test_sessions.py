@@ -84,13 +84,21 @@ def click_lands(session, page_server, x: int, y: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def second(manager, desk):
-    session = manager.create("second")
-    yield session
+def _second_removed_at_the_end(manager, desk):
+    yield
     try:
         manager.delete("second")
     except SessionNotFound:
         pass
+
+
+@pytest.fixture
+def second(manager, _second_removed_at_the_end):
+    """The second session; made again when a test before this one deleted it (any order holds)."""
+    try:
+        return manager.get("second")
+    except SessionNotFound:
+        return manager.create("second")
 
 
 # ------------------------------------------------------------------ isolation and info

@@ -4,7 +4,6 @@ click landed (found on frames ffmpeg extracts), the captions, and the SHA-256 in
 from __future__ import annotations
 
 import json
-import struct
 import subprocess
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.fakes.rfb import RfbControl
 from tests.fakes.testpage import at
 
 pytestmark = pytest.mark.x11
@@ -137,67 +137,7 @@ def test_a_filmed_run_has_chapters_rings_captions_and_a_chained_sha(vision_api, 
     assert "video.json is missing" in services.store.verify(trace_id).reason
 
 
-class RfbControl:
-    """The person at the live view: a bare RFB client over the relay's websocket, as noVNC is."""
-
-    def __init__(self, base_url: str, token: str):
-        from websockets.sync.client import connect
-
-        url = base_url.replace("http://", "ws://") + "/api/v1/sessions/itest/vnc"
-        self.ws = connect(url, subprotocols=["binary", f"glassdesk.token.{token}"], open_timeout=15,
-                          max_size=None).__enter__()
-        self.pending = bytearray()
-        assert self.read(12) == b"RFB 003.008\n"
-        self.ws.send(b"RFB 003.008\n")
-        self.read(self.read(1)[0])
-        self.ws.send(b"\x01")
-        assert self.read(4) == b"\0\0\0\0"
-        self.ws.send(b"\x01")  # ClientInit: shared
-        self.read(4)
-        self.bpp = self.read(16)[0]
-        self.read(struct.unpack(">I", self.read(4))[0])
-
-    def read(self, n: int) -> bytes:
-        while len(self.pending) < n:
-            self.pending += self.ws.recv(timeout=15)
-        out = bytes(self.pending[:n])
-        del self.pending[:n]
-        return out
-
-    def click(self, x: int, y: int, *, arrive: bool = True) -> None:
-        # As a hand does: the pointer arrives from a neighbouring pixel, and is there before the
-        # button goes down. ``arrive=False``: the press is the first event, on the pixel itself.
-        if arrive:
-            for mx, my in ((x + 1 if x < 1919 else x - 1, y), (x, y)):
-                self.ws.send(struct.pack(">BBHH", 5, 0, mx, my))
-            self.sync()
-        for mask in (1, 0):
-            self.ws.send(struct.pack(">BBHH", 5, mask, x, y))
-            time.sleep(0.05)
-
-    def key(self, *keysyms: int) -> None:
-        for down in (1, 0):
-            for sym in keysyms if down else reversed(keysyms):
-                self.ws.send(struct.pack(">BBxxI", 4, down, sym))
-                time.sleep(0.02)
-
-    def sync(self) -> None:
-        """A 1x1 update asked and read: x11vnc has handled everything sent before."""
-        self.ws.send(struct.pack(">BBHHHH", 3, 0, 0, 0, 1, 1))
-        while True:
-            kind = self.read(1)[0]
-            if kind == 0:
-                self.read(1)
-                for _ in range(struct.unpack(">H", self.read(2))[0]):
-                    _, _, w, h, encoding = struct.unpack(">HHHHi", self.read(12))
-                    self.read(w * h * self.bpp // 8)
-                return
-            assert kind == 2, kind  # a bell; nothing else was asked for
-
-    def close(self) -> None:
-        self.ws.__exit__(None, None, None)
-
-
+@pytest.mark.serial("a person's input is read off a live film at its timestamps: frames dropped under load")
 def test_a_takeover_puts_the_persons_input_on_the_record_and_on_film(vision_api, page, viewport, services,
                                                                     no_paused_run):
     bx, by = at(viewport, 1260, 145)   # the Sign in button

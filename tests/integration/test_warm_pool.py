@@ -3,11 +3,13 @@ desktops: a create claims a desktop started before it was asked for, the pool re
 a claim holds nothing of another session, the pool counts toward the limit and shows in /metrics,
 idle expiry leaves it alone, a pooled desktop that dies is replaced, and a shutdown stops it.
 
-One manager for the module (2 sessions at most, 1 kept warm), so the whole file starts five desktops.
+One manager (2 sessions at most, 1 kept warm) for the tests that do not shut it down, each arranging the
+sessions it starts from, and one of its own for the test that does: six desktops in the file's order.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -100,20 +102,38 @@ def site():
     served.server.shutdown()
 
 
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory):
+@contextlib.contextmanager
+def pool_manager(data_dir):
+    """A manager of 2 sessions at most, 1 kept warm, and the application service over it."""
+    from vision.app.service import Glassdesk
     from vision.config import VisionConfig
-    from vision.service import Glassdesk
 
     with session_files() as root:
         manager = SessionManager(root=root, max_sessions=2, idle_ttl_s=IDLE_TTL_S)
-        glassdesk = Glassdesk.build(manager, data_dir=tmp_path_factory.mktemp("data"), config=VisionConfig())
+        glassdesk = Glassdesk.build(manager, data_dir=data_dir, config=VisionConfig())
         glassdesk.desktops.viewer_url = "http://127.0.0.1:9"  # where live-view links point; not opened here
         manager.keep_warm(1)
         try:
             yield manager, glassdesk
         finally:
             manager.close()
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    """Shared by the tests that do not shut it down; each arranges the sessions it starts from."""
+    with pool_manager(tmp_path_factory.mktemp("data")) as made:
+        yield made
+
+
+def arrange(manager, *session_ids: str) -> None:
+    """Exactly these sessions (pinned: the idle TTL is short), whatever ran before (any order holds)."""
+    for session in manager.list():
+        if session.id not in session_ids:
+            manager.delete(session.id)
+    for session_id in session_ids:
+        if session_id not in manager.sessions:
+            manager.create(session_id, pinned=True)
 
 
 def warm_stacks(manager) -> list:
@@ -129,6 +149,7 @@ def metric(glassdesk, name: str) -> float:
 
 def test_a_create_claims_a_desktop_started_before_it_and_the_pool_refills(pool, site):
     manager, glassdesk = pool
+    arrange(manager)
     wait_for(lambda: manager.warm_ready == 1, 90, "the pool to fill")
     pooled = warm_stacks(manager)[0]
     assert pooled.workdir.name.startswith(WARM_PREFIX) and manager.list() == [], "a pooled desktop is nobody's"
@@ -162,6 +183,7 @@ def test_a_create_claims_a_desktop_started_before_it_and_the_pool_refills(pool, 
 
 def test_a_claim_holds_nothing_of_a_session_used_before(pool, site):
     manager, glassdesk = pool
+    arrange(manager, "pool-a")
     a = manager.get("pool-a")
     seen = site.visit(a, "set")
     assert seen["ls"] == "from-a"
@@ -184,6 +206,7 @@ def test_a_claim_holds_nothing_of_a_session_used_before(pool, site):
 
 def test_the_pool_counts_toward_the_limit_and_outlives_idle_expiry(pool):
     manager, glassdesk = pool
+    arrange(manager, "pool-a", "pool-b")
     # Two sessions of two: no place for a pooled desktop, and none is started.
     time.sleep(1.5)
     assert manager.warm_ready == 0 and manager.pool.starting is None
@@ -209,15 +232,17 @@ def test_the_pool_counts_toward_the_limit_and_outlives_idle_expiry(pool):
     assert warm_stacks(manager) == [pooled] and not pooled.dead_parts()
 
 
-def test_a_pooled_desktop_that_dies_is_replaced_and_a_shutdown_stops_the_pool(pool):
-    manager, _ = pool
-    pooled = warm_stacks(manager)[0]
-    os.killpg(pooled.children["xvfb"].popen.pid, signal.SIGKILL)
-    wait_for(lambda: manager.warm_ready == 1 and warm_stacks(manager)[0] is not pooled, 90,
-             "the dead pooled desktop to be replaced")
-    wait_for(lambda: not tagged_pids(pooled.tag) and not pooled.workdir.exists(), 20, "the dead one's remains to go")
+def test_a_pooled_desktop_that_dies_is_replaced_and_a_shutdown_stops_the_pool(tmp_path):
+    with pool_manager(tmp_path) as (manager, _):  # its own: the test shuts it down
+        wait_for(lambda: manager.warm_ready == 1, 90, "the pool to fill")
+        pooled = warm_stacks(manager)[0]
+        os.killpg(pooled.children["xvfb"].popen.pid, signal.SIGKILL)
+        wait_for(lambda: manager.warm_ready == 1 and warm_stacks(manager)[0] is not pooled, 90,
+                 "the dead pooled desktop to be replaced")
+        wait_for(lambda: not tagged_pids(pooled.tag) and not pooled.workdir.exists(), 20,
+                 "the dead one's remains to go")
 
-    replacement = warm_stacks(manager)[0]
-    manager.close()
-    assert not tagged_pids(replacement.tag) and not replacement.workdir.exists()
-    assert manager.warm_ready == 0 and not manager.pool._filler.is_alive()
+        replacement = warm_stacks(manager)[0]
+        manager.close()
+        assert not tagged_pids(replacement.tag) and not replacement.workdir.exists()
+        assert manager.warm_ready == 0 and not manager.pool._filler.is_alive()

@@ -25,7 +25,7 @@ from desktop.actions import (
 from desktop.frame import Frame, encode_png
 from tests.fakes import anthropic_fake as af
 from tests.fakes.server import FakeServer
-from vision.actions import CursorPosition, Fail, Screenshot
+from vision.actions import CallResult, CursorPosition, Fail, Screenshot
 from vision.providers.anthropic import (
     COMPUTER_20250124,
     COMPUTER_20251124,
@@ -41,7 +41,7 @@ from vision.providers.anthropic import (
     tool_version_for,
     with_cache_breakpoints,
 )
-from vision.providers.base import CallResult, ModelCallError, Observation, retry_after
+from vision.providers.base import ModelCallError, Observation, retry_after
 
 API_KEY = "sk-ant-test-0123456789abcdefSECRET"
 INSTRUCTION = "Open the settings page."
@@ -49,18 +49,6 @@ FRAME = Frame(bytes(1920 * 1080 * 4), 1920, 1080)
 OBSERVATION = Observation(FRAME)
 SPACE = model_space()  # 1429x804 for 1920x1080
 SX, SY = 1920 / SPACE.width, 1080 / SPACE.height
-
-
-@pytest.fixture(autouse=True)
-def _no_env(monkeypatch):
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def fake():
-    with FakeServer() as server:
-        yield server
 
 
 def provider(fake: FakeServer, model: str = "claude-opus-4-5", **kwargs) -> AnthropicProvider:

@@ -11,8 +11,8 @@ from PIL import Image
 from desktop.actions import Click, Key, Type
 from desktop.frame import Frame
 from tests.fakes.server import FakeServer, Reply, Request
-from vision.actions import Done
-from vision.providers.base import CallResult, ModelCallError, Observation
+from vision.actions import CallResult, Done
+from vision.providers.base import ModelCallError, Observation
 from vision.providers.chat import ChatProvider
 
 INSTRUCTION = "Open the settings page."
@@ -27,15 +27,10 @@ def frame(color: tuple[int, int, int] = (30, 60, 90)) -> Frame:
 OBSERVATION = Observation(frame(), url="http://example.test/")
 
 
-@pytest.fixture(autouse=True)
-def _no_env(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-
-
 @pytest.fixture(scope="module")
 def _server():
-    # One server for the module: stopping one takes 0.5 s (serve_forever's poll interval).
+    # One server for the module, not the tier's one per test (tests/protocol/conftest.py): stopping
+    # one takes 0.5 s (serve_forever's poll interval).
     with FakeServer() as server:
         yield server
 

@@ -13,13 +13,13 @@ from desktop.frame import Frame
 from tests.fakes import gemini_fake as gf
 from tests.fakes.desktop import FakeDesktop, solid_frame
 from tests.fakes.server import FakeServer
-from vision.actions import Fail
+from vision.actions import CallResult, Fail, SafetyCheck
 from vision.config import VisionConfig, create_provider
-from vision.events import EventBus
-from vision.loop import Runner
 from vision.models import ActRequest
-from vision.providers.base import CallResult, ModelCallError, Observation, SafetyCheck
+from vision.providers.base import ModelCallError, Observation
 from vision.providers.gemini import DEFAULT_MODEL, PRUNED_SCREENSHOT, GeminiProvider
+from vision.run.events import EventBus
+from vision.run.loop import Runner
 from vision.trace.store import TraceStore
 
 API_KEY = "AIzaTest-0123456789abcdefSECRET"
@@ -28,18 +28,6 @@ INSTRUCTION = "Buy the blue mug."
 MODEL = "gemini-2.5-computer-use-preview-10-2025"
 FRAME = solid_frame(0)
 OBSERVATION = Observation(FRAME, url="http://shop.test/")
-
-
-@pytest.fixture(autouse=True)
-def _no_env(monkeypatch):
-    for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI"):
-        monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture
-def fake():
-    with FakeServer() as server:
-        yield server
 
 
 def provider(fake: FakeServer, model: str = MODEL, **kwargs) -> GeminiProvider:

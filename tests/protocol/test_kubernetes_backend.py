@@ -28,8 +28,7 @@ from desktop.errors import InvalidRequest, SessionUnavailable
 from desktop.remote.backends.base import LABEL_OWNER, BackendState, SessionSpec, labels
 from desktop.remote.backends.kubernetes import EXPIRES_AT, KubernetesBackend, KubeSettings, OwnerRef, rfc3339
 from desktop.remote.backends.manager import BackendSessions
-from tests.fakes.kube_api import FakeKubeApi, failing_kubelet, ready_kubelet
-from tests.unit.test_kubernetes_render import K8S_VERSION
+from tests.fakes.kube_api import K8S_VERSION, FakeKubeApi, failing_kubelet, ready_kubelet
 
 TOKEN = "k8s-session-token-5d1e"
 

@@ -10,8 +10,8 @@ from desktop.frame import Frame
 from tests.fakes import openai_fake as oa
 from tests.fakes.server import FakeServer
 from vision import coords
-from vision.actions import Screenshot
-from vision.providers.base import CallResult, ModelCallError, Observation, SafetyCheck
+from vision.actions import CallResult, SafetyCheck, Screenshot
+from vision.providers.base import ModelCallError, Observation
 from vision.providers.openai import (
     OpenAIProvider,
     keypress_chord,
@@ -28,18 +28,6 @@ FRAME = Frame(bytes(1920 * 1080 * 4), 1920, 1080)
 OBSERVATION = Observation(FRAME)
 PREVIEW = coords.pixels(1280, 720)
 FULL = coords.pixels(1920, 1080)
-
-
-@pytest.fixture(autouse=True)
-def _no_env(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-
-
-@pytest.fixture
-def fake():
-    with FakeServer() as server:
-        yield server
 
 
 def provider(fake: FakeServer, model: str = "computer-use-preview", **kwargs) -> OpenAIProvider:

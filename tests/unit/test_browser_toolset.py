@@ -1,5 +1,5 @@
 """Anthropic's browser toolset, without X: the pure mapping (vision.converters.anthropic_browser) and
-the driver (vision.browser_toolset) over a stand-in page layer, each tool_result checked against the
+the driver (vision.vendors.browser_toolset) over a stand-in page layer, each tool_result checked against the
 anthropic SDK's own param types."""
 
 from __future__ import annotations
@@ -9,13 +9,15 @@ from anthropic.types.beta import BetaBrowserStateBlockParam, BetaToolResultBlock
 from pydantic import TypeAdapter
 
 from desktop.actions import Click, Key, Move, Scroll, Type
-from desktop.errors import InvalidAction, OperatorInControl
-from desktop.models import Acted, PageContent, Tab
+from desktop.errors import OperatorInControl
+from desktop.models import Tab
+from tests.fakes.desktop import FakeDesktop
+from tests.fakes.services import FakeDesktops, FakePages
 from vision import coords
-from vision.browser_toolset import BrowserToolsetService, request_problems
 from vision.converters import anthropic as computer_tool
 from vision.converters import anthropic_browser as browser
 from vision.models import AnthropicBrowserRequest
+from vision.vendors.browser_toolset import BrowserToolsetService, request_problems
 
 RESULT = TypeAdapter(BetaToolResultBlockParam)
 STATE = TypeAdapter(BetaBrowserStateBlockParam)
@@ -145,74 +147,28 @@ def test_request_problems_are_all_listed():
 # --- the driver over a stand-in page layer --------------------------------------------------------
 
 
-class FakeSession:
-    id = "s"
+def shop() -> FakePages:
+    """A shop's page: its snapshot and its text; a navigation lands, and meanwhile the page opens a
+    popup, a download finishes and a confirm dialog is dismissed."""
+    pages = FakePages()
+    pages.contents = {"accessibility": SNAPSHOT, "text": "Shop"}
 
-
-class FakePages:
-    """The page layer's reads and acts the driver uses, recorded; no browser."""
-
-    allow_evaluate = False
-
-    def __init__(self):
-        self.tabs_ = [Tab(id="t1", url="http://127.0.0.1/", title="home", active=True)]
-        self.downloads_, self.dialogs_, self.network_ = [], [], []
-        self.calls = []
-
-    def cursors(self, sid):
-        return 0, max((e["seq"] for e in self.network_), default=0)
-
-    def tabs(self, sid):
-        return list(self.tabs_)
-
-    def downloads(self, sid):
-        return list(self.downloads_)
-
-    def dialogs(self, sid, since=0):
-        return [e for e in self.dialogs_ if e["seq"] > since]
-
-    def network(self, sid, since=0):
-        return [e for e in self.network_ if e["seq"] > since]
-
-    def content(self, sid, fmt):
-        return PageContent(format=fmt, content=SNAPSHOT if fmt == "accessibility" else "Shop", truncated=False)
-
-    def viewport(self, sid):
-        return {"x": 0, "y": 87, "width": 1920, "height": 993}
-
-    def click(self, sid, target, button="left", click_count=1):
-        self.calls.append(("click", target.ref, button, click_count))
-        return Acted(x=1, y=2, box={}, matches=1, executed=[], settle_ms=0)
-
-    def navigate(self, sid, how, url=None):
-        self.calls.append(("navigate", how, url))
-        self.tabs_[0] = Tab(id="t1", url=url, title="there", active=True)
-        # the page opened a popup and a download finished meanwhile
-        self.tabs_.append(Tab(id="t2", url="http://127.0.0.1/pop", title="pop", active=False))
-        self.downloads_.append({"seq": 1, "name": "r.txt", "size": 12, "url": "http://127.0.0.1/r.txt",
-                                "failure": None})
-        self.dialogs_.append({"seq": 1, "type": "confirm", "message": "sure?", "handled": "dismissed"})
+    def navigated(how, url, timeout_ms):
+        pages.tabs_[0] = Tab(id="t1", url=url, title="there", active=True)
+        pages.tabs_.append(Tab(id="t2", url="http://127.0.0.1/pop", title="pop", active=False))
+        pages.downloads_.append({"seq": 1, "name": "r.txt", "size": 12, "url": "http://127.0.0.1/r.txt",
+                                 "failure": None})
+        pages.dialogs_.append({"seq": 1, "type": "confirm", "message": "sure?", "handled": "dismissed"})
         return {"status": 200, "url": url}
 
+    pages.navigate_does = navigated
+    return pages
 
-class FakeDesktops:
-    def __init__(self, pages, *, refuse=None, busy=False):
-        self.pages, self.refuse, self.busy = pages, refuse, busy
-        self.performed = []
 
-    def session(self, sid=None):
-        return FakeSession()
-
-    def check_agent(self, sid):
-        if self.busy:
-            raise OperatorInControl("a person has taken over this session")
-
-    def check_url(self, url, session=None):
-        if self.refuse and self.refuse in url:
-            raise InvalidAction(f"url {url!r}: the session's network policy blocks {self.refuse}:80 (denied)")
-
-    def perform(self, sid, action):
-        self.performed.append(action)
+def desktops_of(pages: FakePages, *, blocked_host: str | None = None, taken_over: bool = False) -> FakeDesktops:
+    desktops = FakeDesktops(pages, FakeDesktop("s"))
+    desktops.blocked_host, desktops.taken_over = blocked_host, taken_over
+    return desktops
 
 
 def run(service, *blocks, configs=None):
@@ -226,8 +182,8 @@ def run(service, *blocks, configs=None):
 
 
 def test_navigate_reports_the_state_and_what_changed():
-    pages = FakePages()
-    service = BrowserToolsetService(FakeDesktops(pages))
+    pages = shop()
+    service = BrowserToolsetService(desktops_of(pages))
     [result] = run(service, ("navigate", {"url": "127.0.0.1:8000/shop"}))
     assert pages.calls == [("navigate", "goto", "https://127.0.0.1:8000/shop")]
     texts = [b["text"] for b in result["content"] if b["type"] == "text"]
@@ -246,16 +202,16 @@ def test_navigate_reports_the_state_and_what_changed():
 
 
 def test_a_refused_navigation_is_an_error_the_model_reads():
-    pages = FakePages()
-    service = BrowserToolsetService(FakeDesktops(pages, refuse="blocked.test"))
+    pages = shop()
+    service = BrowserToolsetService(desktops_of(pages, blocked_host="blocked.test"))
     [result] = run(service, ("navigate", {"url": "http://blocked.test/"}))
     assert result["is_error"] is True and pages.calls == []
     assert "blocked.test" in result["content"][0]["text"]
 
 
 def test_a_click_by_ref_is_the_page_layer_s_click_and_a_point_is_real_input():
-    pages = FakePages()
-    desktops = FakeDesktops(pages)
+    pages = shop()
+    desktops = desktops_of(pages)
     service = BrowserToolsetService(desktops)
     first, second, third = run(service, ("left_click", {"target": {"type": "ref", "ref": "ref_8"}}),
                                ("double_click", {"target": {"type": "coordinate", "x": 0, "y": 0}}),
@@ -263,13 +219,13 @@ def test_a_click_by_ref_is_the_page_layer_s_click_and_a_point_is_real_input():
     assert pages.calls == [("click", "e8", "left", 1)]
     assert first["content"][0] == {"type": "text", "text": "Clicked."}
     assert second["content"][0] == {"type": "text", "text": "Double-clicked."}
-    assert [a.model_dump() for a in desktops.performed] == [
+    assert [a.model_dump() for a in desktops.desk.performed] == [
         {"action": "double_click", "x": 0, "y": 87, "modifiers": [], "button": "left"}]
     assert third["is_error"] is True and "ref_12" in third["content"][0]["text"]
 
 
 def test_opt_in_members_need_the_configs_and_the_server():
-    service = BrowserToolsetService(FakeDesktops(FakePages()))
+    service = BrowserToolsetService(desktops_of(shop()))
     [off] = run(service, ("javascript_exec", {"text": "1 + 1"}))
     assert off["is_error"] is True
     [not_here] = run(service, ("javascript_exec", {"text": "1 + 1"}), configs={"javascript_exec": {"enabled": True}})
@@ -277,15 +233,15 @@ def test_opt_in_members_need_the_configs_and_the_server():
 
 
 def test_read_page_and_find_answer_text_with_refs():
-    service = BrowserToolsetService(FakeDesktops(FakePages()))
+    service = BrowserToolsetService(desktops_of(shop()))
     read, found = run(service, ("read_page", {"filter": "interactive"}), ("find", {"query": "go button"}))
     assert read["content"][0]["text"].startswith('- searchbox "Search" [ref_4]')
     assert found["content"][0]["text"].splitlines()[0] == 'button "Go" [ref_5] [cursor=pointer]'
 
 
 def test_a_person_in_control_is_the_request_s_error_and_nothing_runs():
-    pages = FakePages()
-    service = BrowserToolsetService(FakeDesktops(pages, busy=True))
+    pages = shop()
+    service = BrowserToolsetService(desktops_of(pages, taken_over=True))
     with pytest.raises(OperatorInControl):
         run(service, ("navigate", {"url": "http://127.0.0.1/"}))
     assert pages.calls == []
@@ -294,8 +250,8 @@ def test_a_person_in_control_is_the_request_s_error_and_nothing_runs():
 def test_a_browser_that_cannot_report_its_state_is_the_request_s_error():
     from desktop.errors import PageUnavailable
 
-    pages = FakePages()
-    service = BrowserToolsetService(FakeDesktops(pages))
+    pages = shop()
+    service = BrowserToolsetService(desktops_of(pages))
     run(service, ("list_tabs", {}))
 
     def restarting(sid):

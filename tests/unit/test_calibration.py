@@ -8,9 +8,10 @@ from PIL import Image, ImageDraw
 
 from desktop.actions import Click, Drag, Move, Scroll
 from desktop.browser.targets import RADIUS, page_html
+from vision.actions import ToolCall
 from vision.calibration.layout import MARGIN, layout, summary
 from vision.calibration.service import UntilClick, same_band
-from vision.providers.base import Observation, ToolCall
+from vision.providers.base import Observation
 from vision.providers.function import FunctionProvider, calls
 
 

@@ -14,11 +14,11 @@ from desktop.http.routes import PREFIX, operations_router
 from desktop.ops import of_service
 from desktop.service.desktop import DesktopService
 from desktop.service.page import PageService
+from vision.app.ops import catalogue
 from vision.calibration.service import CalibrationService
 from vision.client import PageClient, QaClient, SessionClient
-from vision.ops import catalogue
 from vision.qa.service import QaService
-from vision.recording import SessionRecordings
+from vision.recordings.service import SessionRecordings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = {"pages": ROOT / "docs" / "page.md", "desktop": ROOT / "docs" / "desktop-api.md", "qa": ROOT / "docs" / "qa.md",
@@ -119,3 +119,11 @@ def test_a_route_with_fields_in_both_path_and_body_is_refused_when_generated():
     click = next(op for op in OPERATIONS if op.method == "click")
     with pytest.raises(TypeError, match="both in the path"):
         endpoint(replace(click, rest=replace(click.rest, path="/page/{selector}/click")), object(), None)
+
+
+def test_every_operation_names_a_service_the_declaration_knows():
+    from typing import get_args
+
+    from desktop.ops.declare import Service
+
+    assert {op.service for op in catalogue()} <= set(get_args(Service)) == set(SERVICES)

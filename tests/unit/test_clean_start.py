@@ -5,7 +5,6 @@ listed at once."""
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 
 import httpx2
@@ -13,8 +12,8 @@ import pytest
 
 from desktop.browser.record import PageRecord, origin_of
 from desktop.browser.state import cookie_origins
-from vision.qa.cli import UsageError, load_suite, run_suite
-from vision.qa.models import QaRun, TestCase
+from tests.fakes.qa_api import QaApi
+from vision.cli.qa import UsageError, load_suite, run_suite
 
 # ------------------------------------------------------------------------------------ origins
 
@@ -116,40 +115,13 @@ def test_every_problem_with_the_new_keys_is_listed_at_once(tmp_path):
 # ------------------------------------------------------------------------------------ the order of requests
 
 
-class Server:
-    """Answers every verb request with a run of its own, failed when ``fails`` says so; keeps the
-    requests in order."""
-
-    def __init__(self, fails=lambda name: False):
-        self.fails = fails
-        self.posts: list[tuple[str, dict]] = []
-        self.runs: dict[str, dict] = {}
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        if request.url.path == "/healthz":
-            return httpx2.Response(200, json={"ok": True})
-        if request.method == "POST":
-            body = json.loads(request.content)
-            verb = request.url.path.rsplit("/", 1)[1]
-            self.posts.append((verb, body))
-            run_id = f"run-{len(self.posts)}"
-            status = "failed" if self.fails(body["name"]) else "passed"
-            self.runs[run_id] = QaRun(
-                test_run_id=run_id, verb=verb, name=body["name"], timestamp="2026-01-01T00:00:00.000Z", status=status,
-                test_cases=[TestCase(name=body["name"], status=status, duration_ms=1,
-                                     failure_reason=f"{body['name']} went wrong" if status == "failed" else None)],
-            ).model_dump(mode="json")
-            return httpx2.Response(200, json={"test_run_id": run_id})
-        return httpx2.Response(200, json=self.runs[request.url.path.rsplit("/", 1)[1]])
-
-
 def hooked(tmp_path, keep: str = ""):
     return suite(tmp_path, f"{keep}before_each: {SIGN_IN}\nafter_each: [{{action: screenshot}}]\n"
                            f"tests:\n  - name: a\n    {PAGE}\n  - name: b\n    {PAGE}\n")
 
 
 def test_before_each_the_test_and_after_each_run_in_order_for_each_test(tmp_path):
-    server = Server()
+    server = QaApi()
     code = run_suite(hooked(tmp_path), "http://gd", token=None, transport=httpx2.MockTransport(server))
     assert code == 0
     assert [(verb, body["name"], body["fresh"]) for verb, body in server.posts] == [
@@ -160,7 +132,7 @@ def test_before_each_the_test_and_after_each_run_in_order_for_each_test(tmp_path
 
 
 def test_after_each_runs_after_a_failed_test_and_its_own_failure_is_reported(tmp_path):
-    server = Server(fails=lambda name: name in ("a", "b · after_each"))
+    server = QaApi(fails=lambda body, attempt: body["name"] in ("a", "b · after_each"))
     junit = tmp_path / "junit.xml"
     code = run_suite(hooked(tmp_path), "http://gd", token=None, junit=junit, transport=httpx2.MockTransport(server))
     assert code == 1
@@ -173,7 +145,7 @@ def test_after_each_runs_after_a_failed_test_and_its_own_failure_is_reported(tmp
 
 
 def test_a_failed_before_each_skips_its_test_but_not_after_each(tmp_path):
-    server = Server(fails=lambda name: name == "a · before_each")
+    server = QaApi(fails=lambda body, attempt: body["name"] == "a · before_each")
     junit = tmp_path / "junit.xml"
     code = run_suite(hooked(tmp_path), "http://gd", token=None, junit=junit, transport=httpx2.MockTransport(server))
     assert code == 1
@@ -184,7 +156,7 @@ def test_a_failed_before_each_skips_its_test_but_not_after_each(tmp_path):
 
 
 def test_keep_state_sends_no_fresh_start_at_all(tmp_path):
-    server = Server()
+    server = QaApi()
     run_suite(hooked(tmp_path, keep="keep_state: true\n"), "http://gd", token=None,
               transport=httpx2.MockTransport(server))
     assert [body["fresh"] for _, body in server.posts] == [False] * 6

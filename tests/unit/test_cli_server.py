@@ -58,7 +58,7 @@ def test_act_asks_the_server_it_was_told(flags, environ, named):
 def test_up_refuses_a_bad_warm_pool_before_starting_anything(flags, problems, capsys, monkeypatch):
     """Every problem at once, exit 2, and nothing started: the check comes before the reaper, the
     session root and the default desktop."""
-    from vision import cli
+    from vision.cli import command as cli
 
     monkeypatch.setattr(cli, "_up_remote", lambda *a: pytest.fail("a remote control plane was started"))
     monkeypatch.setenv("COLUMNS", "400")
@@ -71,7 +71,7 @@ def test_up_refuses_a_bad_warm_pool_before_starting_anything(flags, problems, ca
 @pytest.mark.parametrize("backend", ["process", "docker", "kubernetes"])
 def test_every_backend_keeps_a_warm_pool(backend, monkeypatch):
     """--warm is no longer refused off the local backend: the remote control plane is started."""
-    from vision import cli
+    from vision.cli import command as cli
 
     started = []
     monkeypatch.setattr(cli, "_up_remote", lambda args, settings: started.append(settings.warm) or 0)

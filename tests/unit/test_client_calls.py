@@ -15,12 +15,12 @@ import pytest
 
 from desktop.actions import INPUT_ACTIONS, Click
 from desktop.errors import InvalidAction, InvalidRequest, SessionBusy, SessionNotFound
+from vision.app.ops import catalogue
 from vision.client import ApiError, AsyncGlassdeskClient, GlassdeskClient
 from vision.client.calls import SseDecoder, act_event, body
 from vision.client.errors import error_class, error_from_response
 from vision.client.routes import SessionClient
 from vision.models import ActResult, StepSummary
-from vision.ops import catalogue
 
 
 def test_a_body_sends_only_what_was_given_validated_by_the_apis_model():

@@ -1,21 +1,21 @@
-"""The conformance matrix (vision.conformance -> docs/conformance.md): generated from measurements,
+"""The conformance matrix (vision.vendors.conformance -> docs/conformance.md): generated from measurements,
 kept current, and holding every contract to one display pixel."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from vision import conformance
 from vision.converters import anthropic as anthropic_tool
 from vision.converters import openai as openai_tool
 from vision.providers import chat
+from vision.vendors import conformance
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
 
 
 def test_docs_conformance_md_is_what_the_generator_renders():
     assert DOC.read_text() == conformance.render(), (
-        "docs/conformance.md is stale: run `python -m vision.conformance > docs/conformance.md`")
+        "docs/conformance.md is stale: run `python -m vision.vendors.conformance > docs/conformance.md`")
 
 
 def test_every_action_written_comes_out_as_meant():

@@ -1,13 +1,13 @@
 """docs/conformance-desktop.md (measured on the real desktop by the integration test, which needs X)
-against vision/conformance.py (pure): it covers exactly the contracts and pointer actions there, and
+against vision/vendors/conformance.py (pure): it covers exactly the contracts and pointer actions there, and
 docs/conformance.md's "on the real desktop" column is read from it."""
 
 from __future__ import annotations
 
 import re
 
-from vision import conformance
-from vision.conformance_desktop import DOC, NOT_INPUT, Cell, render
+from vision.vendors import conformance
+from vision.vendors.conformance_desktop import DOC, NOT_INPUT, Cell, render
 
 
 def tables(text: str) -> dict[str, dict[str, str]]:
@@ -27,8 +27,8 @@ def test_the_desktop_doc_covers_exactly_the_contracts_and_pointer_actions_of_the
     measured = tables(DOC.read_text())
     names = [c.name for c in conformance.contracts()]
     assert sorted(measured) == sorted(names), (
-        "docs/conformance-desktop.md does not list the contracts of vision/conformance.py: run "
-        "`python -m vision.conformance_desktop > docs/conformance-desktop.md` (needs X)")
+        "docs/conformance-desktop.md does not list the contracts of vision/vendors/conformance.py: run "
+        "`python -m vision.vendors.conformance_desktop > docs/conformance-desktop.md` (needs X)")
     pure = conformance.matrix()
     pointer = [r.name for r in conformance.ROWS if r.pointer and r.name not in NOT_INPUT]
     for name in names:

@@ -10,11 +10,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from desktop.actions import Click, Drag, Key, Move, Point, Scroll, Type
 from desktop.x11.input import GLIDE_MS, glide_argv, glide_ms_from, pointer_target
+from vision.app.metrics import Metrics
+from vision.evidence.report import describe_action
 from vision.http.auth import FailureLimit, host_allowed, is_open, origin_allowed
 from vision.http.console import model_stats
-from vision.metrics import Metrics
-from vision.observers import Narrator, action_points, strip_enabled
-from vision.report import describe_action
+from vision.run.observers import Narrator, action_points, strip_enabled
 
 # ------------------------------------------------------------------------------------ glide
 
@@ -261,3 +261,15 @@ def test_only_loopback_host_names_are_answered(host, allowed):
 def test_without_a_token_state_changes_from_foreign_pages_are_refused(origin, host, allowed):
     headers = [(b"host", host.encode())] + ([(b"origin", origin.encode())] if origin else [])
     assert origin_allowed(headers, ["https://tools.example.com"]) is allowed
+
+
+def test_runs_whose_model_said_done_are_counted_by_what_was_checked():
+    m = Metrics(process=False)
+    finished = [("done", True), ("done", None), ("done_after_heal", None), ("failed", False), ("failed", None),
+                ("max_steps", None), ("done", True)]
+    m.observe_all({"seq": i, "kind": "run_finished", "trace_id": f"t{i}", "status": status, "verified": verified,
+                   "model": "ocr"} for i, (status, verified) in enumerate(finished, 1))
+    s = _samples(m)
+    assert {verdict: s.get(("glassdesk_run_verdicts_total", (("model", "ocr"), ("verdict", verdict))))
+            for verdict in ("verified", "failed_check", "unverified")} == {"verified": 2, "failed_check": 1,
+                                                                          "unverified": 2}

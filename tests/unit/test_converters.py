@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import io
-from dataclasses import dataclass
 
 import pytest
 from PIL import Image
@@ -34,14 +33,13 @@ from desktop.actions import (
     Zoom,
 )
 from desktop.errors import InvalidAction, OperatorInControl
-from tests.fakes.desktop import FakeDesktop
+from tests.fakes.services import FakeDesktops
 from vision import coords
-from vision.actions import CursorPosition, Screenshot
-from vision.computer import ComputerService
+from vision.actions import CallResult, CursorPosition, Screenshot
 from vision.converters import anthropic as claude
 from vision.converters import openai as gpt
 from vision.models import AnthropicComputerRequest, OpenAIComputerRequest
-from vision.providers.base import CallResult
+from vision.vendors.computer import ComputerService
 
 SPACES = {"1280x720": coords.pixels(1280, 720), "1429x804": coords.pixels(1429, 804),
           "1024x768": coords.pixels(1024, 768), "1920x1080": coords.pixels(1920, 1080)}
@@ -227,33 +225,6 @@ def test_a_keypress_list_is_one_chord_not_a_sequence():
 
 
 # --- ComputerService over a fake desktop -------------------------------------------------------------
-
-
-@dataclass
-class Shot:
-    image: bytes
-
-
-class FakeDesktops:
-    """The part of DesktopService the executors use, over one FakeDesktop."""
-
-    def __init__(self):
-        self.desk = FakeDesktop("s1")
-        self.refusal: Exception | None = None
-
-    def session(self, session_id):
-        return self.desk
-
-    def perform(self, session_id, action):
-        if self.refusal is not None:
-            raise self.refusal
-        return self.desk.perform(action)
-
-    def cursor(self, session_id):
-        return self.desk.cursor()
-
-    def zoom(self, session_id, zoom: Zoom):
-        return Shot(self.desk.capture().crop_png(zoom.region, zoom.scale))
 
 
 def size_of(png: bytes) -> tuple[int, int]:

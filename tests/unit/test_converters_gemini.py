@@ -13,12 +13,11 @@ from pydantic import ValidationError
 
 from desktop.actions import Click, Drag, Key, Move, Point, Scroll, Type, Wait
 from desktop.errors import InvalidAction, OperatorInControl
-from tests.unit.test_converters import FakeDesktops
-from vision.actions import Screenshot
-from vision.computer import ComputerService
+from tests.fakes.services import FakeDesktops
+from vision.actions import CallResult, Screenshot
 from vision.converters import gemini
 from vision.models import GeminiComputerRequest
-from vision.providers.base import CallResult
+from vision.vendors.computer import ComputerService
 
 GRID = gemini.GRID
 CONFIRM = {"decision": "require_confirmation", "explanation": "This buys something."}

@@ -1,4 +1,4 @@
-"""The texts a step made appear (vision/effects.py): which are kept, which an export proposes, and
+"""The texts a step made appear (vision/perception/effects.py): which are kept, which an export proposes, and
 the assertions and heal effect an export writes for them. Pure: no X, no browser."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import yaml
 
 from desktop.models import ElementAt, Target
-from vision.effects import MAX_CHARS, appeared, changed_box, ocr_appeared, propose, specific
-from vision.export import export_qa_run, export_trace
-from vision.qa.cli import REQUESTS
+from vision.cli.qa import REQUESTS
+from vision.evidence.export import export_qa_run, export_trace
+from vision.perception.effects import MAX_CHARS, appeared, changed_box, ocr_appeared, propose, specific
 from vision.trace.records import StepRecord, Trace, TraceMeta
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -124,7 +124,7 @@ def test_a_runs_template_images_are_kept_as_files_and_come_back_for_an_export(tm
 
     from PIL import Image
 
-    from vision.qa.runs import QaRunStore, join_templates, split_templates
+    from vision.evidence.qa_runs import QaRunStore, join_templates, split_templates
 
     out = io.BytesIO()
     Image.new("RGB", (12, 10), (200, 30, 30)).save(out, "PNG")

@@ -1,4 +1,4 @@
-"""Runs made into tests (vision/export.py) and the Playwright code of locators and actions
+"""Runs made into tests (vision/evidence/export.py) and the Playwright code of locators and actions
 (desktop/codegen.py), from records built here: no X, no browser."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import yaml
 from desktop.browser.hit import css_ident, rank_locators
 from desktop.codegen import action_code, answer_code, locator, pw_key
 from desktop.models import ElementAt, Target
-from vision.export import ExportError, export_qa_run, export_trace, flow_of_trace, secret_env
-from vision.qa.cli import REQUESTS
-from vision.trace.records import StepRecord, Trace, TraceMeta
+from vision.cli.qa import REQUESTS
+from vision.evidence.export import ExportError, export_qa_run, export_trace, flow_of_trace, secret_env
+from vision.trace.records import ErrorInfo, StepRecord, Trace, TraceMeta
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 ORIGIN = (0, 87)  # where the viewport is on the display in these records
@@ -244,8 +244,8 @@ def test_a_heal_takes_a_reworded_name_never_another_meaning(seen, recorded, heal
 
 
 def test_a_heal_never_lands_on_another_role():
+    from vision.models.qa import Recorded
     from vision.qa.flow import _closest_name, _same_element_kind
-    from vision.qa.models import Recorded
 
     rec = Recorded(role="button", name="Create account")
     assert _same_element_kind(element(1, 100, "button", "Create an account", tag="button"), rec)
@@ -304,3 +304,41 @@ def test_a_persons_clicks_export_on_their_elements_and_a_canvas_point_stays_a_po
     assert f"await page.mouse.click(1010, {205 - ORIGIN[1]});" in ts and "#pad" not in ts
     assert f"page.mouse.click(1010, {205 - ORIGIN[1]})" in py and "#pad" not in py
     assert "page.mouse.click(5, 5)" in py and "done by a person" in py
+
+
+def test_a_runs_expectations_become_the_tests_last_assertions_and_a_run_without_says_nothing_was_verified():
+    trace = signup_trace()
+    expect = [{"assertion": {"type": "has_text", "expected": "Welcome, ada"}, "selector": "h1"},
+              {"assertion": {"type": "url_matches", "expected": "signed-up"}, "timeout_ms": 2000}]
+    trace.meta = trace.meta.model_copy(update={"expect": expect, "verified": True, "checks": [
+        {"check": "assert has_text selector 'h1' 'Welcome, ada'", "passed": True, "saw": "1 match", "duration_ms": 4},
+        {"check": "assert url_matches 'signed-up'", "passed": True, "saw": "URL 'x'", "duration_ms": 1}]})
+    text = export_trace(trace, "yaml")
+    steps = yaml.safe_load(text)["tests"][0]["verify_user_flow"]["steps"]
+    assert steps[-2:] == [{"action": "assert", **e} for e in expect]
+    assert "# expect 1 of trace 20260101T000000Z-abcd1234: held in the run: 1 match" in text
+    assert "UNVERIFIED" not in text
+    ts = export_trace(trace, "playwright-ts")
+    assert 'await expect(page.locator("h1")).toHaveText("Welcome, ada");' in ts
+    assert 'await expect(page).toHaveURL(new RegExp("signed-up"));' in ts
+    unchecked = export_trace(signup_trace(), "playwright-py")
+    assert "# UNVERIFIED: trace 20260101T000000Z-abcd1234 carried no expectation" in unchecked.splitlines()[2]
+
+
+def test_a_type_refused_as_typed_into_nothing_is_not_replayed():
+    trace = signup_trace()
+    refused = trace.steps[1].model_copy(update={"error": ErrorInfo(code="typed_into_nothing", message="nothing was "
+                                                                   "typed: the keyboard focus is on the page itself")})
+    trace.steps[1] = refused
+    steps = yaml.safe_load(export_trace(trace, "yaml"))["tests"][0]["verify_user_flow"]["steps"]
+    assert not any(s.get("value") == "ada@example.com" for s in steps)  # neither a fill nor a type of its text
+
+
+def test_a_step_that_changed_nothing_proposes_no_assertion():
+    trace = signup_trace()
+    last = len(trace.steps) - 2  # the click that went to /signed-up
+    assert trace.steps[last].url != trace.steps[last - 1].url
+    flagged = trace.steps[last].model_copy(update={"no_effect": True, "appeared": ["Welcome, ada"]})
+    trace.steps[last] = flagged
+    steps = yaml.safe_load(export_trace(trace, "yaml"))["tests"][0]["verify_user_flow"]["steps"]
+    assert not any(s["action"] == "assert" for s in steps), steps

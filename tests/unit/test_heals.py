@@ -1,5 +1,5 @@
 """Heals (issue 25): what a pixel with no DOM element records (vision/perception/spot.py), how such a
-step and a person's take-over export (vision/export.py), a heal's images and its writing back into
+step and a person's take-over export (vision/evidence/export.py), a heal's images and its writing back into
 a suite (vision/qa/heals.py). Pure: no X, no browser, no OCR engine (a stand-in reader)."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import pytest
 import yaml
 from PIL import Image
 
-from vision.export import OPERATOR_NOTE, export_trace
+from vision.cli.qa import REQUESTS
+from vision.evidence.export import OPERATOR_NOTE, export_trace
+from vision.models.qa import Heal, Recorded
 from vision.perception.ocr import Box, Line
 from vision.perception.spot import TEMPLATE_W, spot_at, template_at
-from vision.qa.cli import REQUESTS
 from vision.qa.heals import HEALED_COLOUR, RECORDED_COLOUR, heal_images, heal_line, healed_suite
-from vision.qa.models import Heal, Recorded
 from vision.trace.records import Spot, StepRecord, Trace, TraceMeta
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -194,8 +194,8 @@ def test_recorded_refuses_an_image_that_is_not_a_png():
 def test_a_qa_runs_assertion_exports_without_the_visual_defaults_its_record_keeps():
     """A run keeps its request whole (every default); a count assertion exported with the visual
     limits' defaults beside it would be refused by the suite that replays it."""
-    from vision.export import export_qa_run
-    from vision.qa.models import VerifyUserFlowRequest
+    from vision.evidence.export import export_qa_run
+    from vision.models.qa import VerifyUserFlowRequest
 
     request = VerifyUserFlowRequest.model_validate({"start_url": "http://127.0.0.1:8000/", "steps": [
         {"action": "assert", "selector": "li.completed", "assertion": {"type": "count", "count": 1}}]})

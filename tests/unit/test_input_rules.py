@@ -62,8 +62,8 @@ def test_every_rule_is_in_the_schema_a_client_reads(server):
 
 
 def test_the_documented_grammars_are_the_ones_the_code_matches(server):
-    from vision.qa.models import NAME_PATTERN
-    from vision.qa.runs import _RUN_ID
+    from vision.evidence.qa_runs import _RUN_ID
+    from vision.models.qa import NAME_PATTERN
     from vision.trace.files import _TRACE_ID
 
     def same(documented: str, enforced: re.Pattern, samples: list[str]) -> None:

@@ -24,10 +24,7 @@ from desktop.remote.backends.kubernetes import (
     render,
     seccomp_profile,
 )
-
-# The Kubernetes version the rendered objects are validated against (kubernetes-validate ships
-# schemas for 1.25-1.37; no manifest validation of the docker helper's was visible to align with).
-K8S_VERSION = "1.33"
+from tests.fakes.kube_api import K8S_VERSION
 
 NOW = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
 TOKEN = "tok-3f9a-very-secret"

@@ -4,7 +4,12 @@ circle: it only moves the failure from import time to the first call).
 
 - ``desktop`` never imports ``vision`` (the desktop knows nothing of models).
 - Doors import services, never the reverse: no module outside the doors imports a door.
-- No circle anywhere.
+- No circle anywhere, between modules, nor between packages (a room is a package of the second
+  level, ``desktop.x11``, ``vision.run``, or a module at a top level's root, ``vision.models``): a
+  package circle is two rooms each needing the other, though no two modules do. The one package
+  circle left is listed in KNOWN_PACKAGE_CIRCLES with why; the list may only shrink.
+- The run is importable without QA: nothing ``vision.run`` imports, however indirectly, is in
+  ``vision.qa``.
 
 The checker is a pure function of a source tree, so the tests below also plant a circle, a
 reversed door and a desktop-to-vision import in a scratch tree and see each of them reported.
@@ -18,8 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("desktop", "vision")
 # The front doors: they parse a wire format and call one service. ``vision.client`` is the client
-# side of the same doors; ``vision.cli`` and ``vision.qa.cli`` are the command line's.
-DOORS = ("desktop.http", "vision.http", "vision.mcp", "vision.client", "vision.cli", "vision.qa.cli")
+# side of the same doors; ``vision.cli`` and ``vision.cli.qa`` are the command line's.
+DOORS = ("desktop.http", "vision.http", "vision.mcp", "vision.client", "vision.cli")
+# desktop.remote's session-server calls (calls.py) are a door of the services they forward to, and
+# RemoteDesktopService (service/remote.py) drives desktop.remote's client: issue 34 names it, to be
+# split into a door of its own beside desktop/http.
+KNOWN_PACKAGE_CIRCLES = [["desktop.remote", "desktop.service"]]
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -93,17 +102,52 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def room(module: str) -> str:
+    """The package a module belongs to, as the layering sees it (pure)."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Room -> the rooms its modules import (pure)."""
+    rooms: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        rooms.setdefault(room(module), set()).update(room(t) for t in targets if room(t) != room(module))
+    return rooms
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
 def is_door(module: str, doors=DOORS) -> bool:
     return any(module == door or module.startswith(door + ".") for door in doors)
 
 
-def violations(graph: dict[str, set[str]], doors=DOORS) -> list[str]:
+def violations(graph: dict[str, set[str]], doors=DOORS, known_package_circles=()) -> list[str]:
     """Every broken rule, each as one line naming the modules (empty when the contract holds)."""
     problems = [f"desktop imports vision: {module} -> {target}" for module, targets in sorted(graph.items())
                 if module.split(".")[0] == "desktop" for target in sorted(targets) if target.split(".")[0] == "vision"]
     problems += [f"a service imports a door: {module} -> {target}" for module, targets in sorted(graph.items())
                  if not is_door(module, doors) for target in sorted(targets) if is_door(target, doors)]
     problems += ["import circle: " + " <-> ".join(component) for component in circles(graph)]
+    rooms = package_graph(graph)
+    said = [sorted({room(m) for m in component}) for component in circles(graph)]  # reported as modules
+    for component in circles(rooms):
+        if component not in known_package_circles and component not in said:
+            edges = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
+                           if room(m) in component and room(t) in component and room(m) != room(t))
+            problems.append("package circle: " + " <-> ".join(component) + " (" + "; ".join(edges) + ")")
+    problems += [f"a known package circle is gone: {' <-> '.join(c)} (take it off the list)"
+                 for c in known_package_circles if c not in circles(rooms)]
+    run = [m for m in graph if room(m) == "vision.run"]
+    problems += [f"the run needs QA: {m} -> ... -> {t}" for m in sorted(run)
+                 for t in sorted(reachable(graph, m)) if room(t) == "vision.qa"][:5]
     return problems
 
 
@@ -111,7 +155,7 @@ def violations(graph: dict[str, set[str]], doors=DOORS) -> list[str]:
 
 
 def test_the_project_keeps_its_import_contract():
-    assert violations(import_graph(ROOT)) == []
+    assert violations(import_graph(ROOT), known_package_circles=KNOWN_PACKAGE_CIRCLES) == []
 
 
 def test_the_graph_sees_the_project_as_it_is():
@@ -119,7 +163,7 @@ def test_the_graph_sees_the_project_as_it_is():
     graph = import_graph(ROOT)
     assert "desktop.actions" in graph["desktop.x11.input"]  # a top-level import
     assert "desktop.service.desktop" in graph["desktop.http.desktop"]  # a door over its service
-    assert "vision.service" in graph["vision.http.app"]
+    assert "vision.app.service" in graph["vision.http.app"]
     assert len(graph) > 80
 
 
@@ -141,7 +185,7 @@ CLEAN = {
     "desktop/http/routes.py": "from desktop.service import run\n",
     "desktop/service.py": "from desktop import base\n\ndef run():\n    return base.X\n",
     "vision/__init__.py": "",
-    "vision/loop.py": "from desktop.service import run\n",
+    "vision/run/loop.py": "from desktop.service import run\n",
 }
 
 
@@ -172,10 +216,28 @@ def test_a_relative_import_counts(tmp_path):
 
 
 def test_desktop_importing_vision_and_a_service_importing_a_door_are_reported(tmp_path):
-    planted = {**CLEAN, "desktop/service.py": "import vision.loop\nfrom desktop.http.routes import x\n"}
+    planted = {**CLEAN, "desktop/service.py": "import vision.run.loop\nfrom desktop.http.routes import x\n"}
     problems = violations(import_graph(_tree(tmp_path, planted)), doors=("desktop.http",))
-    assert "desktop imports vision: desktop.service -> vision.loop" in problems
+    assert "desktop imports vision: desktop.service -> vision.run.loop" in problems
     assert "a service imports a door: desktop.service -> desktop.http.routes" in problems
+
+
+def test_a_package_circle_of_modules_in_no_circle_is_found(tmp_path):
+    """Two rooms that need each other through different modules: no module circle, one package circle."""
+    planted = {**CLEAN, "vision/run/__init__.py": "", "vision/qa/__init__.py": "",
+               "vision/qa/flow.py": "from vision.run.effects import same\n", "vision/run/effects.py": "same = 1\n",
+               "vision/run/loop.py": "from vision.qa.models import Step\n", "vision/qa/models.py": "Step = 1\n"}
+    problems = violations(import_graph(_tree(tmp_path, planted)), doors=("desktop.http",))
+    assert not [p for p in problems if p.startswith("import circle")]
+    assert "package circle: vision.qa <-> vision.run (vision.qa.flow -> vision.run.effects; " \
+           "vision.run.loop -> vision.qa.models)" in problems
+    assert "the run needs QA: vision.run.loop -> ... -> vision.qa.models" in problems
+    # a circle on the known list is not reported; one listed that no longer exists is
+    assert not [p for p in violations(import_graph(tmp_path), doors=("desktop.http",),
+                                      known_package_circles=[["vision.qa", "vision.run"]])
+                if p.startswith("package circle")]
+    assert "a known package circle is gone: desktop.a <-> desktop.b (take it off the list)" in violations(
+        import_graph(tmp_path), doors=("desktop.http",), known_package_circles=[["desktop.a", "desktop.b"]])
 
 
 def test_importing_the_client_loads_no_server_x_or_capture_library():
@@ -189,3 +251,15 @@ def test_importing_the_client_loads_no_server_x_or_capture_library():
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# The functions over ruff's complexity bound (C901 at 15, pyproject.toml) that were there before it:
+# each carries the noqa mark for C901. Split one along its seams and lower this number; it never goes up.
+COMPLEX_FUNCTIONS_ALLOWED = 22
+ALLOWED_MARK = "noqa" + ": C901"  # spelled apart: ruff reads the whole, in a comment, as a directive
+
+
+def test_the_functions_over_the_complexity_bound_only_get_fewer():
+    marked = [f"{path.relative_to(ROOT)}:{n}" for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))
+              for n, line in enumerate(path.read_text().splitlines(), 1) if ALLOWED_MARK in line]
+    assert len(marked) <= COMPLEX_FUNCTIONS_ALLOWED, f"a new function over the bound: {marked}"

@@ -12,9 +12,9 @@ from pydantic import ValidationError
 
 from desktop.browser.locate import locator_for
 from desktop.models import ROLES, ClickRequest, DragRequest, PressRequest, Target, css_string, target_of
-from vision.qa.cli import load_suite, with_files_read
+from vision.cli.qa import load_suite, with_files_read
+from vision.models.qa import Assertion, FlowStep, VerifyUserFlowRequest, retarget_test_ids
 from vision.qa.expect import closest, judge, normalise, wanted
-from vision.qa.models import Assertion, FlowStep, VerifyUserFlowRequest, retarget_test_ids
 
 
 def test_the_roles_are_playwrights_own():

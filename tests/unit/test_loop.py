@@ -1,4 +1,4 @@
-"""The vision loop (vision.loop.Runner) against FakeDesktop and FunctionProvider: no X display.
+"""The vision loop (vision.run.loop.Runner) against FakeDesktop and FunctionProvider: no X display.
 
 Each test scripts the model turn by turn, runs the loop on a fake desktop, and checks what the
 desktop performed, what the caller got back, what the trace on disk says (and that it verifies),
@@ -17,24 +17,22 @@ from collections.abc import Callable
 import pytest
 from PIL import Image
 
-from desktop.actions import Click, Key, Type, Zoom
+from desktop.actions import Click, Key, Move, Type, Zoom
 from desktop.errors import ActionFailedError, GlassdeskError, SessionBusy
 from tests.fakes.desktop import FakeDesktop, solid_frame
-from vision import loop as loop_module
-from vision.actions import CursorPosition, Done, Fail, Screenshot
+from vision.actions import CursorPosition, Done, Fail, SafetyCheck, Screenshot, ToolCall
 from vision.config import VisionConfig
 from vision.errors import InvalidRequest
-from vision.events import EventBus
-from vision.loop import Runner
 from vision.models import ActRequest, StepSummary
 from vision.providers.base import (
     ModelCallError,
     ModelTurn,
-    SafetyCheck,
-    ToolCall,
     Usage,
 )
 from vision.providers.function import Context, FunctionProvider, calls
+from vision.run import loop as loop_module
+from vision.run.events import EventBus
+from vision.run.loop import Runner
 from vision.trace.store import TraceStore
 
 SECRET = "hunter2-secret"
@@ -79,11 +77,6 @@ def first_pixel(frame) -> bytes:
 @pytest.fixture
 def desktop() -> FakeDesktop:
     return FakeDesktop()
-
-
-@pytest.fixture
-def store(tmp_path) -> TraceStore:
-    return TraceStore(tmp_path)
 
 
 @pytest.fixture
@@ -735,8 +728,8 @@ def test_an_unexpected_error_still_closes_the_trace(runner, desktop, store):
 
 def test_nothing_after_done_runs_even_in_the_same_call(tmp_path):
     from desktop.actions import Click
-    from vision.actions import Done
-    from vision.providers.base import ModelTurn, ToolCall
+    from vision.actions import Done, ToolCall
+    from vision.providers.base import ModelTurn
 
     desktop = FakeDesktop()
     turn = ModelTurn(calls=[ToolCall(id="c1", name="batch", raw={}, actions=[Done(answer="ok"), Click(x=5, y=5)])])
@@ -1008,3 +1001,124 @@ def test_a_persons_click_records_what_was_under_it_and_a_native_clicks_spot(runn
     # Of the person's, only the native click pays for OCR (the agent's click at (1, 1) had no element
     # either), on the frame read with it, told the run's secrets.
     assert [(f is frame, x, y, secrets) for f, x, y, secrets in seen[1:]] == [(True, 7, 8, [SECRET])]
+
+
+# ------------------------------------------------------------------------------- expectations (expect)
+
+EXPECT = [{"assertion": {"type": "has_value", "expected": "alice"}, "label": "Name"},
+          {"assertion": {"type": "url", "expected": "http://app/home"}}]
+
+
+class Checker:
+    """The runner's check port: answers each expectation as ``held`` says, and keeps what it was asked."""
+
+    def __init__(self, *held: bool):
+        self.held, self.asked = held, []
+
+    def __call__(self, desktop, expectations):
+        self.asked.append((desktop, [e.words() for e in expectations]))
+        return [{"check": e.words(), "passed": ok, "saw": "it held" if ok else f"saw {SECRET} instead",
+                 "duration_ms": 7} for e, ok in zip(expectations, self.held, strict=True)]
+
+
+def test_a_done_whose_expectations_hold_is_verified_and_the_trace_keeps_them(runner, desktop, store, bus):
+    runner.check = checker = Checker(True, True)
+    result = runner.act(ActRequest(instruction="sign in", expect=EXPECT), provider=script(calls(Click(x=1, y=1)),
+                                                                                          done("signed in")))
+    assert result.status == "done" and result.verified is True and result.answer == "signed in"
+    assert [c.check for c in result.checks] == ["assert has_value label 'Name' 'alice'", "assert url 'http://app/home'"]
+    assert all(c.passed for c in result.checks) and checker.asked == [(desktop, [c.check for c in result.checks])]
+    trace = assert_trace(store, result.trace_id, "done", 2)
+    assert trace.meta.verified is True and [c["passed"] for c in trace.meta.checks] == [True, True]
+    assert trace.meta.expect == EXPECT  # as given: what an export asserts
+    assert bus.recent()[-1]["verified"] is True
+    assert "checking" in kinds(bus)
+
+
+def test_a_done_whose_expectation_fails_ends_failed_saying_what_was_seen(runner, store):
+    runner.check = Checker(True, False)
+    result = runner.act(ActRequest(instruction="sign in", expect=EXPECT, secrets={"pw": SECRET}),
+                        provider=script(done("signed in")))
+    assert result.status == "failed" and result.verified is False
+    assert result.error["code"] == "expectation_failed"
+    assert result.error["message"].startswith("the model said done, but 1 of 2 expectations failed: "
+                                              "assert url 'http://app/home': saw ")
+    assert SECRET not in json.dumps(result.model_dump(mode="json"))  # what was seen is redacted too
+    assert [c.passed for c in result.checks] == [True, False]
+    trace = assert_trace(store, result.trace_id, "failed", 1)
+    assert trace.meta.verified is False and SECRET not in json.dumps(trace.meta.model_dump(mode="json"))
+
+
+def test_without_expectations_a_done_is_the_models_word_and_nothing_is_checked(runner, store):
+    runner.check = checker = Checker()
+    result = runner.act(ActRequest(instruction="sign in"), provider=script(done()))
+    assert result.status == "done" and result.verified is None and result.checks == [] and checker.asked == []
+    assert store.meta(result.trace_id).verified is None
+
+
+def test_a_run_that_ends_before_done_checks_nothing(runner, store):
+    runner.check = checker = Checker(True, True)
+    result = runner.act(ActRequest(instruction="sign in", expect=EXPECT, max_steps=1),
+                        provider=script(calls(Click(x=1, y=1))))
+    assert result.status == "max_steps" and result.verified is None and checker.asked == []
+
+
+def test_a_done_after_a_failed_last_step_is_not_checked(runner, desktop):
+    runner.check = checker = Checker(True, True)
+    desktop.fail_next = ActionFailedError("xdotool said no")
+    result = runner.act(ActRequest(instruction="sign in", expect=EXPECT),
+                        provider=script(calls(Click(x=1, y=1), Done(answer="done"))))
+    assert result.error["code"] == "last_step_failed" and checker.asked == [] and result.verified is None
+
+
+def test_expectations_on_a_runner_that_cannot_check_them_are_refused_before_anything_runs(runner, desktop, store):
+    with pytest.raises(InvalidRequest, match="expect: this server cannot check expectations"):
+        runner.act(ActRequest(instruction="sign in", expect=EXPECT), provider=script(done()))
+    assert desktop.performed == [] and store.list_traces() == []
+
+
+def test_expectations_come_with_a_new_instruction_only():
+    with pytest.raises(ValueError, match="expect: expectations come with a new instruction"):
+        ActRequest(expect=EXPECT)
+    with pytest.raises(ValueError, match="name the target"):
+        ActRequest(instruction="x", expect=[{"assertion": {"type": "has_value", "expected": "a"}}])
+
+
+# ------------------------------------------------------------------------------------- no_effect
+
+
+def test_a_click_that_changes_nothing_is_flagged_and_the_model_is_told(runner, desktop, store):
+    desktop.inert = True
+    provider = script(calls(Click(x=5, y=5)), calls(Key(keys=["ctrl+c"])), calls(Move(x=9, y=9)), done())
+    result = runner.act(ActRequest(instruction="click the button"), provider=provider)
+    assert [s.no_effect for s in result.steps] == [True, False, False, False]  # a copy, a move: no change meant
+    assert provider.contexts[1].note.startswith("Your last step (click at 5,5) worked but changed nothing")
+    assert provider.contexts[2].note is None
+    trace = store.load(result.trace_id)
+    assert [s.no_effect for s in trace.steps] == [True, False, False, False] and store.verify(result.trace_id).ok
+
+
+def test_a_click_that_changes_the_screen_is_not_flagged(runner, desktop):
+    result = runner.act(ActRequest(instruction="click"), provider=script(calls(Click(x=5, y=5)), done()))
+    assert not any(s.no_effect for s in result.steps)
+
+
+def test_expect_each_step_records_how_the_expectations_stood_after_each_step(runner, desktop, store):
+    held = iter([(False, False), (True, False), (True, True)])
+
+    def check(desk, expectations):
+        # after a step, one look (1 ms); the verdict when the model says done, with their own timeouts
+        looks = {e.timeout_ms for e in expectations}
+        assert looks in ({1}, {5000}), looks
+        return Checker(*(next(held) if looks == {1} else (True, True)))(desk, expectations)
+
+    runner.check = check
+    result = runner.act(ActRequest(instruction="sign in", expect=EXPECT, expect_each_step=True),
+                        provider=script(calls(Click(x=1, y=1)), calls(Click(x=2, y=2)), calls(Click(x=3, y=3)),
+                                        done()))
+    assert result.verified is True
+    assert [[c.passed for c in s.checks] for s in result.steps] == [[False, False], [True, False], [True, True], []]
+    trace = store.load(result.trace_id)
+    assert [[c["passed"] for c in s.checks] for s in trace.steps] == [[False, False], [True, False], [True, True], []]
+    with pytest.raises(ValueError, match="expect_each_step: looks at the expectations after each step"):
+        ActRequest(instruction="x", expect_each_step=True)

@@ -9,12 +9,12 @@ English and JSON; a model's own tokenizer differs by some tenths, which the marg
 from __future__ import annotations
 
 import json
-import threading
+import re
+from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
-import uvicorn
 from jsonschema.validators import validator_for
 from mcp import Client
 from mcp.types import TextContent
@@ -23,13 +23,13 @@ from desktop.errors import InvalidRequest
 from desktop.session.manager import SessionManager
 from desktop.session.stack import free_port
 from tests.answers import mcp_tool_names
-from tests.conftest import LiveServer
+from tests.fakes.app_server import AppServer
+from vision.app.service import Glassdesk
 from vision.cli import build_parser
 from vision.config import VisionConfig
 from vision.http.app import Settings, create_app
 from vision.mcp import build_server
 from vision.mcp.profiles import PROFILES, compact_schema, parse_profile
-from vision.service import Glassdesk
 
 # Measured on HEAD 235371a, before profiles (one list, every description opening with the
 # ~110-character preamble "Acts on the VISIBLE XFCE desktop (1920x1080) that the operator watches live
@@ -78,6 +78,30 @@ def text_of(result) -> str:
     return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
 
 
+def docs_problems(sizes: dict[str, tuple[int, int, int]]) -> list[str]:
+    """Where docs/mcp.md's profile table or the README's figures differ from ``sizes``: the tool
+    counts exactly, the characters and tokens within 5 % (a reworded description moves them a little)."""
+    root = Path(__file__).resolve().parents[2]
+    problems = []
+    table = (root / "docs" / "mcp.md").read_text()
+    for name, (count, chars, tokens) in sizes.items():
+        row = re.search(rf"^\| `{name}`(?: \(default\))? \| .* \| (\d+) \| ([\d,]+) \| ([\d,]+) \|$", table, re.M)
+        if row is None:
+            problems.append(f"docs/mcp.md: no row for profile {name}")
+            continue
+        said = (int(row[1]), int(row[2].replace(",", "")), int(row[3].replace(",", "")))
+        if said[0] != count or abs(said[1] - chars) > chars * 0.05 or abs(said[2] - tokens) > tokens * 0.05:
+            problems.append(f"docs/mcp.md says {name}: {said}; measured {(count, chars, tokens)}")
+    readme = " ".join((root / "README.md").read_text().split())
+    listed = re.search(r"Every tool is listed by default \((\d+), about ([\d.]+)k tokens", readme)
+    core = re.search(r"the `core` profile \((\d+) tools, about ([\d.]+)k tokens", readme)
+    for what, found, (count, _, tokens) in (("all", listed, sizes["all"]), ("core", core, sizes["core"])):
+        if found is None or int(found[1]) != count or abs(float(found[2]) * 1000 - tokens) > tokens * 0.05:
+            problems.append(f"README.md's {what} figures ({found and found.group(0)}) are not {count} tools, "
+                            f"about {tokens / 1000:.1f}k tokens")
+    return problems
+
+
 def test_each_profile_is_measured_core_fits_and_all_is_smaller_than_before(make):
     glassdesk = make()
     sizes = {}
@@ -88,6 +112,7 @@ def test_each_profile_is_measured_core_fits_and_all_is_smaller_than_before(make)
     for name, (count, chars, tokens) in sizes.items():
         print(f"  {name:8} {count:3} {chars:8,} {tokens:7,}")
     assert sizes["core"][2] <= CORE_MAX_TOKENS, sizes["core"]
+    assert docs_problems(sizes) == []
     # The preambles and titles dropped: 15 % at least per tool (per tool: the catalogue grows by
     # whole operations since, each paying its own description; a fixed total failed on the next one).
     assert sizes["all"][1] / sizes["all"][0] < BEFORE_CHARS / BEFORE_TOOLS * 0.85, sizes["all"]
@@ -198,16 +223,6 @@ def test_compact_schema_says_the_same_in_fewer_characters():
     for value, valid in (({"title": None}, True), ({"title": "abc"}, True), ({"title": "abcdef"}, False),
                          ({"title": 3}, False), ({}, True)):
         assert validator(compact).is_valid(value) is valid is validator(schema).is_valid(value), value
-
-
-class AppServer(LiveServer):
-    """The API on loopback with its lifespan on (it runs the MCP session manager); no desktop."""
-
-    def __init__(self, app):
-        super().__init__(app)
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                    lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
 
 
 def test_the_http_door_lists_the_profile_asked_for_and_refuses_an_unknown_one(tmp_path):

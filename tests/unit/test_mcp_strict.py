@@ -11,10 +11,10 @@ from mcp.types import TextContent
 
 from desktop.session.manager import SessionManager
 from tests.answers import mcp_tool_names
+from vision.app.service import Glassdesk
 from vision.config import VisionConfig
 from vision.mcp import build_server
 from vision.mcp.server import unknown_arguments
-from vision.service import Glassdesk
 
 NEW_TOOLS = {"desktop_triple_click", "desktop_mouse_down", "desktop_mouse_up", "desktop_hold_key", "desktop_wait",
              "desktop_focus_window", "desktop_cursor_position"}

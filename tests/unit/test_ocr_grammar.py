@@ -10,11 +10,11 @@ import pytest
 
 from desktop.actions import Click, DoubleClick, Key, Scroll, Type, Wait
 from desktop.frame import Frame
-from vision.actions import Done, Fail
+from vision.actions import CallResult, Done, Fail
 from vision.perception.fields import field_point
 from vision.perception.grounding import GroundingError, find_text, normalise
 from vision.perception.ocr import Box, Line, Word, lines_from_rapidocr, read_text, reading_order
-from vision.providers.base import CallResult, Observation
+from vision.providers.base import Observation
 from vision.providers.ocr import InstructionError, OcrProvider, parse_instruction
 
 

@@ -59,7 +59,7 @@ def test_forwarded_for_is_believed_only_from_a_named_proxy(tmp_path, allowed, be
 
 
 def test_forwarded_allow_ips_is_checked_before_anything_starts(capsys, monkeypatch):
-    from vision import cli
+    from vision.cli import command as cli
 
     assert forwarded_problems("10.0.0.1, 10.1.0.0/16,::1") == [] and forwarded_problems("*") == []
     assert forwarded_problems("10.0.0.1,proxy.lan") == [

@@ -4,18 +4,16 @@ timeout, and nothing a hostile server answers can write outside the report's fol
 
 from __future__ import annotations
 
-import base64
 import xml.etree.ElementTree as ET
 
 import httpx2
 import pytest
 
+from tests.fakes.qa_api import QaApi
 from tests.reports import embedded_document
-from vision.qa.cli import TIMEOUT_MARGIN_S, Suite, SuiteTest, UsageError, run_suite
-from vision.qa.models import Artifact, Artifacts, QaRun, TestCase
+from vision.cli.qa import TIMEOUT_MARGIN_S, Suite, SuiteTest, UsageError, run_suite
+from vision.models.qa import Artifact, Artifacts, QaRun, TestCase
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5E"
-                       "rkJggg==")
 RUN_ID = "20260101T000000000000Z-0000abcd"
 
 
@@ -32,36 +30,23 @@ def a_run(run_id: str = RUN_ID, artifact: str = "page.png") -> dict:
                  ).model_dump(mode="json")
 
 
-class Server:
-    """Answers as glassdesk would, except where a test tells it otherwise."""
-
-    def __init__(self):
-        self.posts = 0
-        self.seen: list[httpx2.Request] = []
-        self.on_post = lambda number: httpx2.Response(200, json={"test_run_id": RUN_ID})
-        self.run = a_run()
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        self.seen.append(request)
-        if request.url.path == "/healthz":
-            return httpx2.Response(200, json={"ok": True})
-        if request.method == "POST":
-            self.posts += 1
-            return self.on_post(self.posts)
-        if "/artifacts/" in request.url.path:
-            return httpx2.Response(200, content=PNG)
-        return httpx2.Response(200, json=self.run)
+def one_run() -> QaApi:
+    """Every verb request is the run RUN_ID, with one screenshot."""
+    server = QaApi()
+    server.on_post = lambda number: httpx2.Response(200, json={"test_run_id": RUN_ID})
+    server.run = a_run()
+    return server
 
 
 def test_a_refused_token_is_a_usage_error_naming_glassdesk_token(tmp_path):
-    server = Server()
+    server = one_run()
     server.on_post = lambda n: httpx2.Response(401, json={"error": {"code": "unauthorized", "message": "no"}})
     with pytest.raises(UsageError, match="GLASSDESK_TOKEN"):
         run_suite(a_suite("a"), "http://gd", token="wrong", transport=httpx2.MockTransport(server))
 
 
 def test_a_server_lost_mid_suite_leaves_the_junit_of_what_ran_and_the_rest_as_errors(tmp_path):
-    server = Server()
+    server = one_run()
 
     def post(number):
         if number == 2:
@@ -72,7 +57,7 @@ def test_a_server_lost_mid_suite_leaves_the_junit_of_what_ran_and_the_rest_as_er
     junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
     code = run_suite(a_suite("one", "two", "three"), "http://gd", token=None, junit=junit, report=report,
                      transport=httpx2.MockTransport(server))
-    assert code == 1 and server.posts == 2  # the third was not tried against a server that is gone
+    assert code == 1 and len(server.posts) == 2  # the third was not tried against a server that is gone
     suite = ET.fromstring(junit.read_text()).find("testsuite")
     assert suite.get("tests") == "3" and suite.get("errors") == "2"
     cases = suite.findall("testcase")
@@ -83,7 +68,7 @@ def test_a_server_lost_mid_suite_leaves_the_junit_of_what_ran_and_the_rest_as_er
 
 
 def test_every_request_has_a_bounded_timeout_from_its_verb(tmp_path):
-    server = Server()
+    server = one_run()
     run_suite(a_suite("a"), "http://gd", token=None, transport=httpx2.MockTransport(server))
     post = next(r for r in server.seen if r.method == "POST")
     assert post.extensions["timeout"]["read"] == 2 + TIMEOUT_MARGIN_S
@@ -91,7 +76,7 @@ def test_every_request_has_a_bounded_timeout_from_its_verb(tmp_path):
 
 
 def test_the_session_name_is_escaped_in_the_url(tmp_path):
-    server = Server()
+    server = one_run()
     run_suite(a_suite("a", session="a/../b?c"), "http://gd", token=None, transport=httpx2.MockTransport(server))
     post = next(r for r in server.seen if r.method == "POST")
     assert post.url.raw_path.startswith(b"/api/v1/sessions/a%2F..%2Fb%3Fc/qa/verify_page_loads")
@@ -100,7 +85,7 @@ def test_the_session_name_is_escaped_in_the_url(tmp_path):
 @pytest.mark.parametrize("run_id, artifact", [("../../evil", "page.png"), (RUN_ID, "../../evil.png"),
                                               (RUN_ID, "..")])
 def test_a_hostile_server_cannot_write_outside_the_report_folder(tmp_path, run_id, artifact):
-    server = Server()
+    server = one_run()
     server.on_post = lambda n: httpx2.Response(200, json={"test_run_id": run_id})
     server.run = a_run(run_id, artifact)
     out = tmp_path / "out"
@@ -112,38 +97,14 @@ def test_a_hostile_server_cannot_write_outside_the_report_folder(tmp_path, run_i
     assert written == ["out/report.html"], written
 
 
-class Flaky(Server):
+def flaky(failures: int) -> QaApi:
     """Test `a` fails its first ``failures`` attempts, then passes; `b` always passes."""
-
-    def __init__(self, failures: int):
-        super().__init__()
-        self.failures = failures
-        self.bodies: list[dict] = []
-        self.status: dict[str, str] = {}
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        import json
-
-        if request.method == "POST":
-            body = json.loads(request.content)
-            self.bodies.append(body)
-            run_id = f"20260101T000000000000Z-{len(self.bodies):08x}"
-            attempts = sum(1 for b in self.bodies if b["name"] == body["name"])
-            self.status[run_id] = "failed" if body["name"] == "a" and attempts <= self.failures else "passed"
-            return httpx2.Response(200, json={"test_run_id": run_id})
-        run_id = request.url.path.rsplit("/", 1)[-1]
-        if request.url.path.startswith("/api/v1/qa/runs/") and run_id in self.status:
-            status = self.status[run_id]
-            case = TestCase(name="a", status=status, duration_ms=1,
-                            failure_reason="the counter showed 2" if status == "failed" else None)
-            return httpx2.Response(200, json=QaRun(test_run_id=run_id, verb="verify_page_loads", name="a",
-                                                   timestamp="2026-01-01T00:00:00.000Z", status=status,
-                                                   test_cases=[case]).model_dump(mode="json"))
-        return super().__call__(request)
+    return QaApi(fails=lambda body, attempt: body["name"] == "a" and attempt <= failures,
+                 reason=lambda body: "the counter showed 2")
 
 
 def test_a_test_that_passes_on_a_retry_is_flaky_with_every_attempt_on_record(tmp_path):
-    server = Flaky(failures=1)
+    server = flaky(failures=1)
     junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
     suite = a_suite("a", "b")
     for test in suite.tests:
@@ -166,7 +127,7 @@ def test_a_test_that_passes_on_a_retry_is_flaky_with_every_attempt_on_record(tmp
 
 
 def test_a_test_that_fails_every_attempt_fails_and_no_retry_runs_without_retries(tmp_path):
-    server = Flaky(failures=3)
+    server = flaky(failures=3)
     junit = tmp_path / "junit.xml"
     assert run_suite(a_suite("a"), "http://gd", token=None, junit=junit, retries=2,
                      transport=httpx2.MockTransport(server)) == 1
@@ -174,6 +135,6 @@ def test_a_test_that_fails_every_attempt_fails_and_no_retry_runs_without_retries
     case = ET.fromstring(junit.read_text()).find("testsuite/testcase")
     assert case.find("failure") is not None
     assert {p.get("name"): p.get("value") for p in case.find("properties")} == {"attempts": "3"}
-    once = Flaky(failures=1)
+    once = flaky(failures=1)
     assert run_suite(a_suite("a"), "http://gd", token=None, transport=httpx2.MockTransport(once)) == 1
     assert len(once.bodies) == 1

@@ -11,8 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from desktop.x11.procs import this_process
-from vision.qa.diff import Limits
-from vision.qa.models import (
+from vision.evidence.qa_runs import BadName, QaRunNotFound, QaRunStore, build_run, render_junit
+from vision.models.qa import (
     CaptureBaselineRequest,
     CompareRequest,
     FlowStep,
@@ -20,7 +20,7 @@ from vision.qa.models import (
     VerifyUserFlowRequest,
     action_words,
 )
-from vision.qa.runs import BadName, QaRunNotFound, QaRunStore, build_run, render_junit
+from vision.qa.diff import Limits
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5E"
                        "rkJggg==")
@@ -88,8 +88,13 @@ def test_verify_catches_removed_extra_and_truncated(tmp_path):
 def test_a_run_left_running_by_a_dead_server_is_closed_as_interrupted(tmp_path):
     store = QaRunStore(tmp_path)
     run = a_run(store, finish=False)
+    # a film adopted into the chain stays; the pieces of one cut short with the run go
+    (run.dir / "chapters.vtt").write_text("WEBVTT\n")
+    run.adopt("chapters.vtt", kind="chapters")
+    (run.dir / ".raw-video.mp4").write_bytes(b"\0" * 64)
+    (run.dir / "ring.png").write_bytes(PNG)
     assert store.close_interrupted() == []  # this process still writes it
-    from vision.qa import runs as runs_module
+    from vision.evidence import qa_runs as runs_module
 
     runs_module._open_here.clear()  # as a new server process sees it
     assert store.close_interrupted(alive=lambda owner: owner == this_process()) == []  # the owner still runs
@@ -99,6 +104,8 @@ def test_a_run_left_running_by_a_dead_server_is_closed_as_interrupted(tmp_path):
     assert "server stopped" in record.test_cases[0].failure_reason
     assert store.verify(run.run_id).ok
     assert not (store.run_dir(run.run_id) / "owner.json").exists()
+    assert (run.dir / "chapters.vtt").is_file()
+    assert not (run.dir / ".raw-video.mp4").exists() and not (run.dir / "ring.png").exists()
 
 
 def test_junit_has_one_case_per_run_and_the_failures_with_reasons_and_screenshots(tmp_path):
@@ -172,6 +179,9 @@ def test_requests_refuse_bad_names_thresholds_and_targets():
         CompareRequest(baseline_id="home", pixel_threshold=1.5)
     with pytest.raises(ValidationError, match="exactly one"):
         VerifyElementRequest(selector="#a", text="b")
+    for text in ("", "x" * 501):  # refused here, not by the Target it becomes (that was a 500)
+        with pytest.raises(ValidationError, match="text"):
+            VerifyElementRequest(text=text)
     with pytest.raises(ValidationError, match="neither a CSS selector nor a box"):
         CaptureBaselineRequest(name="home", mask=[[10, 10, 5, 20]])
     with pytest.raises(ValidationError):
@@ -184,7 +194,7 @@ def test_requests_refuse_bad_names_thresholds_and_targets():
 
 
 def test_visual_limits_default_alias_and_refusals():
-    from vision.qa.models import Assertion
+    from vision.models.qa import Assertion
 
     # By default: a region limit, and the ratio 0.01 on the total.
     assert CompareRequest(baseline_id="home").limits() == Limits(None, 0.01, 16)
@@ -213,7 +223,7 @@ def test_visual_limits_default_alias_and_refusals():
 
 
 def test_a_suite_file_takes_the_visual_options_and_refuses_their_conflicts(tmp_path):
-    from vision.qa.cli import UsageError, load_suite
+    from vision.cli.qa import UsageError, load_suite
 
     path = tmp_path / "suite.yaml"
     path.write_text("tests:\n"
@@ -260,7 +270,7 @@ def _png_claiming(width: int, height: int) -> bytes:
 
 
 def test_a_template_larger_than_the_display_is_refused_from_its_header():
-    from vision.qa.models import template_png
+    from vision.models.qa import template_png
 
     template_png(base64.b64encode(PNG).decode())
     huge = base64.b64encode(_png_claiming(4000, 4000)).decode()

@@ -12,11 +12,14 @@ from types import SimpleNamespace
 import pytest
 
 from desktop.errors import GlassdeskError, SessionUnavailable
+from desktop.models import Tab
+from tests.fakes.services import FakeDesktops
 from vision.errors import QaRunCorruptError
+from vision.evidence.qa_runs import QaRunStore, check_artifact_name, safe_stem
+from vision.models.qa import PageLoadResult, VerifyUserFlowRequest
 from vision.qa.driver import _stem
-from vision.qa.models import PageLoadResult, VerifyUserFlowRequest
-from vision.qa.runs import QaRunStore, check_artifact_name, safe_stem
 from vision.qa.service import QaService
+from vision.qa.verbs import browsers_own
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5E"
                        "rkJggg==")
@@ -32,7 +35,7 @@ def a_service(tmp_path) -> QaService:
 
 def report_of(qa: QaService):
     """The run's report as its REST route makes it: the run viewer's offline form."""
-    from vision.runview import offline_html, qa_run_view
+    from vision.evidence.runview import offline_html, qa_run_view
 
     return lambda run_id: offline_html(qa_run_view(qa, run_id, mode="inline"))
 
@@ -190,82 +193,33 @@ def test_baselines_are_made_with_the_service_and_their_directories_are_private(t
 # ------------------------------------------------------------------------------- verbs over fakes
 
 
-class FakePages:
-    def __init__(self):
-        self.navigations: list[int] = []
-        self.navigate_does = lambda timeout_ms: {"status": 200, "url": "http://x/", "load_time_ms": 5}
-        self.network_fails: GlassdeskError | None = None
-
-    def cursors(self, session_id):
-        return 0, 0
-
-    def navigate(self, session_id, how, url, wait_until, timeout_ms):
-        self.navigations.append(timeout_ms)
-        return self.navigate_does(timeout_ms)
-
-    def state(self, session_id):
-        return SimpleNamespace(title="t", url="http://x/")
-
-    def console(self, session_id, since=0, level=None):
-        return [{"level": "error", "text": "boom", "url": "http://x/", "line": 1}]
-
-    def network(self, session_id, since=0, failed_only=False):
-        if self.network_fails is not None:
-            raise self.network_fails
-        return []
-
-    def boxes(self, session_id, selectors, space="page"):
-        from desktop.errors import InvalidSelector
-
-        for selector in selectors:
-            if selector.startswith("(("):
-                raise InvalidSelector(f"selector {selector!r}: the browser cannot parse it")
-        return []
-
-    def screenshot(self, session_id, *, full_page=False, selector=None):
-        from desktop.errors import ElementNotFound
-
-        if selector == "#gone":
-            raise ElementNotFound("no element matches selector '#gone'")
-        return PNG
-
-
-class FakeDesktops:
-    def __init__(self):
-        self.pages = FakePages()
-        self.the_session = SimpleNamespace(id="s1", display=":99")
-        self.screenshot_fails: GlassdeskError | None = None
-
-    def check_url(self, url, session=None):
-        pass
-
-    def session(self, session_id=None):
-        return self.the_session
-
-    def check_agent(self, session_id):
-        pass
-
-    def screenshot(self, session_id):
-        if self.screenshot_fails is not None:
-            raise self.screenshot_fails
-        return SimpleNamespace(png=PNG)
-
-    def wait_ready(self, session_id, timeout_s):
-        return True
+def loaded(how, url, timeout_ms) -> dict:
+    return {"status": 200, "url": "http://x/", "load_time_ms": 5}
 
 
 def a_faked_service(tmp_path) -> tuple[QaService, FakeDesktops]:
+    """A service over the fakes: a page at http://x/ titled "t" that loads at once and printed one
+    error, whose screenshots (page and desktop) are the one-pixel PNG and where "#gone" matches
+    nothing."""
     desktops = FakeDesktops()
+    desktops.desk.display = ":99"  # what a recording of the session is told to film
+    desktops.screen = PNG
+    pages = desktops.pages
+    pages.tabs_ = [Tab(id="t1", url="http://x/", title="t", active=True)]
+    pages.console_ = [{"seq": 1, "level": "error", "text": "boom", "url": "http://x/", "line": 1}]
+    pages.navigate_does = loaded
+    pages.image = PNG
+    pages.absent = {"#gone"}
     return QaService(desktops, tmp_path, act=no_act), desktops  # type: ignore[arg-type]
 
 
 def test_a_dead_browser_and_desktop_make_verify_page_loads_a_failure_with_reasons_not_an_error(tmp_path):
     from desktop.errors import PageUnavailable
-    from vision.qa.models import VerifyPageLoadsRequest
+    from vision.models.qa import VerifyPageLoadsRequest
 
     qa, desktops = a_faked_service(tmp_path)
 
-    def dead(timeout_ms):
+    def dead(how, url, timeout_ms):
         raise PageUnavailable("the browser of session s1 is restarting")
 
     desktops.pages.navigate_does = dead
@@ -280,11 +234,11 @@ def test_a_dead_browser_and_desktop_make_verify_page_loads_a_failure_with_reason
 
 def test_timeout_ms_bounds_verify_page_loads_with_its_retries(tmp_path):
     from desktop.errors import PageTimeoutError
-    from vision.qa.models import VerifyPageLoadsRequest
+    from vision.models.qa import VerifyPageLoadsRequest
 
     qa, desktops = a_faked_service(tmp_path)
 
-    def slow(timeout_ms):
+    def slow(how, url, timeout_ms):
         time.sleep(timeout_ms / 1000)  # a navigation that uses all the time it is given, then times out
         raise PageTimeoutError("navigation timed out")
 
@@ -305,7 +259,7 @@ def test_retries_happen_at_one_level_only(tmp_path):
         calls.append(1)
         raise PageUnavailable("detached", retry_after=1)
 
-    session = desktops.the_session
+    session = desktops.desk
     with pytest.raises(PageUnavailable):
         qa.driver.retrying(session, lambda: qa.driver.retrying(session, flaky))
     assert len(calls) == 3  # not 3 x 3
@@ -319,14 +273,14 @@ def test_a_second_qa_verb_on_a_session_waits_then_is_session_busy_and_creates_no
     import threading
 
     from desktop.errors import SessionBusy
+    from vision.models.qa import VerifyPageLoadsRequest
     from vision.qa import service as service_module
-    from vision.qa.models import VerifyPageLoadsRequest
 
     monkeypatch.setattr(service_module, "VERB_QUEUE_WAIT_S", 0.2)
     qa, desktops = a_faked_service(tmp_path)
     entered, release = threading.Event(), threading.Event()
 
-    def held(timeout_ms):
+    def held(how, url, timeout_ms):
         entered.set()
         release.wait(30)
         return {"status": 200, "url": "http://x/", "load_time_ms": 5}
@@ -350,7 +304,7 @@ def test_a_second_qa_verb_on_a_session_waits_then_is_session_busy_and_creates_no
         first.join(30)
     assert answers and answers[0].success
     qa.check_idle("s1")
-    desktops.pages.navigate_does = lambda timeout_ms: {"status": 200, "url": "http://x/", "load_time_ms": 5}
+    desktops.pages.navigate_does = loaded
     assert qa.verify_page_loads("s1", VerifyPageLoadsRequest(url="http://x/")).success
 
 
@@ -359,7 +313,7 @@ def test_a_second_qa_verb_on_a_session_waits_then_is_session_busy_and_creates_no
 
 def test_record_video_without_ffmpeg_is_refused_before_anything_is_made(tmp_path, monkeypatch):
     from desktop.errors import RecorderUnavailable
-    from vision.qa.models import VerifyPageLoadsRequest
+    from vision.models.qa import VerifyPageLoadsRequest
 
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     qa, _ = a_faked_service(tmp_path)
@@ -394,7 +348,7 @@ class FailingRecorder:
 @pytest.mark.parametrize("fails_at", ["start", "stop"])
 def test_a_recording_that_fails_leaves_a_finished_run_that_verifies(tmp_path, monkeypatch, fails_at):
     import desktop.x11.recorder
-    from vision.qa.models import VerifyPageLoadsRequest
+    from vision.models.qa import VerifyPageLoadsRequest
 
     monkeypatch.setattr(desktop.x11.recorder, "find_ffmpeg", lambda: "/usr/bin/ffmpeg")
     monkeypatch.setattr(FailingRecorder, "fails_at", fails_at)
@@ -444,7 +398,7 @@ def test_approve_is_a_conflict_once_done_or_when_the_compared_version_is_not_the
 
 
 def test_ignore_patterns_look_at_the_first_10k_characters_of_a_line_only(tmp_path):
-    from vision.qa.models import AnalyzeConsoleRequest
+    from vision.models.qa import AnalyzeConsoleRequest
 
     qa, desktops = a_faked_service(tmp_path)
     lines = [{"level": "error", "text": "noise: IGNOREME", "url": "", "line": 1},
@@ -472,7 +426,7 @@ def test_ignore_patterns_look_at_the_first_10k_characters_of_a_line_only(tmp_pat
     ("capture_visual_baseline", {"name": "home", "selectors": ["((bad"]}, "invalid_selector"),
 ])
 def test_bad_input_is_a_typed_4xx_and_makes_no_run(tmp_path, verb, body, code):
-    from vision.qa.cli import REQUESTS
+    from vision.cli.qa import REQUESTS
 
     qa, _ = a_faked_service(tmp_path)
     with pytest.raises(GlassdeskError) as caught:
@@ -482,7 +436,7 @@ def test_bad_input_is_a_typed_4xx_and_makes_no_run(tmp_path, verb, body, code):
 
 
 def test_a_component_gone_at_compare_time_is_a_failed_shot_with_the_reason(tmp_path):
-    from vision.qa.models import CompareRequest
+    from vision.models.qa import CompareRequest
 
     qa, _ = a_faked_service(tmp_path)
     qa.baselines.create("card", {"page": PNG, "#gone": PNG}, url=None, scope="page", mask=[], mask_boxes=[])
@@ -499,7 +453,7 @@ def test_a_component_gone_at_compare_time_is_a_failed_shot_with_the_reason(tmp_p
 
 def test_the_qa_package_imports_nothing_of_the_application_service():
     """QaService is given the desktop service, a data directory and ``act``: no module of
-    vision/qa imports vision.service, not even deferred or for type checking (an import circle)."""
+    vision/qa imports vision.app.service, not even deferred or for type checking (an import circle)."""
     import ast
     from pathlib import Path
 
@@ -514,7 +468,7 @@ def test_the_qa_package_imports_nothing_of_the_application_service():
                 names = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
             else:
                 continue
-            if any(name == "vision.service" or name.startswith("vision.service.") for name in names):
+            if any(name == "vision.app.service" or name.startswith("vision.app.service.") for name in names):
                 offenders.append(f"{path.name}:{node.lineno}")
     assert not offenders, offenders
 
@@ -540,7 +494,7 @@ class Clearing:
 
 @pytest.mark.parametrize("fresh", [True, False])
 def test_a_fresh_verb_clears_the_browser_before_its_run_is_made_and_notes_it(tmp_path, fresh):
-    from vision.qa.models import VerifyPageLoadsRequest
+    from vision.models.qa import VerifyPageLoadsRequest
 
     qa = a_service(tmp_path)
     qa.pages = Clearing(qa.runs)
@@ -553,7 +507,7 @@ def test_a_fresh_verb_clears_the_browser_before_its_run_is_made_and_notes_it(tmp
 
 
 def test_a_browser_that_cannot_be_cleared_is_an_error_and_makes_no_run(tmp_path):
-    from vision.qa.models import VerifyPageLoadsRequest
+    from vision.models.qa import VerifyPageLoadsRequest
 
     qa = a_service(tmp_path)
     qa.pages = Clearing(qa.runs, fail=SessionUnavailable("the browser is restarting"))
@@ -569,7 +523,7 @@ def test_a_comparison_records_every_region_up_to_a_bound_and_counts_the_rest(tmp
 
     from PIL import Image
 
-    from vision.qa.models import MAX_DIFF_REGIONS, CompareRequest
+    from vision.models.qa import MAX_DIFF_REGIONS, CompareRequest
 
     def png(spots: list[tuple[int, int, int]]) -> bytes:
         image = Image.new("RGB", (400, 100), "white")
@@ -606,7 +560,7 @@ def test_a_flow_navigation_that_times_out_says_the_steps_own_timeout_not_its_las
 
     qa, desktops = a_faked_service(tmp_path)
 
-    def slow(timeout_ms):
+    def slow(how, url, timeout_ms):
         time.sleep(min(timeout_ms, 150) / 1000)
         raise PageTimeoutError(f"http://x/slow: not load within {timeout_ms} ms")
 
@@ -617,3 +571,11 @@ def test_a_flow_navigation_that_times_out_says_the_steps_own_timeout_not_its_las
     assert len(desktops.pages.navigations) > 1  # it was tried again, with less time each try
     reason = answer.failure_reason
     assert "within the step's timeout of 400 ms" in reason, reason
+
+
+def test_only_the_browsers_own_favicon_request_is_told_apart():
+    failed = "Failed to load resource: the server responded with a status of 404 (File not found)"
+    assert browsers_own({"text": failed, "url": "http://127.0.0.1:8000/favicon.ico"})
+    assert not browsers_own({"text": failed, "url": "http://127.0.0.1:8000/img/favicon.ico.png"})
+    assert not browsers_own({"text": failed, "url": "http://127.0.0.1:8000/app.js"})
+    assert not browsers_own({"text": "Uncaught TypeError: favicon", "url": "http://127.0.0.1:8000/favicon.ico"})

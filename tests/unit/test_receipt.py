@@ -19,7 +19,7 @@ from desktop.x11.receipt import (
     ring_filter,
     ring_png,
 )
-from vision.loop import step_title
+from vision.run.loop import step_title
 
 
 def test_chapters_end_where_the_next_begins_and_the_last_at_the_end():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 
-from vision.report import describe_action, render_junit
+from vision.evidence.report import describe_action, render_junit
 from vision.trace.records import StepRecord, TraceMeta
 
 T0 = datetime(2025, 5, 1, 12, 0, 0, tzinfo=UTC)
@@ -69,3 +69,20 @@ def test_junit_survives_control_characters() -> None:
     hostile = [step(1, text="bell\x07 and <tags> & \x00 nul", actions=[{"action": "type", "text": "\x1b[31m"}])]
     root = ET.fromstring(render_junit(meta(), hostile))
     assert "<tags>" in root.find("testsuite/testcase/system-out").text
+
+
+def test_junit_has_a_case_per_expectation_and_says_when_nothing_was_checked() -> None:
+    checks = [{"check": "assert url 'http://a/'", "passed": True, "saw": "URL 'http://a/'", "duration_ms": 12},
+              {"check": "assert has_value label 'Name' 'alice'", "passed": False, "saw": "saw ''", "duration_ms": 5000}]
+    root = ET.fromstring(render_junit(meta("failed", verified=False, checks=checks,
+                                           error={"code": "expectation_failed", "message": "1 of 2"}), STEPS[:1]))
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert cases["expect 2: assert has_value label 'Name' 'alice'"].find("failure").get("type") == "expectation_failed"
+    assert cases["expect 1: assert url 'http://a/'"].find("failure") is None
+    assert cases["expect 2: assert has_value label 'Name' 'alice'"].get("time") == "5.000"
+    properties = {p.get("name"): p.get("value") for p in root.iter("property")}
+    assert properties["verified"] == "failed_check" and root.get("failures") == "2"  # the check and the result
+    claimed = ET.fromstring(render_junit(meta(), STEPS[:1]))
+    assert {p.get("name"): p.get("value") for p in claimed.iter("property")}["verified"] == "unverified"
+    result = next(c for c in claimed.iter("testcase") if c.get("name") == "result")
+    assert "unverified: the run carried no expectation" in result.find("system-out").text

@@ -1,4 +1,4 @@
-"""The run viewer's document (vision.runview): pure builders over a trace or a QA run, and the offline
+"""The run viewer's document (vision.evidence.runview): pure builders over a trace or a QA run, and the offline
 page that embeds it. The browser's side is tests/e2e/test_run_viewer.py."""
 
 from __future__ import annotations
@@ -12,8 +12,17 @@ from PIL import Image
 
 from desktop.frame import Frame
 from desktop.x11.receipt import Chapter, chapters_vtt
-from vision.qa.models import Artifact, Artifacts, QaRun, StepResult, TestCase, VerifyReport
-from vision.runview import Files, action_marks, offline_html, parse_vtt, qa_view, trace_view, write_report
+from vision.evidence.runview import (
+    Files,
+    action_marks,
+    offline_html,
+    parse_vtt,
+    qa_view,
+    shown_status,
+    trace_view,
+    write_report,
+)
+from vision.models.qa import Artifact, Artifacts, QaRun, StepResult, TestCase, VerifyReport
 from vision.trace.records import StepRecord, Trace, TraceMeta, VerifyResult, VideoSeal
 from vision.trace.store import TraceStore
 
@@ -31,9 +40,14 @@ SEAL = VideoSeal(file="video.mp4", sha256="ab", format="mp4", chapters_file="cha
                  captions_file="captions.vtt", captions_sha256="ef", duration_s=4.0, chapters=3, clicks=2, sealed_at=T0)
 
 
-def trace(video: VideoSeal | None = None) -> Trace:
-    meta = TraceMeta(trace_id="20260501T120000000000Z-abcd1234", instruction="sign in", model="scripted",
-                     started_at=T0, finished_at=T0 + timedelta(seconds=9), status="done", steps=3, max_steps=10)
+CHECKED = {"verified": True, "checks": [{"check": "assert url 'http://app/home'", "passed": True,
+                                        "saw": "URL 'http://app/home'", "duration_ms": 3}]}
+
+
+def trace(video: VideoSeal | None = None, **meta_fields) -> Trace:
+    meta = TraceMeta(**{"trace_id": "20260501T120000000000Z-abcd1234", "instruction": "sign in",
+                        "model": "scripted", "started_at": T0, "finished_at": T0 + timedelta(seconds=9),
+                        "status": "done", "steps": 3, "max_steps": 10, **CHECKED, **meta_fields})
     return Trace(meta=meta, video=video, steps=[
         step(1, text="Clicking Sign in.", actions=[{"action": "click", "x": 960, "y": 540, "button": "left"}],
              before_png="step-0001-before.png", after_png="step-0001-after.png"),
@@ -78,12 +92,43 @@ def test_a_vision_run_maps_steps_to_chapters_and_marks_the_persons_steps() -> No
     assert steps[2]["heals"] == [{"text": "the browser restarted"}] and steps[2]["status"] == "failed"
     assert view["facts"][0] == ["3 / 11", "steps (1 by the operator)"]  # the console's count
     assert view["evidence"] == {"ok": True, "text": "Evidence verified: hash chain and screenshot SHA-256 of 3 "
-                                                    "steps and the video's intact."}
+                                                    "steps and the video's intact, the run's record (meta.json, "
+                                                    "sealed) and no file beside them."}
     hrefs = [e["href"] for e in view["exports"]]
     assert "/api/v1/traces/20260501T120000000000Z-abcd1234/export?format=playwright-py" in hrefs
     broken = trace_view(trace(), VerifyResult(ok=False, steps_checked=1, broken_index=2, reason="hash mismatch"), LIVE)
     assert broken["evidence"] == {"ok": False, "text": "Evidence broken at step 2: hash mismatch"}
+    assert view["status"] == trace().meta.status and broken["status"] == "unverified"  # not its record's claim
+    assert view["verdict"] == {"ok": True, "text": "Verified: 1 of 1 expectations held when the model said done.",
+                               "checks": [{"text": "assert url 'http://app/home': URL 'http://app/home'",
+                                           "passed": True}]}
     assert all(s["chapter"] is None for s in broken["steps"])  # no film, no chapters
+
+
+def test_a_done_nothing_checked_is_shown_unverified_and_a_failed_check_says_what_it_saw() -> None:
+    claimed = trace_view(trace(verified=None, checks=[]), VerifyResult(ok=True, steps_checked=3), LIVE)
+    assert claimed["status"] == "unverified"  # the evidence holds, but only the model said done
+    assert claimed["verdict"] == {"ok": None, "checks": [], "text": "Unverified: the run carried no expectation "
+                                                                    "(expect), so its done is the model's word."}
+    failed = trace_view(trace(status="failed", verified=False, checks=[
+        {"check": "assert has_value label 'Name' 'alice'", "passed": False, "duration_ms": 5000,
+         "saw": "label 'Name': expected the value 'alice'; saw ''"}]), VerifyResult(ok=True, steps_checked=3), LIVE)
+    assert failed["status"] == "failed" and failed["verdict"]["ok"] is False
+    assert failed["verdict"]["text"] == ("Failed check: the model said done, but 1 of 1 expectations did not "
+                                         "hold.")
+    assert failed["verdict"]["checks"][0]["text"].endswith("saw ''") and not failed["verdict"]["checks"][0]["passed"]
+    # a run that ended before its model said done has no verdict: its status says why
+    assert trace_view(trace(status="max_steps", verified=None, checks=[]), VerifyResult(ok=True, steps_checked=3),
+                      LIVE)["verdict"] is None
+
+
+def test_a_badge_shows_the_claim_only_when_the_evidence_holds_or_the_run_still_runs() -> None:
+    assert shown_status("done", verified=True, running=False) == "done"
+    assert shown_status("done", verified=True, running=False, checked=False) == "unverified"
+    for success in ("done", "done_after_heal", "passed"):
+        assert shown_status(success, verified=False, running=False) == "unverified"
+    assert shown_status("failed", verified=False, running=False) == "failed"  # no success claimed
+    assert shown_status("running", verified=False, running=True) == "running"
 
 
 def test_images_are_inlined_offline(tmp_path: Path) -> None:
@@ -161,6 +206,9 @@ def test_a_passed_comparison_is_not_approvable_and_broken_evidence_says_why() ->
     view = qa_view(run, VerifyReport(ok=False, problems=["artifact a.png: does not match its SHA-256"]), LIVE)
     assert view["steps"][1]["comparisons"][0]["approvable"] is False
     assert view["evidence"] == {"ok": False, "text": "Evidence broken: artifact a.png: does not match its SHA-256"}
+    assert run.status == "failed" and view["status"] == "failed"  # a failure is shown as claimed
+    run.status = "passed"
+    assert qa_view(run, VerifyReport(ok=False, problems=["x"]), LIVE)["status"] == "unverified"
 
 
 class Scripts(HTMLParser):
@@ -222,7 +270,7 @@ def test_a_record_of_the_wrong_shape_is_damaged_evidence_not_a_server_fault() ->
     import pytest
 
     from vision.errors import QaRunCorruptError
-    from vision.runview import qa_run_view
+    from vision.evidence.runview import qa_run_view
 
     run = qa_run()
     run.test_cases[0].steps[1].detail["shots"] = ["not a shot"]  # an edited record that still parses
@@ -244,7 +292,7 @@ def test_a_record_of_the_wrong_shape_is_damaged_evidence_not_a_server_fault() ->
 def test_a_comparison_approved_already_says_which_version_it_became() -> None:
     from types import SimpleNamespace
 
-    from vision.runview import qa_run_view
+    from vision.evidence.runview import qa_run_view
 
     run = qa_run()
 
@@ -266,7 +314,7 @@ def test_a_comparison_approved_already_says_which_version_it_became() -> None:
 
 
 def test_every_recorded_region_is_boxed_and_an_old_record_boxes_its_largest() -> None:
-    from vision.runview import shot_regions
+    from vision.evidence.runview import shot_regions
 
     two = [{"box": [10, 20, 30, 40], "pixels": 300}, {"box": [200, 20, 220, 40], "pixels": 90}]
     assert shot_regions({"diff_regions": two, "largest_region": two[0]}) == two
@@ -285,8 +333,8 @@ def test_every_recorded_region_is_boxed_and_an_old_record_boxes_its_largest() ->
 
 
 def test_a_running_flow_shows_the_steps_recorded_so_far_and_says_it_is_live(tmp_path: Path) -> None:
-    from vision.qa.runs import QaRunStore, build_run
-    from vision.runview import with_steps_so_far
+    from vision.evidence.qa_runs import QaRunStore, build_run
+    from vision.evidence.runview import with_steps_so_far
 
     store = QaRunStore(tmp_path)
     writer = store.create("verify_user_flow", "card flow", session_id="s1", request={})
@@ -325,8 +373,8 @@ def test_a_vision_run_is_live_until_its_status_is_final() -> None:
 def test_the_etag_changes_with_the_runs_files_and_only_then(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from vision.qa.runs import QaRunStore
-    from vision.runview import run_etag
+    from vision.evidence.qa_runs import QaRunStore
+    from vision.evidence.runview import run_etag
 
     store = TraceStore(tmp_path)
     runs = QaRunStore(tmp_path)

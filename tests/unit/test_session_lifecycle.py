@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from desktop.actions import Click, HoldKey, Key, Type, Wait
+from desktop.browser.record import PageRecord
 from desktop.errors import ScreenshotFailed, SessionBusy, SessionUnavailable
 from desktop.session.manager import Session
 from desktop.x11.input import ACTION_MS, FAST_TYPE_MS_PER_CHAR, TYPE_MS_PER_CHAR, Executed, expected_ms
@@ -32,6 +33,7 @@ class FakeStack:
     children: dict = field(default_factory=lambda: {"chromium": DeadChild()})
     events: list = field(default_factory=list)
     calls: list = field(default_factory=list)
+    record: PageRecord = field(default_factory=PageRecord)  # its heals are the session's
     healing: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
     restarts: int = 0

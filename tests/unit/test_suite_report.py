@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.reports import embedded_document
+from vision.models.qa import Artifact, Artifacts, QaRun, StepResult, TestCase, VerifyReport
 from vision.qa import suite_report
-from vision.qa.models import Artifact, Artifacts, QaRun, StepResult, TestCase, VerifyReport
 from vision.qa.suite_report import FILE_REF, SuiteFiles, suite_document, write_suite_report
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5E"

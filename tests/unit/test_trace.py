@@ -16,10 +16,12 @@ from PIL import Image, ImageDraw
 
 import vision.trace.writer as writer_module
 from desktop.actions import Click
+from desktop.errors import StorageFull
 from desktop.frame import Frame
-from vision.providers.base import CallResult, ToolCall, Usage
-from vision.report import render_junit
-from vision.runview import Files, trace_view
+from vision.actions import CallResult, ToolCall
+from vision.evidence.report import render_junit
+from vision.evidence.runview import Files, trace_view
+from vision.providers.base import Usage
 from vision.trace.files import OWNER_FILE, check_trace_id, new_trace_id
 from vision.trace.records import FINAL_STATUSES, GENESIS_HASH, InvalidTraceId, TraceNotFound, canonical_json, redact
 from vision.trace.store import TraceStore
@@ -63,11 +65,6 @@ def record_three(writer: TraceWriter) -> list[Frame]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> TraceStore:
-    return TraceStore(tmp_path)
-
-
-@pytest.fixture
 def trace_id(store: TraceStore) -> str:
     writer = store.create("Log in to the test site", model="scripted/test", session_id="s1", max_steps=10,
                           secrets=[SECRET])
@@ -84,8 +81,8 @@ def test_layout_and_reload_after_restart(store: TraceStore, trace_id: str) -> No
     directory = store.trace_dir(trace_id)
     names = sorted(p.name for p in directory.iterdir())
     # A step's "before" is the previous "after": stored once, referenced by name.
-    assert names == ["meta.json", "step-0001-after.png", "step-0001-before.png", "step-0002-after.png",
-                     "step-0003-after.png", "steps.jsonl"]
+    assert names == ["meta.json", "seal.json", "step-0001-after.png", "step-0001-before.png",
+                     "step-0002-after.png", "step-0003-after.png", "steps.jsonl"]
 
     trace = TraceStore(store.root).load(trace_id)  # a fresh store: nothing in memory
     meta = trace.meta
@@ -148,6 +145,50 @@ def test_truncation_is_caught_by_the_head_in_meta(store: TraceStore, trace_id: s
     path.write_bytes(b"".join(line + b"\n" for line in path.read_bytes().splitlines()[:2]))
     result = store.verify(trace_id)
     assert not result.ok and result.broken_index == 3
+
+
+@pytest.mark.parametrize("field, forged", [("status", "done_after_heal"), ("answer", "Logged in as admin"),
+                                           ("instruction", "something else"), ("model", "gpt-5"), ("steps", 2)])
+def test_a_forged_field_of_a_finished_runs_meta_fails_verify_naming_the_file(store, trace_id, field, forged):
+    path = store.trace_dir(trace_id) / "meta.json"
+    meta = json.loads(path.read_bytes())
+    assert meta[field] != forged
+    path.write_text(json.dumps(meta | {field: forged}, indent=2))
+    result = store.verify(trace_id)
+    assert not result.ok and "meta.json" in result.reason, result
+
+
+def test_a_finished_run_without_its_seal_or_with_a_forged_one_fails_verify(store, trace_id):
+    seal = store.trace_dir(trace_id) / "seal.json"
+    original = seal.read_bytes()
+    record = json.loads(original)
+    seal.write_text(json.dumps(record | {"meta_sha256": "0" * 64}))
+    assert "does not match its hash" in store.verify(trace_id).reason
+    seal.unlink()
+    result = store.verify(trace_id)
+    assert not result.ok and "not sealed" in result.reason
+    seal.write_bytes(original)
+    assert store.verify(trace_id).ok
+
+
+def test_a_file_the_chain_does_not_name_fails_verify_and_a_rendered_report_does_not(store, trace_id):
+    directory = store.trace_dir(trace_id)
+    (directory / "report.html").write_text("<p>rendered from the trace</p>")
+    (directory / ".meta.json.1234abcd.tmp").write_bytes(b"a write in progress")
+    assert store.verify(trace_id).ok
+    (directory / "step-0009-after.png").write_bytes(b"planted")
+    result = store.verify(trace_id)
+    assert not result.ok and result.reason.startswith("step-0009-after.png:"), result
+
+
+def test_a_running_trace_verifies_unsealed_and_is_sealed_when_it_ends(store):
+    writer = store.create("still going", model="scripted/test")
+    record_three(writer)
+    writer.flush()
+    assert store.verify(writer.trace_id).ok
+    assert not (store.trace_dir(writer.trace_id) / "seal.json").exists()
+    writer.finish("failed", error={"code": "x", "message": "y"})
+    assert store.verify(writer.trace_id).ok and (store.trace_dir(writer.trace_id) / "seal.json").exists()
 
 
 def test_altered_png_breaks_its_hash(store: TraceStore, trace_id: str) -> None:
@@ -257,7 +298,7 @@ def test_invalid_step_writes_nothing(store: TraceStore) -> None:
     writer = store.create("x", model="m")
     with pytest.raises(ValueError):
         writer.record_step(before=frame("white"), results=[{"ok": "maybe"}])
-    assert sorted(p.name for p in writer.dir.iterdir()) == ["meta.json", "owner.json", "steps.jsonl"]
+    assert sorted(p.name for p in writer.dir.iterdir()) == [".reserve", "meta.json", "owner.json", "steps.jsonl"]
     writer.record_step(text="fine")
     assert store.verify(writer.trace_id).ok
 
@@ -329,8 +370,21 @@ def test_a_run_whose_server_died_is_closed_as_interrupted_at_its_last_record(tmp
     assert (after.meta.steps, after.meta.head_hash, after.meta.usage) == (2, before.meta.head_hash, before.meta.usage)
     assert after.steps == before.steps
     assert store.verify(trace_id).ok
+    assert (store.trace_dir(trace_id) / "seal.json").exists()  # its meta as closed is sealed
     assert not (store.trace_dir(trace_id) / OWNER_FILE).exists()
     assert store.close_interrupted() == []  # once
+
+
+def test_a_film_cut_short_with_its_run_is_removed_when_the_run_is_closed(tmp_path: Path) -> None:
+    store = left_by_a_dead_server(tmp_path)
+    [trace_id] = [m.trace_id for m in store.list_traces()]
+    directory = store.trace_dir(trace_id)
+    for name in (".raw-video.mp4", "chapters.vtt", "captions.vtt", "chapters.ffmeta"):  # kill -9 while filming
+        (directory / name).write_bytes(b"" if name.endswith(".vtt") else b"partial")
+    assert store.close_interrupted() == [trace_id]
+    assert sorted(p.name for p in directory.iterdir() if not p.name.startswith("step-")) == [
+        "meta.json", "seal.json", "steps.jsonl"]
+    assert store.verify(trace_id).ok
 
 
 def test_a_run_without_steps_ends_when_it_started(tmp_path: Path) -> None:
@@ -468,7 +522,7 @@ def test_a_failed_write_leaves_a_trace_that_verifies_without_it(store: TraceStor
     writer.record_step(before=frame("white"), after=frame("gray"), text="one")
     writer.record_step(before=frame("gray"), after=frame("navy"), text="two")
     writer.flush()
-    with pytest.raises(OSError, match="could not be written"):
+    with pytest.raises(StorageFull, match="is full"):  # typed: a 507 with what is full, not a 500
         writer.record_step(text="three")
     writer.finish("failed")
     meta = store.meta(writer.trace_id)

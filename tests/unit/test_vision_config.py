@@ -10,10 +10,10 @@ from desktop.actions import to_placeholders
 from desktop.frame import Frame
 from vision.config import VisionConfig, create_provider
 from vision.errors import InvalidRequest, ModelUnavailable
-from vision.events import EventBus
-from vision.loop import backoff_s, fill_placeholders
 from vision.models import ActRequest
 from vision.providers.base import Observation
+from vision.run.events import EventBus
+from vision.run.loop import backoff_s, fill_placeholders
 
 
 @pytest.fixture
@@ -145,7 +145,7 @@ def test_act_request_refuses_unknown_fields():
 
 
 def test_a_persons_typing_keeps_a_whole_secret_by_name_and_redacts_any_piece_of_one():
-    from vision.loop import typed_by_person
+    from vision.run.loop import typed_by_person
     from vision.trace.records import redact_pieces
 
     secrets = {"pw": "hunter2", "pin": "4711"}

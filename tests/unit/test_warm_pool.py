@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from desktop.browser.record import PageRecord
 from desktop.errors import InvalidAction, SessionLimit
 from desktop.network.policy import NetworkPolicy
 from desktop.session import manager as manager_module
@@ -26,6 +27,7 @@ class GatedStack:
     lock = threading.Lock()
 
     def __init__(self, workdir, config=None, *, network=None, control_ports=frozenset):
+        self.record = PageRecord()  # its heals are the session's
         self.workdir = Path(workdir)
         self.network = network
         self.display, self.user, self.tag, self.started_at = "", None, "t", 0.0

@@ -21,13 +21,13 @@ from pydantic import ValidationError
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Click, DoubleClick, Drag, MouseDown, TripleClick
 from desktop.errors import describe_validation
-from vision.actions import parse_action
+from vision.actions import CallResult, parse_action
 from vision.calibration.layout import distance, layout, summary
 from vision.calibration.models import CalibrateRequest, CalibrationResult, ModelCall, Point, TargetResult
 from vision.config import create_provider
 from vision.errors import InvalidRequest, ModelUnavailable
 from vision.models import ActRequest
-from vision.providers.base import CallResult, ModelCallError, ModelTurn, Observation, Provider
+from vision.providers.base import ModelCallError, ModelTurn, Observation, Provider
 
 INSTRUCTION = ("Click-accuracy test. The screen shows numbered circles. Click the exact centre of the circle "
                "numbered {number}, once, with the left mouse button. Do nothing else.")
@@ -117,7 +117,7 @@ class UntilClick(Provider):
 
 
 class CalibrationService:
-    """Calibration over one application (vision.service.Glassdesk: its desktops, config and runs)."""
+    """Calibration over one application (vision.app.service.Glassdesk: its desktops, config and runs)."""
 
     def __init__(self, glassdesk: Any):
         self.glassdesk = glassdesk

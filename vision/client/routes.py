@@ -29,6 +29,7 @@ from desktop.models import (
     SessionInfo,
 )
 from desktop.ops.declare import Operation
+from vision.app.ops import catalogue
 from vision.client.calls import Call, act_event, bind, body, image, model, raw, signature_of, text
 from vision.models import (
     ActRequest,
@@ -45,8 +46,7 @@ from vision.models import (
     RunControl,
     TakeoverRequest,
 )
-from vision.ops import catalogue
-from vision.qa.models import (
+from vision.models.qa import (
     ApproveRequest,
     BaselineResult,
     QaRun,

@@ -45,8 +45,7 @@ from desktop.actions import (
     Zoom,
 )
 from vision import coords
-from vision.actions import Action, CursorPosition, Screenshot
-from vision.providers.base import CallResult, ToolCall
+from vision.actions import Action, CallResult, CursorPosition, Screenshot, ToolCall
 
 # --- tool versions ---------------------------------------------------------------------------
 
@@ -166,7 +165,7 @@ def zoom_action(region: Any, space: coords.Space) -> Zoom:
     return Zoom(region=display, scale=scale)
 
 
-def to_actions(action: Any, args: Mapping[str, Any], space: coords.Space) -> list[Action]:
+def to_actions(action: Any, args: Mapping[str, Any], space: coords.Space) -> list[Action]:  # noqa: C901
     """One computer-tool call in model pixels -> the display-pixel Actions it means.
 
     Raises InputError, or pydantic's ValidationError for values the desktop refuses (both are

@@ -5,7 +5,7 @@ full-viewport screenshot"), elements by ``ref_N`` references from ``read_page`` 
 id. glassdesk's page layer already has each of these (the front tab's viewport on the display, the
 accessibility snapshot's refs ``e12`` / ``f1e12``, tab ids ``t1``); this module maps one onto the
 other, with no browser and no desktop (tests/unit/test_browser_toolset.py). The driver that runs
-the members is ``vision.browser_toolset``.
+the members is ``vision.vendors.browser_toolset``.
 
 Screenshots are the viewport scaled into the image budget the API will not downsize again
 (``coords.anthropic_size``), so the model's viewport pixels are pixels of that image: a point is

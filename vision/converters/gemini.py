@@ -40,10 +40,9 @@ from pydantic import ValidationError
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Click, Drag, Key, Move, Point, Scroll, Type, Wait
 from vision import coords
-from vision.actions import Action, Screenshot
+from vision.actions import Action, CallResult, SafetyCheck, Screenshot, ToolCall
 from vision.converters.openai import SCROLL_PX_PER_NOTCH, describe, key_name, notches
 from vision.models import GEMINI_SEARCH_URL
-from vision.providers.base import CallResult, SafetyCheck, ToolCall
 
 GRID = coords.gemini()
 
@@ -197,7 +196,7 @@ def to_actions(name: str, args: Mapping[str, Any] | None, *, search_url: str = D
     return actions
 
 
-def _build(name: str, p: _Problems, search_url: str) -> list[Action] | None:
+def _build(name: str, p: _Problems, search_url: str) -> list[Action] | None:  # noqa: C901
     if name == "open_web_browser":
         return [Screenshot()]
     if name == "wait_5_seconds":

@@ -10,13 +10,15 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from desktop.errors import GlassdeskError, describe_errors
+from desktop.errors import GlassdeskError, describe_errors, typed_os_error
 from desktop.http.desktop import desktop_router
 from desktop.http.page import page_router
 from desktop.http.routes import operations_router
 from desktop.session.manager import SessionManager
 from vision import VERSION
-from vision.http.auth import BearerAuth, transport_security
+from vision.app.ops import catalogue, services
+from vision.app.service import Glassdesk
+from vision.http.auth import BearerAuth
 from vision.http.computer import computer_router
 from vision.http.console import install_console
 from vision.http.limits import BodyLimit, BodyTooLarge, too_large_response
@@ -25,8 +27,7 @@ from vision.http.qa import qa_router
 from vision.http.runs import vision_router
 from vision.http.viewer import install_viewer
 from vision.mcp import mount_http
-from vision.ops import catalogue, services
-from vision.service import Glassdesk
+from vision.mcp.server import transport_security
 from vision.settings import Settings
 
 __all__ = ["Settings", "create_app", "create_viewer_app"]
@@ -39,7 +40,7 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
     glassdesk = glassdesk or Glassdesk.from_settings(manager, settings)
     # The API's own port is control plane: no browser of the sessions it drives may reach it
     # (desktop.network.policy). A server that serves the app on another port adds that one to the set.
-    glassdesk.desktops.manager.protected_ports.add(settings.port)
+    glassdesk.desktops.manager.protect(settings.port)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -92,7 +93,7 @@ def create_viewer_app(glassdesk: Glassdesk, settings: Settings) -> FastAPI:
     add_error_handlers(app)
     install_viewer(app, glassdesk)
     glassdesk.desktops.serve_viewer(settings.public_url)
-    glassdesk.desktops.manager.protected_ports.add(settings.port)  # no session's browser may reach it
+    glassdesk.desktops.manager.protect(settings.port)  # no session's browser, here or on another server, may reach it
     _guard(app, settings, token=None)
     return app
 
@@ -117,7 +118,9 @@ def add_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"error": exc.to_dict()}, status_code=exc.status, headers=headers or None)
 
     @app.exception_handler(Exception)
-    async def unexpected_error(_: Request, exc: Exception) -> JSONResponse:
+    async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+        if (typed := typed_os_error(exc)) is not None:  # a full disk is no bug: 507 storage_full, saying where
+            return await glassdesk_error(request, typed)
         # A bug, not a user error: the shape stays the same; the server log has the traceback.
         message = f"unexpected {type(exc).__name__}; the server log has the details"
         return JSONResponse({"error": {"code": "internal_error", "message": message}}, status_code=500)

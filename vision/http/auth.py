@@ -14,8 +14,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mcp.server.transport_security import TransportSecuritySettings
-
 if TYPE_CHECKING:
     from vision.settings import Settings
 
@@ -241,31 +239,7 @@ class FailureLimit:
             failures.append(now)
 
 
-def transport_security(settings: Settings) -> TransportSecuritySettings:
-    """The Host/Origin policy, for /mcp and every other route.
 
-    DNS-rebinding protection stays ON: a web page on evil.example whose name an attacker re-points
-    at 127.0.0.1 reaches this server with ``Host: evil.example`` and is refused (421) before any
-    tool runs. Allowed Hosts are the loopback names on any port (so local clients and tests work),
-    the address the server is bound to, and the public host name the URLs are printed with
-    (GLASSDESK_PUBLIC_HOST / --public-host).
-
-    Origins: ``BearerAuth`` (in front of every route, /mcp included) lets through the server's own
-    origin - the one the request's Host names - and ``settings.allowed_origins``, nothing else.
-    The list here is for the MCP library's own, second check behind it, which matches origins by
-    name with any port: it holds those names and the configured origins, so it refuses nothing
-    the first check let through.
-    The bearer token, when set, guards /mcp as it guards every other route.
-    """
-    hosts = {"127.0.0.1", "localhost", "[::1]"}
-    for name in (settings.host, settings.public_host):
-        if name and name not in ("0.0.0.0", "::"):
-            hosts.add(f"[{name}]" if ":" in name else name)
-    allowed_hosts = sorted({f"{h}:*" for h in hosts} | hosts)
-    allowed_origins = sorted({f"{scheme}://{h}{port}" for h in hosts for scheme in ("http", "https")
-                              for port in ("", ":*")} | {o.lower().rstrip("/") for o in settings.allowed_origins})
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
-                                     allowed_origins=allowed_origins)
 
 
 def forwarded_problems(spec: str | None) -> list[str]:

@@ -5,10 +5,10 @@ Plain ``def`` handlers: they block on X and xdotool, and FastAPI runs them in it
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fastapi import APIRouter
 
-from vision.browser_toolset import BrowserToolsetService
-from vision.computer import ComputerService
 from vision.models import (
     AnthropicBrowserRequest,
     AnthropicBrowserResult,
@@ -19,6 +19,10 @@ from vision.models import (
     OpenAIComputerRequest,
     OpenAIComputerResult,
 )
+from vision.vendors.computer import ComputerService
+
+if TYPE_CHECKING:  # the anthropic SDK it subclasses costs ~2 s to import: vision.app.service makes it on first use
+    from vision.vendors.browser_toolset import BrowserToolsetService
 
 
 def computer_router(computer: ComputerService, browser: BrowserToolsetService | None = None) -> APIRouter:

@@ -12,9 +12,9 @@
 - ``GET  /api/v1/events``           Server-Sent Events from the EventBus, replaying recent ones
 - ``GET  /api/v1/stats``            per-model statistics computed from the trace store
 - ``GET  /runs/{id}``                the run viewer (static page; vision/static/run.js), for a vision or QA run
-- ``GET  /api/v1/runs/{id}``         that run as the viewer's document (vision.runview)
+- ``GET  /api/v1/runs/{id}``         that run as the viewer's document (vision.evidence.runview)
 - ``GET  /api/v1/console/qa-runs``   the latest QA runs, for the console's QA runs tab
-- ``GET  /metrics``                 Prometheus exposition (vision.metrics)
+- ``GET  /metrics``                 Prometheus exposition (vision.app.metrics)
 
 Auth: with GLASSDESK_TOKEN set, everything but ``/``, ``/console/*`` (public code) and /healthz
 needs ``Authorization: Bearer``. The page asks for the token, keeps it in sessionStorage and sends
@@ -43,11 +43,11 @@ from desktop.errors import StackError
 from desktop.models import LiveView
 from desktop.session.stack import novnc_dir
 from vision import VERSION
+from vision.app.service import Glassdesk
 from vision.config import DEFAULT_ANTHROPIC, DEFAULT_GEMINI, DEFAULT_OPENAI
+from vision.evidence.runview import qa_run_list, run_etag, run_view
 from vision.models import MAX_STEPS_CAP, RunView, TakeoverRequest
-from vision.observers import latest_seq
-from vision.runview import qa_run_list, run_etag, run_view
-from vision.service import Glassdesk
+from vision.run.observers import latest_seq
 from vision.trace.records import FINAL_STATUSES, TraceMeta
 from vision.trace.store import TraceStore
 
@@ -177,7 +177,7 @@ def _model_choices(config) -> tuple[list[str], str | None]:
     return list(dict.fromkeys(choices)), default
 
 
-def console_router(glassdesk: Glassdesk) -> APIRouter:
+def console_router(glassdesk: Glassdesk) -> APIRouter:  # noqa: C901
     bus = glassdesk.bus
     stats_cache = StatsCache(glassdesk.store)
     router = APIRouter()
@@ -197,7 +197,7 @@ def console_router(glassdesk: Glassdesk) -> APIRouter:
         304: {"description": "unchanged since the ETag sent in If-None-Match"}})
     def run_document(run_id: str, request: Request) -> Response:
         """A vision run or a QA run as the run viewer shows it: steps, chapters, images with their
-        marks, evidence, exports, visual comparisons (vision.runview). With ``If-None-Match`` set
+        marks, evidence, exports, visual comparisons (vision.evidence.runview). With ``If-None-Match`` set
         to the ETag of an earlier answer, a 304 while the run's files are unchanged: how the
         viewer follows a running run."""
         # The validator is taken before the document is built: a file written in between makes

@@ -54,39 +54,44 @@ VALIDATORS: dict[str, Rule] = {
     "desktop.actions.Region._from_list": Rule("also [x0, y0, x1, y1], a list of exactly four integers"),
     "desktop.actions.Region._ordered": Rule("x0 < x1 and y0 < y1"),
     "desktop.models.Target._exactly_one": EXACTLY_ONE_TARGET,
-    "vision.models.ActRequest._reset_starts_a_run": Rule("reset: only with a new instruction (not when continuing a "
-                                                         "paused run)"),
+    "vision.models.ActRequest._reset_starts_a_run": Rule("reset and expect: only with a new instruction (not when "
+                                                         "continuing a paused run)"),
+    "vision.models.qa.Expectation._fits_the_assertion": Rule(
+        "an expectation's target as its assertion takes it: one for the element's assertions (exists, visible and "
+        "hidden also by screen text or an image), none for url, url_matches, title, evaluate, "
+        "screen_text_contains and visual_matches"),
     "vision.models.AnthropicComputerRequest._toolset_names_the_action": Rule(
         "tool_version computer_toolset_20260801: name is the action (e.g. left_click), not computer"),
     "vision.models.OpenAIComputerRequest._one_of": Rule("exactly one of action (computer_use_preview) or actions "
                                                         "(GA computer)"),
-    "vision.qa.models.AnalyzeConsoleRequest._patterns": Rule("ignore_patterns: each a valid regular expression "
+    "vision.models.qa.AnalyzeConsoleRequest._patterns": Rule("ignore_patterns: each a valid regular expression "
                                                              "(Python's re)"),
-    "vision.qa.models.Assertion._complete": Rule(
+    "vision.models.qa.Assertion._complete": Rule(
         "each type takes its own fields: expected for has_class, has_value, url, url_matches, title, evaluate, "
         "screen_text_contains; expected or expected_list (one of them) for has_text and contains_text, "
         "expected_list only for them; count only (and needed) for count; attribute only (and needed) for "
         "has_attribute; no expected for element states and count; url_matches's expected a valid regular "
         "expression; baseline_id needed for visual_matches, which cannot be negated; the visual limits only for "
         "visual_matches"),
-    "vision.qa.models.Recorded._png": Rule("recorded.image: base64 of a PNG no larger than the display"),
-    "vision.qa.models.VisualLimits._one_ratio": Rule("threshold is the former name of max_diff_pixel_ratio: give "
+    "vision.models.qa.Recorded._png": Rule("recorded.image: base64 of a PNG no larger than the display"),
+    "vision.models.qa.VisualLimits._one_ratio": Rule("threshold is the former name of max_diff_pixel_ratio: give "
                                                      "one, or both equal"),
-    "vision.qa.models.check_name": Rule("baseline names: 1-100 letters, digits, '.', '_' or '-', starting with a "
+    "vision.models.qa.check_name": Rule("baseline names: 1-100 letters, digits, '.', '_' or '-', starting with a "
                                         "letter or digit, no '..'"),
-    "vision.qa.models._check_mask": Rule("mask: each entry a non-empty CSS selector or a box [x0, y0, x1, y1] with "
+    "vision.models.qa._check_mask": Rule("mask: each entry a non-empty CSS selector or a box [x0, y0, x1, y1] with "
                                          "0 <= x0 < x1 and 0 <= y0 < y1"),
-    "vision.qa.models.CaptureBaselineRequest._one_scope": Rule("selectors: each once, and not 'page'; full_page and "
+    "vision.models.qa.CaptureBaselineRequest._one_scope": Rule("selectors: each once, and not 'page'; full_page and "
                                                                "display: not both"),
-    "vision.qa.models.FlowStep._fits_the_action": Rule(
+    "vision.models.qa.FlowStep._fits_the_action": Rule(
         "each action takes its own fields: navigate needs url (or value); fill value, select option, drag to, "
         "upload files, assert assertion, act instruction, press keys (known key names); to only with drag, files "
-        "only with upload, state only with wait (and a target); the target as the action takes it: none for "
-        "navigate-like steps, one for click, dblclick, hover and fill (also by screen text), one found in the page "
+        "only with upload, state only with wait (and a target), expect only with act; the target as the action "
+        "takes it: none for navigate-like steps, one for click, dblclick, hover and fill (also by screen text), one "
+        "found in the page "
         "for check, uncheck, clear, drag, scroll_into_view, upload, select"),
-    "vision.qa.models.SuccessCondition._exactly_one": Rule("exactly one of selector, text, screen_text, url_matches; "
+    "vision.models.qa.SuccessCondition._exactly_one": Rule("exactly one of selector, text, screen_text, url_matches; "
                                                            "url_matches a valid regular expression"),
-    "vision.qa.models.VerifyElementRequest._one_target": Rule("name the element exactly one way: one of selector, "
+    "vision.models.qa.VerifyElementRequest._one_target": Rule("name the element exactly one way: one of selector, "
                                                               "ref, text"),
 }
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
+from vision.evidence.runview import offline_html, qa_run_view
 from vision.http.runs import EXPORT_RESPONSES, ExportFormat, FormatQuery, export_response
-from vision.qa.models import (
+from vision.models.qa import (
     ApproveRequest,
     BaselineResult,
     QaRun,
     VerifyReport,
 )
 from vision.qa.service import QaService
-from vision.runview import offline_html, qa_run_view
 
 _MEDIA = {"png": "image/png", "webm": "video/webm", "mp4": "video/mp4", "json": "application/json", "vtt": "text/vtt"}
 

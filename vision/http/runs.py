@@ -11,12 +11,12 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 
 from desktop.errors import GlassdeskError
+from vision.app.service import Glassdesk
+from vision.evidence.runview import offline_html, vision_run_view
 from vision.models import ActRequest, ActResult, Recording, RunControl
-from vision.runview import offline_html, vision_run_view
-from vision.service import Glassdesk
 from vision.trace.records import Trace, TraceMeta, VerifyResult
 
-# The media type and file name of each export format (vision.export).
+# The media type and file name of each export format (vision.evidence.export).
 EXPORT_MEDIA = {"yaml": ("application/yaml", "yaml"), "playwright-ts": ("text/plain", "spec.ts"),
                 "playwright-py": ("text/x-python", "py")}
 EXPORT_RESPONSES = {200: {"content": {"application/yaml": {}, "text/plain": {}, "text/x-python": {}}}}
@@ -32,7 +32,7 @@ def export_response(text: str, fmt: str, stem: str) -> Response:
                     headers={"content-disposition": f'attachment; filename="{name}"'})
 
 
-def vision_router(glassdesk: Glassdesk) -> APIRouter:
+def vision_router(glassdesk: Glassdesk) -> APIRouter:  # noqa: C901
     router = APIRouter(prefix="/api/v1")
 
     @router.post("/sessions/{session_id}/vision/act", response_model=ActResult, tags=["vision"],

@@ -62,8 +62,8 @@ from desktop.session.liveview import (
     token_from_protocols,
 )
 from desktop.session.stack import novnc_dir
+from vision.app.service import Glassdesk
 from vision.http.auth import FailureLimit
-from vision.service import Glassdesk
 
 log = logging.getLogger("glassdesk.viewer")
 
@@ -213,7 +213,7 @@ async def _pointer(desktops, session_id: str) -> tuple[int, int] | None:
         return None
 
 
-async def _relay(websocket: WebSocket, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, granted,
+async def _relay(websocket: WebSocket, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, granted,  # noqa: C901
                  tap=None, pointer: tuple[int, int] | None = None) -> None:
     """Greet the browser as an RFB server with no authentication, then pass bytes both ways until
     either side closes or ``granted()`` turns false (a take-over revoked a control token). With

@@ -17,10 +17,10 @@ from pydantic import Field
 from desktop.errors import ResultTooLarge
 from desktop.models import DialogMode
 from desktop.ops.page import PAGE_ACTS, PAGE_LOOKS
+from vision.app.service import Glassdesk
 from vision.errors import InvalidRequest
 from vision.mcp.operations import with_summary
 from vision.mcp.tools import SessionArg, _annotations, _image, blocking
-from vision.service import Glassdesk
 
 # A downloaded file travels in an MCP answer base64-encoded and whole; bigger ones are for REST.
 DOWNLOAD_IN_ANSWER_MAX = 16 * 1024 * 1024

@@ -9,27 +9,54 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, ListToolsResult
 from pydantic import ValidationError
 from starlette.routing import Route
 
-from desktop.errors import GlassdeskError, describe_validation
+from desktop.errors import GlassdeskError, describe_validation, typed_os_error
 from desktop.ops.declare import GROUPS, Group
 from desktop.service.desktop import DesktopService
 from vision import VERSION
-from vision.http.auth import transport_security
+from vision.app.ops import catalogue, services
+from vision.app.service import Glassdesk
 from vision.mcp.operations import register_operations
 from vision.mcp.page_tools import register_page_tools
 from vision.mcp.profiles import compact_schema, parse_profile, profile_name
 from vision.mcp.tools import INSTRUCTIONS, _text, register_tools
-from vision.ops import catalogue, services
-from vision.service import Glassdesk
 from vision.settings import Settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
 log = logging.getLogger("glassdesk.mcp")
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """The Host/Origin policy, for /mcp and every other route.
+
+    DNS-rebinding protection stays ON: a web page on evil.example whose name an attacker re-points
+    at 127.0.0.1 reaches this server with ``Host: evil.example`` and is refused (421) before any
+    tool runs. Allowed Hosts are the loopback names on any port (so local clients and tests work),
+    the address the server is bound to, and the public host name the URLs are printed with
+    (GLASSDESK_PUBLIC_HOST / --public-host).
+
+    Origins: ``BearerAuth`` (in front of every route, /mcp included) lets through the server's own
+    origin - the one the request's Host names - and ``settings.allowed_origins``, nothing else.
+    The list here is for the MCP library's own, second check behind it, which matches origins by
+    name with any port: it holds those names and the configured origins, so it refuses nothing
+    the first check let through.
+    The bearer token, when set, guards /mcp as it guards every other route.
+    """
+    hosts = {"127.0.0.1", "localhost", "[::1]"}
+    for name in (settings.host, settings.public_host):
+        if name and name not in ("0.0.0.0", "::"):
+            hosts.add(f"[{name}]" if ":" in name else name)
+    allowed_hosts = sorted({f"{h}:*" for h in hosts} | hosts)
+    allowed_origins = sorted({f"{scheme}://{h}{port}" for h in hosts for scheme in ("http", "https")
+                              for port in ("", ":*")} | {o.lower().rstrip("/") for o in settings.allowed_origins})
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=allowed_hosts,
+                                     allowed_origins=allowed_origins)
 
 
 def argument_code(tool: str) -> str:
@@ -44,6 +71,7 @@ def error_message(exc: BaseException, tool: str = "") -> str | None:
     invalid_request."""
     if isinstance(exc, ValidationError):
         return f"{argument_code(tool)}: {describe_validation(exc)}"
+    exc = typed_os_error(exc) or exc
     if isinstance(exc, GlassdeskError):
         hint = f"; retry after {exc.retry_after} s" if exc.retry_after else ""
         return f"{exc.code}: {exc.message}{hint}"

@@ -52,11 +52,11 @@ from desktop.frame import IMAGE_FORMATS
 from desktop.models import DialogMode
 from desktop.ops.page import argv_text
 from desktop.port import Performed
-from vision import packs
+from vision.app.service import Glassdesk
 from vision.errors import InvalidRequest
-from vision.models import MAX_STEPS_CAP, ActRequest, ActResult, StepSummary
-from vision.report import describe_action
-from vision.service import Glassdesk
+from vision.evidence.report import describe_action
+from vision.models import MAX_EXPECTATIONS, MAX_STEPS_CAP, ActRequest, ActResult, StepSummary
+from vision.run import packs
 
 log = logging.getLogger("glassdesk.mcp")
 
@@ -184,7 +184,7 @@ def _report_url(ctx: Context, glassdesk: Glassdesk, result: ActResult) -> str:
     report = getattr(result, "report_path", None)
     try:
         if not report:
-            from vision.runview import write_report
+            from vision.evidence.runview import write_report
 
             report = write_report(glassdesk.store, result.trace_id)
         return Path(report).resolve().as_uri()
@@ -204,6 +204,8 @@ def _describe_step(step: StepSummary) -> str:
     text = f"step {step.index}: {', '.join(describe_action(a) for a in step.actions) or 'no action'}"
     if step.error:
         text += f" - {step.error.get('code')}: {step.error.get('message')}"
+    elif step.no_effect:
+        text += " - no_effect: nothing on the screen changed"
     return text
 
 
@@ -227,8 +229,9 @@ async def _run_loop(glassdesk: Glassdesk, session: str | None, request: ActReque
 
 
 def _act_summary(result: ActResult, report_url: str) -> dict:
-    return {"status": result.status, "answer": result.answer, "error": result.error, "note": result.note,
-            "steps": len(result.steps),
+    return {"status": result.status, "verified": result.verified, "answer": result.answer, "error": result.error,
+            "note": result.note, "steps": len(result.steps),
+            **({"checks": [c.model_dump() for c in result.checks]} if result.checks else {}),
             "trace_id": result.trace_id, "report_url": report_url,
             "tokens": result.usage.model_dump(),
             **({"video": result.video.model_dump()} if result.video else {}),
@@ -236,7 +239,11 @@ def _act_summary(result: ActResult, report_url: str) -> dict:
 
 
 def _act_text(title: str, result: ActResult, report_url: str) -> str:
-    lines = [f"{title}: status {result.status}"]
+    verdict = {True: "verified", False: "an expectation failed"}.get(
+        result.verified, "unverified: no expectation was checked" if result.status in ("done", "done_after_heal")
+        else None)
+    lines = [f"{title}: status {result.status}" + (f" ({verdict})" if verdict else "")]
+    lines += [f"{'held' if c.passed else 'FAILED'}: {c.check}: saw {c.saw}" for c in result.checks]
     if result.answer:
         lines.append(f"answer: {result.answer}")
     if result.error:
@@ -257,7 +264,7 @@ def _act_text(title: str, result: ActResult, report_url: str) -> str:
 
 
 
-def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
+def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C901
     """The catalogue: each tool is its wording and one call into the service. Tools block in worker
     threads, never on the event loop."""
     desktops = glassdesk.desktops
@@ -574,9 +581,10 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     async def act(ctx: Context, session: str, instruction: str, *, model: str | None, max_steps: int,
                   script: list[dict] | None = None, secrets: dict[str, str] | None = None,
                   total: int | None = None, offset: int = 0, label: str = "", record_video: bool = False,
-                  video_format: str = "mp4") -> ActResult:
+                  video_format: str = "mp4", expect: list[dict] | None = None) -> ActResult:
         request = ActRequest(instruction=instruction, model=model, max_steps=max_steps, script=script,
-                             secrets=secrets or {}, record_video=record_video, video_format=video_format)
+                             secrets=secrets or {}, record_video=record_video, video_format=video_format,
+                             expect=expect or [])
         return await _run_loop(glassdesk, session, request, ctx, total=total, offset=offset, label=label)
 
     def pack_act(ctx: Context, session: str, model: str | None, total: int | None = None) -> packs.Act:
@@ -606,7 +614,10 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                              "progress notification per step. Returns the status (done, done_after_heal, failed, "
                              "max_steps, budget_exceeded, needs_confirmation, cancelled, or paused when a person "
                              "holds the desktop), the model's answer, the final "
-                             "screenshot and the URL of the trace report (every step's screenshots and commands).")
+                             "screenshot and the URL of the trace report (every step's screenshots and commands). "
+                             "With expect, the model's done is checked: verified true only when every expectation "
+                             "holds, else the run fails with expectation_failed and says what it saw; without "
+                             "expect, done is only the model's word (verified null).")
     async def vision_act(instruction: Annotated[str, Field(min_length=1, max_length=10_000,
                                                            description="what to do, in plain words")],
                          ctx: Context, model: ModelArg = None,
@@ -622,9 +633,16 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                                                  "captions; its SHA-256 chained into the trace")] = False,
                          video_format: Annotated[Literal["mp4", "webm"], Field(description="the receipt's format")]
                          = "mp4",
+                         # Checked as vision/act's expect is (ActRequest): the QA step schema inline would more
+                         # than double the core profile's size for a field most calls leave out.
+                         expect: Annotated[list[dict] | None, Field(
+                             max_length=MAX_EXPECTATIONS, description="what must hold when the model says done: "
+                             "assert steps of the QA language without their action, e.g. [{\"assertion\": "
+                             "{\"type\": \"has_text\", \"expected\": \"Hello\"}, \"selector\": \"#greeting\"}] "
+                             "(see verify_user_flow's steps)")] = None,
                          session: SessionArg = default_session) -> CallToolResult:
         result = await act(ctx, session, instruction, model=model, max_steps=max_steps, script=script, secrets=secrets,
-                           record_video=record_video, video_format=video_format)
+                           record_video=record_video, video_format=video_format, expect=expect)
         return _from_run("vision_act", result, ctx, error_unless_done=False)
 
     @server.tool(name="vision_click_anywhere", group="desktop",

@@ -1,15 +1,22 @@
 """Finding the input field next to a label (``field_point``).
 
-Fields (``field_point``): OCR sees no empty input box, so "type ... into <label>" finds the label and
-then looks at the pixels for the nearest box-like region (a vertical border with a horizontal edge
-at its end) to the right of the label on its middle row, else below it on its middle column, and
-clicks inside it. Without a detected box it falls back to a fixed offset: right of the label by
-twice its height, or below it. See ``field_point`` for the limits.
+Fields: OCR sees no empty input box, so "type ... into <label>" finds the label, then the field:
+
+- in a page with the browser in front (``field_by_page``), by asking the page which element is
+  under points near the label, in a fixed order (the label's own middle, then rightwards along its
+  row, then down its left edge and its middle): the first editable element (a text field, a text
+  area, a text role) is the field, clicked in its middle; a form, a label, a button is never taken
+  for one, and when no editable element is near the label the step fails rather than guess;
+- elsewhere (a native window), by the pixels (``field_point``): the nearest box-like region (a
+  vertical border with a horizontal edge at its end) to the right of the label on its middle row,
+  else below it on its middle column, clicked inside. Without a detected box it falls back to a
+  fixed offset: right of the label by twice its height, or below it. See ``field_point`` for the
+  limits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,7 +33,7 @@ from vision.perception.ocr import Box, Line
 class FieldPoint:
     x: int
     y: int
-    how: Literal["box-right", "box-below", "offset-right", "offset-below"]
+    how: Literal["box-right", "box-below", "offset-right", "offset-below", "field-at", "field-right", "field-below"]
 
 
 _DIFF = 48  # a pixel "differs" from another when a channel differs by more than this
@@ -187,3 +194,70 @@ def field_point(lines: Sequence[Line], label: Box, image: np.ndarray | None = No
     if y < height and not any(b.contains(x, y) for b in others):
         return FieldPoint(x, y, "offset-below")
     raise GroundingError("found the label but no room for a field to its right or below it")
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding it by asking the page (the browser in front)
+
+PROBE_STEP_X, PROBE_STEP_Y = 12, 6  # px between the points asked about, along a row and down a column
+MAX_PROBES = 80  # what one field may cost: each point is one question to the browser (a few ms)
+TEXT_ROLES = ("textbox", "searchbox", "combobox", "spinbutton")
+NOT_TEXT_INPUT_ROLES = ("checkbox", "radio", "button", "slider", "switch")
+
+
+def probe_points(lines: Sequence[Line], label: Box, size: tuple[int, int] = (1920, 1080)
+                 ) -> list[tuple[int, int, str]]:
+    """The points to ask the page about for the field of ``label``, in order (pure, so the same
+    screen gives the same choice): its own middle (a placeholder or a floating label is inside its
+    field), then rightwards along its middle row (a label to the left of its field, or wrapping
+    it) up to other text or 600 px, then down its left edge and its middle column (a label above
+    its field, a grid's row of labels) up to other text or 150 px."""
+    width, height = size
+    points: list[tuple[int, int, str]] = [(round(label.cx), round(label.cy), "field-at")]
+    y = round(label.cy)
+    stop = _first_obstacle(lines, label, "x", y)
+    end = min(width - 1, label.x1 + max(600.0, 15 * label.height), (stop - 1) if stop is not None else width)
+    points += [(x, y, "field-right") for x in range(int(label.x1) + PROBE_STEP_X // 2, int(end) + 1, PROBE_STEP_X)]
+    for column in (round(label.x0 + min(10.0, label.width / 2)), round(label.cx)):
+        stop = _first_obstacle(lines, label, "y", column)
+        end = min(height - 1, label.y1 + max(150.0, 4 * label.height), (stop - 1) if stop is not None else height)
+        points += [(column, y, "field-below") for y in range(int(label.y1) + PROBE_STEP_Y // 2, int(end) + 1,
+                                                               PROBE_STEP_Y)]
+    seen: set[tuple[int, int]] = set()
+    unique = [p for p in points if (p[0], p[1]) not in seen and not seen.add((p[0], p[1]))]
+    return unique[:MAX_PROBES]
+
+
+def editable(element) -> bool:
+    """Whether a desktop.models.ElementAt takes typed text (pure): a text field, a text area, an
+    element with a text role; not a form, a label, a button, a check box."""
+    if element.role in TEXT_ROLES or element.tag == "textarea":
+        return True
+    return element.tag == "input" and element.role not in NOT_TEXT_INPUT_ROLES
+
+
+def field_by_page(lines: Sequence[Line], label: Box, element_at: Callable[[int, int], object | None],
+                  size: tuple[int, int] = (1920, 1080), label_text: str = "") -> FieldPoint | None:
+    """The field of ``label`` as the page reports it (``element_at``: display pixel -> the
+    desktop.models.ElementAt there, None when the browser cannot say): the middle of the first
+    editable element met at ``probe_points``. None when the page cannot say (not in front: the
+    caller looks at the pixels instead); GroundingError when it can and no editable element is
+    near the label (a guess would type into nothing, or into the wrong field)."""
+    width, height = size
+    met: list[str] = []
+    for x, y, how in probe_points(lines, label, size):
+        element = element_at(x, y)
+        if element is None:
+            if not met:
+                return None  # not a page, or it cannot say: not known, so not refused
+            continue
+        if editable(element):
+            box = element.box
+            cx = min(width - 1, max(0, round(box["x"] + box["width"] / 2)))
+            cy = min(height - 1, max(0, round(box["y"] + box["height"] / 2)))
+            return FieldPoint(cx, cy, how)
+        described = f"<{element.tag}>" + (f" {element.name!r}" if element.name else "")
+        if described not in met:
+            met.append(described)
+    raise GroundingError(f"found the label {label_text!r} but no editable field next to it (the page has "
+                         f"{', '.join(met[:4]) or 'nothing'} there)")

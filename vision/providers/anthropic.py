@@ -25,7 +25,7 @@ import anthropic
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from vision import coords
-from vision.actions import BrowserMember, Fail
+from vision.actions import BrowserMember, CallResult, Fail, ToolCall
 from vision.converters import anthropic_browser as browser_toolset
 
 # The tool's input and result formats are converted by vision.converters.anthropic, shared with the
@@ -46,12 +46,10 @@ from vision.converters.anthropic import (  # noqa: F401
     to_actions,
 )
 from vision.providers.base import (
-    CallResult,
     ModelCallError,
     ModelTurn,
     Observation,
     Provider,
-    ToolCall,
     Usage,
     redact_key,
     retry_after,
@@ -192,7 +190,7 @@ class AnthropicProvider(Provider):
     ``thinking`` is passed through to the API as is, e.g. {"type": "adaptive"}. ``tools``: what
     Claude is offered, ``["computer"]`` by default; ``"browser"`` adds Anthropic's browser toolset
     (``browser_toolset_20260801``, no beta header), its members run by glassdesk's executor
-    (vision.browser_toolset) on the session's Chromium.
+    (vision.vendors.browser_toolset) on the session's Chromium.
     """
 
     def __init__(self, instruction: str, *, model: str, system: str = "", api_key: str | None = None,

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any
 
 from desktop.frame import Frame
-from vision.actions import Action
+from desktop.models import ElementAt
+from vision.actions import CallResult, SafetyCheck, ToolCall
 from vision.trace.records import Usage, redact
 
 __all__ = ["Usage"]  # providers report their token counts in the trace's own type
@@ -29,30 +29,10 @@ class Observation:
 
     frame: Frame
     url: str | None = None
-
-
-@dataclass
-class ToolCall:
-    """One call as the model made it, and what it means on the display.
-
-    ``raw`` is the model's own arguments (model coordinate space), kept for the trace. ``actions``
-    are display-pixel Actions to run in order (OpenAI GA batches several in one call). If the call
-    could not be understood or is off-screen, ``error`` says why and nothing is executed; the error
-    is reported back to the model in the next turn.
-    """
-
-    id: str
-    name: str
-    raw: dict[str, Any]
-    actions: list[Action] = field(default_factory=list)
-    error: str | None = None
-
-
-@dataclass
-class SafetyCheck:
-    id: str
-    code: str
-    message: str
+    # What the page has under a display pixel now (the frame is the settled screen), when the browser
+    # is in front: a desktop.models.ElementAt, None when it cannot say (desktop.session.manager
+    # Session.element_at). For a model that runs here (the offline ocr one), never sent anywhere.
+    element_at: Callable[[int, int], ElementAt | None] | None = None
 
 
 @dataclass
@@ -70,27 +50,6 @@ class ModelTurn:
     parse_error: str | None = None
     # Model-space image size the model saw this turn (for the trace).
     image_size: tuple[int, int] | None = None
-
-
-@dataclass
-class CallResult:
-    """What happened when the loop ran one ToolCall; sent back with the next observation."""
-
-    call_id: str
-    ok: bool
-    error: str | None = None
-    # Text output (cursor position, a note), and for zoom the cropped image as PNG.
-    output: str | None = None
-    image_png: bytes | None = None
-    # The screen after this call (set by the loop), for a contract that answers each call with its
-    # own screenshot (Gemini); never written to the trace, which has the step's frames. And the
-    # page's URL after it, read only for a provider that ``answers_each_call``.
-    screen: Frame | None = field(default=None, repr=False, metadata={"trace": False})
-    url: str | None = field(default=None, metadata={"trace": False})
-    # A browser toolset member's tool_result content, as its executor rendered it (text, images,
-    # the browser_state block): sent back as it is; kept out of the trace like the screen (its
-    # images would be the step's frames again).
-    content: list[dict] | None = field(default=None, repr=False, metadata={"trace": False})
 
 
 class ModelCallError(Exception):

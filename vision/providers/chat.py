@@ -56,15 +56,13 @@ from desktop.actions import (
 )
 from desktop.errors import describe_validation
 from vision import coords
-from vision.actions import Action, Done, Fail
+from vision.actions import Action, CallResult, Done, Fail, ToolCall
 from vision.coords import DISPLAY, QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, Space
 from vision.providers.base import (
-    CallResult,
     ModelCallError,
     ModelTurn,
     Observation,
     Provider,
-    ToolCall,
     Usage,
     retry_after,
 )
@@ -282,7 +280,7 @@ def parse_uitars(text: str, space: Space) -> Parsed:
     return Parsed(calls, _THOUGHT_LABEL.sub("", thought, count=1).strip())
 
 
-def _uitars_actions(name: str, args: dict[str, str], space: Space) -> list[Action]:
+def _uitars_actions(name: str, args: dict[str, str], space: Space) -> list[Action]:  # noqa: C901
     def at(*keys: str) -> dict[str, int]:
         box = next((args[k] for k in keys if args.get(k)), None)
         if box is None:
@@ -403,7 +401,7 @@ def parse_qwen(text: str, space: Space) -> Parsed:
     return Parsed(calls, _THINK.sub("", thought).strip())
 
 
-def _qwen_actions(args: dict[str, Any], space: Space) -> list[Action]:
+def _qwen_actions(args: dict[str, Any], space: Space) -> list[Action]:  # noqa: C901
     def at() -> dict[str, int]:
         return _point(space, args["coordinate"]) if "coordinate" in args else {}
 
@@ -670,7 +668,7 @@ _OPENCUA_MODULES = {
 }
 
 
-def _opencua_actions(name: str, args: dict[str, Any], space: Space) -> list[Action]:
+def _opencua_actions(name: str, args: dict[str, Any], space: Space) -> list[Action]:  # noqa: C901
     module, _, base = name.rpartition(".")
     if base not in _OPENCUA_MODULES.get(module, ()):
         raise ValueError(f"unknown action {name!r}; use the pyautogui calls and computer functions listed")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vision.actions import Action
-from vision.providers.base import CallResult, ModelTurn, Observation, Provider, ToolCall
+from vision.actions import Action, CallResult, ToolCall
+from vision.providers.base import ModelTurn, Observation, Provider
 
 
 @dataclass

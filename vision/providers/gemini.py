@@ -25,7 +25,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from vision.actions import Fail
+from vision.actions import CallResult, Fail, ToolCall
 from vision.converters.gemini import (
     DEFAULT_SEARCH_URL,
     ENVIRONMENTS,
@@ -35,12 +35,10 @@ from vision.converters.gemini import (
     safety_check,
 )
 from vision.providers.base import (
-    CallResult,
     ModelCallError,
     ModelTurn,
     Observation,
     Provider,
-    ToolCall,
     Usage,
     redact_key,
     retry_after,

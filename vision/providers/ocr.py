@@ -30,6 +30,7 @@ grounded on the fresh screen; OCR runs at most once per turn, only for intents t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -37,11 +38,11 @@ import numpy as np
 
 from desktop import keys as keynames
 from desktop.actions import Click, DoubleClick, Key, Scroll, Type, Wait
-from vision.actions import Action, Done, Fail
-from vision.perception.fields import field_point
+from vision.actions import Action, CallResult, Done, Fail, ToolCall
+from vision.perception.fields import field_by_page, field_point
 from vision.perception.grounding import FUZZY_THRESHOLD, GroundingError, find_text
 from vision.perception.ocr import Line, OcrEngine, frame_array, read_text, shared_engine
-from vision.providers.base import CallResult, ModelTurn, Observation, Provider, ToolCall
+from vision.providers.base import ModelTurn, Observation, Provider
 
 DEFAULT_SCROLL = 5
 
@@ -307,6 +308,8 @@ class OcrProvider(Provider):
         self.scroll_amount = scroll_amount
         self.retry_wait_ms = retry_wait_ms
         self._engine = engine
+        # The page's element under a pixel, from the turn's observation (None: pixels only).
+        self._element_at: Callable[[int, int], Any] | None = None
         try:
             self.intents: list[Intent] = parse_instruction(instruction)
             self.parse_error: str | None = None
@@ -328,6 +331,7 @@ class OcrProvider(Provider):
 
     def turn(self, observation: Observation, results: list[CallResult], note: str | None = None) -> ModelTurn:
         frame = observation.frame
+        self._element_at = observation.element_at
         self._turns += 1
         turn = ModelTurn(image_size=(frame.width, frame.height))
         if self.parse_error is not None:
@@ -417,7 +421,10 @@ class OcrProvider(Provider):
             match = find_text(lines or [], intent.label, fuzzy=self.fuzzy)
             # A label that is part of a longer line ("Email address"): the field follows the line.
             image, _ = self._look(frame)
-            spot = field_point(lines or [], match.line.box.union(match.box), image, (w, h))
+            label = match.line.box.union(match.box)
+            spot = field_by_page(lines or [], label, self._element_at, (w, h), match.text) \
+                if self._element_at is not None else None
+            spot = spot or field_point(lines or [], label, image, (w, h))
             at = clamp(spot.x, spot.y)
             return [Click(**at), Type(text=text)], (f"type {len(text)} characters into the field labelled "
                                                     f"'{match.text}': click at ({at['x']}, {at['y']}) ({spot.how})")

@@ -23,6 +23,7 @@ import openai
 
 from desktop.frame import Frame
 from vision import coords
+from vision.actions import CallResult, SafetyCheck, ToolCall
 
 # The tool's actions and output are converted by vision.converters.openai, shared with the
 # /computer/openai executor; re-exported here for the provider's callers.
@@ -38,13 +39,10 @@ from vision.converters.openai import (  # noqa: F401
     scroll_actions,
 )
 from vision.providers.base import (
-    CallResult,
     ModelCallError,
     ModelTurn,
     Observation,
     Provider,
-    SafetyCheck,
-    ToolCall,
     Usage,
     redact_key,
     retry_after,

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from desktop.errors import describe_validation
-from vision.actions import parse_action
+from vision.actions import CallResult, ToolCall, parse_action
 from vision.errors import InvalidRequest
-from vision.providers.base import CallResult, ModelTurn, Observation, Provider, ToolCall
+from vision.providers.base import ModelTurn, Observation, Provider
 
 
 class ScriptedProvider(Provider):

@@ -33,6 +33,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from desktop.frame import png_from_scanlines
+from vision.models.qa import DEFAULT_MAX_DIFF_PIXEL_RATIO, DEFAULT_MAX_REGION_PIXELS, Limits
 
 __all__ = ["DEFAULT_MAX_DIFF_PIXEL_RATIO", "DEFAULT_MAX_REGION_PIXELS", "Diff", "ImageSizeMismatch", "Limits",
            "MAX_YIQ_DELTA", "Region", "compare", "decode_png", "diff_image", "encode_png", "find_regions", "judge",
@@ -59,18 +60,6 @@ _REGION_RGB = (0, 160, 255)
 # Boxes drawn at most (the largest regions): a scatter of thousands of single pixels would only
 # cover the picture, and each box is a few array writes in Python.
 _MAX_BOXES = 1000
-
-# The default limits of a comparison (docs/qa.md, "Visual baselines", has the measurements):
-# A region of at most 16 pixels passes. Re-rendering the same page in Chromium differs by nothing at
-# all; text re-rendered up to 0.3 px to the side leaves specks of at most 14 px once anti-aliasing is
-# discounted. What a person sees at a glance is larger: a 24 px chevron icon turned 90 degrees leaves
-# regions of 19 px, one changed digit at 22 px 27 px, a check mark turned into a cross 40, a changed
-# word at 14 px 49 (at 22 px 75), a struck-through todo item 49, a 1 px border taken away hundreds.
-DEFAULT_MAX_REGION_PIXELS = 16
-# The limit on the total when neither max_diff_pixels nor max_diff_pixel_ratio is given: 1 % of the
-# pixels compared, the verbs' former (and only) limit; it catches a change spread thin over the page.
-DEFAULT_MAX_DIFF_PIXEL_RATIO = 0.01
-
 
 class ImageSizeMismatch(ValueError):
     """The two images do not have the same size: a comparison would mean nothing."""
@@ -129,16 +118,6 @@ def find_regions(changed: np.ndarray) -> list[Region]:
     stats = stats[np.lexsort((stats[:, 0], stats[:, 1], -stats[:, 4]))]
     x, y, w, h, area = (stats[:, k].tolist() for k in range(5))
     return [Region((x0, y0, x0 + dx, y0 + dy), n) for x0, y0, dx, dy, n in zip(x, y, w, h, area, strict=True)]
-
-
-@dataclass(frozen=True)
-class Limits:
-    """How different two images may be and still match. None leaves that limit out; a comparison
-    fails when any limit that applies is passed."""
-
-    max_diff_pixels: int | None = None  # differing pixels in all
-    max_diff_pixel_ratio: float | None = DEFAULT_MAX_DIFF_PIXEL_RATIO  # of the pixels compared, 0..1
-    max_region_pixels: int | None = DEFAULT_MAX_REGION_PIXELS  # differing pixels in one connected region
 
 
 def judge(diff: Diff, limits: Limits) -> list[str]:

@@ -28,8 +28,8 @@ from desktop.errors import (
 )
 from desktop.models import Target
 from desktop.session.manager import Session
-from vision.qa.models import Artifact
-from vision.qa.runs import RunWriter, safe_stem
+from vision.evidence.qa_runs import RunWriter, safe_stem
+from vision.models.qa import Artifact
 
 if TYPE_CHECKING:
     from desktop.service.desktop import DesktopService

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 
-from vision.qa.models import Assertion
+from vision.models.qa import Assertion
 
 # What each assertion needs Playwright to decide about the first match.
 STATES = {"visible": ("visible",), "hidden": ("visible",), "enabled": ("enabled",), "disabled": ("enabled",),
@@ -48,7 +48,7 @@ def _in_order(wanted: list[str], texts: list[str], contains: bool) -> bool:
     return True
 
 
-def judge(a: Assertion, seen: dict) -> tuple[bool, str]:
+def judge(a: Assertion, seen: dict) -> tuple[bool, str]:  # noqa: C901
     """Whether ``a`` (ignoring its ``not``) holds on ``seen``, and what was seen, in words."""
     kind, count, elements, states = a.kind, seen["count"], seen["elements"], seen.get("states", {})
     matches = f"{count} match{'es' if count != 1 else ''}"

@@ -26,7 +26,22 @@ from desktop.errors import (
 )
 from desktop.models import LOCATOR_FIELDS, Target
 from desktop.session.manager import Session
-from vision.effects import appeared
+from vision.evidence.qa_runs import RunWriter
+from vision.models.qa import (
+    ELEMENT_PRESENCE,
+    TARGETED,
+    Artifact,
+    Expectation,
+    FlowResult,
+    FlowStep,
+    Heal,
+    StepResult,
+    SuccessCondition,
+    VerifyUserFlowRequest,
+    retarget_test_ids,
+    template_png,
+)
+from vision.perception.effects import appeared
 from vision.qa.baselines import BaselineStore
 from vision.qa.driver import (
     CONSOLE_LIMIT,
@@ -43,19 +58,6 @@ from vision.qa.driver import (
     _stem,
     _transient,
 )
-from vision.qa.models import (
-    TARGETED,
-    Artifact,
-    FlowResult,
-    FlowStep,
-    Heal,
-    StepResult,
-    SuccessCondition,
-    VerifyUserFlowRequest,
-    retarget_test_ids,
-    template_png,
-)
-from vision.qa.runs import RunWriter
 
 if TYPE_CHECKING:
     from vision.models import ActRequest, ActResult
@@ -92,19 +94,14 @@ class Flows:
                     fill_placeholders(step.value or "", request.secrets)
                 except UnknownPlaceholder as exc:
                     raise InvalidRequest(f"steps[{number}].value: {exc}") from None
-            if step.assertion is not None and step.assertion.type == "visual_matches":
-                self.baselines.get(step.assertion.baseline_id or "")  # a missing one: 404
-        evaluating = [number for number, step in enumerate(request.steps, 1)
-                      if step.assertion is not None and step.assertion.type == "evaluate"]
-        if evaluating and getattr(self.pages, "allow_evaluate", None) is False:
-            raise EvaluateDisabled(f"step(s) {', '.join(map(str, evaluating))}: an evaluate assertion runs "
-                                   "JavaScript in the page, which this server does not allow; start it with "
-                                   "--allow-evaluate")
         if request.heal_with is not None and self.ask is None:
             raise InvalidRequest("heal_with: this server cannot ask a model to re-target a step")
         condition = request.success_condition
-        self.driver.check_selectors(session, [css for s in request.steps for css in _selectors(s)]
-                                    + ([condition.selector] if condition is not None and condition.selector else []))
+        self._refuse_before_running(session, request.steps, "step(s)",
+                                    [condition.selector] if condition is not None and condition.selector else [])
+        acts = [e.as_step() for step in request.steps for e in step.expect or []]
+        if acts:  # an act step's expectations, as a run's are before it starts
+            self._refuse_before_running(session, acts, "an act step's expect")
         secrets = tuple(request.secrets.values())
         with self._run("verify_user_flow", request.name, session, request, secrets) as run:
             flow = _Flow(self, run, session, request)
@@ -117,6 +114,47 @@ class Flows:
                 "failure_reason": result.failure_reason,
                 "steps": [s.model_dump(mode="json") for s in result.steps]})
 
+    def _refuse_before_running(self, session: Session, steps: list[FlowStep], what: str,
+                               selectors: list[str] = ()) -> None:
+        """What can be known wrong with steps' assertions before anything runs (a missing
+        baseline: 404; an evaluate this server does not allow; a selector that does not parse),
+        ``what`` naming them in the message (\"step(s)\", \"expect\")."""
+        for step in steps:
+            if step.assertion is not None and step.assertion.type == "visual_matches":
+                self.baselines.get(step.assertion.baseline_id or "")
+        evaluating = [number for number, step in enumerate(steps, 1)
+                      if step.assertion is not None and step.assertion.type == "evaluate"]
+        if evaluating and getattr(self.pages, "allow_evaluate", None) is False:
+            raise EvaluateDisabled(f"{what} {', '.join(map(str, evaluating))}: an evaluate assertion runs "
+                                   "JavaScript in the page, which this server does not allow; start it with "
+                                   "--allow-evaluate")
+        self.driver.check_selectors(session, [css for s in steps for css in _selectors(s)] + list(selectors))
+
+    # ------------------------------------------------------------------ expectations (a vision run's expect)
+
+    def check_expectations_first(self, session: Session, expectations: list[Expectation]) -> None:
+        """Refuse a run whose expectations could never be checked, before it starts."""
+        self._refuse_before_running(session, [e.as_step() for e in expectations], "expect")
+
+    def check_expectations(self, session: Session, expectations: list[Expectation]) -> list[dict]:
+        """Each expectation looked at until it holds or its timeout passes, in order:
+        ``{check, passed, saw, duration_ms}``. A check that cannot be made (the page gone) fails,
+        saying why: a run is verified by what was seen, never by what could not be looked at."""
+        outcomes = []
+        for expectation in expectations:
+            step = expectation.as_step()
+            started = time.monotonic()
+            try:
+                seen = self.check_assertion(session, step, started + expectation.timeout_ms / 1000)
+                passed, saw = True, _held_words(seen)
+            except AssertionFailed as exc:
+                passed, saw = False, str(exc)
+            except GlassdeskError as exc:
+                passed, saw = False, f"could not look: {exc.code}: {exc.message}"
+            outcomes.append({"check": step.heading(), "passed": passed, "saw": saw,
+                             "duration_ms": round((time.monotonic() - started) * 1000)})
+        return outcomes
+
     # ------------------------------------------------------------------ assertions
 
     def check_assertion(self, session: Session, step: FlowStep, deadline: float,
@@ -127,7 +165,7 @@ class Flows:
         a = step.assertion
         assert a is not None
         kind = a.kind
-        if kind in ("exists", "visible", "hidden") and not step.dom_only():
+        if kind in ELEMENT_PRESENCE and not step.dom_only():
             # Text (the DOM, then OCR) or an image on the screen: present or not.
             if a.negate:
                 kind = "visible" if kind == "hidden" else "hidden"
@@ -340,7 +378,7 @@ class _Flow:
         if receipt is not None:
             receipt.chapter(self.run_.redacted(f"step {index}: {step.heading()}"), at=started)
         # The page's texts around an acting step: what it made appear is kept with it, for an export
-        # to carry as the effect a healed replay must still have (vision.effects).
+        # to carry as the effect a healed replay must still have (vision.perception.effects).
         texts_before = self._visible_texts() if step.action in HEALABLE else None
         try:
             detail, attempts = flows.driver.retrying(session, lambda: self.act(index, step, step_deadline),
@@ -628,7 +666,7 @@ class _Flow:
         said = self._asked.get(step.heading())
         return f"; heal_with: {said}" if said else ""
 
-    def heal(self, step: FlowStep, step_deadline: float) -> tuple[FlowStep, dict] | None:
+    def heal(self, step: FlowStep, step_deadline: float) -> tuple[FlowStep, dict] | None:  # noqa: C901
         """The step on what was recorded of its element: the other recorded locators, then the
         role and a similar accessible name in the accessibility snapshot, then the recorded text by
         OCR and the template image (when recorded), then the recorded pixel. A candidate counts
@@ -682,7 +720,7 @@ class _Flow:
                          "box": element.box, "target": {"x": rec.x, "y": rec.y}})
         return None
 
-    def do(self, index: int, step: FlowStep, step_deadline: float) -> dict:
+    def do(self, index: int, step: FlowStep, step_deadline: float) -> dict:  # noqa: C901
         """Carry out one step as it is written."""
         flows, sid = self.flows, self.session.id
         pages = flows.pages
@@ -849,7 +887,8 @@ class _Flow:
         budget = max(1.0, min(3600.0, step_deadline - time.monotonic()))
         try:
             request = ActRequest(instruction=step.instruction, model=step.model, max_steps=step.max_steps,
-                                 script=step.script, budget_seconds=budget, secrets=self.request.secrets)
+                                 script=step.script, budget_seconds=budget, secrets=self.request.secrets,
+                                 expect=step.expect or [])
         except ValueError as exc:
             raise StepFailed(f"act: {exc}") from None
         result = self.flows.act(self.session.id, request)
@@ -859,10 +898,22 @@ class _Flow:
             error = result.error or {}
             raise StepFailed(f"act ended {result.status}" + (f": {error.get('code')}: {error.get('message')}"
                                                              if error else ""))
-        return {"trace_id": result.trace_id, "answer": result.answer, "steps": len(result.steps)}
+        return {"trace_id": result.trace_id, "answer": result.answer, "steps": len(result.steps),
+                "verified": result.verified, "checks": [c.model_dump() for c in result.checks]}
 
 
 # ---------------------------------------------------------------------------------------- helpers
+
+
+def _held_words(seen: dict) -> str:
+    """What a held assertion saw, in words (pure): its own words, else the facts it returned."""
+    if seen.get("saw"):
+        return seen["saw"]
+    if "diff_pixels" in seen:  # a visual comparison
+        return f"{seen['diff_pixels']} px differ from the baseline, within its limits"
+    facts = [f"{key} {value}" for key, value in seen.items() if key in ("box", "found_by", "point", "screen_text",
+                                                                          "url", "exists")]
+    return "; ".join(facts) or "held"
 
 
 def film_step(receipt, step: FlowStep, detail: dict, at: float, redacted: Callable[[str], str]) -> None:
@@ -899,7 +950,7 @@ def _squash(text: str) -> str:
 
 def _element(element) -> dict:
     """A step's record of the element under its pixel (desktop.browser.hit), when one was read:
-    what an export names the step's target by (vision.export)."""
+    what an export names the step's target by (vision.evidence.export)."""
     return {"element": element.model_dump(mode="json")} if element is not None else {}
 
 

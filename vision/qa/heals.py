@@ -1,7 +1,7 @@
 """A heal's evidence and its writing back (pure): the before and after images with both boxes drawn,
 the one line every report gives a heal, and an exported suite rewritten with its healed targets.
 
-A heal (vision.qa.models.Heal) is made by vision.qa.flow when a replayed step's own target no
+A heal (vision.models.qa.Heal) is made by vision.qa.flow when a replayed step's own target no
 longer matched and the step was re-targeted from what was recorded of it. Its images are the screen
 as it was just before and just after the healed action, with the recorded box in orange and the
 healed one in green; each is a new file of the run (kind ``heal``), never a change to the step's own
@@ -14,6 +14,8 @@ import io
 from collections.abc import Mapping, Sequence
 
 from PIL import Image, ImageDraw
+
+from vision.evidence.report import heal_line
 
 RECORDED_COLOUR = (227, 98, 9)   # orange: where the run found the element
 HEALED_COLOUR = (26, 127, 55)    # green: where the replay found it instead
@@ -58,18 +60,6 @@ def heal_images(before: bytes, after: bytes, heal: Mapping) -> tuple[bytes, byte
     recorded = _rect(heal.get("recorded_box"), heal.get("recorded_at"))
     healed = _rect(heal.get("box"), heal.get("point"))
     return draw_boxes(before, recorded, healed), draw_boxes(after, recorded, healed)
-
-
-def heal_line(index: int, healed: Mapping) -> str:
-    """One line for a healed step (pure), e.g. ``healed step 4: role button named 'Create account'
-    (exact) no longer matched; healed by locator: selector '#create'``."""
-    line = (f"healed step {index}: {healed.get('failed')} no longer matched; healed by {healed.get('by')}: "
-            f"{healed.get('matched')}")
-    if healed.get("by") == "model":
-        line += f" (healed by model {healed.get('model')})"
-    if healed.get("effect"):
-        line += f"; effect: {healed['effect']}"
-    return line
 
 
 # --------------------------------------------------------------------------------- writing back

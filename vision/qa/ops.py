@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from desktop.ops.declare import Hints, Operation, Rest, Tool
-from vision.qa.models import (
+from vision.models.qa import (
     AnalyzeConsoleRequest,
     BaselineResult,
     CaptureBaselineRequest,

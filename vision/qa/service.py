@@ -6,7 +6,7 @@ its runs and baselines are kept under, and ``act``, the call that runs a vision 
 flow's ``act`` step). It drives the visible browser through the page layer
 (``DesktopService.pages``: navigate, state, console, network, click, fill, select, screenshots) and
 the real pixels through the session (a click found by OCR or by an image is real input at that
-pixel). Every call is one QA run (``vision.qa.runs``): its screenshots hashed and timestamped in a
+pixel). Every call is one QA run (``vision.evidence.qa_runs``): its screenshots hashed and timestamped in a
 hash-chained manifest.
 
 This module keeps what every verb shares: one verb per session at a time, the run made around a
@@ -36,11 +36,9 @@ from pydantic import BaseModel
 
 from desktop.errors import GlassdeskError, SessionBusy
 from desktop.session.manager import QUEUE_WAIT_S, Session
-from vision.export import check_format, export_qa_run
-from vision.qa.baselines import BaselineStore
-from vision.qa.driver import AssertionFailed, Driver, _reason
-from vision.qa.flow import Flows
-from vision.qa.models import (
+from vision.evidence.export import check_format, export_qa_run
+from vision.evidence.qa_runs import QaRunStore, RunWriter, corrupt_if_malformed, reading_run, render_junit
+from vision.models.qa import (
     VERBS,
     AnalyzeConsoleRequest,
     Artifact,
@@ -50,6 +48,7 @@ from vision.qa.models import (
     CompareResult,
     ConsoleResult,
     ElementResult,
+    Expectation,
     FlowResult,
     FlowStep,
     PageLoadResult,
@@ -61,7 +60,9 @@ from vision.qa.models import (
     VerifyUserFlowRequest,
     VisualLimits,
 )
-from vision.qa.runs import QaRunStore, RunWriter, corrupt_if_malformed, reading_run, render_junit
+from vision.qa.baselines import BaselineStore
+from vision.qa.driver import AssertionFailed, Driver, _reason
+from vision.qa.flow import Flows
 from vision.qa.verbs import Verbs
 from vision.qa.visual import Visual
 
@@ -126,6 +127,12 @@ class QaService:
 
     def check_success(self, session: Session, condition: SuccessCondition, deadline: float) -> dict:
         return self._flows.check_success(session, condition, deadline)
+
+    def check_expectations_first(self, session: Session, expectations: list[Expectation]) -> None:
+        self._flows.check_expectations_first(session, expectations)
+
+    def check_expectations(self, session: Session, expectations: list[Expectation]) -> list[dict]:
+        return self._flows.check_expectations(session, expectations)
 
     def capture_visual_baseline(self, session_id: str | None, request: CaptureBaselineRequest) -> BaselineResult:
         return self._visual.capture_visual_baseline(session_id, request)
@@ -308,7 +315,7 @@ class QaService:
             return render_junit([run])
 
     def export(self, test_run_id: str, fmt: str) -> str:
-        """A verify_user_flow run as a test (vision.export): a glassdesk qa suite, or a Playwright spec."""
+        """A verify_user_flow run as a test (vision.evidence.export): a glassdesk qa suite, or a Playwright spec."""
         check_format(fmt)
         self.run(test_run_id)  # not found, corrupt: the same errors as reading it
         with reading_run(test_run_id), corrupt_if_malformed():

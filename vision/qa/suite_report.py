@@ -1,9 +1,9 @@
 """`glassdesk qa --report`: a whole suite in the run viewer's offline form.
 
 The report is the run viewer's own page (vision/static/run.{html,js,css}, inlined by
-``vision.runview.offline_html``) over a suite document: a page listing every test (its status,
+``vision.evidence.runview.offline_html``) over a suite document: a page listing every test (its status,
 badges for a flaky pass, a failed retry or a heal, its duration, the failing step's message), each
-opening its run's document (``vision.runview.qa_view``, the one the console's viewer shows) in the
+opening its run's document (``vision.evidence.runview.qa_view``, the one the console's viewer shows) in the
 same layout, with a link back to the list.
 
 Why one file rather than an index and a file per run: a CI job keeps one artifact that opens from
@@ -28,9 +28,9 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from vision.qa.models import QaRun, VerifyReport
-from vision.qa.runs import BadName, check_artifact_name, check_run_id
-from vision.runview import INLINE_VIDEO_MAX, Files, data_uri, offline_html, qa_view
+from vision.evidence.qa_runs import BadName, check_artifact_name, check_run_id
+from vision.evidence.runview import INLINE_VIDEO_MAX, Files, data_uri, offline_html, qa_view
+from vision.models.qa import QaRun, VerifyReport
 from vision.trace.files import atomic_write
 
 log = logging.getLogger("glassdesk.qa")

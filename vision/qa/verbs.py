@@ -10,10 +10,20 @@ from __future__ import annotations
 import io
 import re
 import time
+from urllib.parse import urlsplit
 
 from desktop.actions import Region
 from desktop.errors import GlassdeskError
 from desktop.models import Target
+from vision.models.qa import (
+    AnalyzeConsoleRequest,
+    ConsoleEntry,
+    ConsoleResult,
+    ElementResult,
+    PageLoadResult,
+    VerifyElementRequest,
+    VerifyPageLoadsRequest,
+)
 from vision.qa.driver import (
     CONSOLE_LIMIT,
     REGEX_TEXT_LIMIT,
@@ -22,15 +32,6 @@ from vision.qa.driver import (
     StartRun,
     _console_line,
     _reason,
-)
-from vision.qa.models import (
-    AnalyzeConsoleRequest,
-    ConsoleEntry,
-    ConsoleResult,
-    ElementResult,
-    PageLoadResult,
-    VerifyElementRequest,
-    VerifyPageLoadsRequest,
 )
 
 
@@ -148,19 +149,23 @@ class Verbs:
             # fetches throw after it. The record keeps collecting meanwhile; this only waits.
             time.sleep(request.listen_ms / 1000)
             entries = self.pages.console(session.id, since)
-            errors, warnings, ignored = [], [], 0
+            errors, warnings, browsers, ignored = [], [], [], 0
             for entry in entries:
                 if entry["level"] not in ("error", "warning"):
                     continue
-                if any(p.search(entry["text"][:REGEX_TEXT_LIMIT]) for p in ignore):
+                source = entry.get("url") or ""
+                # A resource's failure names it in its source, not its text: a pattern may name either.
+                if any(p.search(entry["text"][:REGEX_TEXT_LIMIT]) or p.search(source[:REGEX_TEXT_LIMIT])
+                       for p in ignore):
                     ignored += 1
                     continue
-                line = ConsoleEntry(message=entry["text"], source=entry.get("url") or "", line=entry.get("line") or 0)
-                (errors if entry["level"] == "error" else warnings).append(line)
+                line = ConsoleEntry(message=entry["text"], source=source, line=entry.get("line") or 0)
+                (browsers if browsers_own(entry) else errors if entry["level"] == "error" else warnings).append(line)
             if problem is not None:
                 errors.insert(0, problem)
             result = ConsoleResult(test_run_id=run.run_id, has_errors=bool(errors), errors=errors[:CONSOLE_LIMIT],
-                                   warnings=warnings[:CONSOLE_LIMIT], ignored=ignored)
+                                   warnings=warnings[:CONSOLE_LIMIT], ignored=ignored,
+                                   browser_requests=browsers[:CONSOLE_LIMIT])
             shot = self.driver.shot(run, session, "console")
             reason = (f"{len(errors)} console error(s); the first: {errors[0].message[:300]}" if errors else None)
             return self._finish(run, "failed" if errors else "passed", result, {
@@ -170,6 +175,14 @@ class Verbs:
 
 
 # ---------------------------------------------------------------------------------------- helpers
+
+
+def browsers_own(entry: dict) -> bool:
+    """A console line about a load the browser made on its own, not the page (pure): Chromium asks
+    every origin for /favicon.ico when the page names no icon, after the page has loaded, and logs
+    its 404 in the page's console; whether it lands inside a verb's listening time is timing."""
+    return entry.get("text", "").startswith("Failed to load resource") and \
+        urlsplit(entry.get("url") or "").path == "/favicon.ico"
 
 
 def _request_line(entry: dict) -> dict:

@@ -9,10 +9,8 @@ import time
 
 from desktop.errors import ElementNotFound, InvalidRequest
 from desktop.session.manager import Session
-from vision.qa.baselines import BaselineStore
-from vision.qa.diff import ImageSizeMismatch, compare, decode_png, diff_image, judge, mask_boxes
-from vision.qa.driver import Driver, FinishRun, StartRun, _stem
-from vision.qa.models import (
+from vision.evidence.qa_runs import QaRunStore, RunWriter, corrupt_if_malformed, reading_run
+from vision.models.qa import (
     MAX_DIFF_REGIONS,
     AppliedLimits,
     BaselineResult,
@@ -25,7 +23,9 @@ from vision.qa.models import (
     VisualLimits,
     check_name,
 )
-from vision.qa.runs import QaRunStore, RunWriter, corrupt_if_malformed, reading_run
+from vision.qa.baselines import BaselineStore
+from vision.qa.diff import ImageSizeMismatch, compare, decode_png, diff_image, judge, mask_boxes
+from vision.qa.driver import Driver, FinishRun, StartRun, _stem
 
 # The XFCE panel at the bottom of the display (desktop/assets/xfce4-panel.xml; its window is at
 # y 1051, 29 px tall): masked in every display-wide comparison. Its clock changes each minute and

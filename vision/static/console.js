@@ -855,7 +855,10 @@ function renderTraceHead() {
   if (!data) return;
   const m = data.meta;
   $('trace-instruction').textContent = m.instruction;
-  const current = liveStatus(m);
+  // A done the run did not check (no expect) is the model's word: shown as such, not in green.
+  const live = liveStatus(m);
+  const current = (live === 'done' || live === 'done_after_heal') && FINAL.has(m.status) && m.verified !== true
+    ? 'unverified' : live;
   const status = $('trace-status');
   status.className = `pill ${current}`;
   status.textContent = statusText(current);

@@ -1,4 +1,4 @@
-// The run viewer: one run (a vision trace or a QA run) from its document (vision/runview.py).
+// The run viewer: one run (a vision trace or a QA run) from its document (vision/evidence/runview.py).
 //
 // Live, at /runs/{id}: the document comes from GET /api/v1/runs/{id} with the console's token
 // (sessionStorage, as the console keeps it), and every image, the film and its chapters are fetched
@@ -355,6 +355,10 @@ function renderHead(view) {
       view.live && OFFLINE ? h('span', { class: 'muted', text: ' still running when this report was made' }) : null]),
     h('ul', { class: 'facts' }, view.facts.map(([value, label]) => h('li', {}, [h('b', { text: value }), h('span', { text: label })]))),
     h('div', { id: 'evidence', class: `box ${view.evidence.ok ? 'verified' : 'broken'}`, text: view.evidence.text }),
+    view.verdict ? h('div', { id: 'verdict', class: `box ${{ true: 'verified', false: 'broken' }[view.verdict.ok] || 'unverified'}` }, [
+      h('div', { text: view.verdict.text }),
+      view.verdict.checks.length ? h('ul', { class: 'checks' }, view.verdict.checks.map((c) =>
+        h('li', { class: c.passed ? 'passed' : 'failed', text: `${c.passed ? '✓' : '✗'} ${c.text}` }))) : null]) : null,
     view.answer ? h('div', { class: 'box', text: `Answer: ${view.answer}` }) : null,
     view.error ? h('div', { class: 'box error', text: view.error }) : null,
     view.console && view.console.length ? h('details', {}, [h('summary', { text: `Page errors (${view.console.length})` }),

@@ -9,12 +9,16 @@ Layout under the data directory (``GLASSDESK_DATA_DIR``, else ``./data``)::
     traces/<trace_id>/owner.json           while the run is unfinished: the process writing it
     traces/<trace_id>/video.mp4, chapters.vtt, captions.vtt   a filmed run's video receipt
     traces/<trace_id>/video.json           their SHA-256, chained after the last step (meta's video_hash)
+    traces/<trace_id>/seal.json            once finished: meta.json's SHA-256, chained after the last link
 
 Every file is written atomically (temp file, fsync, rename), so a reader, or a process restarted
 after a crash, sees either the old or the new version of a file, never a torn one. Each PNG's
 SHA-256 is in its step record; each record carries the hash of the previous record and its own
 hash over its canonical JSON, so editing, removing or reordering records breaks the chain, and
-meta.json keeps the chain head so truncating the tail is caught too. ``verify`` checks all of it.
+meta.json keeps the chain head so truncating the tail is caught too. When the run ends, meta.json
+(status, answer, instruction, model) is sealed after the chain's last link, and from then on a file
+in the directory that nothing in the chain names fails verify as well (but a write in progress, a
+dot-file, and report.html, the offline viewer rendered from the trace). ``verify`` checks all of it.
 
 Writing is off the run's hot path, on one trace-writing thread (writer.py); a run whose server
 died is closed as ``interrupted`` when the next server starts (``TraceStore.close_interrupted``,

@@ -76,6 +76,12 @@ class TraceMeta(BaseModel):
     status: RunStatus = "running"
     answer: str | None = None
     error: ErrorInfo | None = None
+    # The run's expectations as given (vision.models.qa.Expectation's fields): an export asserts them.
+    expect: list[dict[str, Any]] = Field(default_factory=list)
+    # The run's expectations as checked when the model said done (vision.models.CheckResult's
+    # fields): verified True when every one held, False when one did not, None when none was checked.
+    verified: bool | None = None
+    checks: list[dict[str, Any]] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     steps: int = 0
     max_steps: int | None = None
@@ -150,13 +156,18 @@ class StepRecord(BaseModel):
                                                  "element to name it, the OCR text at its pixel and a template "
                                                  "image around it, read before it ran; else null")
     # Absent from traces written before it (as spots): the texts the step made appear, that a test of
-    # it would assert and a healed replay of it must bring up again (vision.effects): read from the
+    # it would assert and a healed replay of it must bring up again (vision.perception.effects): read from the
     # page in front ("page": one element shows each) or, after a click on a native window or a
     # canvas, by OCR of the region that changed ("screen"). Bounded and short; never a secret's value.
     appeared: list[str] = Field(default_factory=list,
                                 description="texts visible after the step that were not before it (a few, short)")
     appeared_on: Literal["page", "screen"] | None = Field(None, description="where `appeared` was read: the "
                                                                             "page's elements, or the screen by OCR")
+    # A step whose clicks, keys, typing or scrolls all worked and changed nothing on the screen nor
+    # the page's address (absent from traces written before it: not known).
+    no_effect: bool = Field(False, description="every action worked and nothing on the screen changed")
+    # With expect_each_step: the expectations as they stood right after the step (CheckResult's fields).
+    checks: list[dict[str, Any]] = Field(default_factory=list)
     model_image_size: tuple[int, int] | None = None
     before_png: str | None = None
     before_sha256: str | None = None
@@ -312,3 +323,37 @@ def canonical_json(obj: Any) -> bytes:
 def record_hash(record: dict[str, Any]) -> str:
     """SHA-256 of a record's canonical JSON without its own ``hash`` field."""
     return hashlib.sha256(canonical_json({k: v for k, v in record.items() if k != "hash"})).hexdigest()
+
+
+def meta_seal(meta_json: bytes, last_link: str) -> dict[str, str]:
+    """What a finished trace's ``seal.json`` holds: meta.json's SHA-256 chained after the trace's
+    last link (its video's seal, else its last step). Without it a forged status, answer or
+    instruction in meta.json verified as intact under "Evidence verified"."""
+    seal = {"meta_sha256": hashlib.sha256(meta_json).hexdigest(), "prev_hash": last_link}
+    return seal | {"hash": record_hash(seal)}
+
+
+def meta_seal_problem(seal_json: bytes | None, meta_json: bytes, last_link: str) -> str | None:
+    """What is wrong with a finished trace's seal of its meta.json, or None (pure)."""
+    if seal_json is None:
+        return "meta.json: the trace is finished but not sealed (seal.json is missing)"
+    try:
+        seal = json.loads(seal_json)
+        assert isinstance(seal, dict)
+    except (ValueError, AssertionError):
+        return "seal.json is not valid JSON"
+    if seal.get("hash") != record_hash(seal):
+        return "seal.json's content does not match its hash"
+    if seal.get("prev_hash") != last_link:
+        return "seal.json does not follow the trace's last record (prev_hash)"
+    if seal.get("meta_sha256") != hashlib.sha256(meta_json).hexdigest():
+        return "meta.json: does not match its seal (edited after the run finished)"
+    return None
+
+
+def unlisted_files(present: Iterable[str], listed: Iterable[str]) -> list[str]:
+    """The files of a trace's directory that nothing in its chain names (pure), sorted. A name
+    starting with a dot is a write in progress (atomic_write's temp file, a film being made) and
+    no part of the evidence; ``report.html`` is the offline viewer rendered from the trace, made
+    again on demand, and says itself what verify answered when it was made."""
+    return sorted(name for name in set(present) - set(listed) - {"report.html"} if not name.startswith("."))

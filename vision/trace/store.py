@@ -13,12 +13,23 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from desktop.x11.procs import ProcessId, alive_checker, this_process
-from vision.trace.files import _TRACE_ID, OWNER_FILE, atomic_write, check_trace_id, new_trace_id
+from desktop.errors import StorageFull, disk_full
+from desktop.x11.procs import ProcessId
+from desktop.x11.receipt import remove_unfinished
+from vision.trace.files import (
+    _TRACE_ID,
+    OWNER_FILE,
+    atomic_write,
+    check_trace_id,
+    close_orphans,
+    new_trace_id,
+    write_owner,
+)
 from vision.trace.records import (
     FINAL_STATUSES,
     GENESIS_HASH,
@@ -30,10 +41,24 @@ from vision.trace.records import (
     TraceNotFound,
     VerifyResult,
     VideoSeal,
+    meta_seal_problem,
     record_hash,
     redact,
+    unlisted_files,
 )
-from vision.trace.writer import VIDEO_SEAL_FILE, TraceWriter, _key, _now, _open_lock, _pending_written, _writers
+from vision.trace.writer import (
+    RESERVE_BYTES,
+    RESERVE_FILE,
+    SEAL_FILE,
+    VIDEO_SEAL_FILE,
+    TraceWriter,
+    _key,
+    _now,
+    _open_lock,
+    _pending_written,
+    _writers,
+    write_meta,
+)
 
 log = logging.getLogger("glassdesk.trace")
 
@@ -45,13 +70,6 @@ def _split_lines(data: bytes) -> tuple[list[bytes], bool]:
     """Complete lines of a JSONL file, and whether an unterminated tail was dropped."""
     *lines, tail = data.split(b"\n")
     return [line for line in lines if line.strip()], bool(tail.strip())
-
-
-def _read_owner(directory: Path) -> ProcessId | None:
-    try:
-        return ProcessId.from_dict(json.loads((directory / OWNER_FILE).read_bytes()))
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -72,56 +90,57 @@ class TraceStore:
         return self.traces_dir / check_trace_id(trace_id)
 
     def create(self, instruction: str, *, model: str, session_id: str | None = None,
-               max_steps: int | None = None, secrets: Iterable[str] = ()) -> TraceWriter:
-        """Start a trace. ``secrets`` are strings never to be written (typed passwords, keys)."""
+               max_steps: int | None = None, secrets: Iterable[str] = (), expect: list[dict] = ()) -> TraceWriter:
+        """Start a trace. ``secrets`` are strings never to be written (typed passwords, keys);
+        ``expect``: the run's expectations as given (vision.models.qa.Expectation's fields)."""
         started = _now()
         trace_id = new_trace_id(started)
         directory = self.trace_dir(trace_id)
-        self._private_traces_dir()
-        directory.mkdir()
         secrets = list(secrets)
         meta = TraceMeta(trace_id=trace_id, session_id=session_id, instruction=redact(instruction, secrets),
-                         model=model, started_at=started, max_steps=max_steps)
+                         model=model, started_at=started, max_steps=max_steps, expect=redact(list(expect), secrets))
         writer = TraceWriter(directory, meta, secrets)
+        try:
+            self._private_traces_dir()
+            directory.mkdir()
+            # The room its end will need (writer.RESERVE_FILE), held first: no run starts that could not end.
+            atomic_write(directory / RESERVE_FILE, b"\0" * RESERVE_BYTES)
+            # Before meta.json: every unfinished trace names the process writing it.
+            write_owner(directory)
+            atomic_write(directory / "steps.jsonl", b"")
+            writer._write_meta()  # last: a directory with meta.json is a complete trace
+        except OSError as exc:
+            shutil.rmtree(directory, ignore_errors=True)  # no run, and no empty directory either
+            if disk_full(exc):
+                raise StorageFull.of(self.traces_dir, RESERVE_BYTES) from exc
+            raise
         with _open_lock:
             _writers[_key(directory)] = writer
-        # Before meta.json: every unfinished trace names the process writing it.
-        atomic_write(directory / OWNER_FILE, json.dumps(this_process().as_dict()).encode())
-        atomic_write(directory / "steps.jsonl", b"")
-        writer._write_meta()  # last: a directory with meta.json is a complete trace
         return writer
 
-    def close_interrupted(self, alive: Callable[[ProcessId], bool] | None = None) -> list[str]:
-        """Close as ``interrupted`` every unfinished trace whose writer is gone; returns their ids.
+    def check_room(self, needed: int) -> None:
+        """StorageFull unless the disk under the traces has ``needed`` bytes free (a filmed run's
+        check before it starts)."""
+        self._private_traces_dir()
+        if shutil.disk_usage(self.traces_dir).free < needed:
+            raise StorageFull.of(self.traces_dir, needed)
 
-        Left alone: traces this process is writing, and traces whose owner record names a process
-        that still runs (``alive``, default: judged from /proc), e.g. another server on the same
-        data directory. A trace with no readable owner record was written before owner records
-        existed, or by a process that cannot be asked: it is closed. A damaged trace is logged and
-        skipped, never a reason not to start.
-        """
-        alive = alive or alive_checker()
-        closed = []
-        for meta in self.list_traces():
-            if meta.status in FINAL_STATUSES or meta.finished_at is not None:
-                continue
-            directory = self.trace_dir(meta.trace_id)
-            with _open_lock:
-                if _key(directory) in _writers:
+    def close_interrupted(self, alive: Callable[[ProcessId], bool] | None = None) -> list[str]:
+        """Close as ``interrupted`` every unfinished trace whose writer is gone (vision.trace.files
+        close_orphans: another server's, still writing, are left alone); returns their ids. Traces
+        this process is writing are left out."""
+
+        def unfinished():
+            for meta in self.list_traces():
+                if meta.status in FINAL_STATUSES or meta.finished_at is not None:
                     continue
-            owner = _read_owner(directory)
-            if owner is not None and alive(owner):
-                continue
-            try:
-                self._interrupt(meta)
-            except (OSError, ValueError) as exc:
-                log.error("trace %s was left unfinished and could not be closed: %s", meta.trace_id, exc)
-                continue
-            closed.append(meta.trace_id)
-        if closed:
-            log.warning("closed %d trace(s) left unfinished by a server that stopped: %s", len(closed),
-                        ", ".join(closed))
-        return closed
+                directory = self.trace_dir(meta.trace_id)
+                with _open_lock:
+                    if _key(directory) in _writers:
+                        continue
+                yield meta.trace_id, directory, lambda meta=meta: self._interrupt(meta)
+
+        return close_orphans(unfinished(), "trace", alive)
 
     def _interrupt(self, meta: TraceMeta) -> None:
         """meta.json says ``interrupted``, finished at the last record; the chain is untouched."""
@@ -141,7 +160,9 @@ class TraceStore:
         last = StepRecord.model_validate_json(lines[counted - 1]).finished_at if counted else meta.started_at
         changes["finished_at"] = max(last, meta.started_at)
         closed = TraceMeta.model_validate(meta.model_dump() | changes)
-        atomic_write(directory / "meta.json", json.dumps(closed.model_dump(mode="json"), indent=2).encode())
+        if closed.video_hash is None:  # a film cut short with its run: never sealed, never to be
+            remove_unfinished(directory)
+        write_meta(directory, closed, seal=True)
         (directory / OWNER_FILE).unlink(missing_ok=True)
 
     def _private_traces_dir(self) -> None:
@@ -222,8 +243,10 @@ class TraceStore:
                 break
         raise TraceNotFound(f"trace {trace_id!r} has no {which} screenshot for step {index}")
 
-    def verify(self, trace_id: str) -> VerifyResult:
-        """Check the hash chain and every screenshot's SHA-256; report the first break."""
+    def verify(self, trace_id: str) -> VerifyResult:  # noqa: C901
+        """Check the hash chain, every screenshot's SHA-256, the video's seal and, once the run is
+        finished, meta.json against its seal and that no file lies in the trace that the chain
+        does not name; report the first break."""
         directory = self._existing_dir(trace_id)
         meta = self.meta(trace_id)
         lines, partial = self._read_lines(trace_id)
@@ -273,7 +296,27 @@ class TraceStore:
             return broken(meta.steps, "chain head does not match meta.json", len(lines))
         if (problem := self._video_problem(directory, meta, prev)) is not None:
             return VerifyResult(ok=False, steps_checked=len(lines), reason=problem, partial_tail=partial)
+        if meta.finished_at is not None and (problem := self._sealed_problem(directory, meta, digests)):
+            return VerifyResult(ok=False, steps_checked=len(lines), reason=problem, partial_tail=partial)
         return VerifyResult(ok=True, steps_checked=len(lines), partial_tail=partial)
+
+    @staticmethod
+    def _sealed_problem(directory: Path, meta: TraceMeta, screenshots: dict[str, str | None]) -> str | None:
+        """A finished trace: meta.json as sealed, and every file of it named by the chain (its steps'
+        screenshots, the video's seal and files, the seal itself)."""
+        seal = directory / SEAL_FILE
+        problem = meta_seal_problem(seal.read_bytes() if seal.is_file() else None,
+                                    (directory / "meta.json").read_bytes(), meta.video_hash or meta.head_hash)
+        if problem is not None:
+            return problem
+        listed = {"meta.json", "steps.jsonl", SEAL_FILE, *screenshots}
+        if meta.video_hash is not None:
+            video = json.loads((directory / VIDEO_SEAL_FILE).read_bytes())  # checked above
+            listed |= {VIDEO_SEAL_FILE, video["file"], video["chapters_file"], video["captions_file"]}
+        extra = unlisted_files((entry.name for entry in os.scandir(directory)), listed)
+        if extra:
+            return f"{', '.join(extra)}: in the trace but named by nothing in its chain"
+        return None
 
     @staticmethod
     def _video_problem(directory: Path, meta: TraceMeta, last_hash: str) -> str | None:

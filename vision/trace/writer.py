@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from desktop.errors import StorageFull, disk_full
 from desktop.frame import Frame
 from vision.trace.files import OWNER_FILE, atomic_write
 from vision.trace.records import (
@@ -34,6 +35,7 @@ from vision.trace.records import (
     TraceMeta,
     VideoSeal,
     canonical_json,
+    meta_seal,
     record_hash,
     redact,
 )
@@ -41,6 +43,12 @@ from vision.trace.records import (
 log = logging.getLogger("glassdesk.trace")
 
 VIDEO_SEAL_FILE = "video.json"
+SEAL_FILE = "seal.json"  # a finished trace's last link: meta.json's SHA-256 (records.meta_seal)
+# Space held from a trace's start to its end, freed just before the final meta.json and seal are
+# written: a run whose disk filled up still ends, said so and sealed, instead of staying "running".
+# A dot-file: no part of the evidence (records.unlisted_files).
+RESERVE_FILE = ".reserve"
+RESERVE_BYTES = 64 * 1024
 
 
 def _plain(value: Any) -> Any:
@@ -63,6 +71,17 @@ def _png_bytes(image: Frame | bytes) -> bytes:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def write_meta(directory: Path, meta: TraceMeta, *, seal: bool = False) -> None:
+    """meta.json, and for a finished trace its seal after it (seal.json: the chain's last link).
+    A crash between the two leaves a finished trace unsealed, which verify reports as such."""
+    data = json.dumps(meta.model_dump(mode="json"), indent=2).encode()
+    if seal:
+        (directory / RESERVE_FILE).unlink(missing_ok=True)  # the room the last writes need, on a full disk
+    atomic_write(directory / "meta.json", data)
+    if seal:
+        atomic_write(directory / SEAL_FILE, canonical_json(meta_seal(data, meta.video_hash or meta.head_hash)))
 
 
 def _closed_here(directory: Path) -> None:
@@ -155,9 +174,18 @@ class TraceWriter:
         with self._written:
             self._written.wait_for(lambda: self._pending == 0)
 
+    def check_written(self) -> None:
+        """Raise what stopped a recorded step from reaching the disk (StorageFull for a full disk),
+        once every step recorded so far has been tried: a run must not claim what its trace lost."""
+        self.flush()
+        self._raise_failure()
+
     def _raise_failure(self) -> None:
-        if self._failure is not None:
-            raise OSError(f"trace {self.trace_id}: a step could not be written: {self._failure}") from self._failure
+        if self._failure is None:
+            return
+        if disk_full(self._failure):
+            raise StorageFull.of(self.dir.parent) from self._failure
+        raise OSError(f"trace {self.trace_id}: a step could not be written: {self._failure}") from self._failure
 
     def add_secrets(self, *values: str) -> None:
         """More strings that must never be written (e.g. a secret resolved mid-run)."""
@@ -169,7 +197,7 @@ class TraceWriter:
         self._write_meta()
 
     def _write_meta(self) -> None:
-        atomic_write(self.dir / "meta.json", json.dumps(self._meta.model_dump(mode="json"), indent=2).encode())
+        write_meta(self.dir, self._meta)
 
     def _store_image(self, index: int, which: ImageKind, image: Frame | bytes | None) -> tuple[str | None, str | None]:
         if image is None:
@@ -210,6 +238,8 @@ class TraceWriter:
         spots: Iterable[Any] = (),
         appeared: Iterable[str] = (),
         appeared_on: str | None = None,
+        no_effect: bool = False,
+        checks: Iterable[dict] = (),
     ) -> None:
         """Record one step; the write thread stores its screenshots, then its record, then the
         updated meta (``flush`` waits for it). Raises at once on a step that does not validate,
@@ -235,7 +265,7 @@ class TraceWriter:
             content = redact(_plain({
                 "text": text, "reasoning": reasoning, "tool_calls": list(tool_calls), "actions": list(actions),
                 "argv": [list(a) for a in argv], "results": list(results), "error": error, "url": url,
-                "elements": list(elements), "spots": spot_list, "appeared": list(appeared),
+                "elements": list(elements), "spots": spot_list, "appeared": list(appeared), "checks": list(checks),
             }), self._secrets)
             for spot, image in zip(content["spots"], images, strict=True):
                 if spot is not None and isinstance(image, str):
@@ -246,6 +276,7 @@ class TraceWriter:
                 model_ms=model_ms, exec_ms=exec_ms, settle_ms=settle_ms, settled_by=list(settled_by),
                 usage=_plain(usage) or {},
                 model_image_size=model_image_size, by=by, appeared_on=appeared_on if content["appeared"] else None,
+                no_effect=no_effect,
             )
             self._recorded = index
             with self._written:
@@ -327,17 +358,21 @@ class TraceWriter:
             self._update_meta(status=status)
 
     def finish(self, status: RunStatus, answer: str | None = None,
-               error: ErrorInfo | dict[str, str] | None = None) -> TraceMeta:
-        """Close the trace with its final status. Call once."""
+               error: ErrorInfo | dict[str, str] | None = None, *, verified: bool | None = None,
+               checks: list[dict] | None = None) -> TraceMeta:
+        """Close the trace with its final status (and its expectations as checked). Call once."""
         if status == "running":
             raise ValueError("finish needs a final status, not 'running'")
         with self._lock:
             if self._meta.finished_at is not None:
                 raise RuntimeError(f"trace {self.trace_id} is already finished ({self._meta.status})")
-            final = redact({"answer": answer, "error": _plain(error)}, self._secrets)
+            final = redact({"answer": answer, "error": _plain(error), "verified": verified, "checks": checks or []},
+                           self._secrets)
             # The run's end waits for its steps: a finished trace is never missing one recorded
             # (one whose write failed is not in it, and the chain still verifies without it).
             self.flush()
-            self._update_meta(status=status, finished_at=_now(), **final)
+            self._meta = TraceMeta.model_validate(self._meta.model_dump() | {
+                "status": status, "finished_at": _now(), **final})
+            write_meta(self.dir, self._meta, seal=True)
             _closed_here(self.dir)
             return self.meta

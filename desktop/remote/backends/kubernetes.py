@@ -398,6 +398,15 @@ class PodCache:
         with self._lock:
             return self.pods.get(name)
 
+    def seen(self, pod: dict) -> None:
+        """A picture of a pod read elsewhere (wait_ready's own watch): kept when it is newer than
+        the cache's, so that state() never says less than wait_ready has just answered."""
+        name, version = pod["metadata"]["name"], pod["metadata"].get("resourceVersion") or ""
+        with self._lock:
+            known = (self.pods.get(name) or {}).get("metadata", {}).get("resourceVersion") or ""
+            if not known or not (version.isdigit() and known.isdigit()) or int(version) > int(known):
+                self.pods[name] = pod
+
     def _run(self) -> None:
         backend = self.backend
         version = None
@@ -560,6 +569,7 @@ class KubernetesBackend:
                     host = f"[{verdict.ip}]" if ":" in verdict.ip else verdict.ip
                     return Endpoint(f"http://{host}:{self.settings.port}", token)
                 if verdict.state is BackendState.dead:
+                    self.pods.seen(pod)  # state() says dead from now on, whatever the cache's watch has reached
                     raise SessionUnavailable(f"pod {handle} did not start: {verdict.reason}")
                 last = verdict.reason
             remaining = deadline - time.monotonic()

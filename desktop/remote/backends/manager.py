@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 
 from desktop.errors import GlassdeskError, SessionNotFound, SessionUnavailable
 from desktop.network.policy import NetworkPolicy
+from desktop.network.servers import ServerRegistry
 from desktop.remote.backends.base import BackendState, Endpoint, SessionBackend, SessionSpec
 from desktop.remote.desktop import RemoteClient, RemoteDesktop
 from desktop.session.manager import SessionRegistry, utcnow
@@ -76,8 +77,10 @@ class BackendSessions(SessionRegistry):
         self.specs: dict[str, SessionSpec] = {}
         self.pinned: set[str] = set()
         self.listeners: list = []
-        # The control plane's own ports: handed to each session server, whose browser must not reach them.
+        # The control plane's own ports: handed to each session server, whose browser must not reach them,
+        # and registered for every other glassdesk server of this host (desktop.network.servers).
         self.protected_ports: set[int] = set()
+        self.servers = ServerRegistry()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.pool: WarmPool[PooledServer] = WarmPool(
@@ -234,6 +237,7 @@ class BackendSessions(SessionRegistry):
             except SessionNotFound:
                 pass
         self.backend.close()
+        self.servers.withdraw()
 
     # ------------------------------------------------------------------ supervision
 
