@@ -129,7 +129,10 @@ def test_a_window_manager_xfce_gave_up_on_is_started_again(manager):
              "the event saying so")
     works(session)
     # the one it started is a part like any other: dead, it is restarted
-    kill(session.stack.children["wm"].popen.pid)
-    wait_for(lambda: session.stack.children["wm"].alive and session.status == "ready"
-             and session.stack._run(["wmctrl", "-m"]).returncode == 0, 20, "the window manager's restart")
-    assert any("wm exited" in e for e in session.info().events)
+    killed = session.stack.children["wm"].popen.pid
+    kill(killed)
+    # A new process, not just a live one: the killed one may look alive until the signal lands.
+    wait_for(lambda: session.stack.children["wm"].popen.pid != killed and session.stack.children["wm"].alive
+             and session.status == "ready" and session.stack._run(["wmctrl", "-m"]).returncode == 0, 20,
+             "the window manager's restart")
+    wait_for(lambda: any("wm exited" in e for e in session.info().events), 10, "the event saying so")

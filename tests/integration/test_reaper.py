@@ -115,6 +115,8 @@ def test_a_clean_exit_leaves_nothing_either(stand_ins):
     assert not server.root.exists()
 
 
+@pytest.mark.serial("counts what the next server reaps: a server starting in another worker meanwhile ends a dead "
+                    "server's marked processes too (its orphan marks), and this one then finds fewer")
 def test_the_next_server_ends_what_a_server_killed_with_its_reaper_left(stand_ins, tmp_path):
     first = stand_ins()
     os.kill(first.reaper(), signal.SIGKILL)

@@ -384,6 +384,9 @@ class PodCache:
     def __init__(self, backend: KubernetesBackend, selector: str):
         self.backend, self.selector = backend, selector
         self.pods: dict[str, dict] = {}
+        # Pods a watch of wait_ready's saw deleted before this cache's own watch did: never answered
+        # from the cache again (a handle is never reused), so state() asks the API and hears 404.
+        self.deleted: set[str] = set()
         self.synced = threading.Event()
         self._stop = threading.Event()
         self._watch = None
@@ -396,7 +399,7 @@ class PodCache:
         if not self.synced.is_set():
             return None
         with self._lock:
-            return self.pods.get(name)
+            return None if name in self.deleted else self.pods.get(name)
 
     def seen(self, pod: dict) -> None:
         """A picture of a pod read elsewhere (wait_ready's own watch): kept when it is newer than
@@ -407,6 +410,11 @@ class PodCache:
             if not known or not (version.isdigit() and known.isdigit()) or int(version) > int(known):
                 self.pods[name] = pod
 
+    def seen_deleted(self, name: str) -> None:
+        with self._lock:
+            self.deleted.add(name)
+            self.pods.pop(name, None)
+
     def _run(self) -> None:
         backend = self.backend
         version = None
@@ -416,6 +424,7 @@ class PodCache:
                     listed = backend.core.list_namespaced_pod(backend.namespace, label_selector=self.selector)
                     with self._lock:
                         self.pods = {p["metadata"]["name"]: p for p in map(backend._as_dict, listed.items)}
+                        self.deleted &= self.pods.keys()  # those not listed are gone for good
                     version = listed.metadata.resource_version
                     self.synced.set()
                     self._failing = False
@@ -427,7 +436,8 @@ class PodCache:
                     with self._lock:
                         if event["type"] == "DELETED":
                             self.pods.pop(pod["metadata"]["name"], None)
-                        elif event["type"] in ("ADDED", "MODIFIED"):
+                            self.deleted.discard(pod["metadata"]["name"])
+                        elif event["type"] in ("ADDED", "MODIFIED") and pod["metadata"]["name"] not in self.deleted:
                             self.pods[pod["metadata"]["name"]] = pod
                     version = watch.resource_version or version
                     if self._stop.is_set():
@@ -602,6 +612,7 @@ class KubernetesBackend:
         try:
             for event in stream:
                 if event["type"] == "DELETED":
+                    self.pods.seen_deleted(handle)  # state() says gone from now on, as this answer does
                     raise SessionUnavailable(f"pod {handle} was deleted while it started")
                 if event["type"] in ("ADDED", "MODIFIED"):
                     return [self._as_dict(event["object"])]
