@@ -66,6 +66,71 @@ class Window(BaseModel):
     title: str
 
 
+# ------------------------------------------------------------------------------------- the desktop tree
+
+TreeFormat = Literal["json", "text", "xml"]
+NODE_REF = re.compile(r"^n[0-9]{1,9}$")
+
+
+class TreeQuery(BaseModel):
+    window: str | None = Field(None, pattern=r"^(0x[0-9a-fA-F]{1,8}|[0-9]{1,10})$",
+                               description="only this window (its X id, as the windows listing gives it)")
+    interactive_only: bool = Field(False, description="only the nodes a person can act on (those with an action, "
+                                                      "focusable or editable), each under its window")
+    visible_only: bool = Field(True, description="leave out what is not on the screen (closed menus, hidden tabs)")
+    max_depth: int = Field(40, ge=1, le=200, description="nodes deeper than this are left out, said per node")
+    max_nodes: int = Field(3000, ge=1, le=50_000, description="native nodes in all; past it the tree is cut and "
+                                                               "`truncated` is true")
+    format: TreeFormat = Field("json", description="json: the windows and their nodes; text: a compact outline "
+                                                  "for models; xml: OSWorld's accessibility-tree shape")
+
+
+class TreeNode(BaseModel):
+    """One node of a native window, as its toolkit gives it over the accessibility bus."""
+
+    ref: str = Field(description="names this node in later requests while it lives (n17)")
+    role: str = Field(description="the accessibility role, as AT-SPI names it (push button, text, menu item)")
+    name: str = ""
+    description: str | None = None
+    states: list[str] = Field(default_factory=list, description="AT-SPI states: enabled, focused, checked, showing...")
+    box: list[int] | None = Field(None, description="[x, y, width, height] in display pixels; none when not on screen")
+    text: str | None = Field(None, description="a text node's content (at most 2,000 characters)")
+    text_truncated: bool = False
+    value: float | None = Field(None, description="a slider's, a spin button's or a progress bar's value")
+    actions: list[str] = Field(default_factory=list, description="what the node can be asked to do (click, press)")
+    children: list[TreeNode] = Field(default_factory=list)
+    children_left: int | None = Field(None, description="children not listed: the depth bound was reached")
+
+
+class PageTree(BaseModel):
+    """The page in front of the browser's window: the page layer's accessibility snapshot, whose refs
+    (e12) the page operations take as targets."""
+
+    url: str
+    title: str
+    snapshot: str = Field(description="as page content's `accessibility` format gives it")
+    truncated: bool
+
+
+class TreeWindow(Window):
+    focused: bool = Field(description="the window in front: it has the keyboard")
+    on_top: bool = Field(description="no other window of the listing is stacked above it")
+    application: str | None = Field(None, description="the application's name on the accessibility bus")
+    nodes: list[TreeNode] = Field(default_factory=list, description="its native nodes (its frame, its dialogs)")
+    page: PageTree | None = Field(None, description="the browser's page in front, merged under its window")
+    error: str | None = Field(None, description="why this window has no nodes (its application does not "
+                                                "answer, has no accessibility, or is the browser's page only)")
+
+
+class DesktopTree(BaseModel):
+    windows: list[TreeWindow] = Field(description="bottom to top, as they are stacked")
+    truncated: bool = Field(description="max_nodes or max_depth left something out")
+    format: TreeFormat = "json"
+    content: str | None = Field(None, description="the tree as text or XML, for those formats")
+    error: str | None = Field(None, description="why no window has native nodes (the accessibility bus is not "
+                                                "readable); the windows are still listed")
+
+
 # ------------------------------------------------------------------------------------- network
 
 

@@ -12,6 +12,11 @@ PACKAGES=(
   chromium
   # input and window control
   xdotool wmctrl
+  # the desktop tree (desktop/x11/atspi.py): each session's accessibility bus, read by the system's
+  # Python through Debian's pyatspi
+  at-spi2-core python3-pyatspi
+  # native programs a session can launch, and the desktop tree's tests use as they ship
+  mousepad galculator
   # the live view: x11vnc + the noVNC web client (served, and relayed to x11vnc, by glassdesk itself)
   x11vnc novnc
   # fonts so pages and non-Latin text render legibly

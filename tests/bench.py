@@ -833,6 +833,11 @@ def _isolation(bench: Bench) -> list[Row]:
     return importlib.import_module("tests.bench_isolation").isolation(bench)
 
 
+def _tree(bench: Bench) -> list[Row]:
+    """Issue 36's rows (tests/bench_tree.py): the desktop tree's time and the accessibility bus's memory."""
+    return importlib.import_module("tests.bench_tree").tree(bench)
+
+
 def _soak(bench: Bench) -> list[Row]:
     """Issue 33's soak rows (tests/bench_soak.py): the server's memory over a long mixed load."""
     return importlib.import_module("tests.bench_soak").soak(bench)
@@ -984,6 +989,10 @@ SECTIONS: list[Section] = [
                   "into its field before each sample; decode the screenshot, OCR it, find the word -- with the "
                   "process's engine (vision/perception/ocr.py: lines of a recent screen reused where its pixels "
                   "did not change) and with the same models reading the whole screen, back to back."),
+    Section("Desktop tree", [_tree],
+            intro="Issue 36 (tests/bench_tree.py): GET .../desktop/tree's service call on the bench's session with "
+                  "Chromium in front on the test page and galculator and mousepad (Debian's) open; the session's "
+                  "reader of its accessibility bus asked once before the samples (warm)."),
     Section("Session isolation", [_isolation],
             intro="Issue 23 (tests/bench_isolation.py): what an account and a cgroup of its own per session cost a "
                   "session's start and its idle memory, beside the code before (84e8102: one shared account, no "

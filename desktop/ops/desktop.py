@@ -4,8 +4,18 @@ written in their doors (see desktop.ops)."""
 
 from __future__ import annotations
 
-from desktop.models import BlockedQuery, BlockedRequest, LiveView, NetworkPolicyBody, NetworkPolicyInfo, Window
-from desktop.ops.declare import Operation, Rest
+from desktop.models import (
+    BlockedQuery,
+    BlockedRequest,
+    DesktopTree,
+    LiveView,
+    NetworkPolicyBody,
+    NetworkPolicyInfo,
+    TreeQuery,
+    Window,
+)
+from desktop.ops.declare import Hints, Operation, Rest, Tool
+from desktop.tree import as_text
 
 SESSIONS = ("sessions",)
 
@@ -25,6 +35,21 @@ OPERATIONS: tuple[Operation, ...] = (
                         tags=SESSIONS)),
     Operation("desktop", "windows", None, list[Window], acts=False,
               rest=Rest("GET", "/desktop/windows", tags=("desktop",))),
+    Operation(
+        "desktop", "desktop_tree", TreeQuery, DesktopTree, acts=False,
+        rest=Rest("GET", "/desktop/tree", summary="the visible desktop as one tree", tags=("desktop",),
+                  description="Every window on the display, bottom to top, with the nodes its application gives "
+                              "over the accessibility bus (role, name, states, text, value, actions, box in "
+                              "display pixels, a ref per node) and, under the browser's window in front, the "
+                              "page's accessibility snapshot with the page layer's refs. docs/desktop-tree.md."),
+        tool=Tool("desktop_tree", "Tree of the VISIBLE desktop",
+                  "Looks at the VISIBLE desktop as one tree: each window (title, program, focused, on top) with its "
+                  "native controls (role, name, states, text, box in screen pixels, ref like n17) and the "
+                  "browser's page (refs like e12). Use it to find a control's exact position on a native "
+                  "window (a text editor, a calculator, a dialog) before clicking its box's centre; "
+                  "interactive_only keeps only what can be acted on.",
+                  Hints(read_only=True), lambda query, tree: tree.content or as_text(tree), summary=False,
+                  group="desktop")),
     # A session server's own, for its control plane (no door serves them).
     Operation("desktop", "wait_ready", None, bool, acts=False),
     Operation("desktop", "live_view", None, LiveView, acts=False),

@@ -42,7 +42,16 @@ from desktop.errors import (
     StackError,
 )
 from desktop.frame import IMAGE_FORMATS, encode_lossy
-from desktop.models import BlockedRequest, LiveView, NetworkPolicyInfo, SessionInfo, Window
+from desktop.models import (
+    BlockedRequest,
+    DesktopTree,
+    LiveView,
+    NetworkPolicyInfo,
+    SessionInfo,
+    TreeFormat,
+    TreeQuery,
+    Window,
+)
 from desktop.network.policy import NetworkPolicy, PatternError
 from desktop.port import Performed
 from desktop.session.liveview import Grant, LiveTokens
@@ -363,9 +372,25 @@ class DesktopService:
         session = self.session(session_id)
         session.require_ready()
         try:
-            return session.windows.list()
+            return session.list_windows()
         except (OSError, RuntimeError) as exc:
             raise session.down_error() or ActionFailedError(f"could not list the windows: {exc}") from exc
+
+    def desktop_tree(self, session_id: str | None = None, window: str | None = None, interactive_only: bool = False,
+                     visible_only: bool = True, max_depth: int = 40, max_nodes: int = 3000,
+                     format: TreeFormat = "json") -> DesktopTree:
+        """The visible desktop as one tree (desktop.session.tree); an unknown window is refused."""
+        session = self.session(session_id)
+        session.require_ready()
+        query = TreeQuery(window=window, interactive_only=interactive_only, visible_only=visible_only,
+                          max_depth=max_depth, max_nodes=max_nodes, format=format)
+        try:
+            tree = session.desktop_tree(query)
+        except (OSError, RuntimeError) as exc:
+            raise session.down_error() or ActionFailedError(f"could not read the desktop tree: {exc}") from exc
+        if window is not None and not tree.windows:
+            raise InvalidAction(f"window: no window {window} on this desktop; list the windows to see which exist")
+        return tree
 
     def cursor(self, session_id: str | None = None) -> tuple[int, int]:
         return self.session(session_id).cursor()

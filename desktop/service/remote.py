@@ -82,6 +82,9 @@ class RemoteDesktopService(DesktopService):
     def windows(self, session_id: str | None = None):
         return forward(self.session(session_id), DesktopService, "desktop", "windows")
 
+    def desktop_tree(self, session_id: str | None = None, **query):
+        return forward(self.session(session_id), DesktopService, "desktop", "desktop_tree", **query)
+
     def check_url(self, url: str, session=None) -> None:
         # The fence here; the session's network policy is the session server's, checked where it acts.
         _fenced(check_url, url, allow_local=self.allow_local_urls)

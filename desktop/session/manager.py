@@ -38,12 +38,14 @@ from desktop.errors import (
     TypedIntoNothing,
 )
 from desktop.frame import Frame
-from desktop.models import ElementAt, SessionInfo, Status
+from desktop.models import DesktopTree, ElementAt, SessionInfo, Status, TreeQuery, Window
 from desktop.network.policy import NetworkPolicy
 from desktop.network.servers import ServerRegistry
 from desktop.port import Performed
 from desktop.session.pool import WARM_RETRY_S, WarmPool, check_warm  # noqa: F401 - check_warm: its old home
 from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, report_isolation, tagged_pids
+from desktop.session.tree import read_tree
+from desktop.x11.atspi import AccessibilityReader
 from desktop.x11.input import ActionFailed, Executor, expected_ms
 from desktop.x11.screen import FIRST_CHANGE_MS, TIMEOUT_MS, WINDOW_FIRST_CHANGE_MS, Screen, ScreenshotError, Settled
 from desktop.x11.user import open_session_root
@@ -196,6 +198,10 @@ class Session:
         self.screen = Screen(self.stack.display) if self.stack.display else None
         self.executor = Executor(env)
         self.windows = Windows(env, self.stack.run_prefix(), self.stack.user)
+        old_reader = getattr(self, "accessibility", None)
+        if old_reader is not None:
+            old_reader.close()  # it read the bus of a desktop that may be gone
+        self.accessibility = AccessibilityReader(env, self.stack.run_prefix())
 
     def touch(self) -> None:
         self.last_used_at = utcnow()
@@ -345,6 +351,22 @@ class Session:
         if watch is None:
             return None
         return self._element_at(watch, Move(x=x, y=y), strict=strict, timeout_s=READ_TIMEOUT_S)
+
+    def list_windows(self) -> list[Window]:
+        """The windows on the display, each at the place its content is drawn: wmctrl's geometry counts
+        a decorated window's offset in its frame twice (a window at 794,366 is said to be at 799,395)."""
+        listed = self.windows.list()
+        boxes = self.screen.client_boxes([int(w.id, 16) for w in listed])
+        return [w.model_copy(update=dict(zip(("x", "y", "width", "height"), boxes[int(w.id, 16)], strict=True)))
+                if int(w.id, 16) in boxes else w for w in listed]
+
+    def desktop_tree(self, query: TreeQuery) -> DesktopTree:
+        """The visible desktop as one tree (desktop.session.tree): windows, their native nodes, the page."""
+        self.require_ready()
+        browser = self.stack.browser
+        pid = browser.process.pid if browser is not None and browser.process is not None else None
+        return read_tree(query, self.list_windows, self.screen, self.accessibility, pid,
+                         lambda: (watch := self._browser_watch()) and watch[0])
 
     def visible_texts(self) -> list[str] | None:
         """The short texts visible in the page when Chromium is in front (desktop.browser.pages
@@ -684,6 +706,7 @@ class Session:
             self.status = "stopped"
             if self.screen:
                 self.screen.close()
+            self.accessibility.close()
             self.stack.close()
 
 

@@ -283,8 +283,6 @@ class DesktopStack:
             "XDG_DATA_HOME": str(self.home / ".local/share"),
             "XDG_RUNTIME_DIR": str(self.workdir / "run"),
             "XDG_CURRENT_DESKTOP": "XFCE",
-            "NO_AT_BRIDGE": "1",          # no accessibility bus: one less daemon per session
-            "GTK_A11Y": "none",
         })
         if self._dbus_address:
             env["DBUS_SESSION_BUS_ADDRESS"] = self._dbus_address

@@ -108,6 +108,22 @@ class DamageWatch:
         active = root.get_full_property(self._display.intern_atom("_NET_ACTIVE_WINDOW"), Xatom.WINDOW)
         return int(active.value[0]) if active and len(active.value) and active.value[0] else None
 
+    def stacking(self) -> list[int]:
+        """The managed windows bottom to top (the window manager's _NET_CLIENT_LIST_STACKING)."""
+        root = self._display.screen().root
+        listed = root.get_full_property(self._display.intern_atom("_NET_CLIENT_LIST_STACKING"), Xatom.WINDOW)
+        return [int(wid) for wid in listed.value] if listed else []
+
+    def client_box(self, wid: int) -> tuple[int, int, int, int] | None:
+        """Where a window's content is on the screen: x, y, width, height; None when it is gone."""
+        window = self._display.create_resource_object("window", wid)
+        try:
+            geometry = window.get_geometry()
+            origin = window.translate_coords(self._display.screen().root, 0, 0)
+        except XError:
+            return None
+        return -origin.x, -origin.y, geometry.width, geometry.height
+
     def active_pid(self) -> int | None:
         """The process that owns the window in front (its _NET_WM_PID), or None."""
         active = self.active_window()
@@ -182,6 +198,22 @@ class Screen:
                 return self._x(lambda watch: watch.active_pid())
             except (ScreenshotError, XError):
                 return None
+
+    def stacking(self) -> list[int]:
+        """The managed windows bottom to top; empty when it cannot be read."""
+        with self._watch_lock:
+            try:
+                return self._x(lambda watch: watch.stacking())
+            except (ScreenshotError, XError):
+                return []
+
+    def client_boxes(self, wids: list[int]) -> dict[int, tuple[int, int, int, int]]:
+        """Where each window's content is on the screen (those that cannot be read are left out)."""
+        with self._watch_lock:
+            try:
+                return self._x(lambda watch: {wid: box for wid in wids if (box := watch.client_box(wid))})
+            except (ScreenshotError, XError):
+                return {}
 
     def active_window(self) -> int | None:
         """The window in front; None when there is none or it cannot be read."""

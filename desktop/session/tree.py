@@ -1,0 +1,55 @@
+"""One session's desktop tree, gathered: its windows (wmctrl and the window manager's stacking), what
+their applications say over the session's accessibility bus (desktop.x11.atspi), and the browser's
+page in front (the page layer's accessibility snapshot). desktop.tree joins them."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from desktop.models import DesktopTree, PageTree, TreeQuery, Window
+from desktop.tree import build, merge
+from desktop.x11.atspi import AccessibilityReader, AccessibilityUnavailable
+from desktop.x11.screen import Screen
+
+log = logging.getLogger("glassdesk.tree")
+
+TREE_TIMEOUT_S = 10.0   # the accessibility bus's answer for the whole desktop
+PAGE_TIMEOUT_S = 5.0    # the page's snapshot
+
+
+def read_tree(query: TreeQuery, list_windows: Callable[[], list[Window]], screen: Screen,
+              accessibility: AccessibilityReader, browser_pid: int | None,
+              browser_in_front: Callable[[], object | None]) -> DesktopTree:
+    """The tree ``query`` asks for. ``browser_in_front``: the session's browser when it is the window
+    in front (its page is read then), else None."""
+    listed = list_windows()
+    if query.window is not None:
+        wanted = int(query.window, 0)
+        listed = [w for w in listed if int(w.id, 16) == wanted]
+    pids = sorted({w.pid for w in listed if w.pid})
+    apps, truncated, error = None, False, None
+    try:
+        answer = accessibility.ask({"op": "tree", "pids": pids, "max_depth": query.max_depth,
+                                    "max_nodes": query.max_nodes, "visible_only": query.visible_only}, TREE_TIMEOUT_S)
+        apps, truncated = answer.get("apps", []), bool(answer.get("truncated"))
+    except AccessibilityUnavailable as exc:
+        error = f"no native nodes: {exc}"
+    page = _page(browser_in_front()) if browser_pid in pids else None
+    merged = merge(listed, screen.stacking(), screen.active_window(), apps, page, browser_pid)
+    return build(merged, truncated=truncated or (page is not None and page.truncated),
+                 interactive_only=query.interactive_only, fmt=query.format, error=error)
+
+
+def _page(browser) -> PageTree | None:
+    """The page in front of the browser (None: the browser is not the window in front)."""
+    if browser is None:
+        return None
+    try:
+        summary = browser.call(lambda pages: pages.summary(), PAGE_TIMEOUT_S)
+        content = browser.call(lambda pages: pages.content("accessibility", None), PAGE_TIMEOUT_S)
+    except Exception as exc:  # a dialog open, a page navigating, a browser healing: the window without its page
+        log.debug("no page in the tree: %s", exc)
+        return None
+    return PageTree(url=summary.url or "", title=summary.title or "", snapshot=str(content.content),
+                    truncated=content.truncated)

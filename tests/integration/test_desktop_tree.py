@@ -1,0 +1,169 @@
+"""The desktop tree on real programs as Debian ships them (galculator, mousepad) and the session's
+Chromium: the nodes' boxes are where the pixels are (a click at a button's centre presses it, as
+the calculator's display then says), text typed into a node reads back from it, the browser's page
+carries the page layer's refs, and a program that stops answering is said, not waited on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from xml.etree import ElementTree
+
+import pytest
+
+from desktop.actions import Click, Type
+from desktop.models import DesktopTree, TreeNode, TreeWindow
+from desktop.service.desktop import DesktopService
+from desktop.tree import OSWORLD_NS
+
+pytestmark = pytest.mark.x11
+
+
+@pytest.fixture(scope="module")
+def tree_desk(manager):
+    """A session of its own: the native windows opened here must not stay in front of the shared one's."""
+    session = manager.create("tree")
+    yield session
+    manager.delete("tree")
+
+
+@pytest.fixture(scope="module")
+def desktops(manager):
+    return DesktopService(manager)
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def walk(nodes: list[TreeNode]):
+    for node in nodes:
+        yield node
+        yield from walk(node.children)
+
+
+def window_of(tree: DesktopTree, wm_class: str) -> TreeWindow | None:
+    return next((w for w in tree.windows if wm_class in w.wm_class.lower()), None)
+
+
+def launched(desktops, session, program: str, ready) -> TreeWindow:
+    """``program`` started on the desktop, once its window's tree satisfies ``ready``."""
+    desktops.launch(session.id, program, [])
+
+    def shown():
+        window = window_of(desktops.desktop_tree(session.id), program)
+        return window if window is not None and ready(list(walk(window.nodes))) else None
+    return wait_for(shown, 30, f"{program}'s window and its controls in the tree")
+
+
+def centre(node: TreeNode) -> tuple[int, int]:
+    x, y, w, h = node.box
+    return x + w // 2, y + h // 2
+
+
+def button(nodes: list[TreeNode], name: str) -> TreeNode:
+    return next(n for n in nodes if n.role in ("push button", "toggle button") and n.name == name)
+
+
+def calculator_display(desktops, session) -> str:
+    window = window_of(desktops.desktop_tree(session.id), "galculator")
+    return " ".join((n.text or "").strip() for n in walk(window.nodes) if n.role in ("text", "label") and n.text)
+
+
+@pytest.fixture(scope="module")
+def calculator(desktops, tree_desk):
+    return launched(desktops, tree_desk, "galculator",
+                    lambda nodes: any(n.role.endswith("button") and n.name == "=" and n.box for n in nodes))
+
+
+def test_a_click_at_a_buttons_box_centre_presses_it(desktops, tree_desk, calculator):
+    nodes = list(walk(calculator.nodes))
+    for name in ("7", "+", "2", "="):
+        x, y = centre(button(nodes, name))
+        tree_desk.perform(Click(x=x, y=y))
+    wait_for(lambda: "9" in calculator_display(desktops, tree_desk).split(), 10, "the display to say 9")
+
+
+def test_the_calculators_window_is_one_of_the_tree_with_its_program_and_geometry(desktops, tree_desk, calculator):
+    tree = desktops.desktop_tree(tree_desk.id, window=calculator.id)
+    assert [w.id for w in tree.windows] == [calculator.id]
+    window = tree.windows[0]
+    assert window.application == "galculator" and window.pid and window.error is None
+    frame = window.nodes[0]
+    assert frame.role == "frame" and "showing" in frame.states
+    # The window's geometry is where its content is drawn: the frame's content exactly (GTK's frame
+    # box includes the window manager's title bar and borders).
+    content = frame.children[0].box
+    assert [window.x, window.y, window.width, window.height] == content
+    fx, fy, fw, fh = frame.box
+    assert fx < window.x and fy < window.y and fx + fw > window.x + window.width
+    assert desktops.windows(tree_desk.id) and next(w for w in desktops.windows(tree_desk.id)
+                                                   if w.id == window.id).y == window.y
+
+
+def test_text_typed_into_the_editors_node_reads_back_from_it(desktops, tree_desk, calculator):
+    editor = launched(desktops, tree_desk, "mousepad",
+                      lambda nodes: any(n.role == "text" and "editable" in n.states and n.box for n in nodes))
+    area = next(n for n in walk(editor.nodes) if n.role == "text" and "editable" in n.states)
+    tree_desk.perform(Click(x=centre(area)[0], y=centre(area)[1]))
+    tree_desk.perform(Type(text="hello, tree"))
+
+    def typed():
+        tree = desktops.desktop_tree(tree_desk.id, window=editor.id)
+        return next((n for n in walk(tree.windows[0].nodes) if n.ref == area.ref), None)
+    node = wait_for(lambda: (found := typed()) is not None and found.text == "hello, tree" and found, 10,
+                    "the editor's text node to hold what was typed")
+    assert "focused" in node.states
+
+
+def test_interactive_only_text_and_xml(desktops, tree_desk, calculator):
+    flat = desktops.desktop_tree(tree_desk.id, window=calculator.id, interactive_only=True)
+    roles = {n.role for n in flat.windows[0].nodes}
+    assert "toggle button" in roles or "push button" in roles
+    assert all(n.children == [] for n in flat.windows[0].nodes)
+    text = desktops.desktop_tree(tree_desk.id, window=calculator.id, format="text").content
+    seven = button(list(walk(calculator.nodes)), "7")
+    assert f'{seven.role} "7" [{seven.ref}] @{seven.box[0]},{seven.box[1]} {seven.box[2]}x{seven.box[3]}' in text
+    xml = ElementTree.fromstring(desktops.desktop_tree(tree_desk.id, window=calculator.id, format="xml").content)
+    found = [e for e in xml.iter() if e.get("name") == "7"]
+    assert found and found[0].get(f"{{{OSWORLD_NS['cp']}}}screencoord") == f"({seven.box[0]}, {seven.box[1]})"
+
+
+def test_a_program_that_stops_answering_is_said_and_the_rest_still_read(desktops, tree_desk, calculator):
+    pid = calculator.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        tree = desktops.desktop_tree(tree_desk.id)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    stopped = next(w for w in tree.windows if w.pid == pid)
+    assert stopped.nodes == [] and "did not answer" in stopped.error
+    others = [w for w in tree.windows if w.pid != pid and w.nodes]
+    assert others, [(w.wm_class, w.error) for w in tree.windows]  # the panel, the editor: still read
+    # and once it answers again, it is read again
+    wait_for(lambda: window_of(desktops.desktop_tree(tree_desk.id), "galculator").nodes, 10, "its nodes again")
+
+
+def test_an_unknown_window_is_refused(desktops, tree_desk):
+    from desktop.errors import InvalidAction
+
+    with pytest.raises(InvalidAction, match="no window 0x7fffffff"):
+        desktops.desktop_tree(tree_desk.id, window="0x7fffffff")
+
+
+def test_the_browsers_page_is_merged_with_the_page_layers_refs(desktops, tree_desk, site):
+    tree_desk.run_settled(lambda: tree_desk.open_url(site.url("/form")))
+    browser = tree_desk.stack.browser
+    snapshot = browser.call(lambda pages: pages.content("accessibility", None), 10).content
+    tree = desktops.desktop_tree(tree_desk.id)
+    window = next(w for w in tree.windows if w.pid == browser.process.pid)
+    assert window.focused and window.page is not None
+    assert window.page.url.endswith("/form")
+    assert window.page.snapshot == snapshot and "[ref=e" in snapshot
