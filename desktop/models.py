@@ -386,6 +386,9 @@ class ActionResponse(BaseModel):
                                                   "then still), network (requests the input started, then their "
                                                   "frames), navigation, dialog, timeout")
     screenshot: str | None = Field(None, description="settled screenshot, base64 PNG, with ?screenshot=true")
+    changed: bool | None = Field(None, description="whether the screen changed from the action until the answer "
+                                                   "(a dialog or a new page counts); false: the action had no "
+                                                   "visible effect (it may still have done something off screen)")
     result: dict[str, Any] | None = None
     page: PageSummary | None = Field(None, description=PAGE_FIELD)
     element: ElementAt | None = Field(None, description="a pointer action with the browser in front: the element "

@@ -30,6 +30,9 @@ class Performed:
     # A pointer action with the browser in front: what was under its pixel just before it ran
     # (desktop.browser.hit); None elsewhere, or when the browser could not say in time.
     element: ElementAt | None = None
+    # Whether the screen changed from the action until the answer (the display's damage; a dialog or
+    # a new page counts as a change): False is an action with no visible effect. None: not known.
+    changed: bool | None = None
 
 
 @runtime_checkable

@@ -245,8 +245,9 @@ class Pages:
     async def typing_focus(self) -> dict | None:
         return await typing_focus(self._tabs)
 
-    async def arrived(self, count: InputCount, expected: int, budget_ms: int) -> bool | None:
-        return await arrived(count, expected, budget_ms)
+    async def arrived(self, count: InputCount, expected: int, budget_ms: int,
+                      mark: InputMark | None = None) -> bool | None:
+        return await arrived(count, expected, budget_ms, self.record, mark)
 
     # ---------------------------------------------------------------- operations on the tab in front
 

@@ -141,18 +141,47 @@ async def _seen(count: InputCount) -> int | None:
     return total
 
 
-async def arrived(count: InputCount, expected: int, budget_ms: int) -> bool | None:
+async def _stop(count: InputCount) -> None:
+    for counter in count.counters:
+        try:
+            await counter.evaluate("c => c.stop()")
+            await counter.dispose()
+        except Exception:
+            pass
+
+
+# Counters whose removal waits for a dialog to close (a page with a dialog open runs no script):
+# kept here so that the tasks are not collected before they ran.
+_STOPPING: set[asyncio.Future] = set()
+
+
+async def arrived(count: InputCount, expected: int, budget_ms: int, record: PageRecord | None = None,
+                  mark: InputMark | None = None) -> bool | None:
     """Wait until the page has taken ``expected`` keys (or presses) since ``count_input``: True
     when it has, False when the bound passed with some still arriving, None when they went where
-    the page does not see them (none at all, or they stopped coming) or the page navigated meanwhile."""
+    the page does not see them (none at all, or they stopped coming) or the page navigated meanwhile.
+
+    A dialog the input opened (in ``record`` since ``mark``) ends the wait at once, True: the page
+    took the input (its handler opened the dialog), and no script of the page runs again until the
+    dialog is closed, the counter's own read included (it would wait out the whole bound)."""
     first_ms = FIRST_KEY_MS if count.kind == "keys" else FIRST_PRESS_MS
     start = time.monotonic()
     deadline = start + budget_ms / 1000
     last, last_change = 0, start
+
+    def dialog_opened() -> bool:
+        return record is not None and mark is not None and bool(record.dialogs.since(mark.dialog_seq))
     try:
         while True:
-            seen = await _seen(count)
-            now = time.monotonic()
+            reading = asyncio.ensure_future(_seen(count))
+            while not reading.done() and not dialog_opened() and time.monotonic() < deadline:
+                await asyncio.wait({reading}, timeout=POLL_S)
+            if not reading.done():
+                reading.cancel()
+                return True if dialog_opened() else False
+            seen, now = reading.result(), time.monotonic()
+            if dialog_opened():
+                return True
             if seen is None:
                 return None
             if seen >= expected:
@@ -165,9 +194,9 @@ async def arrived(count: InputCount, expected: int, budget_ms: int) -> bool | No
                 return False
             await asyncio.sleep(POLL_S * 2)
     finally:
-        for counter in count.counters:
-            try:
-                await counter.evaluate("c => c.stop()")
-                await counter.dispose()
-            except Exception:
-                pass
+        if dialog_opened():
+            stopping = asyncio.ensure_future(_stop(count))
+            _STOPPING.add(stopping)
+            stopping.add_done_callback(_STOPPING.discard)
+        else:
+            await _stop(count)

@@ -182,7 +182,8 @@ class RemoteDesktop:
         return Performed(answer["executed"], answer["duration_ms"], answer["settle_ms"],
                          frame_from_png(base64.b64decode(answer["screenshot"])), answer["settled"],
                          answer.get("settled_by", "damage"),
-                         ElementAt.model_validate(element) if isinstance(element, dict) else None)
+                         ElementAt.model_validate(element) if isinstance(element, dict) else None,
+                         changed=answer.get("changed"))
 
     def cursor(self) -> tuple[int, int]:
         answer = self._client().request("GET", "/desktop/cursor").json()

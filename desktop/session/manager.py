@@ -66,6 +66,10 @@ MOTION_MS = 25
 # paints (the pressed button, then the handler's change); the browser's frames have covered that
 # already: two frames at 60 Hz and change.
 BROWSER_QUIET_MS = 35
+# A dialog the input opened is painted by the browser after it says it opened: at most this long
+# (a paint that came before the wait began is not seen again: the wait then ends at this bound,
+# with the dialog on the screen).
+DIALOG_PAINT_MS = 2000
 # The bound of the wait for a typed text's keys to reach the page, beyond TIMEOUT_MS. Chromium takes
 # ~1.4 ms a key here (20,000 characters in ~28 s) and over 6 ms at load average 10 on 2 cores. The
 # wait ends sooner when the keys stop coming (desktop.browser.settle.KEYS_STALL_MS), so this bound
@@ -340,7 +344,7 @@ class Session:
             except ScreenshotError as exc:
                 raise self.down_error() or ScreenshotFailed(str(exc)) from exc
         return Performed(executed.argv, executed.duration_ms, shot.settle_ms, shot.frame, shot.settled, settled_by,
-                         element)
+                         element, changed=shot.changed or settled_by in ("dialog", "navigation"))
 
     def element_at(self, x: int, y: int, *, strict: bool = False) -> ElementAt | None:
         """What is under display pixel (x, y) in the browser now, when Chromium is in front (the
@@ -466,14 +470,15 @@ class Session:
             return None
         return (count, expected) if count is not None else None
 
-    def _arrived(self, browser, counted) -> bool | None:
+    def _arrived(self, watch, counted) -> bool | None:
         """Wait until the page has taken every key typed, or every press of a click (``counted``:
-        its count and how many); a type bounded by TIMEOUT_MS and KEY_MS_PER_CHAR a key. None when
-        it cannot tell."""
+        its count and how many), or the input opened a dialog; a type bounded by TIMEOUT_MS and
+        KEY_MS_PER_CHAR a key. None when it cannot tell."""
+        browser, mark = watch
         count, expected = counted
         budget_ms = TIMEOUT_MS + KEY_MS_PER_CHAR * expected if count.kind == "keys" else FIRST_PRESS_MS
         try:
-            return browser.call(lambda pages: pages.arrived(count, expected, budget_ms), budget_ms / 1000 + 2)
+            return browser.call(lambda pages: pages.arrived(count, expected, budget_ms, mark), budget_ms / 1000 + 2)
         except Exception as exc:
             log.debug("session %s: the %s count failed: %s", self.id, count.kind, exc)
             return None
@@ -488,7 +493,7 @@ class Session:
         start = time.monotonic()
         arrival_ms, by = 0, None
         if watch is not None and counted:
-            arrived = self._arrived(watch[0], counted)
+            arrived = self._arrived(watch, counted)
             arrival_ms = round((time.monotonic() - start) * 1000)
             if arrived is False and counted[0].kind == "keys":  # still arriving at their bound: said, not waited on
                 return Settled(self.screen.capture(), arrival_ms, False, True), "timeout"
@@ -502,8 +507,11 @@ class Session:
         waited_ms = round((time.monotonic() - start) * 1000)
         left_ms = max(0, TIMEOUT_MS - waited_ms)  # one bound for the whole wait, a browser that hung included
         if by is not None:
-            if by == "dialog":  # answered as soon as it opens, before its frames: its paint is still to come
-                shot = self.screen.settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=BROWSER_QUIET_MS,
+            if by == "dialog":
+                # Known as soon as it opens, before the browser paints it: what was painted until now
+                # (the button pressed in, the page behind) is not the answer; the dialog's paint is.
+                self.screen.mark()
+                shot = self.screen.settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=min(DIALOG_PAINT_MS, left_ms),
                                           timeout_ms=left_ms)
             else:
                 shot = self.screen.settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=FRAME_SLACK_MS,
@@ -588,7 +596,7 @@ class Session:
             duration = (time.perf_counter() - start) * 1000
             shot = self.screen.settle(first_change_ms=WINDOW_FIRST_CHANGE_MS)
         return Performed(executed, duration, shot.settle_ms, shot.frame, shot.settled,
-                         "damage" if shot.settled else "timeout")
+                         "damage" if shot.settled else "timeout", changed=shot.changed)
 
     def reset(self, *, queue_s: float | None = None) -> None:
         """Return to a fresh session (desktop.session.stack.DesktopStack.reset) on the same display. Actions

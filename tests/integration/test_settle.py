@@ -44,7 +44,7 @@ def test_a_page_that_changes_300_ms_after_a_click_is_seen_changed(desk, page, vi
     before = desk.capture().image.crop(box)
     performed = desk.perform(Click(x=later[0], y=later[1]))
     page.wait_for(lambda e: e.get("type") == "changed-later")
-    assert performed.settled
+    assert performed.settled and performed.changed
     shown = performed.frame.image.crop(box)
     assert shown.tobytes() != before.tobytes()  # the click's own answer shows the late change
     assert shown.tobytes() == desk.capture().image.crop(box).tobytes()  # and it is what stays
@@ -75,6 +75,7 @@ def test_a_click_that_changes_nothing_is_answered_by_the_browser_frames(desk, no
     for _ in range(5):
         performed = desk.perform(Click(x=x, y=y))
         assert performed.settled and performed.settled_by == "frame", performed.settled_by
+        assert performed.changed is False  # and the answer says the click had no visible effect
 
 
 def _differing(a, b, viewport) -> int:
@@ -111,7 +112,7 @@ def test_a_click_that_opens_a_dialog_is_answered_with_it_open(desk, notes_page, 
     x, y = at(viewport, *ASK)
     performed = desk.perform(Click(x=x, y=y))
     try:
-        assert performed.settled_by == "dialog", performed.settled_by
+        assert performed.settled_by == "dialog" and performed.changed, performed.settled_by
         time.sleep(0.5)
         # The open dialog, as it stays (but the caret, which blinks in the notes page behind it).
         assert _differing(performed.frame, desk.capture(), viewport) < 100

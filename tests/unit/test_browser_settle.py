@@ -69,3 +69,48 @@ def test_a_request_answered_before_the_wait_began_still_decides_it():
     assert asyncio.run(after_input(Tabs(), record, Recorder(), mark, 1000)) == "navigation"
     # what came before the input is not the input's
     assert asyncio.run(after_input(Tabs(), record, Recorder(), input_mark(record), 1000)) == "frame"
+
+
+class Blocked(Counter):
+    """A frame's counter once a dialog is open: the page runs no script until it closes."""
+
+    def __init__(self, closed: asyncio.Event):
+        super().__init__(late_s=None)
+        self.closed = closed
+
+    async def evaluate(self, script: str):
+        await self.closed.wait()
+        return await super().evaluate(script)
+
+
+def test_a_dialog_the_click_opened_ends_the_wait_and_the_listener_goes_when_it_closes():
+    record = PageRecord()
+    mark = input_mark(record)
+
+    async def scenario():
+        closed = asyncio.Event()
+        counter = Blocked(closed)
+        asyncio.get_running_loop().call_later(0.1, lambda: record.dialogs.add({"type": "alert", "message": "Sure?"}))
+        # Bounded far below the count's own bound (60 s): without the dialog it would wait that out.
+        took = await asyncio.wait_for(arrived(InputCount([counter], "presses"), 1, 60_000, record, mark), 10)
+        assert not counter.stopped  # the page cannot run the removal while the dialog is open...
+        closed.set()
+        await asyncio.sleep(0.05)
+        return took, counter.stopped
+    took, stopped = asyncio.run(scenario())
+    assert took is True  # the dialog is the input's effect
+    assert stopped  # ...and it runs once the dialog is closed
+
+
+def test_a_dialog_from_before_the_input_is_not_its_effect():
+    record = PageRecord()
+    record.dialogs.add({"type": "alert", "message": "earlier"})
+    mark = input_mark(record)
+    assert asyncio.run(arrived(InputCount([Counter(late_s=0.1)], "presses"), 1, 2000, record, mark)) is True
+    late = Counter(late_s=None)
+    settle_first = settle.FIRST_PRESS_MS
+    try:
+        settle.FIRST_PRESS_MS = 100
+        assert asyncio.run(arrived(InputCount([late], "presses"), 1, 2000, record, mark)) is None
+    finally:
+        settle.FIRST_PRESS_MS = settle_first

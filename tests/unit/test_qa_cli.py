@@ -138,3 +138,29 @@ def test_a_test_that_fails_every_attempt_fails_and_no_retry_runs_without_retries
     once = flaky(failures=1)
     assert run_suite(a_suite("a"), "http://gd", token=None, transport=httpx2.MockTransport(once)) == 1
     assert len(once.bodies) == 1
+
+
+def test_brackets_in_names_and_messages_are_printed_as_written_and_the_suite_runs_to_the_end(tmp_path, capsys):
+    # Rich reads [/x] as a closing tag and [b] as bold: unescaped, the first raised MarkupError and
+    # ended the run (exit 1, no JUnit); the second vanished from the terminal.
+    server = QaApi(fails=lambda body, attempt: body["name"].startswith("a test"),
+                   reason=lambda body: "saw 'Item [/b] 1.1' in [data-property-name=\"name\"]")
+    junit = tmp_path / "junit.xml"
+    code = run_suite(a_suite("a test [/x] named", "[v2] the next [b]one[/b]"), "http://gd", token=None, junit=junit,
+                     transport=httpx2.MockTransport(server))
+    assert code == 1  # one failed: the exit code of a failure, not of a crash
+    cases = ET.fromstring(junit.read_text()).findall("testsuite/testcase")
+    assert [c.get("name") for c in cases] == ["a test [/x] named", "[v2] the next [b]one[/b]"]
+    assert cases[1].find("failure") is None
+    err = capsys.readouterr().err
+    assert "a test [/x] named" in err and "saw 'Item [/b] 1.1' in [data-property-name=\"name\"]" in err
+    assert "[v2] the next [b]one[/b]" in err
+
+
+def test_a_models_words_with_brackets_print_as_written_in_glassdesk_act(capsys):
+    from vision.cli.command import _print_step
+
+    _print_step({"index": 1, "actions": [{"action": "type", "text": "[/x]"}], "model_ms": 1, "exec_ms": 2,
+                 "settle_ms": 3, "error": None, "text": "I typed [/x] into [b]the field"}, 10)
+    err = capsys.readouterr().err
+    assert "I typed [/x] into [b]the field" in err

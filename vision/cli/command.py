@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 # soft_wrap: printed URLs must stay whole when stderr is a pipe (make run | tee, docker logs).
 console = Console(stderr=True, soft_wrap=True)
@@ -180,7 +181,8 @@ def _act(args: argparse.Namespace) -> int:
                 client.stream("POST", url, json=body, headers=headers) as response:
             if response.status_code != 200:
                 error = json.loads(response.read() or b"{}").get("error", {})
-                console.print(f"[red]{error.get('code', response.status_code)}:[/red] {error.get('message', '')}")
+                console.print(f"[red]{escape(str(error.get('code', response.status_code)))}:[/red] "
+                              f"{escape(str(error.get('message', '')))}")
                 return 2
             event = None
             for line in response.iter_lines():
@@ -194,7 +196,7 @@ def _act(args: argparse.Namespace) -> int:
                         result = data
                     elif event == "error":
                         error = data["error"]
-                        console.print(f"[red]{error['code']}:[/red] {error['message']}")
+                        console.print(f"[red]{escape(error['code'])}:[/red] {escape(error['message'])}")
                         return 2
     except httpx2.ConnectError:
         console.print(f"[red]no glassdesk server at {server}[/red]; start one with `glassdesk up` "
@@ -211,12 +213,12 @@ def _act(args: argparse.Namespace) -> int:
     console.print(f"[bold {colour}]{result['status']}[/bold {colour}] after {len(result['steps'])} steps, "
                   f"{result['usage']['input_tokens'] + result['usage']['output_tokens']} tokens")
     if result.get("answer"):
-        console.print(f"answer: {result['answer']}")
+        console.print(f"answer: {escape(result['answer'])}")
     if result.get("error"):
-        console.print(f"error: {result['error']['code']}: {result['error']['message']}")
-    console.print(f"report: {server.rstrip('/')}{result['report_url']}")
+        console.print(escape(f"error: {result['error']['code']}: {result['error']['message']}"))
+    console.print(escape(f"report: {server.rstrip('/')}{result['report_url']}"))
     if result.get("report_path"):
-        console.print(f"        {result['report_path']}")
+        console.print(escape(f"        {result['report_path']}"))
     return 0 if result["status"] == "done" else 1
 
 
@@ -229,7 +231,7 @@ def _export(args: argparse.Namespace) -> int:
     try:
         text = _export_local(args) if args.data_dir else _export_remote(args)
     except GlassdeskError as exc:
-        console.print(f"[red]{exc.code}:[/red] {exc.message}")
+        console.print(f"[red]{exc.code}:[/red] {escape(exc.message)}")
         return 2
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -295,13 +297,13 @@ def _export_remote(args: argparse.Namespace) -> str:
 def _print_step(step: dict, max_steps: int) -> None:
     from vision.evidence.report import describe_action
 
-    actions = ", ".join(describe_action(a) for a in step["actions"]) or "no action"
-    error = f"  [red]{step['error']['code']}[/red]" if step.get("error") else ""
+    actions = escape(", ".join(describe_action(a) for a in step["actions"]) or "no action")
+    error = f"  [red]{escape(step['error']['code'])}[/red]" if step.get("error") else ""
     console.print(f"step {step['index']}/{max_steps}  {actions}  "
                   f"[dim]model {step['model_ms']} ms · exec {step['exec_ms']} ms · "
                   f"settle {step['settle_ms']} ms[/dim]{error}")
     if step.get("text"):
-        console.print(f"  [dim]{step['text'][:200]}[/dim]")
+        console.print(f"  [dim]{escape(step['text'][:200])}[/dim]")
 
 
 def _mcp(args: argparse.Namespace) -> int:

@@ -43,6 +43,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from desktop.errors import describe_validation
@@ -318,7 +319,8 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
                 seconds = time.monotonic() - started
                 if answer.status_code != 200:
                     error = _error_of(answer)
-                    progress.console.print(f"[red]✗ error[/red] {name}  [dim]{seconds:.1f} s[/dim]\n  {error}")
+                    progress.console.print(f"[red]✗ error[/red] {escape(name)}  [dim]{seconds:.1f} s[/dim]\n"
+                                           f"  {escape(error)}")
                     return _error_run(verb, name, error)
                 run_id = check_run_id(answer.json()["test_run_id"])
                 fetched = http.get(f"/api/v1/qa/runs/{run_id}")
@@ -328,18 +330,19 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
                     raise ValueError(f"the server answered run {run.test_run_id!r} for {run_id!r}")
             except httpx2.TransportError as exc:
                 reason = f"the server at {base_url} stopped answering during test {number} ({name}): {exc}"
-                progress.console.print(f"[red]✗ error[/red] {name}\n  {reason}")
+                progress.console.print(f"[red]✗ error[/red] {escape(name)}\n  {escape(reason)}")
                 raise _Lost(reason) from None
             except (ValueError, KeyError, TypeError, BadName) as exc:  # an answer that is not a QA run's
                 error = f"the server's answer could not be read: {exc}"
-                progress.console.print(f"[red]✗ error[/red] {name}\n  {error}")
+                progress.console.print(f"[red]✗ error[/red] {escape(name)}\n  {escape(error)}")
                 return _error_run(verb, name, error)
             if _passed(run):
-                progress.console.print(f"[green]✓ passed[/green] {name}  [dim]{seconds:.1f} s[/dim]")
+                progress.console.print(f"[green]✓ passed[/green] {escape(name)}  [dim]{seconds:.1f} s[/dim]")
             else:
                 reason = next((c.failure_reason for c in run.test_cases if c.failure_reason), run.status)
-                progress.console.print(f"[red]✗ {run.status}[/red] {name}  [dim]{seconds:.1f} s[/dim]\n"
-                                       f"  {reason}\n  [dim]{base_url}/api/v1/qa/runs/{run_id}/report[/dim]")
+                report_url = escape(f"{base_url}/api/v1/qa/runs/{run_id}/report")
+                progress.console.print(f"[red]✗ {escape(run.status)}[/red] {escape(name)}  [dim]{seconds:.1f} s[/dim]\n"
+                                       f"  {escape(reason)}\n  [dim]{report_url}[/dim]")
             return run
 
         def run_test(test: SuiteTest, number: int, progress, *, clean: bool) -> tuple[bool, list[QaRun]]:
@@ -375,13 +378,14 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
                     failed += 1
                     runs.append(_error_run(test.verb, test.name, f"not run: {lost}"))
                     continue
-                progress.update(task, description=f"[{number}/{len(suite.tests)}] {test.name}")
+                progress.update(task, description=escape(f"[{number}/{len(suite.tests)}] {test.name}"))
                 failed_attempts: list[list[QaRun]] = []
                 try:
                     for attempt in range(1, retries + 2):
                         retry = attempt > 1
                         if retry:
-                            progress.console.print(f"[yellow]↻ retry {attempt - 1} of {retries}[/yellow] {test.name}")
+                            progress.console.print(f"[yellow]↻ retry {attempt - 1} of {retries}[/yellow] "
+                                                   f"{escape(test.name)}")
                         ok, attempt_runs = run_test(test, number, progress, clean=retry)
                         if ok or attempt > retries:
                             break
@@ -397,7 +401,8 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
                     earlier[id(attempt_runs[-1])] = failed_attempts
                     if ok:
                         flaky += 1
-                        progress.console.print(f"[yellow]~ flaky[/yellow] {test.name}: passed on attempt {attempt}")
+                        progress.console.print(f"[yellow]~ flaky[/yellow] {escape(test.name)}: passed on attempt "
+                                               f"{attempt}")
                 if not ok:
                     failed += 1
                 else:
@@ -419,9 +424,9 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
     colour = "green" if not failed else "red"
     console.print(f"[bold {colour}]{len(suite.tests) - failed} of {len(suite.tests)} passed[/bold {colour}]"
                   + (f" ({flaky} flaky: passed on a retry)" if flaky else "")
-                  + (f"; JUnit: {junit}" if junit else "") + (f"; report: {report}" if report else ""))
+                  + escape((f"; JUnit: {junit}" if junit else "") + (f"; report: {report}" if report else "")))
     if lost is not None:
-        console.print(f"[red]{lost}; the tests after it were not run (errors in the reports)[/red]")
+        console.print(f"[red]{escape(lost)}; the tests after it were not run (errors in the reports)[/red]")
     return 0 if not failed else 1
 
 
@@ -435,9 +440,9 @@ def write_healed_suite(source: Path, target: Path, runs: dict[int, QaRun]) -> li
     heals = {position: found for position, found in heals.items() if found}
     text, listed = healed_suite(source.read_text(encoding="utf-8"), heals, source.name)
     target.write_text(text, encoding="utf-8")
-    console.print(f"[yellow]healed suite: {target}[/yellow] ({len(listed)} step(s) re-targeted)")
+    console.print(f"[yellow]healed suite: {escape(str(target))}[/yellow] ({len(listed)} step(s) re-targeted)")
     for line in listed:
-        console.print(f"  {line}")
+        console.print(f"  {escape(line)}")
     return listed
 
 
@@ -584,7 +589,7 @@ def main(args: argparse.Namespace) -> int:  # noqa: C901
             return run_suite(suite, base, token=token, data_dir=Path(data_dir), junit=junit, report=report,
                              retries=retries, write_healed=write_healed)
     except UsageError as exc:
-        console.print(f"[red]usage:[/red] {exc}")
+        console.print(f"[red]usage:[/red] {escape(str(exc))}")
         return 2
     except KeyboardInterrupt:
         return 130

@@ -288,13 +288,14 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
         target = session or default_session
         settle = (f"screen settled after {done.settle_ms} ms" if done.settled else
                   f"the screen was still changing after {done.settle_ms} ms (an animation?)")
+        effect = " Nothing on the screen changed: the action had no visible effect." if done.changed is False else ""
         text = (f"{what} on session {target!r}: done, {settle} "
-                f"(the action took {done.duration_ms:.0f} ms).\nexecuted:\n{argv_text(done.executed)}")
+                f"(the action took {done.duration_ms:.0f} ms).{effect}\nexecuted:\n{argv_text(done.executed)}")
         if screenshot:
             text += "\nThe image is the settled screen after it: 1920x1080, image pixels = display pixels."
         structured = {"session": target, "action": action, "executed": done.executed,
                       "duration_ms": round(done.duration_ms, 1), "settle_ms": done.settle_ms, "settled": done.settled,
-                      **(extra or {})}
+                      "changed": done.changed, **(extra or {})}
         return _result(text, done.frame.png if screenshot else None, structured)
 
     def _point(x: int | None, y: int | None) -> str:
