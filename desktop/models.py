@@ -299,6 +299,28 @@ class ElementAt(BaseModel):
         return [t.model_dump(mode="json", exclude_none=True, exclude_defaults=True) for t in locators]
 
 
+class NativeElement(BaseModel):
+    """What was under a display pixel on a native window, read over the session's accessibility bus
+    just before a pointer action acted there (desktop.x11.atspi): the control a person would say
+    they clicked (docs/desktop-tree.md)."""
+
+    ref: str = Field(description="the node's ref in the desktop tree (n17), while it lives")
+    role: str = Field(description="its accessibility role, as AT-SPI names it (push button, text, menu item)")
+    name: str = ""
+    states: list[str] = Field(default_factory=list)
+    box: list[int] | None = Field(None, description="[x, y, width, height] in display pixels")
+    text: str | None = Field(None, description="a text node's content (at most 2,000 characters)")
+    path: list[str] = Field(default_factory=list, description="role and name of each node from its window down")
+    application: str = Field("", description="the program's name on the accessibility bus")
+    pid: int | None = None
+    ms: float = Field(0, description="what reading it cost, in ms")
+
+    def describe(self) -> str:
+        """As a person would say it: ``toggle button '7' in galculator``."""
+        return f"{self.role}" + (f" {self.name!r}" if self.name else "") + \
+            (f" in {self.application}" if self.application else "")
+
+
 def css_string(value: str) -> str:
     """A CSS string literal of ``value`` (pure): quotes and backslashes escaped, line breaks as escapes."""
     escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\a ").replace("\r", "\\d ")
@@ -394,6 +416,9 @@ class ActionResponse(BaseModel):
     element: ElementAt | None = Field(None, description="a pointer action with the browser in front: the element "
                                                         "that was under the pixel just before it, with verified "
                                                         "locators")
+    native: NativeElement | None = Field(None, description="a pointer action on a native window: the control "
+                                                           "that was under the pixel just before it, read over "
+                                                           "the accessibility bus")
     playwright: str | None = Field(None, description="Playwright (TypeScript) code doing the same thing: a "
                                                      "locator action when the element is known, else page.mouse "
                                                      "or page.keyboard")

@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from desktop.actions import _Action
 from desktop.frame import Frame
-from desktop.models import ElementAt
+from desktop.models import ElementAt, NativeElement
 
 
 @dataclass
@@ -33,6 +33,9 @@ class Performed:
     # Whether the screen changed from the action until the answer (the display's damage; a dialog or
     # a new page counts as a change): False is an action with no visible effect. None: not known.
     changed: bool | None = None
+    # A pointer action on a native window (the browser not in front): the accessibility node under
+    # its pixel just before it ran (desktop.x11.atspi); None elsewhere, or when nothing there answers.
+    native: NativeElement | None = None
 
 
 @runtime_checkable

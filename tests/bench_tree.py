@@ -48,6 +48,7 @@ def _bus_memory(session) -> dict[str, tuple[int, int]]:
 
 
 def tree(bench) -> list:
+    from desktop.actions import Move
     from desktop.service.desktop import DesktopService
     from tests.bench import Row, timed
 
@@ -63,6 +64,13 @@ def tree(bench) -> list:
         whole.append(ms)
         nodes = sum(1 for w in answer.windows for _ in _walk(w.nodes))
     one = [timed(lambda: service.desktop_tree(session.id, window=calculator.id))[0] for _ in range(SAMPLES)]
+    # The control under a pixel, as a pointer action reads it before it runs (on the calculator,
+    # brought to the front): the window on top there, then the bus.
+    service.focus(session.id, calculator.id)
+    seven = next(n for n in _walk(calculator.nodes) if n.name == "7")
+    point = Move(x=seven.box[0] + seven.box[2] // 2, y=seven.box[1] + seven.box[3] // 2)
+    found = session._native_at(point)
+    at_pixel = [timed(lambda: session._native_at(point))[0] for _ in range(SAMPLES)]
     memory = _bus_memory(session)
     bench.detail("The accessibility bus and its reader, per session", ["process", "count", "PSS MB"],
                  [[kind, str(count), f"{pss / 1024:.1f}"] for kind, (count, pss) in sorted(memory.items())],
@@ -73,6 +81,9 @@ def tree(bench) -> list:
             sorted(whole)[len(whole) // 2] <= 150, note=f"{nodes} native nodes; the first answer (reader started) "
                                                         f"{first_ms:.0f} ms"),
         Row("one native window's tree (galculator)", "ms", one, "<= 50 ms median", sorted(one)[len(one) // 2] <= 50),
+        Row("the control at a pixel on a native window (on the click path)", "ms", at_pixel, "<= 20 ms median",
+            sorted(at_pixel)[len(at_pixel) // 2] <= 20,
+            note=f"found {found.describe() if found else 'nothing'}"),
         Row("the accessibility bus and its reader, PSS per session", "MB", [bus_mb]),
     ]
     for program in ("galculator", "mousepad"):

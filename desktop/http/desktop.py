@@ -36,7 +36,7 @@ def _respond(action: str, performed: Performed, screenshot: bool, page: PageSumm
     return ActionResponse(
         action=action, executed=performed.executed, duration_ms=round(performed.duration_ms, 1),
         settle_ms=performed.settle_ms, settled=performed.settled, settled_by=performed.settled_by,
-        changed=performed.changed, result=result,
+        changed=performed.changed, native=performed.native, result=result,
         page=page, element=performed.element,
         playwright=answer_code(body.model_dump(), performed.element) if body is not None else None,
         screenshot=base64.b64encode(performed.frame.png).decode() if screenshot else None,

@@ -26,7 +26,7 @@ from PIL import Image
 from desktop.actions import _Action
 from desktop.errors import GlassdeskError, SessionUnavailable
 from desktop.frame import Frame
-from desktop.models import ElementAt, SessionInfo, Status
+from desktop.models import ElementAt, NativeElement, SessionInfo, Status
 from desktop.port import Performed
 from desktop.remote.backends.base import Endpoint
 from desktop.session.manager import RESTART_RETRY_S, utcnow
@@ -183,7 +183,9 @@ class RemoteDesktop:
                          frame_from_png(base64.b64decode(answer["screenshot"])), answer["settled"],
                          answer.get("settled_by", "damage"),
                          ElementAt.model_validate(element) if isinstance(element, dict) else None,
-                         changed=answer.get("changed"))
+                         changed=answer.get("changed"),
+                         native=NativeElement.model_validate(native) if isinstance(native := answer.get("native"), dict)
+                         else None)
 
     def cursor(self) -> tuple[int, int]:
         answer = self._client().request("GET", "/desktop/cursor").json()

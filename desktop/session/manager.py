@@ -38,14 +38,14 @@ from desktop.errors import (
     TypedIntoNothing,
 )
 from desktop.frame import Frame
-from desktop.models import DesktopTree, ElementAt, SessionInfo, Status, TreeQuery, Window
+from desktop.models import DesktopTree, ElementAt, NativeElement, SessionInfo, Status, TreeQuery, Window
 from desktop.network.policy import NetworkPolicy
 from desktop.network.servers import ServerRegistry
 from desktop.port import Performed
 from desktop.session.pool import WARM_RETRY_S, WarmPool, check_warm  # noqa: F401 - check_warm: its old home
 from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, report_isolation, tagged_pids
 from desktop.session.tree import read_tree
-from desktop.x11.atspi import AccessibilityReader
+from desktop.x11.atspi import AccessibilityReader, AccessibilityUnavailable
 from desktop.x11.input import ActionFailed, Executor, expected_ms
 from desktop.x11.screen import FIRST_CHANGE_MS, TIMEOUT_MS, WINDOW_FIRST_CHANGE_MS, Screen, ScreenshotError, Settled
 from desktop.x11.user import open_session_root
@@ -334,6 +334,7 @@ class Session:
                 if isinstance(action, Type):
                     self._refuse_typing_into_nothing(watch)
                 element = self._element_at(watch, action) if watch is not None else None
+                native = self._native_at(action) if watch is None else None
                 counted = self._count_input(watch, action, element)
                 self.screen.mark()
                 executed = self.executor.run(action)
@@ -344,7 +345,7 @@ class Session:
             except ScreenshotError as exc:
                 raise self.down_error() or ScreenshotFailed(str(exc)) from exc
         return Performed(executed.argv, executed.duration_ms, shot.settle_ms, shot.frame, shot.settled, settled_by,
-                         element, changed=shot.changed or settled_by in ("dialog", "navigation"))
+                         element, changed=shot.changed or settled_by in ("dialog", "navigation"), native=native)
 
     def element_at(self, x: int, y: int, *, strict: bool = False) -> ElementAt | None:
         """What is under display pixel (x, y) in the browser now, when Chromium is in front (the
@@ -407,6 +408,29 @@ class Session:
                 raise
             log.debug("session %s: no element at (%s, %s): %s", self.id, x, y, exc)
             return None
+
+    def _native_at(self, action: _Action) -> NativeElement | None:
+        """What is under a pointer action's pixel on a native window, read over the accessibility bus
+        before the action runs. Best effort and bounded like the browser's element: a bus that cannot
+        say within HIT_TIMEOUT_S costs the action nothing but this record."""
+        point = pointer_point(action)
+        if point is None:
+            return None
+        if point == (None, None):
+            try:
+                point = self.executor.cursor()
+            except ActionFailed:
+                return None
+        pid = self.screen.pid_at(*point)  # the window on top there: the accessibility bus knows no stacking
+        if pid is None:
+            return None
+        try:
+            answer = self.accessibility.ask({"op": "at", "x": point[0], "y": point[1], "pid": pid}, HIT_TIMEOUT_S)
+        except AccessibilityUnavailable as exc:
+            log.debug("session %s: no native element at %s: %s", self.id, point, exc)
+            return None
+        node = answer.get("node")
+        return NativeElement.model_validate({**node, "ms": answer.get("ms", 0)}) if node else None
 
     def _tell_watchers(self, action: _Action) -> None:
         """Whoever watches this desktop's input (a session recording marks each action on its

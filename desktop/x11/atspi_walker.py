@@ -9,7 +9,8 @@ answers is bounded by the request, and every node it hands out gets a ref (``n17
 node's while the node (and this process) lives, for later requests to name it.
 
 Requests: ``{"op": "tree", "pids": [..] | null, "max_depth": n, "max_nodes": n, "visible_only": b}``:
-each application's windows (frames, dialogs) as node trees; ``{"op": "ping"}``.
+each application's windows (frames, dialogs) as node trees; ``{"op": "at", "x": x, "y": y, "pid": p}``:
+the deepest showing node under a display pixel in process p's windows and the path to it; ``{"op": "ping"}``.
 """
 
 from __future__ import annotations
@@ -144,6 +145,33 @@ class Walker:
         return item
 
 
+    def at(self, x: int, y: int, pid: int) -> dict | None:
+        """The deepest showing node under display pixel (x, y) in the windows of process ``pid`` (the
+        one on top there: the bus knows nothing of stacking), with the path down to it; None when
+        none answers there (it has no accessibility, or is not answering)."""
+        for app in self.desktop:
+            if app is None or app.get_process_id() != pid or app.get_child_count() < 0:
+                continue
+            for window in app:
+                if window is None or "showing" not in self.states(window):
+                    continue
+                box = self.box(window)
+                if box is None or not (box[0] <= x < box[0] + box[2] and box[1] <= y < box[1] + box[3]):
+                    continue
+                node, path = window, [window]
+                for _ in range(64):  # a bound: a toolkit answering with a loop is not followed forever
+                    inner = node.queryComponent().getAccessibleAtPoint(x, y, self.pyatspi.DESKTOP_COORDS)
+                    if inner is None or inner == node:
+                        break
+                    node = inner
+                    path.append(node)
+                found = self.describe(node, self.states(node))
+                found["path"] = [f"{n.getRoleName()} {n.name!r}" if n.name else n.getRoleName() for n in path]
+                found["application"], found["pid"] = app.name or "", app.get_process_id()
+                return found
+        return None
+
+
 def serve(walker: Walker, lines, write) -> None:
     for line in lines:
         try:
@@ -155,6 +183,8 @@ def serve(walker: Walker, lines, write) -> None:
             elif op == "tree":
                 answer = walker.tree(request.get("pids"), int(request.get("max_depth", 30)),
                                      int(request.get("max_nodes", 2000)), bool(request.get("visible_only", True)))
+            elif op == "at":
+                answer = {"node": walker.at(int(request["x"]), int(request["y"]), int(request["pid"]))}
             else:
                 answer = {"error": f"unknown op {op!r}"}
             answer["ms"] = round((time.monotonic() - start) * 1000, 1)

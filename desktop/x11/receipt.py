@@ -98,13 +98,16 @@ def _one_line(text: str, limit: int = 120) -> str:
 
 def close_chapters(starts: list[tuple[float, str]], duration: float) -> list[Chapter]:
     """Chapters from their start times: each ends where the next begins, the last at the end; a
-    chapter that would be empty (two steps in the same instant) keeps a tenth of a second."""
+    chapter that would be empty (two steps in the same instant) keeps a tenth of a second, and the
+    ones after it start after it: no instant of the film is in two chapters (a player, and the run
+    viewer, would show two steps playing at once)."""
     ordered = sorted(starts, key=lambda s: s[0])
-    chapters = []
+    chapters: list[Chapter] = []
     for i, (start, title) in enumerate(ordered):
-        start = min(max(0.0, start), duration)
+        start = min(max(0.0, start, chapters[-1].end if chapters else 0.0), duration)
         end = ordered[i + 1][0] if i + 1 < len(ordered) else duration
-        chapters.append(Chapter(start, max(min(end, duration), start + 0.1), _one_line(title) or f"step {i + 1}"))
+        chapters.append(Chapter(start, round(max(min(end, duration), start + 0.1), 3),
+                                _one_line(title) or f"step {i + 1}"))
     return chapters
 
 

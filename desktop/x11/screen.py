@@ -124,6 +124,16 @@ class DamageWatch:
             return None
         return -origin.x, -origin.y, geometry.width, geometry.height
 
+    def pid_at(self, x: int, y: int) -> int | None:
+        """The process of the topmost window whose content holds display pixel (x, y) (its _NET_WM_PID)."""
+        for wid in reversed(self.stacking()):
+            box = self.client_box(wid)
+            if box is not None and box[0] <= x < box[0] + box[2] and box[1] <= y < box[1] + box[3]:
+                window = self._display.create_resource_object("window", wid)
+                pid = window.get_full_property(self._display.intern_atom("_NET_WM_PID"), Xatom.CARDINAL)
+                return int(pid.value[0]) if pid and len(pid.value) else None
+        return None
+
     def active_pid(self) -> int | None:
         """The process that owns the window in front (its _NET_WM_PID), or None."""
         active = self.active_window()
@@ -214,6 +224,14 @@ class Screen:
                 return self._x(lambda watch: {wid: box for wid in wids if (box := watch.client_box(wid))})
             except (ScreenshotError, XError):
                 return {}
+
+    def pid_at(self, x: int, y: int) -> int | None:
+        """The process of the topmost window at display pixel (x, y); None when none or unreadable."""
+        with self._watch_lock:
+            try:
+                return self._x(lambda watch: watch.pid_at(x, y))
+            except (ScreenshotError, XError):
+                return None
 
     def active_window(self) -> int | None:
         """The window in front; None when there is none or it cannot be read."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from xml.etree import ElementTree
 
 import pytest
@@ -16,6 +15,7 @@ from desktop.actions import Click, Type
 from desktop.models import DesktopTree, TreeNode, TreeWindow
 from desktop.service.desktop import DesktopService
 from desktop.tree import OSWORLD_NS
+from tests.answers import until
 
 pytestmark = pytest.mark.x11
 
@@ -31,16 +31,6 @@ def tree_desk(manager):
 @pytest.fixture(scope="module")
 def desktops(manager):
     return DesktopService(manager)
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def walk(nodes: list[TreeNode]):
@@ -60,7 +50,7 @@ def launched(desktops, session, program: str, ready) -> TreeWindow:
     def shown():
         window = window_of(desktops.desktop_tree(session.id), program)
         return window if window is not None and ready(list(walk(window.nodes))) else None
-    return wait_for(shown, 30, f"{program}'s window and its controls in the tree")
+    return until(shown, f"{program}'s window and its controls in the tree", 30)
 
 
 def centre(node: TreeNode) -> tuple[int, int]:
@@ -88,7 +78,7 @@ def test_a_click_at_a_buttons_box_centre_presses_it(desktops, tree_desk, calcula
     for name in ("7", "+", "2", "="):
         x, y = centre(button(nodes, name))
         tree_desk.perform(Click(x=x, y=y))
-    wait_for(lambda: "9" in calculator_display(desktops, tree_desk).split(), 10, "the display to say 9")
+    until(lambda: "9" in calculator_display(desktops, tree_desk).split(), "the display to say 9", 10)
 
 
 def test_the_calculators_window_is_one_of_the_tree_with_its_program_and_geometry(desktops, tree_desk, calculator):
@@ -118,8 +108,8 @@ def test_text_typed_into_the_editors_node_reads_back_from_it(desktops, tree_desk
     def typed():
         tree = desktops.desktop_tree(tree_desk.id, window=editor.id)
         return next((n for n in walk(tree.windows[0].nodes) if n.ref == area.ref), None)
-    node = wait_for(lambda: (found := typed()) is not None and found.text == "hello, tree" and found, 10,
-                    "the editor's text node to hold what was typed")
+    node = until(lambda: (found := typed()) is not None and found.text == "hello, tree" and found,
+                 "the editor's text node to hold what was typed", 10)
     assert "focused" in node.states
 
 
@@ -148,7 +138,7 @@ def test_a_program_that_stops_answering_is_said_and_the_rest_still_read(desktops
     others = [w for w in tree.windows if w.pid != pid and w.nodes]
     assert others, [(w.wm_class, w.error) for w in tree.windows]  # the panel, the editor: still read
     # and once it answers again, it is read again
-    wait_for(lambda: window_of(desktops.desktop_tree(tree_desk.id), "galculator").nodes, 10, "its nodes again")
+    until(lambda: window_of(desktops.desktop_tree(tree_desk.id), "galculator").nodes, "its nodes again", 10)
 
 
 def test_an_unknown_window_is_refused(desktops, tree_desk):
@@ -167,3 +157,36 @@ def test_the_browsers_page_is_merged_with_the_page_layers_refs(desktops, tree_de
     assert window.focused and window.page is not None
     assert window.page.url.endswith("/form")
     assert window.page.snapshot == snapshot and "[ref=e" in snapshot
+
+
+def test_a_click_on_a_native_control_names_it_in_the_answer_and_the_trace(desktops, tree_desk, calculator,
+                                                                          vision_api):
+    desktops.focus(tree_desk.id, calculator.id)  # on top again: another test's window may cover it
+    nodes = list(walk(desktops.desktop_tree(tree_desk.id, window=calculator.id).windows[0].nodes))
+    five, three = button(nodes, "5"), button(nodes, "3")
+    x, y = centre(five)
+    answer = vision_api.post(f"/api/v1/sessions/{tree_desk.id}/desktop/click", json={"x": x, "y": y})
+    assert answer.status_code == 200, answer.text
+    native = answer.json()["native"]
+    assert (native["ref"], native["role"], native["name"], native["application"]) == \
+        (five.ref, five.role, "5", "galculator")
+    assert native["path"][0] == "frame 'galculator'" and native["path"][-1] == f"{five.role} '5'"
+    assert answer.json()["element"] is None  # no page there
+    # A vision run's step records it per action, as it records a page's element.
+    x, y = centre(three)
+    run = vision_api.post(f"/api/v1/sessions/{tree_desk.id}/vision/act", json={
+        "instruction": "press 3", "model": "scripted", "script": [{"action": "click", "x": x, "y": y},
+                                                                  {"action": "done"}]})
+    assert run.status_code == 200 and run.json()["status"] == "done", run.text
+    step = vision_api.get(f"/api/v1/traces/{run.json()['trace_id']}").json()["steps"][0]
+    assert [(n["role"], n["name"]) for n in step["natives"]] == [(three.role, "3")]
+    # and a click where another window covers the calculator names that window's control, not its own
+    editor = next(w for w in desktops.windows(tree_desk.id) if "mousepad" in w.wm_class.lower())
+    desktops.focus(tree_desk.id, editor.id)
+    covered = next(((cx, cy) for n in nodes if n.box and n.role.endswith("button")
+                    for cx, cy in [centre(n)]
+                    if editor.x <= cx < editor.x + editor.width and editor.y <= cy < editor.y + editor.height), None)
+    assert covered is not None, (editor, calculator)  # XFCE centres both: the editor covers the calculator
+    hidden = vision_api.post(f"/api/v1/sessions/{tree_desk.id}/desktop/move", json={"x": covered[0],
+                                                                                    "y": covered[1]}).json()
+    assert hidden["native"] is not None and hidden["native"]["application"] == "mousepad", hidden["native"]

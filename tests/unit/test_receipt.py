@@ -24,11 +24,14 @@ from vision.run.loop import step_title
 
 def test_chapters_end_where_the_next_begins_and_the_last_at_the_end():
     chapters = close_chapters([(2.5, "step 2: b"), (0.0, "step 1: a"), (2.5, "step 3: c")], 9.0)
+    # Two in the same instant: the first keeps a tenth of a second, the next starts after it (a film
+    # instant in two chapters showed two steps playing at once in the run viewer).
     assert [(c.start, c.end, c.title) for c in chapters] == [(0.0, 2.5, "step 1: a"), (2.5, 2.6, "step 2: b"),
-                                                             (2.5, 9.0, "step 3: c")]
+                                                             (2.6, 9.0, "step 3: c")]
+    assert all(a.end <= b.start for a, b in zip(chapters, chapters[1:]))
     vtt = chapters_vtt(chapters)
     assert vtt.startswith("WEBVTT\n\n1\n00:00:00.000 --> 00:00:02.500\nstep 1: a\n")
-    assert "00:00:02.500 --> 00:00:09.000\nstep 3: c" in vtt
+    assert "00:00:02.600 --> 00:00:09.000\nstep 3: c" in vtt
 
 
 def test_a_title_cannot_break_a_cue_or_the_metadata():

@@ -273,7 +273,10 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
     async def perform(session: str, action: _Action, what: str, screenshot: bool) -> CallToolResult:
         done = await blocking(desktops.perform, session, action)
         code = answer_code(action.model_dump(), done.element)
-        extra = {"element": done.element.model_dump(mode="json") if done.element else None, "playwright": code}
+        extra = {"element": done.element.model_dump(mode="json") if done.element else None, "playwright": code,
+                 "native": done.native.model_dump(mode="json") if done.native else None}
+        if done.native is not None:
+            what += f" on {done.native.describe()}"
         if done.element is not None:
             element = done.element
             what += (f" on {element.role or element.tag}"

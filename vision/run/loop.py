@@ -23,7 +23,7 @@ from desktop import actions
 from desktop.actions import Type
 from desktop.errors import GlassdeskError, InvalidAction, SessionBusy, SessionUnavailable
 from desktop.frame import Frame
-from desktop.models import ElementAt
+from desktop.models import ElementAt, NativeElement
 from desktop.port import Desktop
 from vision.actions import BrowserMember, CallResult, CursorPosition, Done, Fail, Screenshot, Zoom
 from vision.config import VisionConfig, create_provider
@@ -705,6 +705,7 @@ class Runner:
         results = []
         failed_codes: list[str] = []
         elements: dict[tuple[int, int], ElementAt] = {}  # (call, action) -> what was under its pixel
+        natives: dict[tuple[int, int], NativeElement] = {}  # (call, action) -> the native control there
         spots: dict[tuple[int, int], dict] = {}  # (call, action) -> its pixel's OCR text and template
         # The page's texts before the step acts, to tell after it what it made appear.
         acting = any(not isinstance(a, (Done, Fail, Screenshot, Zoom, CursorPosition))
@@ -756,6 +757,8 @@ class Runner:
                         element = getattr(done, "element", None)
                         if element is not None:
                             elements[call_index, action_index] = element
+                        if getattr(done, "native", None) is not None:
+                            natives[call_index, action_index] = done.native
                         spot = self._spot(state, action.model_dump(), element, frame)
                         if spot is not None:
                             spots[call_index, action_index] = spot
@@ -795,8 +798,8 @@ class Runner:
         checks = self._look(state) if state.request.expect_each_step and terminal is None else []
         self._record(state, turn, model_ms, before=before, after=frame, executed=executed, exec_ms=exec_ms,
                      settle_ms=settle_ms, settled_by=settled_by, results=results, error=error, on_step=on_step,
-                     elements=elements, spots=spots, appeared=shown, appeared_on=shown_on, no_effect=no_effect,
-                     checks=checks)
+                     elements=elements, natives=natives, spots=spots, appeared=shown, appeared_on=shown_on,
+                     no_effect=no_effect, checks=checks)
         return terminal
 
     def _look(self, state: RunState) -> list[dict]:
@@ -868,12 +871,15 @@ class Runner:
     def _record(self, state: RunState, turn: ModelTurn, model_ms: int, *, before: Frame, after: Frame | None,
                 on_step, executed=(), exec_ms=0.0, settle_ms=0.0, settled_by=(), results=(), error=None,
                 elements: dict[tuple[int, int], ElementAt] | None = None,
+                natives: dict[tuple[int, int], NativeElement] | None = None,
                 spots: dict[tuple[int, int], dict] | None = None, appeared: list[str] | None = None,
                 appeared_on: str | None = None, no_effect: bool = False, checks: list[dict] = ()) -> None:
         actions = [a.model_dump() for call in turn.calls for a in call.actions]
         # Aligned with actions; none at all when no action had one (a trace's records stay as small).
         found = elements or {}
         at = [found.get((c, a)) for c, call in enumerate(turn.calls) for a in range(len(call.actions))] if found else []
+        native_list = [natives.get((c, a)) for c, call in enumerate(turn.calls)
+                       for a in range(len(call.actions))] if natives else []
         seen = spots or {}
         spot_list = [seen.get((c, a)) for c, call in enumerate(turn.calls)
                      for a in range(len(call.actions))] if seen else []
@@ -887,7 +893,7 @@ class Runner:
             reasoning=turn.reasoning, tool_calls=turn.calls, actions=actions, argv=executed, results=results,
             error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms),
             settled_by=settled_by, usage=turn.usage, url=url, model_image_size=turn.image_size, elements=at,
-            spots=spot_list, appeared=appeared or [], appeared_on=appeared_on, no_effect=no_effect,
+            natives=native_list, spots=spot_list, appeared=appeared or [], appeared_on=appeared_on, no_effect=no_effect,
             checks=list(checks),
         )
         summary = StepSummary(index=len(state.steps) + 1, text=turn.text, actions=actions, executed=list(executed),

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from desktop.models import ElementAt
+from desktop.models import ElementAt, NativeElement
 
 GENESIS_HASH = "0" * 64
 REDACTED = "[REDACTED]"
@@ -148,6 +148,13 @@ class StepRecord(BaseModel):
                                              description="per action (as `actions`): the element under its pixel "
                                                          "just before it ran, with verified locators; null for "
                                                          "an action with no pixel or the browser not in front")
+    # Absent from traces written before it. Per action (as `elements`): the accessibility node under a
+    # pointer action's pixel on a native window (desktop.x11.atspi), else null.
+    natives: list[NativeElement | None] = Field(default_factory=list,
+                                                description="per action (as `actions`): the native control "
+                                                            "under its pixel just before it ran, read over the "
+                                                            "accessibility bus; null for an action with no pixel, "
+                                                            "the browser in front, or nothing there answering")
     # Absent from traces written before it. Per action (as `elements`): for a pointer action no DOM
     # element names (a native window, a canvas), the text OCR read at its pixel and a template image
     # around it (vision.perception.spot), which a replay re-finds the target by; else null.

@@ -235,6 +235,7 @@ class TraceWriter:
         model_image_size: tuple[int, int] | None = None,
         by: str = "agent",
         elements: Iterable[Any] = (),
+        natives: Iterable[Any] = (),
         spots: Iterable[Any] = (),
         appeared: Iterable[str] = (),
         appeared_on: str | None = None,
@@ -265,7 +266,8 @@ class TraceWriter:
             content = redact(_plain({
                 "text": text, "reasoning": reasoning, "tool_calls": list(tool_calls), "actions": list(actions),
                 "argv": [list(a) for a in argv], "results": list(results), "error": error, "url": url,
-                "elements": list(elements), "spots": spot_list, "appeared": list(appeared), "checks": list(checks),
+                "elements": list(elements), "natives": list(natives), "spots": spot_list, "appeared": list(appeared),
+                "checks": list(checks),
             }), self._secrets)
             for spot, image in zip(content["spots"], images, strict=True):
                 if spot is not None and isinstance(image, str):
