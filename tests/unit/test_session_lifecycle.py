@@ -178,6 +178,9 @@ class QuietScreen:
     def active_pid(self):
         return None  # no browser in front: the settle is the damage's alone
 
+    def pid_at(self, x, y):
+        return None  # no window there: no native control to read
+
     def settle(self, *, first_change_ms=400, timeout_ms=3000):
         from desktop.x11.screen import Settled
 
