@@ -206,6 +206,8 @@ class Session:
         if old_reader is not None:
             old_reader.close()  # it read the bus of a desktop that may be gone
         self.accessibility = AccessibilityReader(env, self.stack.run_prefix())
+        if self.stack.display:  # its desktop is up: the reader starts now, not on a pointer action's read
+            threading.Thread(target=self.accessibility.warm, name=f"glassdesk-atspi-{self.id}", daemon=True).start()
 
     def touch(self) -> None:
         self.last_used_at = utcnow()
@@ -425,7 +427,8 @@ class Session:
         if pid is None:
             return None
         try:
-            answer = self.accessibility.ask({"op": "at", "x": point[0], "y": point[1], "pid": pid}, HIT_TIMEOUT_S)
+            answer = self.accessibility.ask({"op": "at", "x": point[0], "y": point[1], "pid": pid}, HIT_TIMEOUT_S,
+                                            start=False)
         except AccessibilityUnavailable as exc:
             log.debug("session %s: no native element at %s: %s", self.id, point, exc)
             return None

@@ -2,10 +2,11 @@
 
 The reader runs inside the session's fence (its cgroup, network namespace and desktop account,
 ``DesktopStack.run_prefix``), under the system's Python, which has Debian's pyatspi; the server
-never joins the session's bus itself. It is started on the first question and asked again for
-the session's life; a reader that dies, or does not answer within the question's bound, is ended
-and the next question starts another one (its refs start afresh: a ref it handed out then names
-nothing, and is said to be unknown).
+never joins the session's bus itself. It is started ahead (``warm``, once the session's desktop is
+up) or by the first question, and asked again for the session's life; a reader that dies, or does
+not answer within the question's bound, is ended and the next question that may start one starts
+another (its refs start afresh). A pointer action's read (``start=False``) never starts it and never
+waits behind another question: it is on the click path.
 """
 
 from __future__ import annotations
@@ -40,11 +41,17 @@ class AccessibilityReader:
         self._buffer = b""
         self._lock = threading.Lock()
 
-    def ask(self, request: dict, timeout_s: float) -> dict:
-        """The reader's answer to ``request``; AccessibilityUnavailable when it has none in time."""
-        with self._lock:
-            deadline = time.monotonic() + timeout_s
-            process = self._started(deadline)
+    def ask(self, request: dict, timeout_s: float, *, start: bool = True) -> dict:
+        """The reader's answer to ``request``; AccessibilityUnavailable when it has none in time.
+        ``start=False`` (a pointer action's read, on the click path): never waits for the reader to
+        start or for another question to be answered; unavailable then."""
+        deadline = time.monotonic() + timeout_s
+        if not self._lock.acquire(timeout=timeout_s if start else 0):
+            raise AccessibilityUnavailable("the accessibility reader is answering another question")
+        try:
+            if not start and not self.running:
+                raise AccessibilityUnavailable("the accessibility reader is not started")
+            process = self._started(max(deadline, time.monotonic() + START_TIMEOUT_S))
             try:
                 process.stdin.write((json.dumps(request) + "\n").encode())
                 process.stdin.flush()
@@ -55,6 +62,19 @@ class AccessibilityReader:
             if "error" in answer and len(answer) == 1:
                 raise AccessibilityUnavailable(answer["error"])
             return answer
+        finally:
+            self._lock.release()
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def warm(self) -> None:
+        """Start the reader ahead of the first question (a pointer action does not wait for its start)."""
+        try:
+            self.ask({"op": "ping"}, START_TIMEOUT_S)
+        except AccessibilityUnavailable as exc:  # no bus (yet): the first tree read starts it
+            log.debug("the accessibility reader did not start ahead: %s", exc)
 
     def close(self) -> None:
         with self._lock:
@@ -73,7 +93,7 @@ class AccessibilityReader:
                                              cwd=self.env.get("HOME"))
         except OSError as exc:
             raise AccessibilityUnavailable(f"the accessibility reader could not start: {exc}") from None
-        first = self._line(min(deadline, time.monotonic() + START_TIMEOUT_S))
+        first = self._line(deadline)
         if not first.get("ready"):
             self._end()
             raise AccessibilityUnavailable(first.get("error") or "the accessibility reader did not start")
