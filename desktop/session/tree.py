@@ -11,6 +11,7 @@ from desktop.models import DesktopTree, PageTree, TreeQuery, Window
 from desktop.tree import build, merge
 from desktop.x11.atspi import AccessibilityReader, AccessibilityUnavailable
 from desktop.x11.screen import Screen
+from desktop.x11.windows import window_number
 
 log = logging.getLogger("glassdesk.tree")
 
@@ -25,7 +26,7 @@ def read_tree(query: TreeQuery, list_windows: Callable[[], list[Window]], screen
     in front (its page is read then), else None."""
     listed = list_windows()
     if query.window is not None:
-        wanted = int(query.window, 0)
+        wanted = window_number(query.window)
         listed = [w for w in listed if int(w.id, 16) == wanted]
     pids = sorted({w.pid for w in listed if w.pid})
     apps, truncated, error = None, False, None

@@ -12,6 +12,12 @@ from desktop.models import Window
 from desktop.x11.user import DesktopUser, may_traverse
 
 WINDOW_ID = re.compile(r"^(0x[0-9a-fA-F]{1,8}|[0-9]{1,10})$")
+
+
+def window_number(window_id: str) -> int:
+    """An X window id as WINDOW_ID spells it, as a number (pure): hex after 0x, else decimal, leading
+    zeros and all (int(text, 0) refuses "047")."""
+    return int(window_id, 16) if window_id.lower().startswith("0x") else int(window_id, 10)
 URL_SCHEMES = ("http://", "https://", "file://", "about:", "data:", "chrome://")
 # Pages of this machine rather than of the web: a model-driven browser must not render
 # file:///etc/passwd into the next screenshot, nor reach Chromium's own settings.
@@ -114,7 +120,7 @@ class Windows:
     def focus(self, window_id: str) -> list[list[str]]:
         if not WINDOW_ID.match(window_id):
             raise WindowError(f"window_id {window_id!r} is not an X window id (hex like 0x01a00003 or decimal)")
-        wanted = int(window_id, 0)
+        wanted = window_number(window_id)
         if not any(int(w.id, 16) == wanted for w in self.list()):
             raise WindowError(f"no window {window_id} on this desktop; list the windows to see which exist")
         argv = ["wmctrl", "-i", "-a", hex(wanted)]

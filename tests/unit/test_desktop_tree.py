@@ -126,6 +126,13 @@ def test_the_xml_is_osworlds_shape():
     assert root.find(".//text").text == "0"
 
 
+def test_a_window_id_is_read_as_the_windows_listing_and_focus_accept_it():
+    from desktop.x11.windows import window_number
+
+    # "047" passes WINDOW_ID's pattern; int("047", 0) raised ValueError (a 500 the API fuzz found)
+    assert [window_number(t) for t in ("047", "0x01A00003", "0X1f", "27262979")] == [47, 0x01A00003, 31, 27262979]
+
+
 def test_a_bad_query_lists_every_problem():
     with pytest.raises(ValidationError) as caught:
         TreeQuery(window="main", max_depth=0, max_nodes=10**6, format="yaml")
