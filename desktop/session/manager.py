@@ -393,14 +393,9 @@ class Session:
         """What is under a pointer action's pixel, read before the action runs (it may remove the
         element), for the trace and the answer. Best effort and bounded: a browser that cannot
         say within ``timeout_s`` costs the action nothing but this record."""
-        point = pointer_point(action)
+        point = self._acted_at(action)
         if point is None:
             return None
-        if point == (None, None):
-            try:
-                point = self.executor.cursor()
-            except ActionFailed:
-                return None
         browser, _mark = watch
         x, y = point
         try:
@@ -411,18 +406,24 @@ class Session:
             log.debug("session %s: no element at (%s, %s): %s", self.id, x, y, exc)
             return None
 
+    def _acted_at(self, action: _Action) -> tuple[int, int] | None:
+        """The display pixel a pointer action acts at (the pointer's, for one that names none); None
+        for an action with no pixel, or a pointer that cannot be read."""
+        point = pointer_point(action)
+        if point == (None, None):
+            try:
+                return self.executor.cursor()
+            except ActionFailed:
+                return None
+        return point
+
     def _native_at(self, action: _Action) -> NativeElement | None:
         """What is under a pointer action's pixel on a native window, read over the accessibility bus
         before the action runs. Best effort and bounded like the browser's element: a bus that cannot
         say within HIT_TIMEOUT_S costs the action nothing but this record."""
-        point = pointer_point(action)
+        point = self._acted_at(action)
         if point is None:
             return None
-        if point == (None, None):
-            try:
-                point = self.executor.cursor()
-            except ActionFailed:
-                return None
         pid = self.screen.pid_at(*point)  # the window on top there: the accessibility bus knows no stacking
         if pid is None:
             return None
