@@ -64,6 +64,9 @@ $(BIN)/python: | system-deps
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) install -q -c constraints.txt pip
 	$(PIP) install -q -c constraints.txt -e '.[test]'
+	# MiniWoB++'s task pages for glassdesk eval miniwob:... (vision.eval.miniwob); its Python side
+	# (gymnasium, Selenium) is never imported, so its dependencies are not installed.
+	$(PIP) install -q --no-deps miniwob==1.1.0
 	@touch $@
 
 # Without npm the inspector test falls back to npx, and skips (saying why) when there is no Node.js.

@@ -548,6 +548,32 @@ class WaitRequest(Target):
     timeout_ms: int = Field(10_000, ge=1, le=120_000, description="ms")
 
 
+class LocateRequest(Target):
+    model_config = ConfigDict(extra="forbid")
+    state: Literal["attached", "visible"] = Field("visible", description="waited for before the answer; none "
+                                                  "matching by then is exists: false, not an error")
+    timeout_ms: int = Field(5_000, ge=1, le=120_000, description="ms")
+
+
+class DisplayBox(BaseModel):
+    x: int
+    y: int
+    width: int
+    height: int
+
+
+class Located(BaseModel):
+    """An element as it is now, found without acting on it: a visible one is scrolled into view
+    first, so its box is where it shows on the display."""
+
+    exists: bool
+    visible: bool
+    matches: int = Field(description="how many elements the target matches; the answer is about the first")
+    box: DisplayBox | None = Field(None, description="display pixels, when visible")
+    text: str | None = None
+    value: str | None = Field(None, description="a form control's value")
+
+
 class EvaluateRequest(_Body):
     expression: str = Field(min_length=1, max_length=100_000)
 

@@ -309,14 +309,23 @@ class _Driver(BackgroundLoop):
         super().__init__("glassdesk-browser",
                          lambda seconds: BrowserError(f"the browser did not answer within {seconds:.0f}s"))
         self._playwright = None
+        self._temp: Path | None = None
         self._start_lock = asyncio.Lock()
 
     async def playwright(self):
         async with self._start_lock:
+            if self._playwright is not None and self._temp is not None and not self._temp.is_dir():
+                # The desktops' owner that the driver was started under has ended and removed its
+                # root (an embedded server closed, another started in this process): every launch
+                # would fail on the driver's vanished temp dir. Its browsers went with that owner.
+                playwright, self._playwright = self._playwright, None
+                with contextlib.suppress(Exception):
+                    await playwright.stop()
             if self._playwright is None:
                 from playwright.async_api import async_playwright
 
-                with _driver_temp_dir(owned_temp_dir()):
+                self._temp = owned_temp_dir()
+                with _driver_temp_dir(self._temp):
                     self._playwright = await async_playwright().start()
             return self._playwright
 

@@ -30,6 +30,8 @@ from desktop.models import (
     FillRequest,
     HistoryRequest,
     HoverRequest,
+    Located,
+    LocateRequest,
     NavigateRequest,
     NetworkQuery,
     NewTabRequest,
@@ -81,6 +83,14 @@ def _state_text(_: None, state: PageState) -> str:
              f"dialog policy: {state.dialog_policy}",
              "tabs:"] + [f"  {t.id}{' (active)' if t.active else ''}  {t.url}  {t.title!r}" for t in state.tabs]
     return "\n".join(lines)
+
+
+def _located_text(request, found) -> str:
+    if not found["exists"]:
+        return f"{target_of(request).describe()}: nothing matches"
+    box = found["box"]
+    where = f"at ({box['x']}, {box['y']}) {box['width']}x{box['height']}" if box else "not visible"
+    return f"{target_of(request).describe()}: {where}, {found['matches']} match(es), text {found['text']!r}"
 
 
 def _content_text(query: ContentQuery, content: PageContent) -> str:
@@ -174,6 +184,16 @@ OPERATIONS: tuple[Operation, ...] = (
                   f"{PAGE_LOOKS} Waits until an element (by `selector` or visible `text`, or a `ref` or `label`) is "
                   "attached, visible, hidden or detached; a timeout error says what was waited for.", LOOKING,
                   lambda r, done: f"{target_of(r).describe()} is {r.state} (waited {done['waited_ms']} ms)")),
+    Operation(
+        "pages", "probe", LocateRequest, Located, acts=False,
+        call=lambda pages, session, r: pages.probe(session, target_of(r), r.state, r.timeout_ms),
+        rest=Rest("POST", "/page/locate", name="locate", client="locate",
+                  summary="an element's box on the display, its text and value"),
+        tool=Tool("page_locate", "Find an element on the visible page",
+                  f"{PAGE_LOOKS} Finds an element (scrolled into view when visible) and returns whether it exists "
+                  "and is visible, how many match, its box in display pixels (what a pointer action at its centre "
+                  "hits), its text and form value; nothing matching by `timeout_ms` is exists: false.", LOOKING,
+                  _located_text)),
     Operation("pages", "dialogs", DialogsQuery, list[dict], acts=False,
               rest=Rest("GET", "/page/dialogs", summary="the dialogs recorded, and how each was handled")),
     Operation("pages", "dialog_policy", None, DialogPolicy, acts=False,

@@ -396,12 +396,13 @@ TEMP_DIR = "tmp"  # in the session root: the server's helpers' temporary files
 
 def use_temp_dir(path: Path) -> None:
     """Where owned_temp_dir points from now: the session root's, made by own_desktops."""
-    _TEMP[:] = [path]
+    _TEMP.append(path)
 
 
 def owned_temp_dir() -> Path | None:
     """Where this server's helper processes keep temporary files (the Playwright driver's
     ``playwright-artifacts-*``): a directory in the session root, so that the reaper, or the next
     server's start-up reap, removes what a kill -9 left there along with the root. None before
-    ``own_desktops`` (tests, embedded use): the temp dir, as before."""
-    return _TEMP[0] if _TEMP else None
+    ``own_desktops`` (tests, embedded use): the temp dir, as before. The latest owner's that is
+    still there: an owner that closed (an embedded server, done) took its root with it."""
+    return next((path for path in reversed(_TEMP) if path.is_dir()), None)

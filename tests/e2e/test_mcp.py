@@ -35,7 +35,7 @@ READ_ONLY = {"desktop_screenshot", "desktop_windows", "desktop_tree", "desktop_z
              "desktop_cursor_position",
              "vision_extract_visible_text", "session_list",
              "live_view_url", "page_state", "page_content", "page_console_messages", "page_network_requests",
-             "page_downloads", "page_screenshot", "page_wait_for", "export_test"}
+             "page_downloads", "page_screenshot", "page_wait_for", "page_locate", "export_test"}
 
 
 @pytest.fixture(scope="module")

@@ -142,9 +142,14 @@ def test_clear_state_leaves_one_blank_tab_and_says_what_it_cleared(server, site)
 
 def test_click_fill_select_wait_upload_with_real_input(server, site):
     navigate(server, site, "/tall")
+    located = done(call(server, "page_locate", {"selector": "#far"}))  # scrolled into view, where a click hits
+    assert located["exists"] and located["visible"] and located["matches"] == 1
     clicked = done(call(server, "page_click", {"selector": "#far"}))
     event = site.wait_for(lambda e: e["type"] == "click" and e["target"] == "far")
     assert (event["screenX"], event["screenY"]) == (clicked["x"], clicked["y"])
+    box = located["box"]
+    assert (box["x"] + box["width"] // 2, box["y"] + box["height"] // 2) == (clicked["x"], clicked["y"])
+    assert done(call(server, "page_locate", {"selector": "#never", "timeout_ms": 100}))["exists"] is False
     assert clicked["dispatched"] == "pointer" and clicked["executed"][0][0] == "xdotool"
 
     navigate(server, site, "/form")

@@ -193,3 +193,22 @@ def test_broken_or_linked_records_are_skipped(tmp_path: Path):
 
 def test_a_missing_temp_dir_has_no_records(tmp_path: Path):
     assert read_owner_records(tmp_path / "nope") == []
+
+
+def test_the_owned_temp_dir_is_the_latest_owners_still_there(tmp_path, monkeypatch):
+    """Two embedded servers one after the other in a process: the second's start must not hand
+    the browser driver the first's removed root."""
+    from desktop.x11 import procs
+
+    monkeypatch.setattr(procs, "_TEMP", [])
+    assert procs.owned_temp_dir() is None
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    procs.use_temp_dir(first)
+    procs.use_temp_dir(second)
+    assert procs.owned_temp_dir() == second
+    second.rmdir()  # the later owner closed
+    assert procs.owned_temp_dir() == first
+    first.rmdir()
+    assert procs.owned_temp_dir() is None

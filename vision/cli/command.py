@@ -427,9 +427,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "else http://127.0.0.1:8080)")
     export.set_defaults(func=_export)
 
+    from vision.cli.eval import add_parser as add_eval
     from vision.cli.qa import add_parser as add_qa
 
     add_qa(sub)
+    add_eval(sub)
     return parser
 
 

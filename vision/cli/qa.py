@@ -513,8 +513,9 @@ def _error_run(verb: str, name: str, error: str) -> QaRun:
 
 
 @contextlib.contextmanager
-def embedded_server(data_dir: str | None):
-    """A server of its own on a free loopback port, with the crash arrangement `glassdesk up` has."""
+def embedded_server(data_dir: str | None, *, max_sessions: int = 2, warm: int = 0):
+    """A server of its own on a free loopback port, with the crash arrangement `glassdesk up` has;
+    ``warm`` desktops kept started ahead (an evaluation's episodes claim them)."""
     import uvicorn
 
     from desktop.session.manager import SessionManager
@@ -522,7 +523,7 @@ def embedded_server(data_dir: str | None):
     from vision.http.app import Settings, create_app
 
     ownership = own_desktops()
-    manager = SessionManager(root=ownership.root, max_sessions=2)
+    manager = SessionManager(root=ownership.root, max_sessions=max_sessions)
     # The socket is bound here and handed to uvicorn: no other process can take the port between
     # choosing it and listening on it.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -533,6 +534,8 @@ def embedded_server(data_dir: str | None):
         # does), so vision.qa imports no application module; with lifespan off the app closes nothing.
         app = create_app(manager, settings)
         glassdesk = app.state.glassdesk
+        if warm:
+            manager.keep_warm(warm)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
         thread.start()
