@@ -52,6 +52,18 @@ class SessionExists(GlassdeskError):
     code, status = "session_exists", 409
 
 
+class StateNotFound(GlassdeskError):
+    """No saved state of that name (desktop.session.states)."""
+
+    code, status = "state_not_found", 404
+
+
+class StateTampered(GlassdeskError):
+    """A saved state whose files no longer are what was saved: refused, nothing restored."""
+
+    code, status = "state_tampered", 409
+
+
 class SessionLimit(GlassdeskError):
     code, status = "session_limit", 429
 

@@ -432,10 +432,32 @@ class NetworkPolicyBody(_Body):
 
 class CreateSession(_Body):
     id: str | None = Field(None, description="a name for the session; generated when omitted")
+    state: str | None = Field(None, min_length=1, max_length=64,
+                              description="a saved state to start from (POST /sessions/{id}/states): its cookies and "
+                                          "local storage restored in the new session's browser; a state changed "
+                                          "since it was saved is refused (409 state_tampered) and no session is made")
     network: NetworkPolicyBody | None = Field(None, description="the browser's network policy; default: no limits "
                                                                  "beyond glassdesk's own ports")
     dialogs: DialogMode = Field("manual", description="how JavaScript dialogs are answered: manual (left open for "
                                                       "the model or the operator), accept or dismiss (at once)")
+
+
+class SaveStateRequest(_Body):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+                      description="the state's name: letters, digits, '.', '_', '-'; an existing state of that name "
+                                  "is replaced")
+
+
+class SavedState(BaseModel):
+    name: str
+    created_at: str | None = None
+    from_session: str | None = None
+    sha256: str | None = Field(None, description="of the saved storage file, signed in its manifest")
+    cookies: int = 0
+    cookie_domains: list[str] = Field(default_factory=list)
+    origins: list[str] = Field(default_factory=list, description="the origins whose local storage it holds")
+    tampered: bool = Field(False, description="changed since it was saved: a restore refuses it")
+    problem: str | None = None
 
 
 class LaunchRequest(_Body):

@@ -838,6 +838,11 @@ def _tree(bench: Bench) -> list[Row]:
     return importlib.import_module("tests.bench_tree").tree(bench)
 
 
+def _evaluation(bench: Bench) -> list[Row]:
+    """Issue 37's rows (tests/bench_eval.py): the MiniWoB++ oracle's episodes per hour and overhead."""
+    return importlib.import_module("tests.bench_eval").evaluation(bench)
+
+
 def _soak(bench: Bench) -> list[Row]:
     """Issue 33's soak rows (tests/bench_soak.py): the server's memory over a long mixed load."""
     return importlib.import_module("tests.bench_soak").soak(bench)
@@ -993,6 +998,11 @@ SECTIONS: list[Section] = [
             intro="Issue 36 (tests/bench_tree.py): GET .../desktop/tree's service call on the bench's session with "
                   "Chromium in front on the test page and galculator and mousepad (Debian's) open; the session's "
                   "reader of its accessibility bus asked once before the samples (warm)."),
+    Section("Evaluation", [_evaluation],
+            intro="Issue 37 (tests/bench_eval.py): `glassdesk eval miniwob:oracle --model oracle` as a library, on a "
+                  "server of its own (embedded), two episodes of each task the oracle covers, two at a time; each "
+                  "episode on a new desktop (a warm-pool claim), then on each worker's own desktop with its browser "
+                  "cleared between episodes."),
     Section("Session isolation", [_isolation],
             intro="Issue 23 (tests/bench_isolation.py): what an account and a cgroup of its own per session cost a "
                   "session's start and its idle memory, beside the code before (84e8102: one shared account, no "

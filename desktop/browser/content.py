@@ -88,8 +88,6 @@ class Content:
         element = locator.first
         try:
             found["visible"] = await element.is_visible()
-            found["text"] = (await element.inner_text(timeout=2000))[:CONTENT_LIMIT]
-            found["value"] = await element.evaluate(_VALUE, timeout=2000)
             if found["visible"]:
                 await element.scroll_into_view_if_needed(timeout=2000)
                 box = await element.bounding_box(timeout=2000)
@@ -97,6 +95,10 @@ class Content:
                     origin = viewport_origin(await page.evaluate(WINDOW))
                     found["box"] = {"x": origin[0] + round(box["x"]), "y": origin[1] + round(box["y"]),
                                     "width": round(box["width"]), "height": round(box["height"])}
+            # An SVG element has no innerText (inner_text raises on it): its text content then.
+            found["text"] = (await element.evaluate("e => e.innerText ?? e.textContent", timeout=2000)
+                             or "")[:CONTENT_LIMIT]
+            found["value"] = await element.evaluate(_VALUE, timeout=2000)
         except Exception as exc:  # detached meanwhile: what was seen stands, the rest is unknown
             if type(exc).__name__ == "TargetClosedError":
                 raise

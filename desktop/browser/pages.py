@@ -284,6 +284,13 @@ class Pages:
     async def hide_targets(self) -> None:
         await self._targets.hide()
 
+    async def storage_state(self) -> dict:
+        """The cookies and each origin's local storage and IndexedDB, as Playwright's storage state (a login)."""
+        return await self.context.storage_state(indexed_db=True)
+
+    async def set_storage_state(self, state: dict) -> None:
+        await self.context.set_storage_state(state)
+
     async def clear_state(self) -> ClearedState:
         done = await clear_state(self.context, self._tabs, self.record, self._warming)
         page = done.pop("page")

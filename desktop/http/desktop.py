@@ -25,6 +25,8 @@ from desktop.models import (
     NetworkPolicyBody,
     OpenRequest,
     PageSummary,
+    SavedState,
+    SaveStateRequest,
     SessionInfo,
 )
 from desktop.port import Performed
@@ -61,6 +63,28 @@ def shot_headers(shot: Shot) -> dict[str, str]:
             "x-glassdesk-region": ",".join(map(str, shot.bounds))}
 
 
+def _state_routes(router: APIRouter, desktops: DesktopService) -> None:
+    """Saved states (desktop.session.states): a session's browser login kept, listed, deleted."""
+
+    @router.post("/sessions/{session_id}/states", status_code=status.HTTP_201_CREATED, response_model=SavedState,
+                 tags=["sessions"], summary="save the browser's cookies and local storage as a named state")
+    def save_state(session_id: str, body: SaveStateRequest) -> SavedState:
+        """A later session starts from it with POST /sessions {state}: logged in where this one was.
+        It holds secrets: kept in the server's data dir only, never logged or exported, and refused
+        on restore when changed since (its manifest is signed)."""
+        return desktops.save_state(session_id, body.name)
+
+    @router.get("/states", response_model=list[SavedState], tags=["sessions"], summary="the saved states")
+    def list_states() -> list[SavedState]:
+        return desktops.saved_states()
+
+    @router.delete("/states/{name}", status_code=status.HTTP_204_NO_CONTENT, tags=["sessions"],
+                   summary="delete a saved state")
+    def delete_state(name: str) -> Response:
+        desktops.delete_state(name)
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
 def desktop_router(desktops: DesktopService) -> APIRouter:
     router = APIRouter(prefix="/api/v1")
     pages = desktops.pages
@@ -70,7 +94,7 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
     def create_session(body: CreateSession | None = None) -> SessionInfo:
         network = body.network if body and body.network else NetworkPolicyBody()
         return desktops.create(body.id if body else None, allow=network.allow, deny=network.deny,
-                               dialogs=body.dialogs if body else "manual")
+                               dialogs=body.dialogs if body else "manual", state=body.state if body else None)
 
     @router.get("/sessions", response_model=list[SessionInfo], tags=["sessions"])
     def list_sessions() -> list[SessionInfo]:
@@ -92,6 +116,8 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
         on a new, empty profile at about:blank (no history, cookies, form entries or logins). The
         display, the live view and the session's id stay. 409 while a run or a person drives it."""
         return desktops.reset(session_id)
+
+    _state_routes(router, desktops)
 
     @router.get("/sessions/{session_id}/desktop/screenshot", tags=["desktop"], response_class=Response,
                 summary="the screen, whole or a region, scaled, as PNG, JPEG or WebP",

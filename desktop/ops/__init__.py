@@ -21,7 +21,8 @@ catalogue): the desktop screenshot (image bytes and the coordinate headers), the
 and a download's bytes (REST), ``page_downloads`` (a file inside an MCP answer), ``page_tabs`` and
 ``page_dialogs`` (MCP tools that merge several operations), the input actions' MCP tools (they take
 flat coordinates where REST takes the action model), ``vision_act`` and its progress stream, the
-packs (``vision_*``), the live view and take-over, and the trace and QA-run readers (their
+packs (``vision_*``), the live view and take-over, the saved states (REST and the client: their
+store is the server's, not a session's), and the trace and QA-run readers (their
 exports too: the MCP tool ``export_test`` serves both kinds of run).
 """
 

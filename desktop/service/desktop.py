@@ -47,6 +47,7 @@ from desktop.models import (
     DesktopTree,
     LiveView,
     NetworkPolicyInfo,
+    SavedState,
     SessionInfo,
     TreeFormat,
     TreeQuery,
@@ -134,6 +135,9 @@ class DesktopService:
         self.viewer_url: str | None = None
         # The page layer of every session: what its Chromium knows, selector actions as real input.
         self.pages = PageService(self, allow_evaluate=allow_evaluate)
+        # Where saved states are kept (desktop.session.states.StateStore, under the data dir): set by
+        # the application; None keeps none (a remote backend's sessions: their browsers are elsewhere).
+        self.states = None
         # A session server (`glassdesk up --single-session`): its one session, once started, is the
         # only one, neither deleted nor joined by another (desktop.remote.backends: one per container).
         self.single_session = False
@@ -145,18 +149,46 @@ class DesktopService:
         self.manager.listeners.append(listener)
 
     def create(self, session_id: str | None = None, *, pinned: bool = False, allow: Sequence[str] | None = None,
-               deny: Sequence[str] | None = None, dialogs: str = "manual") -> SessionInfo:
+               deny: Sequence[str] | None = None, dialogs: str = "manual", state: str | None = None) -> SessionInfo:
         """Start a session (seconds), its browser under the network policy ``allow``/``deny`` and
-        the dialog policy ``dialogs`` (both checked before anything starts). A desktop that does not
-        come up is ``session_unavailable``."""
+        the dialog policy ``dialogs`` (both checked before anything starts), from the saved state
+        ``state`` when given (read and checked first: a tampered one makes no session). A desktop
+        that does not come up is ``session_unavailable``."""
         from desktop.service.page import check_dialog_mode
 
         network = _network_policy(allow, deny)
         check_dialog_mode(dialogs)
         self._refuse_if_single("create")
+        storage = self._state_store().load(state) if state is not None else None
         session = self._start(session_id, pinned=pinned, network=network)
         self.pages.set_dialog_policy(session.id, dialogs)  # before any page: Chromium starts at about:blank
+        if storage is not None:
+            try:
+                self.pages.set_storage_state(session.id, storage)
+            except BaseException:  # a session without the state it was asked for is not what was asked
+                self.manager.delete(session.id)
+                raise
         return self._info(session)
+
+    # ------------------------------------------------------------------ saved states (desktop.session.states)
+
+    def _state_store(self):
+        if self.states is None:
+            raise InvalidRequest("this server keeps no saved states: they are kept for the sessions of a server "
+                                 "that runs its desktops itself (the local backend)")
+        return self.states
+
+    def save_state(self, session_id: str, name: str) -> SavedState:
+        """The session's browser state (cookies, local storage) kept as ``name``."""
+        store = self._state_store()
+        session = self.existing(session_id)
+        return SavedState.model_validate(store.save(name, self.pages.storage_state(session.id), session_id=session.id))
+
+    def saved_states(self) -> list[SavedState]:
+        return [SavedState.model_validate(found) for found in self._state_store().list()]
+
+    def delete_state(self, name: str) -> None:
+        self._state_store().delete(name)
 
     def _start(self, session_id: str | None, *, pinned: bool = False, network: NetworkPolicy | None = None) -> Session:
         try:

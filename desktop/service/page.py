@@ -256,6 +256,15 @@ class PageService:
         with session.exclusive("clearing the browser's state"):
             return self._call(session, lambda pages: pages.clear_state(), timeout_ms)
 
+    def storage_state(self, session_id: str | None) -> dict:
+        """The browser's cookies and local storage (a saved state's body: desktop.session.states)."""
+        return self._call(self._reading(session_id), lambda pages: pages.storage_state(), 10_000)
+
+    def set_storage_state(self, session_id: str | None, state: dict) -> None:
+        session = self._agent(session_id)
+        with session.exclusive("restoring a saved state"):
+            self._call(session, lambda pages: pages.set_storage_state(state), 20_000)
+
     def handle_dialog(self, session_id: str | None, accept: bool, prompt_text: str | None = None) -> DialogInfo:
         return self._call(self._agent(session_id), lambda pages: pages.handle_dialog(accept, prompt_text))
 

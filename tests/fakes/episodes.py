@@ -28,6 +28,7 @@ class FakeEpisodes:
         self.sessions: dict[str, dict[str, Any]] = {}
         self.closed: set[str] = set()
         self.opened = 0
+        self.recycled = 0
         self.most_at_once = 0
         self._ids = itertools.count(1)
         # The first ``together`` runs wait for each other (a barrier that breaks after 10 s): the
@@ -36,10 +37,10 @@ class FakeEpisodes:
         self._waited = 0
         self._lock = threading.Lock()
 
-    def open(self) -> str:
+    def open(self, state: str | None = None) -> str:
         with self._lock:
             session = f"s{next(self._ids)}"
-            self.sessions[session] = {"did": None, "task": None, "episode": None}
+            self.sessions[session] = {"did": None, "task": None, "episode": None, "state": state}
             self.opened += 1
             self.most_at_once = max(self.most_at_once, len(self.sessions) - len(self.closed))
             return session
@@ -48,11 +49,19 @@ class FakeEpisodes:
         with self._lock:
             self.closed.add(session_id)
 
+    def recycle(self, session_id: str, how: str) -> None:
+        assert how in ("reset", "clear") and session_id not in self.closed
+        with self._lock:
+            self.recycled += 1
+        assert self.sessions[session_id]["state"] is None, "a desktop started from a state is never recycled"
+        self.sessions[session_id].update(did=None, task=None, episode=None)
+
     def prepare(self, session_id: str, task: Task, episode: int) -> str:
         if task.id in self.setup_fails:
             raise EnvironmentFault("setup_failed", f"the setup of {task.id} did not complete")
         desk = self.sessions[session_id]
         assert desk["did"] is None and session_id not in self.closed, "a desktop reused"
+        assert desk["state"] == task.start.state, "the task's saved state is what its desktop started from"
         desk.update(task=task.id, episode=episode)
         return task.instruction or f"the page's instruction for {task.id} #{episode}"
 

@@ -16,7 +16,7 @@ from vision.cli.qa import embedded_server
 from vision.client import GlassdeskClient
 from vision.client.episodes import ClientEpisodes
 from vision.eval import miniwob
-from vision.eval.runner import Evaluation
+from vision.eval.runner import FRESH, Evaluation
 from vision.eval.tasks import parse_tasks
 
 pytestmark = pytest.mark.x11
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.x11
 def test_the_oracle_scores_every_task_it_covers_by_the_pages_own_reward(tmp_path):
     out, report = tmp_path / "result.json", tmp_path / "junit.xml"
     code = main(["eval", "miniwob:oracle", "--model", "oracle", "--episodes", "1", "--parallel", "2",
-                 "--data-dir", str(tmp_path / "data"), "-o", str(out), "--junit", str(report)])
+                 "--fresh", "clear", "--data-dir", str(tmp_path / "data"), "-o", str(out), "--junit", str(report)])
     assert code == 0
     result = json.loads(out.read_text())
     episodes = result["episodes"]
@@ -82,7 +82,8 @@ class Waits:
         if self.client is not None and not self.deleted:
             self.deleted.append(context.session_id)
             threading.Timer(1.0, lambda: self.client.session(context.session_id).delete()).start()
-        return {"model": "scripted", "script": [{"action": "wait", "duration_ms": 1500}] * 3}
+        return {"model": "scripted", "script": [{"action": "wait", "duration_ms": 500 if self.client is None else 1500}]
+                * 3}
 
 
 def tasks(url):
@@ -94,9 +95,12 @@ def tasks(url):
 def test_episodes_never_see_each_others_browser_state_and_a_deleted_desktop_is_retried(leaky, tmp_path):
     with embedded_server(str(tmp_path / "data"), max_sessions=5, warm=2) as (base, _, token), \
             GlassdeskClient(base, token=token, timeout=300) as client:
-        episodes = Evaluation(ClientEpisodes(client), tasks(leaky), [Waits()], episodes_per_task=3, parallel=2).run()
-        assert [e.outcome for e in episodes] == ["success"] * 3, [e.checks for e in episodes]
-        assert len({e.trace_id for e in episodes}) == 3
+        for fresh in FRESH:  # a new desktop, a worker's own reset, its browser cleared: never a carry-over
+            episodes = Evaluation(ClientEpisodes(client), tasks(leaky), [Waits()], episodes_per_task=3, parallel=2,
+                                  fresh=fresh).run()
+            assert [e.outcome for e in episodes] == ["success"] * 3, (fresh, [e.checks for e in episodes])
+            assert len({e.trace_id for e in episodes}) == 3
+        assert client.sessions() == [] or all(s.id == "default" for s in client.sessions())
         agent = Waits(client)
         (episode,) = Evaluation(ClientEpisodes(client), tasks(leaky), [agent], retries=1).run()
         assert episode.outcome == "success" and len(episode.environment_errors) == 1, episode

@@ -61,6 +61,26 @@ def test_two_scripted_models_get_exactly_the_rates_their_scripts_imply():
     assert everything.tokens == 15 * 110 and everything.mean_steps == 2
 
 
+@pytest.mark.parametrize("fresh", ["reset", "clear"])
+def test_a_worker_keeps_its_desktop_made_clean_between_episodes_and_drops_a_spoiled_one(fresh):
+    fake = FakeEpisodes(die_in_run={("a", 2): 1}, together=2)  # both workers busy from the start
+    result = evaluate(fake, task_set("a", "b"), [Scripted("odd", lambda n: n % 2 == 1)], episodes_per_task=4,
+                      parallel=2, fresh=fresh)
+    assert [e.outcome for e in result.episodes if e.task == "b"] == ["success", "failure"] * 2  # no carry-over
+    assert fake.opened == 2 + 1  # one desktop per worker, and one for the spoiled one's retry
+    assert fake.recycled == 8 + 1 - fake.opened
+    assert fake.closed == set(fake.sessions)  # every desktop ended with the evaluation
+
+
+def test_a_task_that_starts_logged_in_gets_a_new_desktop_from_its_state_each_episode():
+    tasks = parse_tasks([{"id": "shop", "instruction": "buy", "start": {"state": "alice"}, "expect": CHECK},
+                         {"id": "plain", "instruction": "look", "expect": CHECK}], "x")
+    fake = FakeEpisodes()
+    result = evaluate(fake, tasks, [Scripted("m", lambda n: True)], episodes_per_task=3, fresh="clear")
+    assert all(e.outcome == "success" for e in result.episodes)
+    assert sorted(str(d["state"]) for d in fake.sessions.values()) == ["None", "alice", "alice", "alice"]
+
+
 def test_an_episode_is_the_check_not_the_claim():
     """A model that never says done but left the desktop right succeeded; one that says done on a
     wrong desktop failed, and its claim is counted false."""
@@ -105,8 +125,8 @@ def test_a_setup_that_fails_is_the_environment_and_an_agent_that_cannot_start_is
 def test_bad_options_are_refused_all_at_once():
     with pytest.raises(ValueError) as refused:
         Evaluation(FakeEpisodes(), task_set("a"), [Scripted("x", bool), Scripted("x", bool)], episodes_per_task=0,
-                   parallel=99, retries=-1)
-    for part in ("episodes", "parallel", "retries", "each once"):
+                   parallel=99, retries=-1, fresh="sometimes")
+    for part in ("episodes", "parallel", "retries", "each once", "fresh"):
         assert part in str(refused.value)
 
 
@@ -206,7 +226,7 @@ def test_the_package_ships_the_pages_the_oracle_covers():
 @pytest.mark.parametrize(("task", "instruction", "clicks", "typed"), [
     ("click-checkboxes", "Select nothing and click Submit.", ["#subbtn"], []),
     ("click-checkboxes", "Select 5Ti, qDj and click Submit.",
-     ['#boxes label:text-is("5Ti") input', '#boxes label:text-is("qDj") input', "#subbtn"], []),
+     ['#area label:text-is("5Ti") input', '#area label:text-is("qDj") input', "#subbtn"], []),
     ("login-user", 'Enter the username "keli" and the password "3hI" into the text fields and press login.',
      ["#username", "#password", "#subbtn"], ["keli", "3hI"]),
     ("enter-text-2", 'Type "BOB" in all lower case letters in the text input and press Submit.',
@@ -231,3 +251,45 @@ def test_the_oracle_reads_its_solution_off_the_instruction(task, instruction, cl
 def test_the_oracle_says_when_it_cannot_read_a_solution():
     with pytest.raises(miniwob.OracleMiss):
         miniwob.SOLVERS["click-button"]("Click a button.", lambda s: {})
+
+
+def page(texts: dict[str, str], matches: int = 1):
+    """A look at a page whose elements are all at one box, with these texts (by selector)."""
+    looked = []
+
+    def look(selector):
+        looked.append(selector)
+        return {"box": {"x": 100, "y": 200, "width": 10, "height": 20}, "text": texts.get(selector, ""),
+                "value": None, "matches": matches}
+    return look, looked
+
+
+@pytest.mark.parametrize(("task", "instruction", "texts", "typed"), [
+    ("simple-arithmetic", "Solve the math problem", {"#math-problem": "7 x 3 = "}, ["21"]),
+    ("simple-arithmetic", "Solve the math problem", {"#math-problem": "2 - 9 = "}, ["-7"]),
+    ("simple-algebra", "Solve for x", {"#math-problem": "x - 4 = 1"}, ["5"]),
+    ("simple-algebra", "Solve for x", {"#math-problem": "4 - x = 10"}, ["-6"]),
+    ("simple-algebra", "Solve for x", {"#math-problem": "3 + x = 10"}, ["7"]),
+    ("find-word", 'Find the 3rd word in the paragraph, type that into the textbox and press "Submit".',
+     {"#area p": "Lorem ipsum. dolor, sit"}, ["dolor"]),
+    ("read-table", "Enter the value of Year of Birth into the text field and press Submit.",
+     {'#tab td:text-is("Year of Birth") + td': " 1961 "}, ["1961"]),
+    ("scroll-text", "Find the last word in the text area", {"#text-area": "a b c amet."}, ["amet"]),
+    ("enter-date", "Enter 09/27/2016 as the date and hit submit.", {}, ["09272016"]),
+    ("enter-time", "Enter 3:05 PM as the time and press submit.", {}, ["0305P"]),
+])
+def test_the_oracle_reads_what_the_page_shows(task, instruction, texts, typed):
+    look, _ = page(texts)
+    actions = miniwob.SOLVERS[task](instruction, look)
+    assert [a["text"] for a in actions if a["action"] == "type"] == typed
+
+
+def test_the_oracle_marks_each_row_and_turns_the_spinner():
+    texts = {".row >> nth=0 >> .display-number": "7", ".row >> nth=1 >> .display-number": "-4"}
+    look, looked = page(texts, matches=2)
+    miniwob.SOLVERS["odd-or-even"]("Mark the numbers", look)
+    assert [s for s in looked if "button" in s or s == "#submit"] == [
+        ".row >> nth=0 >> button.odd", ".row >> nth=1 >> button.even", "#submit"]
+    look, looked = page({})
+    actions = miniwob.SOLVERS["use-spinner"]("Select -3 with the spinner and hit Submit.", look)
+    assert len(actions) == 4 and ".ui-spinner-down" in looked

@@ -96,9 +96,15 @@ class Glassdesk:
               allow_evaluate: bool = False) -> Glassdesk:
         from desktop.remote.backends import desktop_service_class  # DesktopService, or its remote form
 
-        desktops = desktop_service_class(manager)(manager, default_session=default_session, launch_allow=launch_allow,
-                                                  allow_local_urls=allow_local_urls, allow_evaluate=allow_evaluate)
-        return cls(desktops, TraceStore(data_dir), config or VisionConfig.load(), strip=strip)
+        kind = desktop_service_class(manager)
+        desktops = kind(manager, default_session=default_session, launch_allow=launch_allow,
+                        allow_local_urls=allow_local_urls, allow_evaluate=allow_evaluate)
+        store = TraceStore(data_dir)
+        if kind is DesktopService:  # a remote backend's browsers are in its session servers: no states there yet
+            from desktop.session.states import StateStore
+
+            desktops.states = StateStore(store.root / "states")
+        return cls(desktops, store, config or VisionConfig.load(), strip=strip)
 
     def close(self) -> None:
         self.recordings.close()

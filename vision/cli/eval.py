@@ -28,7 +28,7 @@ from rich.table import Table
 from vision.cli.qa import embedded_server
 from vision.eval import miniwob
 from vision.eval.results import Episode, EvalResult, junit, now, summarise, table_rows
-from vision.eval.runner import MAX_PARALLEL, Evaluation, ModelAgent
+from vision.eval.runner import FRESH, MAX_PARALLEL, Evaluation, ModelAgent
 from vision.eval.tasks import TaskError, TaskSet, load_tasks
 
 console = Console(stderr=True, soft_wrap=True)
@@ -99,9 +99,10 @@ def _server(args: argparse.Namespace, stack: ExitStack, data_dir: Path) -> tuple
     """The server the episodes run on: --url's, or one started here with a warm pool of K."""
     if args.url:
         return args.url.rstrip("/"), os.environ.get("GLASSDESK_TOKEN"), data_dir
-    console.print(f"[dim]no --url: starting a glassdesk server here, {args.parallel} desktop(s) kept warm…[/dim]")
+    console.print("[dim]no --url: starting a glassdesk server here…[/dim]")
+    warm = args.parallel if args.fresh == "new" else 0  # reset and clear keep a desktop per worker instead
     base_url, store, token = stack.enter_context(
-        embedded_server(args.data_dir, max_sessions=args.parallel * 2 + 1, warm=args.parallel))
+        embedded_server(args.data_dir, max_sessions=args.parallel * 2 + 1, warm=warm))
     return base_url, token, Path(store)
 
 
@@ -118,7 +119,8 @@ def _evaluate(args: argparse.Namespace, agents: list[Any], data_dir: Path) -> tu
                             episodes_per_task=args.episodes, parallel=args.parallel)
         evaluation = Evaluation(ClientEpisodes(client), tasks, agents, episodes_per_task=args.episodes,
                                 parallel=args.parallel, retries=args.retries, record_video=args.record_video,
-                                reward=reward, on_episode=_progress(len(agents) * len(tasks.tasks) * args.episodes))
+                                reward=reward, fresh=args.fresh,
+                                on_episode=_progress(len(agents) * len(tasks.tasks) * args.episodes))
         episodes = evaluation.run()
     return result.model_copy(update={"episodes": episodes, "finished_at": now()}), data_dir
 
@@ -161,6 +163,10 @@ def add_parser(sub: Any) -> None:
                     help="a provider/model as vision/act takes it, or oracle (MiniWoB++ only); repeat to compare")
     ev.add_argument("--episodes", type=int, default=5, metavar="N", help="episodes per task and model (default 5)")
     ev.add_argument("--parallel", type=int, default=1, metavar="K", help="episodes at once, each on its own desktop")
+    ev.add_argument("--fresh", choices=FRESH, default="new",
+                    help="how each episode gets a clean desktop: new (a new desktop each, the default: nothing carries "
+                         "over), reset (each worker's own, reset: Chromium on a clean profile, launched programs "
+                         "ended) or clear (the browser's cookies, storage, caches and tabs cleared; no restart)")
     ev.add_argument("--retries", type=int, default=2, metavar="N",
                     help="fresh desktops an episode the environment spoiled is tried on (default 2)")
     ev.add_argument("--baseline", metavar="EVAL_ID|result.json", help="flag the tasks whose rate fell beyond chance")

@@ -26,9 +26,9 @@ class ClientEpisodes:
     def _fault(self, what: str, exc: Exception) -> EnvironmentFault:
         return EnvironmentFault(getattr(exc, "code", type(exc).__name__), f"{what}: {getattr(exc, 'message', exc)}")
 
-    def open(self) -> str:
+    def open(self, state: str | None = None) -> str:
         try:
-            return self.client.create_session().id
+            return self.client.create_session(**({"state": state} if state else {})).id
         except UNREACHABLE as exc:
             raise self._fault("a desktop for the episode did not start", exc) from exc
 
@@ -37,6 +37,16 @@ class ClientEpisodes:
             self.client.session(session_id).delete()
         except UNREACHABLE:  # gone already: what the next episode needs (a clean desktop) holds
             pass
+
+    def recycle(self, session_id: str, how: str) -> None:
+        session = self.client.session(session_id)
+        try:
+            if how == "reset":
+                session.reset()
+            else:
+                session.page.clear_state()
+        except UNREACHABLE as exc:
+            raise self._fault(f"the desktop could not be made clean ({how})", exc) from exc
 
     def prepare(self, session_id: str, task: Task, episode: int) -> str:
         session = self.client.session(session_id)

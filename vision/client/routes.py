@@ -26,6 +26,8 @@ from desktop.models import (
     LaunchRequest,
     LiveView,
     OpenRequest,
+    SavedState,
+    SaveStateRequest,
     SessionInfo,
 )
 from desktop.ops.declare import Operation
@@ -133,6 +135,12 @@ class SessionClient(_Bound):
 
     def delete(self) -> None:
         return self._send(Call("DELETE", self._path("")))
+
+    def save_state(self, name: str) -> SavedState:
+        """This session's browser cookies and local storage kept as ``name`` (create_session(state=name)
+        starts from it)."""
+        data = body(SaveStateRequest, None, {"name": name}, "invalid_request")
+        return self._send(Call("POST", self._path("/states"), model(SavedState), json=data))
 
     def reset(self) -> SessionInfo:
         """Programs ended, Chromium restarted on a clean profile at about:blank; same display."""
@@ -318,9 +326,16 @@ class Routes:
         return self._send(Call("GET", f"{API}/sessions", model(list[SessionInfo])))
 
     def create_session(self, request: CreateSession | None = None, **fields) -> SessionInfo:
-        """Start a desktop: ``id``, ``network`` ({allow, deny}), ``dialogs``; see CreateSession."""
+        """Start a desktop: ``id``, ``network`` ({allow, deny}), ``dialogs``, ``state`` (a saved state to
+        start from); see CreateSession."""
         data = body(CreateSession, request, fields, "invalid_request")
         return self._send(Call("POST", f"{API}/sessions", model(SessionInfo), json=data))
+
+    def states(self) -> list[SavedState]:
+        return self._send(Call("GET", f"{API}/states", model(list[SavedState])))
+
+    def delete_state(self, name: str) -> None:
+        return self._send(Call("DELETE", f"{API}/states/{_seg(name)}"))
 
     def events(self, after: int = 0, session_id: str | None = None):
         """The server's event stream (every run's events, ``seq`` increasing), endless: an iterator

@@ -24,11 +24,15 @@ class EnvironmentFault(Exception):
 
 
 class Episodes(Protocol):
-    def open(self) -> str:
-        """A clean desktop for one episode: its session id."""
+    def open(self, state: str | None = None) -> str:
+        """A clean desktop for one episode, started from the saved state ``state`` if given: its
+        session id."""
 
     def close(self, session_id: str) -> None:
         """The episode's desktop ended (nothing of it is seen by the next)."""
+
+    def recycle(self, session_id: str, how: str) -> None:
+        """A desktop an episode ended on, made clean for the next: ``reset`` or ``clear``."""
 
     def prepare(self, session_id: str, task: Task, episode: int) -> str:
         """The task's start and setup on the desktop; the instruction the agent is given."""

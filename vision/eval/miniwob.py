@@ -35,7 +35,12 @@ SHIM = """<script>
 (function () {
   var query = core.QueryString;
   if (query.seed !== undefined) { Math.seedrandom(query.seed); }
-  if (query.max_time !== undefined) { core.EPISODE_MAX_TIME = parseInt(query.max_time, 10); }
+  var startEpisodeReal = core.startEpisodeReal;
+  core.startEpisodeReal = function () {
+    // set at each start: a task's own script may set its limit after this one runs
+    if (query.max_time !== undefined) { core.EPISODE_MAX_TIME = parseInt(query.max_time, 10); }
+    return startEpisodeReal.apply(this, arguments);
+  };
   var endEpisode = core.endEpisode;
   core.endEpisode = function (reward, timeProportional, reason) {
     var open = core.EP_TIMER !== null, started = core.ept0;
@@ -181,7 +186,7 @@ def _quoted(instruction: str, index: int = 0) -> str:
 
 
 def _css_text(text: str) -> str:
-    return json.dumps(text)  # a CSS/Playwright string literal
+    return json.dumps(text, ensure_ascii=False)  # a CSS/Playwright string literal (\uXXXX is no CSS escape)
 
 
 def _click(look: Look, selector: str) -> dict:
@@ -199,7 +204,109 @@ def _words_between(instruction: str, start: str, end: str) -> list[str]:
 
 def _checkboxes(instruction: str, look: Look) -> list[dict]:
     names = _words_between(instruction, "Select ", " and click Submit.")
-    return [_click(look, f"#boxes label:text-is({_css_text(n)}) input") for n in names] + [_click(look, "#subbtn")]
+    return [_click(look, f"#area label:text-is({_css_text(n)}) input") for n in names] + [_click(look, "#subbtn")]
+
+
+def _text(look: Look, selector: str) -> str:
+    found = look(selector)
+    return found.get("value") if found.get("value") not in (None, "") else (found.get("text") or "")
+
+
+def _arithmetic(instruction: str, look: Look) -> list[dict]:
+    problem = re.fullmatch(r"\s*(-?\d+)\s*([-+x])\s*(-?\d+)\s*=\s*", _text(look, "#math-problem"))
+    if problem is None:
+        raise OracleMiss("the math problem does not read as 'a op b ='")
+    a, op, b = int(problem.group(1)), problem.group(2), int(problem.group(3))
+    answer = a + b if op == "+" else a - b if op == "-" else a * b
+    return _type_into(look, "#math-answer", str(answer)) + [_click(look, "#subbtn")]
+
+
+def _algebra(instruction: str, look: Look) -> list[dict]:
+    text = " ".join(_text(look, "#math-problem").split())
+    if found := re.fullmatch(r"x ([-+]) (\d+) = (-?\d+)", text):
+        op, digit, total = found.group(1), int(found.group(2)), int(found.group(3))
+        answer = total - digit if op == "+" else total + digit
+    elif found := re.fullmatch(r"(\d+) ([-+]) x = (-?\d+)", text):
+        digit, op, total = int(found.group(1)), found.group(2), int(found.group(3))
+        answer = total - digit if op == "+" else digit - total
+    else:
+        raise OracleMiss(f"the equation {text!r} is not one this solver reads")
+    return _type_into(look, "#math-answer", str(answer)) + [_click(look, "#subbtn")]
+
+
+def _nth_word(instruction: str, look: Look) -> list[dict]:
+    position = re.search(r"the (\d+)(?:st|nd|rd|th) word", instruction)
+    if position is None:
+        raise OracleMiss(f"which word: {instruction!r}")
+    words = _text(look, "#area p").split()
+    word = re.sub(r"[^a-zA-Z]", "", words[int(position.group(1)) - 1])
+    return _type_into(look, "#answer-input", word) + [_click(look, "#subbtn")]
+
+
+def _table_value(instruction: str, look: Look) -> list[dict]:
+    key = _words_between(instruction, "Enter the value of ", " into the text field and press Submit.")[0]
+    value = _text(look, f"#tab td:text-is({_css_text(key)}) + td").strip()
+    return _type_into(look, "#tt", value) + [_click(look, "#subbtn")]
+
+
+def _odd_or_even(instruction: str, look: Look) -> list[dict]:
+    rows = look(".row")["matches"]
+    actions = []
+    for row in range(rows):
+        number = int(_text(look, f".row >> nth={row} >> .display-number").strip())
+        actions.append(_click(look, f".row >> nth={row} >> button.{'odd' if number % 2 else 'even'}"))
+    return actions + [_click(look, "#submit")]
+
+
+def _spinner(instruction: str, look: Look) -> list[dict]:
+    n = int(_words_between(instruction, "Select ", " with the spinner and hit Submit.")[0])
+    arrow = _click(look, ".ui-spinner-up" if n > 0 else ".ui-spinner-down")
+    return [dict(arrow) for _ in range(abs(n))] + [_click(look, "#subbtn")]
+
+
+def _copy_paste(instruction: str, look: Look) -> list[dict]:
+    return [_click(look, "#to-copy"), {"action": "key", "keys": ["ctrl+a", "ctrl+c"]},
+            _click(look, "#answer-input"), {"action": "key", "keys": ["ctrl+v"]}, _click(look, "#subbtn")]
+
+
+def _date(instruction: str, look: Look) -> list[dict]:
+    month, day, year = _words_between(instruction, "Enter ", " as the date and hit submit.")[0].split("/")
+    box = look("#tt")["box"]  # the month's segment, at the field's left, not the picker's icon at its right
+    return [{"action": "click", "x": box["x"] + 12, "y": box["y"] + box["height"] // 2},
+            {"action": "type", "text": f"{month}{day}{year}"}, _click(look, "#subbtn")]
+
+
+def _time(instruction: str, look: Look) -> list[dict]:
+    found = re.search(r"Enter (\d+):(\d{2}) ?([AP]M) as the time", instruction)
+    if found is None:
+        raise OracleMiss(f"which time: {instruction!r}")
+    box = look("#tt")["box"]
+    return [{"action": "click", "x": box["x"] + 10, "y": box["y"] + box["height"] // 2},
+            {"action": "type", "text": f"{int(found.group(1)):02d}{found.group(2)}{found.group(3)[0]}"},
+            _click(look, "#subbtn")]
+
+
+def _grid_point(instruction: str, look: Look) -> list[dict]:
+    point = re.search(r"[(]-?\d,-?\d[)]", instruction)
+    if point is None:
+        raise OracleMiss(f"which point: {instruction!r}")
+    return [_click(look, f"circle[id={_css_text(point.group(0))}]")]
+
+
+def _last_word(instruction: str, look: Look) -> list[dict]:
+    word = re.sub(r"[^a-zA-Z0-9]", "", _text(look, "#text-area").split()[-1])
+    return _type_into(look, "#answer-input", word) + [_click(look, "#subbtn")]
+
+
+def _highlight(instruction: str, look: Look) -> list[dict]:
+    return [{**_click(look, "#randomText"), "action": "triple_click"}, _click(look, "#subbtn")]  # the paragraph
+
+
+def _choose(instruction: str, look: Look) -> list[dict]:
+    # Chromium's list of a <select> is a popup of its own: typing the option's name picks it there
+    name = _words_between(instruction, "Select ", " from the list and click Submit.")[0]
+    return [_click(look, "#options"), {"action": "type", "text": name}, {"action": "key", "keys": ["Return"]},
+            _click(look, "#area button")]
 
 
 def _number(instruction: str) -> str:
@@ -243,6 +350,23 @@ SOLVERS: dict[str, Callable[[str, Look], list[dict]]] = {
     "click-tab": lambda q, look: [_click(look, f"#area ul a[href='#tabs-{_number(q)}']")],
     "click-widget": lambda q, look: [_click(look, f"#area [data-type={_css_text(_quoted(q))}]")],
     "click-option": _checkboxes,  # one radio button, named the same way
+    "click-checkboxes-large": _checkboxes,
+    "click-checkboxes-transfer": _checkboxes,
+    "click-test-transfer": lambda q, look: [_click(look, "#subbtn" if "ONE" in q else "#subbtn2")],
+    "unicode-test": lambda q, look: [_click(look, f"#area button:text-is({_css_text(_quoted(q))})")],
+    "simple-arithmetic": _arithmetic,
+    "simple-algebra": _algebra,
+    "find-word": _nth_word,
+    "read-table": _table_value,
+    "grid-coordinate": _grid_point,
+    "odd-or-even": _odd_or_even,
+    "use-spinner": _spinner,
+    "copy-paste": _copy_paste,
+    "scroll-text": _last_word,
+    "highlight-text": _highlight,
+    "enter-date": _date,
+    "enter-time": _time,
+    "choose-list": _choose,
     "click-checkboxes": _checkboxes,
     "focus-text": lambda q, look: [_click(look, "#tt")],
     "focus-text-2": _focus_nth,

@@ -15,20 +15,26 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from vision.eval.episodes import EnvironmentFault, Episodes
 from vision.eval.results import Episode
 from vision.eval.tasks import Task, TaskSet
 
+# How each episode gets a clean desktop: a new one (a warm-pool claim; nothing carries over), the
+# worker's own reset (Chromium restarted on a clean profile, launched programs ended), or its
+# browser's state cleared without a restart (cookies, storage, caches, permissions, tabs): for
+# tasks that live in the browser.
+Fresh = Literal["new", "reset", "clear"]
+FRESH: tuple[str, ...] = ("new", "reset", "clear")
 MAX_PARALLEL = 16
 MAX_EPISODES = 1000
 MAX_RETRIES = 5
 # A run that ended this way was spoiled by its environment, not decided by its model: the
 # session died under it, the provider could not be reached, or the desktop healed mid-run (the
-# page the agent worked on is gone).
+# page the agent worked on is gone), or a person took it over or cancelled it.
 ENVIRONMENT_CODES = frozenset({"session_unavailable", "model_call_failed", "session_not_found"})
-ENVIRONMENT_STATUSES = frozenset({"interrupted", "done_after_heal", "cancelled"})
+ENVIRONMENT_STATUSES = frozenset({"interrupted", "done_after_heal", "cancelled", "paused"})
 
 
 log = logging.getLogger("glassdesk.eval")
@@ -86,12 +92,14 @@ def environment_fault_of(result) -> EnvironmentFault | None:
 class Evaluation:
     def __init__(self, episodes: Episodes, tasks: TaskSet, agents: list[Agent], *, episodes_per_task: int = 1,
                  parallel: int = 1, retries: int = 2, record_video: bool = False, reward: RewardReader | None = None,
-                 on_episode: Callable[[Episode], None] | None = None):
+                 fresh: Fresh = "new", on_episode: Callable[[Episode], None] | None = None):
         problems = []
         if not 1 <= episodes_per_task <= MAX_EPISODES:
             problems.append(f"episodes: from 1 to {MAX_EPISODES} (got {episodes_per_task})")
         if not 1 <= parallel <= MAX_PARALLEL:
             problems.append(f"parallel: from 1 to {MAX_PARALLEL} (got {parallel})")
+        if fresh not in FRESH:
+            problems.append(f"fresh: one of {', '.join(FRESH)} (got {fresh!r})")
         if not 0 <= retries <= MAX_RETRIES:
             problems.append(f"retries: from 0 to {MAX_RETRIES} (got {retries})")
         names = [a.name for a in agents]
@@ -103,6 +111,9 @@ class Evaluation:
         self.episodes_per_task, self.parallel, self.retries = episodes_per_task, parallel, retries
         self.record_video = record_video
         self.reward = reward
+        self.fresh = fresh
+        self._kept = threading.local()  # a worker's own desktop between episodes (fresh reset or clear)
+        self._kept_sessions: set[str] = set()
         self.on_episode = on_episode
         self._lock = threading.Lock()
 
@@ -112,8 +123,44 @@ class Evaluation:
                 for task in self.tasks.tasks for agent in self.agents]
 
     def run(self) -> list[Episode]:
-        with ThreadPoolExecutor(self.parallel, thread_name_prefix="glassdesk-eval") as pool:
-            return list(pool.map(lambda job: self._episode(*job), self.jobs()))
+        try:
+            with ThreadPoolExecutor(self.parallel, thread_name_prefix="glassdesk-eval") as pool:
+                return list(pool.map(lambda job: self._episode(*job), self.jobs()))
+        finally:
+            for session in list(self._kept_sessions):
+                self.episodes.close(session)
+            self._kept_sessions.clear()
+
+    def _desktop(self, task: Task) -> str:
+        """A clean desktop for the next attempt: a new one, or (``fresh`` reset or clear) this
+        worker's own made clean again. A task that starts from a saved state gets a new one."""
+        if task.start.state:
+            return self.episodes.open(task.start.state)
+        kept = getattr(self._kept, "session", None)
+        if kept is None:
+            return self.episodes.open()
+        self._kept.session = None
+        try:
+            self.episodes.recycle(kept, self.fresh)
+        except EnvironmentFault:
+            self._let_go(kept)
+            raise
+        return kept
+
+    def _done_with(self, session: str, task: Task, *, spoiled: bool) -> None:
+        # A desktop an attempt was spoiled on is never used again; one started from a state is not
+        # made clean for another episode (its state is gone with a clear or a reset).
+        if self.fresh == "new" or spoiled or task.start.state:
+            self._let_go(session)
+        else:
+            self._kept.session = session
+            with self._lock:
+                self._kept_sessions.add(session)
+
+    def _let_go(self, session: str) -> None:
+        with self._lock:
+            self._kept_sessions.discard(session)
+        self.episodes.close(session)
 
     def _episode(self, agent: Agent, task: Task, number: int) -> Episode:
         faults: list[str] = []
@@ -130,7 +177,8 @@ class Evaluation:
                                     environment_errors=faults, wall_s=0.0))
 
     def _attempt(self, agent: Agent, task: Task, number: int, started: float) -> Episode:
-        session = self.episodes.open()
+        session = self._desktop(task)
+        spoiled = True
         try:
             instruction = self.episodes.prepare(session, task, number)
             ready = time.monotonic()
@@ -139,6 +187,7 @@ class Evaluation:
             except EnvironmentFault:
                 raise
             except Exception as exc:  # the agent could not even start (the oracle read no solution): its failure
+                spoiled = False
                 return Episode(model=agent.name, task=task.id, episode=number, outcome="failure", status="not_started",
                                error={"code": "agent_failed", "message": str(exc)}, instruction=instruction,
                                overhead_s=round(ready - started, 3), wall_s=round(time.monotonic() - started, 3))
@@ -153,6 +202,7 @@ class Evaluation:
             checks = result.checks if claimed and result.checks else self.episodes.check(session, task)
             success = bool(checks) and all(c.passed for c in checks)
             given = self._reward(session, task)
+            spoiled = False
             return Episode(model=agent.name, task=task.id, episode=number,
                            outcome="success" if success else "failure", claimed=claimed,
                            status=result.status, error=result.error, steps=len(result.steps),
@@ -161,7 +211,7 @@ class Evaluation:
                            checks=[c.model_dump() for c in checks], reward=given,
                            overhead_s=round(ready - started, 3), wall_s=round(time.monotonic() - started, 3))
         finally:
-            self.episodes.close(session)
+            self._done_with(session, task, spoiled=spoiled)
 
     def _reward(self, session: str, task: Task) -> dict[str, float] | None:
         """The benchmark's own reward, for the record: the check decided the outcome already."""

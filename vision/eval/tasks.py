@@ -24,6 +24,9 @@ class _Body(BaseModel):
 class Start(_Body):
     url: Url | None = Field(None, description=f"opened on a cleared browser before the setup; {EPISODE} in it is "
                                               "the episode's number (a seed, for pages that take one)")
+    state: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+                              description="a saved state each episode's new desktop starts from (POST "
+                                          "/sessions/{id}/states): logged in; always a new desktop, whatever --fresh")
 
 
 class Task(_Body):
