@@ -22,6 +22,12 @@ class TraceCorruptError(GlassdeskError):
     code, status = "trace_corrupt", 500
 
 
+class EvalNotFound(GlassdeskError):
+    """No evaluation by that id, running or kept (vision.eval.service)."""
+
+    code, status = "eval_not_found", 404
+
+
 class QaRunNotFoundError(GlassdeskError):
     """No QA run by that id, or no artifact of that name in it."""
 

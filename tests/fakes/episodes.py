@@ -13,7 +13,7 @@ import itertools
 import threading
 from typing import Any
 
-from vision.eval.episodes import EnvironmentFault
+from vision.eval.episodes import AgentFault, EnvironmentFault
 from vision.eval.tasks import Task
 from vision.models import ActResult, CheckResult
 from vision.trace.records import Usage
@@ -81,6 +81,8 @@ class FakeEpisodes:
         if wait:
             self._together.wait()
         script = request.get("script") or []
+        if "unparseable" in script:
+            raise AgentFault("invalid_request", "script[0]: not an action")
         desk["did"] = "right" if "right" in script else "wrong"
         claimed = "quiet" not in script
         checks = self.check(session_id, None) if claimed and request.get("expect") else []

@@ -128,6 +128,7 @@ def every_route(gd) -> None:
     calls = [
         gd.health, gd.sessions, lambda: gd.create_session(id="s"), desk.info, desk.delete, desk.reset,
         lambda: desk.save_state("alice"), gd.states, lambda: gd.delete_state("alice"),
+        lambda: gd.start_eval(tasks="miniwob:click-test", models=["oracle"]), gd.evals, lambda: gd.eval_status("e"),
         desk.screenshot, lambda: desk.zoom((0, 0, 10, 10)), lambda: desk.launch("xterm"),
         lambda: desk.open("about:blank"),
         lambda: desk.focus("0x1"), desk.cursor, desk.live_view, desk.takeover,

@@ -115,6 +115,16 @@ def test_a_setup_that_fails_is_the_environment_and_an_agent_that_cannot_start_is
         def request(self, context):
             raise RuntimeError("no solution on this page")
 
+    class Garbled:
+        name = "garbled"
+
+        def request(self, context):
+            return {"model": "scripted", "script": ["unparseable"]}
+
+    result = evaluate(FakeEpisodes(), task_set("a"), [Garbled()], retries=2)
+    (refused,) = result.episodes  # a run refused as asked is the agent's failure, tried once
+    assert refused.outcome == "failure" and refused.error["code"] == "invalid_request"
+    assert not refused.environment_errors
     result = evaluate(FakeEpisodes(setup_fails={"b"}), task_set("a", "b"), [Broken()], retries=1)
     a = next(e for e in result.episodes if e.task == "a")
     assert a.outcome == "failure" and a.error["code"] == "agent_failed" and "no solution" in a.error["message"]
@@ -293,3 +303,12 @@ def test_the_oracle_marks_each_row_and_turns_the_spinner():
     look, looked = page({})
     actions = miniwob.SOLVERS["use-spinner"]("Select -3 with the spinner and hit Submit.", look)
     assert len(actions) == 4 and ".ui-spinner-down" in looked
+
+
+def test_a_model_that_cannot_run_here_is_refused_before_any_episode(monkeypatch):
+    from vision.config import VisionConfig
+    from vision.eval.runner import model_problems
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    problems = model_problems(["ocr", "nope", "anthropic/claude-sonnet-4-5"], VisionConfig())
+    assert len(problems) == 2 and "model nope:" in problems[0] and "ANTHROPIC_API_KEY" in problems[1]

@@ -60,6 +60,9 @@ class Glassdesk:
         # The QA verbs over the same desktops and data directory, a flow's act step run as act()
         # runs any other; their runs a dead server left unfinished are closed the same way.
         self.qa = QaService(desktops, store.root, act=self.act, ask=self.ask_point)
+        from vision.eval.service import EvalService  # evaluations: the runs and QA flows above, as episodes
+
+        self.evals = EvalService(self, store.root / "evals")
         self.interrupted += self.qa.close_interrupted()
         # Session recordings (start/stop a video receipt of a session's display) into the same data dir.
         self.recordings = SessionRecordings(desktops, store.root)

@@ -28,7 +28,7 @@ from rich.table import Table
 from vision.cli.qa import embedded_server
 from vision.eval import miniwob
 from vision.eval.results import Episode, EvalResult, junit, now, summarise, table_rows
-from vision.eval.runner import FRESH, MAX_PARALLEL, Evaluation, ModelAgent
+from vision.eval.runner import FRESH, MAX_PARALLEL, Evaluation, ModelAgent, model_problems
 from vision.eval.tasks import TaskError, TaskSet, load_tasks
 
 console = Console(stderr=True, soft_wrap=True)
@@ -130,6 +130,12 @@ def main(args: argparse.Namespace) -> int:
         if not 1 <= args.parallel <= MAX_PARALLEL:
             raise UsageError(f"--parallel: from 1 to {MAX_PARALLEL} (got {args.parallel})")
         agents = agents_of(args.model, args.tasks)
+        if not args.url:  # the server started here runs with this config: a model it cannot run is refused now
+            from vision.config import VisionConfig
+
+            problems = model_problems([m for m in args.model if m != "oracle"], VisionConfig.load())
+            if problems:
+                raise UsageError("; ".join(problems))
         data_dir = Path(args.data_dir or os.environ.get("GLASSDESK_DATA_DIR") or "data")
         baseline = read_baseline(args.baseline, data_dir) if args.baseline else None
         result, data_dir = _evaluate(args, agents, data_dir)

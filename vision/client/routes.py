@@ -48,6 +48,7 @@ from vision.models import (
     RunControl,
     TakeoverRequest,
 )
+from vision.models.eval import EvalRequest, EvalStatus
 from vision.models.qa import (
     ApproveRequest,
     BaselineResult,
@@ -330,6 +331,18 @@ class Routes:
         start from); see CreateSession."""
         data = body(CreateSession, request, fields, "invalid_request")
         return self._send(Call("POST", f"{API}/sessions", model(SessionInfo), json=data))
+
+    def start_eval(self, request: EvalRequest | None = None, **fields) -> EvalStatus:
+        """Start an evaluation on the server (tasks, models, episodes, parallel...: EvalRequest);
+        read its progress and result with ``eval_status``."""
+        data = body(EvalRequest, request, fields, "invalid_request")
+        return self._send(Call("POST", f"{API}/evals", model(EvalStatus), json=data))
+
+    def eval_status(self, eval_id: str) -> EvalStatus:
+        return self._send(Call("GET", f"{API}/evals/{_seg(eval_id)}", model(EvalStatus)))
+
+    def evals(self) -> list[dict]:
+        return self._send(Call("GET", f"{API}/evals", model(list[dict])))
 
     def states(self) -> list[SavedState]:
         return self._send(Call("GET", f"{API}/states", model(list[SavedState])))

@@ -23,6 +23,19 @@ class EnvironmentFault(Exception):
         self.code, self.message = code, message
 
 
+class AgentFault(Exception):
+    """The agent's run was refused as asked (a script that does not parse, a model the server
+    cannot run): the episode is the agent's failure, with this code, not the environment's."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code, self.message = code, message
+
+
+# A run refused with these codes was refused for what the agent asked: not a fault of the desktop.
+REFUSED_RUN_CODES = frozenset({"invalid_request", "invalid_action", "model_unavailable"})
+
+
 class Episodes(Protocol):
     def open(self, state: str | None = None) -> str:
         """A clean desktop for one episode, started from the saved state ``state`` if given: its
@@ -59,3 +72,86 @@ def checks_of(flow: Any, expected: list[str]) -> list[CheckResult]:
     results += [CheckResult(check=words, passed=False, saw="not looked at: an earlier check failed", duration_ms=0)
                 for words in expected[len(results):]]
     return results
+
+
+class FlowEpisodes:
+    """The port's steps, once, over five primitives a subclass gives: a session made and ended, a
+    desktop reset or its browser cleared, a QA flow run, the page's text, a vision run and a page
+    read. ``UNREACHABLE``: what those raise when the server or the desktop fails (an environment's
+    fault); anything else is a defect and is raised as it is."""
+
+    UNREACHABLE: tuple[type[BaseException], ...] = ()
+
+    def _create(self, state: str | None) -> str: ...
+    def _delete(self, session_id: str) -> None: ...
+    def _recycle(self, session_id: str, how: str) -> None: ...
+    def _flow(self, session_id: str, body: dict[str, Any]) -> Any: ...
+    def _text(self, session_id: str, selector: str) -> str: ...
+    def _act(self, session_id: str, request: dict[str, Any]) -> ActResult: ...
+    def _locate(self, session_id: str, target: dict[str, Any]) -> dict[str, Any]: ...
+
+    def _fault(self, what: str, exc: BaseException) -> EnvironmentFault:
+        return EnvironmentFault(getattr(exc, "code", type(exc).__name__), f"{what}: {getattr(exc, 'message', exc)}")
+
+    def open(self, state: str | None = None) -> str:
+        try:
+            return self._create(state)
+        except self.UNREACHABLE as exc:
+            raise self._fault("a desktop for the episode did not start", exc) from exc
+
+    def close(self, session_id: str) -> None:
+        try:
+            self._delete(session_id)
+        except self.UNREACHABLE:  # gone already: what the next episode needs (a clean desktop) holds
+            pass
+
+    def recycle(self, session_id: str, how: str) -> None:
+        try:
+            self._recycle(session_id, how)
+        except self.UNREACHABLE as exc:
+            raise self._fault(f"the desktop could not be made clean ({how})", exc) from exc
+
+    def prepare(self, session_id: str, task: Task, episode: int) -> str:
+        url = task.start_url(episode)
+        try:
+            if task.setup or url:
+                steps = [s.model_dump(mode="json", exclude_unset=True, by_alias=True) for s in task.setup]
+                flow = self._flow(session_id, {"start_url": url, "name": f"setup of {task.id}",
+                                               "steps": steps or [{"action": "wait", "timeout_ms": 1}]})
+                if not flow.success:
+                    raise EnvironmentFault("setup_failed", f"the setup of {task.id} did not complete: "
+                                                           f"{flow.failure_reason}")
+            if task.instruction is not None:
+                return task.instruction
+            text = " ".join(self._text(session_id, task.instruction_from).split())
+        except EnvironmentFault:
+            raise
+        except self.UNREACHABLE as exc:
+            raise self._fault(f"the setup of {task.id}", exc) from exc
+        if not text:
+            raise EnvironmentFault("setup_failed", f"{task.instruction_from} holds no instruction after the setup")
+        return text
+
+    def run(self, session_id: str, request: dict[str, Any]) -> ActResult:
+        try:
+            return self._act(session_id, request)
+        except self.UNREACHABLE as exc:
+            if getattr(exc, "code", None) in REFUSED_RUN_CODES:
+                raise AgentFault(exc.code, getattr(exc, "message", str(exc))) from exc
+            raise self._fault("the run", exc) from exc
+
+    def check(self, session_id: str, task: Task) -> list[CheckResult]:
+        """Each expectation looked at once (no waiting: the run has ended)."""
+        steps = [e.model_copy(update={"timeout_ms": 1}).as_step().model_dump(mode="json", exclude_unset=True,
+                                                                            by_alias=True) for e in task.expect]
+        try:
+            flow = self._flow(session_id, {"steps": steps, "name": f"check of {task.id}"})
+        except self.UNREACHABLE as exc:
+            raise self._fault("the check", exc) from exc
+        return checks_of(flow, [e.words() for e in task.expect])
+
+    def locate(self, session_id: str, target: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._locate(session_id, target)
+        except self.UNREACHABLE as exc:
+            raise self._fault("a page read", exc) from exc

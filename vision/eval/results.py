@@ -6,59 +6,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from statistics import mean, median
-from typing import Any, Literal
+from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from pydantic import BaseModel, Field
-
 from vision.eval.stats import fell_beyond_chance, wilson
+from vision.models.eval import Episode, EvalResult, Rate
 
-Outcome = Literal["success", "failure", "environment_error"]
-
-
-class Episode(BaseModel):
-    model: str
-    task: str
-    episode: int
-    outcome: Outcome
-    claimed: bool = Field(False, description="the model said done")
-    status: str | None = Field(None, description="how the run ended")
-    error: dict | None = None
-    steps: int = 0
-    tokens: int = 0
-    trace_id: str | None = None
-    report_url: str | None = None
-    instruction: str | None = None
-    checks: list[dict] = Field(default_factory=list)
-    reward: dict[str, float] | None = Field(None, description="a benchmark's own reward, where it gives one")
-    overhead_s: float = Field(0.0, description="a clean desktop, the start and the setup: before the model's turn")
-    wall_s: float = 0.0
-    environment_errors: list[str] = Field(default_factory=list, description="attempts spoiled by the environment, "
-                                                                            "each tried again on a fresh desktop")
-
-    @property
-    def false_claim(self) -> bool:
-        return self.claimed and self.outcome == "failure"
-
-
-class Rate(BaseModel):
-    model: str
-    task: str | None = Field(None, description="null: every task of the model")
-    episodes: int = Field(description="episodes the environment let finish: the rate's denominator")
-    successes: int
-    rate: float | None
-    ci95: tuple[float, float]
-    false_claims: int
-    environment_errors: int = Field(description="episodes never carried out (every attempt spoiled), left out of "
-                                                "the rate")
-    retried: int = Field(description="attempts spoiled by the environment and tried again")
-    mean_steps: float | None
-    median_wall_s: float | None
-    tokens: int
-    fell: bool | None = Field(None, description="with a baseline: the rate fell beyond chance (Fisher's exact test, "
-                                                "one-sided, p < 0.05)")
-    baseline_rate: float | None = None
-
+__all__ = ["EvalResult", "Episode", "Rate", "junit", "now", "rate_of", "summarise", "table_rows"]
 
 def rate_of(model: str, task: str | None, episodes: list[Episode],
             baseline: dict[tuple[str, str | None], Rate] | None = None) -> Rate:
@@ -76,24 +30,6 @@ def rate_of(model: str, task: str | None, episodes: list[Episode],
         rate.baseline_rate = earlier.rate
         rate.fell = fell_beyond_chance(earlier.successes, earlier.episodes, successes, len(done))
     return rate
-
-
-class EvalResult(BaseModel):
-    eval_id: str
-    name: str
-    started_at: str
-    finished_at: str | None = None
-    models: list[str]
-    tasks: list[str]
-    episodes_per_task: int
-    parallel: int
-    baseline: str | None = None
-    rates: list[Rate] = Field(default_factory=list, description="per model and task, then per model (task null)")
-    episodes: list[Episode] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-
-    def rate(self, model: str, task: str | None = None) -> Rate | None:
-        return next((r for r in self.rates if r.model == model and r.task == task), None)
 
 
 def summarise(result: EvalResult, baseline: EvalResult | None = None) -> EvalResult:

@@ -17,9 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from vision.eval.episodes import EnvironmentFault, Episodes
+from vision.eval.episodes import AgentFault, EnvironmentFault, Episodes
 from vision.eval.results import Episode
 from vision.eval.tasks import Task, TaskSet
+from vision.models.eval import MAX_EPISODES, MAX_PARALLEL, MAX_RETRIES
 
 # How each episode gets a clean desktop: a new one (a warm-pool claim; nothing carries over), the
 # worker's own reset (Chromium restarted on a clean profile, launched programs ended), or its
@@ -27,9 +28,6 @@ from vision.eval.tasks import Task, TaskSet
 # tasks that live in the browser.
 Fresh = Literal["new", "reset", "clear"]
 FRESH: tuple[str, ...] = ("new", "reset", "clear")
-MAX_PARALLEL = 16
-MAX_EPISODES = 1000
-MAX_RETRIES = 5
 # A run that ended this way was spoiled by its environment, not decided by its model: the
 # session died under it, the provider could not be reached, or the desktop healed mid-run (the
 # page the agent worked on is gone), or a person took it over or cancelled it.
@@ -70,6 +68,22 @@ class ModelAgent:
 
     def request(self, context: EpisodeContext) -> dict[str, Any]:
         return {"model": self.name}
+
+
+def model_problems(models: list[str], config: Any) -> list[str]:
+    """The models of ``models`` this config cannot run (an unknown family, a hosted one without its
+    key), one line each. Run, such a model would fail every episode, which measures nothing of it."""
+    from desktop.errors import GlassdeskError
+    from vision.config import create_provider
+    from vision.providers.base import ModelCallError
+
+    problems = []
+    for name in models:
+        try:
+            create_provider(config.resolve(name), "-", config, script=[{"action": "wait"}])
+        except (GlassdeskError, ModelCallError) as exc:
+            problems.append(f"model {name}: {getattr(exc, 'message', None) or exc}")
+    return problems
 
 
 def run_request(task: Task, instruction: str, agent_fields: dict[str, Any], *, record_video: bool) -> dict[str, Any]:
@@ -191,8 +205,14 @@ class Evaluation:
                 return Episode(model=agent.name, task=task.id, episode=number, outcome="failure", status="not_started",
                                error={"code": "agent_failed", "message": str(exc)}, instruction=instruction,
                                overhead_s=round(ready - started, 3), wall_s=round(time.monotonic() - started, 3))
-            result = self.episodes.run(session, run_request(task, instruction, fields,
-                                                            record_video=self.record_video))
+            try:
+                result = self.episodes.run(session, run_request(task, instruction, fields,
+                                                                record_video=self.record_video))
+            except AgentFault as refused:
+                spoiled = False
+                return Episode(model=agent.name, task=task.id, episode=number, outcome="failure", status="refused",
+                               error={"code": refused.code, "message": refused.message}, instruction=instruction,
+                               overhead_s=round(ready - started, 3), wall_s=round(time.monotonic() - started, 3))
             fault = environment_fault_of(result)
             if fault is not None:
                 raise fault
