@@ -11,6 +11,7 @@ import pytest
 
 from tests.fakes.episodes import FakeEpisodes
 from vision.eval import miniwob
+from vision.eval.episodes import EnvironmentFault, FlowEpisodes
 from vision.eval.results import EvalResult, junit, summarise
 from vision.eval.runner import EpisodeContext, Evaluation
 from vision.eval.stats import drop_p_value, fell_beyond_chance, wilson
@@ -312,3 +313,42 @@ def test_a_model_that_cannot_run_here_is_refused_before_any_episode(monkeypatch)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     problems = model_problems(["ocr", "nope", "anthropic/claude-sonnet-4-5"], VisionConfig())
     assert len(problems) == 2 and "model nope:" in problems[0] and "ANTHROPIC_API_KEY" in problems[1]
+
+
+class Recorded(FlowEpisodes):
+    """FlowEpisodes over primitives that record their calls."""
+
+    UNREACHABLE = (KeyError,)
+
+    def __init__(self):
+        self.calls = []
+
+    def _flow(self, session_id, body):
+        self.calls.append(("flow", [s.get("action") for s in body["steps"]]))
+        return type("Flow", (), {"success": True, "failure_reason": None})()
+
+    def _navigate(self, session_id, url):
+        self.calls.append(("navigate", url))
+
+    def _click(self, session_id, selector):
+        self.calls.append(("click", selector))
+
+    def _text(self, session_id, selector):
+        if selector == "#gone":
+            raise KeyError(selector)
+        return "  the\n   instruction "
+
+
+def test_a_setup_of_clicks_by_selector_runs_as_page_operations_and_any_other_as_a_flow():
+    plain = miniwob.tasks("miniwob:click-test", "http://127.0.0.1:9", available=["click-test"]).tasks[0]
+    episodes = Recorded()
+    assert episodes.prepare("s", plain, 4) == "the instruction"  # its whitespace runs made one space
+    assert episodes.calls == [("navigate", "http://127.0.0.1:9/miniwob/click-test.html?seed=4&max_time=300000"),
+                              ("click", "#sync-task-cover")]
+    flowing = parse_tasks([{"id": "a", "instruction": "go", "start": {"url": "http://x/"}, "expect": CHECK,
+                            "setup": [{"action": "fill", "selector": "#q", "value": "v"}]}], "x").tasks[0]
+    episodes = Recorded()
+    assert episodes.prepare("s", flowing, 1) == "go" and episodes.calls == [("flow", ["fill"])]
+    gone = plain.model_copy(update={"instruction_from": "#gone"})
+    with pytest.raises(EnvironmentFault, match="the setup of click-test"):
+        Recorded().prepare("s", gone, 1)

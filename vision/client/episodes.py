@@ -37,6 +37,12 @@ class ClientEpisodes(FlowEpisodes):
     def _flow(self, session_id: str, body: dict[str, Any]) -> Any:
         return self.client.session(session_id).qa.verify_user_flow(**body)
 
+    def _navigate(self, session_id: str, url: str) -> None:
+        self.client.session(session_id).page.navigate(url=url)
+
+    def _click(self, session_id: str, selector: str) -> None:
+        self.client.session(session_id).page.click(selector=selector)
+
     def _text(self, session_id: str, selector: str) -> str:
         return str(self.client.session(session_id).page.content(format="text", selector=selector).content)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from desktop.errors import GlassdeskError, InvalidRequest
-from desktop.models import LocateRequest, target_of
+from desktop.models import LocateRequest, Target, target_of
 from vision.errors import EvalNotFound
 from vision.eval import miniwob
 from vision.eval.episodes import FlowEpisodes
@@ -53,6 +53,12 @@ class ServiceEpisodes(FlowEpisodes):
         from vision.models.qa import VerifyUserFlowRequest
 
         return self.glassdesk.qa.verify_user_flow(session_id, VerifyUserFlowRequest.model_validate(body))
+
+    def _navigate(self, session_id: str, url: str) -> None:
+        self.desktops.pages.navigate(session_id, "goto", url)
+
+    def _click(self, session_id: str, selector: str) -> None:
+        self.desktops.pages.click(session_id, Target(selector=selector))
 
     def _text(self, session_id: str, selector: str) -> str:
         return str(self.desktops.pages.content(session_id, "text", selector).content)
