@@ -15,21 +15,21 @@ from vision.eval.tasks import Task
 from vision.models import ActResult, CheckResult
 
 
-class EnvironmentFault(Exception):
+class EpisodeFault(Exception):
+    """Why an episode did not go as a run normally does: a code and a sentence."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code, self.message = code, message
+
+
+class EnvironmentFault(EpisodeFault):
     """The episode could not be carried out for a reason that is not the agent's."""
 
-    def __init__(self, code: str, message: str):
-        super().__init__(f"{code}: {message}")
-        self.code, self.message = code, message
 
-
-class AgentFault(Exception):
+class AgentFault(EpisodeFault):
     """The agent's run was refused as asked (a script that does not parse, a model the server
     cannot run): the episode is the agent's failure, with this code, not the environment's."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(f"{code}: {message}")
-        self.code, self.message = code, message
 
 
 # A run refused with these codes was refused for what the agent asked: not a fault of the desktop.
@@ -82,10 +82,10 @@ def plain_setup(task: Task) -> bool:
 
 
 class FlowEpisodes:
-    """The port's steps, once, over five primitives a subclass gives: a session made and ended, a
-    desktop reset or its browser cleared, a QA flow run, the page's text, a vision run and a page
-    read. ``UNREACHABLE``: what those raise when the server or the desktop fails (an environment's
-    fault); anything else is a defect and is raised as it is."""
+    """The port's steps, once, over the primitives a subclass gives: a session made and ended, a
+    desktop reset or its browser cleared, a QA flow run, a page opened and clicked, the page's
+    text, a vision run and a page read. ``UNREACHABLE``: what those raise when the server or the
+    desktop fails (an environment's fault); anything else is a defect and is raised as it is."""
 
     UNREACHABLE: tuple[type[BaseException], ...] = ()
 
