@@ -28,7 +28,15 @@ def server_env(base: dict[str, str], mark: str) -> dict[str, str]:
     """``base`` with the test's mark, and without this process's own owner mark (set when a test
     here ran sessions in process): the server makes its own, and the one it inherited would stay
     in its /proc environ and name this process's sessions as its."""
-    return {**{k: v for k, v in base.items() if k != OWNER_VAR}, MARK: mark}
+    return {**without_owner(base), MARK: mark}
+
+
+def without_owner(env: dict[str, str]) -> dict[str, str]:
+    """``env`` (say ``os.environ`` and more) fit for a server started as a subprocess: without this
+    process's owner mark. A server replaces the mark it inherits, but /proc shows the environment it
+    started with, so whoever reads it there (a reaper, ``marked``) would take this process's
+    sessions for the child's."""
+    return {k: v for k, v in env.items() if k != OWNER_VAR}
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -66,9 +74,22 @@ def assert_all_gone(mark: str, wait_s: float = 30) -> None:
     deadline = time.monotonic() + wait_s
     while (left := marked(mark)) and time.monotonic() < deadline:
         time.sleep(0.2)
+    described = {pid: describe(pid) for pid in left}  # before the kill: how each one was stuck
     for pid in left:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-    assert not left, f"processes left behind: {left}"
+    assert not left, f"processes left behind: {described}"
+
+
+def describe(pid: int) -> str:
+    """A process's name, state, uid and cgroups, for a failure's message: why it was not ended."""
+    try:
+        status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if ":\t" in line)
+        groups = ",".join(line.split(":", 1)[1] for line in Path(f"/proc/{pid}/cgroup").read_text().split()
+                          if line.split(":")[1] in ("freezer", "memory", ""))
+    except OSError:
+        return "gone"
+    return f"{status.get('Name')} state={status.get('State')} uid={status.get('Uid', '').split()[:1]} cgroups={groups}"

@@ -77,9 +77,10 @@ def test_nothing_outlives_a_stopped_or_killed_server(tmp_path, sig):
     """SIGTERM closes the sessions; after SIGKILL the reaper ends what the server started."""
     mark = uuid.uuid4().hex
     with open(tmp_path / "server.log", "w+") as errlog:
+        # All of this process's environment but its owner mark (marks.without_owner).
+        env = marks.server_env({**os.environ, "GLASSDESK_DATA_DIR": str(tmp_path / "data")}, mark)
         proc = subprocess.Popen([GLASSDESK, "mcp", "--session", "mcp-signal"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=errlog, env={**os.environ, **server_env(tmp_path, mark)},
-                                cwd=tmp_path)
+                                stdout=subprocess.PIPE, stderr=errlog, env=env, cwd=tmp_path)
         try:
             deadline = time.monotonic() + 60
             while "ready on" not in (tmp_path / "server.log").read_text():

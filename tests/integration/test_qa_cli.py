@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.marks import without_owner
 from tests.reports import embedded_document, suite_images
 from vision.cli import main
 from vision.qa.suite_report import FILE_REF
@@ -145,7 +146,7 @@ tests:
     verify_page_loads: {{url: "{EXAMPLE_ORIGIN}/index.html", expected_title: "Example shop"}}
 """
     junit = tmp_path / "junit.xml"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = without_owner({**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     done = subprocess.run([sys.executable, "-m", "vision.cli", "qa", str(suite_file(tmp_path, pages, text)),
                            "--junit", str(junit), "--data-dir", str(tmp_path / "data")],
                           env=env, capture_output=True, text=True, timeout=180)

@@ -20,6 +20,7 @@ import pytest
 
 from desktop.session.ownership import reap_predecessors
 from desktop.x11.procs import session_pids, start_time
+from tests.marks import without_owner
 
 SERVER = r"""
 import json, os, signal, subprocess, sys
@@ -44,7 +45,7 @@ class StandIn:
     """A stand-in server in a subprocess; its temp dir is the test's."""
 
     def __init__(self, tmp_path: Path):
-        env = {**os.environ, "TMPDIR": str(tmp_path)}
+        env = without_owner({**os.environ, "TMPDIR": str(tmp_path)})
         self.proc = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env)
         self.info = json.loads(self.proc.stdout.readline())

@@ -160,14 +160,19 @@ function seek(chapter) {
   markPlaying();
 }
 
+// A seek lands on a frame's time, which can be a hair before the chapter's start (the last
+// chapter's start can even be past the film's last frame): a chapter plays from just before it.
+const SEEK_SLACK_S = 0.05;
+
 function markPlaying() {
   if (!film.video) return;
-  const t = film.video.currentTime;
-  for (const { node, chapter } of film.steps) {
-    node.classList.toggle('playing', Boolean(chapter) && t >= chapter.start && t < chapter.end);
-  }
-  for (const { node, chapter } of film.chapterItems) {
-    node.classList.toggle('playing', t >= chapter.start && t < chapter.end);
+  const t = film.video.currentTime + SEEK_SLACK_S;
+  const plays = (chapter) => Boolean(chapter) && t >= chapter.start && t < chapter.end + SEEK_SLACK_S;
+  // One chapter plays at a time (the steps' chapters are copies of the film's: matched by start).
+  const current = [...film.chapterItems].reverse().find(({ chapter }) => plays(chapter));
+  const start = current ? current.chapter.start : null;
+  for (const { node, chapter } of [...film.steps, ...film.chapterItems]) {
+    node.classList.toggle('playing', Boolean(chapter) && chapter.start === start);
   }
 }
 
