@@ -67,6 +67,9 @@ $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	# MiniWoB++'s task pages for glassdesk eval miniwob:... (vision.eval.miniwob); its Python side
 	# (gymnasium, Selenium) is never imported, so its dependencies are not installed.
 	$(PIP) install -q --no-deps miniwob==1.1.0
+	# OSWorld's harness (docs/osworld.md): without its dependencies (torch, librosa...); those its
+	# controllers, DesktopEnv, getters and the metrics used import are in the test extra.
+	$(PIP) install -q --no-deps desktop-env==1.0.2
 	@touch $@
 
 # Without npm the inspector test falls back to npx, and skips (saying why) when there is no Node.js.

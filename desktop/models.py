@@ -448,6 +448,17 @@ class SaveStateRequest(_Body):
                                   "is replaced")
 
 
+class OSWorldGuest(BaseModel):
+    """A session's OSWorld guest server (desktop.osworld): where OSWorld's harness reaches it."""
+
+    session_id: str
+    host: str = Field(description="where it listens: loopback only")
+    port: int = Field(description="its own port: osworld-server's routes are at its root")
+    url: str
+    problems: list[str] = Field(default_factory=list, description="what of the contract cannot work here, and how "
+                                                                  "to fix it")
+
+
 class SavedState(BaseModel):
     name: str
     created_at: str | None = None

@@ -4,6 +4,8 @@ as OSWorld's accessibility-tree XML. Session.desktop_tree gathers the parts; thi
 
 from __future__ import annotations
 
+import json
+import re
 from xml.etree import ElementTree
 
 from desktop.models import DesktopTree, PageTree, TreeNode, TreeWindow, Window
@@ -177,9 +179,96 @@ def _xml_node(parent: ElementTree.Element, node: TreeNode) -> None:
         _xml_node(element, child)
 
 
+# The page's ARIA roles as AT-SPI names them, which is how Chromium's own page nodes appear in
+# OSWorld's trees (an entry, a push-button...); a role not listed keeps its ARIA name.
+ATSPI_ROLES = {
+    "textbox": "entry", "searchbox": "entry", "button": "push-button", "checkbox": "check-box",
+    "radio": "radio-button", "combobox": "combo-box", "listbox": "list-box", "listitem": "list-item",
+    "option": "list-item", "img": "image", "row": "table-row", "cell": "table-cell", "gridcell": "table-cell",
+    "columnheader": "table-column-header", "rowheader": "table-row-header", "menuitem": "menu-item",
+    "tab": "page-tab", "tablist": "page-tab-list", "tabpanel": "scroll-pane", "generic": "section",
+    "text": "static", "spinbutton": "spin-button", "slider": "slider", "switch": "toggle-button",
+}
+_ARIA_LINE = re.compile(r'^(?P<indent>\s*)- (?P<role>[\w/-]+)(?: "(?P<name>(?:[^"\\]|\\.)*)")?'
+                        r'(?P<flags>(?: \[[^\]]*\])*)(?::(?: (?P<text>.*))?)?$')
+
+
+def aria_nodes(snapshot: str) -> list[dict]:
+    """The page layer's accessibility snapshot (Playwright's ARIA snapshot: ``- role "name" [flag]
+    [key=value]: text``, nested by indent) as nodes (pure): role, name, flags, properties, text,
+    children. A ``/url``-like property line is its parent's property; a line it cannot read is left out."""
+    roots: list[dict] = []
+    stack: list[tuple[int, dict]] = []
+    for line in snapshot.splitlines():
+        found = _ARIA_LINE.match(_unquoted_line(line))
+        if found is None:
+            continue
+        indent, role = len(found["indent"]), found["role"]
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if role.startswith("/"):  # a property of the node above: - /url: https://...
+            if stack:
+                stack[-1][1]["properties"][role[1:]] = found["text"] or ""
+            continue
+        flags, properties = [], {}
+        for flag in re.findall(r"\[([^\]]*)\]", found["flags"] or ""):
+            key, _, value = flag.partition("=")
+            (properties.__setitem__(key, value) if value else flags.append(key))
+        name = found["name"]
+        node = {"role": role, "name": json.loads(f'"{name}"') if name else "", "flags": flags,
+                "properties": properties, "text": _yaml_scalar(found["text"]), "children": []}
+        (stack[-1][1]["children"] if stack else roots).append(node)
+        stack.append((indent, node))
+    return roots
+
+
+def _yaml_scalar(text: str | None) -> str | None:
+    """A YAML scalar as the snapshot writes it (pure): plain, 'single-quoted' or "double-quoted"."""
+    if text and len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1].replace("''", "'")
+    if text and len(text) >= 2 and text[0] == text[-1] == '"':
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _unquoted_line(line: str) -> str:
+    """A snapshot line whose node YAML had to quote (a name with ": " in it: ``- 'heading "a: b"
+    [ref=e5]'``) written as the others are (pure)."""
+    indent, dash, body = line.partition("- ")
+    if not dash or indent.strip() or not body.startswith("'"):
+        return line
+    end = 1
+    while end < len(body):
+        if body[end] == "'":
+            if body[end + 1:end + 2] == "'":
+                end += 2
+                continue
+            break
+        end += 1
+    return f"{indent}- {body[1:end].replace(chr(39) * 2, chr(39))}{body[end + 1:]}"
+
+
+def _xml_page_node(parent: ElementTree.Element, node: dict) -> None:
+    ns = {key: f"{{{uri}}}" for key, uri in OSWORLD_NS.items()}
+    element = ElementTree.SubElement(parent, _tag(ATSPI_ROLES.get(node["role"], node["role"])), {"name": node["name"]})
+    for flag in node["flags"]:
+        element.set(f"{ns['st']}{'focused' if flag == 'active' else _tag(flag)}", "true")
+    for key, value in node["properties"].items():
+        element.set(f"{ns['attr']}{_tag(key)}", value)
+    if node["text"]:
+        element.text = node["text"]
+    for child in node["children"]:
+        _xml_page_node(element, child)
+
+
 def as_xml(tree: DesktopTree) -> str:
     """The tree as OSWorld's guest writes its accessibility tree: a ``desktop-frame`` root, an
-    ``application`` per window, each node an element named by its role."""
+    ``application`` per window, each node an element named by its role; the browser's page in front
+    as a ``document-web`` under its window, its nodes named by their AT-SPI roles (no boxes: the page
+    layer's refs, ``attr:ref``, are the way to act on them)."""
     for key, uri in OSWORLD_NS.items():
         ElementTree.register_namespace(key, uri)
     root = ElementTree.Element("desktop-frame", {"name": "main"})
@@ -188,4 +277,9 @@ def as_xml(tree: DesktopTree) -> str:
         app.set(f"{{{OSWORLD_NS['attr']}}}window", window.id)
         for node in window.nodes:
             _xml_node(app, node)
+        if window.page is not None:
+            document = ElementTree.SubElement(app, "document-web", {"name": window.page.title})
+            document.set(f"{{{OSWORLD_NS['attr']}}}url", window.page.url)
+            for node in aria_nodes(window.page.snapshot):
+                _xml_page_node(document, node)
     return ElementTree.tostring(root, encoding="unicode")

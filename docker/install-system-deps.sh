@@ -15,6 +15,10 @@ PACKAGES=(
   # the desktop tree (desktop/x11/atspi.py): each session's accessibility bus, read by the system's
   # Python through Debian's pyatspi
   at-spi2-core python3-pyatspi
+  # the guest Python of OSWorld's guest contract (below): pyautogui imports tkinter (through MouseInfo);
+  # and the desktop's default applications (/usr/share/applications/mimeinfo.cache), which its
+  # /setup/open_file (xdg-open, exo-open) needs to open a file with its app
+  python3-tk desktop-file-utils
   # native programs a session can launch, and the desktop tree's tests use as they ship
   mousepad galculator
   # the live view: x11vnc + the noVNC web client (served, and relayed to x11vnc, by glassdesk itself)
@@ -93,4 +97,13 @@ elif [ "$(id -u)" -eq 0 ] || command -v sudo >/dev/null; then
   echo "chromium policy: installed $POLICY_FILE"
 else
   echo "chromium policy: $POLICY_FILE not installed (needs root); sessions run without it, and say so at start"
+fi
+
+
+# The guest Python of OSWorld's guest contract (docker/install-guest-python.sh). The image makes it
+# in a later step, where pip has its CA (GLASSDESK_GUEST_PYTHON=later: docker/Dockerfile).
+if [ "${GLASSDESK_GUEST_PYTHON:-}" = later ]; then
+  echo "guest python: made later"
+else
+  bash "$(dirname "${BASH_SOURCE[0]}")/install-guest-python.sh"
 fi

@@ -843,6 +843,11 @@ def _evaluation(bench: Bench) -> list[Row]:
     return importlib.import_module("tests.bench_eval").evaluation(bench)
 
 
+def _osworld(bench: Bench) -> list[Row]:
+    """Issue 38's rows (tests/bench_osworld.py): the guest contract's round trip against REST's, the reset."""
+    return importlib.import_module("tests.bench_osworld").osworld(bench)
+
+
 def _soak(bench: Bench) -> list[Row]:
     """Issue 33's soak rows (tests/bench_soak.py): the server's memory over a long mixed load."""
     return importlib.import_module("tests.bench_soak").soak(bench)
@@ -1003,6 +1008,11 @@ SECTIONS: list[Section] = [
                   "server of its own (embedded), two episodes of each task the oracle covers, two at a time; each "
                   "episode on a new desktop (a warm-pool claim), then on each worker's own desktop with its browser "
                   "cleared between episodes."),
+    Section("OSWorld", [_osworld],
+            intro="Issue 38 (tests/bench_osworld.py): OSWorld's own PythonController against a session's guest "
+                  "contract on a server of its own (embedded), beside the same click and screenshot over glassdesk's "
+                  "REST in the same run; DesktopEnv's reset between tasks through glassdesk's provider with a warm "
+                  "desktop waiting."),
     Section("Session isolation", [_isolation],
             intro="Issue 23 (tests/bench_isolation.py): what an account and a cgroup of its own per session cost a "
                   "session's start and its idle memory, beside the code before (84e8102: one shared account, no "

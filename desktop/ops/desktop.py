@@ -11,6 +11,7 @@ from desktop.models import (
     LiveView,
     NetworkPolicyBody,
     NetworkPolicyInfo,
+    OSWorldGuest,
     TreeQuery,
     Window,
 )
@@ -50,6 +51,18 @@ OPERATIONS: tuple[Operation, ...] = (
                   "interactive_only keeps only what can be acted on.",
                   Hints(read_only=True), lambda query, tree: tree.content or as_text(tree), summary=False,
                   group="desktop")),
+    Operation(
+        "desktop", "osworld_guest", None, OSWorldGuest, acts=False,
+        rest=Rest("POST", "/osworld", summary="serve OSWorld's guest contract for the session", tags=SESSIONS,
+                  description="Starts (or answers again) a server on a loopback port of the session's own that "
+                              "speaks osworld-server's routes (/screenshot, /execute with pyautogui code, "
+                              "/accessibility, /file, /setup/...), so OSWorld's harness drives this session; "
+                              "what it runs runs in the session's isolation. It stops with the session. "
+                              "docs/osworld.md.")),
+    Operation(
+        "desktop", "close_osworld_guest", None, bool, acts=False,
+        rest=Rest("DELETE", "/osworld", summary="stop the session's OSWorld guest server", tags=SESSIONS,
+                  description="True when one ran. It also stops with the session.")),
     # A session server's own, for its control plane (no door serves them).
     Operation("desktop", "wait_ready", None, bool, acts=False),
     Operation("desktop", "live_view", None, LiveView, acts=False),

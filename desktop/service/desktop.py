@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -47,6 +48,7 @@ from desktop.models import (
     DesktopTree,
     LiveView,
     NetworkPolicyInfo,
+    OSWorldGuest,
     SavedState,
     SessionInfo,
     TreeFormat,
@@ -138,6 +140,11 @@ class DesktopService:
         # Where saved states are kept (desktop.session.states.StateStore, under the data dir): set by
         # the application; None keeps none (a remote backend's sessions: their browsers are elsewhere).
         self.states = None
+        # Where the sessions' OSWorld guest servers keep their films (desktop.osworld), under the data
+        # dir: set by the application for local sessions; None serves no guest contract (a remote
+        # backend's sessions are in their containers, out of this host's loopback).
+        self.osworld_dir: Path | None = None
+        self._guests = None
         # A session server (`glassdesk up --single-session`): its one session, once started, is the
         # only one, neither deleted nor joined by another (desktop.remote.backends: one per container).
         self.single_session = False
@@ -271,7 +278,29 @@ class DesktopService:
         return self._info(session)
 
     def close(self) -> None:
+        if self._guests is not None:
+            self._guests.close_all()
         self.manager.close()
+
+    # ------------------------------------------------------------------ OSWorld's guest contract
+
+    def osworld_guest(self, session_id: str) -> OSWorldGuest:
+        """Serve OSWorld's guest contract for the session on a loopback port of its own
+        (desktop.osworld); the same server again when it already runs."""
+        if self.osworld_dir is None:
+            raise InvalidRequest("OSWorld's guest contract is served for local sessions only: this server's sessions "
+                                 "run in containers or pods, whose loopback the harness cannot reach")
+        with self._create_lock:
+            if self._guests is None:
+                from desktop.osworld.server import GuestServers
+
+                self._guests = GuestServers(self, self.osworld_dir)
+        return self._guests.open(session_id)
+
+    def close_osworld_guest(self, session_id: str) -> bool:
+        """Stop the session's guest server; False when none ran. It stops with the session anyway."""
+        self.existing(session_id)
+        return self._guests is not None and self._guests.close(session_id)
 
     # ------------------------------------------------------------------ the browser's network
 

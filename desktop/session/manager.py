@@ -771,6 +771,11 @@ class SessionRegistry:
         self.protected_ports.update(ports)
         self.servers.publish(self.own_ports())
 
+    def unprotect(self, *ports: int) -> None:
+        """Take ports that no longer serve (a closed OSWorld guest server's) out of the control plane."""
+        self.protected_ports.difference_update(ports)
+        self.servers.publish(self.own_ports())
+
     def _claim(self, session_id: str | None, *, held: int = 0) -> str:
         """The id a new session gets: ``session_id`` checked, or a fresh one. Call it holding
         ``_lock``, and register the session before letting go, so that no other create takes it.

@@ -126,6 +126,34 @@ def test_the_xml_is_osworlds_shape():
     assert root.find(".//text").text == "0"
 
 
+def test_the_page_in_front_is_a_document_in_the_xml_with_osworlds_role_names():
+    page = PAGE.model_copy(update={"snapshot": (
+        '- generic [ref=e1]:\n  - text: Name\n  - textbox "Name" [active] [ref=e3]: alice\n'
+        '  - button "Say \\"hi\\"" [disabled] [ref=e4]\n  - heading "Not saved" [level=1] [ref=e5]\n'
+        '  - link "Home" [ref=e6]:\n    - /url: /index.html\n  - checkbox "Keep me" [checked] [ref=e7]\n'
+        "  - 'heading \"Saved: it''s\" [level=2] [ref=e8]'\n  - textbox \"Note\" [ref=e9]: 'a: b'")})
+    merged = merge([BROWSER, CALC], [0x01a00003, 0x00e00002], 0x00e00002, [], page, browser_pid=43)
+    root = ElementTree.fromstring(build(merged, truncated=False, interactive_only=False, fmt="xml").content)
+    st, attr = f"{{{OSWORLD_NS['st']}}}", f"{{{OSWORLD_NS['attr']}}}"
+    document = root.find("application/document-web")
+    assert document.get("name") == "Login" and document.get(f"{attr}url") == PAGE.url
+    entry = root.find(".//document-web/section/entry")
+    assert (entry.get("name"), entry.text, entry.get(f"{st}focused"), entry.get(f"{attr}ref")) == \
+        ("Name", "alice", "true", "e3")
+    assert root.find(".//push-button").get("name") == 'Say "hi"'
+    assert root.find(".//push-button").get(f"{st}disabled") == "true"
+    assert root.find(".//heading[@name='Not saved']").get(f"{attr}level") == "1"
+    assert root.find(".//link").get(f"{attr}url") == "/index.html" and not list(root.find(".//link"))
+    assert root.find(".//check-box").get(f"{st}checked") == "true"
+    assert root.find(".//static").text == "Name"
+    # YAML quotes a line whose name or text holds ": ": read as the others are
+    assert root.find(".//heading[@name=\"Saved: it's\"]").get(f"{attr}level") == "2"
+    assert root.find(".//entry[@name='Note']").text == "a: b"
+    # A page behind another window is not in the tree: its nodes are not on the screen.
+    behind = merge([BROWSER, CALC], [0x00e00002, 0x01a00003], 0x01a00003, [], page, browser_pid=43)
+    assert "document-web" not in build(behind, truncated=False, interactive_only=False, fmt="xml").content
+
+
 def test_a_window_id_is_read_as_the_windows_listing_and_focus_accept_it():
     from desktop.x11.windows import window_number
 

@@ -107,6 +107,7 @@ class Glassdesk:
             from desktop.session.states import StateStore
 
             desktops.states = StateStore(store.root / "states")
+            desktops.osworld_dir = store.root / "osworld"  # the guest contract's films (desktop.osworld)
         return cls(desktops, store, config or VisionConfig.load(), strip=strip)
 
     def close(self) -> None:

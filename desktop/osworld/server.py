@@ -1,0 +1,409 @@
+"""OSWorld's guest contract served for one session: osworld-server's routes, with its request and
+answer shapes (the harness parses them), on a loopback port of the session's own.
+
+The harness addresses a guest as ``host:port`` with the routes at the root, so each session gets a
+server of its own (``GuestServers``), opened on request (``POST /api/v1/sessions/{id}/osworld``),
+closed with the session. Its port joins the server's control plane: no session's browser or
+program may reach it through its proxy (desktop.network.servers), like the API's.
+
+It has no authentication of its own, as osworld-server has none: it listens on 127.0.0.1 only.
+What it runs runs in the session's isolation (desktop.osworld.guest), and an acting request is
+refused while a person has taken the desktop over or a vision run drives it.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Form, Request, UploadFile
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+
+from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
+from desktop.errors import GlassdeskError, SessionNotFound
+from desktop.models import OSWorldGuest
+from desktop.osworld.guest import (
+    COMMAND_TIMEOUT_S,
+    GUEST_PYTHON,
+    MAX_OPEN_WAIT_S,
+    PYTHON_TIMEOUT_S,
+    Guest,
+    RecordingState,
+    browser_urls,
+    command_argv,
+    expand_home,
+    wmctrl_argv,
+)
+
+log = logging.getLogger("glassdesk.osworld")
+
+STARTED_TIMEOUT_S = 10.0
+
+
+def _error(status: int, message: str, **more: Any) -> JSONResponse:
+    return JSONResponse({"status": "error", "message": message, **more}, status_code=status)
+
+
+def _acting(guest: Guest) -> JSONResponse | None:
+    """The answer to an acting request the session refuses now (a person in control, a run), or None."""
+    try:
+        guest.desktops.check_agent(guest.session_id)
+    except GlassdeskError as exc:
+        return _error(exc.status, str(exc))
+    return None
+
+
+def _command(body: dict) -> tuple[Any, bool]:
+    shell = bool(body.get("shell", False))
+    return body.get("command", "" if shell else []), shell
+
+
+def guest_app(guest: Guest) -> FastAPI:
+    """The contract's routes for one session."""
+    app = FastAPI(title=f"OSWorld guest of session {guest.session_id}", docs_url=None, redoc_url=None,
+                  openapi_url=None)
+
+    @app.exception_handler(SessionNotFound)
+    def _gone(_request, exc: SessionNotFound):
+        return _error(404, str(exc))
+
+    @app.exception_handler(GlassdeskError)
+    def _refused(_request, exc: GlassdeskError):
+        return _error(exc.status, str(exc))
+
+    for routes in (_looking, _files, _running, _setting_up, _transferring, _opening, _filming):
+        routes(app, guest)
+    return app
+
+
+def _looking(app: FastAPI, guest: Guest) -> None:
+    desktops, sid = guest.desktops, guest.session_id
+
+    @app.get("/screenshot")
+    def screenshot():
+        return Response(desktops.screenshot(sid).png, media_type="image/png")
+
+    @app.get("/accessibility")
+    def accessibility():
+        return {"AT": desktops.desktop_tree(sid, format="xml").content}
+
+    @app.get("/terminal")
+    def terminal():
+        # osworld-server reads a focused GNOME Terminal's text; this desktop has none to read.
+        return {"output": None, "status": "success"}
+
+    @app.get("/platform")
+    def platform():
+        return PlainTextResponse("Linux")
+
+    @app.get("/cursor_position")
+    def cursor_position():
+        x, y = desktops.cursor(sid)
+        return [x, y]
+
+    @app.post("/screen_size")
+    def screen_size():
+        return {"width": SCREEN_WIDTH, "height": SCREEN_HEIGHT}
+
+    @app.post("/window_size")
+    def window_size(app_class_name: str = Form(...)):
+        wanted = app_class_name.lower()
+        for window in reversed(guest.windows()):
+            if wanted in window.wm_class.lower():
+                return {"width": window.width, "height": window.height}
+        return _error(404, f"no window of class {app_class_name!r}")
+
+    @app.post("/desktop_path")
+    def desktop_path():
+        return {"desktop_path": f"{guest.home}/Desktop"}
+
+    @app.post("/wallpaper")
+    def wallpaper():
+        return _error(404, "Wallpaper file not found: this desktop's background is a colour, not a file")
+
+
+
+def _files(app: FastAPI, guest: Guest) -> None:
+    @app.post("/list_directory")
+    async def list_directory(request: Request):
+        body = await request.json()
+        if "path" not in body:
+            return JSONResponse({"error": "Missing 'path' parameter"}, status_code=400)
+        tree = await _in_thread(guest.list_directory, str(body["path"]))
+        if tree is None:
+            return JSONResponse({"error": "The provided path is not a directory"}, status_code=400)
+        return {"directory_tree": tree}
+
+    @app.post("/file")
+    def file(file_path: str | None = Form(None)):
+        if not file_path:
+            return JSONResponse({"error": "file_path is required"}, status_code=400)
+        ran = guest.read_file(file_path)
+        if ran.returncode != 0:
+            why = ran.text("stderr").strip()
+            if "No such file" in why:
+                return JSONResponse({"error": "File not found"}, status_code=404)
+            return JSONResponse({"error": f"Failed to serve file: {why}"}, status_code=500)
+        return Response(ran.stdout, media_type="application/octet-stream",
+                        headers={"Content-Disposition": f'attachment; filename="{Path(file_path).name}"'})
+
+
+
+def _running(app: FastAPI, guest: Guest) -> None:
+    @app.post("/execute")
+    @app.post("/setup/execute")
+    async def execute(request: Request):
+        if (refused := _acting(guest)) is not None:
+            return refused
+        command, shell = _command(await request.json())
+        try:
+            ran = await _in_thread(guest.run, command_argv(command, shell, guest.home), timeout=COMMAND_TIMEOUT_S)
+        except (subprocess.TimeoutExpired, ValueError, OSError) as exc:
+            return _error(500, str(exc))
+        return {"status": "success", "output": ran.text("stdout"), "error": ran.text("stderr"),
+                "returncode": ran.returncode}
+
+    @app.post("/run_python")
+    async def run_python(request: Request):
+        if (refused := _acting(guest)) is not None:
+            return refused
+        code = (await request.json()).get("code")
+        if not code:
+            return _error(400, "Code not supplied!")
+        try:
+            # Read from stdin, not a file: nothing of the code is left on the desktop.
+            ran = await _in_thread(guest.run, ["python3", "-"], data=code.encode(), timeout=PYTHON_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return _error(500, "Execution timeout: Code took too long to execute", error="TimeoutExpired",
+                          need_more=False, output=None)
+        out, err = ran.text("stdout"), ran.text("stderr")
+        if ran.returncode != 0 and not err:
+            err = f"Process exited with code {ran.returncode}"
+        return {"status": "success" if ran.returncode == 0 else "error",
+                "message": "\n".join(part for part in (out, err) if part), "need_more": False,
+                "output": out, "error": err, "return_code": ran.returncode}
+
+    @app.post("/run_bash_script")
+    async def run_bash_script(request: Request):
+        if (refused := _acting(guest)) is not None:
+            return refused
+        body = await request.json()
+        script, timeout = body.get("script"), body.get("timeout", 100)
+        working_dir = body.get("working_dir")
+        if not script:
+            return JSONResponse({"status": "error", "output": "Script not supplied!", "error": "", "returncode": -1},
+                                status_code=400)
+        cwd = expand_home(str(working_dir), guest.home) if working_dir else None
+        try:
+            ran = await _in_thread(guest.run, ["/bin/bash", "-c", script], cwd=cwd, timeout=float(timeout),
+                                   merge_stderr=True)
+        except subprocess.TimeoutExpired:
+            return JSONResponse({"status": "error", "output": f"Script execution timed out after {timeout} seconds",
+                                 "error": "", "returncode": -1}, status_code=500)
+        return {"status": "success" if ran.returncode == 0 else "error", "output": ran.text("stdout"), "error": "",
+                "returncode": ran.returncode}
+
+
+
+def _setting_up(app: FastAPI, guest: Guest) -> None:  # a task's programs
+    @app.post("/setup/launch")
+    async def launch(request: Request):
+        if (refused := _acting(guest)) is not None:
+            return refused
+        command, shell = _command(await request.json())
+        argv = command_argv(command, shell, guest.home)
+        urls = browser_urls(argv)
+        if urls is not None:  # the session's own Chromium, not a second browser
+            for url in urls:
+                await _in_thread(guest.open_url, url)
+            return PlainTextResponse(f"{' '.join(argv)} launched successfully (in the session's Chromium)")
+        try:
+            await _in_thread(guest.launch, argv)
+        except OSError as exc:
+            return _error(500, str(exc))
+        return PlainTextResponse(f"{command if shell else ' '.join(argv)} launched successfully")
+
+
+
+def _transferring(app: FastAPI, guest: Guest) -> None:  # a task's files, in and out
+    @app.post("/setup/upload")
+    async def upload(file_path: str | None = Form(None), file_data: UploadFile | None = None):
+        if not file_path or file_data is None:
+            return JSONResponse({"error": "file_path and file_data are required"}, status_code=400)
+        data = await file_data.read()
+        ran = await _in_thread(guest.write_file, file_path, data)
+        if ran.returncode != 0:
+            return JSONResponse({"error": f"Failed to upload file: {ran.text('stderr').strip()}"}, status_code=500)
+        return PlainTextResponse(f"File Uploaded: {len(data)} bytes")
+
+    @app.post("/setup/download_file")
+    async def download_file(request: Request):
+        body = await request.json()
+        url, path = body.get("url"), body.get("path")
+        if not url or not path:
+            return PlainTextResponse("Path or URL not supplied!", status_code=400)
+        ran = await _in_thread(guest.download, str(url), str(path))
+        if ran.returncode != 0:
+            return PlainTextResponse(f"Failed to download {url}: {ran.text('stderr').strip()}", status_code=500)
+        return PlainTextResponse(f"File downloaded successfully: {ran.text('stdout').strip()} bytes")
+
+
+
+def _opening(app: FastAPI, guest: Guest) -> None:  # files and windows of a task's config
+    @app.post("/setup/open_file")
+    async def open_file(request: Request):
+        if (refused := _acting(guest)) is not None:
+            return refused
+        body = await request.json()
+        path = body.get("path")
+        if not path:
+            return PlainTextResponse("Path not supplied!", status_code=400)
+        wait_s = min(float(body.get("timeout_seconds", MAX_OPEN_WAIT_S)), MAX_OPEN_WAIT_S)
+        target = expand_home(str(path), guest.home)
+        name = Path(target).name
+        titles = [body["window_name"]] if body.get("window_name") else [name, Path(name).stem]
+        await _in_thread(guest.launch, ["xdg-open", target])
+        found = await _in_thread(_wait_for_window, guest, titles, wait_s)
+        if not found:
+            return PlainTextResponse(f"Failed to find window for {titles} within {wait_s:g} seconds.",
+                                     status_code=500)
+        return PlainTextResponse("File opened and window activated successfully")
+
+    @app.post("/setup/activate_window")
+    @app.post("/setup/close_window")
+    async def window(request: Request):
+        if (refused := _acting(guest)) is not None:
+            return refused
+        body = await request.json()
+        if not body.get("window_name"):
+            return PlainTextResponse("window_name required", status_code=400)
+        closing = request.url.path.endswith("close_window")
+        await _in_thread(guest.run, wmctrl_argv("c" if closing else "a", str(body["window_name"]),
+                                                strict=bool(body.get("strict")), by_class=bool(body.get("by_class"))),
+                         timeout=10)
+        return PlainTextResponse("Window closed successfully." if closing else "Window activated successfully")
+
+    @app.post("/setup/change_wallpaper")
+    def change_wallpaper():
+        return PlainTextResponse("Failed to change wallpaper. Error: not supported on glassdesk's desktop",
+                                 status_code=501)
+
+
+
+def _filming(app: FastAPI, guest: Guest) -> None:
+    @app.post("/start_recording")
+    async def start_recording():
+        try:
+            await _in_thread(guest.start_recording)
+        except RecordingState as exc:
+            return _error(400, str(exc))
+        return {"status": "success", "message": "Started recording successfully."}
+
+    @app.post("/end_recording")
+    async def end_recording():
+        try:
+            path = await _in_thread(guest.end_recording)
+        except RecordingState as exc:
+            return _error(400, str(exc))
+        return FileResponse(path, media_type="video/mp4", filename="recording.mp4")
+
+
+async def _in_thread(function, *args, **kwargs):
+    """Blocking work (a command, a page load) off the event loop: other requests go on meanwhile."""
+    import anyio
+
+    return await anyio.to_thread.run_sync(lambda: function(*args, **kwargs))
+
+
+def _wait_for_window(guest: Guest, titles: list[str], wait_s: float) -> bool:
+    deadline = time.monotonic() + wait_s
+    while True:
+        for window in guest.windows():
+            if any(title and title in window.title for title in titles):
+                guest.run(["wmctrl", "-i", "-a", window.id], timeout=10)
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)
+
+
+# ------------------------------------------------------------------------------------- the servers
+
+
+class _Served:
+    def __init__(self, guest: Guest, server, port: int, thread: threading.Thread):
+        self.guest, self.server, self.port, self.thread = guest, server, port, thread
+
+
+class GuestServers:
+    """The sessions' guest servers of one glassdesk server: at most one per session."""
+
+    def __init__(self, desktops, recordings: Path, host: str = "127.0.0.1"):
+        self.desktops = desktops
+        self.recordings = recordings
+        self.host = host
+        self._served: dict[str, _Served] = {}
+        self._lock = threading.Lock()
+        desktops.on_change(self._changed)
+
+    def open(self, session_id: str) -> OSWorldGuest:
+        """The session's guest server, started if it is not yet (idempotent)."""
+        import uvicorn
+
+        from desktop.session.stack import free_port
+
+        session = self.desktops.session(session_id)
+        session.require_ready()
+        with self._lock:
+            served = self._served.get(session.id)
+            if served is None:
+                guest = Guest(self.desktops, session.id, self.recordings / session.id)
+                port = free_port(self.host)
+                # Protected before it listens: no session's proxy may pass a connection to it.
+                self.desktops.manager.protect(port)
+                server = uvicorn.Server(uvicorn.Config(guest_app(guest), host=self.host, port=port, log_config=None,
+                                                       log_level="warning", lifespan="off", proxy_headers=False))
+                thread = threading.Thread(target=server.run, name=f"glassdesk-osworld-{session.id}", daemon=True)
+                thread.start()
+                deadline = time.monotonic() + STARTED_TIMEOUT_S
+                while not server.started and thread.is_alive() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                if not server.started:
+                    server.should_exit = True
+                    self.desktops.manager.unprotect(port)
+                    raise RuntimeError(f"the OSWorld guest server of session {session.id} did not start")
+                served = self._served[session.id] = _Served(guest, server, port, thread)
+                log.info("session %s: OSWorld's guest contract on %s:%d", session.id, self.host, port)
+        return self._info(session.id, served)
+
+    def _info(self, session_id: str, served: _Served) -> OSWorldGuest:
+        problems = [] if (GUEST_PYTHON / "bin" / "python3").exists() else [
+            f"no guest Python at {GUEST_PYTHON}: pyautogui code cannot run (run `make setup` as root, or "
+            "docker/install-system-deps.sh, which makes it)"]
+        return OSWorldGuest(session_id=session_id, host=self.host, port=served.port,
+                            url=f"http://{self.host}:{served.port}", problems=problems)
+
+    def close(self, session_id: str) -> bool:
+        """Stop the session's guest server; False when it had none."""
+        with self._lock:
+            served = self._served.pop(session_id, None)
+        if served is None:
+            return False
+        served.server.should_exit = True
+        served.guest.close()
+        served.thread.join(5)
+        self.desktops.manager.unprotect(served.port)
+        log.info("session %s: OSWorld's guest contract closed", session_id)
+        return True
+
+    def close_all(self) -> None:
+        for session_id in list(self._served):
+            self.close(session_id)
+
+    def _changed(self, what: str, session_id: str) -> None:
+        if what == "deleted":
+            self.close(session_id)

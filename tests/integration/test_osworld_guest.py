@@ -1,0 +1,161 @@
+"""OSWorld's guest contract on a real session, driven by OSWorld's own controllers (desktop-env
+1.0.2 from PyPI: ``PythonController``, ``SetupController``), never by a re-implementation: their
+pyautogui code really moves the pointer and types (the test page reports it), files are written and
+read as the session's desktop user, and nothing they run reaches the server's files, another
+session or the guest server itself (desktop.osworld)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+
+import pytest
+from PIL import Image
+
+from tests import osworld_harness
+from tests.fakes.testpage import at
+
+pytestmark = pytest.mark.x11
+
+osworld_harness.install()
+from desktop_env.controllers.python import PythonController  # noqa: E402
+from desktop_env.controllers.setup import SetupController  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def glassdesk(manager, tmp_path_factory):
+    """The application over the shared sessions, as `glassdesk up --allow-local-urls` makes it: a
+    task's Chrome opens the tests' local pages."""
+    from vision.app.service import Glassdesk
+    from vision.config import VisionConfig
+
+    app = Glassdesk.build(manager, data_dir=tmp_path_factory.mktemp("osworld-data"), config=VisionConfig(),
+                          allow_local_urls=True)
+    yield app
+    app.desktops._guests and app.desktops._guests.close_all()
+
+
+@pytest.fixture(scope="module")
+def guest(glassdesk, desk):
+    return glassdesk.desktops.osworld_guest(desk.id)
+
+
+@pytest.fixture(scope="module")
+def controller(guest):
+    return PythonController(vm_ip=guest.host, server_port=guest.port)
+
+
+@pytest.fixture
+def setup(guest, tmp_path):
+    return SetupController(vm_ip=guest.host, server_port=guest.port, cache_dir=str(tmp_path))
+
+
+def test_the_guest_answers_once_per_session_on_loopback_with_nothing_missing(glassdesk, desk, guest):
+    assert guest.host == "127.0.0.1" and guest.url == f"http://127.0.0.1:{guest.port}"
+    assert guest.problems == [], guest.problems  # make setup made the guest Python with pyautogui
+    assert glassdesk.desktops.osworld_guest(desk.id).port == guest.port  # the same server, asked again
+    assert guest.port in glassdesk.desktops.manager.control_ports()  # no session may reach it
+
+
+def test_the_screenshot_is_the_displays_and_the_tree_is_osworlds_xml(controller):
+    image = Image.open(io.BytesIO(controller.get_screenshot()))
+    assert image.format == "PNG" and image.size == (1920, 1080)
+    tree = controller.get_accessibility_tree()
+    assert tree.startswith("<desktop-frame") and "https://accessibility.ubuntu.example.org/ns/state" in tree
+    assert controller.get_vm_screen_size() == {"width": 1920, "height": 1080}
+    assert controller.get_vm_platform() == "Linux"
+
+
+def test_pyautogui_code_really_clicks_and_types_where_it_says(controller, page, viewport):
+    x, y = at(viewport, 300, 280)
+    controller.execute_python_command(f"pyautogui.click({x}, {y})")
+    click = page.wait_for(lambda e: e["type"] == "click")
+    assert (click["screenX"], click["screenY"]) == (x, y)
+    controller.execute_python_command("pyautogui.typewrite('hello osworld')")
+    page.wait_for(lambda e: e["type"] == "input" and e["field"] == "hello osworld")
+
+
+def test_an_action_that_changes_nothing_says_so_in_its_exit_code(controller):
+    answer = controller.execute_python_command("import sys; sys.exit(3)")
+    assert answer["status"] == "success" and answer["returncode"] == 3
+    broken = controller.execute_python_command("pyautogui.no_such_function()")
+    assert broken["returncode"] == 1 and "AttributeError" in broken["error"]
+
+
+def test_files_are_written_read_and_listed_as_the_sessions_user(controller, setup, desk, tmp_path):
+    script = controller.run_bash_script("mkdir -p ~/osworld && printf 'made by bash\\n' > ~/osworld/made.txt && id -u")
+    assert script["status"] == "success", script
+    assert int(script["output"].strip()) == desk.stack.user.uid != 0
+    assert controller.get_file("~/osworld/made.txt") == b"made by bash\n"
+    local = tmp_path / "report.bin"
+    local.write_bytes(bytes(range(256)) * 40)
+    setup.setup([{"type": "upload_file", "parameters": {"files": [
+        {"local_path": str(local), "path": "~/osworld/sub/report.bin"}]}}])
+    assert controller.get_file("~/osworld/sub/report.bin") == local.read_bytes()
+    on_disk = desk.stack.home / "osworld" / "sub" / "report.bin"
+    assert on_disk.stat().st_uid == desk.stack.user.uid  # written by the desktop user, not the server
+    tree = controller.get_vm_directory_tree(str(desk.stack.home / "osworld"))
+    assert sorted(c["name"] for c in tree["children"]) == ["made.txt", "sub"]
+    assert controller.get_file("~/osworld/absent.txt") is None
+    ran = controller.run_python_script("import os; print(os.path.expanduser('~'))")
+    assert ran["status"] == "success" and ran["output"].strip() == str(desk.stack.home)
+
+
+def test_what_it_runs_cannot_reach_the_servers_files_or_the_guest_itself(controller, glassdesk, guest, manager):
+    secret = glassdesk.store.root / "secret.txt"  # a file of the server's (its data dir)
+    secret.write_text("the server's own")
+    os.chmod(secret, 0o600)
+    assert controller.get_file(str(secret)) is None
+    refused = controller.run_bash_script(f"cat {secret}")
+    assert refused["returncode"] != 0 and "the server's own" not in refused["output"]
+    # The guest server is the control plane: code on the desktop cannot drive it (through the
+    # session's proxy, or straight, from its network namespace).
+    probe = controller.run_bash_script(
+        f"curl -sS -m 5 -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{guest.port}/platform; echo; "
+        f"curl -sS -m 5 --noproxy '*' -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{guest.port}/platform")
+    assert "200" not in probe["output"], probe
+
+
+def test_launching_chrome_opens_its_url_in_the_sessions_own_chromium(setup, page_server, desk):
+    page_server.clear()
+    setup.setup([{"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337",
+                                                               page_server.url]}}])
+    page_server.wait_for(lambda e: e.get("type") == "loaded")
+    assert desk.page_url().startswith(page_server.url)
+    assert len([w for w in desk.list_windows() if "chromium" in w.wm_class.lower()]) == 1
+
+
+def test_another_sessions_files_are_out_of_reach_and_its_guest_closes_with_it(glassdesk, manager, controller):
+    session = glassdesk.desktops.create("osworld-other")
+    try:
+        opened = glassdesk.desktops.osworld_guest(session.id)
+        other = PythonController(vm_ip=opened.host, server_port=opened.port)
+        assert other.run_bash_script("echo theirs > ~/private.txt")["status"] == "success"
+        theirs = manager.get(session.id).stack.home / "private.txt"
+        assert other.get_file(str(theirs)) == b"theirs\n"
+        assert controller.get_file(str(theirs)) is None  # this session's guest, that session's file
+        assert "theirs" not in controller.run_bash_script(f"cat {theirs}")["output"]
+    finally:
+        glassdesk.desktops.delete(session.id)
+    with pytest.raises(subprocess.CalledProcessError):
+        subprocess.run(["curl", "-sS", "-m", "3", f"http://127.0.0.1:{opened.port}/platform"], check=True,
+                       capture_output=True)
+    assert opened.port not in manager.control_ports()
+
+
+def test_a_recording_is_the_sessions_film_and_a_second_start_is_refused(controller, guest, tmp_path):
+    import requests
+
+    controller.start_recording()
+    again = requests.post(f"{guest.url}/start_recording", timeout=30)
+    assert again.status_code == 400 and again.json()["message"] == "Recording is already in progress."
+    controller.execute_python_command("pyautogui.moveTo(200, 200); time.sleep(1); pyautogui.moveTo(900, 600)")
+    film = tmp_path / "episode.mp4"
+    controller.end_recording(str(film))
+    probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=codec_type,width,height",
+                            "-of", "json", str(film)], capture_output=True, text=True, check=True)
+    assert {"codec_type": "video", "width": 1920, "height": 1080} in json.loads(probe.stdout)["streams"]
+    stopped = requests.post(f"{guest.url}/end_recording", timeout=30)
+    assert stopped.status_code == 400 and stopped.json()["message"] == "No recording in progress to stop."

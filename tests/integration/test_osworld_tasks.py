@@ -1,0 +1,110 @@
+"""Tasks in OSWorld's JSON shape run end to end by OSWorld's own ``DesktopEnv`` (desktop-env 1.0.2)
+on glassdesk sessions, through glassdesk's provider (vision.client.osworld) and its REST API: the
+task's setup runs on the guest, the score is OSWorld's own getters and metrics, 0.0 before a
+scripted pyautogui solution and 1.0 after it. Each task starts on a new session (the provider's
+revert), as each OSWorld task starts from its VM's snapshot."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from desktop.session.stack import free_port
+from tests import osworld_harness
+from tests.conftest import LiveServer
+
+pytestmark = pytest.mark.x11
+
+osworld_harness.install()
+
+TASKS = Path(__file__).parent.parent / "assets" / "osworld"
+
+# What a scripted agent does for each task, as DesktopEnv's pyautogui action space takes it: Python
+# run on the guest after `import pyautogui` (pyautogui input for the editor and the browser).
+SOLUTIONS = {
+    "os-create-file": ["import pathlib; (pathlib.Path.home() / 'Desktop' / 'hello.txt')"
+                       ".write_text('hello glassdesk\\n')"],
+    "os-rename-file": ["import os; d = os.path.expanduser('~/notes'); os.rename(d + '/draft.txt', d + '/final.txt')"],
+    "os-upload-and-count": ["import os; d = os.path.expanduser('~/data'); n = len(open(d + '/lines.txt').readlines()); "
+                            "open(d + '/count.txt', 'w').write(f'{n}\\n')"],
+    "editor-type-and-save": ["pyautogui.typewrite('buy milk\\n', interval=0.02)", "pyautogui.hotkey('ctrl', 's')"],
+    "chrome-form-saved": ["pyautogui.typewrite('glassdesk', interval=0.02)", "pyautogui.press('enter')"],
+}
+
+
+@pytest.fixture(scope="module")
+def site():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(TASKS)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def client(manager, desk, tmp_path_factory):
+    """glassdesk's API (`glassdesk up --allow-local-urls`: the tasks' pages are local) and a client of it,
+    with a warm desktop kept for each task's new session."""
+    from vision.app.service import Glassdesk
+    from vision.client import GlassdeskClient
+    from vision.config import VisionConfig
+    from vision.http.app import Settings, create_app
+
+    app = Glassdesk.build(manager, data_dir=tmp_path_factory.mktemp("osworld-api"), config=VisionConfig(),
+                          allow_local_urls=True)
+    port = free_port()
+    manager.keep_warm(1)
+    try:
+        with LiveServer(create_app(manager, Settings(token=None, port=port, allow_local_urls=True), app),
+                        port=port) as server:
+            with GlassdeskClient(server.url, timeout=120) as gd:
+                yield gd
+    finally:
+        manager.keep_warm(0)
+        app.desktops._guests and app.desktops._guests.close_all()
+
+
+@pytest.fixture(scope="module")
+def env(client, tmp_path_factory):
+    from vision.client.osworld import osworld_env
+
+    made = osworld_env(client, action_space="pyautogui", require_a11y_tree=False,
+                       cache_dir=str(tmp_path_factory.mktemp("osworld-cache")))
+    yield made
+    made.close()
+
+
+def task(task_id: str, site: str) -> dict:
+    text = (TASKS / f"{task_id}.json").read_text().replace("{SITE}", site).replace("{ASSETS}", str(TASKS))
+    return json.loads(text)
+
+
+@pytest.mark.parametrize("task_id", sorted(SOLUTIONS))
+def test_an_osworld_task_scores_nothing_before_its_solution_and_full_marks_after(env, site, task_id, client):
+    started = time.monotonic()
+    observation = env.reset(task_config=task(task_id, site))
+    assert observation["screenshot"][:8] == b"\x89PNG\r\n\x1a\n"
+    assert env.path_to_vm in {s.id for s in client.sessions()}  # the guest is a glassdesk session
+    assert env.evaluate() == 0.0, f"{task_id} scored before anything was done ({time.monotonic() - started:.1f}s)"
+    for action in SOLUTIONS[task_id]:
+        env.step(action, pause=0.5)
+    assert env.evaluate() == 1.0, task_id
+
+
+def test_each_task_starts_on_a_new_session_and_the_old_one_is_gone(env, site, client):
+    env.reset(task_config=task("os-rename-file", site))
+    env.step(SOLUTIONS["os-rename-file"][0], pause=0)
+    first = client.session(env.path_to_vm).info().created_at
+    env.reset(task_config=task("os-rename-file", site))  # the guest was used: reverted
+    assert client.session(env.path_to_vm).info().created_at > first
+    assert env.evaluate() == 0.0  # nothing of the last task's solution is left
