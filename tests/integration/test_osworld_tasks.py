@@ -33,8 +33,16 @@ SOLUTIONS = {
     "os-rename-file": ["import os; d = os.path.expanduser('~/notes'); os.rename(d + '/draft.txt', d + '/final.txt')"],
     "os-upload-and-count": ["import os; d = os.path.expanduser('~/data'); n = len(open(d + '/lines.txt').readlines()); "
                             "open(d + '/count.txt', 'w').write(f'{n}\\n')"],
+    "os-make-directories": ["import os; [os.makedirs(os.path.expanduser(f'~/projects/{d}'))"
+                            " for d in ('alpha', 'beta')]"],
+    "os-download-checksum": ["import hashlib, os; d = open(os.path.expanduser('~/Downloads/lines.txt'), 'rb').read(); "
+                             "open(os.path.expanduser('~/sum.txt'), 'w').write(hashlib.sha256(d).hexdigest())"],
     "editor-type-and-save": ["pyautogui.typewrite('buy milk\\n', interval=0.02)", "pyautogui.hotkey('ctrl', 's')"],
+    "editor-replace-text": ["pyautogui.hotkey('ctrl', 'a'); pyautogui.typewrite('goodbye', interval=0.02)",
+                            "pyautogui.hotkey('ctrl', 's')"],
+    "calculator-sum": ["pyautogui.typewrite('12+30=', interval=0.05)"],
     "chrome-form-saved": ["pyautogui.typewrite('glassdesk', interval=0.02)", "pyautogui.press('enter')"],
+    "chrome-next-page": ["pyautogui.press('enter')"],
 }
 
 
