@@ -28,6 +28,9 @@ OSWORLD_NS = {
 }
 
 
+_NS = {key: f"{{{uri}}}" for key, uri in OSWORLD_NS.items()}  # each prefix as ElementTree spells it: {uri}
+
+
 def _overlap(box: list[int] | None, window: Window) -> int:
     """The area a node's box shares with a window's geometry."""
     if box is None:
@@ -160,19 +163,18 @@ def _tag(role: str) -> str:
 
 
 def _xml_node(parent: ElementTree.Element, node: TreeNode) -> None:
-    ns = {key: f"{{{uri}}}" for key, uri in OSWORLD_NS.items()}
     element = ElementTree.SubElement(parent, _tag(node.role), {"name": node.name})
     for state in node.states:
-        element.set(f"{ns['st']}{state}", "true")
+        element.set(f"{_NS['st']}{state}", "true")
     if node.box:
         x, y, w, h = node.box
-        element.set(f"{ns['cp']}screencoord", f"({x}, {y})")
-        element.set(f"{ns['cp']}size", f"({w}, {h})")
+        element.set(f"{_NS['cp']}screencoord", f"({x}, {y})")
+        element.set(f"{_NS['cp']}size", f"({w}, {h})")
     if node.value is not None:
-        element.set(f"{ns['val']}value", f"{node.value:g}")
+        element.set(f"{_NS['val']}value", f"{node.value:g}")
     for index, action in enumerate(node.actions):
-        element.set(f"{ns['act']}action{index}_name", action)
-    element.set(f"{ns['attr']}ref", node.ref)
+        element.set(f"{_NS['act']}action{index}_name", action)
+    element.set(f"{_NS['attr']}ref", node.ref)
     if node.text:
         element.text = node.text
     for child in node.children:
@@ -213,7 +215,10 @@ def aria_nodes(snapshot: str) -> list[dict]:
         flags, properties = [], {}
         for flag in re.findall(r"\[([^\]]*)\]", found["flags"] or ""):
             key, _, value = flag.partition("=")
-            (properties.__setitem__(key, value) if value else flags.append(key))
+            if value:
+                properties[key] = value
+            else:
+                flags.append(key)
         name = found["name"]
         node = {"role": role, "name": json.loads(f'"{name}"') if name else "", "flags": flags,
                 "properties": properties, "text": _yaml_scalar(found["text"]), "children": []}
@@ -248,16 +253,15 @@ def _unquoted_line(line: str) -> str:
                 continue
             break
         end += 1
-    return f"{indent}- {body[1:end].replace(chr(39) * 2, chr(39))}{body[end + 1:]}"
+    return f"{indent}- {_yaml_scalar(body[:end + 1])}{body[end + 1:]}"
 
 
 def _xml_page_node(parent: ElementTree.Element, node: dict) -> None:
-    ns = {key: f"{{{uri}}}" for key, uri in OSWORLD_NS.items()}
     element = ElementTree.SubElement(parent, _tag(ATSPI_ROLES.get(node["role"], node["role"])), {"name": node["name"]})
     for flag in node["flags"]:
-        element.set(f"{ns['st']}{'focused' if flag == 'active' else _tag(flag)}", "true")
+        element.set(f"{_NS['st']}{'focused' if flag == 'active' else _tag(flag)}", "true")
     for key, value in node["properties"].items():
-        element.set(f"{ns['attr']}{_tag(key)}", value)
+        element.set(f"{_NS['attr']}{_tag(key)}", value)
     if node["text"]:
         element.text = node["text"]
     for child in node["children"]:
@@ -274,12 +278,12 @@ def as_xml(tree: DesktopTree) -> str:
     root = ElementTree.Element("desktop-frame", {"name": "main"})
     for window in tree.windows:
         app = ElementTree.SubElement(root, "application", {"name": window.application or window.wm_class})
-        app.set(f"{{{OSWORLD_NS['attr']}}}window", window.id)
+        app.set(f"{_NS['attr']}window", window.id)
         for node in window.nodes:
             _xml_node(app, node)
         if window.page is not None:
             document = ElementTree.SubElement(app, "document-web", {"name": window.page.title})
-            document.set(f"{{{OSWORLD_NS['attr']}}}url", window.page.url)
+            document.set(f"{_NS['attr']}url", window.page.url)
             for node in aria_nodes(window.page.snapshot):
                 _xml_page_node(document, node)
     return ElementTree.tostring(root, encoding="unicode")

@@ -5,7 +5,7 @@ listed: each runs as the session's desktop user, so it reaches what a program la
 desktop reaches and nothing more (docs/isolation.md).
 
 pyautogui is the harness's action space: its code runs with the guest Python
-(``GUEST_PYTHON``, a venv made by docker/install-system-deps.sh with pyautogui, over Debian's
+(``GUEST_PYTHON``, a venv made by docker/install-guest-python.sh with pyautogui, over Debian's
 python3 and its pyatspi), first on the session's PATH, as ``python3`` is on OSWorld's guest.
 
 The pure parts (a command's normal form, the wmctrl flags, a listing's JSON) are functions tested
@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import shlex
-import shutil
 import subprocess
 import threading
 from collections.abc import Sequence
@@ -28,10 +27,11 @@ from typing import Any
 
 from desktop.x11.recorder import Recorder
 from desktop.x11.user import unreachable_dir
+from desktop.x11.windows import WindowError
 
 log = logging.getLogger("glassdesk.osworld")
 
-GUEST_PYTHON = Path("/opt/glassdesk/guest-python")  # keep in step with docker/install-system-deps.sh
+GUEST_PYTHON = Path("/opt/glassdesk/guest-python")  # keep in step with docker/install-guest-python.sh
 COMMAND_TIMEOUT_S = 120  # osworld-server's for /execute
 PYTHON_TIMEOUT_S = 30  # and for /run_python
 MAX_OPEN_WAIT_S = 60.0  # /setup/open_file waits for the window at most this long (osworld-server: 1800)
@@ -163,21 +163,17 @@ class Guest:
                               env=self.env(), cwd=self.home, timeout=timeout)
         return Ran(done.returncode, done.stdout or b"", done.stderr or b"")
 
-    def python(self, code: str, *args: str, data: bytes | None = None, timeout: float = PYTHON_TIMEOUT_S) -> Ran:
-        return self.run(["python3", "-I", "-c", code, *args], data=data, timeout=timeout)
+    def python(self, code: str, *args: str, timeout: float = PYTHON_TIMEOUT_S) -> Ran:
+        return self.run(["python3", "-I", "-c", code, *args], timeout=timeout)
 
     def launch(self, argv: Sequence[str]) -> int:
-        """Start a program on the desktop, detached; it ends with the session. Returns its pid.
-        FileNotFoundError when the session's PATH has no such program: the prefix would start, and
-        only its last exec fail, out of sight."""
-        env = self.env()
-        if not argv or shutil.which(argv[0], path=env.get("PATH")) is None:
-            raise FileNotFoundError(f"program {argv[0] if argv else ''!r} not found on the session's PATH")
-        stack = self.session.stack
-        popen = subprocess.Popen([*stack.run_prefix(), *argv], env=env, cwd=self.home,
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
-        return popen.pid
+        """Start a program on the desktop, detached, as ``launch`` does (desktop.x11.windows), with
+        the guest's PATH; it ends with the session. Returns its pid; WindowError when the session's
+        PATH has no such program, or the desktop user may not run it."""
+        if not argv:
+            raise WindowError("no program to launch")
+        _, pid = self.session.windows.launch(argv[0], list(argv[1:]), env=self.env())
+        return pid
 
     def open_url(self, url: str) -> None:
         """As the API's ``open`` (the same URL fences, the page loaded and the screen settled), then

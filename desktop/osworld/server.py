@@ -17,17 +17,18 @@ import logging
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Form, Request, UploadFile
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.errors import GlassdeskError, SessionNotFound
 from desktop.models import OSWorldGuest
 from desktop.osworld.guest import (
-    COMMAND_TIMEOUT_S,
     GUEST_PYTHON,
     MAX_OPEN_WAIT_S,
     PYTHON_TIMEOUT_S,
@@ -38,6 +39,7 @@ from desktop.osworld.guest import (
     expand_home,
     wmctrl_argv,
 )
+from desktop.x11.windows import WindowError
 
 log = logging.getLogger("glassdesk.osworld")
 
@@ -126,14 +128,13 @@ def _looking(app: FastAPI, guest: Guest) -> None:
         return _error(404, "Wallpaper file not found: this desktop's background is a colour, not a file")
 
 
-
 def _files(app: FastAPI, guest: Guest) -> None:
     @app.post("/list_directory")
     async def list_directory(request: Request):
         body = await request.json()
         if "path" not in body:
             return JSONResponse({"error": "Missing 'path' parameter"}, status_code=400)
-        tree = await _in_thread(guest.list_directory, str(body["path"]))
+        tree = await run_in_threadpool(guest.list_directory, str(body["path"]))
         if tree is None:
             return JSONResponse({"error": "The provided path is not a directory"}, status_code=400)
         return {"directory_tree": tree}
@@ -152,7 +153,6 @@ def _files(app: FastAPI, guest: Guest) -> None:
                         headers={"Content-Disposition": f'attachment; filename="{Path(file_path).name}"'})
 
 
-
 def _running(app: FastAPI, guest: Guest) -> None:
     @app.post("/execute")
     @app.post("/setup/execute")
@@ -161,7 +161,7 @@ def _running(app: FastAPI, guest: Guest) -> None:
             return refused
         command, shell = _command(await request.json())
         try:
-            ran = await _in_thread(guest.run, command_argv(command, shell, guest.home), timeout=COMMAND_TIMEOUT_S)
+            ran = await run_in_threadpool(guest.run, command_argv(command, shell, guest.home))  # 120 s, as there
         except (subprocess.TimeoutExpired, ValueError, OSError) as exc:
             return _error(500, str(exc))
         return {"status": "success", "output": ran.text("stdout"), "error": ran.text("stderr"),
@@ -176,7 +176,7 @@ def _running(app: FastAPI, guest: Guest) -> None:
             return _error(400, "Code not supplied!")
         try:
             # Read from stdin, not a file: nothing of the code is left on the desktop.
-            ran = await _in_thread(guest.run, ["python3", "-"], data=code.encode(), timeout=PYTHON_TIMEOUT_S)
+            ran = await run_in_threadpool(guest.run, ["python3", "-"], data=code.encode(), timeout=PYTHON_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return _error(500, "Execution timeout: Code took too long to execute", error="TimeoutExpired",
                           need_more=False, output=None)
@@ -199,14 +199,13 @@ def _running(app: FastAPI, guest: Guest) -> None:
                                 status_code=400)
         cwd = expand_home(str(working_dir), guest.home) if working_dir else None
         try:
-            ran = await _in_thread(guest.run, ["/bin/bash", "-c", script], cwd=cwd, timeout=float(timeout),
+            ran = await run_in_threadpool(guest.run, ["/bin/bash", "-c", script], cwd=cwd, timeout=float(timeout),
                                    merge_stderr=True)
         except subprocess.TimeoutExpired:
             return JSONResponse({"status": "error", "output": f"Script execution timed out after {timeout} seconds",
                                  "error": "", "returncode": -1}, status_code=500)
         return {"status": "success" if ran.returncode == 0 else "error", "output": ran.text("stdout"), "error": "",
                 "returncode": ran.returncode}
-
 
 
 def _setting_up(app: FastAPI, guest: Guest) -> None:  # a task's programs
@@ -219,14 +218,13 @@ def _setting_up(app: FastAPI, guest: Guest) -> None:  # a task's programs
         urls = browser_urls(argv)
         if urls is not None:  # the session's own Chromium, not a second browser
             for url in urls:
-                await _in_thread(guest.open_url, url)
+                await run_in_threadpool(guest.open_url, url)
             return PlainTextResponse(f"{' '.join(argv)} launched successfully (in the session's Chromium)")
         try:
-            await _in_thread(guest.launch, argv)
-        except OSError as exc:
+            await run_in_threadpool(guest.launch, argv)
+        except WindowError as exc:
             return _error(500, str(exc))
         return PlainTextResponse(f"{command if shell else ' '.join(argv)} launched successfully")
-
 
 
 def _transferring(app: FastAPI, guest: Guest) -> None:  # a task's files, in and out
@@ -235,7 +233,7 @@ def _transferring(app: FastAPI, guest: Guest) -> None:  # a task's files, in and
         if not file_path or file_data is None:
             return JSONResponse({"error": "file_path and file_data are required"}, status_code=400)
         data = await file_data.read()
-        ran = await _in_thread(guest.write_file, file_path, data)
+        ran = await run_in_threadpool(guest.write_file, file_path, data)
         if ran.returncode != 0:
             return JSONResponse({"error": f"Failed to upload file: {ran.text('stderr').strip()}"}, status_code=500)
         return PlainTextResponse(f"File Uploaded: {len(data)} bytes")
@@ -246,11 +244,10 @@ def _transferring(app: FastAPI, guest: Guest) -> None:  # a task's files, in and
         url, path = body.get("url"), body.get("path")
         if not url or not path:
             return PlainTextResponse("Path or URL not supplied!", status_code=400)
-        ran = await _in_thread(guest.download, str(url), str(path))
+        ran = await run_in_threadpool(guest.download, str(url), str(path))
         if ran.returncode != 0:
             return PlainTextResponse(f"Failed to download {url}: {ran.text('stderr').strip()}", status_code=500)
         return PlainTextResponse(f"File downloaded successfully: {ran.text('stdout').strip()} bytes")
-
 
 
 def _opening(app: FastAPI, guest: Guest) -> None:  # files and windows of a task's config
@@ -266,8 +263,11 @@ def _opening(app: FastAPI, guest: Guest) -> None:  # files and windows of a task
         target = expand_home(str(path), guest.home)
         name = Path(target).name
         titles = [body["window_name"]] if body.get("window_name") else [name, Path(name).stem]
-        await _in_thread(guest.launch, ["xdg-open", target])
-        found = await _in_thread(_wait_for_window, guest, titles, wait_s)
+        try:
+            await run_in_threadpool(guest.launch, ["xdg-open", target])
+        except WindowError as exc:
+            return PlainTextResponse(f"Failed to open {path}. Error: {exc}", status_code=500)
+        found = await run_in_threadpool(_wait_for_window, guest, titles, wait_s)
         if not found:
             return PlainTextResponse(f"Failed to find window for {titles} within {wait_s:g} seconds.",
                                      status_code=500)
@@ -282,7 +282,7 @@ def _opening(app: FastAPI, guest: Guest) -> None:  # files and windows of a task
         if not body.get("window_name"):
             return PlainTextResponse("window_name required", status_code=400)
         closing = request.url.path.endswith("close_window")
-        await _in_thread(guest.run, wmctrl_argv("c" if closing else "a", str(body["window_name"]),
+        await run_in_threadpool(guest.run, wmctrl_argv("c" if closing else "a", str(body["window_name"]),
                                                 strict=bool(body.get("strict")), by_class=bool(body.get("by_class"))),
                          timeout=10)
         return PlainTextResponse("Window closed successfully." if closing else "Window activated successfully")
@@ -293,12 +293,11 @@ def _opening(app: FastAPI, guest: Guest) -> None:  # files and windows of a task
                                  status_code=501)
 
 
-
 def _filming(app: FastAPI, guest: Guest) -> None:
     @app.post("/start_recording")
     async def start_recording():
         try:
-            await _in_thread(guest.start_recording)
+            await run_in_threadpool(guest.start_recording)
         except RecordingState as exc:
             return _error(400, str(exc))
         return {"status": "success", "message": "Started recording successfully."}
@@ -306,17 +305,10 @@ def _filming(app: FastAPI, guest: Guest) -> None:
     @app.post("/end_recording")
     async def end_recording():
         try:
-            path = await _in_thread(guest.end_recording)
+            path = await run_in_threadpool(guest.end_recording)
         except RecordingState as exc:
             return _error(400, str(exc))
         return FileResponse(path, media_type="video/mp4", filename="recording.mp4")
-
-
-async def _in_thread(function, *args, **kwargs):
-    """Blocking work (a command, a page load) off the event loop: other requests go on meanwhile."""
-    import anyio
-
-    return await anyio.to_thread.run_sync(lambda: function(*args, **kwargs))
 
 
 def _wait_for_window(guest: Guest, titles: list[str], wait_s: float) -> bool:
@@ -324,7 +316,7 @@ def _wait_for_window(guest: Guest, titles: list[str], wait_s: float) -> bool:
     while True:
         for window in guest.windows():
             if any(title and title in window.title for title in titles):
-                guest.run(["wmctrl", "-i", "-a", window.id], timeout=10)
+                guest.session.windows.focus(window.id)
                 return True
         if time.monotonic() >= deadline:
             return False
@@ -334,9 +326,12 @@ def _wait_for_window(guest: Guest, titles: list[str], wait_s: float) -> bool:
 # ------------------------------------------------------------------------------------- the servers
 
 
+@dataclass
 class _Served:
-    def __init__(self, guest: Guest, server, port: int, thread: threading.Thread):
-        self.guest, self.server, self.port, self.thread = guest, server, port, thread
+    guest: Guest
+    server: Any  # uvicorn.Server, imported on first use
+    port: int
+    thread: threading.Thread
 
 
 class GuestServers:

@@ -129,9 +129,11 @@ class Windows:
             raise RuntimeError(f"wmctrl could not focus {window_id}: {done.stderr.strip()}")
         return [argv]
 
-    def launch(self, command: str, args: list[str]) -> tuple[list[list[str]], int]:
-        """Start a program on the desktop, detached; it ends with the session (it is tagged)."""
-        path = shutil.which(command, path=self.env.get("PATH"))
+    def launch(self, command: str, args: list[str], env: dict[str, str] | None = None) -> tuple[list[list[str]], int]:
+        """Start a program on the desktop, detached; it ends with the session (it is tagged).
+        ``env``: the session's environment as a caller changed it (OSWorld's guest: its Python on PATH)."""
+        env = self.env if env is None else env
+        path = shutil.which(command, path=env.get("PATH"))
         if path is None:
             raise WindowError(f"program {command!r} not found on PATH")
         argv = [command, *args]
@@ -141,9 +143,9 @@ class Windows:
                 raise WindowError(f"program {command!r} ({path}) cannot be started by the desktop's user: "
                                   "Permission denied")
         try:
-            popen = subprocess.Popen([*self.launch_prefix, *argv], env=self.env, stdin=subprocess.DEVNULL,
+            popen = subprocess.Popen([*self.launch_prefix, *argv], env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                     cwd=self.env.get("HOME"))
+                                     cwd=env.get("HOME"))
         except PermissionError as exc:  # found on PATH, but not executable by the desktop's user
             raise WindowError(f"program {command!r} ({path}) cannot be started by the desktop's user: {exc.strerror}") \
                 from None

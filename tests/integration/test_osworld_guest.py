@@ -33,13 +33,13 @@ def glassdesk(manager, tmp_path_factory):
 
     app = Glassdesk.build(manager, data_dir=tmp_path_factory.mktemp("osworld-data"), config=VisionConfig(),
                           allow_local_urls=True)
-    yield app
-    app.desktops._guests and app.desktops._guests.close_all()
+    return app
 
 
 @pytest.fixture(scope="module")
 def guest(glassdesk, desk):
-    return glassdesk.desktops.osworld_guest(desk.id)
+    yield glassdesk.desktops.osworld_guest(desk.id)
+    glassdesk.desktops.close_osworld_guest(desk.id)
 
 
 @pytest.fixture(scope="module")

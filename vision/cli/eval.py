@@ -27,9 +27,10 @@ from rich.table import Table
 
 from vision.cli.qa import embedded_server
 from vision.eval import miniwob
-from vision.eval.results import Episode, EvalResult, junit, now, summarise, table_rows
+from vision.eval.results import Episode, EvalResult, junit, now, result_path, summarise, table_rows
 from vision.eval.runner import FRESH, MAX_PARALLEL, Evaluation, ModelAgent, model_problems
 from vision.eval.tasks import TaskError, TaskSet, load_tasks
+from vision.trace.files import atomic_write
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -40,7 +41,7 @@ class UsageError(Exception):
 
 def read_baseline(spec: str, data_dir: Path | None) -> EvalResult:
     """An earlier result: a result.json path, or an eval id in the data dir's evals/."""
-    candidates = [Path(spec)] + ([data_dir / "evals" / spec / "result.json"] if data_dir else [])
+    candidates = [Path(spec)] + ([result_path(data_dir / "evals", spec)] if data_dir else [])
     for path in candidates:
         if path.is_file():
             try:
@@ -145,9 +146,9 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     result = summarise(result, baseline)
-    out = Path(args.output) if args.output else data_dir / "evals" / result.eval_id / "result.json"
+    out = Path(args.output) if args.output else result_path(data_dir / "evals", result.eval_id)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(result.model_dump_json(indent=1), encoding="utf-8")
+    atomic_write(out, result.model_dump_json(indent=1).encode())  # never a half-written result
     if args.junit:
         Path(args.junit).write_text(junit(result), encoding="utf-8")
     print_table(result)

@@ -57,15 +57,12 @@ class GlassdeskProvider(Provider):
     def revert_to_snapshot(self, path_to_vm: str, snapshot_name: str) -> str:
         """A new session in the old one's place: from the saved state ``snapshot_name`` when there is
         one, else a clean desktop (OSWorld's init_state). Everything the task left is gone with it."""
-        try:
-            self.client.session(path_to_vm).delete()
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
+        self.stop_emulator(path_to_vm)
         self.client.create_session(id=path_to_vm, **self._state(snapshot_name))
         return path_to_vm
 
     def stop_emulator(self, path_to_vm: str, region: str | None = None, *args, **kwargs) -> None:
+        """The session deleted; one already gone is what was asked."""
         try:
             self.client.session(path_to_vm).delete()
         except ApiError as exc:

@@ -5,6 +5,7 @@ comparison; JUnit with a case per task and model (its episodes inside)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from statistics import mean, median
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -41,6 +42,11 @@ def summarise(result: EvalResult, baseline: EvalResult | None = None) -> EvalRes
         rates += [rate_of(model, task, [e for e in mine if e.task == task], earlier) for task in result.tasks]
         rates.append(rate_of(model, None, mine, earlier))
     return result.model_copy(update={"rates": rates, "baseline": baseline.eval_id if baseline else None})
+
+
+def result_path(evals: Path, eval_id: str) -> Path:
+    """Where an evaluation's result is kept under the data dir's ``evals/``, by the CLI and the server alike."""
+    return evals / eval_id / "result.json"
 
 
 def now() -> str:

@@ -196,23 +196,27 @@ class Evaluation:
         try:
             instruction = self.episodes.prepare(session, task, number)
             ready = time.monotonic()
+
+            def ended(**fields) -> Episode:
+                return Episode(model=agent.name, task=task.id, episode=number, instruction=instruction,
+                               overhead_s=round(ready - started, 3), wall_s=round(time.monotonic() - started, 3),
+                               **fields)
+
             try:
                 fields = agent.request(EpisodeContext(task, number, instruction, session, self.episodes))
             except EnvironmentFault:
                 raise
             except Exception as exc:  # the agent could not even start (the oracle read no solution): its failure
                 spoiled = False
-                return Episode(model=agent.name, task=task.id, episode=number, outcome="failure", status="not_started",
-                               error={"code": "agent_failed", "message": str(exc)}, instruction=instruction,
-                               overhead_s=round(ready - started, 3), wall_s=round(time.monotonic() - started, 3))
+                return ended(outcome="failure", status="not_started",
+                             error={"code": "agent_failed", "message": str(exc)})
             try:
                 result = self.episodes.run(session, run_request(task, instruction, fields,
                                                                 record_video=self.record_video))
             except AgentFault as refused:
                 spoiled = False
-                return Episode(model=agent.name, task=task.id, episode=number, outcome="failure", status="refused",
-                               error={"code": refused.code, "message": refused.message}, instruction=instruction,
-                               overhead_s=round(ready - started, 3), wall_s=round(time.monotonic() - started, 3))
+                return ended(outcome="failure", status="refused",
+                             error={"code": refused.code, "message": refused.message})
             fault = environment_fault_of(result)
             if fault is not None:
                 raise fault
@@ -223,13 +227,10 @@ class Evaluation:
             success = bool(checks) and all(c.passed for c in checks)
             given = self._reward(session, task)
             spoiled = False
-            return Episode(model=agent.name, task=task.id, episode=number,
-                           outcome="success" if success else "failure", claimed=claimed,
-                           status=result.status, error=result.error, steps=len(result.steps),
-                           tokens=result.usage.total, trace_id=result.trace_id,
-                           report_url=result.report_url, instruction=instruction,
-                           checks=[c.model_dump() for c in checks], reward=given,
-                           overhead_s=round(ready - started, 3), wall_s=round(time.monotonic() - started, 3))
+            return ended(outcome="success" if success else "failure", claimed=claimed, status=result.status,
+                         error=result.error, steps=len(result.steps), tokens=result.usage.total,
+                         trace_id=result.trace_id, report_url=result.report_url,
+                         checks=[c.model_dump() for c in checks], reward=given)
         finally:
             self._done_with(session, task, spoiled=spoiled)
 

@@ -17,7 +17,7 @@ from desktop.models import LocateRequest, Target, target_of
 from vision.errors import EvalNotFound
 from vision.eval import miniwob
 from vision.eval.episodes import FlowEpisodes
-from vision.eval.results import Episode, EvalResult, now, summarise
+from vision.eval.results import Episode, EvalResult, now, result_path, summarise
 from vision.eval.runner import FRESH, Evaluation, ModelAgent, model_problems
 from vision.eval.tasks import TaskError, TaskSet
 from vision.models import ActRequest, ActResult
@@ -136,7 +136,7 @@ class EvalService:
                            fresh=request.fresh, reward=miniwob.reward if miniwob_spec else None,
                            on_episode=progress).run()
             result = summarise(result.model_copy(update={"episodes": episodes, "finished_at": now()}))
-            path = self.root / eval_id / "result.json"
+            path = result_path(self.root, eval_id)
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             atomic_write(path, result.model_dump_json(indent=1).encode())
             final = {"status": "done"}
@@ -149,7 +149,7 @@ class EvalService:
     def get(self, eval_id: str) -> EvalStatus:
         with self._lock:
             running = self._running.get(eval_id)
-        path = self.root / eval_id / "result.json"
+        path = result_path(self.root, eval_id)
         if running is not None and running.status != "done":
             return running
         try:
