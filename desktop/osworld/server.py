@@ -282,9 +282,11 @@ def _opening(app: FastAPI, guest: Guest) -> None:  # files and windows of a task
         if not body.get("window_name"):
             return PlainTextResponse("window_name required", status_code=400)
         closing = request.url.path.endswith("close_window")
-        await run_in_threadpool(guest.run, wmctrl_argv("c" if closing else "a", str(body["window_name"]),
-                                                strict=bool(body.get("strict")), by_class=bool(body.get("by_class"))),
-                         timeout=10)
+        ran = await run_in_threadpool(guest.run, wmctrl_argv("c" if closing else "a", str(body["window_name"]),
+                                                             strict=bool(body.get("strict")),
+                                                             by_class=bool(body.get("by_class"))), timeout=10)
+        if ran.returncode != 0:  # wmctrl matched no window: said, where osworld-server answers success anyway
+            return PlainTextResponse(f"Window {body['window_name']} not found", status_code=404)
         return PlainTextResponse("Window closed successfully." if closing else "Window activated successfully")
 
     @app.post("/setup/change_wallpaper")

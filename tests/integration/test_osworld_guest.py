@@ -118,6 +118,16 @@ def test_what_it_runs_cannot_reach_the_servers_files_or_the_guest_itself(control
     assert "200" not in probe["output"], probe
 
 
+def test_a_window_that_is_not_there_is_said_not_found_never_activated(guest):
+    import requests
+
+    missing = requests.post(f"{guest.url}/setup/activate_window", json={"window_name": "no-such-window-42"}, timeout=30)
+    assert (missing.status_code, missing.text) == (404, "Window no-such-window-42 not found")
+    found = requests.post(f"{guest.url}/setup/activate_window", json={"window_name": "chromium", "by_class": True},
+                          timeout=30)
+    assert (found.status_code, found.text) == (200, "Window activated successfully")
+
+
 def test_launching_chrome_opens_its_url_in_the_sessions_own_chromium(setup, page_server, desk):
     page_server.clear()
     setup.setup([{"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337",
