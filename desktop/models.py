@@ -455,6 +455,9 @@ class OSWorldGuest(BaseModel):
     host: str = Field(description="where it listens: loopback only")
     port: int = Field(description="its own port: osworld-server's routes are at its root")
     url: str
+    devtools_port: int = Field(0, description="the session's browser's DevTools (CDP) relayed to this port of the "
+                                              "same host, for the harness's Chrome getters; 0: not served (problems "
+                                              "says why)")
     problems: list[str] = Field(default_factory=list, description="what of the contract cannot work here, and how "
                                                                   "to fix it")
 

@@ -3,7 +3,9 @@
 Why Playwright, over the pipe (``--remote-debugging-pipe``), rather than a DevTools TCP port:
 - A TCP port on 127.0.0.1 has no authentication: any local process - another session's browser,
   a program the model launched - could drive this browser past the API's token. A pipe is only
-  reachable by the process that started Chromium.
+  reachable by the process that started Chromium. (The one TCP port there is, for OSWorld's harness, listens
+  inside the session's own network namespace, and only where page code is allowed:
+  ``DEVTOOLS_PORT``.)
 - It is the one DevTools connection the session owns; the page layer (state, content, console,
   network, dialogs, selector actions) builds on Playwright's API instead of hand-written CDP.
 - It launches Debian's Chromium headed (``executable_path``), as the desktop user when the
@@ -99,6 +101,17 @@ def enable_features_switch(env: dict[str, str] | None = None) -> str:
     playwright = tuple(f for f in PLAYWRIGHT_ENABLED_FEATURES
                        if not (f == "CDPScreenshotNewSurface" and env.get("PLAYWRIGHT_LEGACY_SCREENSHOT")))
     return "--enable-features=" + ",".join(dict.fromkeys(playwright + MEMORY_ENABLED_FEATURES))
+
+# The DevTools port a browser listens on, as OSWorld's guest has it (desktop.session.stack:
+# DesktopStack.devtools_port says when).
+DEVTOOLS_PORT = 9222
+
+
+def devtools_args(port: int) -> list[str]:
+    """DevTools on a TCP port of loopback too, beside the pipe Playwright keeps (pure). The
+    browser serves both at once; Playwright's control is untouched."""
+    return [f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1"]
+
 
 # Written into the profile before every launch: a session's browser starts the same every time
 # and keeps nothing a later run could trip over. Form history and autofill would put a dropdown

@@ -343,7 +343,7 @@ class PolicyProxy:
             else:
                 upstream_writer.write(request.forwarded_head())
                 await upstream_writer.drain()
-            await _relay(reader, writer, upstream_reader, upstream_writer,
+            await relay(reader, writer, upstream_reader, upstream_writer,
                          method=None if request.method == "CONNECT" else request.method)
         finally:
             self._live.discard(conn)
@@ -474,7 +474,7 @@ async def _copy_response(reader: asyncio.StreamReader, writer: asyncio.StreamWri
     await _copy(reader, writer, int(length) if length and length.isdigit() else None)
 
 
-async def _relay(client_reader, client_writer, upstream_reader, upstream_writer, *, method: str | None) -> None:
+async def relay(client_reader, client_writer, upstream_reader, upstream_writer, *, method: str | None) -> None:
     """Copy both ways until either side is done; ``method``: a plain HTTP request's, whose one
     response ends the exchange (None: a tunnel)."""
     to_client = (_copy_response(upstream_reader, client_writer, method) if method is not None

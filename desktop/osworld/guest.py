@@ -203,6 +203,17 @@ class Guest:
     def windows(self):
         return self.session.list_windows()
 
+    def link_chrome_profile(self) -> None:
+        """``~/.config/google-chrome`` made a link to the session's Chromium profile, as the desktop
+        user, unless something is there: OSWorld's Chrome getters read Chrome's files (Bookmarks,
+        Preferences, History) at that path, and Chrome in a task is this Chromium."""
+        profile = self.session.stack.profile
+        ran = self.run(["sh", "-c", 'mkdir -p "$HOME/.config" && { [ -e "$HOME/.config/google-chrome" ] || '
+                                    'ln -s -- "$1" "$HOME/.config/google-chrome"; }', "sh", str(profile)], timeout=10)
+        if ran.returncode != 0:
+            log.warning("session %s: ~/.config/google-chrome could not be linked to its browser's profile: %s",
+                        self.session_id, ran.text("stderr").strip())
+
     # ------------------------------------------------------------------ the film
 
     def start_recording(self) -> None:

@@ -28,6 +28,7 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Res
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.errors import GlassdeskError, SessionNotFound
 from desktop.models import OSWorldGuest
+from desktop.network.relay import NamespaceRelay
 from desktop.osworld.guest import (
     GUEST_PYTHON,
     MAX_OPEN_WAIT_S,
@@ -334,6 +335,7 @@ class _Served:
     server: Any  # uvicorn.Server, imported on first use
     port: int
     thread: threading.Thread
+    devtools: NamespaceRelay | None = None  # the browser's DevTools, for the harness's Chrome getters
 
 
 class GuestServers:
@@ -373,16 +375,34 @@ class GuestServers:
                     server.should_exit = True
                     self.desktops.manager.unprotect(port)
                     raise RuntimeError(f"the OSWorld guest server of session {session.id} did not start")
-                served = self._served[session.id] = _Served(guest, server, port, thread)
+                served = self._served[session.id] = _Served(guest, server, port, thread, self._devtools(session))
+                guest.link_chrome_profile()
                 log.info("session %s: OSWorld's guest contract on %s:%d", session.id, self.host, port)
-        return self._info(session.id, served)
+        return self._info(session, served)
 
-    def _info(self, session_id: str, served: _Served) -> OSWorldGuest:
+    def _devtools(self, session) -> NamespaceRelay | None:
+        """The browser's DevTools relayed out of the session's namespace, where it has them."""
+        stack = session.stack
+        if stack.devtools_port is None:
+            return None
+        relay = NamespaceRelay(stack.namespace, stack.devtools_port).start()
+        self.desktops.manager.protect(relay.port)  # control plane: no session's proxy passes to it
+        return relay
+
+    def _info(self, session, served: _Served) -> OSWorldGuest:
         problems = [] if (GUEST_PYTHON / "bin" / "python3").exists() else [
             f"no guest Python at {GUEST_PYTHON}: pyautogui code cannot run (run `make setup` as root, or "
             "docker/install-system-deps.sh, which makes it)"]
-        return OSWorldGuest(session_id=session_id, host=self.host, port=served.port,
-                            url=f"http://{self.host}:{served.port}", problems=problems)
+        if served.devtools is None:
+            problems.append(
+                "the browser's DevTools are not served, so OSWorld's Chrome getters (tabs, page info) cannot "
+                "connect: they run code in pages, which this server refuses unless started with --allow-evaluate"
+                if not session.stack.config.page_code else
+                "the browser's DevTools are not served: they stay inside a session's own network namespace, "
+                "which this server cannot make (it needs root: docs/isolation.md)")
+        return OSWorldGuest(session_id=session.id, host=self.host, port=served.port,
+                            url=f"http://{self.host}:{served.port}",
+                            devtools_port=served.devtools.port if served.devtools else 0, problems=problems)
 
     def close(self, session_id: str) -> bool:
         """Stop the session's guest server; False when it had none."""
@@ -394,6 +414,9 @@ class GuestServers:
         served.guest.close()
         served.thread.join(5)
         self.desktops.manager.unprotect(served.port)
+        if served.devtools is not None:
+            served.devtools.close()
+            self.desktops.manager.unprotect(served.devtools.port)
         log.info("session %s: OSWorld's guest contract closed", session_id)
         return True
 

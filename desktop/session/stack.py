@@ -22,8 +22,10 @@ from pathlib import Path
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.browser.chromium import (
+    DEVTOOLS_PORT,
     Browser,
     BrowserError,
+    devtools_args,
     disable_features_switch,
     enable_features_switch,
     fence_preferences,
@@ -472,7 +474,17 @@ class DesktopStack:
             disable_features_switch(),  # Playwright's and the memory savings of desktop.browser.chromium
             enable_features_switch(),
             *network_args(self.proxy.port),  # every request through the session's policy proxy
+            *(devtools_args(self.devtools_port) if self.devtools_port else []),
         ]
+
+    @property
+    def devtools_port(self) -> int | None:
+        """The port of the browser's DevTools inside the session's network namespace, or None.
+        Only where page code is allowed (--allow-evaluate: DevTools run code in pages, as the
+        devtools:// pages that fence lifts do) and only inside a namespace of the session's own:
+        on the server's loopback every local process, another session's included, could drive
+        this browser. Outside the session it is reached through desktop.network.relay alone."""
+        return DEVTOOLS_PORT if self.config.page_code and self.namespace is not None else None
 
     def set_network(self, policy: NetworkPolicy) -> None:
         """The browser's network policy from now on; live connections it refuses end now."""

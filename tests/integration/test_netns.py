@@ -147,3 +147,38 @@ def test_a_killed_server_s_namespaces_are_removed_by_its_reaper(tmp_path):
     while name in netns.ours():
         assert time.monotonic() < deadline, f"{name} outlived its server"
         time.sleep(0.05)
+
+
+def test_a_relay_reaches_one_port_inside_from_the_servers_loopback_and_closes(namespace):
+    """desktop.network.relay: a port inside the namespace (the browser's DevTools, for OSWorld's
+    harness), reached from outside through the relay alone, both ways, until it closes."""
+    from desktop.network.relay import NamespaceRelay
+
+    def listen() -> socket.socket:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(4)
+        return sock
+
+    inside = namespace.inside(listen)
+    port = inside.getsockname()[1]
+
+    def echo_upper():
+        conn, _ = inside.accept()
+        with conn:
+            while data := conn.recv(1024):
+                conn.sendall(data.upper())
+
+    threading.Thread(target=echo_upper, daemon=True).start()
+    with pytest.raises(OSError):  # the port is the namespace's alone
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    relay = NamespaceRelay(namespace, port).start()
+    try:
+        with socket.create_connection(("127.0.0.1", relay.port), timeout=5) as client:
+            client.sendall(b"devtools")
+            assert client.recv(1024) == b"DEVTOOLS"
+    finally:
+        relay.close()
+        inside.close()
+    with pytest.raises(OSError):  # closed with it
+        socket.create_connection(("127.0.0.1", relay.port), timeout=2).close()

@@ -14,6 +14,7 @@ import subprocess
 import pytest
 from PIL import Image
 
+from desktop.browser.chromium import DEVTOOLS_PORT
 from tests import osworld_harness
 from tests.fakes.testpage import at
 
@@ -52,9 +53,11 @@ def setup(guest, tmp_path):
     return SetupController(vm_ip=guest.host, server_port=guest.port, cache_dir=str(tmp_path))
 
 
-def test_the_guest_answers_once_per_session_on_loopback_with_nothing_missing(glassdesk, desk, guest):
+def test_the_guest_answers_once_per_session_on_loopback_and_says_what_it_lacks(glassdesk, desk, guest):
     assert guest.host == "127.0.0.1" and guest.url == f"http://127.0.0.1:{guest.port}"
-    assert guest.problems == [], guest.problems  # make setup made the guest Python with pyautogui
+    # make setup made the guest Python with pyautogui; this server does not allow page code, so it
+    # serves no DevTools, and says so (test_osworld_tasks runs one that does)
+    assert guest.devtools_port == 0 and len(guest.problems) == 1 and "--allow-evaluate" in guest.problems[0]
     assert glassdesk.desktops.osworld_guest(desk.id).port == guest.port  # the same server, asked again
     assert guest.port in glassdesk.desktops.manager.control_ports()  # no session may reach it
 
@@ -116,6 +119,10 @@ def test_what_it_runs_cannot_reach_the_servers_files_or_the_guest_itself(control
         f"curl -sS -m 5 -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{guest.port}/platform; echo; "
         f"curl -sS -m 5 --noproxy '*' -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{guest.port}/platform")
     assert "200" not in probe["output"], probe
+    # Nor the browser's DevTools: a server that refuses page code opens no DevTools port at all.
+    devtools = controller.run_bash_script(
+        f"curl -sS -m 5 --noproxy '*' -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{DEVTOOLS_PORT}/json/version")
+    assert devtools["returncode"] == 7, devtools  # curl's "could not connect": nothing listens there
 
 
 def test_a_window_that_is_not_there_is_said_not_found_never_activated(guest):

@@ -101,3 +101,22 @@ def test_the_server_reports_how_its_sessions_network_is_fenced(monkeypatch):
     monkeypatch.setattr(netns, "support", lambda: None)
     found = stack.isolation()
     assert found["network"] == "namespace" and not any(p.startswith("network:") for p in found["degraded"])
+
+
+def test_the_browser_listens_for_devtools_only_inside_its_namespace_and_only_with_page_code(tmp_path):
+    """A DevTools port runs code in pages (the --allow-evaluate fence) and, on the server's loopback,
+    would be every local process's: so only both (desktop.session.stack.DesktopStack.devtools_port)."""
+    from desktop.browser.chromium import DEVTOOLS_PORT
+    from desktop.session.stack import StackConfig
+
+    def switches(stack):
+        return [a for a in stack.chromium_args() if a.startswith("--remote-debugging")]
+
+    for page_code, namespace in ((False, None), (True, None), (False, "glassdesk-1-2-ab")):
+        stack = DesktopStack(tmp_path, config=StackConfig(page_code=page_code))
+        stack.proxy = type("Proxy", (), {"port": 3128})()
+        stack.namespace = netns.SessionNamespace(namespace) if namespace else None
+        assert stack.devtools_port is None and switches(stack) == [], (page_code, namespace)
+    stack.config = StackConfig(page_code=True)
+    assert stack.devtools_port == DEVTOOLS_PORT
+    assert switches(stack) == [f"--remote-debugging-port={DEVTOOLS_PORT}", "--remote-debugging-address=127.0.0.1"]

@@ -45,10 +45,11 @@ class GlassdeskProvider(Provider):
             self.client.create_session(id=path_to_vm, **self._state(SNAPSHOT))
 
     def get_ip_address(self, path_to_vm: str) -> str:
-        """``host:server port:chromium port:vnc port:vlc port``, as DesktopEnv reads it. Only the
-        guest server's port is served; the others are 0 (nothing listens there)."""
+        """``host:server port:chromium port:vnc port:vlc port``, as DesktopEnv reads it: the guest
+        server's port and the browser's DevTools (0 where the server does not relay them: the
+        guest's ``problems`` say why); VNC and VLC are 0 (the live view is glassdesk's own)."""
         guest = self.client.session(path_to_vm).osworld_guest()
-        return f"{guest.host}:{guest.port}:0:0:0"
+        return f"{guest.host}:{guest.port}:{guest.devtools_port}:0:0"
 
     def save_state(self, path_to_vm: str, snapshot_name: str) -> None:
         """The session's browser state (cookies, local storage) kept under ``snapshot_name``."""
