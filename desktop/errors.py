@@ -58,6 +58,12 @@ class StateNotFound(GlassdeskError):
     code, status = "state_not_found", 404
 
 
+class GuestNotOpen(GlassdeskError):
+    """A session's OSWorld guest is asked about while none is open (desktop.osworld)."""
+
+    code, status = "osworld_guest_not_open", 404
+
+
 class StateTampered(GlassdeskError):
     """A saved state whose files no longer are what was saved: refused, nothing restored."""
 

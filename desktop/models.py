@@ -462,6 +462,18 @@ class OSWorldGuest(BaseModel):
                                                                   "to fix it")
 
 
+class OSWorldCall(BaseModel):
+    """One request to a session's OSWorld guest (desktop.osworld): the episode's record."""
+
+    at: datetime = Field(description="when it was asked (UTC)")
+    route: str = Field(description="osworld-server's route, e.g. /execute")
+    summary: str = Field("", description="what it ran or read: pyautogui code with each string literal by its "
+                                         "length, another program by its name and argument count")
+    status: int = Field(description="the HTTP status answered")
+    returncode: int | None = Field(None, description="the exit code of what it ran, where it ran something")
+    ms: int = Field(description="how long the answer took")
+
+
 class SavedState(BaseModel):
     name: str
     created_at: str | None = None

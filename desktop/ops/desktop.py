@@ -11,6 +11,7 @@ from desktop.models import (
     LiveView,
     NetworkPolicyBody,
     NetworkPolicyInfo,
+    OSWorldCall,
     OSWorldGuest,
     TreeQuery,
     Window,
@@ -59,6 +60,12 @@ OPERATIONS: tuple[Operation, ...] = (
                               "/accessibility, /file, /setup/...), so OSWorld's harness drives this session; "
                               "what it runs runs in the session's isolation. It stops with the session. "
                               "docs/osworld.md.")),
+    Operation(
+        "desktop", "osworld_calls", None, list[OSWorldCall], acts=False,
+        rest=Rest("GET", "/osworld/calls", summary="the calls the session's OSWorld guest answered", tags=SESSIONS,
+                  description="The episode's record, oldest first: each request's route, what it ran (pyautogui code "
+                              "with string literals by their length, another program by its name), status, exit "
+                              "code and time. 404 while no guest is open. docs/osworld.md.")),
     Operation(
         "desktop", "close_osworld_guest", None, bool, acts=False,
         rest=Rest("DELETE", "/osworld", summary="stop the session's OSWorld guest server", tags=SESSIONS,

@@ -14,18 +14,26 @@ without X; ``Guest`` holds the side effects.
 
 from __future__ import annotations
 
+import ast
+import io
 import json
 import logging
 import os
+import re
 import shlex
 import subprocess
 import threading
+import tokenize
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from desktop.x11.recorder import Recorder
+from desktop.errors import RecorderError
+from desktop.models import OSWorldCall
+from desktop.x11.receipt import VideoReceipt, describe
 from desktop.x11.user import unreachable_dir
 from desktop.x11.windows import WindowError
 
@@ -35,6 +43,8 @@ GUEST_PYTHON = Path("/opt/glassdesk/guest-python")  # keep in step with docker/i
 COMMAND_TIMEOUT_S = 120  # osworld-server's for /execute
 PYTHON_TIMEOUT_S = 30  # and for /run_python
 MAX_OPEN_WAIT_S = 60.0  # /setup/open_file waits for the window at most this long (osworld-server: 1800)
+CALLS_KEPT = 5000  # the episode's record: this many last calls answered by GET .../osworld/calls
+CALLS_FILE = "calls.jsonl"  # and all of them on disk, beside the films
 
 # Programs a task names that are this desktop's browser: a task's `launch` of Chrome opens its URLs
 # in the session's Chromium (already running, under glassdesk's control) instead of a second browser.
@@ -106,6 +116,54 @@ def browser_urls(argv: Sequence[str]) -> list[str] | None:
     return [a for a in argv[1:] if not a.startswith("-")]
 
 
+# Statements of the harness's own preamble (PythonController's "import pyautogui; import time;
+# pyautogui.FAILSAFE = False; ..."), left out of a call's summary: the same on every call.
+_PREAMBLE = re.compile(r"(import [\w., ]+|from [\w.]+ import [\w., ]+|pyautogui\.FAILSAFE\s*=\s*\w+)")
+SUMMARY_LIMIT = 240
+
+
+def code_summary(code: str, limit: int = SUMMARY_LIMIT) -> str:
+    """Python code as a line of the episode's record and a chapter of its film (pure): each string
+    literal by its length (``<12 characters>``: typed text may be a secret, as a session's film
+    captions typing), comments and the harness's imports left out, statements joined by ``; ``."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return f"<{len(code)} characters of code>"
+    starts = [0]
+    for line in code.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    text = code
+    for token in reversed(tokens):
+        if token.type in (tokenize.STRING, tokenize.COMMENT):
+            begin = starts[token.start[0] - 1] + token.start[1]
+            end = starts[token.end[0] - 1] + token.end[1]
+            literal = "" if token.type == tokenize.COMMENT else f"<{len(_literal_value(token.string))} characters>"
+            text = text[:begin] + literal + text[end:]
+    statements = [part.strip() for part in re.split(r"[;\n]", text)]
+    kept = "; ".join(part for part in statements if part and not _PREAMBLE.fullmatch(part))
+    return kept if len(kept) <= limit else kept[:limit - 1] + "…"
+
+
+def _literal_value(source: str) -> str:
+    try:
+        value = ast.literal_eval(source)
+    except (ValueError, SyntaxError):  # an f-string: its source, less the quotes
+        return source.strip("'\"").lstrip("fFrRbBuU").strip("'\"")
+    return value if isinstance(value, str) else str(value)
+
+
+def command_summary(argv: Sequence[str]) -> str:
+    """A command as a line of the episode's record (pure): ``python3 -c CODE`` (how the harness
+    sends pyautogui actions) as its code's summary; any other program by its name and how many
+    arguments it had (a task's commands carry passwords: ``echo <password> | sudo -S ...``)."""
+    if len(argv) >= 3 and Path(argv[0]).name.startswith("python") and argv[1] == "-c":
+        return code_summary(argv[2])
+    if not argv:
+        return "(nothing)"
+    return f"{Path(argv[0]).name} ({len(argv) - 1} arguments)"
+
+
 # ------------------------------------------------------------------------------------- effects
 
 
@@ -128,8 +186,32 @@ class Guest:
         self.desktops = desktops
         self.session_id = session_id
         self.recordings = recordings  # where /start_recording's film is written, the server's
-        self._recorder: Recorder | None = None
+        self.calls: deque[OSWorldCall] = deque(maxlen=CALLS_KEPT)  # the episode's record
+        self._film: VideoReceipt | None = None
+        self._chapters = 0
         self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ the episode's record
+
+    def acting(self, route: str, summary: str) -> None:
+        """An acting request starts: the session's input watchers hear of it, as of any action
+        (a session recording, the guest's own film: a chapter each)."""
+        self.session.note_input({"action": f"osworld {route}", "summary": summary})
+
+    def record(self, call: OSWorldCall) -> None:
+        """The call kept: in memory for GET .../osworld/calls, and a line of ``calls.jsonl`` beside
+        the films (written whole in one append: a reader never meets half a line but the last)."""
+        with self._lock:
+            self.calls.append(call)
+            try:
+                self.recordings.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.recordings / CALLS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    os.write(fd, (call.model_dump_json() + "\n").encode())
+                finally:
+                    os.close(fd)
+            except OSError as exc:  # a full disk costs the record on disk, never the call
+                log.warning("session %s: an OSWorld call could not be written down: %s", self.session_id, exc)
 
     @property
     def session(self):
@@ -217,29 +299,58 @@ class Guest:
     # ------------------------------------------------------------------ the film
 
     def start_recording(self) -> None:
+        """The display filmed until ``end_recording``, with a chapter for each action done on the
+        desktop meanwhile: this contract's acting requests and any other (the API's, a run's)."""
         with self._lock:
-            if self._recorder is not None and self._recorder.recording:
+            if self._film is not None:
                 raise RecordingState("Recording is already in progress.")
-            self.recordings.mkdir(parents=True, exist_ok=True)
-            recorder = Recorder(self.session.display, self.recordings / f"{self.session_id}.mp4", fmt="mp4")
-            recorder.start()
-            self._recorder = recorder
+            session = self.session
+            directory = self.recordings / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+            directory.mkdir(parents=True, exist_ok=True)
+            film = VideoReceipt(session.display, directory, fmt="mp4", title=f"OSWorld episode on session {session.id}")
+            try:
+                film.start()
+            except RecorderError:
+                film.abandon()
+                directory.rmdir()
+                raise
+            self._film, self._chapters = film, 0
+            session.input_watchers.append(self._watch)
+
+    def _watch(self, action: dict, at: float) -> None:
+        with self._lock:
+            film = self._film
+            self._chapters += 1
+            number = self._chapters
+        if film is not None:
+            film.mark_input(f"{number}. {describe(action)}", action, at=at)
 
     def end_recording(self) -> Path:
-        with self._lock:
-            recorder, self._recorder = self._recorder, None
-        if recorder is None or not recorder.recording:
+        """The film, with its chapters (an MP4's own, as players show them)."""
+        film = self._stop_watching()
+        if film is None:
             raise RecordingState("No recording in progress to stop.")
-        return recorder.stop()
+        return film.finish().video
+
+    def _stop_watching(self) -> VideoReceipt | None:
+        with self._lock:
+            film, self._film = self._film, None
+        if film is not None:
+            session = self.desktops.peek(self.session_id)
+            if session is not None and self._watch in session.input_watchers:
+                session.input_watchers.remove(self._watch)
+        return film
 
     def close(self) -> None:
-        with self._lock:
-            recorder, self._recorder = self._recorder, None
-        if recorder is not None and recorder.recording:
+        """The contract closes (with its session): a film still running is finished and kept where
+        it was being made, though nobody asked for it yet."""
+        film = self._stop_watching()
+        if film is not None:
             try:
-                recorder.stop()
-            except Exception:  # the session is going: its film with it
-                log.exception("the guest's recording of session %s could not be stopped", self.session_id)
+                log.info("session %s: its OSWorld film was never ended; kept as %s", self.session_id,
+                         film.finish().video)
+            except Exception:
+                log.exception("the guest's recording of session %s could not be finished", self.session_id)
 
 
 class RecordingState(Exception):

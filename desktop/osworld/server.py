@@ -18,6 +18,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
-from desktop.errors import GlassdeskError, SessionNotFound
-from desktop.models import OSWorldGuest
+from desktop.errors import GlassdeskError, GuestNotOpen, SessionNotFound
+from desktop.models import OSWorldCall, OSWorldGuest
 from desktop.network.relay import NamespaceRelay
 from desktop.osworld.guest import (
     GUEST_PYTHON,
@@ -36,7 +37,9 @@ from desktop.osworld.guest import (
     Guest,
     RecordingState,
     browser_urls,
+    code_summary,
     command_argv,
+    command_summary,
     expand_home,
     wmctrl_argv,
 )
@@ -51,13 +54,20 @@ def _error(status: int, message: str, **more: Any) -> JSONResponse:
     return JSONResponse({"status": "error", "message": message, **more}, status_code=status)
 
 
-def _acting(guest: Guest) -> JSONResponse | None:
-    """The answer to an acting request the session refuses now (a person in control, a run), or None."""
+def _acting(guest: Guest, request: Request, summary: str) -> JSONResponse | None:
+    """The answer to an acting request the session refuses now (a person in control, a run), or
+    None: then the request is noted as the action it is (the episode's record, the session's film)."""
+    request.state.summary = summary
     try:
         guest.desktops.check_agent(guest.session_id)
     except GlassdeskError as exc:
         return _error(exc.status, str(exc))
+    guest.acting(request.url.path, summary)
     return None
+
+
+def _ran(request: Request, returncode: int) -> None:
+    request.state.returncode = returncode
 
 
 def _command(body: dict) -> tuple[Any, bool]:
@@ -77,6 +87,16 @@ def guest_app(guest: Guest) -> FastAPI:
     @app.exception_handler(GlassdeskError)
     def _refused(_request, exc: GlassdeskError):
         return _error(exc.status, str(exc))
+
+    @app.middleware("http")
+    async def record(request: Request, call_next):
+        """Every call in the episode's record, answered or not (GET .../osworld/calls)."""
+        at, started = datetime.now(UTC), time.monotonic()
+        response = await call_next(request)
+        guest.record(OSWorldCall(at=at, route=request.url.path, summary=getattr(request.state, "summary", ""),
+                                 status=response.status_code, returncode=getattr(request.state, "returncode", None),
+                                 ms=round((time.monotonic() - started) * 1000)))
+        return response
 
     for routes in (_looking, _files, _running, _setting_up, _transferring, _opening, _filming):
         routes(app, guest)
@@ -141,7 +161,8 @@ def _files(app: FastAPI, guest: Guest) -> None:
         return {"directory_tree": tree}
 
     @app.post("/file")
-    def file(file_path: str | None = Form(None)):
+    def file(request: Request, file_path: str | None = Form(None)):
+        request.state.summary = file_path or ""
         if not file_path:
             return JSONResponse({"error": "file_path is required"}, status_code=400)
         ran = guest.read_file(file_path)
@@ -158,29 +179,35 @@ def _running(app: FastAPI, guest: Guest) -> None:
     @app.post("/execute")
     @app.post("/setup/execute")
     async def execute(request: Request):
-        if (refused := _acting(guest)) is not None:
-            return refused
         command, shell = _command(await request.json())
         try:
-            ran = await run_in_threadpool(guest.run, command_argv(command, shell, guest.home))  # 120 s, as there
-        except (subprocess.TimeoutExpired, ValueError, OSError) as exc:
+            argv = command_argv(command, shell, guest.home)
+        except ValueError as exc:  # a string shlex cannot split
+            return _error(400, str(exc))
+        if (refused := _acting(guest, request, command_summary(argv))) is not None:
+            return refused
+        try:
+            ran = await run_in_threadpool(guest.run, argv)  # 120 s, as there
+        except (subprocess.TimeoutExpired, OSError) as exc:
             return _error(500, str(exc))
+        _ran(request, ran.returncode)
         return {"status": "success", "output": ran.text("stdout"), "error": ran.text("stderr"),
                 "returncode": ran.returncode}
 
     @app.post("/run_python")
     async def run_python(request: Request):
-        if (refused := _acting(guest)) is not None:
-            return refused
         code = (await request.json()).get("code")
         if not code:
             return _error(400, "Code not supplied!")
+        if (refused := _acting(guest, request, code_summary(str(code)))) is not None:
+            return refused
         try:
             # Read from stdin, not a file: nothing of the code is left on the desktop.
             ran = await run_in_threadpool(guest.run, ["python3", "-"], data=code.encode(), timeout=PYTHON_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return _error(500, "Execution timeout: Code took too long to execute", error="TimeoutExpired",
                           need_more=False, output=None)
+        _ran(request, ran.returncode)
         out, err = ran.text("stdout"), ran.text("stderr")
         if ran.returncode != 0 and not err:
             err = f"Process exited with code {ran.returncode}"
@@ -190,14 +217,14 @@ def _running(app: FastAPI, guest: Guest) -> None:
 
     @app.post("/run_bash_script")
     async def run_bash_script(request: Request):
-        if (refused := _acting(guest)) is not None:
-            return refused
         body = await request.json()
         script, timeout = body.get("script"), body.get("timeout", 100)
         working_dir = body.get("working_dir")
         if not script:
             return JSONResponse({"status": "error", "output": "Script not supplied!", "error": "", "returncode": -1},
                                 status_code=400)
+        if (refused := _acting(guest, request, command_summary(["bash", "-c", str(script)]))) is not None:
+            return refused
         cwd = expand_home(str(working_dir), guest.home) if working_dir else None
         try:
             ran = await run_in_threadpool(guest.run, ["/bin/bash", "-c", script], cwd=cwd, timeout=float(timeout),
@@ -205,6 +232,7 @@ def _running(app: FastAPI, guest: Guest) -> None:
         except subprocess.TimeoutExpired:
             return JSONResponse({"status": "error", "output": f"Script execution timed out after {timeout} seconds",
                                  "error": "", "returncode": -1}, status_code=500)
+        _ran(request, ran.returncode)
         return {"status": "success" if ran.returncode == 0 else "error", "output": ran.text("stdout"), "error": "",
                 "returncode": ran.returncode}
 
@@ -212,11 +240,15 @@ def _running(app: FastAPI, guest: Guest) -> None:
 def _setting_up(app: FastAPI, guest: Guest) -> None:  # a task's programs
     @app.post("/setup/launch")
     async def launch(request: Request):
-        if (refused := _acting(guest)) is not None:
-            return refused
         command, shell = _command(await request.json())
-        argv = command_argv(command, shell, guest.home)
+        try:
+            argv = command_argv(command, shell, guest.home)
+        except ValueError as exc:
+            return _error(400, str(exc))
         urls = browser_urls(argv)
+        if (refused := _acting(guest, request, " ".join([Path(argv[0]).name, *urls]) if urls is not None
+                               else command_summary(argv))) is not None:
+            return refused
         if urls is not None:  # the session's own Chromium, not a second browser
             for url in urls:
                 await run_in_threadpool(guest.open_url, url)
@@ -254,12 +286,12 @@ def _transferring(app: FastAPI, guest: Guest) -> None:  # a task's files, in and
 def _opening(app: FastAPI, guest: Guest) -> None:  # files and windows of a task's config
     @app.post("/setup/open_file")
     async def open_file(request: Request):
-        if (refused := _acting(guest)) is not None:
-            return refused
         body = await request.json()
         path = body.get("path")
         if not path:
             return PlainTextResponse("Path not supplied!", status_code=400)
+        if (refused := _acting(guest, request, str(path))) is not None:
+            return refused
         wait_s = min(float(body.get("timeout_seconds", MAX_OPEN_WAIT_S)), MAX_OPEN_WAIT_S)
         target = expand_home(str(path), guest.home)
         name = Path(target).name
@@ -277,15 +309,16 @@ def _opening(app: FastAPI, guest: Guest) -> None:  # files and windows of a task
     @app.post("/setup/activate_window")
     @app.post("/setup/close_window")
     async def window(request: Request):
-        if (refused := _acting(guest)) is not None:
-            return refused
         body = await request.json()
         if not body.get("window_name"):
             return PlainTextResponse("window_name required", status_code=400)
+        if (refused := _acting(guest, request, str(body["window_name"]))) is not None:
+            return refused
         closing = request.url.path.endswith("close_window")
         ran = await run_in_threadpool(guest.run, wmctrl_argv("c" if closing else "a", str(body["window_name"]),
                                                              strict=bool(body.get("strict")),
                                                              by_class=bool(body.get("by_class"))), timeout=10)
+        _ran(request, ran.returncode)
         if ran.returncode != 0:  # wmctrl matched no window: said, where osworld-server answers success anyway
             return PlainTextResponse(f"Window {body['window_name']} not found", status_code=404)
         return PlainTextResponse("Window closed successfully." if closing else "Window activated successfully")
@@ -360,7 +393,10 @@ class GuestServers:
         with self._lock:
             served = self._served.get(session.id)
             if served is None:
-                guest = Guest(self.desktops, session.id, self.recordings / session.id)
+                # A directory per contract opened: a reverted guest (a new session of the same name)
+                # starts a record of its own.
+                guest = Guest(self.desktops, session.id,
+                              self.recordings / session.id / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f"))
                 port = free_port(self.host)
                 # Protected before it listens: no session's proxy may pass a connection to it.
                 self.desktops.manager.protect(port)
@@ -403,6 +439,16 @@ class GuestServers:
         return OSWorldGuest(session_id=session.id, host=self.host, port=served.port,
                             url=f"http://{self.host}:{served.port}",
                             devtools_port=served.devtools.port if served.devtools else 0, problems=problems)
+
+    def calls(self, session_id: str) -> list[OSWorldCall]:
+        """The calls the session's guest answered (the last ``CALLS_KEPT``), oldest first."""
+        session = self.desktops.existing(session_id)
+        with self._lock:
+            served = self._served.get(session.id)
+        if served is None:
+            raise GuestNotOpen(f"session {session.id} has no OSWorld guest: POST /api/v1/sessions/{session.id}/osworld "
+                               "opens it")
+        return list(served.guest.calls)
 
     def close(self, session_id: str) -> bool:
         """Stop the session's guest server; False when it had none."""

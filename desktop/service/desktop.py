@@ -30,6 +30,7 @@ from desktop.errors import (
     ActionFailedError,
     DesktopUsersExhausted,
     DialogOpenError,
+    GuestNotOpen,
     InvalidAction,
     InvalidRequest,
     OperatorInControl,
@@ -48,6 +49,7 @@ from desktop.models import (
     DesktopTree,
     LiveView,
     NetworkPolicyInfo,
+    OSWorldCall,
     OSWorldGuest,
     SavedState,
     SessionInfo,
@@ -296,6 +298,13 @@ class DesktopService:
 
                 self._guests = GuestServers(self, self.osworld_dir)
         return self._guests.open(session_id)
+
+    def osworld_calls(self, session_id: str) -> list[OSWorldCall]:
+        """The calls the session's open guest answered, oldest first (the episode's record)."""
+        if self._guests is None:
+            raise GuestNotOpen(f"session {self.existing(session_id).id} has no OSWorld guest: POST "
+                               f"/api/v1/sessions/{session_id}/osworld opens it")
+        return self._guests.calls(session_id)
 
     def close_osworld_guest(self, session_id: str) -> bool:
         """Stop the session's guest server; False when none ran. It stops with the session anyway."""

@@ -327,7 +327,7 @@ class Session:
         self.touch()
         expected_s = expected_ms(action, self.executor.glide_ms) / 1000
         with self._acting(f"a {action.action} action", expected_s, queue_s):
-            self._tell_watchers(action)
+            self.note_input(action.model_dump())
             try:
                 if not settle:
                     executed = self.executor.run(action)
@@ -436,12 +436,14 @@ class Session:
         node = answer.get("node")
         return NativeElement.model_validate({**node, "ms": answer.get("ms", 0)}) if node else None
 
-    def _tell_watchers(self, action: _Action) -> None:
+    def note_input(self, action: dict) -> None:
         """Whoever watches this desktop's input (a session recording marks each action on its
-        film) hears of the action as it starts; a watcher that fails never costs the action."""
+        film) hears of the action as it starts; a watcher that fails never costs the action. Called
+        for each action performed here, and by what acts on the desktop past ``perform`` (an
+        OSWorld guest's pyautogui code: desktop.osworld)."""
         for watcher in list(self.input_watchers):
             try:
-                watcher(action.model_dump(), time.monotonic())
+                watcher(action, time.monotonic())
             except Exception:
                 log.exception("session %s: an input watcher failed", self.id)
 

@@ -38,8 +38,8 @@ from desktop.x11.recorder import Recorder, VideoFormat, find_ffmpeg
 
 log = logging.getLogger("glassdesk.receipt")
 
-__all__ = ["Chapter", "Mark", "ReceiptFiles", "VideoReceipt", "chapters_vtt", "captions_vtt", "ffmetadata",
-           "remove_unfinished",
+__all__ = ["Chapter", "Mark", "ReceiptFiles", "VideoReceipt", "chapters_vtt", "captions_vtt", "describe",
+           "ffmetadata", "remove_unfinished",
            "ring_filter", "ring_png", "RING_RGB", "RING_RADIUS", "RING_SECONDS"]
 
 RING_RGB = (255, 0, 255)   # magenta: rare on a desktop, so a reviewer (and a test) finds the mark
@@ -94,6 +94,24 @@ def _one_line(text: str, limit: int = 120) -> str:
     """A cue's text on one line: WebVTT ends a cue at a blank line, and "-->" would start a timing."""
     flat = " ".join(text.split()).replace("-->", "->")
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def describe(action: dict) -> str:
+    """An action (desktop.actions' dict form) as a chapter title (pure): typed text by its length
+    only, since at the desktop's level a run's secrets are already filled in, so the text itself
+    could be one; an action that says what it did in a ``summary`` (an OSWorld guest's request,
+    desktop.osworld) by that."""
+    kind = action.get("action", "?")
+    if action.get("summary"):
+        return f"{kind}: {action['summary']}"
+    if kind == "type":
+        return f"type {len(action.get('text', ''))} characters"
+    if action.get("x") is not None and action.get("y") is not None:
+        return f"{kind} at {action['x']},{action['y']}"
+    if kind in ("key", "hold_key"):
+        keys = action.get("keys")
+        return f"{kind} {' '.join(keys) if isinstance(keys, list) else keys}"
+    return str(kind)
 
 
 def close_chapters(starts: list[tuple[float, str]], duration: float) -> list[Chapter]:
@@ -296,6 +314,15 @@ class VideoReceipt:
         elif kind in ("key", "hold_key"):
             chords = action.get("keys") or ""
             self.keys(" ".join(chords) if isinstance(chords, list) else str(chords), at)
+
+    def mark_input(self, title: str, action: dict, at: float | None = None) -> None:
+        """A chapter for an action done on the desktop while filmed, and its mark: typed text
+        captioned by its length only (see ``describe``)."""
+        self.chapter(title, at=at)
+        if action.get("action") == "type":
+            self.typed(f"{len(action.get('text', ''))} characters", at=at)
+        else:
+            self.note_action(action, at=at)
 
     def finish(self) -> ReceiptFiles:
         """Stop filming and make the receipt. Raises RecorderError when there is no film at all; a

@@ -162,17 +162,55 @@ def test_another_sessions_files_are_out_of_reach_and_its_guest_closes_with_it(gl
     assert opened.port not in manager.control_ports()
 
 
-def test_a_recording_is_the_sessions_film_and_a_second_start_is_refused(controller, guest, tmp_path):
+def test_an_episode_is_filmed_with_a_chapter_per_action_and_every_call_is_on_record(controller, glassdesk, desk,
+                                                                                    guest, tmp_path):
+    """The episode's evidence: the guest's film (a second start refused, as in osworld-server) has
+    a chapter for each acting call and for an action through glassdesk's own API meanwhile, a
+    session recording made at the same time has the same, and the record lists each call. What is
+    typed shows by its length only, in both."""
     import requests
 
+    from desktop.actions import Move
+
+    before = len(glassdesk.desktops.osworld_calls(desk.id))
+    recording = glassdesk.recordings.recording_start(desk.id)
     controller.start_recording()
     again = requests.post(f"{guest.url}/start_recording", timeout=30)
     assert again.status_code == 400 and again.json()["message"] == "Recording is already in progress."
     controller.execute_python_command("pyautogui.moveTo(200, 200); time.sleep(1); pyautogui.moveTo(900, 600)")
+    controller.execute_python_command("pyautogui.typewrite('hunter2')")
+    glassdesk.desktops.perform(desk.id, Move(x=640, y=400))  # an action through the API, meanwhile
     film = tmp_path / "episode.mp4"
     controller.end_recording(str(film))
-    probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=codec_type,width,height",
-                            "-of", "json", str(film)], capture_output=True, text=True, check=True)
-    assert {"codec_type": "video", "width": 1920, "height": 1080} in json.loads(probe.stdout)["streams"]
     stopped = requests.post(f"{guest.url}/end_recording", timeout=30)
     assert stopped.status_code == 400 and stopped.json()["message"] == "No recording in progress to stop."
+    session_film = glassdesk.recordings.recording_stop(desk.id)
+    assert recording.recording_id == session_film.recording_id
+
+    probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=codec_type,width,height",
+                            "-show_chapters", "-of", "json", str(film)], capture_output=True, text=True, check=True)
+    shown = json.loads(probe.stdout)
+    assert {"codec_type": "video", "width": 1920, "height": 1080} in shown["streams"]
+    titles = [chapter["tags"]["title"] for chapter in shown["chapters"]]
+    assert titles == ["1. osworld /execute: pyautogui.moveTo(200, 200); time.sleep(1); pyautogui.moveTo(900, 600)",
+                      "2. osworld /execute: pyautogui.typewrite(<7 characters>)",
+                      "3. move at 640,400"], titles
+    chapters = glassdesk.recordings.file(session_film.recording_id, "chapters.vtt").read_text()
+    for title in titles:
+        assert title.partition(". ")[2] in chapters
+    assert "hunter2" not in chapters
+
+    calls = glassdesk.desktops.osworld_calls(desk.id)[before:]
+    assert [(c.route, c.status) for c in calls] == [("/start_recording", 200), ("/start_recording", 400),
+                                                   ("/execute", 200), ("/execute", 200), ("/end_recording", 200),
+                                                   ("/end_recording", 400)]
+    assert calls[3].summary == "pyautogui.typewrite(<7 characters>)" and calls[3].returncode == 0
+    on_disk = [json.loads(line) for line in (guest_dir(glassdesk, desk) / "calls.jsonl").read_text().splitlines()]
+    assert [c["route"] for c in on_disk[before:]] == [c.route for c in calls]
+    assert "hunter2" not in (guest_dir(glassdesk, desk) / "calls.jsonl").read_text()
+
+
+def guest_dir(glassdesk, desk):
+    """The directory of the session's open guest (one per contract opened)."""
+    (opened,) = sorted((glassdesk.desktops.osworld_dir / desk.id).iterdir())[-1:]
+    return opened

@@ -149,6 +149,8 @@ def test_the_browsers_devtools_reach_the_harness_and_no_program_of_the_session(e
     import requests
     from playwright.sync_api import sync_playwright
 
+    from vision.client.errors import ApiError
+
     env.reset(task_config=task("chrome-next-page", site))
     session = client.session(env.path_to_vm)
     guest = session.osworld_guest()
@@ -164,6 +166,13 @@ def test_the_browsers_devtools_reach_the_harness_and_no_program_of_the_session(e
         f"curl -sS -m 5 --noproxy '*' -o /dev/null -w '%{{http_code}}' "
         f"http://127.0.0.1:{guest.devtools_port}/json/version")
     assert "200" not in probe["output"], probe
+    calls = session.osworld_calls()  # the episode on record, over REST: the task's setup, ..., the probe
+    launch = next(c for c in calls if c.route == "/setup/launch")
+    assert launch.status == 200 and launch.summary == f"google-chrome {site}/next.html", launch
+    assert (calls[-1].route, calls[-1].returncode) == ("/run_bash_script", probe["returncode"])
     session.close_osworld_guest()
     with pytest.raises(requests.ConnectionError):
         requests.get(f"http://{guest.host}:{guest.devtools_port}/json/version", timeout=5)
+    with pytest.raises(ApiError) as closed:
+        session.osworld_calls()
+    assert closed.value.status == 404 and "POST /api/v1/sessions/" in str(closed.value)

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from desktop.osworld.guest import browser_urls, command_argv, expand_home, wmctrl_argv
+from desktop.osworld.guest import (
+    browser_urls,
+    code_summary,
+    command_argv,
+    command_summary,
+    expand_home,
+    wmctrl_argv,
+)
 
 HOME = "/tmp/glassdesk-x/s1/home"
 
@@ -41,3 +48,26 @@ def test_a_launch_of_chrome_is_its_urls_and_any_other_program_is_none():
     assert browser_urls(["/usr/bin/chromium"]) == []
     assert browser_urls(["mousepad", "https://a.test/"]) is None
     assert browser_urls([]) is None
+
+
+@pytest.mark.parametrize(("code", "summary"), [
+    # DesktopEnv's pyautogui action: its preamble left out, the action kept
+    ("import pyautogui; import time; pyautogui.FAILSAFE = False; pyautogui.click(960, 540)",
+     "pyautogui.click(960, 540)"),
+    # what is typed is by its length only (it may be a password)
+    ("pyautogui.typewrite('hunter2', interval=0.05)\npyautogui.press('enter')",
+     "pyautogui.typewrite(<7 characters>, interval=0.05); pyautogui.press(<5 characters>)"),
+    ("x = f'{a};b'  # a comment with a secret\nprint(x)", "x = <5 characters>; print(x)"),  # an f-string: its source
+    ('s = """two\nlines"""; open(s)', "s = <9 characters>; open(s)"),
+    ("pyautogui.click(", "<16 characters of code>"),  # not Python: said by its size alone
+])
+def test_code_is_summed_up_with_every_string_by_its_length(code, summary):
+    assert code_summary(code) == summary
+
+
+def test_a_long_summary_is_cut_and_a_command_is_its_program_and_argument_count():
+    assert code_summary("; ".join(["pyautogui.press(1)"] * 40), limit=50).endswith("…")
+    assert len(code_summary("; ".join(["pyautogui.press(1)"] * 40), limit=50)) == 50
+    assert command_summary(["python3", "-c", "import pyautogui; pyautogui.scroll(-3)"]) == "pyautogui.scroll(-3)"
+    assert command_summary(["/bin/sh", "-c", "echo password | sudo -S reboot"]) == "sh (2 arguments)"
+    assert command_summary([]) == "(nothing)"

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from desktop.errors import RecorderError, RecorderUnavailable
 from desktop.x11.procs import ProcessId
-from desktop.x11.receipt import remove_unfinished
+from desktop.x11.receipt import describe, remove_unfinished
 from vision.errors import NotRecording, RecordingInProgress, RecordingNotFound
 from vision.models import Recording, VideoOut
 from vision.trace.files import OWNER_FILE, atomic_write, close_orphans, write_owner
@@ -41,19 +41,6 @@ log = logging.getLogger("glassdesk.recording")
 MANIFEST = "recording.json"
 INTERRUPTED_NOTE = ("the server stopped while this was filmed: the film ends at its last whole fragment, "
                     "with no chapters, rings or captions in it")
-
-
-def describe(action: dict) -> str:
-    """An action as a chapter title, typed text by its length only (see the module docstring)."""
-    kind = action.get("action", "?")
-    if kind == "type":
-        return f"type {len(action.get('text', ''))} characters"
-    if action.get("x") is not None and action.get("y") is not None:
-        return f"{kind} at {action['x']},{action['y']}"
-    if kind in ("key", "hold_key"):
-        keys = action.get("keys")
-        return f"{kind} {' '.join(keys) if isinstance(keys, list) else keys}"
-    return str(kind)
 
 
 class _Active:
@@ -100,11 +87,7 @@ class SessionRecordings:
 
             def watch(action: dict, at: float) -> None:
                 active.info.actions += 1
-                receipt.chapter(f"{active.info.actions}. {describe(action)}", at=at)
-                if action.get("action") == "type":
-                    receipt.typed(f"{len(action.get('text', ''))} characters", at=at)
-                else:
-                    receipt.note_action(action, at=at)
+                receipt.mark_input(f"{active.info.actions}. {describe(action)}", action, at=at)
 
             active = self._active[session.id] = _Active(info, receipt, session, watch)
             session.input_watchers.append(watch)
@@ -121,11 +104,7 @@ class SessionRecordings:
         for gesture in gestures:
             action = gesture.action
             active.info.actions += 1
-            active.receipt.chapter(f"{active.info.actions}. operator {describe(action)}", at=gesture.started)
-            if action.get("action") == "type":
-                active.receipt.typed(f"{len(action.get('text', ''))} characters", at=gesture.started)
-            else:
-                active.receipt.note_action(action, at=gesture.started)
+            active.receipt.mark_input(f"{active.info.actions}. operator {describe(action)}", action, at=gesture.started)
 
     def recording_stop(self, session_id: str | None) -> Recording:
         session_key = self._key(session_id)
