@@ -67,6 +67,41 @@ class Frame:
         return image
 
 
+@dataclass(frozen=True)
+class Pointer:
+    """The pointer as the X server draws it (XFixes): where its hot spot is, and its image."""
+
+    x: int
+    y: int
+    xhot: int
+    yhot: int
+    width: int
+    height: int
+    argb: tuple[int, ...]  # premultiplied ARGB, one int per pixel, row by row
+
+
+def with_pointer(frame: Frame, pointer: Pointer) -> Frame:
+    """The frame with the pointer drawn in where it is, as a person sees the screen (pure). X
+    captures leave the pointer out (it is an overlay of the server's); a model trained on
+    screenshots that show it (OSWorld's) expects it. Clipped at the screen's edges."""
+    if pointer.width <= 0 or pointer.height <= 0 or len(pointer.argb) != pointer.width * pointer.height:
+        return frame
+    left, top = pointer.x - pointer.xhot, pointer.y - pointer.yhot
+    x0, y0 = max(0, left), max(0, top)
+    x1, y1 = min(frame.width, left + pointer.width), min(frame.height, top + pointer.height)
+    if x0 >= x1 or y0 >= y1:
+        return frame
+    argb = np.array(pointer.argb, dtype=np.uint32).reshape(pointer.height, pointer.width)
+    argb = argb[y0 - top:y1 - top, x0 - left:x1 - left]
+    alpha = ((argb >> 24) & 0xFF).astype(np.uint16)[..., None]
+    # BGR order, as the frame keeps its pixels; the image is premultiplied: src + dst * (1 - alpha)
+    source = np.stack([argb & 0xFF, (argb >> 8) & 0xFF, (argb >> 16) & 0xFF], axis=-1).astype(np.uint16)
+    pixels = np.frombuffer(frame.bgra, np.uint8).reshape(frame.height, frame.width, 4).copy()
+    under = pixels[y0:y1, x0:x1, :3].astype(np.uint16)
+    pixels[y0:y1, x0:x1, :3] = np.minimum(255, source + (under * (255 - alpha) + 127) // 255).astype(np.uint8)
+    return Frame(pixels.tobytes(), frame.width, frame.height, taken_at=frame.taken_at)
+
+
 # The formats a screenshot may be asked in, with their media types. PNG is lossless (pixel-exact
 # checks); JPEG and WebP are for callers that pay per byte (a model's context, a slow link).
 IMAGE_FORMATS = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}

@@ -108,7 +108,8 @@ def _looking(app: FastAPI, guest: Guest) -> None:
 
     @app.get("/screenshot")
     def screenshot():
-        return Response(desktops.screenshot(sid).png, media_type="image/png")
+        # With the pointer in, as osworld-server's (and the screenshots OSWorld's agents learnt on).
+        return Response(desktops.screenshot(sid, pointer=True).png, media_type="image/png")
 
     @app.get("/accessibility")
     def accessibility():

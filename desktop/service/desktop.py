@@ -43,7 +43,7 @@ from desktop.errors import (
     SingleSessionOnly,
     StackError,
 )
-from desktop.frame import IMAGE_FORMATS, encode_lossy
+from desktop.frame import IMAGE_FORMATS, encode_lossy, with_pointer
 from desktop.models import (
     BlockedRequest,
     DesktopTree,
@@ -402,10 +402,11 @@ class DesktopService:
 
     def screenshot(self, session_id: str | None = None, *, region: Region | None = None,
                    scale: float = 1.0, format: str = "png", quality: int | None = None,
-                   context: bool = False) -> Shot:
+                   context: bool = False, pointer: bool = False) -> Shot:
         """The screen, whole or a region, optionally scaled, as PNG (lossless, the default), JPEG or
         WebP (``quality`` 1..100, for those two only). ``context`` adds the pointer position and
         the browser's URL (two more calls; worth it when a model is going to read the answer).
+        ``pointer`` draws the pointer in, as a person sees the screen (an X capture leaves it out).
         The Shot says how its pixels map to display pixels (``origin``, ``scale``, ``note``)."""
         if not 0 < scale <= 4:
             raise InvalidAction("scale: must be more than 0 and at most 4")
@@ -415,6 +416,8 @@ class DesktopService:
             raise InvalidAction("quality: a number from 1 to 100, for jpeg and webp only (png is lossless)")
         session = self.session(session_id)
         frame = session.capture()
+        if pointer:
+            frame = with_pointer(frame, session.pointer())
         if region is None:
             width, height = max(1, round(SCREEN_WIDTH * scale)), max(1, round(SCREEN_HEIGHT * scale))
         else:

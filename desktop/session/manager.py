@@ -37,7 +37,7 @@ from desktop.errors import (
     StackError,
     TypedIntoNothing,
 )
-from desktop.frame import Frame
+from desktop.frame import Frame, Pointer
 from desktop.models import DesktopTree, ElementAt, NativeElement, SessionInfo, Status, TreeQuery, Window
 from desktop.network.policy import NetworkPolicy
 from desktop.network.servers import ServerRegistry
@@ -316,6 +316,14 @@ class Session:
         self.touch()
         try:
             return self.screen.capture()
+        except ScreenshotError as exc:
+            raise self.down_error() or ScreenshotFailed(str(exc)) from exc
+
+    def pointer(self) -> Pointer:
+        """The pointer's position and image, as the X server draws it over the screen."""
+        self.require_ready()
+        try:
+            return self.screen.pointer()
         except ScreenshotError as exc:
             raise self.down_error() or ScreenshotFailed(str(exc)) from exc
 

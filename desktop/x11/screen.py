@@ -15,7 +15,7 @@ from Xlib.error import ConnectionClosedError, DisplayError, XError
 from Xlib.ext import damage
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
-from desktop.frame import Frame
+from desktop.frame import Frame, Pointer
 
 # The settle's defaults, from damage events recorded after clicks on the test page's buttons
 # (tests/assets/testpage.html; 60 clicks, 2-core machine at load average 6):
@@ -74,6 +74,7 @@ class DamageWatch:
             self._display.close()
             raise ScreenshotError(f"display {display} has no DAMAGE extension")
         self._display.damage_query_version()  # the protocol wants it before the first damage request
+        self._xfixes = False
         self._damage = self._display.screen().root.damage_create(damage.DamageReportNonEmpty)
         self._display.sync()
 
@@ -101,6 +102,16 @@ class DamageWatch:
             return True
         select.select([self._display], [], [], max(0.0, timeout_s))
         return self.drain()
+
+    def pointer(self) -> Pointer:
+        """The pointer's position and image, in one request (XFixes GetCursorImage)."""
+        if not self._xfixes:
+            if not self._display.has_extension("XFIXES"):
+                raise ScreenshotError("the display has no XFIXES extension: its pointer cannot be read")
+            self._display.xfixes_query_version()  # the protocol wants it before the first request
+            self._xfixes = True
+        got = self._display.xfixes_get_cursor_image(None)
+        return Pointer(got.x, got.y, got.xhot, got.yhot, got.width, got.height, tuple(got.cursor_image))
 
     def active_window(self) -> int | None:
         """The window in front (the window manager's _NET_ACTIVE_WINDOW), or None."""
@@ -195,6 +206,10 @@ class Screen:
         except (XError, DisplayError, ConnectionClosedError, OSError) as exc:
             self._drop_watch()
             raise ScreenshotError(f"lost the damage events of display {self.display}: {exc}") from exc
+
+    def pointer(self) -> Pointer:
+        """Where the pointer is and what it looks like (desktop.frame.with_pointer draws it)."""
+        return self._x(lambda watch: watch.pointer())
 
     def mark(self) -> None:
         """Call just before an action: damage from here on is the action's (see ``settle``)."""

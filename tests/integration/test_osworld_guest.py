@@ -62,9 +62,15 @@ def test_the_guest_answers_once_per_session_on_loopback_and_says_what_it_lacks(g
     assert guest.port in glassdesk.desktops.manager.control_ports()  # no session may reach it
 
 
-def test_the_screenshot_is_the_displays_and_the_tree_is_osworlds_xml(controller):
+def test_the_screenshot_is_the_displays_with_its_pointer_and_the_tree_is_osworlds_xml(controller, glassdesk, desk):
+    controller.execute_python_command("pyautogui.moveTo(700, 500)")
     image = Image.open(io.BytesIO(controller.get_screenshot()))
     assert image.format == "PNG" and image.size == (1920, 1080)
+    # The pointer drawn in where it is (as osworld-server's screenshots show it); glassdesk's own
+    # capture, taken right after, has none there.
+    bare = Image.open(io.BytesIO(glassdesk.desktops.screenshot(desk.id).png)).convert("RGB")
+    box = (700 - 8, 500 - 8, 700 + 32, 500 + 32)
+    assert image.convert("RGB").crop(box).tobytes() != bare.crop(box).tobytes()
     tree = controller.get_accessibility_tree()
     assert tree.startswith("<desktop-frame") and "https://accessibility.ubuntu.example.org/ns/state" in tree
     assert controller.get_vm_screen_size() == {"width": 1920, "height": 1080}
