@@ -195,6 +195,34 @@ def _running(app: FastAPI, guest: Guest) -> None:
         return {"status": "success", "output": ran.text("stdout"), "error": ran.text("stderr"),
                 "returncode": ran.returncode}
 
+    @app.post("/execute_with_verification")
+    @app.post("/setup/execute_with_verification")
+    async def execute_with_verification(request: Request):
+        body = await request.json()
+        command, shell = _command(body)
+        try:
+            argv = command_argv(command, shell, guest.home)
+        except ValueError as exc:
+            return _error(400, str(exc))
+        if (refused := _acting(guest, request, command_summary(argv))) is not None:
+            return refused
+        try:
+            ran = await run_in_threadpool(guest.run, argv)
+        except (subprocess.TimeoutExpired, OSError) as exc:
+            return _error(500, str(exc))
+        _ran(request, ran.returncode)
+        answer = {"output": ran.text("stdout"), "error": ran.text("stderr"), "returncode": ran.returncode}
+        verification = body.get("verification") or {}
+        if not verification:
+            return {"status": "success", **answer}
+        wait_s = min(float(body.get("max_wait_time", 10)), MAX_OPEN_WAIT_S)
+        waited = await run_in_threadpool(_verified, guest, verification, wait_s,
+                                         max(0.1, float(body.get("check_interval", 1))))
+        if waited is None:
+            return JSONResponse({"status": "verification_failed", **answer, "verification": "failed",
+                                 "wait_time": wait_s}, status_code=500)
+        return {"status": "success", **answer, "verification": "passed", "wait_time": waited}
+
     @app.post("/run_python")
     async def run_python(request: Request):
         code = (await request.json()).get("code")
@@ -346,6 +374,28 @@ def _filming(app: FastAPI, guest: Guest) -> None:
         except RecordingState as exc:
             return _error(400, str(exc))
         return FileResponse(path, media_type="video/mp4", filename="recording.mp4")
+
+
+def _verified(guest: Guest, verification: dict, wait_s: float, interval_s: float) -> float | None:
+    """Seconds until the verification held (osworld-server's: a window whose title contains
+    ``window_exists``, any case; ``command_success``, a shell command that exits 0, run in the
+    session like any command), or None when it did not within ``wait_s``."""
+    started = time.monotonic()
+    while True:
+        held = True
+        if "window_exists" in verification:
+            wanted = str(verification["window_exists"]).lower()
+            held = any(wanted in window.title.lower() for window in guest.windows())
+        if held and "command_success" in verification:
+            try:
+                held = guest.run(["/bin/sh", "-c", str(verification["command_success"])], timeout=5).returncode == 0
+            except subprocess.TimeoutExpired:
+                held = False
+        if held:
+            return round(time.monotonic() - started, 3)
+        if time.monotonic() - started >= wait_s:
+            return None
+        time.sleep(interval_s)
 
 
 def _wait_for_window(guest: Guest, titles: list[str], wait_s: float) -> bool:

@@ -131,6 +131,22 @@ def test_what_it_runs_cannot_reach_the_servers_files_or_the_guest_itself(control
     assert devtools["returncode"] == 7, devtools  # curl's "could not connect": nothing listens there
 
 
+def test_a_setup_step_waits_for_its_verification_and_says_when_it_never_holds(setup, guest):
+    """osworld-server's execute_with_verification, through SetupController's own config step: the
+    command runs, then the check (run in the session like any command) is polled until it holds."""
+    import requests
+
+    setup.setup([{"type": "execute_with_verification", "parameters": {
+        "command": ["sh", "-c", "(sleep 1; mkdir -p ~/osworld && touch ~/osworld/late) >/dev/null 2>&1 &"],
+        "verification": {"command_success": "test -e ~/osworld/late"}, "max_wait_time": 20, "check_interval": 0.2}}])
+    never = requests.post(f"{guest.url}/setup/execute_with_verification", timeout=30, json={
+        "command": ["true"], "verification": {"window_exists": "no-such-window-42"}, "max_wait_time": 1,
+        "check_interval": 0.2})
+    assert never.status_code == 500, never.text
+    assert never.json() | {"output": ""} == {"status": "verification_failed", "output": "", "error": "",
+                                            "returncode": 0, "verification": "failed", "wait_time": 1.0}
+
+
 def test_a_window_that_is_not_there_is_said_not_found_never_activated(guest):
     import requests
 
