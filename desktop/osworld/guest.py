@@ -258,13 +258,9 @@ class Guest:
         return pid
 
     def open_url(self, url: str) -> None:
-        """As the API's ``open`` (the same URL fences, the page loaded and the screen settled), then
-        the keyboard to the page, where Chrome started with a URL puts it: a task's autofocused
-        field takes what its solution types."""
+        """As the API's ``open``: the same URL fences, the page loaded with the keyboard (a task's
+        autofocused field takes what its solution types), the screen settled."""
         self.desktops.open(self.session_id, url)
-        browser = self.session.stack.browser
-        if browser is not None:
-            browser.focus_page()
 
     def read_file(self, path: str) -> Ran:
         return self.run(["cat", "--", expand_home(path, self.home)])

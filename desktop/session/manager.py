@@ -609,8 +609,8 @@ class Session:
         return browser.page_url() if self.status == "ready" and browser is not None else None
 
     def open_url(self, url: str) -> list[list[str]]:
-        """Load ``url`` in the session's Chromium (through its pipe) and bring its window to the
-        front; the argv-like record of what ran, for the answer's ``executed``."""
+        """Load ``url`` in the session's Chromium (through its pipe), bring its window to the front
+        and give its page the keyboard; the argv-like record of what ran, for the answer's ``executed``."""
         browser = self.stack.browser
         if browser is None:
             raise RuntimeError("Chromium is not running")
@@ -619,6 +619,10 @@ class Session:
         except ValueError as exc:
             raise WindowError(str(exc)) from None
         self.windows.raise_class("chromium")
+        # The keyboard to the page, as a URL typed into the address bar leaves it: a page loaded over
+        # DevTools leaves it wherever it was (in the address bar of a new tab), so the next `type`
+        # went there, not into the page's autofocused field.
+        browser.focus_page()
         self._page_focus_window = None  # a new page: its focus is judged after a click in it
         return [["browser", "goto", url]]
 
