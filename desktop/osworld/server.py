@@ -98,7 +98,7 @@ def guest_app(guest: Guest) -> FastAPI:
                                  ms=round((time.monotonic() - started) * 1000)))
         return response
 
-    for routes in (_looking, _files, _running, _setting_up, _transferring, _opening, _filming):
+    for routes in (_looking, _files, _commands, _running, _setting_up, _transferring, _opening, _filming):
         routes(app, guest)
     return app
 
@@ -176,53 +176,49 @@ def _files(app: FastAPI, guest: Guest) -> None:
                         headers={"Content-Disposition": f'attachment; filename="{Path(file_path).name}"'})
 
 
-def _running(app: FastAPI, guest: Guest) -> None:
+async def _run_command(guest: Guest, request: Request, body: dict) -> dict | JSONResponse:
+    """A request's command run in the session (120 s at most, as there): osworld-server's answer
+    fields, or the answer that refuses it."""
+    command, shell = _command(body)
+    try:
+        argv = command_argv(command, shell, guest.home)
+    except ValueError as exc:  # a string shlex cannot split
+        return _error(400, str(exc))
+    if (refused := _acting(guest, request, command_summary(argv))) is not None:
+        return refused
+    try:
+        ran = await run_in_threadpool(guest.run, argv)
+    except (subprocess.TimeoutExpired, OSError) as exc:
+        return _error(500, str(exc))
+    _ran(request, ran.returncode)
+    return {"output": ran.text("stdout"), "error": ran.text("stderr"), "returncode": ran.returncode}
+
+
+def _commands(app: FastAPI, guest: Guest) -> None:
     @app.post("/execute")
     @app.post("/setup/execute")
     async def execute(request: Request):
-        command, shell = _command(await request.json())
-        try:
-            argv = command_argv(command, shell, guest.home)
-        except ValueError as exc:  # a string shlex cannot split
-            return _error(400, str(exc))
-        if (refused := _acting(guest, request, command_summary(argv))) is not None:
-            return refused
-        try:
-            ran = await run_in_threadpool(guest.run, argv)  # 120 s, as there
-        except (subprocess.TimeoutExpired, OSError) as exc:
-            return _error(500, str(exc))
-        _ran(request, ran.returncode)
-        return {"status": "success", "output": ran.text("stdout"), "error": ran.text("stderr"),
-                "returncode": ran.returncode}
+        ran = await _run_command(guest, request, await request.json())
+        return ran if isinstance(ran, JSONResponse) else {"status": "success", **ran}
 
     @app.post("/execute_with_verification")
     @app.post("/setup/execute_with_verification")
     async def execute_with_verification(request: Request):
         body = await request.json()
-        command, shell = _command(body)
-        try:
-            argv = command_argv(command, shell, guest.home)
-        except ValueError as exc:
-            return _error(400, str(exc))
-        if (refused := _acting(guest, request, command_summary(argv))) is not None:
-            return refused
-        try:
-            ran = await run_in_threadpool(guest.run, argv)
-        except (subprocess.TimeoutExpired, OSError) as exc:
-            return _error(500, str(exc))
-        _ran(request, ran.returncode)
-        answer = {"output": ran.text("stdout"), "error": ran.text("stderr"), "returncode": ran.returncode}
+        ran = await _run_command(guest, request, body)
         verification = body.get("verification") or {}
-        if not verification:
-            return {"status": "success", **answer}
+        if isinstance(ran, JSONResponse) or not verification:
+            return ran if isinstance(ran, JSONResponse) else {"status": "success", **ran}
         wait_s = min(float(body.get("max_wait_time", 10)), MAX_OPEN_WAIT_S)
         waited = await run_in_threadpool(_verified, guest, verification, wait_s,
                                          max(0.1, float(body.get("check_interval", 1))))
         if waited is None:
-            return JSONResponse({"status": "verification_failed", **answer, "verification": "failed",
+            return JSONResponse({"status": "verification_failed", **ran, "verification": "failed",
                                  "wait_time": wait_s}, status_code=500)
-        return {"status": "success", **answer, "verification": "passed", "wait_time": waited}
+        return {"status": "success", **ran, "verification": "passed", "wait_time": waited}
 
+
+def _running(app: FastAPI, guest: Guest) -> None:  # scripts
     @app.post("/run_python")
     async def run_python(request: Request):
         code = (await request.json()).get("code")
