@@ -12,6 +12,7 @@ import time
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -196,3 +197,40 @@ def test_the_browsers_devtools_reach_the_harness_and_no_program_of_the_session(e
     with pytest.raises(ApiError) as closed:
         session.osworld_calls()
     assert closed.value.status == 404 and "POST /api/v1/sessions/" in str(closed.value)
+
+
+def test_a_person_watches_the_episode_live_and_takes_it_over(env, places, client):
+    """The episode's session has glassdesk's live view: a person connects to it (noVNC's protocol),
+    takes the desktop over, and their pointer is what the guest reports; meanwhile the harness's
+    actions are refused, and once the person hands back, they run again."""
+    import requests
+
+    from tests.fakes.rfb import RFBClient
+
+    env.reset(task_config=task("os-create-file", places))
+    session = client.session(env.path_to_vm)
+    guest = session.osworld_guest()
+    server = type("Server", (), {"port": urlsplit(client.base_url).port})
+    viewer = RFBClient(server, session.live_view().token, session=session.id)
+    try:
+        assert viewer.handshake() == (1920, 1080)  # the episode's own display
+    finally:
+        viewer.close()
+    control = session.takeover(True)
+    person = RFBClient(server, control.token, session=session.id)
+    try:
+        person.handshake()
+        person.pointer(901, 501)
+        person.sync()
+        deadline = time.monotonic() + 10
+        while (where := requests.get(f"{guest.url}/cursor_position", timeout=30).json()) != [901, 501] \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert where == [901, 501]
+        refused = requests.post(f"{guest.url}/execute", json={"command": ["true"]}, timeout=30)
+        assert refused.status_code == 409, refused.text
+    finally:
+        person.close()
+        session.takeover(False)
+    ran = requests.post(f"{guest.url}/execute", json={"command": ["true"]}, timeout=30)
+    assert ran.status_code == 200 and ran.json()["returncode"] == 0
