@@ -81,6 +81,10 @@ class Navigation:
                 raise PageTimeout(f"{url or how}: not {wait_until} within {timeout_ms} ms") from None
             raise Refused(f"Chromium could not {verb}{' ' + url if url else ''}: {first}") from None
         load_time_ms = round((time.perf_counter() - start) * 1000)
+        if how == "goto":
+            # The keyboard to the page, as a URL typed into the address bar leaves it: DevTools'
+            # navigation leaves it wherever it was (in the address bar of a new tab).
+            await page.bring_to_front()
         await painted(page)
         return {"status": response.status if response else None, "url": page.url, "load_time_ms": load_time_ms}
 

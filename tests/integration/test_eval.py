@@ -8,6 +8,7 @@ import json
 import threading
 import xml.etree.ElementTree as ET
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,8 @@ from vision.eval.runner import FRESH, Evaluation
 from vision.eval.tasks import parse_tasks
 
 pytestmark = pytest.mark.x11
+
+ASSETS = Path(__file__).parent.parent / "assets"
 
 
 def test_the_oracle_scores_every_task_it_covers_by_the_pages_own_reward(tmp_path):
@@ -106,3 +109,57 @@ def test_episodes_never_see_each_others_browser_state_and_a_deleted_desktop_is_r
         assert episode.outcome == "success" and len(episode.environment_errors) == 1, episode
         assert agent.deleted and client.session(agent.deleted[0]) is not None
         assert all(s.id != agent.deleted[0] for s in client.sessions())
+
+
+class Scripted:
+    """A scripted agent that does the same each episode."""
+
+    def __init__(self, name, script):
+        self.name, self.script = name, script
+
+    def request(self, context):
+        return {"model": "scripted", "script": self.script}
+
+
+def test_an_osworld_task_that_maps_is_scored_by_its_own_check_in_episodes(tmp_path):
+    """An OSWorld Chrome task file (its usual setup: Chrome with its DevTools port, socat, the page in
+    a tab, the window activated; scored by the active tab's URL), loaded by `osworld:` and run as
+    episodes: the agent that goes on succeeds, the one that only waits and says done fails."""
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler
+
+    from vision.eval import osworld
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    pages = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(ASSETS / "osworld")))
+    threading.Thread(target=pages.serve_forever, daemon=True).start()
+    site = f"http://127.0.0.1:{pages.server_address[1]}"
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "next-step.json").write_text(json.dumps({
+        "id": "next-step", "instruction": "Go on to the next step of the page open in Chrome.",
+        "config": [
+            {"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337"]}},
+            {"type": "launch", "parameters": {"command": ["socat", "tcp-listen:9222,fork", "tcp:localhost:1337"]}},
+            {"type": "chrome_open_tabs", "parameters": {"urls_to_open": [f"{site}/next.html"]}},
+            {"type": "activate_window", "parameters": {"window_name": "Google Chrome"}}],
+        "evaluator": {"func": "is_expected_active_tab", "result": {"type": "active_tab_info"},
+                      "expected": {"type": "rule", "rules": {"type": "url", "url": f"{site}/done.html"}}}}))
+    (tmp_path / "tasks" / "a-file.json").write_text(json.dumps({
+        "id": "a-file", "instruction": "x", "config": [{"type": "execute", "parameters": {"command": "true"}}],
+        "evaluator": {"func": "exact_match", "result": {"type": "vm_command_line"}}}))
+    try:
+        tasks, refused = osworld.load(f"osworld:{tmp_path / 'tasks'}")
+        assert [t.id for t in tasks.tasks] == ["next-step"] and len(refused) == 1 and "execute" in refused[0]
+        agents = [Scripted("goes-on", [{"action": "key", "keys": ["Return"]}]),
+                  Scripted("waits", [{"action": "wait", "duration_ms": 300}])]
+        with embedded_server(str(tmp_path / "data"), max_sessions=3, warm=1) as (base, _, token), \
+                GlassdeskClient(base, token=token, timeout=300) as client:
+            episodes = Evaluation(ClientEpisodes(client), tasks, agents, episodes_per_task=2).run()
+    finally:
+        pages.shutdown()
+    outcomes = sorted((e.model, e.outcome, e.false_claim) for e in episodes)
+    assert outcomes == [("goes-on", "success", False)] * 2 + [("waits", "failure", True)] * 2, \
+        [(e.model, e.outcome, e.checks) for e in episodes]

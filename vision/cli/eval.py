@@ -1,8 +1,9 @@
 """`glassdesk eval TASKS --model M [--model M2 ...] --episodes N --parallel K`: tasks with checks
 run as episodes, each a vision run on a clean desktop, scored by the tasks' checks (docs/eval.md).
 
-TASKS is a task file (YAML) or ``miniwob:TASK,TASK`` / ``miniwob:all`` / ``miniwob:oracle`` (the
-tasks the oracle covers). A model is a provider/model name as vision/act takes it, or ``oracle``
+TASKS is a task file (YAML), ``miniwob:TASK,TASK`` / ``miniwob:all`` / ``miniwob:oracle`` (the
+tasks the oracle covers), or ``osworld:PATH`` (OSWorld's task files: those that map are run, the
+others are listed with what has no counterpart). A model is a provider/model name as vision/act takes it, or ``oracle``
 (MiniWoB++'s DOM solver, acting through real input). Against a running server (--url) or one
 started here with a warm pool of K desktops.
 
@@ -26,7 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from vision.cli.qa import embedded_server
-from vision.eval import miniwob
+from vision.eval import miniwob, osworld
 from vision.eval.results import Episode, EvalResult, junit, now, result_path, summarise, table_rows
 from vision.eval.runner import FRESH, MAX_PARALLEL, Evaluation, ModelAgent, model_problems
 from vision.eval.tasks import TaskError, TaskSet, load_tasks
@@ -93,6 +94,11 @@ def _tasks(args: argparse.Namespace, stack: ExitStack) -> tuple[TaskSet, Any]:
         base = stack.enter_context(miniwob.serve())
         return (miniwob.tasks(args.tasks, base, max_steps=args.max_steps, budget_seconds=args.budget_seconds),
                 miniwob.reward)
+    if args.tasks.startswith(osworld.PREFIX):
+        tasks, refused = osworld.load(args.tasks)
+        for line in refused:
+            console.print(f"[yellow]not run:[/yellow] {escape(line)}")
+        return tasks, None
     return load_tasks(Path(args.tasks)), None
 
 
@@ -165,7 +171,8 @@ def main(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     ev = sub.add_parser("eval", help="run tasks as episodes on models and score them by their checks")
-    ev.add_argument("tasks", help="a task file (YAML), or miniwob:TASK,TASK / miniwob:all / miniwob:oracle")
+    ev.add_argument("tasks", help="a task file (YAML), miniwob:TASK,TASK / miniwob:all / miniwob:oracle, or "
+                                  "osworld:PATH (OSWorld's task files, those whose setup and checks map)")
     ev.add_argument("--model", action="append", required=True, metavar="MODEL",
                     help="a provider/model as vision/act takes it, or oracle (MiniWoB++ only); repeat to compare")
     ev.add_argument("--episodes", type=int, default=5, metavar="N", help="episodes per task and model (default 5)")
