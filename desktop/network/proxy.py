@@ -175,19 +175,8 @@ class PolicyProxy:
         if self._held is not None:
             self._held.close()
             self._held = None
-        if server is None:
-            return
-
-        async def stop():
-            server.close()
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-
-        try:
-            proxy_loop().run(stop(), 5)
-        except TimeoutError:
-            log.warning("the proxy on port %s did not stop in time", self.port)
+        if server is not None:
+            stop_serving(server, self._tasks, f"the proxy on port {self.port}")
 
     def set_policy(self, policy: NetworkPolicy) -> None:
         """Use ``policy`` from now on, and end the live connections (tunnels, WebSockets, requests
@@ -426,6 +415,20 @@ def _response_head(head: bytes) -> tuple[bytes, int, dict[str, str]]:
         return head, code, headers
     kept = [line for line in lines[1:] if line and line.partition(":")[0].strip().lower() not in HOP_BY_HOP]
     return "\r\n".join([lines[0], *kept, "Connection: close", "", ""]).encode("latin-1"), code, headers
+
+
+def stop_serving(server: asyncio.base_events.Server, connections: set[asyncio.Task], what: str) -> None:
+    """Stop listening and end the live connections, on the proxies' loop, from any thread."""
+    async def stop():
+        server.close()
+        for task in list(connections):
+            task.cancel()
+        await asyncio.gather(*connections, return_exceptions=True)
+
+    try:
+        proxy_loop().run(stop(), 5)
+    except TimeoutError:
+        log.warning("%s did not stop in time", what)
 
 
 async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int | None = None) -> None:

@@ -17,7 +17,7 @@ import logging
 import socket
 
 from desktop.network.netns import SessionNamespace
-from desktop.network.proxy import proxy_loop, relay
+from desktop.network.proxy import proxy_loop, relay, stop_serving
 
 log = logging.getLogger("glassdesk.relay")
 
@@ -71,16 +71,5 @@ class NamespaceRelay:
 
     def close(self) -> None:
         server, self._server = self._server, None
-        if server is None:
-            return
-
-        async def stop():
-            server.close()
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-
-        try:
-            proxy_loop().run(stop(), 5)
-        except TimeoutError:
-            log.warning("the relay on port %d did not stop in time", self.port)
+        if server is not None:
+            stop_serving(server, self._tasks, f"the relay on port {self.port}")
