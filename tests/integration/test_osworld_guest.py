@@ -10,6 +10,7 @@ import io
 import json
 import os
 import subprocess
+import threading
 
 import pytest
 from PIL import Image
@@ -145,6 +146,44 @@ def test_a_setup_step_waits_for_its_verification_and_says_when_it_never_holds(se
     assert never.status_code == 500, never.text
     assert never.json() | {"output": ""} == {"status": "verification_failed", "output": "", "error": "",
                                             "returncode": 0, "verification": "failed", "wait_time": 1.0}
+
+
+def test_code_it_runs_reaches_the_network_only_as_the_sessions_policy_allows(controller, glassdesk, desk):
+    """pyautogui code (any Python the harness sends) goes out through the session's policy proxy or
+    not at all: a host the policy denies is refused and on record as blocked, never reached."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    hits = []
+
+    class Counting(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Counting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    fetch = ("import urllib.request\ntry:\n    print(urllib.request.urlopen('{url}', timeout=10).status)\n"
+             "except Exception as exc:\n    print(type(exc).__name__, exc)")
+    before = glassdesk.desktops.network_policy(desk.id)
+    try:
+        allowed = controller.run_python_script(fetch.format(url=f"{url}/allowed"))
+        assert allowed["output"].strip() == "200" and hits == ["/allowed"], allowed
+        glassdesk.desktops.set_network_policy(desk.id, allow=None, deny=[f"127.0.0.1:{server.server_address[1]}"])
+        after = max([b.seq for b in glassdesk.desktops.blocked_requests(desk.id)], default=0)
+        denied = controller.run_python_script(fetch.format(url=f"{url}/denied"))
+        assert "403" in denied["output"] and hits == ["/allowed"], denied
+        blocked = glassdesk.desktops.blocked_requests(desk.id, after)
+        assert [(b.reason, b.url) for b in blocked] == [("denied", f"{url}/denied")]
+    finally:
+        glassdesk.desktops.set_network_policy(desk.id, allow=before.allow, deny=before.deny)
+        server.shutdown()
 
 
 def test_a_window_that_is_not_there_is_said_not_found_never_activated(guest):
