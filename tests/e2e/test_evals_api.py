@@ -35,3 +35,6 @@ def test_an_evaluation_runs_in_the_background_and_its_result_is_kept(vision_api,
     assert all(e["reward"]["raw"] == 1.0 and e["trace_id"] for e in result["episodes"])
     assert (services.store.root / "evals" / eval_id / "result.json").is_file()
     assert eval_id in [e["eval_id"] for e in vision_api.get("/api/v1/evals").json()]
+    metrics = vision_api.get("/metrics").text  # each model's episodes, for a success rate watched over time
+    for task in ("click-test", "focus-text"):
+        assert f'glassdesk_eval_episodes_total{{model="oracle",outcome="success",task="{task}"}} 2.0' in metrics

@@ -78,6 +78,14 @@ class Metrics:
                                       ["model", "phase"], buckets=LATENCY_BUCKETS, registry=r)
         self.run_duration = Histogram("glassdesk_run_duration_seconds", "Wall-clock time from start to finish",
                                       ["model"], buckets=RUN_BUCKETS, registry=r)
+        # Evaluations the server runs (POST /api/v1/evals): the episodes by model and outcome, so a
+        # model's success rate is watched over time (a drop after a provider's upgrade shows).
+        self.eval_episodes = Counter("glassdesk_eval_episodes", "Evaluation episodes finished, by model, task and "
+                                     "outcome: success or failure (the task's checks), environment_error (not the "
+                                     "model's: a desktop or provider failure)", ["model", "task", "outcome"],
+                                     registry=r)
+        self.eval_false_claims = Counter("glassdesk_eval_false_claims", "Evaluation episodes whose model said done "
+                                         "while the task's checks failed", ["model", "task"], registry=r)
         if snapshot is not None:
             r.register(_NowCollector(snapshot))
         if process:
@@ -148,6 +156,12 @@ class Metrics:
         if started and e.get("ts"):
             self.run_duration.labels(model).observe(max(0.0, e["ts"] - started))
         self._models.pop(trace_id, None)
+
+    def observe_episode(self, model: str, task: str, outcome: str, false_claim: bool) -> None:
+        """An evaluation's episode, finished (vision.eval.service)."""
+        self.eval_episodes.labels(model=model, task=task, outcome=outcome).inc()
+        if false_claim:
+            self.eval_false_claims.labels(model=model, task=task).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

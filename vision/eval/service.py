@@ -119,6 +119,7 @@ class EvalService:
 
         def progress(episode: Episode) -> None:
             episodes.append(episode)
+            self.glassdesk.metrics.observe_episode(episode.model, episode.task, episode.outcome, episode.false_claim)
             with self._lock:
                 self._running[eval_id].episodes_done = len(episodes)
 
