@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
@@ -446,6 +446,10 @@ class SaveStateRequest(_Body):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
                       description="the state's name: letters, digits, '.', '_', '-'; an existing state of that name "
                                   "is replaced")
+    files: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(
+        default_factory=list, max_length=100,
+        description="files of the desktop user's home kept with it, relative to the home (e.g. "
+                    ".config/app/settings.json, ~/notes.txt): a new session from the state has them in its home")
 
 
 class OSWorldGuest(BaseModel):
@@ -482,6 +486,7 @@ class SavedState(BaseModel):
     cookies: int = 0
     cookie_domains: list[str] = Field(default_factory=list)
     origins: list[str] = Field(default_factory=list, description="the origins whose local storage it holds")
+    files: list[str] = Field(default_factory=list, description="the home files it holds, relative to the home")
     tampered: bool = Field(False, description="changed since it was saved: a restore refuses it")
     problem: str | None = None
 

@@ -67,12 +67,13 @@ def _state_routes(router: APIRouter, desktops: DesktopService) -> None:
     """Saved states (desktop.session.states): a session's browser login kept, listed, deleted."""
 
     @router.post("/sessions/{session_id}/states", status_code=status.HTTP_201_CREATED, response_model=SavedState,
-                 tags=["sessions"], summary="save the browser's cookies and local storage as a named state")
+                 tags=["sessions"],
+                 summary="save the browser's cookies and local storage, and named home files, as a named state")
     def save_state(session_id: str, body: SaveStateRequest) -> SavedState:
         """A later session starts from it with POST /sessions {state}: logged in where this one was.
         It holds secrets: kept in the server's data dir only, never logged or exported, and refused
         on restore when changed since (its manifest is signed)."""
-        return desktops.save_state(session_id, body.name)
+        return desktops.save_state(session_id, body.name, body.files)
 
     @router.get("/states", response_model=list[SavedState], tags=["sessions"], summary="the saved states")
     def list_states() -> list[SavedState]:

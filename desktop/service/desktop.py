@@ -61,6 +61,8 @@ from desktop.network.policy import NetworkPolicy, PatternError
 from desktop.port import Performed
 from desktop.session.liveview import Grant, LiveTokens
 from desktop.session.manager import QUEUE_WAIT_S, Session, SessionManager, utcnow
+from desktop.session.states import check_name as check_state_name
+from desktop.session.states import home_path
 from desktop.x11.screen import ScreenshotError
 from desktop.x11.windows import WindowError, check_program, check_url
 
@@ -169,11 +171,13 @@ class DesktopService:
         check_dialog_mode(dialogs)
         self._refuse_if_single("create")
         storage = self._state_store().load(state) if state is not None else None
+        files = self._state_store().load_files(state) if state is not None else {}
         session = self._start(session_id, pinned=pinned, network=network)
         self.pages.set_dialog_policy(session.id, dialogs)  # before any page: Chromium starts at about:blank
         if storage is not None:
             try:
                 self.pages.set_storage_state(session.id, storage)
+                session.write_home_files(files)
             except BaseException:  # a session without the state it was asked for is not what was asked
                 self.manager.delete(session.id)
                 raise
@@ -187,11 +191,26 @@ class DesktopService:
                                  "that runs its desktops itself (the local backend)")
         return self.states
 
-    def save_state(self, session_id: str, name: str) -> SavedState:
-        """The session's browser state (cookies, local storage) kept as ``name``."""
+    def save_state(self, session_id: str, name: str, files: Sequence[str] = ()) -> SavedState:
+        """The session's browser state (cookies, local storage) and the home ``files`` kept as ``name``.
+        Every bad path, and every file that cannot be read, is named at once; nothing is kept then."""
         store = self._state_store()
+        check_state_name(name)
+        problems, paths = [], []
+        for path in files:
+            try:
+                paths.append(home_path(path))
+            except ValueError as exc:
+                problems.append(str(exc))
         session = self.existing(session_id)
-        return SavedState.model_validate(store.save(name, self.pages.storage_state(session.id), session_id=session.id))
+        try:
+            kept = session.read_home_files(list(dict.fromkeys(paths)))
+        except InvalidRequest as exc:  # what could not be read, beside the paths refused above
+            problems.append(exc.message.removeprefix("files: "))
+        if problems:
+            raise InvalidRequest("files: " + "; ".join(problems))
+        return SavedState.model_validate(store.save(name, self.pages.storage_state(session.id), session_id=session.id,
+                                                    files=kept))
 
     def saved_states(self) -> list[SavedState]:
         return [SavedState.model_validate(found) for found in self._state_store().list()]

@@ -13,6 +13,7 @@ import re
 import secrets
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -28,6 +29,7 @@ from desktop.errors import (
     ActionFailedError,
     GlassdeskError,
     InvalidAction,
+    InvalidRequest,
     ScreenshotFailed,
     SessionBusy,
     SessionExists,
@@ -366,6 +368,34 @@ class Session:
         if watch is None:
             return None
         return self._element_at(watch, Move(x=x, y=y), strict=strict, timeout_s=READ_TIMEOUT_S)
+
+    # ------------------------------------------------------------------ the home's files (saved states)
+
+    def read_home_files(self, paths: list[str]) -> dict[str, bytes]:
+        """Files of the desktop user's home (paths relative to it), read as that user: what it may not
+        read is not handed over. InvalidRequest names every one that could not be read."""
+        files, problems = {}, []
+        for path in paths:
+            done = self._as_desktop_user(["cat", "--", path])
+            if done.returncode == 0:
+                files[path] = done.stdout
+            else:
+                problems.append(f"~/{path}: {done.stderr.decode(errors='replace').strip() or 'cannot be read'}")
+        if problems:
+            raise InvalidRequest("files: " + "; ".join(problems))
+        return files
+
+    def write_home_files(self, files: dict[str, bytes]) -> None:
+        """Files written into the desktop user's home as that user (their directories made)."""
+        for path, data in files.items():
+            done = self._as_desktop_user(["sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "sh", path],
+                                         data)
+            if done.returncode != 0:
+                raise StackError(f"~/{path} could not be written: {done.stderr.decode(errors='replace').strip()}")
+
+    def _as_desktop_user(self, argv: list[str], data: bytes | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.stack.run_prefix(), *argv], input=data, capture_output=True,
+                              env=self.stack.env(), cwd=self.stack.home, timeout=30)
 
     def list_windows(self) -> list[Window]:
         """The windows on the display, each at the place its content is drawn: wmctrl's geometry counts

@@ -1,10 +1,11 @@
-"""Saved states: what a later session needs to start where an earlier one was, logged in. Today,
-the browser's cookies and each origin's local storage and IndexedDB (Playwright's storage state), kept under the
-data dir's ``states/NAME/``.
+"""Saved states: what a later session needs to start where an earlier one was, logged in: the
+browser's cookies and each origin's local storage and IndexedDB (Playwright's storage state), and
+named files of the desktop user's home (an app's settings, a token file a desktop program keeps),
+kept under the data dir's ``states/NAME/`` (the files under ``home/``).
 
 A state is a login: its file holds secrets. It is never logged, never in a trace or an export,
 and its directory is the server's alone (0700). A state is refused on restore when it was changed
-after it was saved: the manifest carries the storage file's SHA-256 and an HMAC over itself, keyed
+after it was saved: the manifest carries the storage file's and each home file's SHA-256 and an HMAC over itself, keyed
 by ``states/.key`` (made on first use, 0600), so an edited file, a replaced one or a forged
 manifest is caught before anything reaches a browser.
 """
@@ -30,6 +31,21 @@ STORAGE = "storage.json"
 MANIFEST = "manifest.json"
 KEY = ".key"
 MAX_STATE_BYTES = 20 * 1024 * 1024  # a storage state larger than this is not a login: refused
+HOME = "home"  # the home files' directory in a state's
+MAX_HOME_FILES = 100  # and at most this many, MAX_STATE_BYTES in all
+
+
+def home_path(path: str) -> str:
+    """A file of the desktop user's home as a state names it (pure): relative to the home (``~/``
+    allowed), never out of it. ValueError says why not."""
+    text = str(path)
+    relative = text[2:] if text.startswith("~/") else text
+    parts = relative.split("/")
+    if not relative or len(text) > 500 or "\0" in text or relative.startswith("/") or \
+            any(part in ("", ".", "..") for part in parts):
+        raise ValueError(f"{text[:80]!r}: a file of the home, relative to it (e.g. .config/app/settings.json or "
+                         "~/notes.txt), without '..'")
+    return relative
 
 
 def check_name(name: str) -> str:
@@ -72,14 +88,20 @@ class StateStore:
     def _mac(self, manifest: dict[str, Any]) -> str:
         return hmac.new(self._key(), _canonical(manifest), hashlib.sha256).hexdigest()
 
-    def save(self, name: str, storage: dict[str, Any], *, session_id: str) -> dict[str, Any]:
-        """Keep ``storage`` as state ``name`` (replacing one of that name, whole or not at all)."""
+    def save(self, name: str, storage: dict[str, Any], *, session_id: str,
+             files: dict[str, bytes] | None = None) -> dict[str, Any]:
+        """Keep ``storage`` and the home ``files`` (home_path -> bytes) as state ``name``
+        (replacing one of that name, whole or not at all)."""
         check_name(name)
+        files = files or {}
         body = json.dumps(storage, sort_keys=True).encode()
-        if len(body) > MAX_STATE_BYTES:
-            raise InvalidRequest(f"the browser's state is {len(body):,} bytes, over {MAX_STATE_BYTES:,}: not saved")
+        size = len(body) + sum(len(data) for data in files.values())
+        if size > MAX_STATE_BYTES:
+            raise InvalidRequest(f"the state is {size:,} bytes, over {MAX_STATE_BYTES:,}: not saved")
         manifest = {"name": name, "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                    "from_session": session_id, "sha256": hashlib.sha256(body).hexdigest(), **summary(storage)}
+                    "from_session": session_id, "sha256": hashlib.sha256(body).hexdigest(), **summary(storage),
+                    "files": [{"path": path, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+                              for path, data in sorted(files.items())]}
         manifest["mac"] = self._mac(manifest)
         with self._lock:
             staging = self.root / f".{name}.{secrets.token_hex(4)}"
@@ -89,6 +111,13 @@ class StateStore:
                 (staging / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
                 for path in (staging / STORAGE, staging / MANIFEST):
                     path.chmod(0o600)
+                for number, data in enumerate(contents for _, contents in sorted(files.items())):
+                    # Kept by number, not by name: the manifest maps them; no path of the
+                    # desktop's ever becomes a path of the server's.
+                    (staging / HOME).mkdir(mode=0o700, exist_ok=True)
+                    kept = staging / HOME / str(number)
+                    kept.write_bytes(data)
+                    kept.chmod(0o600)
                 target = self.root / name
                 old = self.root / f".{name}.old.{secrets.token_hex(4)}"
                 if target.exists():
@@ -126,6 +155,23 @@ class StateStore:
                                 "does not match): refused, nothing restored")
         return json.loads(body)
 
+    def load_files(self, name: str) -> dict[str, bytes]:
+        """The home files saved with state ``name`` (home_path -> bytes), each checked against the
+        signed manifest."""
+        manifest = self._manifest(name)
+        files = {}
+        for number, entry in enumerate(manifest.get("files") or []):
+            try:
+                data = (self.root / name / HOME / str(number)).read_bytes()
+            except OSError as exc:
+                raise StateTampered(f"saved state {name!r} lost its file {entry['path']} ({exc.strerror}): "
+                                    "refused") from None
+            if not hmac.compare_digest(hashlib.sha256(data).hexdigest(), str(entry["sha256"])):
+                raise StateTampered(f"saved state {name!r} was changed after it was saved (its file "
+                                    f"{entry['path']} does not match its SHA-256): refused, nothing restored")
+            files[home_path(entry["path"])] = data
+        return files
+
     def list(self) -> list[dict[str, Any]]:
         if not self.root.is_dir():
             return []
@@ -148,4 +194,5 @@ class StateStore:
     @staticmethod
     def _info(manifest: dict[str, Any]) -> dict[str, Any]:
         return {k: manifest[k] for k in ("name", "created_at", "from_session", "sha256", "cookies", "cookie_domains",
-                                         "origins") if k in manifest} | {"tampered": False}
+                                         "origins") if k in manifest} | {
+            "files": [entry["path"] for entry in manifest.get("files") or []], "tampered": False}

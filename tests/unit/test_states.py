@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from desktop.errors import InvalidRequest, StateNotFound, StateTampered
-from desktop.session.states import MANIFEST, STORAGE, StateStore
+from desktop.session.states import HOME, MANIFEST, MAX_STATE_BYTES, STORAGE, StateStore, home_path
 
 LOGIN = {"cookies": [{"name": "sid", "value": "s3cret", "domain": ".shop.test", "path": "/"}],
          "origins": [{"origin": "http://127.0.0.1:8000", "localStorage": [{"name": "todos", "value": "[1]"}]}]}
@@ -72,3 +72,31 @@ def test_names_are_checked_and_missing_states_say_so(tmp_path):
     store.save("alice", LOGIN, session_id="s")
     store.delete("alice")
     assert store.list() == []
+
+
+def test_home_files_are_kept_with_the_state_and_an_edited_one_is_refused(tmp_path):
+    store = StateStore(tmp_path)
+    files = {".config/app/token": b"t0ken", "notes.txt": b"hello\n"}
+    info = store.save("alice", LOGIN, session_id="s", files=files)
+    assert info["files"] == [".config/app/token", "notes.txt"] and "t0ken" not in json.dumps(info)
+    assert store.load_files("alice") == files
+    # kept by number under home/: no path of the desktop's is ever one of the server's
+    assert sorted(p.name for p in (tmp_path / "alice" / HOME).iterdir()) == ["0", "1"]
+    (tmp_path / "alice" / HOME / "0").write_bytes(b"stolen")
+    with pytest.raises(StateTampered, match=r"\.config/app/token does not match"):
+        store.load_files("alice")
+    (tmp_path / "alice" / HOME / "0").unlink()
+    with pytest.raises(StateTampered, match="lost its file"):
+        store.load_files("alice")
+    with pytest.raises(InvalidRequest, match="over"):
+        store.save("big", LOGIN, session_id="s", files={"a": b"x" * (MAX_STATE_BYTES + 1)})
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../x", "a/../../b", "", "~/", "a//b", "./a", "a\0b"])
+def test_a_home_file_is_relative_to_the_home_and_never_out_of_it(path):
+    with pytest.raises(ValueError, match="relative to it"):
+        home_path(path)
+
+
+def test_a_home_file_may_be_named_from_the_home():
+    assert home_path("~/notes.txt") == "notes.txt" and home_path(".config/a b/c") == ".config/a b/c"

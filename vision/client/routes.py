@@ -137,10 +137,10 @@ class SessionClient(_Bound):
     def delete(self) -> None:
         return self._send(Call("DELETE", self._path("")))
 
-    def save_state(self, name: str) -> SavedState:
-        """This session's browser cookies and local storage kept as ``name`` (create_session(state=name)
-        starts from it)."""
-        data = body(SaveStateRequest, None, {"name": name}, "invalid_request")
+    def save_state(self, name: str, files: list[str] | None = None) -> SavedState:
+        """This session's browser cookies and local storage, and the home ``files`` (relative to the
+        home), kept as ``name`` (create_session(state=name) starts from it)."""
+        data = body(SaveStateRequest, None, {"name": name, "files": files or []}, "invalid_request")
         return self._send(Call("POST", self._path("/states"), model(SavedState), json=data))
 
     def reset(self) -> SessionInfo:
