@@ -198,6 +198,10 @@ class Guest:
         (a session recording, the guest's own film: a chapter each)."""
         self.session.note_input({"action": f"osworld {route}", "summary": summary})
 
+    def calls_so_far(self) -> list[OSWorldCall]:
+        with self._lock:  # a copy: a call may be appended from another thread meanwhile
+            return list(self.calls)
+
     def record(self, call: OSWorldCall) -> None:
         """The call kept: in memory for GET .../osworld/calls, and a line of ``calls.jsonl`` beside
         the films (written whole in one append: a reader never meets half a line but the last)."""

@@ -495,7 +495,7 @@ class GuestServers:
         if served is None:
             raise GuestNotOpen(f"session {session.id} has no OSWorld guest: POST /api/v1/sessions/{session.id}/osworld "
                                "opens it")
-        return list(served.guest.calls)
+        return served.guest.calls_so_far()
 
     def close(self, session_id: str) -> bool:
         """Stop the session's guest server; False when it had none."""
