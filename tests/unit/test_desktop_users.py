@@ -7,6 +7,7 @@ import os
 import pwd
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -108,6 +109,12 @@ def test_an_account_running_a_process_is_not_free_until_the_reap_ends_it(tmp_pat
     left = subprocess.Popen(["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--",
                              "setsid", "sleep", "300"], cwd="/")
     try:
+        # Until setpriv has switched, the child is root's (seen once on a loaded machine): the
+        # account is busy from the moment the process is the account's.
+        deadline = time.monotonic() + 10
+        while _real_uid(left.pid) != user.uid and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _real_uid(left.pid) == user.uid
         with pytest.raises(DesktopUsersExhausted):
             users.claim()
         assert users.reap_free() == 1
@@ -118,6 +125,14 @@ def test_an_account_running_a_process_is_not_free_until_the_reap_ends_it(tmp_pat
         if left.poll() is None:
             left.kill()
         users.release(user)
+
+
+def _real_uid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("Uid:"))
+    except (OSError, StopIteration):
+        return None
 
 
 def test_what_is_degraded_is_reported_at_start_once_and_in_the_health_answer(monkeypatch, caplog):
