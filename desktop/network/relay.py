@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Callable
 
 from desktop.network.netns import SessionNamespace
 from desktop.network.proxy import proxy_loop, relay, stop_serving
@@ -36,9 +37,18 @@ class NamespaceRelay:
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task] = set()
 
-    def start(self) -> NamespaceRelay:
+    def start(self, before_listening: Callable[[int], None] = lambda port: None) -> NamespaceRelay:
+        """Listen; ``before_listening(port)`` is called with the port bound but not yet listening
+        (to fence it off from the sessions first: nothing can connect before)."""
         if self._server is None:
-            self._server = proxy_loop().run(asyncio.start_server(self._accept, "127.0.0.1", 0), 10)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.bind(("127.0.0.1", 0))
+                before_listening(sock.getsockname()[1])
+                self._server = proxy_loop().run(asyncio.start_server(self._accept, sock=sock), 10)
+            except BaseException:
+                sock.close()
+                raise
             self.port = self._server.sockets[0].getsockname()[1]
         return self
 

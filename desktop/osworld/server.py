@@ -444,6 +444,7 @@ class GuestServers:
                 # starts a record of its own.
                 guest = Guest(self.desktops, session.id,
                               self.recordings / session.id / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f"))
+                devtools = self._devtools(session)  # first: what fails here leaves no server behind
                 port = free_port(self.host)
                 # Protected before it listens: no session's proxy may pass a connection to it.
                 self.desktops.manager.protect(port)
@@ -457,8 +458,9 @@ class GuestServers:
                 if not server.started:
                     server.should_exit = True
                     self.desktops.manager.unprotect(port)
+                    self._close_devtools(devtools)
                     raise RuntimeError(f"the OSWorld guest server of session {session.id} did not start")
-                served = self._served[session.id] = _Served(guest, server, port, thread, self._devtools(session))
+                served = self._served[session.id] = _Served(guest, server, port, thread, devtools)
                 guest.link_chrome_profile()
                 log.info("session %s: OSWorld's guest contract on %s:%d", session.id, self.host, port)
         return self._info(session, served)
@@ -468,9 +470,14 @@ class GuestServers:
         stack = session.stack
         if stack.devtools_port is None:
             return None
-        relay = NamespaceRelay(stack.namespace, stack.devtools_port).start()
-        self.desktops.manager.protect(relay.port)  # control plane: no session's proxy passes to it
-        return relay
+        # Control plane, protected before it listens: no session's proxy ever passes to it.
+        relay = NamespaceRelay(stack.namespace, stack.devtools_port)
+        return relay.start(before_listening=self.desktops.manager.protect)
+
+    def _close_devtools(self, relay: NamespaceRelay | None) -> None:
+        if relay is not None:
+            relay.close()
+            self.desktops.manager.unprotect(relay.port)
 
     def _info(self, session, served: _Served) -> OSWorldGuest:
         problems = [] if (GUEST_PYTHON / "bin" / "python3").exists() else [
@@ -507,9 +514,7 @@ class GuestServers:
         served.guest.close()
         served.thread.join(5)
         self.desktops.manager.unprotect(served.port)
-        if served.devtools is not None:
-            served.devtools.close()
-            self.desktops.manager.unprotect(served.devtools.port)
+        self._close_devtools(served.devtools)
         log.info("session %s: OSWorld's guest contract closed", session_id)
         return True
 

@@ -151,7 +151,13 @@ def test_an_unknown_window_is_refused(desktops, tree_desk):
 def test_the_browsers_page_is_merged_with_the_page_layers_refs(desktops, tree_desk, site):
     tree_desk.run_settled(lambda: tree_desk.open_url(site.url("/form")))
     browser = tree_desk.stack.browser
-    snapshot = browser.call(lambda pages: pages.content("accessibility", None), 10).content
+
+    def snapshot_now() -> str:
+        return browser.call(lambda pages: pages.content("accessibility", None), 10).content
+
+    # The page adds an element 300 ms after it loads: both views are of the page once it has.
+    until(lambda: "arrived late" in snapshot_now(), "the page's late element", 10)
+    snapshot = snapshot_now()
     tree = desktops.desktop_tree(tree_desk.id)
     window = next(w for w in tree.windows if w.pid == browser.process.pid)
     assert window.focused and window.page is not None
