@@ -487,10 +487,6 @@ class Browser:
             raise BrowserError(f"Chromium could not open {url}: "
                                f"{(str(exc).splitlines() or ['no answer'])[0]}") from None
 
-    def focus_page(self, timeout: float = 5) -> None:
-        """The keyboard to the page in front (Pages.focus_front)."""
-        self.call(lambda pages: pages.focus_front(), timeout)
-
     def close(self) -> None:
         """End this browser: politely through Playwright, then for sure through its process group."""
         context, self.context, self.pages = self.context, None, None

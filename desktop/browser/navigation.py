@@ -83,7 +83,8 @@ class Navigation:
         load_time_ms = round((time.perf_counter() - start) * 1000)
         if how == "goto":
             # The keyboard to the page, as a URL typed into the address bar leaves it: DevTools'
-            # navigation leaves it wherever it was (in the address bar of a new tab).
+            # navigation leaves it wherever it was (in the address bar of a new tab), so the next
+            # typing went there, not into the page's autofocused field. The API's open comes here too.
             await page.bring_to_front()
         await painted(page)
         return {"status": response.status if response else None, "url": page.url, "load_time_ms": load_time_ms}

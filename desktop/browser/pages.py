@@ -196,11 +196,6 @@ class Pages:
         return PageSummary(url=front.url if front else None, title=await self._tabs.title(front) if front else None,
                            dialog=dialog_info(dialog))
 
-    async def focus_front(self) -> None:
-        """Give the tab in front the keyboard, as a page opened from the command line has it (a
-        page loaded over DevTools leaves it wherever it was: in the address bar of a new tab)."""
-        await (await self._tabs.need_front()).bring_to_front()
-
     async def content(self, fmt: ContentFormat, selector: str | None) -> PageContent:
         return await self._content.read(fmt, selector)
 

@@ -36,7 +36,7 @@ import contextlib
 import ipaddress
 import logging
 import socket
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -283,11 +283,9 @@ class PolicyProxy:
     # ------------------------------------------------------------------------- one connection
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if len(self._tasks) >= MAX_CONNECTIONS:
-            writer.close()
-            return
-        self._tasks.add(task)
+        await serve_counted(self._tasks, MAX_CONNECTIONS, writer, lambda: self._serve_quietly(reader, writer))
+
+    async def _serve_quietly(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             await self._serve(reader, writer)
         except (TimeoutError, asyncio.CancelledError, ConnectionError, asyncio.IncompleteReadError,
@@ -295,9 +293,6 @@ class PolicyProxy:
             pass
         except Exception:
             log.exception("proxy connection failed")
-        finally:
-            self._tasks.discard(task)
-            writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -415,6 +410,22 @@ def _response_head(head: bytes) -> tuple[bytes, int, dict[str, str]]:
         return head, code, headers
     kept = [line for line in lines[1:] if line and line.partition(":")[0].strip().lower() not in HOP_BY_HOP]
     return "\r\n".join([lines[0], *kept, "Connection: close", "", ""]).encode("latin-1"), code, headers
+
+
+async def serve_counted(connections: set[asyncio.Task], limit: int, writer: asyncio.StreamWriter,
+                        serve: Callable[[], Awaitable[None]]) -> None:
+    """Serve one accepted connection with ``serve()``, counted in ``connections`` (what
+    ``stop_serving`` ends) while it lasts, its writer closed after; one over ``limit`` is closed at once."""
+    task = asyncio.current_task()
+    if len(connections) >= limit:
+        writer.close()
+        return
+    connections.add(task)
+    try:
+        await serve()
+    finally:
+        connections.discard(task)
+        writer.close()
 
 
 def stop_serving(server: asyncio.base_events.Server, connections: set[asyncio.Task], what: str) -> None:

@@ -18,7 +18,7 @@ import socket
 from collections.abc import Callable
 
 from desktop.network.netns import SessionNamespace
-from desktop.network.proxy import proxy_loop, relay, stop_serving
+from desktop.network.proxy import proxy_loop, relay, serve_counted, stop_serving
 
 log = logging.getLogger("glassdesk.relay")
 
@@ -61,11 +61,9 @@ class NamespaceRelay:
         return sock
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if len(self._tasks) >= MAX_CONNECTIONS:
-            writer.close()
-            return
-        self._tasks.add(task)
+        await serve_counted(self._tasks, MAX_CONNECTIONS, writer, lambda: self._relay(reader, writer))
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             sock = await asyncio.get_running_loop().run_in_executor(None, self._connect_inside)
             upstream_reader, upstream_writer = await asyncio.open_connection(sock=sock)
@@ -75,9 +73,6 @@ class NamespaceRelay:
                 upstream_writer.close()
         except (OSError, asyncio.CancelledError) as exc:
             log.info("relay to port %d of %s ended: %s", self.target, self.namespace.name, exc)
-        finally:
-            self._tasks.discard(task)
-            writer.close()
 
     def close(self) -> None:
         server, self._server = self._server, None

@@ -34,7 +34,7 @@ from typing import Any
 from desktop.errors import RecorderError
 from desktop.models import OSWorldCall
 from desktop.x11.receipt import VideoReceipt, describe
-from desktop.x11.user import unreachable_dir
+from desktop.x11.user import unreachable_dir, write_file_argv
 from desktop.x11.windows import WindowError
 
 log = logging.getLogger("glassdesk.osworld")
@@ -271,7 +271,7 @@ class Guest:
 
     def write_file(self, path: str, data: bytes) -> Ran:
         target = expand_home(path, self.home)
-        return self.run(["sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "sh", target], data=data)
+        return self.run(write_file_argv(target), data=data)
 
     def list_directory(self, path: str) -> Any:
         ran = self.python(LIST_DIRECTORY, expand_home(path, self.home))

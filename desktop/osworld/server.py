@@ -27,7 +27,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
-from desktop.errors import GlassdeskError, GuestNotOpen, SessionNotFound
+from desktop.errors import GlassdeskError, SessionNotFound
 from desktop.models import OSWorldCall, OSWorldGuest
 from desktop.network.relay import NamespaceRelay
 from desktop.osworld.guest import (
@@ -494,15 +494,12 @@ class GuestServers:
                             url=f"http://{self.host}:{served.port}",
                             devtools_port=served.devtools.port if served.devtools else 0, problems=problems)
 
-    def calls(self, session_id: str) -> list[OSWorldCall]:
-        """The calls the session's guest answered (the last ``CALLS_KEPT``), oldest first."""
-        session = self.desktops.existing(session_id)
+    def calls(self, session_id: str) -> list[OSWorldCall] | None:
+        """The calls the session's guest answered (the last ``CALLS_KEPT``), oldest first; None
+        when it has no guest open."""
         with self._lock:
-            served = self._served.get(session.id)
-        if served is None:
-            raise GuestNotOpen(f"session {session.id} has no OSWorld guest: POST /api/v1/sessions/{session.id}/osworld "
-                               "opens it")
-        return served.guest.calls_so_far()
+            served = self._served.get(session_id)
+        return served.guest.calls_so_far() if served is not None else None
 
     def close(self, session_id: str) -> bool:
         """Stop the session's guest server; False when it had none."""

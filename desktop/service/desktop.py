@@ -203,10 +203,8 @@ class DesktopService:
             except ValueError as exc:
                 problems.append(str(exc))
         session = self.existing(session_id)
-        try:
-            kept = session.read_home_files(list(dict.fromkeys(paths)))
-        except InvalidRequest as exc:  # what could not be read, beside the paths refused above
-            problems.append(exc.message.removeprefix("files: "))
+        kept, unread = session.read_home_files(list(dict.fromkeys(paths)))
+        problems += unread
         if problems:
             raise InvalidRequest("files: " + "; ".join(problems))
         return SavedState.model_validate(store.save(name, self.pages.storage_state(session.id), session_id=session.id,
@@ -320,10 +318,12 @@ class DesktopService:
 
     def osworld_calls(self, session_id: str) -> list[OSWorldCall]:
         """The calls the session's open guest answered, oldest first (the episode's record)."""
-        if self._guests is None:
-            raise GuestNotOpen(f"session {self.existing(session_id).id} has no OSWorld guest: POST "
-                               f"/api/v1/sessions/{session_id}/osworld opens it")
-        return self._guests.calls(session_id)
+        session = self.existing(session_id)
+        calls = self._guests.calls(session.id) if self._guests is not None else None
+        if calls is None:
+            raise GuestNotOpen(f"session {session.id} has no OSWorld guest: POST "
+                               f"/api/v1/sessions/{session.id}/osworld opens it")
+        return calls
 
     def close_osworld_guest(self, session_id: str) -> bool:
         """Stop the session's guest server; False when none ran. It stops with the session anyway."""

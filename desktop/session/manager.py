@@ -29,7 +29,6 @@ from desktop.errors import (
     ActionFailedError,
     GlassdeskError,
     InvalidAction,
-    InvalidRequest,
     ScreenshotFailed,
     SessionBusy,
     SessionExists,
@@ -50,7 +49,7 @@ from desktop.session.tree import read_tree
 from desktop.x11.atspi import AccessibilityReader, AccessibilityUnavailable
 from desktop.x11.input import ActionFailed, Executor, expected_ms
 from desktop.x11.screen import FIRST_CHANGE_MS, TIMEOUT_MS, WINDOW_FIRST_CHANGE_MS, Screen, ScreenshotError, Settled
-from desktop.x11.user import open_session_root
+from desktop.x11.user import open_session_root, write_file_argv
 from desktop.x11.windows import WindowError, Windows
 
 # After the browser has produced its frames, the display already shows them: in 158 of 160 clicks
@@ -371,9 +370,9 @@ class Session:
 
     # ------------------------------------------------------------------ the home's files (saved states)
 
-    def read_home_files(self, paths: list[str]) -> dict[str, bytes]:
+    def read_home_files(self, paths: list[str]) -> tuple[dict[str, bytes], list[str]]:
         """Files of the desktop user's home (paths relative to it), read as that user: what it may not
-        read is not handed over. InvalidRequest names every one that could not be read."""
+        read is not handed over. What was read, and one line for each that could not be."""
         files, problems = {}, []
         for path in paths:
             done = self._as_desktop_user(["cat", "--", path])
@@ -381,15 +380,12 @@ class Session:
                 files[path] = done.stdout
             else:
                 problems.append(f"~/{path}: {done.stderr.decode(errors='replace').strip() or 'cannot be read'}")
-        if problems:
-            raise InvalidRequest("files: " + "; ".join(problems))
-        return files
+        return files, problems
 
     def write_home_files(self, files: dict[str, bytes]) -> None:
         """Files written into the desktop user's home as that user (their directories made)."""
         for path, data in files.items():
-            done = self._as_desktop_user(["sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "sh", path],
-                                         data)
+            done = self._as_desktop_user(write_file_argv(path), data)
             if done.returncode != 0:
                 raise StackError(f"~/{path} could not be written: {done.stderr.decode(errors='replace').strip()}")
 
@@ -639,8 +635,9 @@ class Session:
         return browser.page_url() if self.status == "ready" and browser is not None else None
 
     def open_url(self, url: str) -> list[list[str]]:
-        """Load ``url`` in the session's Chromium (through its pipe), bring its window to the front
-        and give its page the keyboard; the argv-like record of what ran, for the answer's ``executed``."""
+        """Load ``url`` in the session's Chromium (through its pipe: the page gets the keyboard, as
+        desktop.browser.navigation does for every goto) and bring its window to the front; the
+        argv-like record of what ran, for the answer's ``executed``."""
         browser = self.stack.browser
         if browser is None:
             raise RuntimeError("Chromium is not running")
@@ -649,10 +646,6 @@ class Session:
         except ValueError as exc:
             raise WindowError(str(exc)) from None
         self.windows.raise_class("chromium")
-        # The keyboard to the page, as a URL typed into the address bar leaves it: a page loaded over
-        # DevTools leaves it wherever it was (in the address bar of a new tab), so the next `type`
-        # went there, not into the page's autofocused field.
-        browser.focus_page()
         self._page_focus_window = None  # a new page: its focus is judged after a click in it
         return [["browser", "goto", url]]
 

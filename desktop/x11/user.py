@@ -97,6 +97,12 @@ def desktop_user(euid: int | None = None,
     return _checked(entry, exclusive=False)
 
 
+def write_file_argv(path: str) -> list[str]:
+    """The command that writes its stdin to ``path``, its directories made (pure): run as the
+    desktop user, so the file is that user's and nothing it may not write is written."""
+    return ["sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "sh", path]
+
+
 def uids_running() -> set[int]:
     """The uids of every live process (zombies are dead: their uid is free)."""
     uids = set()

@@ -81,8 +81,8 @@ def test_a_state_carries_named_files_of_the_home_to_a_new_desktop(vision_api, se
 
     second = vision_api.post(f"{API}/sessions", json={"state": "files"}).json()["id"]
     restored = services.desktops.existing(second)
-    assert restored.read_home_files([".config/app/token", "notes.txt"]) == {".config/app/token": b"t0ken\n",
-                                                                           "notes.txt": b"hello\n"}
+    assert restored.read_home_files([".config/app/token", "notes.txt"]) == (
+        {".config/app/token": b"t0ken\n", "notes.txt": b"hello\n"}, [])
     owner = (restored.stack.home / "notes.txt").stat().st_uid
     assert restored.stack.user is None or owner == restored.stack.user.uid  # the desktop user's, not root's
     vision_api.delete(f"{API}/sessions/{second}")
