@@ -23,7 +23,15 @@ from vision.evidence.report import render_junit
 from vision.evidence.runview import Files, trace_view
 from vision.providers.base import Usage
 from vision.trace.files import OWNER_FILE, check_trace_id, new_trace_id
-from vision.trace.records import FINAL_STATUSES, GENESIS_HASH, InvalidTraceId, TraceNotFound, canonical_json, redact
+from vision.trace.records import (
+    FINAL_STATUSES,
+    GENESIS_HASH,
+    InvalidTraceId,
+    TraceNotFound,
+    canonical_json,
+    redact,
+    unrecorded_step_images,
+)
 from vision.trace.store import TraceStore
 from vision.trace.writer import TraceWriter
 
@@ -385,6 +393,30 @@ def test_a_film_cut_short_with_its_run_is_removed_when_the_run_is_closed(tmp_pat
     assert sorted(p.name for p in directory.iterdir() if not p.name.startswith("step-")) == [
         "meta.json", "seal.json", "steps.jsonl"]
     assert store.verify(trace_id).ok
+
+
+def test_the_screenshots_of_a_step_cut_short_are_removed_when_the_run_is_closed(tmp_path: Path) -> None:
+    """kill -9 between storing a step's images and appending its record (seen in CI)."""
+    store = left_by_a_dead_server(tmp_path)
+    [trace_id] = [m.trace_id for m in store.list_traces()]
+    directory = store.trace_dir(trace_id)
+    recorded = sorted(p.name for p in directory.glob("step-*.png"))
+    (directory / "step-0003-before.png").write_bytes(b"\x89PNG half")
+    (directory / "step-0003-after.png").write_bytes(b"\x89PNG half")
+    (directory / "notes.txt").write_text("not a step's image: still reported")
+    assert store.close_interrupted(nobody_alive) == [trace_id]
+    assert sorted(p.name for p in directory.glob("step-*.png")) == recorded
+    assert store.verify(trace_id).reason == "notes.txt: in the trace but named by nothing in its chain"
+    (directory / "notes.txt").unlink()
+    assert store.verify(trace_id).ok
+
+
+def test_unrecorded_step_images_are_the_step_screenshots_no_record_names() -> None:
+    records = [{"before_png": "step-0001-before.png", "after_png": "step-0001-after.png"},
+               {"before_png": "step-0001-after.png", "after_png": None}]
+    present = ["step-0001-before.png", "step-0001-after.png", "step-0002-after.png", "step-0002-before.png",
+               "meta.json", "step-0002-after.png.bak", ".step-0003-after.png.1a2b.tmp"]
+    assert unrecorded_step_images(present, records) == ["step-0002-after.png", "step-0002-before.png"]
 
 
 def test_a_run_without_steps_ends_when_it_started(tmp_path: Path) -> None:

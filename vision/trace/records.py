@@ -358,6 +358,16 @@ def meta_seal_problem(seal_json: bytes | None, meta_json: bytes, last_link: str)
     return None
 
 
+_STEP_IMAGE = re.compile(r"step-\d{4,}-(?:before|after)\.png")
+
+
+def unrecorded_step_images(present: Iterable[str], records: Iterable[dict[str, Any]]) -> list[str]:
+    """The step screenshots in a trace's directory that none of ``records`` names (pure), sorted:
+    what a writer stopped between storing a step's images and appending its record left behind."""
+    named = {record.get(f"{which}_png") for record in records for which in ("before", "after")}
+    return sorted(name for name in set(present) if _STEP_IMAGE.fullmatch(name) and name not in named)
+
+
 def unlisted_files(present: Iterable[str], listed: Iterable[str]) -> list[str]:
     """The files of a trace's directory that nothing in its chain names (pure), sorted. A name
     starting with a dot is a write in progress (atomic_write's temp file, a film being made) and

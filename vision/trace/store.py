@@ -45,6 +45,7 @@ from vision.trace.records import (
     record_hash,
     redact,
     unlisted_files,
+    unrecorded_step_images,
 )
 from vision.trace.writer import (
     RESERVE_BYTES,
@@ -158,6 +159,10 @@ class TraceStore:
             changes.update(steps=len(lines), head_hash=extra[-1].hash, usage=usage)
             counted = len(lines)
         last = StepRecord.model_validate_json(lines[counted - 1]).finished_at if counted else meta.started_at
+        # A step cut short by the stop left its screenshots and no record: no part of the evidence.
+        kept = [json.loads(line) for line in lines[:counted]]
+        for name in unrecorded_step_images((entry.name for entry in os.scandir(directory)), kept):
+            (directory / name).unlink(missing_ok=True)
         changes["finished_at"] = max(last, meta.started_at)
         closed = TraceMeta.model_validate(meta.model_dump() | changes)
         if closed.video_hash is None:  # a film cut short with its run: never sealed, never to be
