@@ -184,8 +184,7 @@ class Locating(BaseModel):
     filter, nth): shared by the page API's Target and the QA steps' targets (vision.models.qa)."""
 
     selector: str | None = Field(None, min_length=1, max_length=2000, description="a CSS selector")
-    ref: str | None = Field(None, description="a ref from the accessibility snapshot (page content, format "
-                                              "accessibility), e.g. e12")
+    ref: str | None = Field(None, description="a ref from the accessibility snapshot, e.g. e12")
     label: str | None = Field(None, min_length=1, max_length=500, description="the text of the field's label")
     text: str | None = Field(None, min_length=1, max_length=500, description="text visible in the element")
     role: str | None = Field(None, min_length=1, max_length=40, description="an ARIA role (get_by_role), e.g. "
@@ -195,10 +194,10 @@ class Locating(BaseModel):
     test_id: str | None = Field(None, min_length=1, max_length=500, description="the element's data-testid")
     alt: str | None = Field(None, min_length=1, max_length=500, description="an image's alt text")
     title: str | None = Field(None, min_length=1, max_length=500, description="the element's title attribute")
-    exact: bool = Field(False, description="label, text, role's name, placeholder, alt, title: the whole string, "
-                                           "case-sensitive (default: a case-insensitive substring)")
+    exact: bool = Field(False, description="match the whole text, case-sensitive (default: a case-insensitive "
+                                           "substring)")
     has_text: str | None = Field(None, min_length=1, max_length=500,
-                                 description="only elements containing this text (locator.filter(has_text=...))")
+                                 description="only elements containing this text")
     nth: int | None = Field(None, ge=-1, le=10_000, description="the nth of the matching elements, from 0; -1: the "
                                                                 "last")
     within: Target | None = Field(None, description="an element (named the same ways) to look inside")
@@ -577,9 +576,58 @@ class CheckRequest(Target):
     timeout_ms: int = Timeout
 
 
+# Where inside an element the pointer goes: an edge's middle, 1 px in (on a sortable list, the top
+# edge means "before it" and the centre "after it"), or a point from its box's top-left corner in
+# CSS px (Playwright's sourcePosition/targetPosition, TestCafe's offsetX/offsetY).
+Edge = Literal["center", "top", "bottom", "left", "right"]
+
+
+class ElementPoint(BaseModel):
+    # Either coordinate left out is the middle on that axis (as TestCafe's offsetX/offsetY).
+    model_config = ConfigDict(extra="forbid")
+    x: float | None = Field(None, ge=0, le=10_000, description="CSS px from the left edge (default: the middle)")
+    y: float | None = Field(None, ge=0, le=10_000, description="CSS px from the top edge (default: the middle)")
+
+
+Position = Edge | ElementPoint
+
+
+class DropTarget(Target):
+    """The element to drop on, and where on it (default its centre)."""
+
+    model_config = ConfigDict(extra="forbid")
+    position: Position | None = Field(None, description="where on it: center (default), an edge (1 px inside, "
+                                                        "at its middle) or {x, y} from its top-left corner")
+
+    def describe(self) -> str:
+        return super().describe() + position_words(self.position)
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema, handler):
+        # Target's schema by reference plus `position`, not all of Target's fields written out again:
+        # every tool listing a flow step or a drag carries it (docs/mcp.md's sizes).
+        own = handler.resolve_ref_schema(handler(core_schema))
+        return {"$ref": handler(Target.__pydantic_core_schema__)["$ref"], "description": own["description"],
+                "properties": {"position": own["properties"]["position"]}}
+
+
+def position_words(position: Position | None) -> str:
+    """`` at its top edge``, `` at (12, 0)`` or nothing for the centre (pure)."""
+    if position is None or position == "center":
+        return ""
+    if isinstance(position, str):
+        return f" at its {position} edge"
+    return f" at ({_coordinate(position.x)}, {_coordinate(position.y)})"
+
+
+def _coordinate(value: float | None) -> str:
+    return "middle" if value is None else f"{value:g}"
+
+
 class DragRequest(Target):
     model_config = ConfigDict(extra="forbid")
-    to: Target = Field(description="the element to drop on (named the same ways)")
+    to: DropTarget = Field(description="the element to drop on (named the same ways), and where on it")
+    position: Position | None = Field(None, description="where to press on the dragged element, as to's position")
     timeout_ms: int = Timeout
 
 

@@ -50,6 +50,27 @@ def display_point(box: dict, origin: tuple[int, int]) -> tuple[int, int]:
     return origin[0] + int(box["x"] + box["width"] / 2), origin[1] + int(box["y"] + box["height"] / 2)
 
 
+def point_in(box: dict, position) -> tuple[int, int]:
+    """The display pixel at ``position`` inside an element's display box (pure): an edge's middle
+    1 px in (``top``, ``bottom``, ``left``, ``right``), the centre (``center`` or None), or an
+    ElementPoint's CSS px from the top-left corner (DPR 1: CSS px are display px). ValueError
+    when the point is outside the box: input there would land on something else."""
+    x, y, width, height = box["x"], box["y"], box["width"], box["height"]
+    inset_x, inset_y = min(1, width // 2), min(1, height // 2)
+    edges = {None: (width // 2, height // 2), "center": (width // 2, height // 2),
+             "top": (width // 2, inset_y), "bottom": (width // 2, height - 1 - inset_y),
+             "left": (inset_x, height // 2), "right": (width - 1 - inset_x, height // 2)}
+    if isinstance(position, str) or position is None:
+        dx, dy = edges[position]
+        return x + dx, y + dy
+    dx = width // 2 if position.x is None else int(position.x)
+    dy = height // 2 if position.y is None else int(position.y)
+    if dx >= width or dy >= height:
+        raise ValueError(f"position ({dx}, {dy}) is outside the element's {width}x{height} box: give a point "
+                         "inside it, from its top-left corner")
+    return x + dx, y + dy
+
+
 def viewport_origin(metrics: dict) -> tuple[int, int]:
     """Where the viewport's (0, 0) is on the display, from the window's own numbers (pure): the
     window's position plus the browser's frame around the viewport (tab strip and toolbar above,

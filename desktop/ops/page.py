@@ -44,6 +44,7 @@ from desktop.models import (
     TabRequest,
     UploadRequest,
     WaitRequest,
+    position_words,
     target_of,
 )
 from desktop.ops.declare import Hints, Operation, Rest, Tool
@@ -283,13 +284,15 @@ OPERATIONS: tuple[Operation, ...] = (
                                               acted))),
     Operation(
         "pages", "drag", DragRequest, Acted, acts=True, page=True,
-        call=lambda pages, session, r: pages.drag(session, target_of(r), r.to, r.timeout_ms),
+        call=lambda pages, session, r: pages.drag(session, target_of(r), r.to, r.timeout_ms, position=r.position),
         rest=Rest("POST", "/page/drag", summary="drag an element onto another with the real pointer",
                   answer=ActedAnswer),
         tool=Tool("page_drag", "Drag an element onto another in the visible page",
                   f"{PAGE_ACTS} Presses the real pointer on an element, moves it in steps onto the element `to` "
-                  f"(named the same ways) and releases it there. {NAME_IT}", ACTING,
-                  lambda r, acted: acted_text(f"drag {target_of(r).describe()} to {r.to.describe()}", acted))),
+                  f"(named the same ways) and releases it there; `position` on either says where on it "
+                  f"(top: before it, on a sortable list). {NAME_IT}", ACTING,
+                  lambda r, acted: acted_text(f"drag {target_of(r).describe()}{position_words(r.position)} to "
+                                              f"{r.to.describe()}", acted))),
     Operation(
         "pages", "press", PressRequest, Acted, acts=True, page=True,
         call=lambda pages, session, r: pages.press(session, target_of(r), r.keys, r.timeout_ms),

@@ -49,7 +49,7 @@ from desktop.browser.errors import (
     Refused,
     TooLarge,
 )
-from desktop.browser.locate import Located, locate, locator_for
+from desktop.browser.locate import Located, locate, locator_for, point_in
 from desktop.browser.pages import Pages
 from desktop.errors import (
     DialogOpenError,
@@ -76,6 +76,7 @@ from desktop.models import (
     PageContent,
     PageState,
     PageSummary,
+    Position,
     Tab,
     Target,
     UploadFile,
@@ -396,26 +397,33 @@ class PageService:
         acted.verified = now == checked
         return acted
 
-    def drag(self, session_id: str | None, target: Target, to: Target, timeout_ms: int = 5000) -> Acted:
-        """The real pointer pressed on the element, moved in steps onto ``to`` and released there
-        (an HTML drag and drop, a slider, a sortable list). The answer's pixel is where it was
-        pressed; ``executed`` shows the path to the drop."""
+    def drag(self, session_id: str | None, target: Target, to: Target, timeout_ms: int = 5000, *,
+             position: Position | None = None) -> Acted:
+        """The real pointer pressed on the element (at ``position``, default its centre), moved in
+        steps onto ``to`` (a DropTarget may say where on it) and released there: an HTML drag and
+        drop, a slider, a sortable list. The answer's pixel is where it was pressed; ``executed``
+        shows the path to the drop."""
         session = self._agent(session_id)
+        drop_at = getattr(to, "position", None)
         with session.exclusive("a page drag"):
             self._locate(session, to, timeout_ms, "drag")  # both in view: the drop first, then the source
-            located = self._locate(session, target, timeout_ms, "drag")
-            drop = self._locate(session, to, timeout_ms, "drag")
+            located = _at(self._locate(session, target, timeout_ms, "drag"), position, "the dragged element")
+            drop = _at(self._locate(session, to, timeout_ms, "drag"), drop_at, "the drop target")
             # Pressed, nudged (a drag starts past a few pixels), moved onto the drop in steps and
             # once more there before the release: an HTML drag and drop needs the page's dragover to
             # have run over the drop target when the button comes up, so each move is an action of
-            # its own and settles.
-            nudge = (min(10, located.box["width"] // 4), min(10, located.box["height"] // 4))
+            # its own and settles. The nudge goes towards the drop, so an edge stays an edge.
+            nudge = (_towards(drop.x - located.x, min(10, located.box["width"] // 4)),
+                     _towards(drop.y - located.y, min(10, located.box["height"] // 4)))
             start = _shifted(located, *nudge)
             dx, dy = drop.x - start.x, drop.y - start.y
             steps = [_shifted(start, round(dx * i / DRAG_STEPS), round(dy * i / DRAG_STEPS))
                      for i in range(1, DRAG_STEPS + 1)]
+            # The last step ends on the drop; one more move, 1 px back the way it came (never past
+            # the point: on a sortable list a pixel decides before or after), and the release there.
+            back = _shifted(drop, -_towards(dx, 1), -_towards(dy, 1))
             moves = [_on_display(MouseDown, located), _on_display(Move, start),
-                     *[_on_display(Move, step) for step in steps], _on_display(Move, _shifted(drop, 1, 1)),
+                     *[_on_display(Move, step) for step in steps], _on_display(Move, back),
                      _on_display(MouseUp, drop)]
             performed = [session.perform(move, queue_s=QUEUE_WAIT_S) for move in moves]
         return _acted(located, *performed)
@@ -562,6 +570,22 @@ def _on_display(kind, located: Located, **fields):
     except ValidationError:
         raise ElementNotFound(f"the element's centre ({located.x}, {located.y}) is off the {SCREEN_WIDTH}x"
                               f"{SCREEN_HEIGHT} display; move its window into view first") from None
+
+
+def _at(located: Located, position: Position | None, what: str) -> Located:
+    """The element's pixel moved to ``position`` inside its box (pure; the centre when None)."""
+    if position is None:
+        return located
+    try:
+        x, y = point_in(located.box, position)
+    except ValueError as exc:
+        raise InvalidAction(f"{what}: {exc}") from None
+    return Located(x, y, located.box, located.matches, located.covered_by)
+
+
+def _towards(distance: int, step: int) -> int:
+    """``step`` px in the direction of ``distance`` (pure; forward when there is none)."""
+    return -step if distance < 0 else step
 
 
 def _shifted(located: Located, dx: int, dy: int) -> Located:

@@ -165,6 +165,7 @@ PAGES: dict[str, bytes] = {
   const drop = document.getElementById('drop');
   drop.addEventListener('dragover', (e) => e.preventDefault());
   drop.addEventListener('drop', (e) => { e.preventDefault(); drop.textContent = 'dropped';
+    drop.dataset.at = e.offsetX + ',' + e.offsetY;  // where in it the pointer was released
     report({type: 'drop', trusted: e.isTrusted}); });
   document.getElementById('file').addEventListener('change', (e) => {
     document.getElementById('files').textContent = Array.from(e.target.files).map(f => f.name).join(', ');

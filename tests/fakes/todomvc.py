@@ -12,6 +12,8 @@ repository; the tests read them from there and never touch the network:
   the key Playwright's spec reads).
 - ``create-playwright`` 1.17.132: the newest version that still ships assets/demo-todo-app.spec.ts,
   the suite ported; kept so a test can check the port names every one of its tests.
+- ``sortablejs`` 1.15.7: Sortable.js, under the test pages of its repository (tests/assets/sortablejs,
+  served by ``sortable_root``), for the port of its TestCafe suite (tests/qa/sortable.yaml).
 
 A bug is a small text substitution in one of the app's files, refused unless its text occurs in
 that file exactly once, so a bug that no longer applies is an error, never a silently clean app.
@@ -61,7 +63,11 @@ APP = Package("todomvc", "0.1.1", "fd6f05a878cddee9b987ee449d8defa447d087d6b6ffc
               ("license.md", "examples/react/"))
 SPEC = Package("create-playwright", "1.17.132", "0137e9957c5cf993b7f2090d52cd214001e9ea40a94077db01b089ba59031e70",
                ("LICENSE", "package.json", "assets/demo-todo-app.spec.ts"))
-PACKAGES = (APP, SPEC)
+# SortableJS, a real drag-and-drop library: its published test pages (copied from its repository
+# into tests/assets/sortablejs/: the npm package ships none) load it from their parent directory.
+SORTABLE = Package("sortablejs", "1.15.7", "66cbfc8fa18860783584fe0c346baf6cbf3399da72d23d21053425ba232abed4",
+                   ("LICENSE", "Sortable.js"))
+PACKAGES = (APP, SPEC, SORTABLE)
 
 APP_ROOT = APP.directory / "examples" / "react"
 SPEC_FILE = SPEC.directory / "assets" / "demo-todo-app.spec.ts"
@@ -231,6 +237,18 @@ class TodoMvcServer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+SORTABLE_PAGES = REPO / "tests" / "assets" / "sortablejs"
+
+
+def sortable_root(directory: Path) -> Path:
+    """A directory laid out as SortableJS's repository is for its tests (``tests/*.html`` beside
+    ``Sortable.js``), made in ``directory`` from the pinned package and the copied pages."""
+    package = require(SORTABLE)
+    shutil.copytree(SORTABLE_PAGES, directory / "tests", dirs_exist_ok=True)
+    shutil.copy2(package / "Sortable.js", directory / "Sortable.js")
+    return directory
 
 
 def spec_test_names(spec: str) -> list[str]:

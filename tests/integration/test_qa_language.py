@@ -108,6 +108,31 @@ def test_every_action_locator_and_assertion_in_one_flow(vision_api, qa_site):
     assert qa_site.wait_for(lambda e: e.get("type") == "dblclick")["screenX"] > 0
 
 
+def test_a_drop_is_released_at_the_point_or_edge_asked_for(vision_api, qa_site):
+    """#drop is 200x50 with no border: the drop event's offset is the point inside it."""
+    at = {"action": "assert", "selector": "#drop", "assertion": {"type": "has_attribute", "attribute": "data-at"}}
+    steps = [
+        {"action": "drag", "selector": "#drag-src", "to": {"selector": "#drop", "position": {"x": 7, "y": 30}}},
+        at | {"assertion": at["assertion"] | {"expected": "7,30"}},
+        {"action": "drag", "selector": "#drag-src", "position": "left",
+         "to": {"selector": "#drop", "position": "bottom"}},
+        at | {"assertion": at["assertion"] | {"expected": "100,48"}},  # the middle, 1 px inside the bottom edge
+        {"action": "drag", "selector": "#drag-src", "to": {"selector": "#drop", "position": {"y": 3}}},
+        at | {"assertion": at["assertion"] | {"expected": "100,3"}},
+    ]
+    r = vision_api.post(f"{QA}/verify_user_flow", json={"start_url": qa_site.url("/lang"), "steps": steps})
+    assert r.status_code == 200 and r.json()["success"], r.text
+    assert [s["name"] for s in r.json()["steps"]][2] == \
+        "drag selector '#drag-src' at its left edge to selector '#drop' at its bottom edge"
+    # A point outside the target is refused before the pointer moves: nothing is dropped.
+    r = vision_api.post("/api/v1/sessions/itest/page/drag",
+                        json={"selector": "#drag-src", "to": {"selector": "#drop", "position": {"x": 200, "y": 10}}})
+    assert r.status_code == 422 and "outside the element's 200x50 box" in r.text, r.text
+    r = vision_api.post(f"{QA}/verify_user_flow", json={"steps": [at | {"assertion": at["assertion"] | {
+        "expected": "100,3"}}]})
+    assert r.json()["success"], r.text  # the last drop's point still: the refused drag dropped nothing
+
+
 def test_test_ids_on_another_attribute_and_a_failing_step_over_rest(vision_api, qa_site):
     flow = {"start_url": qa_site.url("/lang"), "test_id_attribute": "data-qa",
             "steps": [{"action": "assert", "test_id": "row", "within": {"test_id": "list"},
@@ -197,6 +222,9 @@ def test_bad_flows_are_refused_before_anything_runs(vision_api, services, qa_sit
         {"action": "assert", "assertion": {"type": "evaluate", "expected": "true"}}]}
     r = vision_api.post(f"{QA}/verify_user_flow", json=evaluate)
     assert r.status_code == 403 and r.json()["error"]["code"] == "evaluate_disabled", r.text
+    script = {"start_url": qa_site.url("/lang"), "steps": [{"action": "evaluate", "expression": "window.x = 1"}]}
+    r = vision_api.post(f"{QA}/verify_user_flow", json=script)
+    assert r.status_code == 403 and "step(s) 1: an evaluate step or assertion" in r.text, r.text
     r = vision_api.post("/api/v1/sessions/itest/page/check", json={"role": "chekbox", "nth": -3})
     assert r.status_code == 422 and "nth" in r.text, r.text
     r = vision_api.post("/api/v1/sessions/itest/page/press", json={"placeholder": NEW, "keys": ["Entr"]})

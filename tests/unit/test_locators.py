@@ -139,6 +139,8 @@ TODO = [
     {"action": "assert", "selector": "a", "assertion": {"type": "has_attribute", "attribute": "href"}},
     {"action": "assert", "assertion": {"type": "title", "expected": "Todos"}},
     {"action": "assert", "assertion": {"type": "evaluate", "expected": "1 === 1"}},
+    {"action": "drag", "selector": "#a", "position": "top", "to": {"selector": "#b", "position": {"y": 10}}},
+    {"action": "evaluate", "expression": "Sortable.get(list1).option('group', null)"},
 ]
 
 
@@ -158,6 +160,11 @@ def test_the_languages_steps_validate_and_read_as_words():
     assert steps[4].assertion.negate and steps[4].assertion.kind == "has_class"
     assert FlowStep.model_validate({"action": "assert", "selector": "a", "assertion": {
         "type": "value_equals", "expected": "x"}}).assertion.kind == "has_value"
+    assert [s.heading() for s in steps][-2:] == [
+        "drag selector '#a' at its top edge to selector '#b' at (middle, 10)",
+        "evaluate Sortable.get(list1).option('group', null)"]
+    long = FlowStep(action="evaluate", expression="(() => {\n  " + "x = 1;" * 40 + "\n})()")
+    assert long.heading().startswith("evaluate (() => { x = 1;") and long.heading().endswith("…")
 
 
 def test_a_flow_with_bad_steps_is_refused_with_every_problem():
@@ -170,7 +177,10 @@ def test_a_flow_with_bad_steps_is_refused_with_every_problem():
            {"action": "assert", "selector": "a", "assertion": {"type": "has_attribute"}},
            {"action": "check", "x": 1, "y": 2},
            {"action": "reload", "selector": "a"},
-           {"action": "click", "selector": "a", "to": {"selector": "b"}}]
+           {"action": "click", "selector": "a", "to": {"selector": "b"}},
+           {"action": "evaluate"},
+           {"action": "click", "selector": "a", "position": "top", "expression": "1"},
+           {"action": "drag", "selector": "a", "to": {"selector": "b", "position": "middle"}}]
     with pytest.raises(ValidationError) as caught:
         VerifyUserFlowRequest(start_url="http://127.0.0.1/", steps=bad)
     errors = caught.value.errors()
@@ -179,7 +189,9 @@ def test_a_flow_with_bad_steps_is_refused_with_every_problem():
     text = str(caught.value)
     for says in ("drag needs `to`", "greater than or equal to 0", "not a regular expression", "glyph",
                  "did you mean 'button'", "'attached', 'detached', 'visible' or 'hidden'", "needs `attribute`",
-                 "x,y: this takes a target by", "this takes a target by nothing", "to: only with action drag"):
+                 "x,y: this takes a target by", "this takes a target by nothing", "to: only with action drag",
+                 "evaluate needs `expression`", "position: only with action drag",
+                 "expression: only with action evaluate", "'center', 'top', 'bottom', 'left' or 'right'"):
         assert says in text, (says, text)
 
 

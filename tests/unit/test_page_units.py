@@ -10,9 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from desktop.browser.downloads import NAME_LIMIT, numbered, safe_file_name, store_download
-from desktop.browser.locate import display_point, viewport_origin
+from desktop.browser.locate import display_point, point_in, viewport_origin
 from desktop.browser.record import Ring
-from desktop.models import DialogInfo, PageSummary, Target
+from desktop.models import DialogInfo, DragRequest, DropTarget, ElementPoint, PageSummary, Target
 from vision.mcp.operations import summary_line
 
 
@@ -119,6 +119,35 @@ def test_display_point_is_the_box_centre_on_the_display():
     assert display_point({"x": 10, "y": 20, "width": 100, "height": 40}, (0, 87)) == (60, 127)
     assert display_point({"x": 10.5, "y": 20.25, "width": 99, "height": 41}, (5, 100)) == (5 + 60, 100 + 40)
     assert display_point({"x": 0, "y": 0, "width": 1, "height": 1}, (0, 0)) == (0, 0)
+
+
+def test_a_position_is_a_pixel_inside_the_box_edges_one_pixel_in():
+    box = {"x": 100, "y": 200, "width": 50, "height": 54}
+    assert point_in(box, None) == point_in(box, "center") == (125, 227)
+    assert point_in(box, "top") == (125, 201) and point_in(box, "bottom") == (125, 252)
+    assert point_in(box, "left") == (101, 227) and point_in(box, "right") == (148, 227)
+    assert point_in(box, ElementPoint(x=7, y=30.9)) == (107, 230)
+    assert point_in(box, ElementPoint(y=0)) == (125, 200)  # x left out: the middle
+    assert point_in(box, ElementPoint(x=49, y=53)) == (149, 253)  # the last pixel inside
+    with pytest.raises(ValueError, match=r"position \(50, 10\) is outside the element's 50x54 box"):
+        point_in(box, ElementPoint(x=50, y=10))
+    with pytest.raises(ValueError, match="outside"):
+        point_in(box, ElementPoint(x=3, y=54))
+    tiny = {"x": 5, "y": 5, "width": 1, "height": 1}  # no pixel 1 px in: the edges are the pixel itself
+    assert {point_in(tiny, edge) for edge in ("top", "bottom", "left", "right", "center")} == {(5, 5)}
+
+
+def test_a_drag_says_where_on_each_element_and_refuses_a_bad_position():
+    request = DragRequest.model_validate({"selector": "#a", "position": "top",
+                                          "to": {"selector": "#b", "position": {"x": 3, "y": 0}}})
+    assert request.position == "top" and request.to.position == ElementPoint(x=3, y=0)
+    assert request.to.describe() == "selector '#b' at (3, 0)"
+    assert DropTarget(selector="#b", position="bottom").describe() == "selector '#b' at its bottom edge"
+    assert DropTarget(selector="#b", position=ElementPoint(y=4)).describe() == "selector '#b' at (middle, 4)"
+    assert DropTarget(selector="#b", position="center").describe() == "selector '#b'"
+    for bad in ({"position": "middle"}, {"position": {"x": -1, "y": 0}}, {"position": {"z": 1}}):
+        with pytest.raises(ValidationError):
+            DragRequest.model_validate({"selector": "#a", "to": {"selector": "#b", **bad}})
 
 
 def test_a_target_is_named_exactly_one_way():

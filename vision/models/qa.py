@@ -30,10 +30,13 @@ from desktop.models import (
     LOCATOR_FIELDS,
     LOCATOR_KINDS,
     REF,
+    DropTarget,
     Locating,
+    Position,
     Target,
     UploadFile,
     css_string,
+    position_words,
 )
 
 # The default limits of a comparison (docs/qa.md, "Visual baselines", has the measurements):
@@ -377,20 +380,22 @@ def _regex(pattern: str, where: str) -> re.Pattern:
 
 StepAction = Literal["navigate", "click", "dblclick", "hover", "check", "uncheck", "fill", "clear", "select",
                      "press", "drag", "scroll_into_view", "reload", "back", "forward", "upload", "wait", "assert",
-                     "screenshot", "act"]
+                     "screenshot", "act", "evaluate"]
 # The kinds of target a step may use: anything in the page; the page's or, by OCR, the screen's text
 # and images; pixels too (POINTER).
 DOM_ONLY = LOCATOR_KINDS
 ON_SCREEN = LOCATOR_KINDS + ("image",)
 POINTER = QA_KINDS
-NO_TARGET = ("navigate", "reload", "back", "forward", "screenshot", "act")
+NO_TARGET = ("navigate", "reload", "back", "forward", "screenshot", "act", "evaluate")
 WaitState = Literal["attached", "detached", "visible", "hidden"]
 
 
 class Recorded(_Body):
-    """What was recorded of a step's element when the run it came from was exported (vision.evidence.export):
-    how else to find it, and where it was. A step whose own locator no longer matches is healed
-    from it (unless the flow is ``strict``): never onto an element of another role."""
+    """The element as recorded by an export: healed from when the locator no longer matches."""
+
+    # How else to find it and where it was (vision.evidence.export). A step whose own locator no
+    # longer matches is healed from it (unless the flow is ``strict``): never onto an element of
+    # another role.
 
     role: str | None = Field(None, max_length=40, description="the element's ARIA role then")
     name: str | None = Field(None, max_length=500, description="its accessible name then")
@@ -452,9 +457,13 @@ class FlowStep(_Target):
     action: StepAction
     url: Url | None = Field(None, description="navigate: where to (also accepted as `value`)")
     value: str | None = Field(None, max_length=20_000, description="fill: the text to type")
+    expression: str | None = Field(None, min_length=1, max_length=20_000,
+                                   description="evaluate: JavaScript run in the page (needs --allow-evaluate)")
     option: str | None = Field(None, min_length=1, max_length=2000, description="select: the option's value or label")
     keys: list[str] | str | None = Field(None, description='press: chords in order, e.g. ["ctrl+a", "Delete"]')
-    to: Target | None = Field(None, description="drag: the element to drop on")
+    to: DropTarget | None = Field(None, description="drag: the element to drop on, and where on it")
+    position: Position | None = Field(None, description="drag: where to press on the dragged element, as to's "
+                                                         "position")
     files: list[UploadFile] | None = Field(None, min_length=1, max_length=20,
                                            description="upload: the files, {name, content_base64} (a suite file "
                                                        "may give paths, read by `glassdesk qa`)")
@@ -473,16 +482,14 @@ class FlowStep(_Target):
     expect: list[Expectation] | None = Field(None, max_length=50, description="act: what must hold when its model "
                                              "says done (vision/act's expect); the step fails unless every one "
                                              "holds")
-    recorded: Recorded | None = Field(None, description="click, dblclick, hover, fill, check, uncheck: the element as "
-                                                        "recorded (an exported run): healed from when the "
-                                                        "locator no longer matches")
+    recorded: Recorded | None = Field(None, description="click, dblclick, hover, fill, check, uncheck")
 
     @model_validator(mode="after")
     def _fits_the_action(self):  # noqa: C901
         action = self.action
         problems: list[str] = []
         needs = {"fill": "value", "select": "option", "drag": "to", "upload": "files", "assert": "assertion",
-                 "act": "instruction"}
+                 "act": "instruction", "evaluate": "expression"}
         if action == "navigate":
             self.url = self.url or self.value
             if not self.url:
@@ -491,7 +498,8 @@ class FlowStep(_Target):
             problems.append(f"{action} needs `{needs[action]}`")
         elif action == "press" and not self.keys:
             problems.append("press needs `keys`")
-        for field, used_by in (("to", "drag"), ("files", "upload"), ("state", "wait"), ("expect", "act")):
+        for field, used_by in (("to", "drag"), ("position", "drag"), ("files", "upload"), ("state", "wait"),
+                               ("expect", "act"), ("expression", "evaluate")):
             if getattr(self, field) is not None and action != used_by:
                 problems.append(f"{field}: only with action {used_by} (not {action})")
         if self.keys and action == "press":
@@ -543,6 +551,9 @@ def action_words(step: FlowStep) -> str:
                 + (f" {a.baseline_id}" if a.baseline_id else ""))
     if step.action == "act":
         return f"act {step.instruction!r}"
+    if step.action == "evaluate":
+        expression = " ".join((step.expression or "").split())
+        return f"evaluate {expression[:80] + '…' if len(expression) > 80 else expression}"
     if step.action == "wait" and not step.target_kinds():
         return f"wait {step.timeout_ms} ms"
     if step.action == "wait":
@@ -552,7 +563,7 @@ def action_words(step: FlowStep) -> str:
     if step.action == "select":
         return f"select {step.option!r} in {step.describe()}"
     if step.action == "drag" and step.to is not None:
-        return f"drag {step.describe()} to {step.to.describe()}"
+        return f"drag {step.describe()}{position_words(step.position)} to {step.to.describe()}"
     if step.action == "upload":
         return f"upload {len(step.files or [])} file(s) to {step.describe()}"
     if step.action in ("screenshot", "reload", "back", "forward"):
@@ -561,9 +572,11 @@ def action_words(step: FlowStep) -> str:
 
 
 class Expectation(_Target):
-    """One check of a vision run's ``expect``: a flow's assert step without its action (the same
-    assertion, target and rules), looked at again until it holds or ``timeout_ms`` passes. Checked
-    when the model says it is done: a run is verified only when every one holds."""
+    """A flow's assert step without its action, checked when the model says done: a run is verified
+    only when every one holds."""
+
+    # The same assertion, target and rules as an assert step, looked at again until it holds or
+    # ``timeout_ms`` passes.
 
     assertion: Assertion
     timeout_ms: StepTimeout = 5_000

@@ -122,10 +122,10 @@ class Flows:
         for step in steps:
             if step.assertion is not None and step.assertion.type == "visual_matches":
                 self.baselines.get(step.assertion.baseline_id or "")
-        evaluating = [number for number, step in enumerate(steps, 1)
-                      if step.assertion is not None and step.assertion.type == "evaluate"]
+        evaluating = [number for number, step in enumerate(steps, 1) if step.action == "evaluate"
+                      or (step.assertion is not None and step.assertion.type == "evaluate")]
         if evaluating and getattr(self.pages, "allow_evaluate", None) is False:
-            raise EvaluateDisabled(f"{what} {', '.join(map(str, evaluating))}: an evaluate assertion runs "
+            raise EvaluateDisabled(f"{what} {', '.join(map(str, evaluating))}: an evaluate step or assertion runs "
                                    "JavaScript in the page, which this server does not allow; start it with "
                                    "--allow-evaluate")
         self.driver.check_selectors(session, [css for s in steps for css in _selectors(s)] + list(selectors))
@@ -738,6 +738,10 @@ class _Flow:
             return {"status": done["status"], "url": done["url"], "load_time_ms": done["load_time_ms"]}
         if step.action in ("click", "dblclick", "hover"):
             return self.point_at(step, step_deadline)
+        if step.action == "evaluate":
+            value = pages.evaluate(sid, step.expression or "")
+            said = json.dumps(value, default=str)
+            return {"value": said if len(said) <= EVALUATED_LIMIT else said[:EVALUATED_LIMIT] + "…"}
         if step.action == "fill":
             return self.fill(step, step_deadline)
         if step.action == "clear":
@@ -767,7 +771,7 @@ class _Flow:
         if step.action == "drag":
             assert step.to is not None
             to = retarget_test_ids(step.to, self.request.test_id_attribute)
-            acted = pages.drag(sid, self.target(step), to, self.ms(step_deadline))
+            acted = pages.drag(sid, self.target(step), to, self.ms(step_deadline), position=step.position)
             return {"point": [acted.x, acted.y], "box": acted.box, "executed": acted.executed}
         if step.action == "scroll_into_view":
             found = pages.probe(sid, self.target(step), "visible", self.ms(step_deadline))
@@ -960,6 +964,7 @@ HEAL_AFTER_S = 3.0
 HEAL_PROBE_MS = 1000
 EFFECT_WAIT_S = 5.0  # how long a healed step's recorded effect (its URL, its texts) is waited for
 TEMPLATE_CONFIDENCE = 0.9  # a recorded template image must match this well to be the target
+EVALUATED_LIMIT = 2000  # characters of an evaluate step's JSON value kept in its record
 # How far (px) the recorded text or image may have moved and still be "at the pixel" (a repaint, a
 # font's hinting): beyond it the target has moved, and finding it again is a heal.
 STILL_PX = 4
