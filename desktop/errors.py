@@ -165,6 +165,12 @@ class InvalidSelector(GlassdeskError):
     code, status = "invalid_selector", 422
 
 
+class AmbiguousElement(GlassdeskError):
+    """An action's locator matches several elements (Playwright's strict mode); nothing was done."""
+
+    code, status = "ambiguous_element", 422
+
+
 class ElementCovered(GlassdeskError):
     """Real input at the element's pixel would land on something else; nothing was done."""
 

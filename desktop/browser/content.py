@@ -106,9 +106,10 @@ class Content:
 
     async def inspect(self, target: Target, states: tuple[str, ...], attribute: str | None) -> dict:
         """What the target's elements are now, without waiting or acting: how many match, and for
-        each (up to INSPECT_LIMIT) its text, form value, classes, whether it has the focus and the
-        attribute asked for; for the first match, the states asked for (visible, enabled, editable,
-        checked) as Playwright decides them. What an assertion polls and a failure reports."""
+        each (up to INSPECT_LIMIT) its text, form value (and a <select>'s selected values), classes,
+        whether it has the focus and the attribute asked for; for the first match, the states asked
+        for (visible, enabled, editable, checked) as Playwright decides them. What an assertion
+        polls and a failure reports."""
         page = await self.tabs.need_front()
         self.dialogs.refuse_if_open("look")
         locator = locator_for(page, target)
@@ -225,6 +226,8 @@ _INSPECT = """(els, [attribute, limit]) => ({count: els.length, elements: els.sl
   text: (el.textContent || '').slice(0, 5000),
   value: ('value' in el && ['INPUT', 'TEXTAREA', 'SELECT'].includes(el.tagName)) ? String(el.value).slice(0, 5000)
          : null,
+  values: el.tagName === 'SELECT' ? Array.from(el.selectedOptions).slice(0, 1000).map(o => o.value.slice(0, 5000))
+          : null,
   classes: Array.from(el.classList || []).slice(0, 100),
   focused: el.getRootNode().activeElement === el,
   tag: el.tagName.toLowerCase(),

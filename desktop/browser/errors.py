@@ -8,6 +8,11 @@ class NotFound(LookupError):
     """No element (or tab) answers to what was named."""
 
 
+class Ambiguous(LookupError):
+    """An action's locator matches more than one element (Playwright's strict mode): which one is
+    the caller's to say."""
+
+
 class Refused(ValueError):
     """The page or the browser would not do what was asked (a navigation that failed, an
     expression that threw, an option that is not there); the message says why."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from desktop.browser.errors import BadSelector, NotFound
+from desktop.browser.errors import Ambiguous, BadSelector, NotFound
 from desktop.models import Target
 
 
@@ -71,6 +71,13 @@ def point_in(box: dict, position) -> tuple[int, int]:
     return x + dx, y + dy
 
 
+def ambiguity(target: Target, matches: int, shown: list[str]) -> str:
+    """What an action on a locator matching several elements says (pure)."""
+    listed = ", ".join(shown) + (f" and {matches - len(shown)} more" if matches > len(shown) else "")
+    return (f"{target.describe()} matches {matches} elements, not one: {listed}; say which (nth: 0 for the "
+            "first, -1 for the last) or name it more narrowly; nothing was done")
+
+
 def viewport_origin(metrics: dict) -> tuple[int, int]:
     """Where the viewport's (0, 0) is on the display, from the window's own numbers (pure): the
     window's position plus the browser's frame around the viewport (tab strip and toolbar above,
@@ -107,25 +114,41 @@ _HIT_TEST = f"([el, x, y]) => ({_COVERED})(el, x, y)"
 # The window's own numbers, for viewport_origin.
 WINDOW = "() => ({screenX, screenY, outerWidth, outerHeight, innerWidth, innerHeight})"
 
+# The first few of the elements a locator matches, each as a person would point at it:
+# tag#id.class "its text".
+AMBIGUOUS_SHOWN = 3
+_SAY = """(els) => els.slice(0, AMBIGUOUS_SHOWN).map((e) => {
+  const id = e.id ? '#' + e.id : '';
+  const cls = typeof e.className === 'string' && e.className.trim()
+    ? '.' + e.className.trim().split(/\\s+/).join('.') : '';
+  const typed = e.tagName === 'TEXTAREA' || (e.tagName === 'INPUT' && !['checkbox', 'radio', 'file', 'hidden']
+    .includes(e.type));  // a checkbox's value is "on", not what a person reads
+  const text = (e.innerText || (typed ? e.value : '') || '').trim().replace(/\\s+/g, ' ');
+  return e.tagName.toLowerCase() + id + cls + (text ? ' "' + (text.length > 40 ? text.slice(0, 40) + '…' : text)
+    + '"' : '');
+})""".replace("AMBIGUOUS_SHOWN", str(AMBIGUOUS_SHOWN))
+
 # Everything locate needs once the element is in view, in one call instead of six: how many
-# elements match, the first one's box (CSS px in the viewport), the window's numbers and what is on
-# top at the box's centre (the pixel display_point picks, less the origin). null when the element
-# is in a frame of its own: its box and window would be the frame's, so locate asks the page
-# (_where_in_frame), as it does when nothing is found here.
+# elements match (and, when several, the first few), the first one's box (CSS px in the viewport),
+# the window's numbers and what is on top at the box's centre (the pixel display_point picks, less
+# the origin). null when the element is in a frame of its own: its box and window would be the
+# frame's, so locate asks the page (_where_in_frame), as it does when nothing is found here.
 _WHERE = f"""(els) => {{
   if (!els.length) return {{matches: 0}};
   const el = els[0], view = el.ownerDocument.defaultView;
   if (!view || view !== view.top) return null;
   const r = el.getBoundingClientRect();
   return {{matches: els.length, box: {{x: r.x, y: r.y, width: r.width, height: r.height}},
+          shown: els.length > 1 ? ({_SAY})(els) : [],
           covered_by: ({_COVERED})(el, Math.trunc(r.x + r.width / 2), Math.trunc(r.y + r.height / 2)),
           window: {{screenX, screenY, outerWidth, outerHeight, innerWidth, innerHeight}}}};
 }}"""
 
 
 async def locate(page, target: Target, timeout_ms: int) -> Located:
-    """Find the element, scroll it into view and say where it is on the display. Raises
-    NotFound (nothing matches in time) or BadSelector (a selector the browser cannot parse)."""
+    """Find the element an action is for, scroll it into view and say where it is on the display.
+    Raises NotFound (nothing matches in time), Ambiguous (several match and ``nth`` does not say
+    which: Playwright's strict mode) or BadSelector (a selector the browser cannot parse)."""
     locator = locator_for(page, target)
     try:
         await locator.first.wait_for(state="visible", timeout=timeout_ms)
@@ -140,6 +163,9 @@ async def locate(page, target: Target, timeout_ms: int) -> Located:
         where = await _where_in_frame(page, locator)
     if not where["matches"] or not where.get("box"):
         raise NotFound(f"no visible element for {target.describe()}")
+    if where["matches"] > 1 and target.nth is None:
+        shown = where.get("shown") or await locator.evaluate_all(_SAY)
+        raise Ambiguous(ambiguity(target, where["matches"], shown))
     box = where["box"]
     origin = viewport_origin(where["window"])
     x, y = display_point(box, origin)

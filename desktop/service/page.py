@@ -40,6 +40,7 @@ from desktop.browser.chromium import BrowserError
 from desktop.browser.dialogs import dialog_mode
 from desktop.browser.downloads import safe_file_name
 from desktop.browser.errors import (
+    Ambiguous,
     BadSelector,
     Crashed,
     DialogOpen,
@@ -52,6 +53,7 @@ from desktop.browser.errors import (
 from desktop.browser.locate import Located, locate, locator_for, point_in
 from desktop.browser.pages import Pages
 from desktop.errors import (
+    AmbiguousElement,
     DialogOpenError,
     ElementCovered,
     ElementNotFound,
@@ -124,6 +126,8 @@ class PageService:
             raise ResultTooLarge(str(exc)) from None
         except NotFound as exc:
             raise ElementNotFound(str(exc).strip("'\"")) from None
+        except Ambiguous as exc:
+            raise AmbiguousElement(str(exc)) from None
         except Refused as exc:
             raise InvalidAction(str(exc)) from None
         except (BrowserError, TimeoutError) as exc:

@@ -121,6 +121,8 @@ PAGES: dict[str, bytes] = {
   </div>
   <p><input id="file" type="file" multiple> <span id="files"></span>
      <span id="note" contenteditable="true" style="display: inline-block; min-width: 200px">a note</span></p>
+  <p><select id="toppings" multiple aria-label="Toppings"><option value="ham" selected>Ham</option>
+     <option value="olives">Olives</option><option value="egg" selected>Egg</option></select></p>
 </section>
 <script>
   const list = document.querySelector('.todo-list');

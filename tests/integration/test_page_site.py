@@ -354,8 +354,9 @@ def test_an_element_under_another_is_refused_and_nothing_is_clicked(api, site):
     goto(api, site, "/covered")
     message = error(api.post(f"{P}/click", json={"selector": "#under"}), 409, "element_covered")
     assert "div#veil.at.veil" in message
-    acted = ok(api.post(f"{P}/click", json={"selector": ".go"}))  # two match; the first is free
-    assert acted["matches"] == 2
+    error(api.post(f"{P}/click", json={"selector": ".go"}), 422, "ambiguous_element")  # two match: which?
+    acted = ok(api.post(f"{P}/click", json={"selector": ".go", "nth": 0}))  # the first, which is free
+    assert acted["matches"] == 1  # the locator with its nth
     click = site.wait_for(lambda e: e["type"] == "click")
     assert click["target"] == "free" and (click["screenX"], click["screenY"]) == (acted["x"], acted["y"])
     assert [e["target"] for e in site.events if e["type"] == "click"] == ["free"]

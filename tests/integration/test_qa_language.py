@@ -133,6 +133,40 @@ def test_a_drop_is_released_at_the_point_or_edge_asked_for(vision_api, qa_site):
     assert r.json()["success"], r.text  # the last drop's point still: the refused drag dropped nothing
 
 
+def test_an_action_names_one_element_and_an_assertion_says_which_match_it_saw(vision_api, qa_site):
+    """Playwright's strict mode for actions; assertions look at the first match and say so."""
+    lang = qa_site.url("/lang")
+    r = vision_api.post(f"{QA}/verify_user_flow", json={"start_url": lang, "steps": [
+        {"action": "click", "selector": ".todo-list li label"}]})
+    assert r.status_code == 200 and not r.json()["success"], r.text
+    assert "selector '.todo-list li label' matches 2 elements, not one: label \"Buy milk\", label \"Walk the dog\"; " \
+           "say which (nth: 0 for the first, -1 for the last)" in r.json()["failure_reason"], r.text
+    r = vision_api.post("/api/v1/sessions/itest/page/click", json={"selector": ".toggle"})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "ambiguous_element", r.text
+    assert 'not one: input.toggle, input.toggle; say which' in r.json()["error"]["message"], r.text
+
+    r = vision_api.post(f"{QA}/verify_user_flow", json={"start_url": lang, "steps": [
+        {"action": "assert", "selector": ".todo-list li label", "timeout_ms": 300,
+         "assertion": {"type": "has_text", "expected": "Walk the dog"}}]})
+    assert "expected text 'Walk the dog'; saw text 'Buy milk' (the first of 2 matches); the closest match: " \
+           "'Walk the dog' (match 2 of 2)" in r.json()["failure_reason"], r.text
+
+    r = vision_api.post(f"{QA}/verify_user_flow", json={"start_url": lang, "steps": [
+        {"action": "click", "selector": ".todo-list li label", "nth": -1},      # nth says which: no refusal
+        {"action": "assert", "label": "Toppings", "assertion": {"type": "has_values", "expected_list": ["ham", "egg"]}},
+        {"action": "select", "label": "Toppings", "option": "Olives"},
+        {"action": "assert", "label": "Toppings", "assertion": {"type": "has_values", "expected_list": ["olives"]}},
+        {"action": "assert", "selector": ".todo-list li", "nth": 1,
+         "assertion": {"type": "has_attribute", "attribute": "class", "expected_regex": r"\bcompleted\b"}},
+        {"action": "assert", "selector": ".todo-list li", "nth": 0,
+         "assertion": {"type": "has_attribute", "attribute": "class", "expected_regex": r"\bcompleted\b",
+                       "not": True}},
+        {"action": "assert", "selector": "#soon-gone", "assertion": {"type": "has_text", "expected_regex": "^here"}},
+        {"action": "assert", "selector": "#ro", "assertion": {"type": "has_value", "expected_regex": "^fix"}},
+    ]})
+    assert r.status_code == 200 and r.json()["success"], r.text
+
+
 def test_test_ids_on_another_attribute_and_a_failing_step_over_rest(vision_api, qa_site):
     flow = {"start_url": qa_site.url("/lang"), "test_id_attribute": "data-qa",
             "steps": [{"action": "assert", "test_id": "row", "within": {"test_id": "list"},
@@ -156,7 +190,7 @@ FAILING = [
     ({"role": "listitem"}, {"type": "count", "count": 5}, "saw 2 matches"),
     ({"selector": "li", "nth": 0}, {"type": "has_class", "expected": "completed"}, "saw classes 'todo'"),
     ({"selector": "li label"}, {"type": "has_text", "expected": "Walk the dog"},
-     "saw text 'Buy milk'; the closest match: 'Walk the dog'"),
+     "saw text 'Buy milk' (the first of 2 matches); the closest match: 'Walk the dog' (match 2 of 2)"),
     ({"selector": "li label"}, {"type": "has_text", "expected_list": ["Buy milk"]},
      "saw 2 matches: ['Buy milk', 'Walk the dog']"),
     ({"selector": "li label"}, {"type": "text_contains", "expected": "cheese"}, "saw text 'Buy milk'"),

@@ -13,7 +13,7 @@ from desktop.browser.hit import css_ident, rank_locators
 from desktop.codegen import action_code, answer_code, locator, pw_key
 from desktop.models import ElementAt, Target
 from vision.cli.qa import REQUESTS
-from vision.evidence.export import ExportError, export_qa_run, export_trace, flow_of_trace, secret_env
+from vision.evidence.export import ExportError, Op, _op_code, export_qa_run, export_trace, flow_of_trace, secret_env
 from vision.trace.records import ErrorInfo, StepRecord, Trace, TraceMeta
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -179,6 +179,35 @@ def test_a_trace_exports_as_playwright_specs():
     assert "page.get_by_role('textbox', name='Email', exact=True).fill('ada@example.com')" in py
     assert 'fill(os.environ.get("GLASSDESK_SECRET_PW", ""))' in py
     assert "expect(page).to_have_url('http://127.0.0.1:8000/signed-up?email=ada')" in py
+
+
+def test_this_rounds_steps_and_assertions_export_as_playwright_says_them():
+    def code(step: dict, lang: str = "ts") -> list[str]:
+        return _op_code(Op(step), lang)
+
+    drag = {"action": "drag", "selector": "#a", "position": {"x": 3, "y": 0},
+            "to": {"selector": "#b", "position": {"x": 10, "y": 12.5}}}
+    assert code(drag) == ['await page.locator("#a").dragTo(page.locator("#b"), { sourcePosition: { x: 3, y: 0 }, '
+                          'targetPosition: { x: 10, y: 12.5 } });']
+    assert code(drag, "py") == ["page.locator('#a').drag_to(page.locator('#b'), source_position={\"x\": 3, \"y\": 0}, "
+                                'target_position={"x": 10, "y": 12.5})']
+    centred = {"action": "drag", "selector": "#a", "to": {"selector": "#b", "position": "center"}}
+    assert code(centred) == ['await page.locator("#a").dragTo(page.locator("#b"));']
+    for edge in ("top", {"y": 3}):  # a point Playwright cannot be told without the element's size
+        assert "not exported: a drag to an edge" in code(centred | {"to": {"selector": "#b", "position": edge}})[0]
+    assert code({"action": "evaluate", "expression": "window.x = 1"}) == ['await page.evaluate("window.x = 1");']
+
+    def expect(assertion: dict, lang: str = "ts") -> str:
+        [line] = code({"action": "assert", "selector": "#s", "assertion": assertion}, lang)
+        return line
+
+    assert expect({"type": "has_text", "expected_regex": "^a+$"}) == \
+        'await expect(page.locator("#s")).toHaveText(new RegExp("^a+$"));'
+    assert expect({"type": "has_attribute", "attribute": "class", "expected_regex": "on"}, "py") == \
+        "expect(page.locator('#s')).to_have_attribute('class', re.compile('on'))"
+    assert expect({"type": "has_values", "expected_list": ["a", "b"]}) == \
+        'await expect(page.locator("#s")).toHaveValues(["a", "b"]);'
+    assert expect({"type": "has_value", "expected": ""}) == 'await expect(page.locator("#s")).toHaveValue("");'
 
 
 def test_no_secret_value_reaches_an_export():

@@ -197,12 +197,19 @@ def test_a_flow_with_bad_steps_is_refused_with_every_problem():
 
 @pytest.mark.parametrize("assertion, says", [
     ({"type": "count"}, "needs `count`"),
-    ({"type": "has_text", "expected": "a", "expected_list": ["a"]}, "one of `expected` or `expected_list`"),
+    ({"type": "has_text", "expected": "a", "expected_list": ["a"]}, "one of `expected`, `expected_list` or `ex"),
     ({"type": "visible", "expected": "x"}, "takes none"),
     ({"type": "has_class"}, "needs `expected`"),
     ({"type": "url", "count": 1}, "only with assertion count"),
     ({"type": "visual_matches", "baseline_id": "b", "not": True}, "cannot be negated"),
     ({"type": "exists", "attribute": "x"}, "only with assertion has_attribute"),
+    ({"type": "has_text", "expected": "a", "expected_regex": "a"}, r"\(not expected and expected_regex\)"),
+    ({"type": "has_value", "expected": "a", "expected_regex": "a"}, "`expected` or `expected_regex`, not both"),
+    ({"type": "has_class", "expected_regex": "a"}, "expected_regex: only with has_text"),
+    ({"type": "has_attribute", "attribute": "href", "expected_regex": "("}, "not a regular expression"),
+    ({"type": "has_value"}, "needs `expected` or `expected_regex`"),
+    ({"type": "has_values"}, "has_values needs `expected_list`"),
+    ({"type": "has_value", "expected_list": ["a"]}, "expected_list: only with has_text, contains_text or has_values"),
 ])
 def test_a_bad_assertion_says_what_is_wrong(assertion, says):
     with pytest.raises(ValidationError, match=says):
@@ -250,6 +257,18 @@ def a(kind, **fields):
     (a("has_attribute", attribute="href", expected="/y"), seen({"attribute": "/x"}), False, "href='/x'"),
     (a("has_attribute", attribute="href"), seen({}), False, "no attribute href"),
     (a("has_class", expected="x"), seen(), False, "no element matches"),
+    (a("has_text", expected="200"), seen({"text": "Code"}, {"text": "200"}), False, "text 'Code' (the first of 2 "
+                                                                                  "matches)"),
+    (a("visible"), seen({}, {}, {}, visible=True), True, "visible (the first of 3 matches)"),
+    (a("has_text", expected_regex=r"^Item \d\.1$"), seen({"text": " Item  2.1"}), True, "text 'Item 2.1'"),
+    (a("contains_text", expected_regex="[0-9]+ items? left"), seen({"text": "3 item left"}), True, "text"),
+    (a("has_value", expected_regex="@example\\.org$"), seen({"value": "a@example.com"}), False, "value"),
+    (a("has_attribute", attribute="class", expected_regex=r"\bselected\b"), seen({"attribute": "tab selected"}),
+     True, "class='tab selected'"),
+    (a("has_attribute", attribute="class", expected_regex="x"), seen({}), False, "no attribute class"),
+    (a("has_values", expected_list=["ham", "olives"]), seen({"values": ["ham", "olives"]}), True, "values ['ham'"),
+    (a("has_values", expected_list=["ham"]), seen({"values": ["ham", "olives"]}), False, "values ['ham', 'olives']"),
+    (a("has_values", expected_list=[]), seen({"tag": "input"}), False, "no selected values (a <input>, not a select)"),
 ])
 def test_judge_says_whether_it_holds_and_what_was_seen(assertion, saw, holds, words):
     held, said = judge(assertion, saw)
@@ -259,6 +278,8 @@ def test_judge_says_whether_it_holds_and_what_was_seen(assertion, saw, holds, wo
 def test_wanted_and_closest():
     assert wanted(a("has_class", expected="completed", **{"not": True})) == "not class 'completed'"
     assert wanted(a("count", count=3)) == "count 3"
+    assert wanted(a("has_attribute", attribute="href", expected_regex="^/x")) == "attribute href matching /^/x/"
+    assert wanted(a("has_text", expected_regex="a+", **{"not": True})) == "not text matching /a+/"
     assert closest("Buy milk", ["Buy milc", "Walk the dog"]) == "Buy milc"
     assert closest("Buy milk", ["something else entirely"]) is None
     assert normalise("  a \n b ") == "a b"

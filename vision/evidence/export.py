@@ -24,7 +24,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from desktop.actions import PLACEHOLDER  # the one spelling of a secret's placeholder
 from desktop.codegen import Lang, action_code, lit, locator, pw_key
@@ -449,7 +449,7 @@ def _expect(step: dict, lang: Lang) -> list[str]:
         return [f"{aw}expect({subject}){no}.{ts if lang == 'ts' else py}({', '.join(args)}){end}"]
 
     def regex(pattern: str) -> str:
-        return f"new RegExp({lit(pattern, lang)})" if lang == "ts" else f"re.compile({lit(pattern, lang)})"
+        return _regex_code(pattern, lang)
 
     if kind == "url":
         return call("toHaveURL", "to_have_url", lit(expected, lang))
@@ -467,21 +467,33 @@ def _expect(step: dict, lang: Lang) -> list[str]:
         return call(*simple[kind])
     if kind == "count":
         return call("toHaveCount", "to_have_count", str(a.get("count", 0)))
-    if kind in ("has_text", "contains_text", "text_contains"):
-        ts, py = ("toHaveText", "to_have_text") if kind == "has_text" else ("toContainText", "to_contain_text")
-        values = a.get("expected_list")
-        arg = ("[" + ", ".join(lit(v, lang) for v in values) + "]") if values is not None else lit(expected, lang)
-        return call(ts, py, arg)
-    if kind in ("has_value", "value_equals"):
-        return call("toHaveValue", "to_have_value", lit(expected or "", lang))
+    valued = {"has_text": ("toHaveText", "to_have_text"), "contains_text": ("toContainText", "to_contain_text"),
+              "text_contains": ("toContainText", "to_contain_text"), "has_value": ("toHaveValue", "to_have_value"),
+              "value_equals": ("toHaveValue", "to_have_value"), "has_values": ("toHaveValues", "to_have_values")}
+    if kind in valued:
+        return call(*valued[kind], _expected_code(a, lang))
     if kind == "has_class":
         return call("toHaveClass", "to_have_class", regex(rf"(^|\s){re.escape(expected)}(\s|$)"))
     if kind == "has_attribute":
         args = [lit(a.get("attribute"), lang)] + ([lit(expected, lang)] if expected is not None else [])
         if expected is None:
-            args.append(regex(".*"))
+            args.append(regex(a.get("expected_regex") or ".*"))
         return call("toHaveAttribute", "to_have_attribute", *args)
     return [f"{_comment(lang)}not exported: assertion {kind}"]
+
+
+def _regex_code(pattern: str, lang: Lang) -> str:
+    return f"new RegExp({lit(pattern, lang)})" if lang == "ts" else f"re.compile({lit(pattern, lang)})"
+
+
+def _expected_code(a: dict, lang: Lang) -> str:
+    """An assertion's expectation as code (pure): expected_regex as a regular expression,
+    expected_list as an array, else expected as a string."""
+    if a.get("expected_regex") is not None:
+        return _regex_code(a["expected_regex"], lang)
+    if a.get("expected_list") is not None:
+        return "[" + ", ".join(lit(v, lang) for v in a["expected_list"]) + "]"
+    return lit(a.get("expected") or "", lang)
 
 
 def _op_code(op: Op, lang: Lang) -> list[str]:  # noqa: C901
@@ -505,6 +517,8 @@ def _op_code(op: Op, lang: Lang) -> list[str]:  # noqa: C901
                 lines += action_code(raw, op.element, lang, text=text)
             return lines
         return [f"{_comment(lang)}not exported: a vision step ({step.get('instruction', '')!r}) needs a model"]
+    if action == "evaluate":
+        return [f"{aw}page.evaluate({lit(step['expression'], lang)}){end}"]
     if action == "wait" and loc is None:
         return [_wait(lang, int(step.get("timeout_ms", 1000)))]
     if action == "press" and loc is None:
@@ -541,13 +555,35 @@ def _op_code(op: Op, lang: Lang) -> list[str]:  # noqa: C901
     if action == "drag" and step.get("to"):
         to = Target.model_validate(step["to"])
         verb = "dragTo" if lang == "ts" else "drag_to"
-        return [f"{aw}{loc}.{verb}({locator(to, lang)}){end}"]
+        where = _drag_positions(step.get("position"), step["to"].get("position"), lang)
+        if where is None:  # an edge's point depends on the element's size, known only on the page
+            return [f"{_comment(lang)}not exported: a drag to an edge or with one coordinate (Playwright takes "
+                    f"{{x, y}})"]
+        return [f"{aw}{loc}.{verb}({', '.join([locator(to, lang), *where])}){end}"]
     if action == "wait":
         state = step.get("state") or "visible"
         opts = f"{{ state: {lit(state, lang)} }}" if lang == "ts" else f"state={lit(state, lang)}"
         verb = "waitFor" if lang == "ts" else "wait_for"
         return [f"{aw}{loc}.{verb}({opts}){end}"]
     return [f"{_comment(lang)}not exported: {action} (glassdesk-only)"]
+
+
+def _drag_positions(source: Any, target: Any, lang: Lang) -> list[str] | None:
+    """dragTo's options for a step's positions (pure): none for centres, the points as Playwright's
+    sourcePosition/targetPosition; None when one is an edge or leaves a coordinate out."""
+    options = []
+    for name, position in (("source_position", source), ("target_position", target)):
+        if position is None or position == "center":
+            continue
+        if not isinstance(position, dict) or position.get("x") is None or position.get("y") is None:
+            return None
+        x, y = (f"{position[k]:g}" for k in ("x", "y"))
+        options.append((name, x, y))
+    if lang == "ts":
+        inner = ", ".join(f"{'sourcePosition' if n == 'source_position' else 'targetPosition'}: {{ x: {x}, y: {y} }}"
+                          for n, x, y in options)
+        return [f"{{ {inner} }}"] if options else []
+    return [f'{n}={{"x": {x}, "y": {y}}}' for n, x, y in options]
 
 
 def render_playwright(flow: Flow, lang: Lang) -> str:

@@ -244,16 +244,17 @@ def template_png(value: str) -> bytes:
 
 AssertionType = Literal["exists", "visible", "hidden", "enabled", "disabled", "editable", "focused", "checked",
                         "count", "has_class", "has_text", "contains_text", "text_contains", "has_value",
-                        "value_equals", "has_attribute", "url", "url_matches", "title", "evaluate",
+                        "value_equals", "has_values", "has_attribute", "url", "url_matches", "title", "evaluate",
                         "screen_text_contains", "visual_matches"]
 # The assertions about the step's element (its target), by what they need besides.
 ELEMENT_STATES = ("exists", "visible", "hidden", "enabled", "disabled", "editable", "focused", "checked")
 TARGETED = ELEMENT_STATES + ("count", "has_class", "has_text", "contains_text", "text_contains", "has_value",
-                             "value_equals", "has_attribute")
+                             "value_equals", "has_values", "has_attribute")
 # The element's assertions a text or an image on the screen can answer too (by OCR, by template).
 ELEMENT_PRESENCE = ("exists", "visible", "hidden")
 # Kept under their old names: text_contains is contains_text, value_equals is has_value.
 ALIASES = {"text_contains": "contains_text", "value_equals": "has_value"}
+REGEX_KINDS = ("has_text", "contains_text", "has_value", "has_attribute")  # take expected_regex
 NEEDS_EXPECTED = ("has_class", "has_value", "value_equals", "url", "url_matches", "title", "evaluate",
                   "screen_text_contains")
 
@@ -320,7 +321,11 @@ class Assertion(VisualLimits):
                                  "value (optional); url, title: the whole of it; url_matches: a regular "
                                  "expression; evaluate: a JavaScript expression that must be true-valued")
     expected_list: list[Annotated[str, Field(max_length=2000)]] | None = Field(
-        None, max_length=200, description="has_text, contains_text: the texts of all the matching elements, in order")
+        None, max_length=200, description="has_text, contains_text: the texts of all the matching elements, in "
+                                          "order; has_values: the selected options' values of a multiple select")
+    expected_regex: str | None = Field(None, min_length=1, max_length=2000,
+                                       description="has_text, contains_text, has_value, has_attribute: a regular "
+                                                   "expression searched for instead of `expected`")
     count: int | None = Field(None, ge=0, le=100_000, description="count: how many elements match")
     attribute: str | None = Field(None, min_length=1, max_length=200, description="has_attribute: its name")
     negate: bool = Field(False, alias="not", description="the opposite must hold")
@@ -330,13 +335,27 @@ class Assertion(VisualLimits):
     def _complete(self):  # noqa: C901
         problems = []
         kind = self.type
-        if kind in NEEDS_EXPECTED and self.expected is None:
-            problems.append(f"assertion {kind} needs `expected`")
-        if kind in ("has_text", "contains_text", "text_contains") and (self.expected is None) == \
-                (self.expected_list is None):
-            problems.append(f"assertion {kind} needs one of `expected` or `expected_list`")
-        if self.expected_list is not None and kind not in ("has_text", "contains_text", "text_contains"):
-            problems.append(f"expected_list: only with has_text or contains_text (not {kind})")
+        if kind in NEEDS_EXPECTED and self.expected is None and (self.expected_regex is None
+                                                                 or self.kind not in REGEX_KINDS):
+            problems.append(f"assertion {kind} needs `expected`"
+                            + (" or `expected_regex`" if self.kind in REGEX_KINDS else ""))
+        given = [k for k in ("expected", "expected_list", "expected_regex") if getattr(self, k) is not None]
+        if kind in ("has_text", "contains_text", "text_contains") and len(given) != 1:
+            problems.append(f"assertion {kind} needs one of `expected`, `expected_list` or `expected_regex`"
+                            + (f" (not {' and '.join(given)})" if given else ""))
+        elif kind in REGEX_KINDS and len(given) > 1:
+            problems.append(f"assertion {kind}: `expected` or `expected_regex`, not both")
+        if self.expected_regex is not None:
+            if self.kind not in REGEX_KINDS:
+                problems.append(f"expected_regex: only with {', '.join(REGEX_KINDS)} (not {kind})")
+            try:
+                _regex(self.expected_regex, "assertion.expected_regex")
+            except ValueError as exc:
+                problems.append(str(exc))
+        if self.expected_list is not None and kind not in ("has_text", "contains_text", "text_contains", "has_values"):
+            problems.append(f"expected_list: only with has_text, contains_text or has_values (not {kind})")
+        if kind == "has_values" and self.expected_list is None:
+            problems.append("assertion has_values needs `expected_list`")
         if kind == "count" and self.count is None:
             problems.append("assertion count needs `count`")
         if self.count is not None and kind != "count":

@@ -42,9 +42,6 @@ HEAL_WAIT_S = 15  # how long a retry waits for a healing browser or desktop to b
 DOM_FIRST_MS = 1500  # a text target's share of the step's time in the DOM before OCR takes over
 POLL_S = 0.1  # how often a condition that must come true is looked at again
 CONSOLE_LIMIT = 200  # console lines kept with a test case
-# Page-controlled text a caller's regular expression is applied to is cut to this many characters
-# (a console line, a URL): a cheap bound on what a pathological pattern can cost.
-REGEX_TEXT_LIMIT = 10_000
 
 # What the jobs are given of QaService's run keeping (vision.qa.service): its ``_run``, (verb, name,
 # session, request[, secrets]) -> the session held and the run made around a verb's work; and its

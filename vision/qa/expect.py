@@ -10,6 +10,7 @@ state assertions look at the first match (a step's ``nth`` picks another).
 from __future__ import annotations
 
 import difflib
+import re
 
 from vision.models.qa import Assertion
 
@@ -17,6 +18,9 @@ from vision.models.qa import Assertion
 STATES = {"visible": ("visible",), "hidden": ("visible",), "enabled": ("enabled",), "disabled": ("enabled",),
           "editable": ("editable",), "checked": ("checked",)}
 SHOWN = 5  # texts quoted in a failure, at most
+# Page-controlled text a caller's regular expression is applied to is cut to this many characters
+# (a console line, a URL, an element's text): a cheap bound on what a pathological pattern can cost.
+REGEX_TEXT_LIMIT = 10_000
 CLOSE_ENOUGH = 0.5  # a closest text is offered from this similarity up (as the OCR finder does)
 
 
@@ -48,8 +52,16 @@ def _in_order(wanted: list[str], texts: list[str], contains: bool) -> bool:
     return True
 
 
-def judge(a: Assertion, seen: dict) -> tuple[bool, str]:  # noqa: C901
-    """Whether ``a`` (ignoring its ``not``) holds on ``seen``, and what was seen, in words."""
+def judge(a: Assertion, seen: dict) -> tuple[bool, str]:
+    """Whether ``a`` (ignoring its ``not``) holds on ``seen``, and what was seen, in words; an
+    assertion about the first of several matches says so (`nth` picks another)."""
+    held, saw = _judge(a, seen)
+    if seen["count"] > 1 and a.kind not in ("count", "exists") and a.expected_list is None:
+        saw += f" (the first of {seen['count']} matches)"
+    return held, saw
+
+
+def _judge(a: Assertion, seen: dict) -> tuple[bool, str]:  # noqa: C901
     kind, count, elements, states = a.kind, seen["count"], seen["elements"], seen.get("states", {})
     matches = f"{count} match{'es' if count != 1 else ''}"
     if kind == "count":
@@ -88,19 +100,36 @@ def judge(a: Assertion, seen: dict) -> tuple[bool, str]:  # noqa: C901
             wanted = [normalise(t) for t in a.expected_list]
             shown = ", ".join(_quote(t, 80) for t in texts[:SHOWN * 4]) + (", …" if len(texts) > SHOWN * 4 else "")
             return _in_order(wanted, texts, contains), f"{matches}: [{shown}]"
+        if a.expected_regex is not None:
+            return _searched(a.expected_regex, texts[0]), f"text {_quote(texts[0])}"
         want = normalise(a.expected)
         return (want in texts[0]) if contains else texts[0] == want, f"text {_quote(texts[0])}"
     if kind == "has_value":
         value = first["value"]
         if value is None:
             return False, f"no value (a <{first['tag']}>, not a form field)"
+        if a.expected_regex is not None:
+            return _searched(a.expected_regex, value), f"value {_quote(value)}"
         return value == a.expected, f"value {_quote(value)}"
+    if kind == "has_values":
+        values = first.get("values")
+        if values is None:
+            return False, f"no selected values (a <{first['tag']}>, not a select)"
+        return values == a.expected_list, f"values {values!r}"
     if kind == "has_attribute":
         value = first["attribute"]
         if value is None:
             return False, f"no attribute {a.attribute}"
+        if a.expected_regex is not None:
+            return _searched(a.expected_regex, value), f"{a.attribute}={_quote(value)}"
         return a.expected is None or value == a.expected, f"{a.attribute}={_quote(value)}"
     raise ValueError(f"not an element assertion: {a.type}")
+
+
+def _searched(pattern: str, text: str) -> bool:
+    """Playwright's toHaveText(/re/) and toHaveAttribute(name, /re/): the expression found anywhere
+    in the text (bounded: a page's text may be long)."""
+    return re.search(pattern, text[:REGEX_TEXT_LIMIT]) is not None
 
 
 def wanted(a: Assertion) -> str:
@@ -108,9 +137,13 @@ def wanted(a: Assertion) -> str:
     words = {"count": f"count {a.count}", "has_attribute": f"attribute {a.attribute}"
              + (f"={a.expected!r}" if a.expected is not None else ""),
              "has_class": f"class {a.expected!r}", "has_value": f"value {a.expected!r}",
+             "has_values": f"values {a.expected_list!r}",
              "has_text": "text " + (repr(a.expected) if a.expected_list is None else repr(a.expected_list)),
              "contains_text": "text containing " + (repr(a.expected) if a.expected_list is None
                                                     else repr(a.expected_list))}.get(a.kind, a.kind)
+    if a.expected_regex is not None:
+        words = {"has_text": "text", "contains_text": "text", "has_value": "value",
+                 "has_attribute": f"attribute {a.attribute}"}[a.kind] + f" matching /{a.expected_regex}/"
     return f"not {words}" if a.negate else words
 
 

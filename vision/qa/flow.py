@@ -47,7 +47,6 @@ from vision.qa.driver import (
     CONSOLE_LIMIT,
     DOM_FIRST_MS,
     POLL_S,
-    REGEX_TEXT_LIMIT,
     AssertionFailed,
     Driver,
     FinishRun,
@@ -58,6 +57,7 @@ from vision.qa.driver import (
     _stem,
     _transient,
 )
+from vision.qa.expect import REGEX_TEXT_LIMIT
 
 if TYPE_CHECKING:
     from vision.models import ActRequest, ActResult
@@ -215,7 +215,10 @@ class Flows:
         if seen["count"] and a.kind in ("has_text", "contains_text") and a.expected is not None:
             texts = [normalise(e["text"]) for e in seen["elements"]]
             near = closest(a.expected, texts)
-            return f"; the closest match: {near!r}" if near and near != texts[0] else ""
+            if not near or near == texts[0]:
+                return ""
+            return f"; the closest match: {near!r}" + (f" (match {texts.index(near) + 1} of {seen['count']})"
+                                                       if seen["count"] > 1 else "")
         words = target.has_text or next((getattr(target, k) for k in ("text", "label", "placeholder", "alt", "title")
                                          if getattr(target, k) is not None), None) or target.name
         if seen["count"] or words is None:

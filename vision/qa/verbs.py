@@ -26,13 +26,13 @@ from vision.models.qa import (
 )
 from vision.qa.driver import (
     CONSOLE_LIMIT,
-    REGEX_TEXT_LIMIT,
     Driver,
     FinishRun,
     StartRun,
     _console_line,
     _reason,
 )
+from vision.qa.expect import REGEX_TEXT_LIMIT
 
 
 class Verbs:
