@@ -20,6 +20,9 @@ from desktop.models import DialogMode
 
 CONSOLE_RING = 1000
 NETWORK_RING = 2000
+DETAILED_REQUESTS = 500  # the latest requests whose headers and body a flow's check may still read
+HEADERS_LIMIT = 8_000  # characters of a request's headers kept for a flow's checks
+BODY_LIMIT = 20_000    # characters of its body
 DIALOG_RING = 100
 DOWNLOAD_RING = 200
 ORIGINS = 5000  # origins remembered for a clear (each costs a DevTools call then: ~1 ms)
@@ -110,12 +113,47 @@ class PageRecord:
     # tab whose renderer died, opened again by the page layer). The session's Desktop.heals() is this
     # list: a run learns each heal from it, whichever part noticed.
     heals: list[str] = field(default_factory=list)
+    # The last DETAILED_REQUESTS requests themselves (Playwright's), by their network entry's seq:
+    # their headers and body are read from them for a QA flow's request checks
+    # (PageService.request_detail) and nothing else. Kept beside the network ring, never in it: its
+    # entries are answered to anyone reading the page's network, and headers carry tokens.
+    requests: dict[int, Any] = field(default_factory=dict)
 
     def saw(self, origin: str) -> None:
         if origin not in self.origins:
             self.origins[origin] = None
             if len(self.origins) > ORIGINS:
                 del self.origins[next(iter(self.origins))]
+
+
+def request_detail(headers: dict[str, str], body: str | None) -> dict:
+    """What is kept of a request for a flow's checks (pure): its headers by lower-case name and its
+    body, each bounded (HEADERS_LIMIT, BODY_LIMIT characters)."""
+    kept: dict[str, str] = {}
+    room = HEADERS_LIMIT
+    for name, value in headers.items():
+        if room <= 0:
+            break
+        kept[name.lower()] = value[:room]
+        room -= len(name) + len(value)
+    return {"headers": kept, "body": body[:BODY_LIMIT] if body is not None else None}
+
+
+async def read_request(request) -> dict | None:
+    """A kept request's headers (all of them: the ones Playwright's ``headers`` leaves out, such as
+    Authorization and Cookie, included) and body; None once the browser has let it go."""
+    try:
+        headers = await request.all_headers()
+    except Exception:  # its page or browser gone since (a heal, a reset): nothing left to read
+        return None
+    return request_detail(headers, post_data(request))
+
+
+def post_data(request) -> str | None:
+    try:
+        return request.post_data
+    except Exception:  # a body that is not text (an upload): nothing a check reads
+        return None
 
 
 class Recorder:
@@ -181,6 +219,10 @@ class Recorder:
         self._requests[request] = (entry["seq"], entry["ts"])
         if len(self._requests) > NETWORK_RING:  # requests that never end (long polls) must not pile up
             self._answered.discard(self._requests.pop(next(iter(self._requests))))
+        kept = self.record.requests
+        kept[entry["seq"]] = request
+        if len(kept) > DETAILED_REQUESTS:
+            kept.pop(next(iter(kept)))
 
     def _on_response(self, response) -> None:
         # The status is known when the headers arrive: a body the page never reads (a fetch whose

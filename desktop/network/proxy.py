@@ -312,7 +312,9 @@ class PolicyProxy:
         except _Refused as exc:
             return await _finish(reader, writer, _blocked(host, request.port, exc.refusal))
         except _BadGateway as exc:
-            log.info("%s %s:%s failed: %s", request.method, host, request.port, exc)
+            # DEBUG: an unreachable host is the page's own failure (its network record has it), and
+            # Chromium's background requests (update.googleapis.com) fail on every offline start.
+            log.debug("%s %s:%s failed: %s", request.method, host, request.port, exc)
             if request.method != "CONNECT":
                 # No answer at all: the page's request fails as it would without a proxy (a 502 would
                 # be a response: a fetch would resolve, a navigation would "succeed").

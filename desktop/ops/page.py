@@ -209,6 +209,10 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("pages", "tabs", None, list[Tab], acts=False, rest=Rest("GET", "/page/tabs")),
     # The QA verbs' readers (no door serves them): forwarded to a remote session's server.
     Operation("pages", "probe", None, dict, acts=False),
+    # A flow's type and blur steps (vision.qa.flow; no door of their own): forwarded to a remote session's server.
+    Operation("pages", "type_text", None, Acted, acts=True),
+    Operation("pages", "blur", None, Acted, acts=True),
+    Operation("pages", "request_detail", None, dict | None, acts=False),
     Operation("pages", "inspect", None, dict, acts=False),
     Operation("pages", "boxes", None, list[list[int]], acts=False),
     Operation("pages", "cursors", None, tuple[int, int], acts=False),

@@ -52,6 +52,7 @@ from desktop.browser.errors import (
 )
 from desktop.browser.locate import Located, locate, locator_for, point_in
 from desktop.browser.pages import Pages
+from desktop.browser.record import read_request
 from desktop.errors import (
     AmbiguousElement,
     DialogOpenError,
@@ -173,6 +174,15 @@ class PageService:
             return bool(e["failure"]) or (e["status"] or 0) >= 400 or bool(e["blocked"])
 
         return session.stack.record.network.since(since, failed if failed_only else None)
+
+    def request_detail(self, session_id: str | None, seq: int) -> dict | None:
+        """The headers and body of the request recorded as network entry ``seq`` (a QA flow's
+        request checks), or None when they are no longer kept."""
+        session = self._reading(session_id)
+        request = session.stack.record.requests.get(seq)
+        if request is None:
+            return None
+        return self._call(session, lambda pages: read_request(request))
 
     def downloads(self, session_id: str | None) -> list[dict]:
         return self._reading(session_id).stack.record.downloads.since(0)
@@ -433,12 +443,54 @@ class PageService:
         return _acted(located, *performed)
 
     def press(self, session_id: str | None, target: Target, keys: list[str], timeout_ms: int = 5000) -> Acted:
-        """The element focused (DevTools: focusing is no input of its own, and a click could act on
-        it), then the keys pressed on the real keyboard."""
+        """The element focused, then the keys pressed on the real keyboard."""
         try:
             chords = Key(keys=keys)
         except ValidationError as exc:
             raise InvalidAction(describe_validation(exc)) from None
+        return self._focused_then(session_id, target, chords, timeout_ms, "a page press")
+
+    def type_text(self, session_id: str | None, target: Target, value: str, *,
+                  secrets: dict[str, str] | None = None, timeout_ms: int = 5000) -> Acted:
+        """The element focused, then ``value`` typed on the real keyboard where its caret is:
+        nothing cleared (Playwright's pressSequentially; ``fill`` clears first)."""
+        text, typing = _typing(value, secrets)
+        if typing is None:
+            raise InvalidAction("value: nothing to type")
+        acted = self._focused_then(session_id, target, typing, timeout_ms, "a page type")
+        acted.executed = [["xdotool", "type", value]]  # the placeholders, never the secrets typed
+        return acted
+
+    def blur(self, session_id: str | None, target: Target, timeout_ms: int = 5000) -> Acted:
+        """The element loses the focus (DevTools, as Playwright's blur: no pixel means "elsewhere";
+        a click there could act on what it lands on)."""
+        async def unfocus(element) -> bool:
+            await element.blur(timeout=timeout_ms)
+            return not await element.evaluate("(el) => el.getRootNode().activeElement === el")
+
+        return self._by_devtools(session_id, target, timeout_ms, "blur", unfocus)
+
+    def _by_devtools(self, session_id: str | None, target: Target, timeout_ms: int, doing: str,
+                     work: Callable[[Any], Awaitable[bool]]) -> Acted:
+        """The element found as an action finds it, then ``work`` done on it through DevTools; what
+        ``work`` answers is whether the element holds the result (``verified``)."""
+        session = self._agent(session_id)
+
+        async def run(pages: Pages) -> tuple[Located, bool]:
+            page = await pages.need_front()
+            pages.refuse_if_dialog(doing)
+            located = await locate(page, target, timeout_ms)
+            return located, await work(locator_for(page, target).first)
+
+        with session.exclusive(f"a page {doing}"):
+            located, verified = self._call(session, run, timeout_ms)
+        acted = _acted(located)
+        acted.dispatched, acted.verified = "devtools", verified
+        return acted
+
+    def _focused_then(self, session_id: str | None, target: Target, action, timeout_ms: int, doing: str) -> Acted:
+        """The element focused (DevTools: focusing is no input of its own, and a click could act on
+        it), then ``action`` on the real keyboard."""
         session = self._agent(session_id)
 
         async def focus(pages: Pages) -> Located:
@@ -448,21 +500,14 @@ class PageService:
             await locator_for(page, target).first.focus(timeout=timeout_ms)
             return located
 
-        with session.exclusive("a page press"):
+        with session.exclusive(doing):
             located = self._call(session, focus, timeout_ms)
-            performed = session.perform(chords, queue_s=QUEUE_WAIT_S)
+            performed = session.perform(action, queue_s=QUEUE_WAIT_S)
         return _acted(located, performed)
 
     def fill(self, session_id: str | None, target: Target, value: str, *, clear: bool = True,
              secrets: dict[str, str] | None = None, timeout_ms: int = 5000) -> Acted:
-        try:
-            text = fill_placeholders(value, secrets or {})
-        except UnknownPlaceholder as exc:
-            raise InvalidAction(str(exc)) from None
-        try:  # validated (untypeable characters) before anything runs
-            typing = Type(text=text) if text else None
-        except ValidationError as exc:
-            raise InvalidAction(describe_validation(exc).replace("text:", "value:", 1)) from None
+        text, typing = _typing(value, secrets)
         session = self._agent(session_id)
         with session.exclusive("a page fill"):  # click, clear and type land in the same field
             located = self._locate(session, target, timeout_ms, "typing")
@@ -529,24 +574,14 @@ class PageService:
             if total > MAX_UPLOAD_BYTES:
                 raise UploadTooLarge(f"files: over {MAX_UPLOAD_BYTES} bytes in all (the limit); nothing was "
                                      "handed over")
-        session = self._agent(session_id)
 
-        async def hand_over(pages: Pages) -> tuple[Located, bool]:
-            page = await pages.need_front()
-            pages.refuse_if_dialog("upload")
-            located = await locate(page, target, timeout_ms)
-            element = locator_for(page, target).first
+        async def hand_over(element) -> bool:
             await element.set_input_files(payloads, timeout=timeout_ms)
             # What the input holds now: a page script may have cleared or replaced the files.
             held = await element.evaluate(_FILE_NAMES, timeout=timeout_ms)
-            return located, held == [p["name"] for p in payloads]
+            return held == [p["name"] for p in payloads]
 
-        with session.exclusive("a page upload"):
-            located, verified = self._call(session, hand_over, timeout_ms)
-        acted = _acted(located)
-        acted.dispatched = "devtools"
-        acted.verified = verified
-        return acted
+        return self._by_devtools(session_id, target, timeout_ms, "upload", hand_over)
 
 
 def check_dialog_mode(mode: str):
@@ -574,6 +609,20 @@ def _on_display(kind, located: Located, **fields):
     except ValidationError:
         raise ElementNotFound(f"the element's centre ({located.x}, {located.y}) is off the {SCREEN_WIDTH}x"
                               f"{SCREEN_HEIGHT} display; move its window into view first") from None
+
+
+def _typing(value: str, secrets: dict[str, str] | None) -> tuple[str, Type | None]:
+    """The text ``value`` types (its placeholders filled) and the action typing it (None for no
+    text); refused (InvalidAction) before anything runs for an unknown placeholder or a character
+    the keyboard cannot type."""
+    try:
+        text = fill_placeholders(value, secrets or {})
+    except UnknownPlaceholder as exc:
+        raise InvalidAction(str(exc)) from None
+    try:
+        return text, Type(text=text) if text else None
+    except ValidationError as exc:
+        raise InvalidAction(describe_validation(exc).replace("text:", "value:", 1)) from None
 
 
 def _at(located: Located, position: Position | None, what: str) -> Located:

@@ -51,7 +51,9 @@ RUNNERS = frozenset({
 def check_url(url: str, *, allow_local: bool = False) -> None:
     """Raise WindowError for a URL the browser may not open (pure)."""
     if not url.startswith(URL_SCHEMES):
-        raise WindowError(f"url {url!r} must start with one of {', '.join(URL_SCHEMES)}")
+        accepted = [scheme for scheme in URL_SCHEMES if allow_local or scheme not in LOCAL_SCHEMES]
+        raise WindowError(f"url {url!r} must start with one of {', '.join(accepted)}"
+                          + ("" if allow_local else " (file:// and chrome:// too on a server with --allow-local-urls)"))
     if url.lower().startswith(LOCAL_SCHEMES) and not allow_local:
         raise WindowError(f"url {url!r}: file:// and chrome:// pages are refused (they show this machine, not the "
                           "web); the server's --allow-local-urls lets them through")

@@ -119,7 +119,10 @@ def test_click_lands_on_the_target_at_the_exact_pixel(server, page, viewport):
     element = result.structured_content["element"]
     assert element["tag"] == "button" and element["locators"]
     assert result.structured_content["playwright"].endswith(".click();")
-    assert "Playwright:" in text_of(result)
+    # The sentence whole, then the code after everything else (it once split the sentence in two).
+    said = text_of(result)
+    assert said.index("on session 'itest': done, ") < said.index("executed:") < said.index(
+        "\nPlaywright:\n") and said.rstrip().endswith(".click();"), said
 
 
 def test_type_and_key_reach_the_focused_field(server, page, viewport):

@@ -97,7 +97,8 @@ tests:
 
         # The failing test opens in the viewer's layout: its steps, the failed one's message, its film.
         rows.nth(1).locator("a.case-link").click()
-        page.wait_for_function("() => document.body.dataset.view === 'run-1'")
+        page.wait_for_function("() => document.body.dataset.view === 'run-2'")  # numbered as the list is
+        assert page.url.endswith("#run-2")
         assert page.locator("#suite").is_hidden() and page.locator("#run").is_visible()
         assert page.locator("#run-head h1").inner_text() == "the card has not moved"
         assert page.locator("#run-status").inner_text() == "failed"
@@ -125,7 +126,7 @@ tests:
         page.wait_for_function("() => document.body.dataset.view === 'suite'")
         assert page.locator("#run").is_hidden() and rows.count() == 2
         rows.nth(0).locator("a.case-link").click()
-        page.wait_for_function("() => document.body.dataset.view === 'run-0'")
+        page.wait_for_function("() => document.body.dataset.view === 'run-1'")
         assert page.locator("#run-status").inner_text() == "passed"
         assert page.locator("section.step").count() == 1 and page.locator("#film").count() == 0
         page.go_back()

@@ -121,7 +121,9 @@ PAGES: dict[str, bytes] = {
   </div>
   <p><input id="file" type="file" multiple> <span id="files"></span>
      <span id="note" contenteditable="true" style="display: inline-block; min-width: 200px">a note</span></p>
-  <p><select id="toppings" multiple aria-label="Toppings"><option value="ham" selected>Ham</option>
+  <p><button id="sync" onclick="fetch('/api/sync', {method: 'POST', headers: {'Authorization': 'Bearer t0k3n-of-ada',
+     'Content-Type': 'application/json'}, body: JSON.stringify({user: {name: 'ada'}, items: [1, 2]})})">Sync</button>
+     <select id="toppings" multiple aria-label="Toppings"><option value="ham" selected>Ham</option>
      <option value="olives">Olives</option><option value="egg" selected>Egg</option></select></p>
 </section>
 <script>

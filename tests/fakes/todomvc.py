@@ -12,6 +12,8 @@ repository; the tests read them from there and never touch the network:
   the key Playwright's spec reads).
 - ``create-playwright`` 1.17.132: the newest version that still ships assets/demo-todo-app.spec.ts,
   the suite ported; kept so a test can check the port names every one of its tests.
+- ``swagger-ui-dist`` 5.35.0: Swagger UI's static bundle, served as published but for the API
+  description it loads (tests/integration/test_qa_swagger.py).
 - ``sortablejs`` 1.15.7: Sortable.js, under the test pages of its repository (tests/assets/sortablejs,
   served by ``sortable_root``), for the port of its TestCafe suite (tests/qa/sortable.yaml).
 
@@ -67,7 +69,13 @@ SPEC = Package("create-playwright", "1.17.132", "0137e9957c5cf993b7f2090d52cd214
 # into tests/assets/sortablejs/: the npm package ships none) load it from their parent directory.
 SORTABLE = Package("sortablejs", "1.15.7", "66cbfc8fa18860783584fe0c346baf6cbf3399da72d23d21053425ba232abed4",
                    ("LICENSE", "Sortable.js"))
-PACKAGES = (APP, SPEC, SORTABLE)
+# Swagger UI, a real app that sends a request with the bearer token a person typed into its
+# Authorize dialog (tests/integration/test_qa_swagger.py): its published static bundle.
+SWAGGER_UI = Package("swagger-ui-dist", "5.35.0", "1b8e891893404ea4c3558b6a87e2a3e494e7eedba41168c2ece5800a391a6ea6",
+                     ("LICENSE", "NOTICE", "index.html", "index.css", "swagger-ui.css", "swagger-ui-bundle.js",
+                      "swagger-ui-standalone-preset.js", "swagger-initializer.js", "favicon-16x16.png",
+                      "favicon-32x32.png"))
+PACKAGES = (APP, SPEC, SORTABLE, SWAGGER_UI)
 
 APP_ROOT = APP.directory / "examples" / "react"
 SPEC_FILE = SPEC.directory / "assets" / "demo-todo-app.spec.ts"

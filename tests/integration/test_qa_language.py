@@ -163,8 +163,43 @@ def test_an_action_names_one_element_and_an_assertion_says_which_match_it_saw(vi
                        "not": True}},
         {"action": "assert", "selector": "#soon-gone", "assertion": {"type": "has_text", "expected_regex": "^here"}},
         {"action": "assert", "selector": "#ro", "assertion": {"type": "has_value", "expected_regex": "^fix"}},
+        {"action": "fill", "placeholder": NEW, "value": "buy"},
+        {"action": "type", "placeholder": NEW, "value": " oat milk"},          # at the caret: nothing cleared
+        {"action": "assert", "placeholder": NEW, "assertion": {"type": "has_value", "expected": "buy oat milk"}},
+        {"action": "blur", "placeholder": NEW},
+        {"action": "assert", "placeholder": NEW, "assertion": {"type": "focused", "not": True}},
     ]})
     assert r.status_code == 200 and r.json()["success"], r.text
+
+
+def test_a_request_the_page_sent_is_waited_for_and_checked_and_its_token_never_shown(vision_api, qa_site):
+    token = "t0k3n-of-ada"  # the page's own (tests/fakes/qa_site.py's Sync button)
+    sync = {"action": "click", "selector": "#sync"}
+    check = {"url_matches": "/api/sync$", "method": "POST", "status": 204,
+             "headers": {"Authorization": "Bearer {{token}}", "content-type": "application/json"},
+             "body": {"user.name": "ada", "items.1": 2}}
+    r = vision_api.post(f"{QA}/verify_user_flow", json={
+        "start_url": qa_site.url("/lang"), "secrets": {"token": token},
+        "steps": [sync, {"action": "wait_for_request", "request": check}]})
+    assert r.status_code == 200 and r.json()["success"], r.text
+    seen = r.json()["steps"][1]["detail"]["request"]
+    assert seen["status"] == 204 and "authorization: Bearer [REDACTED]" in seen["headers"], seen
+    wrong = check | {"headers": {"authorization": "Bearer not-it"}, "body": {"user.name": "bob", "items.5": 1}}
+    r = vision_api.post(f"{QA}/verify_user_flow", json={"start_url": qa_site.url("/lang"), "steps": [
+        sync, {"action": "wait_for_request", "request": wrong, "timeout_ms": 3000}]})
+    assert r.status_code == 200 and not r.json()["success"], r.text
+    reason = r.json()["failure_reason"]
+    for says in ("header authorization: sent 'Bearer [REDACTED]'", 'body user.name: "ada", expected "bob"',
+                 "body items.5: not in the body"):
+        assert says in reason, reason
+    run = vision_api.get(f"/api/v1/qa/runs/{r.json()['test_run_id']}").text
+    assert token not in r.text + run and "not-it" not in reason
+    # Each step takes its own request: a second wait for one click waits in vain.
+    r = vision_api.post(f"{QA}/verify_user_flow", json={"start_url": qa_site.url("/lang"), "steps": [
+        sync, {"action": "wait_for_request", "request": {"url_matches": "/api/sync$"}},
+        {"action": "wait_for_request", "request": {"url_matches": "/api/sync$"}, "timeout_ms": 1000}]})
+    assert "step 3" in r.json()["failure_reason"] and "no request to //api/sync$/ within 1000 ms" in \
+        r.json()["failure_reason"], r.text
 
 
 def test_test_ids_on_another_attribute_and_a_failing_step_over_rest(vision_api, qa_site):

@@ -140,6 +140,7 @@ def test_the_remote_pages_forward_every_page_operation_and_guard_those_that_act(
     session both come from the catalogue's declarations, not from lists kept beside them."""
     acting = {name for name, op in of_service("pages").items() if op.acts}
     assert acting == {"navigate", "new_tab", "activate_tab", "close_tab", "handle_dialog", "evaluate", "click", "hover",
-                      "check", "drag", "press", "fill", "select", "upload", "clear_state", "show_targets"}
+                      "check", "drag", "press", "fill", "select", "upload", "clear_state", "show_targets", "type_text",
+                      "blur"}
     for name in of_service("pages"):
         assert callable(getattr(RemotePages, name)), name

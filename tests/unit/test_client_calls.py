@@ -206,3 +206,9 @@ def test_the_server_and_token_come_from_the_arguments_then_the_environment(monke
         assert gd.base_url == "http://desk.example:8000" and gd._http.headers["authorization"] == "Bearer given"
     with GlassdeskClient("http://other:1") as gd:
         assert gd.base_url == "http://other:1"
+
+
+def test_a_printed_result_gives_its_screenshot_s_size_not_its_base64():
+    result = ActResult(trace_id="t", status="done", steps=[], usage={}, report_url="/r", final_screenshot="A" * 80_000)
+    assert "final_screenshot='<base64 PNG, 80,000 characters>'" in repr(result) and len(repr(result)) < 1000
+    assert result.final_screenshot == "A" * 80_000  # the value itself is whole

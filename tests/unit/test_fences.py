@@ -45,5 +45,10 @@ def test_local_urls_need_the_opt_in():
             check_url(url)
         check_url(url, allow_local=True)
     check_url("https://example.test/")
-    with pytest.raises(WindowError, match="must start with"):
+    with pytest.raises(WindowError, match="must start with") as refused:
         check_url("javascript:alert(1)")
+    # Only what this server accepts is listed as accepted.
+    assert "one of http://, https://, about:, data: (file:// and chrome:// too on a server with " \
+           "--allow-local-urls)" in str(refused.value)
+    with pytest.raises(WindowError, match=r"one of http://, https://, file://, about:, data:, chrome://$"):
+        check_url("javascript:alert(1)", allow_local=True)

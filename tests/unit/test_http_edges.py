@@ -100,6 +100,14 @@ def _concrete(path: str) -> str:
     return re.sub(r"\{[^}]+\}", "x1", path)
 
 
+def test_a_path_no_route_has_names_the_routes_beside_it(client):
+    said = error(client.post("/api/v1/sessions/x1/desktop/clickk", json={}), 404)
+    assert said["code"] == "not_found"
+    assert said["message"].startswith("no route /api/v1/sessions/x1/desktop/clickk; did you mean 'click'? Beside it: ")
+    assert all(f" {action}," in said["message"] for action in ("double_click", "drag", "key", "scroll"))
+    assert error(client.get("/nowhere/at/all"), 404)["message"] == "no route /nowhere/at/all"
+
+
 def test_405_allows_every_method_of_the_path(server, client):
     """Starlette named only the first route's methods: GET for /sessions/{id}, which DELETE also takes."""
     reply = client.request("PATCH", "/api/v1/sessions")

@@ -141,6 +141,8 @@ TODO = [
     {"action": "assert", "assertion": {"type": "evaluate", "expected": "1 === 1"}},
     {"action": "drag", "selector": "#a", "position": "top", "to": {"selector": "#b", "position": {"y": 10}}},
     {"action": "evaluate", "expression": "Sortable.get(list1).option('group', null)"},
+    {"action": "type", "selector": "#q", "value": " more"}, {"action": "type", "value": "{{password}}"},
+    {"action": "blur", "selector": "#q"},
 ]
 
 
@@ -160,9 +162,14 @@ def test_the_languages_steps_validate_and_read_as_words():
     assert steps[4].assertion.negate and steps[4].assertion.kind == "has_class"
     assert FlowStep.model_validate({"action": "assert", "selector": "a", "assertion": {
         "type": "value_equals", "expected": "x"}}).assertion.kind == "has_value"
-    assert [s.heading() for s in steps][-2:] == [
+    assert [s.heading() for s in steps][-5:] == [
         "drag selector '#a' at its top edge to selector '#b' at (middle, 10)",
-        "evaluate Sortable.get(list1).option('group', null)"]
+        "evaluate Sortable.get(list1).option('group', null)",
+        "type selector '#q' (5 characters)", "type ({{password}})", "blur selector '#q'"]
+    # A secret's length is never told: the placeholder's name, and the plain characters beside it.
+    assert FlowStep(action="fill", selector="#pw", value="{{pw}}").heading() == "fill selector '#pw' ({{pw}})"
+    assert FlowStep(action="fill", selector="#u", value="id-{{a}}{{ b }}").heading() == \
+        "fill selector '#u' (3 characters and {{a}}, {{b}})"
     long = FlowStep(action="evaluate", expression="(() => {\n  " + "x = 1;" * 40 + "\n})()")
     assert long.heading().startswith("evaluate (() => { x = 1;") and long.heading().endswith("…")
 
@@ -180,7 +187,8 @@ def test_a_flow_with_bad_steps_is_refused_with_every_problem():
            {"action": "click", "selector": "a", "to": {"selector": "b"}},
            {"action": "evaluate"},
            {"action": "click", "selector": "a", "position": "top", "expression": "1"},
-           {"action": "drag", "selector": "a", "to": {"selector": "b", "position": "middle"}}]
+           {"action": "drag", "selector": "a", "to": {"selector": "b", "position": "middle"}},
+           {"action": "blur"}, {"action": "type", "selector": "a"}, {"action": "type", "x": 3, "y": 4, "value": "v"}]
     with pytest.raises(ValidationError) as caught:
         VerifyUserFlowRequest(start_url="http://127.0.0.1/", steps=bad)
     errors = caught.value.errors()
@@ -191,7 +199,8 @@ def test_a_flow_with_bad_steps_is_refused_with_every_problem():
                  "did you mean 'button'", "'attached', 'detached', 'visible' or 'hidden'", "needs `attribute`",
                  "x,y: this takes a target by", "this takes a target by nothing", "to: only with action drag",
                  "evaluate needs `expression`", "position: only with action drag",
-                 "expression: only with action evaluate", "'center', 'top', 'bottom', 'left' or 'right'"):
+                 "expression: only with action evaluate", "'center', 'top', 'bottom', 'left' or 'right'",
+                 "type needs `value`"):
         assert says in text, (says, text)
 
 

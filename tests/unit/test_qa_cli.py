@@ -164,3 +164,17 @@ def test_a_models_words_with_brackets_print_as_written_in_glassdesk_act(capsys):
                  "settle_ms": 3, "error": None, "text": "I typed [/x] into [b]the field"}, 10)
     err = capsys.readouterr().err
     assert "I typed [/x] into [b]the field" in err
+
+
+def test_a_test_goes_by_its_suite_name_in_the_terminal_the_junit_and_the_report(tmp_path, capsys):
+    """The server names a baseline's run after the baseline ("baseline counter"): the suite's
+    name for the test is the one every output says."""
+    server = one_run()  # its run and test case are named "t"
+    junit, report = tmp_path / "junit.xml", tmp_path / "report.html"
+    assert run_suite(a_suite("counter baseline"), "http://gd", token=None, junit=junit, report=report,
+                     transport=httpx2.MockTransport(server)) == 0
+    assert "counter baseline" in capsys.readouterr().err
+    [case] = ET.fromstring(junit.read_text()).find("testsuite").findall("testcase")
+    assert case.get("name") == "counter baseline"
+    document = embedded_document(report)
+    assert document["cases"][0]["name"] == "counter baseline", document["cases"]

@@ -76,8 +76,9 @@ def _up(args: argparse.Namespace) -> int:
         console.print(f"[bold]glassdesk[/bold] session [cyan]default[/cyan] on display {session.display}")
         console.print(f"  live view (watch):    {watch.novnc_url}")
         console.print(f"  live view (control):  {control.novnc_url}")
-        console.print(f"  [dim]links open new connections until {watch.expires_at:%H:%M} / {control.expires_at:%H:%M} "
-                      "UTC; the console and GET /api/v1/sessions/default hand out fresh ones[/dim]")
+        console.print(f"  [dim]the watch link opens new connections until {watch.expires_at:%H:%M} UTC, the control "
+                      f"link until {control.expires_at:%H:%M} UTC; the console and GET /api/v1/sessions/default hand "
+                      "out fresh ones[/dim]")
         console.print(f"  operator console:     {base}/")
         console.print(f"  API:                  {base}/api/v1  (docs: /docs)")
         console.print(f"  MCP (streamable HTTP): {base}/mcp")

@@ -183,11 +183,16 @@ def load_suite(path: Path) -> Suite:  # noqa: C901
         if not isinstance(entry, dict):
             problems.append(f"{where}: each test is a mapping with a name and one verb")
             continue
+        if entry.get("name") is not None:
+            where += f" ({entry['name']})"
         verbs = [k for k in entry if k in VERBS]
         unknown = [k for k in entry if k not in VERBS and k not in TEST_KEYS]
         if unknown or len(verbs) != 1:
-            problems.append(f"{where}: give `name`, exactly one of {', '.join(VERBS)}, and optionally keep_state"
-                            + (f" (unknown: {', '.join(map(str, unknown))})" if unknown else ""))
+            said = ([f"unknown: {', '.join(map(str, unknown))}"] if unknown else []) + \
+                ([f"{len(verbs)} verbs: {', '.join(verbs)}"] if len(verbs) > 1 else []) + \
+                (["no verb"] if not verbs else [])
+            problems.append(f"{where}: give `name`, exactly one of {', '.join(VERBS)}, and optionally keep_state "
+                            f"({'; '.join(said)})")
             continue
         keep = entry.get("keep_state", keep_state)
         if not isinstance(keep, bool):
@@ -206,19 +211,19 @@ def load_suite(path: Path) -> Suite:  # noqa: C901
                 body = {"test_id_attribute": data["test_id_attribute"], **body}
             body, unread = with_files_read(body, path.parent)
             if unread:
-                problems += [f"{where} ({name}): {problem}" for problem in unread]
+                problems += [f"{where}: {problem}" for problem in unread]
                 continue
             body, unset = with_env_secrets(body, os.environ)
             if unset:
-                problems += [f"{where} ({name}): {problem}" for problem in unset]
+                problems += [f"{where}: {problem}" for problem in unset]
                 continue
         try:
             REQUESTS[verb].model_validate(body)
         except ValidationError as exc:
-            problems.append(f"{where} ({name}): {verb}: {numbered_from_one(describe_validation(exc))}")
+            problems.append(f"{where}: {verb}: {numbered_from_one(describe_validation(exc))}")
             continue
         if body.get("fresh") is True and keep:
-            problems.append(f"{where} ({name}): keep_state true and {verb}'s fresh true contradict; give one")
+            problems.append(f"{where}: keep_state true and {verb}'s fresh true contradict; give one")
             continue
         tests.append(SuiteTest(name=name, verb=verb, body=body, fresh=not keep and body.get("fresh", True)))
     if problems:
@@ -277,6 +282,14 @@ class _Lost(Exception):
     """The server stopped answering: the tests after this one are not run."""
 
 
+def named(run: QaRun, name: str) -> QaRun:
+    """The run under its test's name in the suite (pure): the terminal, the JUnit and the report
+    then say one name (the server names a baseline's run after the baseline)."""
+    cases = [case.model_copy(update={"name": name}) for case in run.test_cases] if len(run.test_cases) == 1 \
+        else run.test_cases
+    return run.model_copy(update={"name": name, "test_cases": cases})
+
+
 def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path | None = None,  # noqa: C901
               junit: Path | None = None, report: Path | None = None, transport: Any = None, retries: int = 0,
               write_healed: tuple[Path, Path] | None = None) -> int:
@@ -328,6 +341,7 @@ def run_suite(suite: Suite, base_url: str, *, token: str | None, data_dir: Path 
                 run = QaRun.model_validate(fetched.json())
                 if run.test_run_id != run_id:
                     raise ValueError(f"the server answered run {run.test_run_id!r} for {run_id!r}")
+                run = named(run, name)
             except httpx2.TransportError as exc:
                 reason = f"the server at {base_url} stopped answering during test {number} ({name}): {exc}"
                 progress.console.print(f"[red]✗ error[/red] {escape(name)}\n  {escape(reason)}")

@@ -389,7 +389,7 @@ def render_yaml(flow: Flow) -> str:
     lines = [f"# Exported by glassdesk from {flow.source}.",
              "# Replay: glassdesk qa THIS.yaml (no model). Secrets: {{name}} is read from GLASSDESK_SECRET_<NAME>.",
              *[f"# {note}" for note in flow.notes],
-             f"name: {_flow_yaml(_slug(flow.name))}", "tests:", f"  - name: {_flow_yaml(flow.name[:200])}",
+             f"name: {_flow_yaml(_slug(flow.name))}", "tests:", f"  - name: {_flow_yaml(flow.name[:1000])}",
              "    verify_user_flow:"]
     if flow.start_url:
         lines.append(f"      start_url: {_flow_yaml(flow.start_url)}")

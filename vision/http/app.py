@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -150,6 +151,8 @@ def add_error_handlers(app: FastAPI) -> None:
                 [m.strip() for m in headers.get("Allow", "").split(",") if m.strip()]
             headers["Allow"] = ", ".join(allowed)
             message = f"{request.method} is not allowed here; this path takes {', '.join(allowed)}"
+        if exc.status_code == 404 and message == "Not Found":  # no route: say what there is beside it
+            message = no_route_message(request.app.router.routes, request.scope)
         return JSONResponse({"error": {"code": code, "message": message}}, status_code=exc.status_code,
                             headers=headers or None)
 
@@ -178,6 +181,25 @@ def allowed_methods(routes, scope) -> list[str]:
         if route.methods and regex is not None and regex.match(path):
             methods |= route.methods
     return sorted(methods)
+
+
+def no_route_message(routes, scope) -> str:
+    """A 404 for a path no route has: the routes beside it (the same path with another last part,
+    e.g. the desktop's actions for /desktop/clickk) and the closest, when there are any."""
+    root = scope.get("root_path", "")
+    path = scope["path"].removeprefix(root) if root else scope["path"]
+    parent, _, last = path.rstrip("/").rpartition("/")
+    beside: set[str] = set()
+    for route in iter_route_contexts(routes):
+        regex, template = getattr(route, "path_regex", None), getattr(route, "path", "")
+        name = template.rpartition("/")[2]
+        if regex is not None and name and "{" not in name and regex.match(f"{parent}/{name}"):
+            beside.add(name)
+    if not beside:
+        return f"no route {path}"
+    near = difflib.get_close_matches(last, sorted(beside), n=1)
+    return (f"no route {path}" + (f"; did you mean {near[0]!r}?" if near else "")
+            + f" Beside it: {', '.join(sorted(beside))}")
 
 
 def body_not_json(errors) -> bool:

@@ -68,8 +68,10 @@ VALIDATORS: dict[str, Rule] = {
                                                              "(Python's re)"),
     "vision.models.qa.Assertion._complete": Rule(
         "each type takes its own fields: expected for has_class, has_value, url, url_matches, title, evaluate, "
-        "screen_text_contains; expected or expected_list (one of them) for has_text and contains_text, "
-        "expected_list only for them; count only (and needed) for count; attribute only (and needed) for "
+        "screen_text_contains; expected, expected_list or expected_regex (one of them) for has_text and "
+        "contains_text, expected or expected_regex for has_value and has_attribute (expected_regex a valid regular "
+        "expression, only for these four); expected_list only for has_text, contains_text and has_values (needed "
+        "there); count only (and needed) for count; attribute only (and needed) for "
         "has_attribute; no expected for element states and count; url_matches's expected a valid regular "
         "expression; baseline_id needed for visual_matches, which cannot be negated; the visual limits only for "
         "visual_matches"),
@@ -83,12 +85,14 @@ VALIDATORS: dict[str, Rule] = {
     "vision.models.qa.CaptureBaselineRequest._one_scope": Rule("selectors: each once, and not 'page'; full_page and "
                                                                "display: not both"),
     "vision.models.qa.FlowStep._fits_the_action": Rule(
-        "each action takes its own fields: navigate needs url (or value); fill value, select option, drag to, "
-        "upload files, assert assertion, act instruction, press keys (known key names); to only with drag, files "
-        "only with upload, state only with wait (and a target), expect only with act; the target as the action "
-        "takes it: none for navigate-like steps, one for click, dblclick, hover and fill (also by screen text), one "
-        "found in the page "
-        "for check, uncheck, clear, drag, scroll_into_view, upload, select"),
+        "each action takes its own fields: navigate needs url (or value); fill and type value, select option, drag "
+        "to, upload files, assert assertion, act instruction, evaluate expression, wait_for_request request, press "
+        "keys (known key names); to and position only with drag, files only with upload, state only with wait "
+        "(and a target), expect only with act, expression only with evaluate, request only with wait_for_request; "
+        "the target as the action takes it: none for navigate-like steps, evaluate and wait_for_request, one for "
+        "click, dblclick, hover and fill (also by screen text), one found in the page for check, uncheck, clear, "
+        "drag, scroll_into_view, upload, select and blur, at most one found in the page for press and type"),
+    "vision.models.qa.RequestCheck._pattern": Rule("request.url_matches: a valid regular expression (Python's re)"),
     "vision.models.qa.SuccessCondition._exactly_one": Rule("exactly one of selector, text, screen_text, url_matches; "
                                                            "url_matches a valid regular expression"),
     "vision.models.qa.VerifyElementRequest._one_target": Rule("name the element exactly one way: one of selector, "

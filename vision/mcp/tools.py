@@ -282,12 +282,11 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
             what += (f" on {element.role or element.tag}"
                      + (f" {element.name!r}" if element.name else "")
                      + (f" ({element.locators[0].describe()})" if element.locators else ""))
-        if code:
-            what += f"\nPlaywright:\n{code}\n"
-        return _performed(session, done, what, screenshot, action.action, extra)
+        return _performed(session, done, what, screenshot, action.action, extra,
+                          after=f"\nPlaywright:\n{code}" if code else "")
 
     def _performed(session: str | None, done: Performed, what: str, screenshot: bool, action: str,
-                   extra: dict | None = None) -> CallToolResult:
+                   extra: dict | None = None, after: str = "") -> CallToolResult:
         target = session or default_session
         settle = (f"screen settled after {done.settle_ms} ms" if done.settled else
                   f"the screen was still changing after {done.settle_ms} ms (an animation?)")
@@ -296,6 +295,7 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
                 f"(the action took {done.duration_ms:.0f} ms).{effect}\nexecuted:\n{argv_text(done.executed)}")
         if screenshot:
             text += "\nThe image is the settled screen after it: 1920x1080, image pixels = display pixels."
+        text += after
         structured = {"session": target, "action": action, "executed": done.executed,
                       "duration_ms": round(done.duration_ms, 1), "settle_ms": done.settle_ms, "settled": done.settled,
                       "changed": done.changed, **(extra or {})}

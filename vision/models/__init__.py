@@ -176,6 +176,12 @@ class ActResult(BaseModel):
     video: VideoOut | None = Field(None, description="the video receipt, once a filmed run has ended")
     video_note: str | None = Field(None, description="why a run asked to be filmed has no video")
 
+    def __repr_args__(self):
+        # Printed, the screenshot is its size: its base64 would be a line of some 80 KB.
+        for name, value in super().__repr_args__():
+            yield name, (f"<base64 PNG, {len(value):,} characters>" if name == "final_screenshot" and value
+                         else value)
+
 
 class RunView(BaseModel):
     """A run as the operator, metrics and clients see it."""

@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Key
+from desktop.actions import PLACEHOLDER, SCREEN_HEIGHT, SCREEN_WIDTH, Key
 from desktop.models import (
     LOCATOR_FIELDS,
     LOCATOR_KINDS,
@@ -399,14 +399,35 @@ def _regex(pattern: str, where: str) -> re.Pattern:
 
 StepAction = Literal["navigate", "click", "dblclick", "hover", "check", "uncheck", "fill", "clear", "select",
                      "press", "drag", "scroll_into_view", "reload", "back", "forward", "upload", "wait", "assert",
-                     "screenshot", "act", "evaluate"]
+                     "screenshot", "act", "evaluate", "type", "blur", "wait_for_request"]
 # The kinds of target a step may use: anything in the page; the page's or, by OCR, the screen's text
 # and images; pixels too (POINTER).
 DOM_ONLY = LOCATOR_KINDS
 ON_SCREEN = LOCATOR_KINDS + ("image",)
 POINTER = QA_KINDS
-NO_TARGET = ("navigate", "reload", "back", "forward", "screenshot", "act", "evaluate")
+NO_TARGET = ("navigate", "reload", "back", "forward", "screenshot", "act", "evaluate", "wait_for_request")
 WaitState = Literal["attached", "detached", "visible", "hidden"]
+
+
+class RequestCheck(_Body):
+    """A request the page sent since the flow started (Cypress's cy.wait on an alias, Playwright's
+    waitForRequest): the first not yet taken by an earlier step whose URL matches (and method),
+    waited for, then checked."""
+
+    url_matches: str = Field(min_length=1, max_length=2000, description="a regular expression searched in its URL")
+    method: str | None = Field(None, min_length=1, max_length=20, description="GET, POST... (any when left out)")
+    status: int | None = Field(None, ge=100, le=599, description="its response's status (waited for)")
+    headers: dict[Annotated[str, Field(min_length=1, max_length=200)], Annotated[str, Field(max_length=8000)]] | None \
+        = Field(None, max_length=50, description="request headers by name (any case): each value exactly; "
+                                                 "{{name}} is a secret of the flow")
+    body: dict[Annotated[str, Field(min_length=1, max_length=500)], Any] | None = Field(
+        None, max_length=50, description="dotted paths into its JSON (or form) body, each to this value")
+
+    @field_validator("url_matches")
+    @classmethod
+    def _pattern(cls, value: str) -> str:
+        _regex(value, "url_matches")
+        return value
 
 
 class Recorded(_Body):
@@ -476,6 +497,7 @@ class FlowStep(_Target):
     action: StepAction
     url: Url | None = Field(None, description="navigate: where to (also accepted as `value`)")
     value: str | None = Field(None, max_length=20_000, description="fill: the text to type")
+    request: RequestCheck | None = Field(None, description="wait_for_request: the request and its checks")
     expression: str | None = Field(None, min_length=1, max_length=20_000,
                                    description="evaluate: JavaScript run in the page (needs --allow-evaluate)")
     option: str | None = Field(None, min_length=1, max_length=2000, description="select: the option's value or label")
@@ -507,8 +529,8 @@ class FlowStep(_Target):
     def _fits_the_action(self):  # noqa: C901
         action = self.action
         problems: list[str] = []
-        needs = {"fill": "value", "select": "option", "drag": "to", "upload": "files", "assert": "assertion",
-                 "act": "instruction", "evaluate": "expression"}
+        needs = {"fill": "value", "type": "value", "select": "option", "drag": "to", "upload": "files",
+                 "assert": "assertion", "act": "instruction", "evaluate": "expression", "wait_for_request": "request"}
         if action == "navigate":
             self.url = self.url or self.value
             if not self.url:
@@ -518,7 +540,7 @@ class FlowStep(_Target):
         elif action == "press" and not self.keys:
             problems.append("press needs `keys`")
         for field, used_by in (("to", "drag"), ("position", "drag"), ("files", "upload"), ("state", "wait"),
-                               ("expect", "act"), ("expression", "evaluate")):
+                               ("expect", "act"), ("expression", "evaluate"), ("request", "wait_for_request")):
             if getattr(self, field) is not None and action != used_by:
                 problems.append(f"{field}: only with action {used_by} (not {action})")
         if self.keys and action == "press":
@@ -530,9 +552,9 @@ class FlowStep(_Target):
             problems += self._check_target(required=False, allowed=())
         elif action in ("click", "dblclick", "hover", "fill"):
             problems += self._check_target(required=True, allowed=POINTER)
-        elif action in ("check", "uncheck", "clear", "drag", "scroll_into_view", "upload", "select"):
+        elif action in ("check", "uncheck", "clear", "drag", "scroll_into_view", "upload", "select", "blur"):
             problems += self._check_target(required=True, allowed=DOM_ONLY)
-        elif action == "press":
+        elif action in ("press", "type"):
             problems += self._check_target(required=False, allowed=DOM_ONLY)
         elif action == "wait":
             problems += self._check_target(required=False, allowed=DOM_ONLY if self.state else ON_SCREEN)
@@ -553,6 +575,16 @@ class FlowStep(_Target):
         return (self.name if self.role is None else None) or action_words(self)
 
 
+def typed_words(value: str) -> str:
+    """What a step types, in words that never tell a secret's length (pure): ``(15 characters)``,
+    ``({{password}})``, ``(4 characters and {{password}})``."""
+    names = [f"{{{{{name}}}}}" for name in PLACEHOLDER.findall(value)]
+    plain = len(PLACEHOLDER.sub("", value))
+    if not names:
+        return f"({plain} characters)"
+    return "(" + (f"{plain} characters and " if plain else "") + ", ".join(names) + ")"
+
+
 def action_words(step: FlowStep) -> str:
     """One line for a step (pure), e.g. ``click selector '#go'``."""
     if step.action == "navigate":
@@ -570,6 +602,10 @@ def action_words(step: FlowStep) -> str:
                 + (f" {a.baseline_id}" if a.baseline_id else ""))
     if step.action == "act":
         return f"act {step.instruction!r}"
+    if step.action == "wait_for_request" and step.request is not None:
+        r = step.request
+        return f"wait for a {r.method + ' ' if r.method else ''}request to /{r.url_matches}/" + (
+            f" answered {r.status}" if r.status is not None else "")
     if step.action == "evaluate":
         expression = " ".join((step.expression or "").split())
         return f"evaluate {expression[:80] + '…' if len(expression) > 80 else expression}"
@@ -577,8 +613,9 @@ def action_words(step: FlowStep) -> str:
         return f"wait {step.timeout_ms} ms"
     if step.action == "wait":
         return f"wait until {step.describe()} is {step.state or 'visible'}"
-    if step.action == "fill":
-        return f"fill {step.describe()} ({len(step.value or '')} characters)"
+    if step.action in ("fill", "type"):
+        what = f" {step.describe()}" if step.target_kinds() else ""
+        return f"{step.action}{what} {typed_words(step.value or '')}"
     if step.action == "select":
         return f"select {step.option!r} in {step.describe()}"
     if step.action == "drag" and step.to is not None:
@@ -651,7 +688,7 @@ class _VerbRequest(_Body):
                                                   "receipt with a chapter per step, a ring at every click and the "
                                                   "typed text and keys as captions")
     video_format: Literal["mp4", "webm"] = Field("mp4", description="mp4 (H.264, the cheaper encoder) or webm (VP8)")
-    name: str | None = Field(None, min_length=1, max_length=200, description="the test's name in reports")
+    name: str | None = Field(None, min_length=1, max_length=1000, description="the test's name in reports")
     inline_images: bool = Field(False, description="the answer's images also inline, base64 in each artifact's "
                                                    "`data`, beside their references")
     fresh: bool = Field(False, description="first clear the browser's state (cookies, storage, cache, permissions "

@@ -89,11 +89,14 @@ class Flows:
         for number, step in enumerate(request.steps, 1):
             if step.action == "navigate":
                 self.desktops.check_url(step.url, session)
-            if step.action == "fill":
+            filled = {"value": step.value or ""} if step.action in ("fill", "type") else {
+                f"request.headers.{name}": value for name, value in (step.request.headers or {}).items()
+            } if step.request is not None else {}
+            for field, text in filled.items():
                 try:
-                    fill_placeholders(step.value or "", request.secrets)
+                    fill_placeholders(text, request.secrets)
                 except UnknownPlaceholder as exc:
-                    raise InvalidRequest(f"steps[{number}].value: {exc}") from None
+                    raise InvalidRequest(f"steps[{number}].{field}: {exc}") from None
         if request.heal_with is not None and self.ask is None:
             raise InvalidRequest("heal_with: this server cannot ask a model to re-target a step")
         condition = request.success_condition
@@ -321,7 +324,8 @@ class _Flow:
     def __init__(self, flows: Flows, run: RunWriter, session: Session, request: VerifyUserFlowRequest):
         self.flows, self.run_, self.session, self.request = flows, run, session, request
         self.deadline = time.monotonic() + request.timeout_ms / 1000
-        self.console_from = flows.pages.cursors(session.id)[0]
+        self.console_from, self.network_from = flows.pages.cursors(session.id)
+        self.requests_taken: set[int] = set()  # the recorded requests earlier wait_for_request steps named
         self.errored = False
         self.result = FlowResult(test_run_id=run.run_id, success=False, steps_completed=0, trace_id=run.run_id)
         self.last_shot: Artifact | None = None
@@ -741,6 +745,8 @@ class _Flow:
             return {"status": done["status"], "url": done["url"], "load_time_ms": done["load_time_ms"]}
         if step.action in ("click", "dblclick", "hover"):
             return self.point_at(step, step_deadline)
+        if step.action == "wait_for_request":
+            return self.wait_for_request(step, step_deadline)
         if step.action == "evaluate":
             value = pages.evaluate(sid, step.expression or "")
             said = json.dumps(value, default=str)
@@ -765,6 +771,24 @@ class _Flow:
         if step.action == "select":
             acted = pages.select(sid, self.target(step), step.option or "", self.ms(step_deadline))
             return {"point": [acted.x, acted.y], "box": acted.box, "verified": acted.verified}
+        if step.action == "type":
+            if step.target_kinds():
+                acted = pages.type_text(sid, self.target(step), step.value or "", secrets=self.request.secrets,
+                                        timeout_ms=self.ms(step_deadline))
+                return {"point": [acted.x, acted.y], "box": acted.box, "executed": acted.executed}
+            from desktop.actions import fill_placeholders
+
+            try:
+                typing = Type(text=fill_placeholders(step.value or "", self.request.secrets))
+            except ValueError as exc:
+                raise StepFailed(f"value: {exc}") from None
+            flows.desktops.perform(sid, typing)
+            return {"executed": [["xdotool", "type", step.value or ""]]}  # the placeholders, not the secrets
+        if step.action == "blur":
+            acted = pages.blur(sid, self.target(step), self.ms(step_deadline))
+            if not acted.verified:
+                raise StepFailed(f"{step.describe()} still has the focus after blur")
+            return {"box": acted.box, "dispatched": "devtools"}
         if step.action == "press":
             if step.target_kinds():
                 acted = pages.press(sid, self.target(step), step.key_list, self.ms(step_deadline))
@@ -817,6 +841,31 @@ class _Flow:
         if step.action == "act":
             return self.vision(index, step, step_deadline)
         raise StepFailed(f"unknown action {step.action}")
+
+    def wait_for_request(self, step: FlowStep, step_deadline: float) -> dict:
+        """The first request since the flow started, not taken by an earlier step, that the check
+        names: waited for (and its answer, when a status is checked), then checked."""
+        from vision.qa import requests
+
+        check, pages, sid = step.request, self.flows.pages, self.session.id
+        assert check is not None
+        while True:
+            entry = requests.first_match(check, pages.network(sid, self.network_from), self.requests_taken)
+            answered = entry is not None and (check.status is None or entry.get("status") is not None
+                                              or entry.get("failure") is not None)
+            if answered or time.monotonic() >= step_deadline:
+                break
+            time.sleep(POLL_S)
+        if entry is None:
+            raise StepFailed(f"no {check.method + ' ' if check.method else ''}request to /{check.url_matches}/ "
+                             f"within {step.timeout_ms} ms")
+        self.requests_taken.add(entry["seq"])
+        detail = pages.request_detail(sid, entry["seq"])
+        said = requests.shown(entry, detail)
+        wrong = requests.problems(check, entry, detail, self.request.secrets)
+        if wrong:
+            raise StepFailed(f"{entry.get('method')} {entry.get('url')}: " + "; ".join(wrong))
+        return {"request": said}
 
     def point(self, step: FlowStep, step_deadline: float) -> tuple[int, int, str]:
         """The display pixel of a target that has no DOM element: OCR text, an image, x,y."""

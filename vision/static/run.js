@@ -418,7 +418,7 @@ function render(view) {
 
 // A suite's report (glassdesk qa --report, vision/qa/suite_report.py): the list of its tests, each
 // opening its run's own document in the page above, with a way back. The route is the URL's
-// fragment (#run-N), so the browser's back button and a link to one test work in a file too. The
+// fragment (#run-N, from 1), so the browser's back button and a link to one test work in a file too. The
 // report holds each file once, in doc.files, and the runs name it by key: resolved before a run
 // renders, so the run's document is the viewer's own.
 const FILE_REF = 'suite-file:';
@@ -437,12 +437,12 @@ function seconds(ms) { return `${((ms || 0) / 1000).toFixed(1)} s`; }
 
 function caseRow(test, number) {
   const attempts = test.attempts.map((a) => h('li', {}, [
-    h('a', { href: `#run-${a.run}`, text: `attempt ${a.attempt}: ${a.name}` }), ' ',
+    h('a', { href: `#run-${a.run + 1}`, text: `attempt ${a.attempt}: ${a.name}` }), ' ',
     h('span', { class: `badge ${a.status}`, text: a.status }),
     a.message ? h('span', { class: 'muted', text: ` ${a.message}` }) : null,
   ]));
   return h('li', { class: `case st-${test.status}`, 'data-run': test.run, 'data-status': test.status }, [
-    h('a', { class: 'case-link', href: `#run-${test.run}` }, [
+    h('a', { class: 'case-link', href: `#run-${test.run + 1}` }, [
       h('span', { class: 'number', text: `${number}.` }),
       h('span', { class: `badge ${test.status}`, text: test.status }),
       ...test.badges.map((b) => h('span', { class: `badge ${b}`, text: b })),
@@ -472,7 +472,7 @@ function suitePage(suite) {
   );
   const route = () => {
     const match = /^#run-(\d+)$/.exec(location.hash);
-    const view = match ? suite.runs[Number(match[1])] : null;
+    const view = match ? suite.runs[Number(match[1]) - 1] : null;  // #run-1 is the first, as the list counts
     if (film.video) film.video.pause();
     if (!view) {
       $('run').hidden = true;
