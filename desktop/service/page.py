@@ -454,7 +454,7 @@ class PageService:
                   secrets: dict[str, str] | None = None, timeout_ms: int = 5000) -> Acted:
         """The element focused, then ``value`` typed on the real keyboard where its caret is:
         nothing cleared (Playwright's pressSequentially; ``fill`` clears first)."""
-        text, typing = _typing(value, secrets)
+        _, typing = _typing(value, secrets)
         if typing is None:
             raise InvalidAction("value: nothing to type")
         acted = self._focused_then(session_id, target, typing, timeout_ms, "a page type")

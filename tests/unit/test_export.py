@@ -196,6 +196,12 @@ def test_this_rounds_steps_and_assertions_export_as_playwright_says_them():
     for edge in ("top", {"y": 3}):  # a point Playwright cannot be told without the element's size
         assert "not exported: a drag to an edge" in code(centred | {"to": {"selector": "#b", "position": edge}})[0]
     assert code({"action": "evaluate", "expression": "window.x = 1"}) == ['await page.evaluate("window.x = 1");']
+    assert code({"action": "type", "selector": "#q", "value": " more"}) == \
+        ['await page.locator("#q").pressSequentially(" more");']
+    assert code({"action": "type", "value": "x"}, "py") == ["page.keyboard.type('x')"]
+    assert code({"action": "blur", "selector": "#q"}) == ['await page.locator("#q").blur();']
+    assert code({"action": "wait_for_request", "request": {"url_matches": "x"}}) == [
+        "// not exported: wait_for_request (glassdesk-only: a flow looks back at what was sent)"]
 
     def expect(assertion: dict, lang: str = "ts") -> str:
         [line] = code({"action": "assert", "selector": "#s", "assertion": assertion}, lang)

@@ -519,6 +519,14 @@ def _op_code(op: Op, lang: Lang) -> list[str]:  # noqa: C901
         return [f"{_comment(lang)}not exported: a vision step ({step.get('instruction', '')!r}) needs a model"]
     if action == "evaluate":
         return [f"{aw}page.evaluate({lit(step['expression'], lang)}){end}"]
+    if action == "wait_for_request":  # Playwright waits for a request set up before the action that sends it
+        return [f"{_comment(lang)}not exported: wait_for_request (glassdesk-only: a flow looks back at what was "
+                "sent)"]
+    if action == "type":  # at the caret, nothing cleared: pressSequentially, or the keyboard where the focus is
+        typed = _text_code(step.get("value", ""), lang)
+        if loc is None:
+            return [f"{aw}page.keyboard.type({typed}){end}"]
+        return [f"{aw}{loc}.{'pressSequentially' if lang == 'ts' else 'press_sequentially'}({typed}){end}"]
     if action == "wait" and loc is None:
         return [_wait(lang, int(step.get("timeout_ms", 1000)))]
     if action == "press" and loc is None:
@@ -541,7 +549,7 @@ def _op_code(op: Op, lang: Lang) -> list[str]:  # noqa: C901
         return [f"{_comment(lang)}not exported: {action} on an image target (glassdesk-only)"]
     if action == "fill":
         return [f"{aw}{loc}.fill({_text_code(step.get('value', ''), lang)}){end}"]
-    if action in ("click", "dblclick", "hover", "check", "uncheck", "clear"):
+    if action in ("click", "dblclick", "hover", "check", "uncheck", "clear", "blur"):
         return [f"{aw}{loc}.{action}(){end}"]
     if action == "select":
         verb = "selectOption" if lang == "ts" else "select_option"

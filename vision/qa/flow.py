@@ -776,13 +776,9 @@ class _Flow:
                 acted = pages.type_text(sid, self.target(step), step.value or "", secrets=self.request.secrets,
                                         timeout_ms=self.ms(step_deadline))
                 return {"point": [acted.x, acted.y], "box": acted.box, "executed": acted.executed}
-            from desktop.actions import fill_placeholders
-
-            try:
-                typing = Type(text=fill_placeholders(step.value or "", self.request.secrets))
-            except ValueError as exc:
-                raise StepFailed(f"value: {exc}") from None
-            flows.desktops.perform(sid, typing)
+            typing = self.typing(step)
+            if typing is not None:
+                flows.desktops.perform(sid, typing)
             return {"executed": [["xdotool", "type", step.value or ""]]}  # the placeholders, not the secrets
         if step.action == "blur":
             acted = pages.blur(sid, self.target(step), self.ms(step_deadline))
@@ -921,21 +917,26 @@ class _Flow:
             return {"point": [acted.x, acted.y], "box": acted.box, "verified": acted.verified, "found_by": "dom",
                     **_element(acted.element)}
         x, y, how = self.point(step, step_deadline)
-        from desktop.actions import UnknownPlaceholder, fill_placeholders
-
-        try:
-            text = fill_placeholders(step.value or "", secrets)
-        except UnknownPlaceholder as exc:
-            raise InvalidAction(str(exc)) from None
-        try:  # untypeable characters are found before anything is clicked
-            typing = Type(text=text) if text else None
-        except ValueError as exc:
-            raise StepFailed(f"value: {exc}") from None
+        typing = self.typing(step)  # untypeable characters are found before anything is clicked
         clicked = self.flows.desktops.perform(sid, Click(x=x, y=y))
         self.flows.desktops.perform(sid, Key(keys=["ctrl+a", "BackSpace"]))
         if typing is not None:
             self.flows.desktops.perform(sid, typing)
         return {"point": [x, y], "found_by": how, **_element(clicked.element)}
+
+    def typing(self, step: FlowStep) -> Type | None:
+        """The keyboard action typing a step's value with its placeholders filled (None: no text),
+        for a step typed where the focus is, with no element of the page to hand it to."""
+        from desktop.actions import UnknownPlaceholder, fill_placeholders
+
+        try:
+            text = fill_placeholders(step.value or "", self.request.secrets)
+        except UnknownPlaceholder as exc:
+            raise InvalidAction(str(exc)) from None
+        try:
+            return Type(text=text) if text else None
+        except ValueError as exc:
+            raise StepFailed(f"value: {exc}") from None
 
     def vision(self, index: int, step: FlowStep, step_deadline: float) -> dict:
         from vision.models import ActRequest

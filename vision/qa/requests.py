@@ -14,6 +14,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl
 
+from desktop.actions import fill_placeholders
 from vision.models.qa import RequestCheck
 from vision.qa.expect import REGEX_TEXT_LIMIT
 
@@ -37,8 +38,6 @@ def first_match(check: RequestCheck, entries: list[dict], taken: set[int]) -> di
 def problems(check: RequestCheck, entry: dict, detail: dict | None, secrets: dict[str, str]) -> list[str]:
     """What about the request differs from the check, every difference, in words that show no
     secret (an empty list: it holds). ``secrets`` fill the expected values' {{placeholders}}."""
-    from desktop.actions import fill_placeholders
-
     found: list[str] = []
     if check.status is not None and entry.get("status") != check.status:
         found.append(f"status {check.status} expected; "
