@@ -16,9 +16,10 @@ Never read: a field's value (it may be a typed secret).
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 
-from desktop.browser.locate import WINDOW, locator_for, viewport_origin
+from desktop.browser.locate import locator_for, viewport_origin
 from desktop.models import ROLES, ElementAt, Target, css_string
 
 # The element a person means when the pixel is inside it: what acts on a click, or what names
@@ -30,7 +31,7 @@ INTERACTIVE = ("a[href], button, input, select, textarea, summary, option, label
 
 # The element at a viewport point (CSS px), through open shadow roots, then the interactive
 # ancestor around it. null over no element (the point is off the page).
-_AT = """([x, y, interactive]) => {
+_AT = """(x, y, interactive) => {
   let el = document.elementFromPoint(x, y);
   while (el && el.shadowRoot) {
     const inner = el.shadowRoot.elementFromPoint(x, y);
@@ -109,7 +110,29 @@ _DESCRIBE = """(el, testIdAttribute) => {
           window: {screenX, screenY, outerWidth, outerHeight, innerWidth, innerHeight}};
 }"""
 
-_SAME = "(els, target) => els.length === 1 && els[0] === target"
+# Where the page keeps the element it was asked about, for the candidates' checks that follow: a
+# name of this process's own (a page's script cannot count on it), a property no loop lists, and a
+# WeakRef that keeps nothing alive once the page drops the element.
+_KEPT = "__glassdesk_hit_" + secrets.token_hex(8)
+
+# The whole read in one DevTools call (each round trip costs ~2 ms, and a pointer action waits for
+# this one): the display pixel as a viewport point (the window's place plus the browser's frame
+# around the viewport, as locate.viewport_origin), the element there, its description, the element
+# kept for _SAME. null outside the viewport (the tab strip, the toolbar) or over no element.
+_HIT = f"""([x, y, interactive, testIdAttribute, kept]) => {{
+  const at = {_AT};
+  const describe = {_DESCRIBE};
+  const side = Math.floor((outerWidth - innerWidth) / 2);
+  const cx = x - screenX - side, cy = y - screenY - (outerHeight - innerHeight - side);
+  if (cx < 0 || cy < 0) return null;
+  const el = at(cx, cy, interactive);
+  if (!el) return null;
+  Object.defineProperty(window, kept, {{value: new WeakRef(el), configurable: true, writable: true}});
+  return {{...describe(el, testIdAttribute), css_x: cx, css_y: cy}};
+}}"""
+
+# A candidate is kept when Playwright's engine resolves it to exactly the element _HIT kept.
+_SAME = f"(els) => els.length === 1 && els[0] === window[{_KEPT!r}]?.deref()"
 
 # The longest text used as a locator: a paragraph is not a name.
 MAX_TEXT = 80
@@ -173,49 +196,33 @@ def css_ident(value: str) -> str:
     return "".join(out)
 
 
-def css_point(x: int, y: int, origin: tuple[int, int]) -> tuple[float, float]:
-    """A display pixel as a viewport point in CSS px (pure; device-scale-factor 1, as locate)."""
-    return float(x - origin[0]), float(y - origin[1])
-
-
-async def hit_test(page, x: int, y: int, origin: tuple[int, int] | None = None,
-                   test_id_attribute: str = "data-testid") -> ElementAt | None:
+async def hit_test(page, x: int, y: int, test_id_attribute: str = "data-testid") -> ElementAt | None:
     """The element under display pixel (x, y) of ``page`` (the tab in front) and its verified
-    locators; None when the point is outside the viewport or over no element. ``origin``: the
-    viewport's place on the display when the caller knows it (else it is read from the window)."""
+    locators; None when the point is outside the viewport or over no element. Two waits on the
+    page: the read itself (_HIT), then the candidates' checks side by side."""
     start = time.perf_counter()
-    if origin is None:
-        origin = viewport_origin(await page.evaluate(WINDOW))
-    cx, cy = css_point(x, y, origin)
-    if cx < 0 or cy < 0:
-        return None  # the browser's own frame (tab strip, toolbar): not the page
-    handle = await page.evaluate_handle(_AT, [cx, cy, INTERACTIVE])
-    try:
-        element = handle.as_element()
-        if element is None:
-            return None
-        info = await element.evaluate(_DESCRIBE, test_id_attribute)
-        candidates = rank_locators(info)
-        if test_id_attribute != "data-testid":
-            # get_by_test_id reads the page's configured attribute; this one is named in CSS instead.
-            candidates = [c if c.test_id is None else Target(selector=f"[{test_id_attribute}={css_string(c.test_id)}]")
-                          for c in candidates]
-        same = await asyncio.gather(*(_resolves_to(page, c, element) for c in candidates))
-        locators = [c for c, ok in zip(candidates, same, strict=True) if ok]
-    finally:
-        await handle.dispose()
+    info = await page.evaluate(_HIT, [x, y, INTERACTIVE, test_id_attribute, _KEPT])
+    if info is None:
+        return None
+    candidates = rank_locators(info)
+    if test_id_attribute != "data-testid":
+        # get_by_test_id reads the page's configured attribute; this one is named in CSS instead.
+        candidates = [c if c.test_id is None else Target(selector=f"[{test_id_attribute}={css_string(c.test_id)}]")
+                      for c in candidates]
+    same = await asyncio.gather(*(_resolves_to(page, c) for c in candidates))
+    locators = [c for c, ok in zip(candidates, same, strict=True) if ok]
     box = info["box"]
     origin = viewport_origin(info["window"])
     return ElementAt(
-        x=x, y=y, css_x=cx, css_y=cy, tag=info["tag"], role=info["role"], name=info["name"], text=info["text"],
-        box={"x": origin[0] + round(box["x"]), "y": origin[1] + round(box["y"]),
-             "width": round(box["width"]), "height": round(box["height"])},
+        x=x, y=y, css_x=info["css_x"], css_y=info["css_y"], tag=info["tag"], role=info["role"], name=info["name"],
+        text=info["text"], box={"x": origin[0] + round(box["x"]), "y": origin[1] + round(box["y"]),
+                                "width": round(box["width"]), "height": round(box["height"])},
         locators=locators, url=page.url, ms=round((time.perf_counter() - start) * 1000, 1))
 
 
-async def _resolves_to(page, target: Target, element) -> bool:
-    """Playwright's engine resolves ``target`` to exactly ``element``."""
+async def _resolves_to(page, target: Target) -> bool:
+    """Playwright's engine resolves ``target`` to exactly the element _HIT kept."""
     try:
-        return bool(await locator_for(page, target).evaluate_all(_SAME, element))
+        return bool(await locator_for(page, target).evaluate_all(_SAME))
     except Exception:  # a candidate the engine cannot parse is no candidate
         return False

@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from desktop import keys
@@ -376,7 +377,14 @@ class Executor:
         # but its mark (desktop.session.stack.desktop_environment).
         self.glide_ms = glide_ms_from(os.environ)
 
-    def run(self, action: _Action) -> Executed:
+    def glides(self, action: _Action) -> bool:
+        """Whether ``run`` moves the pointer in steps before ``action`` (it may still find its
+        target too close to be worth it)."""
+        return bool(self.glide_ms) and pointer_target(action) is not None
+
+    def run(self, action: _Action, before_act: Callable[[], object] | None = None) -> Executed:
+        """Carry out ``action``; ``before_act`` is called once the pointer has glided to its target
+        (at once when it does not glide), just before the action's own input."""
         start = time.perf_counter()
         if isinstance(action, Type):
             if self._keymap is None and not action.text.isascii():
@@ -386,9 +394,11 @@ class Executor:
         else:
             commands = argv_for(action)
         target = pointer_target(action) if self.glide_ms else None
-        if target is not None:
-            glide = glide_argv(self.cursor(), target, self.glide_ms)
-            commands = [glide, *commands] if glide else commands
+        glide = glide_argv(self.cursor(), target, self.glide_ms) if target is not None else None
+        if glide:
+            self._run(glide)
+        if before_act is not None:
+            before_act()
         for argv in commands:
             if argv[0] == XTEST:
                 XTestTyper(self.env.get("DISPLAY", ""), self._type_slowly).type(argv[-1])
@@ -396,7 +406,7 @@ class Executor:
                 self._run(argv)
         if isinstance(action, Wait):
             time.sleep(action.duration_ms / 1000)
-        return Executed(commands, (time.perf_counter() - start) * 1000)
+        return Executed([glide, *commands] if glide else commands, (time.perf_counter() - start) * 1000)
 
     def _type_slowly(self, char: str) -> None:
         self._run(["xdotool", "type", "--delay", str(TYPE_DELAY_MS), "--", char])

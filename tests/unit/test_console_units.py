@@ -9,7 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from desktop.actions import Click, Drag, Key, Move, Point, Scroll, Type
-from desktop.x11.input import GLIDE_MS, glide_argv, glide_ms_from, pointer_target
+from desktop.x11.input import GLIDE_MS, Executor, glide_argv, glide_ms_from, pointer_target
 from vision.app.metrics import Metrics
 from vision.evidence.report import describe_action
 from vision.http.auth import FailureLimit, host_allowed, is_open, origin_allowed
@@ -45,6 +45,38 @@ def test_glide_setting_from_the_environment():
     assert glide_ms_from({"GLASSDESK_POINTER_GLIDE_MS": "300"}) == 300
     assert glide_ms_from({"GLASSDESK_POINTER_GLIDE_MS": "99999"}) == 2000
     assert glide_ms_from({"GLASSDESK_POINTER_GLIDE_MS": "fast"}) == GLIDE_MS
+
+
+class RecordingExecutor(Executor):
+    """The real Executor's order of things, its commands recorded instead of run."""
+
+    def __init__(self, glide_ms: int):
+        super().__init__({"DISPLAY": ":99"})
+        self.glide_ms, self.log = glide_ms, []
+
+    def _run(self, argv):
+        self.log.append(argv[1] if argv[1] != "getmouselocation" else "cursor")
+        return "X=100 Y=100 SCREEN=0 WINDOW=1" if argv[1] == "getmouselocation" else ""
+
+
+@pytest.mark.parametrize("glide_ms,expected", [
+    (150, ["cursor", "mousemove", "before", "mousemove"]),  # the reads wait for the glide, the press for them
+    (0, ["before", "mousemove"]),
+])
+def test_what_must_precede_the_press_runs_after_the_glide_and_before_the_action(glide_ms, expected):
+    executor = RecordingExecutor(glide_ms)
+    assert executor.glides(Click(x=900, y=700)) is bool(glide_ms)
+    executed = executor.run(Click(x=900, y=700), before_act=lambda: executor.log.append("before"))
+    assert executor.log == expected
+    assert "click" in executed.argv[-1] and len(executed.argv) == (2 if glide_ms else 1)  # the glide is part of it
+
+
+def test_reads_in_the_background_hand_over_their_result_or_their_error():
+    from desktop.session.manager import in_background
+
+    assert in_background(lambda: 42).result(5) == 42
+    with pytest.raises(ZeroDivisionError):
+        in_background(lambda: 1 / 0).result(5)
 
 
 def test_pointer_targets():
