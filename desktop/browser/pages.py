@@ -242,6 +242,18 @@ class Pages:
     async def count_input(self, kind: Literal["keys", "presses"]) -> InputCount | None:
         return await count_input(self._tabs, kind)
 
+    async def before_input(self, point: tuple[int, int] | None, kind: Literal["keys", "presses"] | None,
+                           hit_timeout_s: float) -> tuple:
+        """What an input is about to act on (``hit`` at ``point``, within ``hit_timeout_s``) and the
+        page's count of its ``kind`` of input (``count_input``), read side by side: one wait on the
+        page instead of two. Each is None when not asked, or what it raised."""
+        async def nothing() -> None:
+            return None
+
+        hit = asyncio.wait_for(self.hit(*point), hit_timeout_s) if point is not None else nothing()
+        count = self.count_input(kind) if kind is not None else nothing()
+        return tuple(await asyncio.gather(hit, count, return_exceptions=True))
+
     async def typing_focus(self) -> dict | None:
         return await typing_focus(self._tabs)
 

@@ -449,10 +449,31 @@ class Session:
             return None
 
     def _page_reads(self, watch, action: _Action) -> tuple[ElementAt | None, tuple | None]:
-        """What a pointer action is about to act on in the page in front (its element record) and the
-        page's input count before it (_count_input); nothing when Chromium is not in front."""
-        element = self._element_at(watch, action) if watch is not None else None
-        return element, self._count_input(watch, action, element)
+        """Before an input with Chromium in front, in one wait on the browser: what a pointer action
+        is about to act on (its element record, bounded by HIT_TIMEOUT_S) and, before a ``type`` or a
+        click on an element of the page, the page's count of the keys (presses) it takes and how many
+        it should (for _arrived). Best effort: what the page cannot say costs the input nothing but
+        the record, or the count."""
+        if watch is None:
+            return None, None
+        point = self._acted_at(action)
+        kind = "keys" if isinstance(action, Type) else \
+            "presses" if isinstance(action, (Click, DoubleClick, TripleClick)) and point is not None else None
+        if point is None and kind is None:
+            return None, None
+        try:
+            element, count = watch[0].call(lambda pages: pages.before_input(point, kind, HIT_TIMEOUT_S), 3)
+        except Exception as exc:  # a heal, a hang, a page navigating away: the input runs as it is
+            log.debug("session %s: no reads before the input: %s", self.id, exc)
+            return None, None
+        for what, failure in (("element", element), ("count", count)):
+            if isinstance(failure, BaseException):
+                log.debug("session %s: no %s before the input at %s: %s", self.id, what, point, failure)
+        element = None if isinstance(element, BaseException) else element
+        count = None if isinstance(count, BaseException) else count
+        if count is None or (kind == "presses" and element is None):  # a click on no element: not counted
+            return element, None
+        return element, (count, len(action.text) if kind == "keys" else PRESSES[type(action)])
 
     def _element_at(self, watch, action: _Action, *, strict: bool = False,
                     timeout_s: float = HIT_TIMEOUT_S) -> ElementAt | None:
@@ -548,27 +569,9 @@ class Session:
                                    "takes no text; click the field to type into first (press keys with a key "
                                    "action)", focused=focus.get("element"))
 
-    def _count_input(self, watch, action: _Action, element: ElementAt | None):
-        """Before a ``type``, or a click on an element of the page, with Chromium in front: the page's
-        count of the keys (presses) it takes and how many it should, or None."""
-        if watch is None:
-            return None
-        if isinstance(action, Type):
-            kind, expected = "keys", len(action.text)
-        elif isinstance(action, (Click, DoubleClick, TripleClick)) and element is not None:
-            kind, expected = "presses", PRESSES[type(action)]
-        else:
-            return None
-        try:
-            count = watch[0].call(lambda pages: pages.count_input(kind), 3)
-        except Exception as exc:  # the input goes on; only its end is judged without the count
-            log.debug("session %s: no %s count before the input: %s", self.id, kind, exc)
-            return None
-        return (count, expected) if count is not None else None
-
     def _arrived(self, watch, counted) -> bool | None:
         """Wait until the page has taken every key typed, or every press of a click (``counted``:
-        its count and how many), or the input opened a dialog; a type bounded by TIMEOUT_MS and
+        its count and how many, from _page_reads), or the input opened a dialog; a type bounded by TIMEOUT_MS and
         KEY_MS_PER_CHAR a key. None when it cannot tell."""
         browser, mark = watch
         count, expected = counted

@@ -141,6 +141,16 @@ PAGES: dict[str, bytes] = {
   }, 300);
 </script>"""),
 
+    "/agent": _page("an agent's page", """
+<button class="at" id="more" style="left: 100px; top: 100px">Add one</button>
+<p class="at" id="count" style="left: 100px; top: 160px">0 added</p>
+<input class="at" id="note" style="left: 100px; top: 240px; width: 400px" autocomplete="off" aria-label="Note">
+<script>
+  let added = 0;  // each click repaints the count: a visible effect (tests/bench_load.py)
+  document.getElementById('more').addEventListener('click', () => {
+    document.getElementById('count').textContent = ++added + ' added';
+  });
+</script>"""),
     "/newtab": _page("new tab opener", """
 <a class="at" id="open" href="/form" target="_blank" style="left: 100px; top: 100px">open the form in a new tab</a>"""),
 

@@ -1,0 +1,291 @@
+"""Many sessions at once (issue 40, item 1): ``python -m tests.bench_load`` prints the tables;
+tests.bench imports ``load`` for `make bench` (its "Load" section).
+
+N sessions (1, 2, 4, 8) with M clients on each (1, 2), over real HTTP to one server (the app of
+vision.http.app on uvicorn on loopback, as a deployment runs it). The clients run in a process of
+their own (in the server's, they would compete with it for the GIL) and each does what an agent
+does, in a loop: a screenshot, a click that repaints (the site's /agent page: "Add one" counts),
+a click on nothing, the field selected (triple click) and 20 characters typed into it, the page's
+summary. Pointer glide off, as the other click figures: the mechanism's own cost.
+
+Each answer's time is kept by kind and compared with the same kind alone (1 session, 1 client) in
+the same run; the CPU the load cost (the server process, Playwright's driver, and each session's
+Xvfb, Chromium and the rest, from /proc) is divided by the answers. Two clients on one session
+share it: a session runs one action at a time, so the second waits for the first (that wait is
+part of its answer, as it would be for an agent; QUEUE_WAIT_S bounds it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+LOADS = [(1, 1), (2, 1), (4, 1), (8, 1), (1, 2), (2, 2), (4, 2), (8, 2)]  # (sessions, clients on each)
+LOAD_S = 15.0
+TEXT = "twenty characters ok"
+KINDS = ["screenshot", "click that repaints", "click on nothing", "select the field (triple click)",
+         "type 20 characters", "page summary"]
+# The components whose CPU is counted, by process name (tests.bench._component's groups, coarser).
+COMPONENTS = ["server (uvicorn + services)", "Playwright driver", "Xvfb", "chromium", "other session processes"]
+
+
+def percentile(samples: list[float], q: float) -> float:
+    from tests.bench_scale import percentile as nearest_rank
+
+    return nearest_rank(samples, q) if samples else float("nan")
+
+
+# ------------------------------------------------------------------------------------- CPU
+
+def _cpu_ticks(pid: int) -> tuple[int, str]:
+    """(user + system clock ticks, command name) of one process; (0, '') when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            raw = fh.read()
+    except OSError:
+        return 0, ""
+    name = raw[raw.index("(") + 1:raw.rindex(")")]
+    fields = raw.rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12]), name
+
+
+def _drivers() -> list[int]:
+    """Playwright's driver processes of this one (node ... run-driver)."""
+    from tests.bench_scale import _read
+
+    return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()
+            and "run-driver" in _read(f"/proc/{e.name}/cmdline")
+            and f"PPid:\t{os.getpid()}\n" in _read(f"/proc/{e.name}/status")]
+
+
+def cpu_snapshot(sessions) -> dict[str, float]:
+    """CPU seconds used so far by each component: this process (the server), Playwright's driver
+    (node, its child) and the sessions' processes by kind."""
+    from tests.bench import _leaders, session_pids
+
+    tick = os.sysconf("SC_CLK_TCK")
+    totals = dict.fromkeys(COMPONENTS, 0.0)
+    totals[COMPONENTS[0]] = _cpu_ticks(os.getpid())[0] / tick
+    for driver in _drivers():
+        totals[COMPONENTS[1]] += _cpu_ticks(driver)[0] / tick
+    for session in sessions:
+        for pid in session_pids(session.stack.tag, _leaders(session))[0]:
+            ticks, name = _cpu_ticks(pid)
+            kind = "Xvfb" if name == "Xvfb" else "chromium" if name.startswith("chrom") else COMPONENTS[4]
+            totals[kind] += ticks / tick
+    return totals
+
+
+# ----------------------------------------------------------------------------------- the load
+
+def agent_points(rig, sid: str) -> dict[str, list[int]]:
+    """The /agent page of the test site opened in session ``sid``; the display points its clients use."""
+    rig.pages.navigate(sid, "goto", rig.site.url("/agent"), "load", 15_000)
+    more, note = rig.pages.boxes(sid, ["#more", "#note"], "display")
+    centre = lambda box: [(box[0] + box[2]) // 2, (box[1] + box[3]) // 2]  # noqa: E731
+    # Nothing there: the page's blank middle, far from every element.
+    return {"more": centre(more), "note": centre(note), "nothing": [more[0] + 900, more[1] + 500]}
+
+
+def run_load(url: str, points: dict[str, dict], clients_per_session: int, seconds: float) -> dict:
+    """The load's clients in a process of their own (``python -m tests.bench_load clients``)."""
+    spec = json.dumps({"url": url, "seconds": seconds, "points": points, "clients": clients_per_session})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run([sys.executable, "-m", "tests.bench_load", "clients"], input=spec, text=True,
+                          capture_output=True, timeout=seconds + 180, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"the load's clients failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def clients(spec: dict) -> dict:
+    """Each client's agent loop over HTTP until the time is up; every answer's time by kind."""
+    import threading
+
+    import httpx2
+
+    stop = time.monotonic() + spec["seconds"]
+    times: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    rest: list[float] = []   # a click's answer less its xdotool and settle: the server's own part
+    settled_by: dict[str, int] = {}
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def client(sid: str, points: dict) -> None:
+        base = f"/api/v1/sessions/{sid}"
+        calls = [
+            ("screenshot", "GET", f"{base}/desktop/screenshot", None),
+            ("click that repaints", "POST", f"{base}/desktop/click", dict(zip("xy", points["more"], strict=True))),
+            ("click on nothing", "POST", f"{base}/desktop/click", dict(zip("xy", points["nothing"], strict=True))),
+            ("select the field (triple click)", "POST", f"{base}/desktop/triple_click",
+             dict(zip("xy", points["note"], strict=True))),
+            ("type 20 characters", "POST", f"{base}/desktop/type", {"text": TEXT}),
+            ("page summary", "GET", f"{base}/page", None),
+        ]
+        with httpx2.Client(base_url=spec["url"], timeout=60) as http:
+            while time.monotonic() < stop:
+                for kind, method, path, body in calls:
+                    start = time.perf_counter()
+                    response = http.request(method, path, json=body)
+                    elapsed = (time.perf_counter() - start) * 1000
+                    with lock:
+                        if response.status_code != 200:
+                            errors.append(f"{sid} {kind}: {response.status_code} {response.text[:200]}")
+                            continue
+                        times[kind].append(elapsed)
+                        if kind.startswith("click"):
+                            answer = response.json()
+                            rest.append(elapsed - answer["duration_ms"] - answer["settle_ms"])
+                            settled_by[answer.get("settled_by", "?")] = settled_by.get(answer.get("settled_by", "?"), 0) + 1
+
+    threads = [threading.Thread(target=client, args=(sid, points))
+               for sid, points in spec["points"].items() for _ in range(spec["clients"])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {"times": times, "rest": rest, "errors": errors, "settled_by": settled_by}
+
+
+def measure(manager, rig, session_ids: list[str], loads=LOADS, seconds: float = LOAD_S) -> dict:
+    """Every load of ``loads`` on the first sessions of ``session_ids``: answers by kind, CPU by component."""
+    points = {}
+    for sid in session_ids[:max(n for n, _ in loads)]:
+        manager.get(sid).executor.glide_ms = 0
+        points[sid] = agent_points(rig, sid)
+    results = {}
+    for n, m in loads:
+        used = session_ids[:n]
+        sessions = [manager.get(sid) for sid in used]
+        before, wall = cpu_snapshot(sessions), time.perf_counter()
+        answer = run_load(rig.server.url, {sid: points[sid] for sid in used}, m, seconds)
+        after, wall = cpu_snapshot(sessions), time.perf_counter() - wall
+        count = sum(len(v) for v in answer["times"].values())
+        answer["cpu_ms_per_answer"] = {k: (after[k] - before[k]) * 1000 / max(count, 1) for k in COMPONENTS}
+        answer["cpu_share"] = sum(after[k] - before[k] for k in COMPONENTS) / wall / (os.cpu_count() or 1)
+        answer["answers"] = count
+        results[(n, m)] = answer
+    return results
+
+
+# ------------------------------------------------------------------------------- make bench
+
+def _create_more(manager, count: int, prefix: str) -> list[str]:
+    ids = [f"{prefix}-{i}" for i in range(count)]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two at a time: one per core
+        list(pool.map(manager.create, ids))
+    return ids
+
+
+def load(bench, seconds: float = LOAD_S) -> list:
+    """The Load section's rows, and its tables (by kind and load; CPU per answer)."""
+    from tests.bench_page import PageRig
+
+    bench.manager.max_sessions = max(bench.manager.max_sessions, 12)
+    more = _create_more(bench.manager, 7, "bench-load")
+    rig = PageRig.start(bench.manager, bench.session.id)
+    try:
+        results = measure(bench.manager, rig, [bench.session.id, *more], seconds=seconds)
+    finally:
+        rig.close()
+        for sid in more:
+            bench.manager.delete(sid)
+    return report(bench, results)
+
+
+def report(bench, results: dict) -> list:
+    from tests.bench import Row
+
+    alone = results[(1, 1)]["times"]
+    rows, table = [], []
+    for (n, m), result in results.items():
+        times = result["times"]
+        for kind in KINDS:
+            samples = times[kind]
+            base50, base99 = percentile(alone[kind], 0.5), percentile(alone[kind], 0.99)
+            table.append([f"{n} x {m}", kind, str(len(samples)), f"{percentile(samples, 0.5):.0f}",
+                          f"{percentile(samples, 0.9):.0f}", f"{percentile(samples, 0.99):.0f}",
+                          f"{percentile(samples, 0.5) / base50:.2f}", f"{percentile(samples, 0.99) / base99:.2f}"])
+        if result["errors"]:
+            bench.findings.append(f"WARNING (load {n} x {m}): {len(result['errors'])} answers were not 200; first: "
+                                  f"{result['errors'][:2]}.")
+    bench.detail("Answers by kind under load (ms; ratios to the same kind with 1 session and 1 client, this run)",
+                 ["sessions x clients on each", "answer", "n", "p50", "p90", "p99", "p50 / alone", "p99 / alone"],
+                 table)
+    bench.detail("CPU per answer under load (ms of CPU time, all answers of the load)",
+                 ["sessions x clients on each", "answers", "machine's CPU used", *COMPONENTS],
+                 [[f"{n} x {m}", str(r["answers"]), f"{r['cpu_share'] * 100:.0f} %",
+                   *(f"{r['cpu_ms_per_answer'][k]:.1f}" for k in COMPONENTS)] for (n, m), r in results.items()])
+    click = "click that repaints"
+    alone50, alone99 = percentile(alone[click], 0.5), percentile(alone[click], 0.99)
+    for (n, m), result in results.items():
+        samples = result["times"][click]
+        p50, p99 = percentile(samples, 0.5), percentile(samples, 0.99)
+        goal = (n, m) == (4, 2)
+        rows.append(Row(f"{click}, {n} session{'s' * (n > 1)} x {m} client{'s' * (m > 1)} on each", "ms", samples,
+                        "p50 <= 1.5x, p99 <= 3x alone" if goal else "",
+                        (p50 <= 1.5 * alone50 and p99 <= 3 * alone99) if goal else None,
+                        note=f"p99 {p99:.0f} ms; {p50 / alone50:.2f}x / {p99 / alone99:.2f}x alone (p50 / p99)"))
+    loaded = results[max(results)]
+    rows.append(Row(f"  the rest of a click's answer at {max(results)[0]} x {max(results)[1]} (not xdotool, not "
+                    "settle)", "ms", loaded["rest"], "<= 20 ms p50", percentile(loaded["rest"], 0.5) <= 20,
+                    note=f"alone: {percentile(results[(1, 1)]['rest'], 0.5):.1f} ms p50"))
+    doubled = next((n for (n, m), r in sorted(results.items()) if m == 1
+                    and percentile(r["times"][click], 0.5) >= 2 * alone50), None)
+    bench.findings.append(
+        "Load (issue 40): " + (f"a click's p50 answer doubles at {doubled} sessions with one client each"
+                               if doubled else f"a click's p50 answer did not double up to "
+                               f"{max(n for n, m in results if m == 1)} sessions with one client each")
+        + f" ({alone50:.0f} ms alone); the CPU the busiest load used: {loaded['cpu_share'] * 100:.0f} % of the "
+        f"machine's {os.cpu_count()} cores.")
+    return rows
+
+
+# ------------------------------------------------------------------------------- standalone
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench_load", description=__doc__.splitlines()[0])
+    parser.add_argument("mode", nargs="?", default="run", choices=["run", "clients"])
+    parser.add_argument("--seconds", type=float, default=LOAD_S)
+    args = parser.parse_args(argv)
+    if args.mode == "clients":
+        print(json.dumps(clients(json.loads(sys.stdin.read()))))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    from desktop.session.manager import SessionManager
+    from tests.bench import Bench
+    from tests.fakes.testpage import TestPage
+
+    manager, page = SessionManager(max_sessions=12), TestPage()
+    try:
+        session = manager.create("load")
+        bench = Bench(manager, session, page, 0, 0, 0, 0)
+        rows = load(bench, args.seconds)
+    finally:
+        manager.close()
+        page.close()
+    console = Console()
+    for row in rows:
+        console.print(f"{row.metric}: p50 {statistics.median(row.samples):.1f} {row.note} {row.result}")
+    for detail in bench.details:
+        table = Table(title=detail.title, title_justify="left")
+        for col in detail.header:
+            table.add_column(col)
+        for r in detail.rows:
+            table.add_row(*r)
+        console.print(table)
+    for line in bench.findings:
+        console.print(f"• {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
