@@ -26,6 +26,7 @@ import secrets
 import shutil
 import stat
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,18 @@ def live_ports(entries: Iterable[Entry], me: ProcessId, started_at) -> set[int]:
     return ports
 
 
+# A file system's clock for modification times is coarse (a kernel tick, up to 10 ms): a change in
+# the same tick as a read leaves the time as it was.
+MTIME_TICK_NS = 20_000_000
+
+
+def still_as_read(mtime_ns: int, seen_mtime_ns: int, read_at_ns: int) -> bool:
+    """Whether a directory whose modification time is ``mtime_ns`` still holds what a read at
+    ``read_at_ns`` found when its time was ``seen_mtime_ns`` (pure): the same time, and a read clearly
+    after it, not in the same tick (where a later change would not have moved it)."""
+    return mtime_ns == seen_mtime_ns and read_at_ns - mtime_ns > MTIME_TICK_NS
+
+
 class ServerRegistry:
     """This host's servers' ports: ``publish`` this server's, ``ports()`` for everyone's that runs.
 
@@ -104,7 +117,8 @@ class ServerRegistry:
         self.me = this_process()
         self.name = f"{self.me.pid}-{self.me.start_time}-{secrets.token_hex(4)}.json"
         self._published: frozenset[int] | None = None
-        self._cache: dict[Path, tuple[int, list[Entry]]] = {}
+        self._cache: dict[Path, tuple[int, int, list[Entry]]] = {}  # directory -> (mtime, read at, entries)
+        self._dirs_seen: tuple[int, int, list[Path]] | None = None  # base's (mtime, read at, registry directories)
         self._lock = threading.Lock()
         self._usable: bool | None = None
 
@@ -184,13 +198,23 @@ class ServerRegistry:
             except OSError:
                 continue
             cached = self._cache.get(directory)
-            if cached is None or cached[0] != mtime:
-                cached = (mtime, [entry for _, entry in self._read(directory)])
+            if cached is None or not still_as_read(mtime, *cached[:2]):
+                cached = (mtime, time.time_ns(), [entry for _, entry in self._read(directory)])
                 self._cache[directory] = cached
-            entries.extend(cached[1])
+            entries.extend(cached[2])
         return live_ports(entries, self.me, start_time)
 
     def _dirs(self) -> list[Path]:
+        """The registry directories under ``base``, listed again only when ``base`` changes (a
+        directory made or removed there): ``base`` is /tmp, hundreds of entries on a busy host, and
+        this runs on every proxy decision."""
+        try:
+            changed = os.stat(self.base).st_mtime_ns
+        except OSError:
+            return []
+        if self._dirs_seen is not None and still_as_read(changed, *self._dirs_seen[:2]):
+            return self._dirs_seen[2]
+        read_at = time.time_ns()
         found = []
         try:
             candidates = [e for e in os.scandir(self.base) if e.name.startswith(PREFIX)]
@@ -202,6 +226,7 @@ class ServerRegistry:
                     found.append(Path(candidate.path))
             except OSError:
                 continue
+        self._dirs_seen = (changed, read_at, found)
         return found
 
     @staticmethod

@@ -579,3 +579,12 @@ def test_only_the_browsers_own_favicon_request_is_told_apart():
     assert not browsers_own({"text": failed, "url": "http://127.0.0.1:8000/img/favicon.ico.png"})
     assert not browsers_own({"text": failed, "url": "http://127.0.0.1:8000/app.js"})
     assert not browsers_own({"text": "Uncaught TypeError: favicon", "url": "http://127.0.0.1:8000/favicon.ico"})
+
+
+def test_a_dom_condition_is_looked_at_often_in_its_first_second_then_every_poll():
+    import time
+
+    from vision.qa.driver import FIRST_POLL_S, POLL_S, poll_pause
+
+    assert poll_pause(time.monotonic()) == FIRST_POLL_S < POLL_S
+    assert poll_pause(time.monotonic() - 2) == POLL_S

@@ -12,7 +12,15 @@ from dataclasses import replace
 
 import pytest
 
-from desktop.network.servers import PREFIX, Entry, ServerRegistry, entry_alive, live_ports, trusted_dir
+from desktop.network.servers import (
+    PREFIX,
+    Entry,
+    ServerRegistry,
+    entry_alive,
+    live_ports,
+    still_as_read,
+    trusted_dir,
+)
 from desktop.x11.procs import ProcessId, this_process
 
 ME = ProcessId(100, 5000, "boot-a", "pid:[1]")
@@ -103,3 +111,19 @@ def test_root_removes_a_directory_squatted_under_its_name_before_writing(tmp_pat
     registry.publish({8000})
     assert os.stat(squat).st_uid == 0 and os.listdir(squat) == [registry.name]
     assert registry.ports() == {8000}
+
+
+def test_a_read_in_the_same_tick_as_a_change_is_not_trusted_later():
+    tick = 20_000_000
+    assert still_as_read(1_000, 1_000, 1_000 + tick + 1)
+    assert not still_as_read(1_000, 1_000, 1_000 + tick // 2)  # read in the change's tick: read again
+    assert not still_as_read(2_000, 1_000, 10**12)
+
+
+def test_a_server_that_registers_right_after_a_read_is_seen_by_the_next_one(tmp_path):
+    """Reads are cached by the directory's time; a change right after a read is still seen."""
+    one, two = ServerRegistry(tmp_path), ServerRegistry(tmp_path)
+    for port in range(9100, 9110):
+        assert port not in one.ports()
+        two.publish({port})
+        assert port in one.ports()

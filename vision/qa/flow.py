@@ -56,6 +56,7 @@ from vision.qa.driver import (
     _reason,
     _stem,
     _transient,
+    poll_pause,
 )
 from vision.qa.expect import REGEX_TEXT_LIMIT
 
@@ -205,7 +206,7 @@ class Flows:
             if time.monotonic() >= deadline:
                 raise AssertionFailed(f"{target.describe()}: expected {wanted(a)}; saw {saw}"
                                       + self._closest(session, target, a, seen))
-            time.sleep(POLL_S)
+            time.sleep(poll_pause(started))
 
     def _closest(self, session: Session, target: Target, a, seen: dict) -> str:
         """For a failed assertion about a text, the closest text there was: among the matches' texts
@@ -252,7 +253,7 @@ class Flows:
                 what = {"url": "the URL", "url_matches": "a URL matching", "title": "the title",
                         "evaluate": "a true value of"}[a.kind]
                 raise AssertionFailed(f"expected {'not ' if a.negate else ''}{what} {a.expected!r}; saw {saw}")
-            time.sleep(POLL_S)
+            time.sleep(poll_pause(started))
 
     def _element_state(self, session: Session, step: FlowStep, kind: str, deadline: float) -> dict:
         if step.image is not None:
@@ -281,13 +282,14 @@ class Flows:
 
     def _url_matches(self, session: Session, pattern: str, deadline: float) -> dict:
         regex = re.compile(pattern)
+        started = time.monotonic()
         while True:
             url = self.pages.state(session.id).url or ""
             if regex.search(url[:REGEX_TEXT_LIMIT]):
                 return {"url": url}
             if time.monotonic() >= deadline:
                 raise AssertionFailed(f"the URL {url!r} does not match {pattern!r}")
-            time.sleep(POLL_S)
+            time.sleep(poll_pause(started))
 
     def _screen_text(self, session: Session, expected: str, deadline: float, negate: bool = False) -> dict:
         from vision.qa.screen_find import screen_text
