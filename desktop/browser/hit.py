@@ -127,8 +127,13 @@ _HIT = f"""([x, y, interactive, testIdAttribute, kept]) => {{
   if (cx < 0 || cy < 0) return null;
   const el = at(cx, cy, interactive);
   if (!el) return null;
-  Object.defineProperty(window, kept, {{value: new WeakRef(el), configurable: true, writable: true}});
-  return {{...describe(el, testIdAttribute), css_x: cx, css_y: cy}};
+  let isKept = true;
+  try {{
+    Object.defineProperty(window, kept, {{value: new WeakRef(el), configurable: true, writable: true}});
+  }} catch (e) {{
+    isKept = false;  // a page that froze its window: no candidate can be confirmed against this element
+  }}
+  return {{...describe(el, testIdAttribute), css_x: cx, css_y: cy, kept: isKept}};
 }}"""
 
 # A candidate is kept when Playwright's engine resolves it to exactly the element _HIT kept.
@@ -209,7 +214,8 @@ async def hit_test(page, x: int, y: int, test_id_attribute: str = "data-testid")
         # get_by_test_id reads the page's configured attribute; this one is named in CSS instead.
         candidates = [c if c.test_id is None else Target(selector=f"[{test_id_attribute}={css_string(c.test_id)}]")
                       for c in candidates]
-    same = await asyncio.gather(*(_resolves_to(page, c) for c in candidates))
+    same = await asyncio.gather(*(_resolves_to(page, c) for c in candidates)) if info["kept"] \
+        else [False] * len(candidates)
     locators = [c for c, ok in zip(candidates, same, strict=True) if ok]
     box = info["box"]
     origin = viewport_origin(info["window"])
