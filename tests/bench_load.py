@@ -1,5 +1,5 @@
-"""Many sessions at once (issue 40, item 1): ``python -m tests.bench_load`` prints the tables;
-tests.bench imports ``load`` for `make bench` (its "Load" section).
+"""Many sessions at once (issue 40, item 1): the "Load" section of `make bench`
+(``python -m tests.bench --section Load`` runs it alone); tests.bench imports ``record_cost`` and ``load``.
 
 N sessions (1, 2, 4, 8) with M clients on each (1, 2), over real HTTP to one server (the app of
 vision.http.app on uvicorn on loopback, as a deployment runs it). The clients run in a process of
@@ -315,43 +315,14 @@ def record_cost(bench, runs: int = 30) -> list:
     return rows
 
 
-# ------------------------------------------------------------------------------- standalone
+# ---------------------------------------------------------------------------- the clients
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.bench_load clients`` < spec: the load's clients (run_load starts it)."""
     parser = argparse.ArgumentParser(prog="python -m tests.bench_load", description=__doc__.splitlines()[0])
-    parser.add_argument("mode", nargs="?", default="run", choices=["run", "clients"])
-    parser.add_argument("--seconds", type=float, default=LOAD_S)
-    args = parser.parse_args(argv)
-    if args.mode == "clients":
-        print(json.dumps(clients(json.loads(sys.stdin.read()))))
-        return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    from desktop.session.manager import SessionManager
-    from tests.bench import Bench
-    from tests.fakes.testpage import TestPage
-
-    manager, page = SessionManager(max_sessions=12), TestPage()
-    try:
-        session = manager.create("load")
-        bench = Bench(manager, session, page, 0, 0, 0, 0)
-        rows = load(bench, args.seconds)
-    finally:
-        manager.close()
-        page.close()
-    console = Console()
-    for row in rows:
-        console.print(f"{row.metric}: p50 {statistics.median(row.samples):.1f} {row.note} {row.result}")
-    for detail in bench.details:
-        table = Table(title=detail.title, title_justify="left")
-        for col in detail.header:
-            table.add_column(col)
-        for r in detail.rows:
-            table.add_row(*r)
-        console.print(table)
-    for line in bench.findings:
-        console.print(f"• {line}")
+    parser.add_argument("mode", choices=["clients"])
+    parser.parse_args(argv)
+    print(json.dumps(clients(json.loads(sys.stdin.read()))))
     return 0
 
 
