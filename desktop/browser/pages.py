@@ -214,12 +214,14 @@ class Pages:
     async def screenshot(self, full_page: bool, selector: str | None) -> bytes:
         return await self._content.screenshot(full_page, selector)
 
-    async def hit(self, x: int, y: int) -> ElementAt | None:
-        """What is under display pixel (x, y) in the tab in front (desktop.browser.hit); None when
-        no tab is in front or a dialog holds it (a page with a dialog open runs no script)."""
+    async def hit(self, x: int, y: int, front=None) -> ElementAt | None:
+        """What is under display pixel (x, y) in the tab in front (desktop.browser.hit; ``front``
+        when the caller has it); None when no tab is in front or a dialog holds it (a page with a
+        dialog open runs no script)."""
         if self._dialogs.current is not None:
             return None
-        front = await self.front()
+        if front is None:
+            front = await self.front()
         return await hit_test(front, x, y) if front is not None else None
 
     async def texts(self) -> list[str] | None:
@@ -240,7 +242,7 @@ class Pages:
         return await after_input(self._tabs, self.record, self._recorder, mark, budget_ms)
 
     async def count_input(self, kind: Literal["keys", "presses"]) -> InputCount | None:
-        return await count_input(self._tabs, kind)
+        return await count_input(await self.front(), kind)
 
     async def before_input(self, point: tuple[int, int] | None, kind: Literal["keys", "presses"] | None,
                            hit_timeout_s: float) -> tuple:
@@ -250,8 +252,11 @@ class Pages:
         async def nothing() -> None:
             return None
 
-        hit = asyncio.wait_for(self.hit(*point), hit_timeout_s) if point is not None else nothing()
-        count = self.count_input(kind) if kind is not None else nothing()
+        # The tab in front, once for both: with several tabs it costs the window's title (an xdotool
+        # process) and a DevTools call per tab.
+        front = await self.front()
+        hit = asyncio.wait_for(self.hit(*point, front), hit_timeout_s) if point is not None else nothing()
+        count = count_input(front, kind) if kind is not None else nothing()
         return tuple(await asyncio.gather(hit, count, return_exceptions=True))
 
     async def typing_focus(self) -> dict | None:

@@ -11,7 +11,7 @@ the frames that follow), a navigation among them (its document request, then the
 
 Typing is done when the page has taken the last key, not when the keys were sent: Chromium reads
 X key events at its own pace (~1.4 ms a key here, so 20,000 characters sent in 2.6 s arrive over
-~28 s). Before a ``type``, ``count_input(tabs, "keys")`` starts counting the key releases the page's
+~28 s). Before a ``type``, ``count_input(page, "keys")`` starts counting the key releases the page's
 frames see (the characters'; modifiers not counted), and ``arrived`` waits until they are all there.
 A click on the page is counted the same way (``"presses"``: its pointer releases): on a loaded
 machine the X event can reach the page after the frames asked for once the click was sent, and two
@@ -116,10 +116,9 @@ class InputCount:
     kind: Literal["keys", "presses"] = "keys"
 
 
-async def count_input(tabs: Tabs, kind: Literal["keys", "presses"]) -> InputCount | None:
-    """Start counting the keys (or pointer presses) the page in front takes; None when there is no
-    page to count in."""
-    page = await tabs.front()
+async def count_input(page, kind: Literal["keys", "presses"]) -> InputCount | None:
+    """Start counting the keys (or pointer presses) ``page`` (the tab in front) takes; None when
+    there is no page to count in."""
     if page is None:
         return None
     counters = []
