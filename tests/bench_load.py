@@ -43,18 +43,6 @@ def percentile(samples: list[float], q: float) -> float:
 
 # ------------------------------------------------------------------------------------- CPU
 
-def _cpu_ticks(pid: int) -> tuple[int, str]:
-    """(user + system clock ticks, command name) of one process; (0, '') when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            raw = fh.read()
-    except OSError:
-        return 0, ""
-    name = raw[raw.index("(") + 1:raw.rindex(")")]
-    fields = raw.rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12]), name
-
-
 def _drivers() -> list[int]:
     """Playwright's driver processes of this one (node ... run-driver)."""
     from tests.bench_scale import _read
@@ -68,15 +56,16 @@ def cpu_snapshot(sessions) -> dict[str, float]:
     """CPU seconds used so far by each component: this process (the server), Playwright's driver
     (node, its child) and the sessions' processes by kind."""
     from tests.bench import _leaders, session_pids
+    from tests.bench_scale import cpu_ticks
 
     tick = os.sysconf("SC_CLK_TCK")
     totals = dict.fromkeys(COMPONENTS, 0.0)
-    totals[COMPONENTS[0]] = _cpu_ticks(os.getpid())[0] / tick
+    totals[COMPONENTS[0]] = cpu_ticks(os.getpid())[0] / tick
     for driver in _drivers():
-        totals[COMPONENTS[1]] += _cpu_ticks(driver)[0] / tick
+        totals[COMPONENTS[1]] += cpu_ticks(driver)[0] / tick
     for session in sessions:
         for pid in session_pids(session.stack.tag, _leaders(session))[0]:
-            ticks, name = _cpu_ticks(pid)
+            ticks, name = cpu_ticks(pid)
             kind = "Xvfb" if name == "Xvfb" else "chromium" if name.startswith("chrom") else COMPONENTS[4]
             totals[kind] += ticks / tick
     return totals
@@ -113,7 +102,6 @@ def clients(spec: dict) -> dict:
     stop = time.monotonic() + spec["seconds"]
     times: dict[str, list[float]] = {kind: [] for kind in KINDS}
     rest: list[float] = []   # a click's answer less its xdotool and settle: the server's own part
-    settled_by: dict[str, int] = {}
     errors: list[str] = []
     refused: list[float] = []
     lock = threading.Lock()
@@ -148,8 +136,6 @@ def clients(spec: dict) -> dict:
                         if kind.startswith("click"):
                             answer = response.json()
                             rest.append(elapsed - answer["duration_ms"] - answer["settle_ms"])
-                            by = answer.get("settled_by", "?")
-                            settled_by[by] = settled_by.get(by, 0) + 1
 
     threads = [threading.Thread(target=client, args=(sid, points))
                for sid, points in spec["points"].items() for _ in range(spec["clients"])]
@@ -157,7 +143,7 @@ def clients(spec: dict) -> dict:
         thread.start()
     for thread in threads:
         thread.join()
-    return {"times": times, "rest": rest, "errors": errors, "settled_by": settled_by, "refused": refused}
+    return {"times": times, "rest": rest, "errors": errors, "refused": refused}
 
 
 def measure(manager, rig, session_ids: list[str], loads=LOADS, seconds: float = LOAD_S) -> dict:
@@ -282,7 +268,7 @@ def record_cost(bench, runs: int = 30) -> list:
     read = pages.hit
     known = {xy: session.stack.browser.call(lambda p, xy=xy: p.hit(*xy), 5) for xy in buttons}
 
-    async def at_once(x: int, y: int):
+    async def at_once(x: int, y: int, front=None):
         await asyncio.sleep(0)
         return known[(x, y)]
 

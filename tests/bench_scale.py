@@ -273,18 +273,22 @@ def measure_warm_memory(manager, idle_s: float = IDLE_S) -> dict:
     return {"processes": len(pids), "rss_kb": rss, "pss_kb": pss, "uss_kb": uss}
 
 
+def cpu_ticks(pid: int) -> tuple[int, str]:
+    """(user + system clock ticks, command name) of one process; (0, '') when it is gone."""
+    raw = _read(f"/proc/{pid}/stat")
+    fields = raw.rsplit(")", 1)[-1].split()
+    if len(fields) <= 12:
+        return 0, ""
+    return int(fields[11]) + int(fields[12]), raw[raw.index("(") + 1:raw.rindex(")")]
+
+
 def start_cpu_s(session) -> float:
     """CPU seconds the processes of a session just started have used (user + system): what its
     start cost the machine's cores, but for the short-lived helpers (wmctrl, xdotool) and the driver."""
     from tests.bench import _leaders, session_pids
 
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in session_pids(session.stack.tag, _leaders(session))[0]:
-        fields = _read(f"/proc/{pid}/stat").rsplit(")", 1)[-1].split()
-        if len(fields) > 12:
-            total += int(fields[11]) + int(fields[12])
-    return total / tick
+    ticks = sum(cpu_ticks(pid)[0] for pid in session_pids(session.stack.tag, _leaders(session))[0])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def measure_click_load(manager, session_ids: list[str], page, seconds: float = 30.0) -> dict:

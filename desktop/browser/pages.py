@@ -32,7 +32,15 @@ from desktop.browser.focus import typing_focus
 from desktop.browser.hit import hit_test
 from desktop.browser.navigation import Navigation
 from desktop.browser.record import PageRecord, Recorder
-from desktop.browser.settle import InputCount, InputMark, SettledBy, after_input, arrived, count_input
+from desktop.browser.settle import (
+    InputCount,
+    InputMark,
+    SettledBy,
+    after_input,
+    arrived,
+    count_input,
+    stop_counting,
+)
 from desktop.browser.state import clear_state, warm_up
 from desktop.browser.tabs import Tabs
 from desktop.browser.targets import Targets
@@ -248,16 +256,24 @@ class Pages:
                            hit_timeout_s: float) -> tuple:
         """What an input is about to act on (``hit`` at ``point``, within ``hit_timeout_s``) and the
         page's count of its ``kind`` of input (``count_input``), read side by side: one wait on the
-        page instead of two. Each is None when not asked, or what it raised."""
+        page instead of two. Each is None when not asked, or what it raised; both None while a
+        dialog holds the page (it runs no script: the count would wait out its bound). Presses are
+        counted only for a click on an element of the page."""
         async def nothing() -> None:
             return None
 
+        if self._dialogs.current is not None:
+            return None, None
         # The tab in front, once for both: with several tabs it costs the window's title (an xdotool
         # process) and a DevTools call per tab.
         front = await self.front()
         hit = asyncio.wait_for(self.hit(*point, front), hit_timeout_s) if point is not None else nothing()
         count = count_input(front, kind) if kind is not None else nothing()
-        return tuple(await asyncio.gather(hit, count, return_exceptions=True))
+        element, count = await asyncio.gather(hit, count, return_exceptions=True)
+        if kind == "presses" and not isinstance(element, ElementAt) and isinstance(count, InputCount):
+            await stop_counting(count)  # over the browser's own frame, or no element said: nothing to count in
+            count = None
+        return element, count
 
     async def typing_focus(self) -> dict | None:
         return await typing_focus(self._tabs)

@@ -140,7 +140,9 @@ async def _seen(count: InputCount) -> int | None:
     return total
 
 
-async def _stop(count: InputCount) -> None:
+async def stop_counting(count: InputCount) -> None:
+    """The count's listeners removed from the page and its handles let go (``arrived`` does it once
+    the input is over; whoever drops a count unused does it too)."""
     for counter in count.counters:
         try:
             await counter.evaluate("c => c.stop()")
@@ -194,8 +196,8 @@ async def arrived(count: InputCount, expected: int, budget_ms: int, record: Page
             await asyncio.sleep(POLL_S * 2)
     finally:
         if dialog_opened():
-            stopping = asyncio.ensure_future(_stop(count))
+            stopping = asyncio.ensure_future(stop_counting(count))
             _STOPPING.add(stopping)
             stopping.add_done_callback(_STOPPING.discard)
         else:
-            await _stop(count)
+            await stop_counting(count)

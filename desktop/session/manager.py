@@ -449,11 +449,11 @@ class Session:
             return None
 
     def _page_reads(self, watch, action: _Action) -> tuple[ElementAt | None, tuple | None]:
-        """Before an input with Chromium in front, in one wait on the browser: what a pointer action
-        is about to act on (its element record, bounded by HIT_TIMEOUT_S) and, before a ``type`` or a
-        click on an element of the page, the page's count of the keys (presses) it takes and how many
-        it should (for _arrived). Best effort: what the page cannot say costs the input nothing but
-        the record, or the count."""
+        """Before an input with Chromium in front, in one wait on the browser (Pages.before_input):
+        what a pointer action is about to act on (its element record, bounded by HIT_TIMEOUT_S) and,
+        before a ``type`` or a click on an element of the page, the page's count of the keys
+        (presses) it takes and how many it should (for _arrived). Best effort: what the page cannot
+        say costs the input nothing but the record, or the count."""
         if watch is None:
             return None, None
         point = self._acted_at(action)
@@ -471,7 +471,7 @@ class Session:
                 log.debug("session %s: no %s before the input at %s: %s", self.id, what, point, failure)
         element = None if isinstance(element, BaseException) else element
         count = None if isinstance(count, BaseException) else count
-        if count is None or (kind == "presses" and element is None):  # a click on no element: not counted
+        if count is None:
             return element, None
         return element, (count, len(action.text) if kind == "keys" else PRESSES[type(action)])
 
@@ -571,8 +571,8 @@ class Session:
 
     def _arrived(self, watch, counted) -> bool | None:
         """Wait until the page has taken every key typed, or every press of a click (``counted``:
-        its count and how many, from _page_reads), or the input opened a dialog; a type bounded by TIMEOUT_MS and
-        KEY_MS_PER_CHAR a key. None when it cannot tell."""
+        its count and how many, from _page_reads), or the input opened a dialog; a type bounded by
+        TIMEOUT_MS and KEY_MS_PER_CHAR a key. None when it cannot tell."""
         browser, mark = watch
         count, expected = counted
         budget_ms = TIMEOUT_MS + KEY_MS_PER_CHAR * expected if count.kind == "keys" else FIRST_PRESS_MS

@@ -305,3 +305,58 @@ def test_runs_whose_model_said_done_are_counted_by_what_was_checked():
     assert {verdict: s.get(("glassdesk_run_verdicts_total", (("model", "ocr"), ("verdict", verdict))))
             for verdict in ("verified", "failed_check", "unverified")} == {"verified": 2, "failed_check": 1,
                                                                           "unverified": 2}
+
+
+def test_no_page_read_is_asked_before_an_input_while_a_dialog_holds_the_page():
+    """A page with a dialog open runs no script: its input count would wait out its bound (3 s on
+    every pixel action while the dialog is up), so neither read is asked, not even the tab in front."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from desktop.browser.pages import Pages
+
+    class NoTab:
+        async def front(self):
+            raise AssertionError("the page was asked with a dialog open")
+
+    pages = Pages.__new__(Pages)
+    pages._dialogs, pages._tabs = SimpleNamespace(current=object()), NoTab()
+    assert asyncio.run(pages.before_input((900, 800), "presses", 0.5)) == (None, None)
+
+
+def test_a_click_on_no_element_of_the_page_is_not_counted_and_its_counter_is_taken_off(monkeypatch):
+    """The count starts beside the element read; when the read finds no element (the browser's own
+    frame, a read that failed), the presses are not counted and the page keeps no listener."""
+    import asyncio
+    from types import SimpleNamespace
+
+    import desktop.browser.pages as pages_module
+    from desktop.browser.pages import Pages
+    from desktop.browser.settle import InputCount
+
+    started, stopped = InputCount([], "presses"), []
+
+    async def count_input(front, kind):
+        return started
+
+    async def stop_counting(count):
+        stopped.append(count)
+
+    class Front:
+        async def front(self):
+            return "the tab"
+
+    monkeypatch.setattr(pages_module, "count_input", count_input)
+    monkeypatch.setattr(pages_module, "stop_counting", stop_counting)
+    pages = Pages.__new__(Pages)
+    pages._dialogs, pages._tabs = SimpleNamespace(current=None), Front()
+
+    async def nothing_there(x, y, front=None):
+        return None
+
+    pages.hit = nothing_there
+    assert asyncio.run(pages.before_input((900, 80), "presses", 0.5)) == (None, None)
+    assert stopped == [started]
+    # A type has no element to find: its keys are counted.
+    assert asyncio.run(pages.before_input(None, "keys", 0.5)) == (None, started)
+    assert stopped == [started]

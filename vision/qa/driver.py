@@ -45,12 +45,6 @@ POLL_S = 0.1  # how often a condition that must come true is looked at again
 # and a look every 100 ms answered up to 100 ms late (a passing assertion's median was 9 or 105 ms
 # after its condition held, as the poll's phase fell; make bench). Past that second, POLL_S.
 FIRST_POLL_S, FIRST_POLLS_S = 0.02, 1.0
-
-
-def poll_pause(started: float) -> float:
-    """How long to wait before looking at a DOM condition again, the wait having begun at ``started``
-    (time.monotonic)."""
-    return FIRST_POLL_S if time.monotonic() - started < FIRST_POLLS_S else POLL_S
 CONSOLE_LIMIT = 200  # console lines kept with a test case
 
 # What the jobs are given of QaService's run keeping (vision.qa.service): its ``_run``, (verb, name,
@@ -58,6 +52,12 @@ CONSOLE_LIMIT = 200  # console lines kept with a test case
 # ``_finish``, (run, status, result, case) -> the answer as the evidence keeps it.
 StartRun = Callable[..., AbstractContextManager[RunWriter]]
 FinishRun = Callable[[RunWriter, str, Any, dict], Any]
+
+
+def poll_pause(started: float) -> float:
+    """How long to wait before looking at a DOM condition again, the wait having begun at ``started``
+    (time.monotonic)."""
+    return FIRST_POLL_S if time.monotonic() - started < FIRST_POLLS_S else POLL_S
 
 
 @dataclass(frozen=True)
