@@ -986,7 +986,8 @@ SECTIONS: list[Section] = [
                   "the clicks, as steps of a scripted vision/act run. The unfavourable cases on purpose: a click "
                   "that changes nothing, and one whose handler fetches and repaints 300 ms later."),
     Section("Load", [_metric_of("tests.bench_load", "record_cost"), _metric_of("tests.bench_load", "load")],
-            intro="Issue 40 (tests/bench_load.py): the element record's cost on a click, A/B in one run; then N "
+            intro="Issue 40 (tests/bench_load.py): the element record's cost on a click, and issue 35's focus read "
+                  "on a type, A/B in one run; then N "
                   "sessions with M clients on each over real HTTP (the app of vision.http.app on uvicorn on "
                   "loopback, clients in a process of their own), each client an agent's loop: a screenshot, a "
                   "click that repaints, a click on nothing, a field selected (triple click) and 20 characters "

@@ -298,7 +298,34 @@ def record_cost(bench, runs: int = 30) -> list:
     finally:
         pages.hit = read
         session.executor.glide_ms = saved
-    return rows
+    return rows + focus_cost(session, rig, runs)
+
+
+def focus_cost(session, rig, runs: int) -> list:
+    """Issue 35's effect record on a ``type``: the read of what has the keyboard focus (whether it
+    takes text: typed_into_nothing), A/B in one run. Each sample clicks into the test page's text
+    field, then types one character judged (the focus read) or unjudged (the click's record of
+    where the keys went forgotten, so nothing is read), the two in turn."""
+    from desktop.actions import Click, Key, Type
+    from tests.bench import Row
+
+    [box] = rig.pages.boxes(session.id, ["#field"], "display")
+    field = ((box[0] + box[2]) // 2, (box[1] + box[3]) // 2)
+    arms: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(runs):
+        for judged in (True, False):
+            session.perform(Click(x=field[0], y=field[1]))
+            if not judged:
+                session._page_focus_window = None  # as after a key that may move the focus: not judged
+            start = time.perf_counter()
+            session.perform(Type(text="a"))
+            arms[judged].append((time.perf_counter() - start) * 1000)
+            session.perform(Key(keys=["BackSpace"]))
+    paired = [a - b for a, b in zip(arms[True], arms[False], strict=True)]
+    return [Row("focus read's cost on a type (paired difference)", "ms", paired, "<= 5 ms median",
+                statistics.median(paired) <= 5,
+                note=f"type 1 character {statistics.median(arms[True]):.1f} ms judged, "
+                     f"{statistics.median(arms[False]):.1f} ms not")]
 
 
 # ---------------------------------------------------------------------------- the clients

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
+from desktop import keys
 from desktop.actions import (
     Click,
     DoubleClick,
@@ -78,6 +79,34 @@ def parse_action(data: dict) -> Action:
     return ACTION_ADAPTER.validate_python(data)
 
 
+# The actions meant to change something on the screen: one that worked and changed nothing is said
+# to (``no_effect``: the loop's step, the vendor executors' tool results), so that neither the model
+# nor an export takes it for done.
+EFFECT_EXPECTED = (Click, DoubleClick, TripleClick, Key, Type, Scroll, Drag)
+# Chords that copy, as keysyms whatever a model calls them ("ctrl+c", "control+C"): nothing on the
+# screen is meant to change.
+COPY_CHORDS = frozenset({frozenset({"Control", "c"}), frozenset({"Control", "Insert"}),
+                         frozenset({"Control", "Shift", "c"})})
+# What the model is told of such a step, after the words for it ("Your last step (click at 3,4)").
+NO_EFFECT = "worked but changed nothing on the screen: check that you acted on the right place before going on."
+
+
+def expects_effect(action) -> bool:
+    """Whether an action is meant to change something on the screen (pure): a click, typing, a
+    scroll, a drag, a key other than a copy; not a move, a wait, a screenshot."""
+    if isinstance(action, Key):
+        return not all(_copies(chord) for chord in action.keys)
+    return isinstance(action, EFFECT_EXPECTED)
+
+
+def _copies(chord: str) -> bool:
+    try:
+        syms = keys.chord(chord)
+    except keys.KeyNameError:
+        return False
+    return frozenset(sym.removesuffix("_L").removesuffix("_R") for sym in syms) in COPY_CHORDS
+
+
 @dataclass
 class ToolCall:
     """One call as the model made it, and what it means on the display.
@@ -112,6 +141,9 @@ class CallResult:
     # Text output (cursor position, a note), and for zoom the cropped image as PNG.
     output: str | None = None
     image_png: bytes | None = None
+    # The call's actions were meant to change the screen, worked, and changed nothing (the vendor
+    # executors; the loop flags its whole step instead).
+    no_effect: bool = field(default=False, metadata={"trace": False})
     # The screen after this call (set by the loop), for a contract that answers each call with its
     # own screenshot (Gemini); never written to the trace, which has the step's frames. And the
     # page's URL after it, read only for a provider that ``answers_each_call``.

@@ -70,7 +70,7 @@ class FakeDesktop:
                 self.pointer = (x, y)
             frame = solid_frame(self._shade)
         argv = [["fake", action.action, *(f"{k}={v}" for k, v in action.model_dump(exclude={"action"}).items())]]
-        return Performed(argv, 1.0, 0, frame)
+        return Performed(argv, 1.0, 0, frame, changed=not self.inert)
 
     def cursor(self) -> tuple[int, int]:
         return self.pointer

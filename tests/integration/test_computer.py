@@ -153,7 +153,8 @@ def test_anthropic_cursor_position_answers_in_the_declared_space(api, page):
     answer = ok(claude(api, {"action": "mouse_move", "coordinate": [640, 360]}))
     assert answer["is_error"] is False
     answer = ok(claude(api, {"action": "cursor_position"}))
-    assert answer == {"content": [{"type": "text", "text": "X=640,Y=360"}], "is_error": False, "tool_result": None}
+    assert answer == {"content": [{"type": "text", "text": "X=640,Y=360"}], "is_error": False, "tool_result": None,
+                      "no_effect": False}
     x, y = ok(api.get(f"/api/v1/sessions/{SID}/desktop/cursor")).values()
     assert (x, y) == (960, 540)
 

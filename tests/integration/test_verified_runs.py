@@ -160,3 +160,69 @@ def test_typing_into_the_address_bar_after_a_click_beside_a_field_is_not_refused
     assert vision_api.post("/api/v1/sessions/itest/desktop/key", json={"keys": ["Return"]}).status_code == 200
     wait = vision_api.post("/api/v1/sessions/itest/page/wait", json={"text": "bo", "timeout_ms": 10000})
     assert wait.status_code == 200, wait.text
+
+
+# ----------------------------------------------------- the vendor executors say it to their models
+
+VENDORS = ("anthropic", "openai", "gemini")
+
+
+def _call(vision_api, vendor: str, x: int, y: int, text: str | None = None) -> tuple[bool, str]:
+    """A click at (x, y), or with ``text`` a type (Gemini's clicks at (x, y) first), through one
+    vendor's executor declaring the display's own size (Gemini: its 0..999 grid): its no_effect
+    and what its model reads."""
+    from vision import coords
+
+    grid = coords.gemini().from_display(x, y)
+    body = {
+        "anthropic": {"tool_version": "computer_20251124", "display_width_px": 1920, "display_height_px": 1080,
+                      "input": {"action": "type", "text": text} if text else
+                      {"action": "left_click", "coordinate": [x, y]}},
+        "openai": {"action": {"type": "type", "text": text} if text else
+                   {"type": "click", "x": x, "y": y, "button": "left"}},
+        "gemini": {"function_calls": [
+            {"name": "type_text_at", "args": {"x": grid[0], "y": grid[1], "text": text, "press_enter": False,
+                                              "clear_before_typing": False}} if text else
+            {"name": "click_at", "args": {"x": grid[0], "y": grid[1]}}]},
+    }[vendor]
+    r = vision_api.post(f"/api/v1/sessions/itest/computer/{vendor}", json=body)
+    assert r.status_code == 200, (vendor, r.text)
+    return _said(vendor, r.json())
+
+
+def _said(vendor: str, answer: dict) -> tuple[bool, str]:
+    """(no_effect, what the model reads) of one executor's answer."""
+    if vendor == "anthropic":
+        return answer["no_effect"], " ".join(b["text"] for b in answer["content"] if b["type"] == "text")
+    if vendor == "openai":
+        return answer["no_effect"], answer["error"] or ""
+    response = answer["function_responses"][0]["response"]
+    return response.get("no_effect", False), response.get("output") or response.get("error") or ""
+
+
+def test_each_vendors_model_is_told_of_a_click_that_changed_nothing_and_of_typing_into_nothing(
+        vision_api, desk, qa_site):
+    from desktop.actions import Click
+
+    desk.run_settled(lambda: desk.open_url(qa_site.url("/login")))
+    ux, uy = pixel(desk, "#user")
+    # The page itself, right of the form: a click there changes nothing once no field has the focus.
+    # Each vendor clicks its own spot, 150 px apart: a second click on one spot would be a double
+    # click, which selects the nearest word (a visible change, rightly reported).
+    blank = [(ux + 700 + 150 * k, uy + 60) for k in range(4)]
+    desk.perform(Click(x=blank[3][0], y=blank[3][1]))  # whatever had the focus loses it (maybe a change)
+    for k, vendor in enumerate(VENDORS):
+        no_effect, text = _call(vision_api, vendor, *blank[k])
+        assert no_effect, (vendor, text)
+        if vendor != "openai":
+            assert "changed nothing on the screen" in text, (vendor, text)
+    # Nothing focused that takes text: each model is answered typed_into_nothing, and no key went out.
+    for vendor in VENDORS:
+        no_effect, text = _call(vision_api, vendor, *blank[0], text="alice")
+        assert not no_effect and text.startswith("typed_into_nothing: nothing was typed"), (vendor, text)
+    assert in_page(desk, "() => document.querySelector('#user').value") == ""
+    # A click into the field changes the screen (the caret, the focus ring): nothing of the kind is said.
+    for k, vendor in enumerate(VENDORS):
+        desk.perform(Click(x=blank[k + 1][0], y=blank[k + 1][1]))  # the field loses the focus again
+        no_effect, text = _call(vision_api, vendor, ux, uy)
+        assert not no_effect and "changed nothing" not in text, (vendor, text)

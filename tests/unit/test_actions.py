@@ -227,3 +227,16 @@ def test_typed_errors_carry_code_status_and_detail():
     assert err.to_dict() == {"code": "action_failed", "message": "xdotool exited with 1: boom",
                              "detail": {"argv": ["xdotool", "click", "1"], "stderr": "boom"}}
     assert InvalidAction("x: too big").to_dict() == {"code": "invalid_action", "message": "x: too big"}
+
+
+@pytest.mark.parametrize(("action", "meant"), [
+    (Click(x=1, y=1), True), (Type(text="a"), True), (Scroll(x=1, y=1, direction="down"), True),
+    (Key(keys=["enter"]), True), (Key(keys=["ctrl+c", "enter"]), True), (Move(x=1, y=1), False),
+    # A copy, however a vendor's model names its keys, changes nothing on the screen.
+    (Key(keys=["ctrl+c"]), False), (Key(keys=["control+C"]), False), (Key(keys=["Ctrl+Shift+c"]), False),
+    (Key(keys=["rctrl+insert"]), False), (Key(keys=["ctrl+v"]), True),
+])
+def test_the_actions_meant_to_change_the_screen(action, meant):
+    from vision.actions import expects_effect
+
+    assert expects_effect(action) is meant

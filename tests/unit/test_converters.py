@@ -32,13 +32,13 @@ from desktop.actions import (
     Wait,
     Zoom,
 )
-from desktop.errors import InvalidAction, OperatorInControl
+from desktop.errors import InvalidAction, OperatorInControl, TypedIntoNothing
 from tests.fakes.services import FakeDesktops
 from vision import coords
 from vision.actions import CallResult, CursorPosition, Screenshot
 from vision.converters import anthropic as claude
 from vision.converters import openai as gpt
-from vision.models import AnthropicComputerRequest, OpenAIComputerRequest
+from vision.models import AnthropicComputerRequest, GeminiComputerRequest, OpenAIComputerRequest
 from vision.vendors.computer import ComputerService
 
 SPACES = {"1280x720": coords.pixels(1280, 720), "1429x804": coords.pixels(1429, 804),
@@ -315,6 +315,50 @@ def test_openai_batch_is_all_or_nothing(desktops):
     result = ComputerService(desktops).openai("s1", request)
     assert desktops.desk.performed == [] and result.error.startswith("action 2 (keypress)")
     assert b64size(result.output.image_url) == (1920, 1080)  # the default: the display's own size
+
+
+def _each_vendor(desktops, claude_input: dict, gpt_action: dict, gemini_call: dict) -> dict:
+    """One call through each executor: what its caller sees and what its model would read."""
+    service = ComputerService(desktops)
+    anthropic = run_claude(desktops, claude_input)
+    openai = service.openai("s1", OpenAIComputerRequest(action=gpt_action, display_width=1280, display_height=720))
+    [gemini] = service.gemini("s1", GeminiComputerRequest(function_calls=[gemini_call])).function_responses
+    texts = " ".join(b.text for b in anthropic.content if b.type == "text")
+    return {"anthropic": (anthropic.no_effect, texts, anthropic.is_error),
+            "openai": (openai.no_effect, openai.error or "", openai.error is not None),
+            "gemini": (gemini.response.get("no_effect", False),
+                       gemini.response.get("output") or gemini.response.get("error") or "", "error" in gemini.response)}
+
+
+CLICK = ({"action": "left_click", "coordinate": [640, 360]}, {"type": "click", "x": 640, "y": 360, "button": "left"},
+         {"name": "click_at", "args": {"x": 500, "y": 500}})
+
+
+def test_a_call_that_worked_and_changed_nothing_is_said_to_every_vendors_model(desktops):
+    desktops.desk.inert = True  # a click beside every control: it runs, the screen stays the same
+    for vendor, (no_effect, text, failed) in _each_vendor(desktops, *CLICK).items():
+        assert no_effect and not failed, vendor
+        if vendor != "openai":  # computer_call_output has no place for text: the caller's flag only
+            assert "changed nothing on the screen" in text, (vendor, text)
+    # Not meant to change anything: a move, a copy.
+    moves = _each_vendor(desktops, {"action": "mouse_move", "coordinate": [5, 5]}, {"type": "move", "x": 5, "y": 5},
+                         {"name": "hover_at", "args": {"x": 5, "y": 5}})
+    copies = _each_vendor(desktops, {"action": "key", "text": "ctrl+c"}, {"type": "keypress", "keys": ["CTRL", "C"]},
+                          {"name": "key_combination", "args": {"keys": "control+c"}})
+    assert [flag for answers in (moves, copies) for flag, _, _ in answers.values()] == [False] * 6
+    # A call that changed the screen says nothing of the kind.
+    desktops.desk.inert = False
+    for vendor, (no_effect, text, _) in _each_vendor(desktops, *CLICK).items():
+        assert not no_effect and "changed nothing" not in text, vendor
+
+
+def test_a_type_with_nothing_to_take_it_is_answered_to_the_model_not_raised(desktops):
+    desktops.refusal = TypedIntoNothing("nothing was typed: the keyboard focus is on <body>, which takes no text",
+                                        focused={"tag": "body"})
+    answers = _each_vendor(desktops, {"action": "type", "text": "alice"}, {"type": "type", "text": "alice"},
+                           {"name": "type_text_at", "args": {"x": 500, "y": 500, "text": "alice"}})
+    for vendor, (no_effect, text, failed) in answers.items():
+        assert failed and not no_effect and text.startswith("typed_into_nothing: nothing was typed"), (vendor, text)
 
 
 @pytest.mark.parametrize("body", [{}, {"action": {"type": "wait"}, "actions": []}, {"actions": [], "extra": 1},

@@ -312,7 +312,8 @@ def parse_call(call_id: str, name: str, args: Mapping[str, Any] | None, *,
 
 def response_fields(result: CallResult | None, *, url: str | None, acknowledged: bool) -> dict[str, Any]:
     """A function response's ``response`` object: the page's URL (when there is one: a desktop
-    window that is no browser has none), the safety acknowledgement, and what went wrong."""
+    window that is no browser has none), the safety acknowledgement, and what went wrong or that
+    nothing changed."""
     fields: dict[str, Any] = {}
     if url is not None:
         fields["url"] = url
@@ -324,6 +325,8 @@ def response_fields(result: CallResult | None, *, url: str | None, acknowledged:
         fields["error"] = result.error or "failed"
     elif result.output:
         fields["output"] = result.output
+    if result is not None and result.no_effect:
+        fields["no_effect"] = True
     return fields
 
 

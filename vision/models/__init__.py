@@ -275,6 +275,8 @@ class AnthropicComputerResult(BaseModel):
     is_error: bool = Field(description="the call could not run as given; content says why, nothing ran")
     tool_result: dict[str, Any] | None = Field(None, description="with tool_use_id: the whole tool_result block "
                                                "(toolset_name echoed for the toolset)")
+    no_effect: bool = Field(False, description="the call was meant to change the screen (a click, a key, typing, "
+                            "a scroll, a drag), worked, and changed nothing; content's text tells the model so")
 
 
 class AnthropicBrowserRequest(_Body):
@@ -336,6 +338,8 @@ class OpenAIComputerResult(BaseModel):
                                                           "to send back as acknowledged (after the operator agreed)")
     error: str | None = Field(None, description="the call could not run as given (nothing ran); tell the model, "
                               "e.g. in a text input beside the output")
+    no_effect: bool = Field(False, description="the call was meant to change the screen, worked, and changed "
+                            "nothing (computer_call_output has no place for text: tell the model, as for error)")
     computer_call_output: dict[str, Any] | None = Field(None, description="with call_id: the whole item")
 
 
@@ -378,7 +382,9 @@ class GeminiFunctionResponse(BaseModel):
     id: str | None = Field(None, description="the function call's id, when it had one")
     response: dict[str, Any] = Field(description="url (the page in front, when there is one), "
                                      "safety_acknowledgement \"true\" for a call that required confirmation, error "
-                                     "(the call could not run as given; nothing of it ran)")
+                                     "(the call could not run as given; nothing of it ran), no_effect true and "
+                                     "output saying so (the call was meant to change the screen, worked, and "
+                                     "changed nothing)")
     parts: list[GeminiResponsePart] = Field(description="the screenshot right after the call")
 
 

@@ -25,7 +25,17 @@ from desktop.errors import GlassdeskError, InvalidAction, SessionBusy, SessionUn
 from desktop.frame import Frame
 from desktop.models import ElementAt, NativeElement
 from desktop.port import Desktop
-from vision.actions import BrowserMember, CallResult, CursorPosition, Done, Fail, Screenshot, Zoom
+from vision.actions import (
+    NO_EFFECT,
+    BrowserMember,
+    CallResult,
+    CursorPosition,
+    Done,
+    Fail,
+    Screenshot,
+    Zoom,
+    expects_effect,
+)
 from vision.config import VisionConfig, create_provider
 from vision.errors import InvalidRequest, ModelUnavailable
 from vision.evidence.runview import write_report
@@ -125,21 +135,6 @@ class Stop(Exception):
         self.status = status
         self.error = {"code": code or status, "message": message} if message else None
         self.answer = answer
-
-
-# The actions meant to change something: one that changes nothing on the screen is said to (no_effect).
-EFFECT_EXPECTED = (actions.Click, actions.DoubleClick, actions.TripleClick, actions.Key, actions.Type,
-                   actions.Scroll, actions.Drag)
-# Chords that copy: nothing on the screen is meant to change.
-COPY_CHORDS = frozenset({"ctrl+c", "ctrl+insert", "ctrl+shift+c"})
-
-
-def expects_effect(action) -> bool:
-    """Whether an action is meant to change something on the screen (pure): a click, typing, a
-    scroll, a drag, a key other than a copy; not a move, a wait, a screenshot."""
-    if isinstance(action, actions.Key):
-        return not all(chord.lower() in COPY_CHORDS for chord in action.keys)
-    return isinstance(action, EFFECT_EXPECTED)
 
 
 # The actions whose pixel a replay must find again when no DOM element names it (vision.perception.spot).
@@ -793,8 +788,7 @@ class Runner:
         if no_effect and state.note is None:
             words = "; ".join(describe_action(a.model_dump()) for call in turn.calls for a in call.actions
                               if expects_effect(a))
-            state.note = (f"Your last step ({words}) worked but changed nothing on the screen: check that you "
-                          "acted on the right place before going on.")
+            state.note = f"Your last step ({words}) {NO_EFFECT}"
         checks = self._look(state) if state.request.expect_each_step and terminal is None else []
         self._record(state, turn, model_ms, before=before, after=frame, executed=executed, exec_ms=exec_ms,
                      settle_ms=settle_ms, settled_by=settled_by, results=results, error=error, on_step=on_step,

@@ -12,7 +12,11 @@ Where a fault goes:
   key name, zoom on ``computer_20250124``, a duration over the desktop's limits) is an answer, not
   a request error: Anthropic's ``is_error`` content with the text and the screen, OpenAI's
   ``error`` beside the screenshot, Gemini's ``error`` in the function response. The model reads
-  it and tries again; nothing ran.
+  it and tries again; nothing ran. So is a ``type`` the page would not take (``typed_into_nothing``:
+  the keyboard focus on something that takes no text), refused before a key was sent.
+- a call that worked and changed nothing on the screen, though meant to (a click beside every
+  control), is answered as usual with ``no_effect`` and, where the contract has a place for text
+  (Anthropic's content, Gemini's response), a sentence telling the model so.
 - a fault of the *request* or the desktop (a bad body, no such session, a person in control, a
   vision run, the desktop restarting) is glassdesk's usual error, ``{"error": {code, message}}``
   with its HTTP status, for the caller's code to handle: the model can do nothing about it.
@@ -20,11 +24,23 @@ Where a fault goes:
 
 from __future__ import annotations
 
-from desktop.errors import GlassdeskError
+from desktop.errors import GlassdeskError, TypedIntoNothing
 from desktop.frame import Frame
+from desktop.port import Performed
 from desktop.service.desktop import DesktopService
 from vision import coords
-from vision.actions import Action, CallResult, CursorPosition, Done, Fail, Screenshot, ToolCall, Zoom
+from vision.actions import (
+    NO_EFFECT,
+    Action,
+    CallResult,
+    CursorPosition,
+    Done,
+    Fail,
+    Screenshot,
+    ToolCall,
+    Zoom,
+    expects_effect,
+)
 from vision.converters import anthropic as anthropic_tool
 from vision.converters import gemini as gemini_tool
 from vision.converters import openai as openai_tool
@@ -70,7 +86,8 @@ class ComputerService:
                 tool_result["is_error"] = True
             if toolset_name is not None:
                 tool_result["toolset_name"] = toolset_name
-        return AnthropicComputerResult(content=content, is_error=is_error, tool_result=tool_result)
+        return AnthropicComputerResult(content=content, is_error=is_error, tool_result=tool_result,
+                                       no_effect=result.no_effect)
 
     def openai(self, session_id: str | None, request: OpenAIComputerRequest) -> OpenAIComputerResult:
         space = coords.pixels(request.display_width, request.display_height)
@@ -87,7 +104,8 @@ class ComputerService:
             item = {"type": "computer_call_output", "call_id": request.call_id,
                     "acknowledged_safety_checks": [c.model_dump(exclude_none=True) for c in checks], "output": output}
         return OpenAIComputerResult(output=ComputerScreenshot(**output), acknowledged_safety_checks=checks,
-                                    error=None if result.ok else result.error, computer_call_output=item)
+                                    error=None if result.ok else result.error, computer_call_output=item,
+                                    no_effect=result.no_effect)
 
     def gemini(self, session_id: str | None, request: GeminiComputerRequest) -> GeminiComputerResult:
         session = self.desktops.session(session_id)
@@ -109,21 +127,31 @@ class ComputerService:
 
     def _run(self, session_id: str, call: ToolCall) -> tuple[CallResult, Frame | None]:
         """Run a call's actions in order; its result and the settled frame after the last input
-        action (None when none ran). A refusal of the action itself (422) ends the call as a
-        result; any other fault is the request's and propagates."""
+        action (None when none ran). A refusal of the action itself (422, or a ``type`` with nothing
+        to take it: typed_into_nothing) ends the call as a result; any other fault is the request's
+        and propagates. A call meant to change the screen that worked and changed nothing says so
+        in its result's text (``no_effect``), as the loop tells its own model."""
         result = CallResult(call.id, ok=call.error is None, error=call.error)
         frame: Frame | None = None
+        meant, unchanged = False, True
         for action in call.actions if call.error is None else []:
             try:
-                frame = self._one(session_id, action, result) or frame
+                performed = self._one(session_id, action, result)
             except GlassdeskError as exc:
-                if exc.status != 422:
+                if exc.status != 422 and not isinstance(exc, TypedIntoNothing):
                     raise
                 result.ok, result.error = False, f"{exc.code}: {exc.message}"
                 break
+            if performed is not None:
+                frame = performed.frame
+                if expects_effect(action):
+                    meant, unchanged = True, unchanged and performed.changed is False
+        if result.ok and meant and unchanged:
+            result.no_effect = True
+            result.output = "\n".join(filter(None, [result.output, f"This action {NO_EFFECT}"]))
         return result, frame
 
-    def _one(self, session_id: str, action: Action, result: CallResult) -> Frame | None:
+    def _one(self, session_id: str, action: Action, result: CallResult) -> Performed | None:
         if isinstance(action, (Screenshot, Done, Fail)):  # the converters make no Done/Fail; nothing to run
             return None
         if isinstance(action, CursorPosition):
@@ -133,4 +161,4 @@ class ComputerService:
         if isinstance(action, Zoom):
             result.image_png = self.desktops.zoom(session_id, action).image  # a PNG: zoom asks for no other format
             return None
-        return self.desktops.perform(session_id, action).frame
+        return self.desktops.perform(session_id, action)
