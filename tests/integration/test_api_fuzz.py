@@ -18,6 +18,7 @@ event stream (it never ends by design: ``test_console`` reads it).
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from urllib.parse import quote
 
@@ -47,6 +48,13 @@ SID = "fuzz"
 CONFORMANCE = [status_code_conformance, content_type_conformance, response_headers_conformance,
                response_schema_conformance]
 EXAMPLES = 20  # per route: enough for the shapes that matter, and the whole file stays near a minute
+# A route whose request has nothing to vary (no body, no query, its path parameters fixed here: POST
+# .../reset) is one request made again and again; a reset restarts the browser (~2 s), and 20 of
+# them were a tenth of the file.
+EXAMPLES_FIXED = 3
+# The waits a generated request may ask for, bounded (what is fuzzed is the answer, not the wait):
+# a desktop wait or key hold, a page operation's timeout, a QA verb's (see bounded).
+WAIT_MS, PAGE_TIMEOUT_MS, QA_TIMEOUT_MS, LISTEN_MS = 50, 150, 500, 100
 
 
 @pytest.fixture(scope="module")
@@ -81,12 +89,14 @@ def api_schema(fuzzed):
     return schema.exclude(method="POST", path="/api/v1/sessions").exclude(path="/api/v1/events")
 
 
-def bounded(case) -> None:
+def bounded(case, fields: frozenset[str] = frozenset()) -> None:
     """Keep a generated request from leaving the machine or holding the session for long; what
-    still gets through is as random as schemathesis made it."""
+    still gets through is as random as schemathesis made it. ``fields``: the body's properties in
+    the schema (a wait left out is given its bound only where the body may name it)."""
     body = case.body
     if not isinstance(body, dict):
         return
+    cap = functools.partial(bound, fields=fields)
     path = case.operation.path
     if path.endswith(("/desktop/open", "/page/navigate", "/page/tabs")) and isinstance(body.get("url"), str):
         try:
@@ -96,11 +106,11 @@ def bounded(case) -> None:
         else:
             body["url"] = f"http://127.0.0.1:9/?u={quote(body['url'][:200])}"  # a closed port: refused at once
     if path.endswith(("/desktop/wait", "/desktop/hold_key")):
-        cap(body, "duration_ms", 200)
+        cap(body, "duration_ms", WAIT_MS)
     if path.endswith("/desktop/type") and isinstance(body.get("text"), str):
         body["text"] = body["text"][:40]
     if "/page/" in path:
-        cap(body, "timeout_ms", 300)  # waits for an element, a load: short
+        cap(body, "timeout_ms", PAGE_TIMEOUT_MS)  # waits for an element, a load: short
     if path.endswith("/page/fill") and isinstance(body.get("value"), str):
         body["value"] = body["value"][:40]
     if path.endswith(("/vision/act", "/calibrate")):
@@ -108,7 +118,7 @@ def bounded(case) -> None:
     if path.endswith("/computer/gemini"):
         bounded_gemini(body)
     if "/qa/" in path:
-        bounded_qa(body)
+        bounded_qa(body, cap)
 
 
 def closed_port(url):
@@ -141,15 +151,15 @@ def bounded_gemini(body: dict) -> None:
         body["search_url"] = closed(body["search_url"])
 
 
-def bounded_qa(body: dict) -> None:
+def bounded_qa(body: dict, cap) -> None:
     """The QA verbs: every URL to a closed port, every wait short, no video, no model run."""
     for key in ("url", "start_url"):
         if key in body:
             body[key] = closed_port(body[key])
     # cap: a string of digits is a wait too (it failed CI twice: a verify_element_exists given
     # "timeout_ms": "99999" waited past the client's 60 s, which Hypothesis then called flaky).
-    cap(body, "timeout_ms", 1500)
-    cap(body, "listen_ms", 300)  # analyze_console_errors listens after the load: up to 60 s
+    cap(body, "timeout_ms", QA_TIMEOUT_MS)
+    cap(body, "listen_ms", LISTEN_MS)  # analyze_console_errors listens after the load: up to 60 s
     body.pop("record_video", None)
     for step in body.get("steps") or [] if isinstance(body.get("steps"), list) else []:
         if not isinstance(step, dict):
@@ -157,14 +167,32 @@ def bounded_qa(body: dict) -> None:
         for key in ("url", "value"):
             if step.get("action") == "navigate" and key in step:
                 step[key] = closed_port(step[key])
-        cap(step, "timeout_ms", 300)
+        bound(step, "timeout_ms", PAGE_TIMEOUT_MS)
         if step.get("action") == "act":
             step["model"] = "nothing/here"
 
 
-def cap(body: dict, key: str, limit: int) -> None:
+def body_fields(raw_schema: dict, path: str, method: str) -> frozenset[str]:
+    """The properties of an operation's JSON body in the OpenAPI (its $ref followed once)."""
+    body = raw_schema["paths"][path][method.lower()].get("requestBody") or {}
+    schema = body.get("content", {}).get("application/json", {}).get("schema", {})
+    for part in [schema, *schema.get("anyOf", []), *schema.get("allOf", [])]:
+        ref = part.get("$ref", "")
+        if ref.startswith("#/components/schemas/"):
+            return frozenset(raw_schema["components"]["schemas"][ref.rsplit("/", 1)[1]].get("properties", {}))
+        if "properties" in part:
+            return frozenset(part["properties"])
+    return frozenset()
+
+
+def bound(body: dict, key: str, limit: int, fields: frozenset[str] = frozenset()) -> None:
     """Bound a duration, also when it comes as a string of digits (a "negative" case the API
-    still accepts: pydantic reads "38423" as 38423, and the request would wait that long)."""
+    still accepts: pydantic reads "38423" as 38423, and the request would wait that long), and,
+    when ``fields`` has it, left out (the API's default then: a desktop wait's 1 s, a page wait's 10 s)."""
+    if key not in body:
+        if key in fields:
+            body[key] = limit
+        return
     value = body.get(key)
     if isinstance(value, bool):
         return
@@ -184,8 +212,9 @@ def restarting(response) -> bool:
         return False
 
 
-# Every route in one test (their failures are reported together): 262 s of a CI run at load, 300 s+
-# when the machine is busier; the default bound (300 s) is a hang guard, and this test's is larger.
+# Every route in one test (their failures are reported together): ~90 s alone (175 s in a CI run at
+# load before fixed-shape routes got fewer examples and left-out waits their bound); the default
+# bound (300 s) is a hang guard, and this test's is larger.
 @pytest.mark.timeout(900)
 def test_every_answer_is_declared_and_none_is_a_server_error(fuzzed, api_schema):
     # (Schemathesis's own pytest parametrisation does not run under pytest 9; its strategies do.)
@@ -200,11 +229,16 @@ def test_every_answer_is_declared_and_none_is_a_server_error(fuzzed, api_schema)
         cases = st.one_of(*(operation.as_strategy(mode, path_parameters=path_parameters)
                             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)))
 
+        fields = body_fields(api_schema.raw_schema, operation.path, operation.method)
+        fixed_shape = not (operation.body or operation.query) and all(
+            parameter.name in path_parameters for parameter in operation.path_parameters)
+
         @given(case=cases)
-        @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+        @settings(max_examples=EXAMPLES_FIXED if fixed_shape else EXAMPLES, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck),
                   phases=[Phase.explicit, Phase.generate])
         def run(case):
-            bounded(case)
+            bounded(case, fields)  # noqa: B023 (run is called in this iteration, below)
             try:
                 response = case.call(timeout=60)
             except requests.exceptions.ReadTimeout:
