@@ -245,6 +245,13 @@ def test_the_package_ships_the_pages_the_oracle_covers():
     ("click-dialog-2", 'Click the button in the dialog box labeled "x".', [".ui-dialog-titlebar-close"], []),
     ("click-tab", "Click on Tab #3.", ["#area ul a[href='#tabs-3']"], []),
     ("focus-text-2", "Focus into the 2nd input textbox.", ["#area input >> nth=1"], []),
+    ("copy-paste-2", "Copy the text from the 3rd text area below and paste it into the text input, then press Submit.",
+     ["#text-3", "#answer-input", "#subbtn"], []),
+    ("scroll-text-2", "Scroll the textarea to the top of the text hit submit.", ["#text-area", "#subbtn"], []),
+    ("multi-orderings", "Search for horror movies directed by Ruth from year 1983.",
+     [f'{miniwob.MOVIE_ROWS}:has-text("Genre") input', f'{miniwob.MOVIE_ROWS}:has-text("Director") input',
+      f'{miniwob.MOVIE_ROWS}:not(:has-text("Genre")):not(:has-text("Director")) input',
+      "#area :is(button, .final, .ui-submit)"], ["horror", "Ruth", "1983"]),
 ])
 def test_the_oracle_reads_its_solution_off_the_instruction(task, instruction, clicks, typed):
     looked = []
@@ -260,8 +267,10 @@ def test_the_oracle_reads_its_solution_off_the_instruction(task, instruction, cl
 
 
 def test_the_oracle_says_when_it_cannot_read_a_solution():
-    with pytest.raises(miniwob.OracleMiss):
-        miniwob.SOLVERS["click-button"]("Click a button.", lambda s: {})
+    for task, instruction in (("click-button", "Click a button."), ("copy-paste-2", "Copy the text."),
+                              ("scroll-text-2", "Scroll the textarea."), ("multi-layouts", "Search for movies.")):
+        with pytest.raises(miniwob.OracleMiss):
+            miniwob.SOLVERS[task](instruction, lambda s: {})
 
 
 def page(texts: dict[str, str], matches: int = 1):
@@ -288,6 +297,10 @@ def page(texts: dict[str, str], matches: int = 1):
     ("scroll-text", "Find the last word in the text area", {"#text-area": "a b c amet."}, ["amet"]),
     ("enter-date", "Enter 09/27/2016 as the date and hit submit.", {}, ["09272016"]),
     ("enter-time", "Enter 3:05 PM as the time and press submit.", {}, ["0305P"]),
+    ("read-table-2", "Enter the value that corresponds with each label into the form and submit when done.",
+     {"#ll1": "Color:", "#ll2": "Last name:", '#tab td:text-is("Color") + td': "Red",
+      '#tab td:text-is("Last name") + td': " Ng "}, ["Red", "Ng"]),
+    ("text-transform", "Type the text below into the text field and press Submit.", {"#captcha": "x 7\nq"}, ["x7q"]),
 ])
 def test_the_oracle_reads_what_the_page_shows(task, instruction, texts, typed):
     look, _ = page(texts)

@@ -336,6 +336,45 @@ def _focus_nth(instruction: str, look: Look) -> list[dict]:
     return [_click(look, f"#area input >> nth={order[position.group(1)] - 1}")]
 
 
+def _copy_from_nth(instruction: str, look: Look) -> list[dict]:
+    found = re.search(r"from the (1st|2nd|3rd) text area", instruction)
+    if found is None:
+        raise OracleMiss(f"which text area: {instruction!r}")
+    return [_click(look, f"#text-{found.group(1)[0]}"), {"action": "key", "keys": ["ctrl+a", "ctrl+c"]},
+            _click(look, "#answer-input"), {"action": "key", "keys": ["ctrl+v"]}, _click(look, "#subbtn")]
+
+
+# The rows of multi-layouts' and multi-orderings' movie search, whatever the layout: a field's row
+# holds its label (a span, a div, a th; "Director Name", "Released Date") and its text box.
+MOVIE_ROWS = "#area :is(p, div.row, tr, div.field, div.ui-entry)"
+
+
+def _movie_search(instruction: str, look: Look) -> list[dict]:
+    found = re.fullmatch(r"Search for (.+) movies directed by (.+) from year (\d+)\.", instruction.strip())
+    if found is None:
+        raise OracleMiss(f"which movies: {instruction!r}")
+    genre, director, year = found.groups()
+    rows = [(f'{MOVIE_ROWS}:has-text("Genre") input', genre), (f'{MOVIE_ROWS}:has-text("Director") input', director),
+            (f'{MOVIE_ROWS}:not(:has-text("Genre")):not(:has-text("Director")) input', year)]
+    return [a for selector, value in rows for a in _type_into(look, selector, value)] + [
+        _click(look, "#area :is(button, .final, .ui-submit)")]
+
+
+def _labelled_values(instruction: str, look: Look) -> list[dict]:
+    actions = []
+    for label, field in (("#ll1", "#tt1"), ("#ll2", "#tt2")):
+        key = _text(look, label).strip().removesuffix(":")
+        actions += _type_into(look, field, _text(look, f"#tab td:text-is({_css_text(key)}) + td").strip())
+    return actions + [_click(look, "#subbtn")]
+
+
+def _scroll_to_end(instruction: str, look: Look) -> list[dict]:
+    end = "ctrl+End" if "to the bottom" in instruction else "ctrl+Home" if "to the top" in instruction else None
+    if end is None:
+        raise OracleMiss(f"which end: {instruction!r}")
+    return [_click(look, "#text-area"), {"action": "key", "keys": [end]}, _click(look, "#subbtn")]
+
+
 # Each: the instruction and a look at the page -> the actions in display pixels. A task is
 # covered only when its solution can be read off the page before the first action: the script
 # is fixed when the run starts.
@@ -377,6 +416,14 @@ SOLVERS: dict[str, Callable[[str, Look], list[dict]]] = {
                                        + _type_into(look, "#verify", _quoted(q)) + [_click(look, "#subbtn")]),
     "login-user": lambda q, look: (_type_into(look, "#username", _quoted(q, 0))
                                    + _type_into(look, "#password", _quoted(q, 1)) + [_click(look, "#subbtn")]),
+    "copy-paste-2": _copy_from_nth,
+    "multi-orderings": _movie_search,
+    "multi-layouts": _movie_search,
+    "read-table-2": _labelled_values,
+    "scroll-text-2": _scroll_to_end,
+    # the captcha is one span a letter, each skewed: its text is the letters
+    "text-transform": lambda q, look: (_type_into(look, "#tt", "".join(_text(look, "#captcha").split()))
+                                       + [_click(look, "#subbtn")]),
 }
 
 
