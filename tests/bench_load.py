@@ -43,25 +43,17 @@ def percentile(samples: list[float], q: float) -> float:
 
 # ------------------------------------------------------------------------------------- CPU
 
-def _drivers() -> list[int]:
-    """Playwright's driver processes of this one (node ... run-driver)."""
-    from tests.bench_scale import _read
-
-    return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()
-            and "run-driver" in _read(f"/proc/{e.name}/cmdline")
-            and f"PPid:\t{os.getpid()}\n" in _read(f"/proc/{e.name}/status")]
-
-
 def cpu_snapshot(sessions) -> dict[str, float]:
     """CPU seconds used so far by each component: this process (the server), Playwright's driver
     (node, its child) and the sessions' processes by kind."""
     from tests.bench import _leaders, session_pids
+    from tests.bench_page import driver_pids
     from tests.bench_scale import cpu_ticks
 
     tick = os.sysconf("SC_CLK_TCK")
     totals = dict.fromkeys(COMPONENTS, 0.0)
     totals[COMPONENTS[0]] = cpu_ticks(os.getpid())[0] / tick
-    for driver in _drivers():
+    for driver in driver_pids():
         totals[COMPONENTS[1]] += cpu_ticks(driver)[0] / tick
     for session in sessions:
         for pid in session_pids(session.stack.tag, _leaders(session))[0]:

@@ -213,7 +213,7 @@ def _set_recording(rig: PageRig, on: bool) -> None:
     rig.desktops.session(rig.session_id).stack.browser.call(switch, 5)
 
 
-def _driver_pids() -> list[int]:
+def driver_pids() -> list[int]:
     """Playwright's driver: the node process this process started (Chromium is its child)."""
     found = []
     for entry in os.scandir("/proc"):
@@ -231,13 +231,9 @@ def _driver_pids() -> list[int]:
 def _cpu_ms(pids: list[int]) -> tuple[float, float]:
     """CPU time so far, in ms: this process (every thread: the Playwright client's loop, the policy
     proxy, the site's server) and the processes ``pids`` (user + system, in clock ticks)."""
-    ticks = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])
-        except OSError:
-            pass
+    from tests.bench_scale import cpu_ticks
+
+    ticks = sum(cpu_ticks(pid)[0] for pid in pids)
     return time.process_time() * 1000, ticks * 1000 / os.sysconf("SC_CLK_TCK")
 
 
@@ -259,7 +255,7 @@ def load_times(rig: PageRig, runs: int) -> dict[str, Any]:
     pages, sid = rig.pages, rig.session_id
     record = rig.desktops.session(sid).stack.record
     url = rig.site.url("/load")
-    driver = _driver_pids()
+    driver = driver_pids()
     out: dict[str, Any] = {"attached": [], "detached": [], "cpu_attached": [], "cpu_detached": [],
                            "loop_attached": [], "loop_detached": []}
     added = {"attached": [0, 0], "detached": [0, 0]}  # network entries, console entries

@@ -18,7 +18,6 @@ event stream (it never ends by design: ``test_console`` reads it).
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from urllib.parse import quote
 
@@ -96,7 +95,6 @@ def bounded(case, fields: frozenset[str] = frozenset()) -> None:
     body = case.body
     if not isinstance(body, dict):
         return
-    cap = functools.partial(bound, fields=fields)
     path = case.operation.path
     if path.endswith(("/desktop/open", "/page/navigate", "/page/tabs")) and isinstance(body.get("url"), str):
         try:
@@ -106,11 +104,11 @@ def bounded(case, fields: frozenset[str] = frozenset()) -> None:
         else:
             body["url"] = f"http://127.0.0.1:9/?u={quote(body['url'][:200])}"  # a closed port: refused at once
     if path.endswith(("/desktop/wait", "/desktop/hold_key")):
-        cap(body, "duration_ms", WAIT_MS)
+        bound(body, "duration_ms", WAIT_MS, fields)
     if path.endswith("/desktop/type") and isinstance(body.get("text"), str):
         body["text"] = body["text"][:40]
     if "/page/" in path:
-        cap(body, "timeout_ms", PAGE_TIMEOUT_MS)  # waits for an element, a load: short
+        bound(body, "timeout_ms", PAGE_TIMEOUT_MS, fields)  # waits for an element, a load: short
     if path.endswith("/page/fill") and isinstance(body.get("value"), str):
         body["value"] = body["value"][:40]
     if path.endswith(("/vision/act", "/calibrate")):
@@ -118,7 +116,7 @@ def bounded(case, fields: frozenset[str] = frozenset()) -> None:
     if path.endswith("/computer/gemini"):
         bounded_gemini(body)
     if "/qa/" in path:
-        bounded_qa(body, cap)
+        bounded_qa(body, fields)
 
 
 def closed_port(url):
@@ -151,15 +149,15 @@ def bounded_gemini(body: dict) -> None:
         body["search_url"] = closed(body["search_url"])
 
 
-def bounded_qa(body: dict, cap) -> None:
+def bounded_qa(body: dict, fields: frozenset[str]) -> None:
     """The QA verbs: every URL to a closed port, every wait short, no video, no model run."""
     for key in ("url", "start_url"):
         if key in body:
             body[key] = closed_port(body[key])
-    # cap: a string of digits is a wait too (it failed CI twice: a verify_element_exists given
+    # bound: a string of digits is a wait too (it failed CI twice: a verify_element_exists given
     # "timeout_ms": "99999" waited past the client's 60 s, which Hypothesis then called flaky).
-    cap(body, "timeout_ms", QA_TIMEOUT_MS)
-    cap(body, "listen_ms", LISTEN_MS)  # analyze_console_errors listens after the load: up to 60 s
+    bound(body, "timeout_ms", QA_TIMEOUT_MS, fields)
+    bound(body, "listen_ms", LISTEN_MS, fields)  # analyze_console_errors listens after the load: up to 60 s
     body.pop("record_video", None)
     for step in body.get("steps") or [] if isinstance(body.get("steps"), list) else []:
         if not isinstance(step, dict):

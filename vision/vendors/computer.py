@@ -133,7 +133,7 @@ class ComputerService:
         in its result's text (``no_effect``), as the loop tells its own model."""
         result = CallResult(call.id, ok=call.error is None, error=call.error)
         frame: Frame | None = None
-        meant, unchanged = False, True
+        effects: list[bool | None] = []  # what each action meant to change the screen did to it
         for action in call.actions if call.error is None else []:
             try:
                 performed = self._one(session_id, action, result)
@@ -145,8 +145,8 @@ class ComputerService:
             if performed is not None:
                 frame = performed.frame
                 if expects_effect(action):
-                    meant, unchanged = True, unchanged and performed.changed is False
-        if result.ok and meant and unchanged:
+                    effects.append(performed.changed)
+        if result.ok and effects and all(changed is False for changed in effects):
             result.no_effect = True
             result.output = "\n".join(filter(None, [result.output, f"This action {NO_EFFECT}"]))
         return result, frame
