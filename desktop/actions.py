@@ -8,10 +8,20 @@ with a message that says what was wrong.
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from desktop import keys
 
@@ -38,8 +48,10 @@ class _Action(BaseModel):
 class _OptionalPoint(_Action):
     """x and y together, or neither (then the action happens where the pointer is)."""
 
-    x: X | None = None
-    y: Y | None = None
+    x: Annotated[int | None, Field(strict=True, ge=0, le=SCREEN_WIDTH - 1, description="display pixels, 0..1919; "
+                                   "omit (with y) to act where the pointer is")] = None
+    y: Annotated[int | None, Field(strict=True, ge=0, le=SCREEN_HEIGHT - 1,
+                                   description="display pixels, 0..1079")] = None
 
     @model_validator(mode="after")
     def _both_or_neither(self):
@@ -54,8 +66,11 @@ def _known_keys(value: list[str]) -> list[str]:
     return value
 
 
+MODIFIERS = 'keys held during the action, e.g. ["ctrl"] or ["shift", "alt"]'
+
+
 class _WithModifiers(_OptionalPoint):
-    modifiers: list[str] = Field(default_factory=list, description="keys held during the action")
+    modifiers: list[str] = Field(default_factory=list, description=MODIFIERS)
 
     _known_modifiers = field_validator("modifiers")(_known_keys)
 
@@ -95,7 +110,7 @@ class Drag(_Action):
     action: Literal["drag"] = "drag"
     path: list[Point] = Field(min_length=2, max_length=200, description="press at the first point, release at the last")
     button: Button = "left"
-    modifiers: list[str] = Field(default_factory=list)
+    modifiers: list[str] = Field(default_factory=list, description=MODIFIERS)
 
     _known_modifiers = field_validator("modifiers")(_known_keys)
 
@@ -145,13 +160,17 @@ Chords = Annotated[list[str], BeforeValidator(_split_chords), AfterValidator(_kn
 
 class Key(_Action):
     action: Literal["key"] = "key"
-    keys: Chords = Field(min_length=1, max_length=100, description='chords in order, e.g. ["ctrl+a", "Delete"]')
+    # Its schema says both forms it takes (a model reading it may send either).
+    keys: Annotated[Chords, WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "string"}, "minItems": 1,
+                                                       "maxItems": 100}, {"type": "string", "minLength": 1}]})] = \
+        Field(min_length=1, max_length=100, description='one chord ("ctrl+l"), several separated by spaces, or a '
+                                                        'list of chords')
 
 
 class HoldKey(_Action):
     action: Literal["hold_key"] = "hold_key"
     keys: str = Field(min_length=1, description='one chord, e.g. "shift" or "ctrl+alt"')
-    duration_ms: int = Field(default=500, ge=0, le=10_000)
+    duration_ms: int = Field(default=500, ge=0, le=10_000, description="how long to hold it, in ms")
 
     @field_validator("keys")
     @classmethod
@@ -162,7 +181,7 @@ class HoldKey(_Action):
 
 class Wait(_Action):
     action: Literal["wait"] = "wait"
-    duration_ms: int = Field(default=1000, ge=0, le=30_000)
+    duration_ms: int = Field(default=1000, ge=0, le=30_000, description="how long to wait, in ms")
 
 
 InputAction = Annotated[
@@ -242,3 +261,48 @@ def to_placeholders(text: str, secrets: dict[str, str]) -> str:
         if secret:
             text = text.replace(secret, f"{{{{{name}}}}}")
     return text
+
+
+def describe(action: dict[str, Any], *, redact: bool = False) -> str:
+    """One readable line for an action dict in display pixels, e.g. ``ctrl+right click at (960, 540)``.
+
+    ``redact`` leaves out what the page or the model wrote (typed text is only counted, an answer or
+    a reason is dropped, long key lists are cut): for the on-desktop strip, which is in the
+    screenshots, where a text-matching model must not find page words, and where secrets must not
+    show."""
+    rest = dict(action)
+    kind = str(rest.pop("action", "?")).replace("_", " ")
+    modifiers = rest.pop("modifiers", None) or []
+    button = rest.pop("button", None)
+    if button not in (None, "left"):
+        kind = f"{button} {kind}"
+    words = ["+".join([*modifiers, kind])]
+    if "direction" in rest:
+        words.append(f"{rest.pop('direction')} ×{rest.pop('amount', '?')}")
+    if rest.get("x") is not None and rest.get("y") is not None:
+        words.append(f"at ({rest.pop('x')}, {rest.pop('y')})")
+    rest = {k: v for k, v in rest.items() if v is not None}
+    if "path" in rest:
+        path = rest.pop("path")
+        points = [f"({p['x']}, {p['y']})" for p in path]
+        words.append(" → ".join(points) if len(points) <= 4
+                     else f"{points[0]} → {points[-1]} via {len(points) - 2} points")
+    if "keys" in rest:
+        keys = rest.pop("keys")
+        keys = " ".join(keys) if isinstance(keys, list) else str(keys)
+        words.append(keys[:40] if redact else keys)
+    if "text" in rest:
+        text = str(rest.pop("text"))
+        if redact:
+            words.append(f"{len(text)} character{'s' if len(text) != 1 else ''}")
+        else:
+            words.append(json.dumps(text if len(text) <= 200 else text[:200] + "…", ensure_ascii=False))
+    if "duration_ms" in rest:
+        words.append(f"{rest.pop('duration_ms') / 1000:g} s")
+    if "region" in rest:
+        r = rest.pop("region")
+        words.append(f"[{r['x0']}, {r['y0']}, {r['x1']}, {r['y1']}]")
+    if redact:
+        rest = {k: v for k, v in rest.items() if k not in ("answer", "reason")}
+    words += [f"{k}={v}" if k not in ("answer", "reason") else f"— {v}" for k, v in rest.items()]
+    return " ".join(words)

@@ -491,16 +491,16 @@ class SavedState(BaseModel):
 
 
 class LaunchRequest(_Body):
-    command: str = Field(min_length=1)
-    args: list[str] = Field(default_factory=list)
+    command: str = Field(min_length=1, description="program name on PATH")
+    args: list[str] = Field(default_factory=list, description="its arguments")
 
 
 class OpenRequest(_Body):
-    url: str = Field(min_length=1)
+    url: str = Field(min_length=1, description="e.g. https://example.com")
 
 
 class FocusRequest(_Body):
-    window_id: str
+    window_id: str = Field(min_length=1, description="the window's id from desktop_windows")
 
 
 class Cursor(BaseModel):

@@ -8,7 +8,7 @@ third. Everything on this surface speaks display pixels and glassdesk's typed er
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from desktop.actions import _Action
 from desktop.frame import Frame
@@ -36,6 +36,8 @@ class Performed:
     # A pointer action on a native window (the browser not in front): the accessibility node under
     # its pixel just before it ran (desktop.x11.atspi); None elsewhere, or when nothing there answers.
     native: NativeElement | None = None
+    # What the action answers besides its effect (a launched program's pid), else None.
+    result: dict[str, Any] | None = None
 
 
 @runtime_checkable

@@ -9,12 +9,9 @@ import time
 # (vision.app.ops: the desktop's, the page layer's and the QA verbs), the whole tool list. A new
 # operation of the catalogue changes no test here.
 HAND_WRITTEN_TOOLS = frozenset({
-    "desktop_screenshot", "desktop_click", "desktop_double_click", "desktop_move", "desktop_drag", "desktop_scroll",
-    "desktop_type", "desktop_key", "desktop_open_url", "desktop_launch", "desktop_windows", "desktop_zoom",
-    "desktop_triple_click", "desktop_mouse_down", "desktop_mouse_up", "desktop_hold_key", "desktop_wait",
-    "desktop_focus_window", "desktop_cursor_position",
+    "desktop_screenshot", "desktop_zoom", "desktop_drag",
     "vision_act", "vision_click_anywhere", "vision_extract_visible_text", "vision_fill_form_by_label",
-    "session_create", "session_list", "session_close", "session_reset", "live_view_url",
+    "session_create", "session_list", "session_close", "live_view_url",
     "page_downloads", "page_screenshot", "page_tabs", "page_dialogs", "export_test",
 })
 

@@ -1,7 +1,8 @@
-"""The desktop REST primitives: sessions, screenshot, one route per input action, and windows.
+"""The desktop REST routes written by hand: sessions, saved states, the screenshot and the zoom (the
+input actions, opening, focusing, launching and the rest are the catalogue's: desktop.ops,
+desktop.http.routes).
 
-No ``from __future__ import annotations`` here: the generated routes annotate their body with a
-local class, which FastAPI can only see when annotations are evaluated where they are written.
+No ``from __future__ import annotations`` here: FastAPI reads the handlers' annotations.
 
 Handlers are plain ``def``: they block on X and xdotool, and FastAPI runs them in its threadpool.
 """
@@ -12,38 +13,18 @@ from typing import Literal
 from fastapi import APIRouter, Query, Response, status
 from pydantic import ValidationError
 
-from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
-from desktop.codegen import answer_code
+from desktop.actions import Region, Zoom
 from desktop.errors import InvalidAction, describe_validation
 from desktop.frame import IMAGE_FORMATS
 from desktop.models import (
     ActionResponse,
     CreateSession,
-    Cursor,
-    FocusRequest,
-    LaunchRequest,
     NetworkPolicyBody,
-    OpenRequest,
-    PageSummary,
     SavedState,
     SaveStateRequest,
     SessionInfo,
 )
-from desktop.port import Performed
 from desktop.service.desktop import DesktopService, Shot
-
-
-def _respond(action: str, performed: Performed, screenshot: bool, page: PageSummary | None,
-             result: dict | None = None, body: _Action | None = None) -> ActionResponse:
-    return ActionResponse(
-        action=action, executed=performed.executed, duration_ms=round(performed.duration_ms, 1),
-        settle_ms=performed.settle_ms, settled=performed.settled, settled_by=performed.settled_by,
-        changed=performed.changed, native=performed.native, result=result,
-        page=page, element=performed.element,
-        playwright=answer_code(body.model_dump(), performed.element) if body is not None else None,
-        screenshot=base64.b64encode(performed.frame.png).decode() if screenshot else None,
-    )
-
 
 # How a screenshot's pixels map to display pixels: display x = origin x + image x / scale.
 SHOT_HEADERS = {
@@ -88,8 +69,6 @@ def _state_routes(router: APIRouter, desktops: DesktopService) -> None:
 
 def desktop_router(desktops: DesktopService) -> APIRouter:
     router = APIRouter(prefix="/api/v1")
-    pages = desktops.pages
-    WantShot = Query(False, description="include the settled screenshot as base64 PNG")
 
     @router.post("/sessions", status_code=status.HTTP_201_CREATED, response_model=SessionInfo, tags=["sessions"])
     def create_session(body: CreateSession | None = None) -> SessionInfo:
@@ -109,14 +88,6 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
     def delete_session(session_id: str) -> Response:
         desktops.delete(session_id)
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-    @router.post("/sessions/{session_id}/reset", response_model=SessionInfo, tags=["sessions"],
-                 summary="return the session to a fresh state on the same display")
-    def reset_session(session_id: str) -> SessionInfo:
-        """Ends the programs started on the desktop and closes their windows, and restarts Chromium
-        on a new, empty profile at about:blank (no history, cookies, form entries or logins). The
-        display, the live view and the session's id stay. 409 while a run or a person drives it."""
-        return desktops.reset(session_id)
 
     _state_routes(router, desktops)
 
@@ -138,43 +109,12 @@ def desktop_router(desktops: DesktopService) -> APIRouter:
         shot = desktops.screenshot(session_id, region=_region(region), scale=scale, format=format, quality=quality)
         return Response(shot.image, media_type=shot.media_type, headers=shot_headers(shot))
 
-    def input_route(name: str, model: type[_Action]):
-        def handler(session_id: str, body: model, screenshot: bool = WantShot) -> ActionResponse:  # type: ignore[valid-type]
-            return _respond(name, desktops.perform(session_id, body), screenshot, pages.summary(session_id),
-                            body=body)
-
-        handler.__name__ = f"desktop_{name}"
-        router.add_api_route(f"/sessions/{{session_id}}/desktop/{name}", handler, methods=["POST"],
-                             response_model=ActionResponse, tags=["desktop"],
-                             summary=f"{name.replace('_', ' ')} on the visible desktop")
-
-    for name, model in INPUT_ACTIONS.items():
-        input_route(name, model)
-
     @router.post("/sessions/{session_id}/desktop/zoom", response_model=ActionResponse, tags=["desktop"])
     def zoom(session_id: str, body: Zoom) -> ActionResponse:
         shot = desktops.zoom(session_id, body)
         return ActionResponse(action="zoom", executed=[], duration_ms=0, settle_ms=0,
                               result={"image": base64.b64encode(shot.png).decode(), "width": shot.width,
                                       "height": shot.height, "coordinates": shot.note})
-
-    @router.post("/sessions/{session_id}/desktop/launch", response_model=ActionResponse, tags=["desktop"])
-    def launch(session_id: str, body: LaunchRequest, screenshot: bool = WantShot) -> ActionResponse:
-        performed, pid = desktops.launch(session_id, body.command, body.args)
-        return _respond("launch", performed, screenshot, pages.summary(session_id), {"pid": pid})
-
-    @router.post("/sessions/{session_id}/desktop/open", response_model=ActionResponse, tags=["desktop"])
-    def open_url(session_id: str, body: OpenRequest, screenshot: bool = WantShot) -> ActionResponse:
-        return _respond("open", desktops.open(session_id, body.url), screenshot, pages.summary(session_id))
-
-    @router.post("/sessions/{session_id}/desktop/focus", response_model=ActionResponse, tags=["desktop"])
-    def focus(session_id: str, body: FocusRequest, screenshot: bool = WantShot) -> ActionResponse:
-        return _respond("focus", desktops.focus(session_id, body.window_id), screenshot, pages.summary(session_id))
-
-    @router.get("/sessions/{session_id}/desktop/cursor", response_model=Cursor, tags=["desktop"])
-    def cursor(session_id: str) -> Cursor:
-        x, y = desktops.cursor(session_id)
-        return Cursor(x=x, y=y)
 
     return router
 

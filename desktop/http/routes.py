@@ -6,6 +6,7 @@ No ``from __future__ import annotations`` here: FastAPI reads the generated endp
 whose annotations are the request models themselves.
 """
 
+import base64
 import inspect
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -13,7 +14,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query
 from pydantic import BaseModel
 
+from desktop.actions import _Action
+from desktop.codegen import answer_code
+from desktop.models import ActionResponse, PageSummary
 from desktop.ops import Operation
+from desktop.port import Performed
 
 PREFIX = "/api/v1/sessions/{session_id}"
 
@@ -25,6 +30,20 @@ def with_page(answer: Any, summary: Any, shape: Any) -> Any:
     if isinstance(shape, type) and issubclass(shape, BaseModel):
         return shape.model_validate({**answer.model_dump(), "page": summary})
     return answer
+
+
+def action_response(action: str, performed: Performed, screenshot: bool, page: PageSummary | None,
+                    request: BaseModel | None = None) -> ActionResponse:
+    """An input's answer: what ran, the settle, what was under the pixel, the page summary, and
+    the settled screen as base64 PNG when asked (``?screenshot=true``)."""
+    return ActionResponse(
+        action=action, executed=performed.executed, duration_ms=round(performed.duration_ms, 1),
+        settle_ms=performed.settle_ms, settled=performed.settled, settled_by=performed.settled_by,
+        changed=performed.changed, native=performed.native, result=performed.result,
+        page=page, element=performed.element,
+        playwright=answer_code(request.model_dump(), performed.element) if isinstance(request, _Action) else None,
+        screenshot=base64.b64encode(performed.frame.png).decode() if screenshot else None,
+    )
 
 
 def endpoint(op: Operation, service: Any, summary: Any) -> Any:
@@ -44,13 +63,19 @@ def endpoint(op: Operation, service: Any, summary: Any) -> Any:
                                         annotation=Annotated[op.request | None, Body()]))
     elif rest_of_request:
         params.append(inspect.Parameter("body", inspect.Parameter.KEYWORD_ONLY, annotation=op.request))
+    if op.performs:
+        shot = Annotated[bool, Query(description="include the settled screenshot as base64 PNG")]
+        params.append(inspect.Parameter("screenshot", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=shot))
 
     def handler(**arguments: Any) -> Any:
         session_id = arguments.pop("session_id")
+        screenshot = arguments.pop("screenshot", False)
         request = arguments.pop("query", None) or arguments.pop("body", None)
         if request is None and op.request is not None:
             request = op.request(**arguments)  # the path's fields, or every field's default
         answer = op.invoke(service, session_id, request)
+        if op.performs:
+            return action_response(op.action_name, answer, screenshot, summary(session_id), request)
         return with_page(answer, summary(session_id), rest.answer) if op.page else answer
 
     handler.__name__ = rest.name or op.method

@@ -17,13 +17,23 @@ Bounds live once, in the request models (``desktop.models``); a door never re-st
 catalogue is data: it imports models and nothing that runs.
 
 Not one-to-one, so written by hand in their door (and listed here so nobody looks for them in the
-catalogue): the desktop screenshot (image bytes and the coordinate headers), the page screenshot
-and a download's bytes (REST), ``page_downloads`` (a file inside an MCP answer), ``page_tabs`` and
-``page_dialogs`` (MCP tools that merge several operations), the input actions' MCP tools (they take
-flat coordinates where REST takes the action model), ``vision_act`` and its progress stream, the
-packs (``vision_*``), the live view and take-over, the saved states (REST and the client: their
-store is the server's, not a session's), and the trace and QA-run readers (their
-exports too: the MCP tool ``export_test`` serves both kinds of run).
+catalogue), the MCP tools with why:
+
+- ``desktop_screenshot``: image bytes, and over REST the coordinate headers;
+- ``desktop_zoom``: an image over MCP, an ``ActionResponse`` with the image inside over REST;
+- ``desktop_drag``: flat start and end coordinates where REST takes the action's path;
+- ``vision_act``: a whole run, with a progress notification per step (REST streams its events);
+- the packs ``vision_click_anywhere``, ``vision_extract_visible_text``, ``vision_fill_form_by_label``:
+  several runs each, with no REST route;
+- ``session_create``, ``session_list``, ``session_close``: the server's registry of sessions, not an
+  operation of one (and closing never falls back to the default session);
+- ``live_view_url``: a control link over MCP, where REST hands one out only with a take-over;
+- ``page_downloads`` (a file inside the answer), ``page_screenshot`` (image bytes), ``page_tabs`` and
+  ``page_dialogs`` (each merges several operations);
+- ``export_test``: both kinds of run (traces and QA runs).
+
+Also by hand, with no tool of their own: the saved states (their store is the server's, not a
+session's) and the trace and QA-run readers.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from desktop.ops.declare import Hints, Operation, Rest, Service, Tool
 from desktop.ops.desktop import OPERATIONS as DESKTOP
 from desktop.ops.page import OPERATIONS as PAGE
 
-__all__ = ["Hints", "Operation", "Rest", "Service", "Tool", "catalogue", "of_service"]
+__all__ = ["Hints", "Operation", "Rest", "Service", "Tool", "catalogue", "forwarded", "of_service"]
 
 
 def catalogue() -> tuple[Operation, ...]:
@@ -43,3 +53,10 @@ def catalogue() -> tuple[Operation, ...]:
 def of_service(service: Service) -> dict[str, Operation]:
     """The operations of one service, by method name (remote forwarding)."""
     return {op.method: op for op in catalogue() if op.service == service}
+
+
+def forwarded(service: Service) -> dict[str, Operation]:
+    """The operations a control plane sends its session servers through their call route
+    (desktop.remote.calls): all but the inputs, which it sends to their REST routes so that the
+    settled screen comes back with the answer (desktop.service.remote)."""
+    return {method: op for method, op in of_service(service).items() if not op.performs}

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from desktop.port import Performed
+
 # The services the doors are handed (the QA verbs, calibration and session recordings are the
 # vision layer's: vision.qa.ops, vision.calibration.ops, vision.recordings.ops).
 Service = Literal["desktop", "pages", "qa", "calibration", "recordings"]
@@ -71,7 +73,9 @@ class Tool:
     title: str
     description: str
     hints: Hints
-    text: Callable[[Any, Any], str]  # (request, answer) -> what the model reads
+    # (request, answer) -> what the model reads; for input on the desktop (``Operation.performs``)
+    # the words of what was done ("click at (10, 20)"), which the door puts before its outcome
+    text: Callable[[Any, Any], str]
     # (request, answer) -> the structured content; by default the answer as JSON
     structured: Callable[[Any, Any], dict] | None = None
     # A page tool's answer ends with the page summary (Playwright MCP's habit), but for the tool
@@ -105,6 +109,19 @@ class Operation:
     @property
     def name(self) -> str:
         return f"{self.service}.{self.method}"
+
+    @property
+    def performs(self) -> bool:
+        """Input on the visible desktop: the service answers a ``Performed`` (what ran, the settled
+        screen), which every door shows the same way: REST as an ``ActionResponse`` (``?screenshot=true``
+        adds the settled screen), MCP as what was done, the commands that ran and the settled
+        screenshot (``screenshot``, true by default), the client as the ``ActionResponse``."""
+        return self.answer is Performed
+
+    @property
+    def action_name(self) -> str:
+        """The ``action`` an input's answer names: its route's last segment (click, open, launch)."""
+        return (self.rest.path if self.rest else self.method).rsplit("/", 1)[-1]
 
     def invoke(self, service: Any, session_id: str | None, request: BaseModel | None) -> Any:
         """Run the operation on ``service`` (the real one, or its remote stand-in)."""

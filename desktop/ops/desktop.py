@@ -1,27 +1,137 @@
 """The desktop service's operations (desktop.service.desktop.DesktopService) that the catalogue
-serves. The input actions, the screenshot, sessions, windows' opening and the live view are still
-written in their doors (see desktop.ops)."""
+serves: the input actions (``desktop.actions.INPUT_ACTIONS`` names their request models), opening,
+focusing and launching, the pointer, windows, the desktop tree, a session's reset, the network
+policy and OSWorld's contract. The screenshot, the zoom, the sessions' registry and the live view
+are written in their doors (desktop.ops says why)."""
 
 from __future__ import annotations
 
+import shlex
+from dataclasses import replace
+
+from desktop.actions import INPUT_ACTIONS, HoldKey, Wait, describe
 from desktop.models import (
+    ActionResponse,
     BlockedQuery,
     BlockedRequest,
+    Cursor,
     DesktopTree,
+    FocusRequest,
+    LaunchRequest,
     LiveView,
     NetworkPolicyBody,
     NetworkPolicyInfo,
+    OpenRequest,
     OSWorldCall,
     OSWorldGuest,
+    SessionInfo,
     TreeQuery,
     Window,
 )
 from desktop.ops.declare import Hints, Operation, Rest, Tool
+from desktop.port import Performed
 from desktop.tree import as_text
 
+# Every tool description says where it acts, once and briefly: the MCP server's instructions, sent
+# once per connection, say the rest (XFCE at 1920x1080, the operator watching in noVNC, Chromium
+# already open). A longer preamble repeated in every description cost about 110 characters a tool
+# (tests/unit/test_mcp_profiles.py measures the catalogue).
+WHERE = "the VISIBLE desktop"
+ACTS = f"Acts on {WHERE}."
+LOOKS = f"Looks at {WHERE}; changes nothing."
+COORDS = "x, y: display pixels of the whole screen."
+RETURNS_SHOT = ("Returns the commands run and the settled screenshot (1920x1080 PNG, image pixels = display pixels; "
+                "screenshot=false skips it).")
+ACTING = Hints(destructive=True, open_world=True)
+
+
+DESKTOP = ("desktop",)
 SESSIONS = ("sessions",)
 
+
+def _most(model, field: str) -> str:
+    """The upper bound of ``model.field`` (ms), as prose."""
+    bound = next(m.le for m in model.model_fields[field].metadata if getattr(m, "le", None) is not None)
+    return f"{bound / 1000:g} s"
+
+
+# What the MCP door says of each input action (its request model is INPUT_ACTIONS'): title, profile
+# group, hints, description. drag has none: its tool takes flat start and end coordinates where
+# the model takes a path (vision.mcp.tools).
+INPUT_TOOLS: dict[str, tuple[str, str, Hints, str]] = {
+    "click": ("Click on the visible desktop", "core", ACTING,
+              f"{ACTS} Moves the pointer to (x, y) and clicks, as a person would; the operator sees it happen. "
+              f"{COORDS} {RETURNS_SHOT}"),
+    "double_click": ("Double-click on the visible desktop", "core", ACTING,
+                     f"{ACTS} Double-clicks at (x, y): open a file or icon, select a word. {COORDS} {RETURNS_SHOT}"),
+    "triple_click": ("Triple-click on the visible desktop", "desktop", ACTING,
+                     f"{ACTS} Triple-clicks at (x, y): selects a whole line or paragraph of text. {COORDS} "
+                     f"{RETURNS_SHOT}"),
+    "mouse_down": ("Press a mouse button on the visible desktop", "desktop", ACTING,
+                   f"{ACTS} Moves the pointer to (x, y) (or stays where it is) and presses a mouse button without "
+                   "releasing it; desktop_move then desktop_mouse_up finish a drag along any path. "
+                   f"{COORDS} {RETURNS_SHOT}"),
+    "mouse_up": ("Release a mouse button on the visible desktop", "desktop", ACTING,
+                 f"{ACTS} Moves the pointer to (x, y) (or stays where it is) and releases a mouse button pressed "
+                 f"with desktop_mouse_down. {COORDS} {RETURNS_SHOT}"),
+    "move": ("Move the pointer on the visible desktop", "desktop", Hints(idempotent=True, open_world=True),
+             f"{ACTS} Moves the pointer to (x, y) without clicking, e.g. to hover a menu or show a tooltip. "
+             f"{COORDS} {RETURNS_SHOT}"),
+    "scroll": ("Scroll on the visible desktop", "core", Hints(open_world=True),
+               f"{ACTS} Turns the mouse wheel at (x, y) (or where the pointer is): direction up/down/left/right, "
+               f"amount in notches (about 3 lines each). {COORDS} {RETURNS_SHOT}"),
+    "type": ("Type text on the visible desktop", "core", ACTING,
+             f"{ACTS} Types text into whatever has the keyboard focus, like a person typing (click the field "
+             f"first). Newlines press Enter. For shortcuts and special keys use desktop_key. {RETURNS_SHOT}"),
+    "key": ("Press keys on the visible desktop", "core", ACTING,
+            f"{ACTS} Presses keys or chords in order, e.g. \"ctrl+l\", [\"ctrl+a\", \"Delete\"], \"Return\", "
+            "\"alt+Tab\", \"Page_Down\". Names: ctrl, alt, shift, super, enter, esc, tab, backspace, delete, "
+            f"arrows, F1..F12, or any X keysym. {RETURNS_SHOT}"),
+    "hold_key": ("Hold a key down on the visible desktop", "desktop", ACTING,
+                 f"{ACTS} Presses one key or chord (\"shift\", \"ctrl+alt\", \"Right\") and holds it for "
+                 f"duration_ms (at most {_most(HoldKey, 'duration_ms')}), then releases it, e.g. to keep moving in "
+                 f"a game or repeat a key. {RETURNS_SHOT}"),
+    "wait": ("Wait on the visible desktop", "desktop", Hints(read_only=True),
+             f"{LOOKS} Does nothing for duration_ms (at most {_most(Wait, 'duration_ms')}), then waits for the "
+             f"screen to settle: for a page or a program that is still loading. {RETURNS_SHOT}"),
+}
+
+
+def _said(action, _done: Performed) -> str:
+    return describe(action.model_dump())
+
+
+def _input(name: str, model) -> Operation:
+    told = INPUT_TOOLS.get(name)
+    return Operation(
+        "desktop", "perform", model, Performed, acts=True,
+        rest=Rest("POST", f"/desktop/{name}", summary=f"{name.replace('_', ' ')} on the visible desktop",
+                  tags=DESKTOP, answer=ActionResponse, name=f"desktop_{name}", client=name),
+        tool=told and Tool(f"desktop_{name}", told[0], told[3], told[2], _said, group=told[1]),
+        call=lambda service, session, action: service.perform(session, action))
+
+
+def _launched(service, session, request: LaunchRequest) -> Performed:
+    done, pid = service.launch(session, request.command, request.args)
+    return replace(done, result={"pid": pid})
+
+
+def _cursor(service, session, _request) -> Cursor:
+    x, y = service.cursor(session)
+    return Cursor(x=x, y=y)
+
+
+def _windows_text(_query, windows: list[Window]) -> str:
+    lines = [f"{w.id}  {w.wm_class}  {w.width}x{w.height}+{w.x}+{w.y}  pid={w.pid}  {w.title}" for w in windows]
+    return f"{len(windows)} windows:\n" + "\n".join(lines)
+
+
+
+# One operation per input action, in INPUT_ACTIONS' order (click ... wait).
+INPUT: tuple[Operation, ...] = tuple(_input(name, model) for name, model in INPUT_ACTIONS.items())
+
 OPERATIONS: tuple[Operation, ...] = (
+    *INPUT,
     Operation("desktop", "network_policy", None, NetworkPolicyInfo, acts=False,
               rest=Rest("GET", "/network-policy", summary="the browser's network policy", tags=SESSIONS,
                         name="get_network_policy", also=(("/page/network-policy", ("page",)),))),
@@ -35,8 +145,60 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("desktop", "blocked_requests", BlockedQuery, list[BlockedRequest], acts=False,
               rest=Rest("GET", "/network-policy/blocked", summary="the requests the network policy blocked",
                         tags=SESSIONS)),
+    Operation(
+        "desktop", "reset", None, SessionInfo, acts=True,
+        rest=Rest("POST", "/reset", summary="return the session to a fresh state on the same display", tags=SESSIONS,
+                  description="Ends the programs started on the desktop and closes their windows, and restarts "
+                              "Chromium\non a new, empty profile at about:blank (no history, cookies, form entries "
+                              "or logins). The\ndisplay, the live view and the session's id stay. 409 while a run "
+                              "or a person drives it.", name="reset_session", client="reset"),
+        tool=Tool("session_reset", "Reset a visible desktop session",
+                  "Manages the VISIBLE desktop sessions: returns one to a fresh state on the same display. Programs "
+                  "started on it end and their windows close; Chromium restarts on a new, empty profile at "
+                  "about:blank (history, cookies, form entries and logins are gone). The live view and the session "
+                  "id stay. Use it before repeating a flow.", Hints(destructive=True, idempotent=True),
+                  lambda _request, info: f"session {info.id!r} reset: Chromium on a clean profile at about:blank",
+                  group="desktop")),
+    Operation("desktop", "open", OpenRequest, Performed, acts=True,
+              rest=Rest("POST", "/desktop/open", tags=DESKTOP, answer=ActionResponse, name="open_url"),
+              tool=Tool("desktop_open_url", "Open a URL in the visible Chromium",
+                        f"{ACTS} Navigates the already-open Chromium's front tab to a URL (http, https, about, data; "
+                        "file and chrome pages only if the server allows them) and brings Chromium to the front, so "
+                        f"the operator sees the page load. Do not launch another browser. {RETURNS_SHOT}",
+                        Hints(idempotent=True, open_world=True), lambda request, _done: f"open {request.url}",
+                        group="core")),
+    Operation("desktop", "focus", FocusRequest, Performed, acts=True,
+              rest=Rest("POST", "/desktop/focus", tags=DESKTOP, answer=ActionResponse),
+              tool=Tool("desktop_focus_window", "Bring a window to the front on the visible desktop",
+                        f"{ACTS} Raises and focuses one window (its id from desktop_windows, e.g. 0x01a00003), so "
+                        f"keys go to it and the operator sees it. {RETURNS_SHOT}",
+                        Hints(idempotent=True), lambda request, _done: f"focus window {request.window_id}",
+                        group="desktop")),
+    Operation("desktop", "launch", LaunchRequest, Performed, acts=True,
+              rest=Rest("POST", "/desktop/launch", tags=DESKTOP, answer=ActionResponse),
+              tool=Tool("desktop_launch", "Launch a program on the visible desktop",
+                        f"{ACTS} Starts a desktop program (e.g. mousepad, xmessage; the server's allowlist, extended "
+                        "by its --launch-allow) detached, on the session's display; it ends with the session. "
+                        f"Chromium is already running: use desktop_open_url for web pages. {RETURNS_SHOT}",
+                        Hints(open_world=True),
+                        lambda request, _done: f"launch {shlex.join([request.command, *request.args])}",
+                        group="desktop"),
+              call=_launched),
+    Operation("desktop", "cursor", None, Cursor, acts=False,
+              rest=Rest("GET", "/desktop/cursor", tags=DESKTOP),
+              tool=Tool("desktop_cursor_position", "Pointer position on the visible desktop",
+                        f"{LOOKS} Returns where the mouse pointer is, in display pixels (x 0..1919, y 0..1079).",
+                        Hints(read_only=True), lambda _request, at: f"pointer at ({at.x}, {at.y}) (display pixels)",
+                        group="desktop"),
+              call=_cursor),
     Operation("desktop", "windows", None, list[Window], acts=False,
-              rest=Rest("GET", "/desktop/windows", tags=("desktop",))),
+              rest=Rest("GET", "/desktop/windows", tags=DESKTOP),
+              tool=Tool("desktop_windows", "List windows on the visible desktop",
+                        f"{LOOKS} Lists the open windows (id, title, class, pid, geometry in display pixels), e.g. to "
+                        "find a program started with desktop_launch.",
+                        Hints(read_only=True), _windows_text,
+                        structured=lambda _query, windows: {"windows": [w.model_dump() for w in windows]},
+                        group="desktop")),
     Operation(
         "desktop", "desktop_tree", TreeQuery, DesktopTree, acts=False,
         rest=Rest("GET", "/desktop/tree", summary="the visible desktop as one tree", tags=("desktop",),

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Body
 from pydantic import Base64Bytes, TypeAdapter
 
 from desktop.errors import InvalidRequest, SessionNotFound
-from desktop.ops import of_service
+from desktop.ops import forwarded
 
 
 def _wire(hint: Any) -> Any:
@@ -71,10 +71,10 @@ def calls_router(desktops) -> APIRouter:
 
     router = APIRouter(prefix="/api/v1")
     # What a control plane may call: the catalogue's operations of each service (desktop.ops), its
-    # readers for the QA verbs included. Not download_path (a path on this server's disk: the
-    # control plane fetches the file instead), nor any private helper.
-    services = {"pages": (PageService, frozenset(of_service("pages")), desktops.pages),
-                "desktop": (DesktopService, frozenset(of_service("desktop")), desktops)}
+    # readers for the QA verbs included, but its inputs (desktop.ops.forwarded). Not download_path
+    # (a path on this server's disk: the control plane fetches the file instead), nor any private helper.
+    services = {"pages": (PageService, frozenset(forwarded("pages")), desktops.pages),
+                "desktop": (DesktopService, frozenset(forwarded("desktop")), desktops)}
 
     @router.post("/sessions/{session_id}/call/{service}/{method}", include_in_schema=False)
     def call(session_id: str, service: str, method: str, args: dict[str, Any] = Body(default_factory=dict, embed=True)

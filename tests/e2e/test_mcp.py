@@ -123,6 +123,14 @@ def test_click_lands_on_the_target_at_the_exact_pixel(server, page, viewport):
     said = text_of(result)
     assert said.index("on session 'itest': done, ") < said.index("executed:") < said.index(
         "\nPlaywright:\n") and said.rstrip().endswith(".click();"), said
+    # Without x and y the click is where the pointer is, as over REST: the same button again.
+    page.clear()
+    again = call(server, "desktop_click", {"screenshot": False, **S})
+    assert not again.is_error, text_of(again)
+    event = page.wait_for(lambda e: e["type"] == "click" and e["target"] == "signin")
+    assert (event["screenX"], event["screenY"]) == (x, y)
+    assert text_of(again).startswith("click on button") and not any(isinstance(c, ImageContent)
+                                                                     for c in again.content)
 
 
 def test_type_and_key_reach_the_focused_field(server, page, viewport):

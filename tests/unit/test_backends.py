@@ -21,7 +21,7 @@ from desktop.errors import (
     SessionUnavailable,
 )
 from desktop.models import Target
-from desktop.ops import of_service
+from desktop.ops import forwarded, of_service
 from desktop.remote import calls
 from desktop.remote.backends import create_backend, desktop_service_class
 from desktop.remote.backends.base import labels
@@ -130,9 +130,12 @@ def test_a_call_with_an_unknown_argument_is_refused():
 def test_every_operation_of_the_catalogue_is_a_method_with_types_to_encode_by():
     for name in of_service("pages"):
         calls.signature(PageService, name)
-    for name in of_service("desktop"):
+    for name in forwarded("desktop"):
         calls.signature(DesktopService, name)
     assert "download_path" not in of_service("pages")  # a path on the session server's disk
+    # An input goes to its REST route, whose answer brings the settled screen: never the call route.
+    assert {"perform", "open", "launch"} <= set(of_service("desktop")) and not {"perform", "open", "launch"} & set(
+        forwarded("desktop")) and "cursor" in forwarded("desktop")
 
 
 def test_the_remote_pages_forward_every_page_operation_and_guard_those_that_act():

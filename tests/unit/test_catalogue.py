@@ -70,7 +70,9 @@ def test_the_client_has_a_method_per_route_with_the_request_fields_as_arguments(
             continue
         method = getattr(CLIENTS[op.service], op.rest.client or op.method)
         parameters = list(inspect.signature(method).parameters)[1:]
-        assert parameters == list(op.request.model_fields if op.request else []), op.name
+        fields = [name for name in (op.request.model_fields if op.request else []) if name != "action"]
+        # An input's ``action`` is its route; it also takes ``screenshot`` (the settled screen in the answer).
+        assert parameters == fields + (["screenshot"] if op.performs else []), op.name
 
 
 @pytest.mark.parametrize("service", sorted(DOCS))
@@ -127,3 +129,14 @@ def test_every_operation_names_a_service_the_declaration_knows():
     from desktop.ops.declare import Service
 
     assert {op.service for op in catalogue()} <= set(get_args(Service)) == set(SERVICES)
+
+
+def test_the_hand_written_tools_are_the_ones_desktop_ops_lists_with_why():
+    """desktop.ops names each MCP tool written by hand and why it is not declared; the list and the
+    tools the server has beside the catalogue's are the same."""
+    import desktop.ops
+    from tests.answers import HAND_WRITTEN_TOOLS
+
+    listed = set(re.findall(r"``((?:desktop|vision|session|live|page|export)_\w+)``", desktop.ops.__doc__))
+    assert listed == HAND_WRITTEN_TOOLS
+    assert not listed & {op.tool.name for op in catalogue() if op.tool}

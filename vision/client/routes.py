@@ -15,17 +15,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
-from pydantic import BaseModel
-
 from desktop.actions import INPUT_ACTIONS, Region, Zoom, _Action
 from desktop.models import (
     ActionResponse,
     CreateSession,
-    Cursor,
-    FocusRequest,
-    LaunchRequest,
     LiveView,
-    OpenRequest,
     SavedState,
     SaveStateRequest,
     SessionInfo,
@@ -84,37 +78,7 @@ class _Bound:
         return f"{API}/sessions/{_seg(self.id)}{suffix}"
 
 
-def _no_query(extra: dict) -> None:
-    return None
-
-
-def _posting(suffix: str, kind: type[BaseModel], answer: Any, *, code: str = "invalid_request",
-             query: Callable[[dict], dict | None] = _no_query, doc: str = "") -> Callable:
-    """A route method that POSTs ``kind`` built from its arguments (or a ready ``kind``)."""
-    signature = signature_of(kind)
-
-    def method(self, *args, **kwargs):
-        extra = {"screenshot": kwargs.pop("screenshot")} if query is not _no_query and "screenshot" in kwargs else {}
-        if len(args) == 1 and not kwargs and isinstance(args[0], kind):
-            data = body(kind, args[0], {}, code)
-        else:
-            data = body(kind, None, bind(signature, args, kwargs), code)
-        return self._send(Call("POST", self._path(suffix), model(answer), params=query(extra), json=data))
-
-    shown = signature
-    if query is not _no_query:  # the desktop actions also take ?screenshot=true
-        shown = signature.replace(parameters=[*signature.parameters.values(), inspect.Parameter(
-            "screenshot", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=bool)])
-    method.__signature__ = shown  # type: ignore[attr-defined]
-    method.__doc__ = doc or f"POST …{suffix} with a {kind.__name__} (its fields as arguments, or the model itself)."
-    return method
-
-
 # ----------------------------------------------------------------------------------- desktop
-
-
-def _shot_query(extra: dict) -> dict | None:
-    return {"screenshot": "true"} if extra.get("screenshot") else None
 
 
 class SessionClient(_Bound):
@@ -142,10 +106,6 @@ class SessionClient(_Bound):
         home), kept as ``name`` (create_session(state=name) starts from it)."""
         data = body(SaveStateRequest, None, {"name": name, "files": files or []}, "invalid_request")
         return self._send(Call("POST", self._path("/states"), model(SavedState), json=data))
-
-    def reset(self) -> SessionInfo:
-        """Programs ended, Chromium restarted on a clean profile at about:blank; same display."""
-        return self._send(Call("POST", self._path("/reset"), model(SessionInfo)))
 
     def live_view(self) -> LiveView:
         """A view-only live-view link and token (short-lived) for watching the session."""
@@ -184,16 +144,6 @@ class SessionClient(_Bound):
         """A crop of the display (``result.image``: base64 PNG); no input, nothing changes."""
         data = body(Zoom, None, {"region": region, "scale": scale}, "invalid_action")
         return self._send(Call("POST", self._path("/desktop/zoom"), model(ActionResponse), json=data))
-
-    launch = _posting("/desktop/launch", LaunchRequest, ActionResponse, code="invalid_action", query=_shot_query,
-                      doc="Start a program on the desktop by name (``result.pid``).")
-    open = _posting("/desktop/open", OpenRequest, ActionResponse, code="invalid_action", query=_shot_query,
-                    doc="Open a URL in the visible browser.")
-    focus = _posting("/desktop/focus", FocusRequest, ActionResponse, code="invalid_action", query=_shot_query,
-                     doc="Bring a window (an id from ``windows()``) to the front.")
-
-    def cursor(self) -> Cursor:
-        return self._send(Call("GET", self._path("/desktop/cursor"), model(Cursor)))
 
     # --- the vendor-native executors
 
@@ -265,16 +215,6 @@ class SessionClient(_Bound):
 
     def resume(self) -> RunControl:
         return self._send(Call("POST", self._path("/vision/resume"), model(RunControl)))
-
-
-def _input_route(name: str, kind: type[_Action]) -> Callable:
-    doc = (f"``{name}`` on the visible desktop ({kind.__name__}'s fields, display pixels); "
-           "``screenshot=True`` adds the settled screenshot to the answer.")
-    return _posting(f"/desktop/{name}", kind, ActionResponse, code="invalid_action", query=_shot_query, doc=doc)
-
-
-for _name, _kind in INPUT_ACTIONS.items():  # click, double_click, ..., key, hold_key, wait
-    setattr(SessionClient, _name, _input_route(_name, _kind))
 
 
 # -------------------------------------------------------------------------------------- page
@@ -440,15 +380,21 @@ def _operation_method(op: Operation) -> Callable:
     signature = signature_of(kind) if kind is not None else inspect.Signature(
         [inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)])
     answer = model(rest.answer or op.answer)
+    code = "invalid_action" if "/desktop/" in rest.path else "invalid_request"  # as the server words it
+    shown = signature
+    if op.performs:  # an input also takes ?screenshot=true: the settled screen in the answer
+        shown = signature.replace(parameters=[*signature.parameters.values(), inspect.Parameter(
+            "screenshot", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=bool)])
 
     def method(self, *args, **kwargs):
+        query = {"screenshot": "true"} if op.performs and kwargs.pop("screenshot", False) else None
         if kind is None:
             signature.bind(self, *args, **kwargs)  # it takes nothing: say so, as a plain method would
             fields: dict[str, Any] = {}
         elif len(args) == 1 and not kwargs and isinstance(args[0], kind):
-            fields = body(kind, args[0], {}, "invalid_request")
+            fields = body(kind, args[0], {}, code)
         else:
-            fields = body(kind, None, bind(signature, args, kwargs), "invalid_request")
+            fields = body(kind, None, bind(signature, args, kwargs), code)
         path = rest.path
         for name in in_path:
             path = path.replace(f"{{{name}}}", _seg(fields.pop(name)))
@@ -457,10 +403,10 @@ def _operation_method(op: Operation) -> Callable:
             query = {name: value for name, value in fields.items() if value is not None}
             return self._send(Call("GET", suffix, answer, params=query or None))
         sends_body = kind is not None and any(name not in in_path for name in kind.model_fields)
-        return self._send(Call(rest.method, suffix, answer, json=fields if sends_body else None))
+        return self._send(Call(rest.method, suffix, answer, params=query, json=fields if sends_body else None))
 
     method.__name__ = rest.client or op.method
-    method.__signature__ = signature.replace(return_annotation=rest.answer or op.answer)  # type: ignore[attr-defined]
+    method.__signature__ = shown.replace(return_annotation=rest.answer or op.answer)  # type: ignore[attr-defined]
     method.__doc__ = rest.summary and rest.summary[0].upper() + rest.summary[1:] + "."
     return method
 

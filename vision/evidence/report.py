@@ -1,66 +1,22 @@
 """Words and JUnit for a trace: pure functions from actions, meta and steps to text.
 
-``describe_action`` is one readable line for an action (the viewer, the strip, the MCP tools and the
-command line all say actions so); ``render_junit`` turns a run into JUnit XML, one test case per
-step plus one for the outcome. A run's HTML report is the run viewer's offline form (vision.evidence.runview).
+``describe_action`` (desktop.actions.describe) is one readable line for an action (the viewer, the
+strip, the MCP tools and the command line all say actions so); ``render_junit`` turns a run into
+JUnit XML, one test case per step plus one for the outcome. A run's HTML report is the run
+viewer's offline form (vision.evidence.runview).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from desktop.actions import describe as describe_action
 from vision.trace.records import StepRecord, TraceMeta
 
 # ----------------------------------------------------------------------------------------- wording
-
-
-def describe_action(action: dict[str, Any], *, redact: bool = False) -> str:
-    """One readable line for an action dict in display pixels, e.g. ``ctrl+right click at (960, 540)``.
-
-    ``redact`` leaves out what the page or the model wrote (typed text is only counted, an answer or
-    a reason is dropped, long key lists are cut): for the on-desktop strip, which is in the
-    screenshots, where a text-matching model must not find page words, and where secrets must not
-    show."""
-    rest = dict(action)
-    kind = str(rest.pop("action", "?")).replace("_", " ")
-    modifiers = rest.pop("modifiers", None) or []
-    button = rest.pop("button", None)
-    if button not in (None, "left"):
-        kind = f"{button} {kind}"
-    words = ["+".join([*modifiers, kind])]
-    if "direction" in rest:
-        words.append(f"{rest.pop('direction')} ×{rest.pop('amount', '?')}")
-    if rest.get("x") is not None and rest.get("y") is not None:
-        words.append(f"at ({rest.pop('x')}, {rest.pop('y')})")
-    rest = {k: v for k, v in rest.items() if v is not None}
-    if "path" in rest:
-        path = rest.pop("path")
-        points = [f"({p['x']}, {p['y']})" for p in path]
-        words.append(" → ".join(points) if len(points) <= 4
-                     else f"{points[0]} → {points[-1]} via {len(points) - 2} points")
-    if "keys" in rest:
-        keys = rest.pop("keys")
-        keys = " ".join(keys) if isinstance(keys, list) else str(keys)
-        words.append(keys[:40] if redact else keys)
-    if "text" in rest:
-        text = str(rest.pop("text"))
-        if redact:
-            words.append(f"{len(text)} character{'s' if len(text) != 1 else ''}")
-        else:
-            words.append(json.dumps(text if len(text) <= 200 else text[:200] + "…", ensure_ascii=False))
-    if "duration_ms" in rest:
-        words.append(f"{rest.pop('duration_ms') / 1000:g} s")
-    if "region" in rest:
-        r = rest.pop("region")
-        words.append(f"[{r['x0']}, {r['y0']}, {r['x1']}, {r['y1']}]")
-    if redact:
-        rest = {k: v for k, v in rest.items() if k not in ("answer", "reason")}
-    words += [f"{k}={v}" if k not in ("answer", "reason") else f"— {v}" for k, v in rest.items()]
-    return " ".join(words)
 
 
 def _summary(step: StepRecord) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from desktop.models import PageSummary
 from desktop.ops import Operation
-from vision.mcp.tools import SessionArg, _annotations, _image, _text, blocking
+from vision.mcp.answers import SessionArg, WantShot, annotations, blocking, image_block, performed, text_block
 
 
 def summary_line(summary: PageSummary) -> str:
@@ -41,18 +41,30 @@ async def with_summary(pages: Any, session: str, text: str, structured: dict[str
     if summary is not None:
         text += "\n" + summary_line(summary)
         structured = {**structured, "page": summary.model_dump(mode="json")}
-    return CallToolResult(content=[_text(text), *extra], structured_content={"session": session, **structured})
+    return CallToolResult(content=[text_block(text), *extra], structured_content={"session": session, **structured})
 
 
-def parameters(model: type[BaseModel] | None, default_session: str) -> list[inspect.Parameter]:
-    """The request model's fields as keyword parameters, bounds and descriptions kept, then ``session``."""
+def _constant(field: Any) -> bool:
+    """A field with one possible value (an input action's ``action``): nothing to ask for."""
+    return get_origin(field.annotation) is Literal and len(get_args(field.annotation)) == 1 and not field.is_required()
+
+
+def parameters(model: type[BaseModel] | None, default_session: str, *, performs: bool = False
+               ) -> list[inspect.Parameter]:
+    """The request model's fields as keyword parameters, bounds and descriptions kept (but a constant's),
+    ``screenshot`` for an input (the settled screen comes back unless it is false), then ``session``."""
     params = []
     for name, field in (model.model_fields.items() if model is not None else ()):
+        if _constant(field):
+            continue
         annotation: Any = Annotated[(field.annotation, *field.metadata, Field(description=field.description))] \
             if field.description else Annotated[(field.annotation, *field.metadata)] if field.metadata \
             else field.annotation
         default = inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
+    if performs:
+        params.append(inspect.Parameter("screenshot", inspect.Parameter.KEYWORD_ONLY, default=True,
+                                        annotation=WantShot))
     params.append(inspect.Parameter("session", inspect.Parameter.KEYWORD_ONLY, default=default_session,
                                     annotation=SessionArg))
     return params
@@ -69,20 +81,24 @@ def tool_function(op: Operation, service: Any, pages: Any, default_session: str)
 
     async def call(**arguments: Any) -> CallToolResult:
         session = arguments.pop("session")
+        screenshot = arguments.pop("screenshot", True)
         # The request model's own checks (one way of naming an element, ...) run here, before
         # anything does: a bad request is the same refusal it is over REST.
         request = op.request(**arguments) if op.request is not None else None
         answer = await blocking(op.invoke, service, session, request)
+        if op.performs:
+            return performed(session, answer, tool.text(request, answer), screenshot, op.action_name, request)
         text = tool.text(request, answer)
         structured = tool.structured(request, answer) if tool.structured else _as_json(answer)
         png = await blocking(tool.image, service, answer) if tool.image else None
-        pictures = [_image(png)] if png else []
+        pictures = [image_block(png)] if png else []
         if op.service == "pages" and tool.summary:
             return await with_summary(pages, session, text, structured, *pictures)
-        return CallToolResult(content=[_text(text), *pictures], structured_content={"session": session, **structured})
+        return CallToolResult(content=[text_block(text), *pictures],
+                              structured_content={"session": session, **structured})
 
     call.__name__ = tool.name
-    call.__signature__ = inspect.Signature(parameters(op.request, default_session),  # type: ignore[attr-defined]
+    call.__signature__ = inspect.Signature(parameters(op.request, default_session, performs=op.performs),  # type: ignore[attr-defined]
                                            return_annotation=CallToolResult)
     return call
 
@@ -96,6 +112,6 @@ def register_operations(server: MCPServer, operations: tuple[Operation, ...], se
             continue
         fn = tool_function(op, services[op.service], services["pages"], default_session)
         server.tool(name=op.tool.name, title=op.tool.title, description=op.tool.description,
-                    annotations=_annotations(op.tool.title, **vars(op.tool.hints)), group=op.tool.group)(fn)
+                    annotations=annotations(op.tool.title, **vars(op.tool.hints)), group=op.tool.group)(fn)
         if op.tool.enabled is not None and not op.tool.enabled(services["desktop"]):
             server.unlisted.add(op.tool.name)

@@ -20,10 +20,11 @@ from desktop.service.desktop import DesktopService
 from vision import VERSION
 from vision.app.ops import catalogue, services
 from vision.app.service import Glassdesk
+from vision.mcp.answers import text_block
 from vision.mcp.operations import register_operations
 from vision.mcp.page_tools import register_page_tools
 from vision.mcp.profiles import compact_schema, parse_profile, profile_name
-from vision.mcp.tools import INSTRUCTIONS, _text, register_tools
+from vision.mcp.tools import INSTRUCTIONS, register_tools
 from vision.settings import Settings
 
 if TYPE_CHECKING:
@@ -147,7 +148,7 @@ class GlassdeskMCP(MCPServer):
             if self.groups.get(name) not in groups:
                 # Listed by another profile only: as unknown as a tool this server does not have,
                 # but the agent learns where it is.
-                return CallToolResult(content=[_text(
+                return CallToolResult(content=[text_block(
                     f"invalid_request: {name} is not in this connection's tool profile ({profile_name(groups)}); "
                     f"nothing was done. It is in the {self.groups.get(name)!r} profile (and in all): "
                     "`glassdesk mcp --tools`, or /mcp?tools=")], is_error=True)
@@ -156,7 +157,7 @@ class GlassdeskMCP(MCPServer):
             refused = unknown_arguments(name, tool.parameters, arguments)
             if refused:
                 log.info("tool %s refused: %s", name, refused)
-                return CallToolResult(content=[_text(refused)], is_error=True)
+                return CallToolResult(content=[text_block(refused)], is_error=True)
         try:
             result = await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -164,7 +165,7 @@ class GlassdeskMCP(MCPServer):
             if message is None:
                 raise
             log.info("tool %s refused: %s", name, message)
-            result = CallToolResult(content=[_text(message)], is_error=True)
+            result = CallToolResult(content=[text_block(message)], is_error=True)
         restarts = self.default_restarts
         if restarts is not None and isinstance(result, CallToolResult) and restarts.take():
             result = await anyio.to_thread.run_sync(restarts.announce, result)
@@ -219,7 +220,7 @@ class DefaultRestarts:
                 f"(earlier windows, pages and logins are gone); {where}")
         structured = {**(result.structured_content or {}),
                       "default_session_restarted": {"session": name, "live_view_url": url}}
-        return result.model_copy(update={"content": [*result.content, _text(note)],
+        return result.model_copy(update={"content": [*result.content, text_block(note)],
                                          "structured_content": structured})
 
 

@@ -11,65 +11,37 @@ from __future__ import annotations
 
 import base64
 import logging
-import shlex
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from mcp.types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from desktop.actions import (
-    SCREEN_HEIGHT,
-    SCREEN_WIDTH,
-    Button,
-    Click,
-    Direction,
-    DoubleClick,
-    Drag,
-    HoldKey,
-    Key,
-    MouseDown,
-    MouseUp,
-    Move,
-    Point,
-    Region,
-    Scroll,
-    TripleClick,
-    Type,
-    Wait,
-    X,
-    Y,
-    Zoom,
-    _Action,
-)
-from desktop.codegen import answer_code
+from desktop.actions import MODIFIERS, Button, Drag, Point, Region, X, Y, Zoom
 from desktop.frame import IMAGE_FORMATS
 from desktop.models import DialogMode
-from desktop.ops.page import argv_text
-from desktop.port import Performed
+from desktop.ops.desktop import ACTS, COORDS, LOOKS, RETURNS_SHOT
 from vision.app.service import Glassdesk
 from vision.errors import InvalidRequest
 from vision.evidence.report import describe_action
+from vision.mcp.answers import (
+    SessionArg,
+    WantShot,
+    annotations,
+    blocking,
+    image_block,
+    performed,
+    text_block,
+    tool_result,
+)
 from vision.models import MAX_EXPECTATIONS, MAX_STEPS_CAP, ActRequest, ActResult, StepSummary
 from vision.run import packs
 
 log = logging.getLogger("glassdesk.mcp")
-
-# Every description says where the tool acts, once and briefly ("Acts on the VISIBLE desktop."):
-# INSTRUCTIONS, sent once per connection, say the rest (XFCE at 1920x1080, the operator watching in
-# noVNC, Chromium already open). A longer preamble repeated in every description cost about 110
-# characters a tool (tests/unit/test_mcp_profiles.py measures the catalogue).
-WHERE = "the VISIBLE desktop"
-ACTS = f"Acts on {WHERE}."
-LOOKS = f"Looks at {WHERE}; changes nothing."
-COORDS = "x, y: display pixels of the whole screen."
-RETURNS_SHOT = ("Returns the commands run and the settled screenshot (1920x1080 PNG, image pixels = display pixels; "
-                "screenshot=false skips it).")
 
 INSTRUCTIONS = """\
 glassdesk drives a real, VISIBLE Linux desktop: XFCE at 1920x1080 with Chromium already open and
@@ -106,35 +78,17 @@ How to work:
 """
 
 ImageFormat = Literal[tuple(IMAGE_FORMATS)]  # type: ignore[valid-type]  # the formats the service encodes
-SessionArg = Annotated[str, Field(description="desktop session id; omit for the default session "
-                                              "(started on first use)")]
-Modifiers = Annotated[list[str] | None, Field(description='keys held during the action, e.g. ["ctrl"] or '
-                                                          '["shift", "alt"]')]
-WantShot = Annotated[bool, Field(description="return the settled screenshot after the action (default true)")]
+# drag's flat coordinates (the model takes a path), the modifiers as a flat tool has always taken them
+Modifiers = Annotated[list[str] | None, Field(description=MODIFIERS)]
 REGION = "[x0, y0, x1, y1] in display pixels, x0 < x1 <= 1920, y0 < y1 <= 1080"
 RegionArg = Annotated[list[int], Field(min_length=4, max_length=4, description=REGION)]
 OptRegionArg = Annotated[list[int] | None, Field(min_length=4, max_length=4, description=REGION + "; omit for the "
                                                  "whole screen")]
-OptX = Annotated[int | None, Field(ge=0, le=SCREEN_WIDTH - 1, description="display pixels, 0..1919; omit (with y) "
-                                   "to act where the pointer is")]
-OptY = Annotated[int | None, Field(ge=0, le=SCREEN_HEIGHT - 1, description="display pixels, 0..1079")]
 ModelArg = Annotated[str | None, Field(description="vision model: provider/model, e.g. "
                                                    "anthropic/claude-sonnet-4-5, openai/computer-use-preview, "
                                                    "gemini/<model>, chat/<model>, ocr (offline), scripted; default: "
                                                    "glassdesk.toml's default_model, else by the API key present, "
                                                    "else ocr")]
-
-
-def _bounded_int(model: type[_Action], field: str, description: str) -> Any:
-    """An int argument with the bounds of ``model.field``, so the tool's schema and the action's
-    checks cannot drift apart."""
-    return Annotated[(int, *model.model_fields[field].metadata, Field(description=description))]
-
-
-def _most(model: type[_Action], field: str) -> str:
-    """The upper bound of ``model.field`` (ms), as prose."""
-    bound = next(m.le for m in model.model_fields[field].metadata if getattr(m, "le", None) is not None)
-    return f"{bound / 1000:g} s"
 
 
 class NetworkArg(BaseModel):
@@ -144,30 +98,6 @@ class NetworkArg(BaseModel):
     allow: list[str] = Field(default_factory=list, description="host, host:port or *.domain patterns: only these "
                                                                 "may be reached; empty: every host not denied")
     deny: list[str] = Field(default_factory=list, description="patterns never reached, whatever allow says")
-
-
-def _annotations(title: str, *, read_only: bool = False, destructive: bool = False, idempotent: bool = False,
-                 open_world: bool = False) -> ToolAnnotations:
-    if read_only:
-        return ToolAnnotations(title=title, read_only_hint=True, open_world_hint=open_world)
-    return ToolAnnotations(title=title, read_only_hint=False, destructive_hint=destructive,
-                           idempotent_hint=idempotent, open_world_hint=open_world)
-
-
-def _text(text: str) -> TextContent:
-    return TextContent(type="text", text=text)
-
-
-def _image(data: bytes, mime_type: str = "image/png") -> ImageContent:
-    return ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime_type)
-
-
-def _result(text: str, png: bytes | None = None, structured: dict | None = None, *,
-            error: bool = False) -> CallToolResult:
-    content: list = [_text(text)]
-    if png is not None:
-        content.append(_image(png))
-    return CallToolResult(content=content, structured_content=structured, is_error=error)
 
 
 def _report_url(ctx: Context, glassdesk: Glassdesk, result: ActResult) -> str:
@@ -191,13 +121,6 @@ def _report_url(ctx: Context, glassdesk: Glassdesk, result: ActResult) -> str:
     except Exception:  # the report is a convenience; the run's result stands without it
         log.exception("could not write the report of trace %s", result.trace_id)
         return path
-
-
-async def blocking(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run blocking desktop work (X, xdotool, process starts) in a worker thread. If the call is
-    cancelled (the client cancelled it, or the server is shutting down) the caller returns at once
-    and the thread finishes on its own; nothing waits for it."""
-    return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
 
 
 def _describe_step(step: StepSummary) -> str:
@@ -270,46 +193,12 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
     desktops = glassdesk.desktops
     default_session = desktops.default
 
-    async def perform(session: str, action: _Action, what: str, screenshot: bool) -> CallToolResult:
-        done = await blocking(desktops.perform, session, action)
-        code = answer_code(action.model_dump(), done.element)
-        extra = {"element": done.element.model_dump(mode="json") if done.element else None, "playwright": code,
-                 "native": done.native.model_dump(mode="json") if done.native else None}
-        if done.native is not None:
-            what += f" on {done.native.describe()}"
-        if done.element is not None:
-            element = done.element
-            what += (f" on {element.role or element.tag}"
-                     + (f" {element.name!r}" if element.name else "")
-                     + (f" ({element.locators[0].describe()})" if element.locators else ""))
-        return _performed(session, done, what, screenshot, action.action, extra,
-                          after=f"\nPlaywright:\n{code}" if code else "")
-
-    def _performed(session: str | None, done: Performed, what: str, screenshot: bool, action: str,
-                   extra: dict | None = None, after: str = "") -> CallToolResult:
-        target = session or default_session
-        settle = (f"screen settled after {done.settle_ms} ms" if done.settled else
-                  f"the screen was still changing after {done.settle_ms} ms (an animation?)")
-        effect = " Nothing on the screen changed: the action had no visible effect." if done.changed is False else ""
-        text = (f"{what} on session {target!r}: done, {settle} "
-                f"(the action took {done.duration_ms:.0f} ms).{effect}\nexecuted:\n{argv_text(done.executed)}")
-        if screenshot:
-            text += "\nThe image is the settled screen after it: 1920x1080, image pixels = display pixels."
-        text += after
-        structured = {"session": target, "action": action, "executed": done.executed,
-                      "duration_ms": round(done.duration_ms, 1), "settle_ms": done.settle_ms, "settled": done.settled,
-                      "changed": done.changed, **(extra or {})}
-        return _result(text, done.frame.png if screenshot else None, structured)
-
-    def _point(x: int | None, y: int | None) -> str:
-        return f"({x}, {y})" if x is not None else "at the pointer"
-
     # ------------------------------------------------------------------------------ look
 
     @server.tool(name="desktop_screenshot", group="core",
 
                  title="Screenshot the visible desktop",
-                 annotations=_annotations("Screenshot the visible desktop", read_only=True),
+                 annotations=annotations("Screenshot the visible desktop", read_only=True),
                  description=f"{LOOKS} Returns an image of the screen as the person watching sees it, with the "
                              f"pointer position and Chromium's current URL. {COORDS} By default the image is the "
                              "full 1920x1080 screen as PNG, so image pixels ARE display pixels. Optional, as over "
@@ -343,13 +232,13 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
                       "origin": [x0, y0], "scale": shot.scale, "format": shot.format,
                       "media_type": shot.media_type, "coordinates": shot.note,
                       "pointer": list(shot.pointer) if shot.pointer else None, "url": shot.url}
-        return CallToolResult(content=[_text(text), _image(shot.image, shot.media_type)],
+        return CallToolResult(content=[text_block(text), image_block(shot.image, shot.media_type)],
                               structured_content=structured)
 
     @server.tool(name="desktop_zoom", group="core",
 
                  title="Zoom into a region of the visible desktop",
-                 annotations=_annotations("Zoom into a region of the visible desktop", read_only=True),
+                 annotations=annotations("Zoom into a region of the visible desktop", read_only=True),
                  description=f"{LOOKS} Returns a magnified PNG of one region, to read small text or check "
                              f"details before clicking. {COORDS} Image pixel (ix, iy) is display pixel "
                              "(x0 + ix / scale, y0 + iy / scale).")
@@ -360,98 +249,15 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
                            session: SessionArg = default_session) -> CallToolResult:
         shot = await blocking(desktops.zoom, session, Zoom(region=region, scale=scale))
         text = f"Zoom of session {shot.session_id!r}: {shot.width}x{shot.height} PNG, {shot.note}."
-        return _result(text, shot.png, {"session": shot.session_id, "region": region, "scale": scale,
+        return tool_result(text, shot.png, {"session": shot.session_id, "region": region, "scale": scale,
                                         "width": shot.width, "height": shot.height})
 
-    @server.tool(name="desktop_windows", group="desktop",
-
-                 title="List windows on the visible desktop",
-                 annotations=_annotations("List windows on the visible desktop", read_only=True),
-                 description=f"{LOOKS} Lists the open windows (id, title, class, pid, geometry in display "
-                             "pixels), e.g. to find a program started with desktop_launch.")
-    async def desktop_windows(session: SessionArg = default_session) -> CallToolResult:
-        windows = await blocking(desktops.windows, session)
-        rows = [w.model_dump() for w in windows]
-        lines = [f"{w.id}  {w.wm_class}  {w.width}x{w.height}+{w.x}+{w.y}  pid={w.pid}  {w.title}" for w in windows]
-        text = f"{len(windows)} windows on session {session!r}:\n" + "\n".join(lines)
-        return _result(text, None, {"session": session, "windows": rows})
-
     # ------------------------------------------------------------------------------ input
-
-    @server.tool(name="desktop_click", group="core",
-
-                 title="Click on the visible desktop",
-                 annotations=_annotations("Click on the visible desktop", destructive=True, open_world=True),
-                 description=f"{ACTS} Moves the pointer to (x, y) and clicks, as a person would; the operator "
-                             f"sees it happen. {COORDS} {RETURNS_SHOT}")
-    async def desktop_click(x: X, y: Y, button: Button = "left", modifiers: Modifiers = None,
-                            screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
-        action = Click(x=x, y=y, button=button, modifiers=modifiers or [])
-        return await perform(session, action, f"{button} click at ({x}, {y})", screenshot)
-
-    @server.tool(name="desktop_double_click", group="core",
-
-                 title="Double-click on the visible desktop",
-                 annotations=_annotations("Double-click on the visible desktop", destructive=True, open_world=True),
-                 description=f"{ACTS} Double-clicks at (x, y): open a file or icon, select a word. {COORDS} "
-                             f"{RETURNS_SHOT}")
-    async def desktop_double_click(x: X, y: Y, button: Button = "left", modifiers: Modifiers = None,
-                                   screenshot: WantShot = True,
-                                   session: SessionArg = default_session) -> CallToolResult:
-        action = DoubleClick(x=x, y=y, button=button, modifiers=modifiers or [])
-        return await perform(session, action, f"double click at ({x}, {y})", screenshot)
-
-    @server.tool(name="desktop_triple_click", group="desktop",
-
-                 title="Triple-click on the visible desktop",
-                 annotations=_annotations("Triple-click on the visible desktop", destructive=True, open_world=True),
-                 description=f"{ACTS} Triple-clicks at (x, y): selects a whole line or paragraph of text. {COORDS} "
-                             f"{RETURNS_SHOT}")
-    async def desktop_triple_click(x: X, y: Y, button: Button = "left", modifiers: Modifiers = None,
-                                   screenshot: WantShot = True,
-                                   session: SessionArg = default_session) -> CallToolResult:
-        action = TripleClick(x=x, y=y, button=button, modifiers=modifiers or [])
-        return await perform(session, action, f"triple click at ({x}, {y})", screenshot)
-
-    @server.tool(name="desktop_mouse_down", group="desktop",
-
-                 title="Press a mouse button on the visible desktop",
-                 annotations=_annotations("Press a mouse button on the visible desktop", destructive=True,
-                                          open_world=True),
-                 description=f"{ACTS} Moves the pointer to (x, y) (or stays where it is) and presses a mouse button "
-                             "without releasing it; desktop_move then desktop_mouse_up finish a drag along any path. "
-                             f"{COORDS} {RETURNS_SHOT}")
-    async def desktop_mouse_down(x: OptX = None, y: OptY = None, button: Button = "left", screenshot: WantShot = True,
-                                 session: SessionArg = default_session) -> CallToolResult:
-        return await perform(session, MouseDown(x=x, y=y, button=button), f"{button} button down {_point(x, y)}",
-                             screenshot)
-
-    @server.tool(name="desktop_mouse_up", group="desktop",
-
-                 title="Release a mouse button on the visible desktop",
-                 annotations=_annotations("Release a mouse button on the visible desktop", destructive=True,
-                                          open_world=True),
-                 description=f"{ACTS} Moves the pointer to (x, y) (or stays where it is) and releases a mouse button "
-                             f"pressed with desktop_mouse_down. {COORDS} {RETURNS_SHOT}")
-    async def desktop_mouse_up(x: OptX = None, y: OptY = None, button: Button = "left", screenshot: WantShot = True,
-                               session: SessionArg = default_session) -> CallToolResult:
-        return await perform(session, MouseUp(x=x, y=y, button=button), f"{button} button up {_point(x, y)}",
-                             screenshot)
-
-    @server.tool(name="desktop_move", group="desktop",
-
-                 title="Move the pointer on the visible desktop",
-                 annotations=_annotations("Move the pointer on the visible desktop", idempotent=True, open_world=True),
-                 description=f"{ACTS} Moves the pointer to (x, y) without clicking, e.g. to hover a menu or "
-                             f"show a tooltip. {COORDS} {RETURNS_SHOT}")
-    async def desktop_move(x: X, y: Y, screenshot: WantShot = True,
-                           session: SessionArg = default_session) -> CallToolResult:
-        return await perform(session, Move(x=x, y=y), f"move to ({x}, {y})", screenshot)
 
     @server.tool(name="desktop_drag", group="core",
 
                  title="Drag on the visible desktop",
-                 annotations=_annotations("Drag on the visible desktop", destructive=True, open_world=True),
+                 annotations=annotations("Drag on the visible desktop", destructive=True, open_world=True),
                  description=f"{ACTS} Presses at (start_x, start_y), moves to (end_x, end_y) and releases: "
                              f"sliders, selections, drag and drop. {COORDS} {RETURNS_SHOT}")
     async def desktop_drag(start_x: X, start_y: Y, end_x: X, end_y: Y, button: Button = "left",
@@ -459,126 +265,9 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
                            session: SessionArg = default_session) -> CallToolResult:
         action = Drag(path=[Point(x=start_x, y=start_y), Point(x=end_x, y=end_y)], button=button,
                       modifiers=modifiers or [])
-        return await perform(session, action, f"drag ({start_x}, {start_y}) -> ({end_x}, {end_y})", screenshot)
-
-    @server.tool(name="desktop_scroll", group="core",
-
-                 title="Scroll on the visible desktop",
-                 annotations=_annotations("Scroll on the visible desktop", open_world=True),
-                 description=f"{ACTS} Turns the mouse wheel at (x, y) (or where the pointer is): "
-                             f"direction up/down/left/right, amount in notches (about 3 lines each). {COORDS} "
-                             f"{RETURNS_SHOT}")
-    async def desktop_scroll(direction: Direction = "down",
-                             amount: Annotated[int, Field(ge=1, le=50, description="wheel notches")] = 3,
-                             x: OptX = None, y: OptY = None, modifiers: Modifiers = None,
-                             screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
-        action = Scroll(x=x, y=y, direction=direction, amount=amount, modifiers=modifiers or [])
-        return await perform(session, action, f"scroll {direction} {amount} {_point(x, y)}", screenshot)
-
-    @server.tool(name="desktop_type", group="core",
-
-                 title="Type text on the visible desktop",
-                 annotations=_annotations("Type text on the visible desktop", destructive=True, open_world=True),
-                 description=f"{ACTS} Types text into whatever has the keyboard focus, like a person typing "
-                             "(click the field first). Newlines press Enter. For shortcuts and special keys use "
-                             f"desktop_key. {RETURNS_SHOT}")
-    async def desktop_type(text: Annotated[str, Field(min_length=1, max_length=20_000)],
-                           screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
-        shown = text if len(text) <= 60 else text[:57] + "..."
-        return await perform(session, Type(text=text), f"type {shown!r}", screenshot)
-
-    @server.tool(name="desktop_key", group="core",
-
-                 title="Press keys on the visible desktop",
-                 annotations=_annotations("Press keys on the visible desktop", destructive=True, open_world=True),
-                 description=f"{ACTS} Presses keys or chords in order, e.g. \"ctrl+l\", [\"ctrl+a\", \"Delete\"], "
-                             "\"Return\", \"alt+Tab\", \"Page_Down\". Names: ctrl, alt, shift, super, enter, esc, "
-                             f"tab, backspace, delete, arrows, F1..F12, or any X keysym. {RETURNS_SHOT}")
-    async def desktop_key(keys: Annotated[list[str] | str, Field(description='one chord ("ctrl+l"), several separated '
-                                                                             'by spaces, or a list of chords')],
-                          screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
-        action = Key(keys=keys)
-        return await perform(session, action, f"keys {' '.join(action.keys)}", screenshot)
-
-    @server.tool(name="desktop_hold_key", group="desktop",
-
-                 title="Hold a key down on the visible desktop",
-                 annotations=_annotations("Hold a key down on the visible desktop", destructive=True, open_world=True),
-                 description=f"{ACTS} Presses one key or chord (\"shift\", \"ctrl+alt\", \"Right\") and holds it for "
-                             f"duration_ms (at most {_most(HoldKey, 'duration_ms')}), then releases it, e.g. to keep "
-                             f"moving in a game or repeat a key. {RETURNS_SHOT}")
-    async def desktop_hold_key(keys: Annotated[str, Field(min_length=1, description='one chord, e.g. "shift" or '
-                                                                                    '"ctrl+alt"')],
-                               duration_ms: _bounded_int(HoldKey, "duration_ms", "how long to hold it, in ms") =
-                               HoldKey.model_fields["duration_ms"].default,
-                               screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
-        return await perform(session, HoldKey(keys=keys, duration_ms=duration_ms), f"hold {keys} for {duration_ms} ms",
-                             screenshot)
-
-    @server.tool(name="desktop_wait", group="desktop",
-
-                 title="Wait on the visible desktop",
-                 annotations=_annotations("Wait on the visible desktop", read_only=True),
-                 description=f"{LOOKS} Does nothing for duration_ms (at most {_most(Wait, 'duration_ms')}), then waits "
-                             "for the screen to settle: for a page or a program that is still loading. "
-                             f"{RETURNS_SHOT}")
-    async def desktop_wait(duration_ms: _bounded_int(Wait, "duration_ms", "how long to wait, in ms") =
-                           Wait.model_fields["duration_ms"].default,
-                           screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
-        return await perform(session, Wait(duration_ms=duration_ms), f"wait {duration_ms} ms", screenshot)
-
-    @server.tool(name="desktop_cursor_position", group="desktop",
-
-                 title="Pointer position on the visible desktop",
-                 annotations=_annotations("Pointer position on the visible desktop", read_only=True),
-                 description=f"{LOOKS} Returns where the mouse pointer is, in display pixels (x 0..1919, y 0..1079).")
-    async def desktop_cursor_position(session: SessionArg = default_session) -> CallToolResult:
-        x, y = await blocking(desktops.cursor, session)
-        return _result(f"pointer of session {session!r} at ({x}, {y}) (display pixels)", None,
-                       {"session": session, "x": x, "y": y})
-
-    # ------------------------------------------------------------------------------ programs
-
-    @server.tool(name="desktop_open_url", group="core",
-
-                 title="Open a URL in the visible Chromium",
-                 annotations=_annotations("Open a URL in the visible Chromium", idempotent=True, open_world=True),
-                 description=f"{ACTS} Navigates the already-open Chromium's front tab to a URL (http, https, "
-                             "about, data; file and chrome pages only if the server allows them) and brings Chromium "
-                             "to the front, so the operator sees the page "
-                             f"load. Do not launch another browser. {RETURNS_SHOT}")
-    async def desktop_open_url(url: Annotated[str, Field(min_length=1, description="e.g. https://example.com")],
-                               screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
-        done = await blocking(desktops.open, session, url)
-        return _performed(session, done, f"open {url}", screenshot, "open_url", {"url": url})
-
-    @server.tool(name="desktop_focus_window", group="desktop",
-
-                 title="Bring a window to the front on the visible desktop",
-                 annotations=_annotations("Bring a window to the front on the visible desktop", idempotent=True),
-                 description=f"{ACTS} Raises and focuses one window (its id from desktop_windows, e.g. "
-                             f"0x01a00003), so keys go to it and the operator sees it. {RETURNS_SHOT}")
-    async def desktop_focus_window(window_id: Annotated[str, Field(min_length=1, description="the window's id from "
-                                                                                            "desktop_windows")],
-                                   screenshot: WantShot = True,
-                                   session: SessionArg = default_session) -> CallToolResult:
-        done = await blocking(desktops.focus, session, window_id)
-        return _performed(session, done, f"focus window {window_id}", screenshot, "focus", {"window_id": window_id})
-
-    @server.tool(name="desktop_launch", group="desktop",
-
-                 title="Launch a program on the visible desktop",
-                 annotations=_annotations("Launch a program on the visible desktop", open_world=True),
-                 description=f"{ACTS} Starts a desktop program (e.g. mousepad, xmessage; the server's allowlist, "
-                             "extended by its --launch-allow) detached, on the session's display; it ends with "
-                             "the session. "
-                             f"Chromium is already running: use desktop_open_url for web pages. {RETURNS_SHOT}")
-    async def desktop_launch(command: Annotated[str, Field(min_length=1, description="program name on PATH")],
-                             args: Annotated[list[str] | None, Field(description="its arguments")] = None,
-                             screenshot: WantShot = True, session: SessionArg = default_session) -> CallToolResult:
-        done, pid = await blocking(desktops.launch, session, command, args or [])
-        return _performed(session, done, f"launch {shlex.join([command, *(args or [])])}", screenshot, "launch",
-                          {"pid": pid})
+        done = await blocking(desktops.perform, session, action)
+        return performed(session, done, f"drag ({start_x}, {start_y}) -> ({end_x}, {end_y})", screenshot,
+                         "drag", action)
 
     # ------------------------------------------------------------------------------ vision
 
@@ -604,13 +293,13 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
         url = _report_url(ctx, glassdesk, result)
         png = base64.b64decode(result.final_screenshot) if result.final_screenshot else None
         structured = {**_act_summary(result, url), **(extra or {})}
-        return _result(_act_text(title, result, url), png, structured,
+        return tool_result(_act_text(title, result, url), png, structured,
                        error=error_unless_done and result.status != "done")
 
     @server.tool(name="vision_act", group="core",
 
                  title="Do a task on the visible desktop with the vision model",
-                 annotations=_annotations("Do a task on the visible desktop with the vision model",
+                 annotations=annotations("Do a task on the visible desktop with the vision model",
                                           destructive=True, open_world=True),
                  description=f"{ACTS} Hands a whole instruction (\"open example.com and click Sign in\") to "
                              "glassdesk's vision loop: it screenshots, asks the vision model what to do, clicks and "
@@ -652,7 +341,7 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
     @server.tool(name="vision_click_anywhere", group="desktop",
 
                  title="Click something on the visible desktop by its description",
-                 annotations=_annotations("Click something on the visible desktop by its description",
+                 annotations=annotations("Click something on the visible desktop by its description",
                                           destructive=True, open_world=True),
                  description=f"{ACTS} Finds what you describe on the screen (a button's text, a link, a label) "
                              "with the vision model and clicks it - no coordinates needed. Returns where it "
@@ -667,7 +356,7 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
     @server.tool(name="vision_extract_visible_text", group="desktop",
 
                  title="Read the text on the visible desktop",
-                 annotations=_annotations("Read the text on the visible desktop", read_only=True, open_world=True),
+                 annotations=annotations("Read the text on the visible desktop", read_only=True, open_world=True),
                  description=f"{LOOKS} Reads the text visible on the screen with the vision model (offline OCR "
                              "by default) and returns it, plus the screenshot it read and the trace report URL.")
     async def vision_extract_visible_text(ctx: Context, model: ModelArg = None,
@@ -678,7 +367,7 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
     @server.tool(name="vision_fill_form_by_label", group="desktop",
 
                  title="Fill a form on the visible desktop by its labels",
-                 annotations=_annotations("Fill a form on the visible desktop by its labels",
+                 annotations=annotations("Fill a form on the visible desktop by its labels",
                                           destructive=True, open_world=True),
                  description=f"{ACTS} Fills form fields found by their visible labels: for each label -> "
                              "value pair the vision model finds the field next to the label, clicks it and types "
@@ -701,12 +390,12 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
             lines.append(f"{o['label']}: {o['status']}{why} (report: {o['report_url']})")
         lines.append("The image is the screen after the last field (1920x1080 display pixels).")
         png = base64.b64decode(last.final_screenshot) if last and last.final_screenshot else None
-        return _result("\n".join(lines), png, {"fields": outcomes}, error=bool(failed))
+        return tool_result("\n".join(lines), png, {"fields": outcomes}, error=bool(failed))
 
     # ------------------------------------------------------------------------------ sessions
 
     @server.tool(name="export_test", group="qa", title="Export a run as a test",
-                 annotations=_annotations("Export a run as a test", read_only=True),
+                 annotations=annotations("Export a run as a test", read_only=True),
                  description="Looks at the VISIBLE desktop's recorded runs; changes nothing. Turns a finished "
                              "vision run (its `trace_id`) or a verify_user_flow QA run (its "
                              "`test_run_id`) into a test that replays it without a model: `format` yaml (a "
@@ -726,13 +415,13 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
             text = await blocking(glassdesk.export_trace, trace_id, format)
         else:
             text = await blocking(glassdesk.qa.export, test_run_id, format)
-        return _result(text, None, {"format": format, "trace_id": trace_id, "test_run_id": test_run_id,
+        return tool_result(text, None, {"format": format, "trace_id": trace_id, "test_run_id": test_run_id,
                                     "text": text})
 
     @server.tool(name="session_create", group="desktop",
 
                  title="Start a new visible desktop session",
-                 annotations=_annotations("Start a new visible desktop session"),
+                 annotations=annotations("Start a new visible desktop session"),
                  description="Manages the VISIBLE desktop sessions: starts one more XFCE desktop (1920x1080, "
                              "Chromium open, its own noVNC live view) and returns its id and live-view URL. `id` "
                              "names it (as over REST); pass the id as `session` to the other tools. `network` "
@@ -758,13 +447,13 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
         network = network or NetworkArg()
         info = await blocking(lambda: desktops.create(name, allow=network.allow, deny=network.deny,
                                                       dialogs=dialogs))
-        return _result(f"session {info.id!r} started on display {info.display}\n"
+        return tool_result(f"session {info.id!r} started on display {info.display}\n"
                        f"live view (view-only): {info.novnc_url}", None, info.model_dump(mode="json"))
 
     @server.tool(name="session_list", group="desktop",
 
                  title="List the visible desktop sessions",
-                 annotations=_annotations("List the visible desktop sessions", read_only=True),
+                 annotations=annotations("List the visible desktop sessions", read_only=True),
                  description="Looks at the VISIBLE desktop sessions; changes nothing. Lists each session's id, "
                              "status, display and view-only live-view "
                              "URL, and which one is the default.")
@@ -775,36 +464,23 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
                  for s in sessions]
         if not any(s["default"] for s in sessions):
             lines.append(f"(the default session {desktops.default!r} starts on first use)")
-        return _result("\n".join(lines) or "no sessions", None, {"sessions": sessions,
+        return tool_result("\n".join(lines) or "no sessions", None, {"sessions": sessions,
                                                                  "default": desktops.default})
 
     @server.tool(name="session_close", group="desktop",
 
                  title="Close a visible desktop session",
-                 annotations=_annotations("Close a visible desktop session", destructive=True, idempotent=False),
+                 annotations=annotations("Close a visible desktop session", destructive=True, idempotent=False),
                  description="Manages the VISIBLE desktop sessions: closes one, ending its desktop, its programs "
                              "and its live view (the person watching loses the picture). Unsaved work in it is lost.")
     async def session_close(session: Annotated[str, Field(description="the session id to close")]) -> CallToolResult:
         await blocking(desktops.delete, session)
-        return _result(f"session {session!r} closed", None, {"session": session, "closed": True})
-
-    @server.tool(name="session_reset", group="desktop",
-
-                 title="Reset a visible desktop session",
-                 annotations=_annotations("Reset a visible desktop session", destructive=True, idempotent=True),
-                 description="Manages the VISIBLE desktop sessions: returns one to a fresh state on the same "
-                             "display. Programs started on it end and their windows close; Chromium restarts on a "
-                             "new, empty profile at about:blank (history, cookies, form entries and logins are "
-                             "gone). The live view and the session id stay. Use it before repeating a flow.")
-    async def session_reset(session: SessionArg = default_session) -> CallToolResult:
-        info = await blocking(desktops.reset, session)
-        return _result(f"session {info.id!r} reset: Chromium on a clean profile at about:blank", None,
-                       info.model_dump(mode="json"))
+        return tool_result(f"session {session!r} closed", None, {"session": session, "closed": True})
 
     @server.tool(name="live_view_url", group="core",
 
                  title="Live-view URL of the visible desktop",
-                 annotations=_annotations("Live-view URL of the visible desktop", read_only=True),
+                 annotations=annotations("Live-view URL of the visible desktop", read_only=True),
                  description=f"{LOOKS} Returns the live-view link (a noVNC page served by glassdesk, with a "
                              "short-lived token) where a person can watch this desktop in a browser: give it to "
                              "the user when they want to watch. View-only by default; control=true returns a link "
@@ -813,7 +489,7 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
                             session: SessionArg = default_session) -> CallToolResult:
         view = await blocking(lambda: desktops.live_view(session, control=control, start=True))
         mode = "watch and control" if control else "watch only"
-        return _result(f"{view.novnc_url}\n(open it in a browser to {mode} session {view.session_id!r} live; it "
+        return tool_result(f"{view.novnc_url}\n(open it in a browser to {mode} session {view.session_id!r} live; it "
                        f"lets in new connections until {view.expires_at:%H:%M} UTC)", None,
                        {"session": view.session_id, "url": view.novnc_url, "control": control,
                         "expires_at": view.expires_at.isoformat()})
