@@ -87,7 +87,7 @@ EFFECT_EXPECTED = (Click, DoubleClick, TripleClick, Key, Type, Scroll, Drag)
 # screen is meant to change.
 COPY_CHORDS = frozenset({frozenset({"Control", "c"}), frozenset({"Control", "Insert"}),
                          frozenset({"Control", "Shift", "c"})})
-# What the model is told of such a step, after the words for it ("Your last step (click at 3,4)").
+# What the model is told of such a step, after the words for it ("Your last step (click at (3, 4))").
 NO_EFFECT = "worked but changed nothing on the screen: check that you acted on the right place before going on."
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from desktop import actions
 from desktop.errors import RecorderError
 from desktop.x11.recorder import Recorder, VideoFormat, find_ffmpeg
 
@@ -97,21 +98,13 @@ def _one_line(text: str, limit: int = 120) -> str:
 
 
 def describe(action: dict) -> str:
-    """An action (desktop.actions' dict form) as a chapter title (pure): typed text by its length
-    only, since at the desktop's level a run's secrets are already filled in, so the text itself
-    could be one; an action that says what it did in a ``summary`` (an OSWorld guest's request,
-    desktop.osworld) by that."""
-    kind = action.get("action", "?")
+    """An action (desktop.actions' dict form) as a chapter title (pure): desktop.actions.describe's
+    words with typed text by its length only, since at the desktop's level a run's secrets are
+    already filled in, so the text itself could be one; an action that says what it did in a
+    ``summary`` (an OSWorld guest's request, desktop.osworld) by that."""
     if action.get("summary"):
-        return f"{kind}: {action['summary']}"
-    if kind == "type":
-        return f"type {len(action.get('text', ''))} characters"
-    if action.get("x") is not None and action.get("y") is not None:
-        return f"{kind} at {action['x']},{action['y']}"
-    if kind in ("key", "hold_key"):
-        keys = action.get("keys")
-        return f"{kind} {' '.join(keys) if isinstance(keys, list) else keys}"
-    return str(kind)
+        return f"{action.get('action', '?')}: {action['summary']}"
+    return actions.describe(action, redact=True)
 
 
 def close_chapters(starts: list[tuple[float, str]], duration: float) -> list[Chapter]:

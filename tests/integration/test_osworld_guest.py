@@ -255,7 +255,7 @@ def test_an_episode_is_filmed_with_a_chapter_per_action_and_every_call_is_on_rec
     titles = [chapter["tags"]["title"] for chapter in shown["chapters"]]
     assert titles == ["1. osworld /execute: pyautogui.moveTo(200, 200); time.sleep(1); pyautogui.moveTo(900, 600)",
                       "2. osworld /execute: pyautogui.typewrite(<7 characters>)",
-                      "3. move at 640,400"], titles
+                      "3. move at (640, 400)"], titles
     chapters = glassdesk.recordings.file(session_film.recording_id, "chapters.vtt").read_text()
     for title in titles:
         assert title.partition(". ")[2] in chapters

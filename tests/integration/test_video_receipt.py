@@ -91,7 +91,7 @@ def test_a_filmed_run_has_chapters_rings_captions_and_a_chained_sha(vision_api, 
     # Chapters: one per step, in the MP4 and in chapters.vtt, titled with the step.
     info = probe(path)
     titles = [c["tags"]["title"] for c in info["chapters"]]
-    assert len(titles) == len(script) and titles[0].startswith("step 1:") and f"click at {bx},{by}" in titles[0]
+    assert len(titles) == len(script) and titles[0].startswith("step 1:") and f"click at ({bx}, {by})" in titles[0]
     assert {s["codec_name"] for s in info["streams"]} >= {"h264", "mov_text"}
     vtt = vision_api.get(video["chapters_url"])
     assert vtt.status_code == 200 and vtt.text.startswith("WEBVTT") and titles[2] in vtt.text
@@ -187,7 +187,7 @@ def test_a_takeover_puts_the_persons_input_on_the_record_and_on_film(vision_api,
     path = services.store.trace_dir(trace_id) / "video.mp4"
     info = probe(path)
     titles = [c["tags"]["title"] for c in info["chapters"]]
-    assert len(titles) == 5 and titles[1] == f"step 2: operator click at {fx},{fy}", titles
+    assert len(titles) == 5 and titles[1] == f"step 2: operator click at ({fx}, {fy})", titles
     assert "typed: hi" in (path.parent / "captions.vtt").read_text()
     shots = frames(path, float(info["chapters"][1]["start_time"]), 1.5, ARTIFACTS / "operator")
     found = [c for _, p in shots if (c := ring_centre(p, near=(fx, fy))) is not None]
@@ -251,7 +251,7 @@ def test_a_session_recording_films_whatever_acts_and_marks_each_action(vision_ap
     assert "typed: 11 characters" in captions and "not-on-film" not in captions
     path = services.recordings.file(body["recording_id"], "video.mp4")
     info = probe(path)
-    assert [c["tags"]["title"] for c in info["chapters"]] == [f"1. click at {bx},{by}", "2. type 11 characters"]
+    assert [c["tags"]["title"] for c in info["chapters"]] == [f"1. click at ({bx}, {by})", "2. type 11 characters"]
     shots = frames(path, float(info["chapters"][0]["start_time"]), 1.0, ARTIFACTS / "session")
     found = [c for _, p in shots if (c := ring_centre(p, near=(bx, by))) is not None]
     assert found and all(abs(cx - bx) <= 3 and abs(cy - by) <= 3 for cx, cy in found), (found, (bx, by))

@@ -964,7 +964,7 @@ def test_a_persons_input_is_recorded_as_operator_steps_off_the_agents_budget(run
     # The secret's value the person typed is recorded by its name, as an agent writes it: an
     # export types it on replay (a [REDACTED] would type the wrong text), and the value is nowhere.
     assert trace.steps[2].actions == [{"action": "type", "text": "my {{pw}}"}]
-    assert trace.steps[2].text == "the operator: type 'my {{pw}}'"
+    assert trace.steps[2].text == 'the operator: type "my {{pw}}"'
     written = [p for p in store.root.rglob("*") if p.is_file()]
     assert written and not [p for p in written if SECRET.encode() in p.read_bytes()]
     assert (trace.steps[2].finished_at - trace.steps[2].started_at).total_seconds() == pytest.approx(0.5, abs=0.01)
@@ -1092,7 +1092,7 @@ def test_a_click_that_changes_nothing_is_flagged_and_the_model_is_told(runner, d
     provider = script(calls(Click(x=5, y=5)), calls(Key(keys=["ctrl+c"])), calls(Move(x=9, y=9)), done())
     result = runner.act(ActRequest(instruction="click the button"), provider=provider)
     assert [s.no_effect for s in result.steps] == [True, False, False, False]  # a copy, a move: no change meant
-    assert provider.contexts[1].note.startswith("Your last step (click at 5,5) worked but changed nothing")
+    assert provider.contexts[1].note.startswith("Your last step (click at (5, 5)) worked but changed nothing")
     assert provider.contexts[2].note is None
     trace = store.load(result.trace_id)
     assert [s.no_effect for s in trace.steps] == [True, False, False, False] and store.verify(result.trace_id).ok

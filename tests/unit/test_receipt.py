@@ -82,7 +82,7 @@ def test_without_a_click_the_film_is_remuxed_not_reencoded():
 def test_a_steps_title_says_what_it_did_with_placeholders():
     actions = [{"action": "click", "x": 3, "y": 4}, {"action": "type", "text": "{{pw}}"},
                {"action": "key", "keys": ["ctrl+a", "Delete"]}, {"action": "screenshot"}]
-    assert step_title(2, "Log  in\n", actions) == "step 2: Log in (click at 3,4; type '{{pw}}'; key ctrl+a Delete)"
+    assert step_title(2, "Log  in\n", actions) == 'step 2: Log in (click at (3, 4); type "{{pw}}"; key ctrl+a Delete)'
     assert step_title(1, "", []) == "step 1: looked"
 
 

@@ -127,6 +127,30 @@ def test_lines_are_canonical_and_hashed(store: TraceStore, trace_id: str) -> Non
         assert hashlib.sha256(canonical_json(body)).hexdigest() == record["hash"]
 
 
+def test_the_chain_walk_names_every_problem_of_each_link() -> None:
+    """walk_chain (pure) is what both a trace's and a QA run's verify read their chain with."""
+    from vision.trace.records import GENESIS_HASH, record_hash, walk_chain
+
+    def link(index: int, prev: str, **fields) -> dict:
+        record = {"index": index, "prev_hash": prev, **fields}
+        return record | {"hash": record_hash(record)}
+
+    first = link(1, GENESIS_HASH, text="a")
+    second = link(2, first["hash"], text="b")
+    lines = [canonical_json(first), canonical_json(second)]
+    assert [(w.number, w.problems) for w in walk_chain(lines)] == [(1, ()), (2, ())]
+    edited = canonical_json({**second, "text": "c"})
+    assert [w.problems for w in walk_chain([lines[0], edited])][1] == ("content does not match its hash",)
+    # Out of place and rehashed over another head: two problems of one link, both named.
+    moved = link(3, "f" * 64, text="b")
+    assert list(walk_chain([lines[0], canonical_json(moved)]))[1].problems == (
+        "numbered 3, where it is record 2", "prev_hash does not match the previous record's hash")
+    # A line that is not JSON: its own problem; the next link's prev_hash cannot be judged.
+    walked = list(walk_chain([b"{torn", lines[1]]))
+    assert walked[0].record is None and walked[0].problems == ("not valid JSON",)
+    assert walked[1].problems == ()
+
+
 def test_editing_one_byte_breaks_the_chain_at_that_record(store: TraceStore, trace_id: str) -> None:
     path = steps_file(store, trace_id)
     lines = path.read_bytes().split(b"\n")

@@ -42,7 +42,7 @@ from vision.errors import QaRunCorruptError, QaRunNotFoundError
 from vision.evidence.report import heal_line, xml_text
 from vision.models.qa import Artifact, Artifacts, QaRun, StepResult, Summary, TestCase, VerifyReport
 from vision.trace.files import OWNER_FILE, atomic_write, close_orphans, new_trace_id, write_owner
-from vision.trace.records import GENESIS_HASH, _is_sensitive_key, canonical_json, record_hash, redact
+from vision.trace.records import GENESIS_HASH, _is_sensitive_key, canonical_json, record_hash, redact, walk_chain
 
 log = logging.getLogger("glassdesk.qa")
 
@@ -269,6 +269,32 @@ class RunWriter:
         return stored
 
 
+def _artifact_problems(directory: Path, records: list[dict], problems: list[str]) -> int:
+    """Adds to ``problems`` what is wrong with the run's files against the artifacts its records
+    list (each one a name the run can serve, present, matching its SHA-256; no file unlisted);
+    returns how many listed files were checked."""
+    listed = {str(r.get("name")): str(r.get("sha256")) for r in records if r.get("kind") == "artifact"}
+    files = 0
+    for name, expected in listed.items():
+        try:  # the check serving applies: every file listed must be one the run can serve
+            check_artifact_name(name)
+        except BadName:
+            problems.append(f"artifact {name!r}: not a name a run's file may have")
+            continue
+        path = directory / name
+        if not path.is_file():
+            problems.append(f"artifact {name}: missing")
+            continue
+        files += 1
+        if _sha(path.read_bytes()) != expected:
+            problems.append(f"artifact {name}: does not match its SHA-256")
+    for entry in directory.iterdir():
+        if entry.name not in listed and entry.name not in (MANIFEST, META_FILE, OWNER_FILE) \
+                and not entry.name.startswith("."):
+            problems.append(f"file {entry.name}: not in the manifest")
+    return files
+
+
 def derive_meta(records: Sequence[dict]) -> dict:
     """meta.json's content, a pure function of the chain (so verify can recompute it); QaRunCorrupt
     when the records do not have the fields it is made of."""
@@ -376,7 +402,7 @@ class QaRunStore:
             return []
         return sorted((e.name for e in self.runs_dir.iterdir() if _RUN_ID.fullmatch(e.name)), reverse=True)
 
-    def verify(self, run_id: str) -> VerifyReport:  # noqa: C901
+    def verify(self, run_id: str) -> VerifyReport:
         """Every problem with the run's evidence: the chain, each artifact's SHA-256, meta.json,
         files the manifest does not name."""
         directory = self._existing(run_id)
@@ -386,45 +412,11 @@ class QaRunStore:
         if tail.strip():
             problems.append("manifest.jsonl ends in an unterminated line")
         records: list[dict] = []
-        prev = GENESIS_HASH
-        for number, line in enumerate(lines, 1):
-            try:
-                record = json.loads(line)
-                assert isinstance(record, dict)
-            except (ValueError, AssertionError):
-                problems.append(f"record {number}: not valid JSON")
-                prev = None
-                continue
-            if record.get("index") != number:
-                problems.append(f"record {number}: numbered {record.get('index')!r}")
-            if prev is not None and record.get("prev_hash") != prev:
-                problems.append(f"record {number}: prev_hash does not match the previous record's hash")
-            if record.get("hash") != record_hash(record):
-                problems.append(f"record {number}: content does not match its hash")
-            prev = record.get("hash")
-            records.append(record)
-        listed: dict[str, str] = {}
-        for record in records:
-            if record.get("kind") == "artifact":
-                listed[str(record.get("name"))] = str(record.get("sha256"))
-        files = 0
-        for name, expected in listed.items():
-            try:  # the check serving applies: every file listed must be one the run can serve
-                check_artifact_name(name)
-            except BadName:
-                problems.append(f"artifact {name!r}: not a name a run's file may have")
-                continue
-            path = directory / name
-            if not path.is_file():
-                problems.append(f"artifact {name}: missing")
-                continue
-            files += 1
-            if _sha(path.read_bytes()) != expected:
-                problems.append(f"artifact {name}: does not match its SHA-256")
-        for entry in directory.iterdir():
-            if entry.name not in listed and entry.name not in (MANIFEST, META_FILE, OWNER_FILE) \
-                    and not entry.name.startswith("."):
-                problems.append(f"file {entry.name}: not in the manifest")
+        for link in walk_chain(lines):
+            problems += [f"record {link.number}: {problem}" for problem in link.problems]
+            if link.record is not None:
+                records.append(link.record)
+        files = _artifact_problems(directory, records, problems)
         meta_path = directory / META_FILE
         if records:
             try:

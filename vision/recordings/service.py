@@ -12,7 +12,7 @@ as ``interrupted`` when the next server starts (``close_interrupted``): the film
 what was filmed up to its last whole fragment plays, and is kept as the recording's video, without
 chapters or marks (they were made into the film only at its stop); the scratch files go.
 
-Every action the session performs while filmed is one chapter (``click at 640,412``), with a ring
+Every action the session performs while filmed is one chapter (``click at (640, 412)``), with a ring
 where a click landed. Typed text is captioned by its length only ("typed 12 characters"): at the
 desktop's level a run's secrets are already filled in, so the text itself could be one. A vision run
 or QA verb that is filmed itself (``record_video``) captions its typing with its placeholders.

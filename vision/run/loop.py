@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from desktop import actions
 from desktop.actions import Type
+from desktop.actions import describe as describe_action
 from desktop.errors import GlassdeskError, InvalidAction, SessionBusy, SessionUnavailable
 from desktop.frame import Frame
 from desktop.models import ElementAt, NativeElement
@@ -189,18 +190,6 @@ def step_title(index: int, text: str, actions: list[dict]) -> str:
     did = "; ".join(describe_action(a) for a in actions if a.get("action") not in ("screenshot",))
     words = " ".join(text.split())
     return f"step {index}: " + (f"{words} ({did})" if words and did else words or did or "looked")
-
-
-def describe_action(action: dict) -> str:
-    kind = action.get("action", "?")
-    if action.get("x") is not None and action.get("y") is not None:
-        return f"{kind} at {action['x']},{action['y']}"
-    if kind == "type":
-        return f"type {action.get('text', '')!r}"
-    if kind in ("key", "hold_key"):
-        keys = action.get("keys")
-        return f"{kind} {' '.join(keys) if isinstance(keys, list) else keys}"
-    return str(kind)
 
 
 def fill_placeholders(text: str, secrets: dict[str, str]) -> str:

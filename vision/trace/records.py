@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -330,6 +331,41 @@ def canonical_json(obj: Any) -> bytes:
 def record_hash(record: dict[str, Any]) -> str:
     """SHA-256 of a record's canonical JSON without its own ``hash`` field."""
     return hashlib.sha256(canonical_json({k: v for k, v in record.items() if k != "hash"})).hexdigest()
+
+
+@dataclass(frozen=True)
+class Link:
+    """One line of a hash chain, read: its record (None when the line is not a JSON object) and
+    what is wrong with it as a link (nothing when it holds)."""
+
+    number: int
+    record: dict[str, Any] | None
+    problems: tuple[str, ...]
+
+
+def walk_chain(lines: Iterable[bytes | str]) -> Iterator[Link]:
+    """Each line of a hash chain (a trace's steps.jsonl, a QA run's manifest.jsonl), numbered from 1,
+    checked as a link (pure): a JSON object, numbered in its place, carrying the previous record's
+    hash (from GENESIS_HASH) and its own. After a line that is not JSON, the next record's
+    ``prev_hash`` cannot be checked."""
+    prev: str | None = GENESIS_HASH
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+            assert isinstance(record, dict)
+        except (ValueError, AssertionError):
+            prev = None
+            yield Link(number, None, ("not valid JSON",))
+            continue
+        problems = []
+        if record.get("index") != number:
+            problems.append(f"numbered {record.get('index')!r}, where it is record {number}")
+        if prev is not None and record.get("prev_hash") != prev:
+            problems.append("prev_hash does not match the previous record's hash")
+        if record.get("hash") != record_hash(record):
+            problems.append("content does not match its hash")
+        prev = record.get("hash")
+        yield Link(number, record, tuple(problems))
 
 
 def meta_seal(meta_json: bytes, last_link: str) -> dict[str, str]:
