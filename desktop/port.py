@@ -24,7 +24,7 @@ class Performed:
     settle_ms: int
     frame: Frame
     settled: bool = True  # False: the screen was still changing when the settle wait timed out
-    # What ended the wait (desktop.session.manager.Session._settle_after_input): damage, frame,
+    # What ended the wait (desktop.session.settle.InputSettle.settle_after_input): damage, frame,
     # network, navigation, dialog, timeout; none when the action was not settled.
     settled_by: str = "damage"
     # A pointer action with the browser in front: what was under its pixel just before it ran

@@ -308,7 +308,7 @@ def focus_cost(session, rig, runs: int) -> list:
         for judged in (True, False):
             session.perform(Click(x=field[0], y=field[1]))
             if not judged:
-                session._page_focus_window = None  # as after a key that may move the focus: not judged
+                session.settle.page_focus_window = None  # as after a key that may move the focus: not judged
             start = time.perf_counter()
             session.perform(Type(text="a"))
             arms[judged].append((time.perf_counter() - start) * 1000)

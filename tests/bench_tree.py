@@ -69,8 +69,8 @@ def tree(bench) -> list:
     service.focus(session.id, calculator.id)
     seven = next(n for n in _walk(calculator.nodes) if n.name == "7")
     point = Move(x=seven.box[0] + seven.box[2] // 2, y=seven.box[1] + seven.box[3] // 2)
-    found = session._native_at(point)
-    at_pixel = [timed(lambda: session._native_at(point))[0] for _ in range(SAMPLES)]
+    found = session.settle.native_at(point)
+    at_pixel = [timed(lambda: session.settle.native_at(point))[0] for _ in range(SAMPLES)]
     memory = _bus_memory(session)
     bench.detail("The accessibility bus and its reader, per session", ["process", "count", "PSS MB"],
                  [[kind, str(count), f"{pss / 1024:.1f}"] for kind, (count, pss) in sorted(memory.items())],

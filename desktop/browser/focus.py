@@ -14,7 +14,7 @@ element, one of its ancestors, the document or the window (a game, a "press any 
 list driven by the arrow keys), read with DevTools (DOMDebugger.getEventListeners). Only what is
 known to take no text, where no code listens, is refused. Whether the browser's own UI holds the
 keys (the address bar after ctrl+l) the page cannot say (Playwright emulates its focus): the
-session does not ask after such a chord (desktop.session.manager.keeps_page_focus).
+session does not ask after such a chord (desktop.session.settle.keeps_page_focus).
 """
 
 from __future__ import annotations

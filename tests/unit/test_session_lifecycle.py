@@ -12,6 +12,7 @@ from desktop.actions import Click, HoldKey, Key, Type, Wait
 from desktop.browser.record import PageRecord
 from desktop.errors import ScreenshotFailed, SessionBusy, SessionUnavailable
 from desktop.session.manager import Session
+from desktop.session.settle import InputSettle
 from desktop.x11.input import ACTION_MS, FAST_TYPE_MS_PER_CHAR, TYPE_MS_PER_CHAR, Executed, expected_ms
 from desktop.x11.screen import ScreenshotError
 from tests.fakes.desktop import solid_frame
@@ -206,6 +207,8 @@ def queued_session() -> tuple[Session, GatedExecutor]:
     session = Session("q", FakeStack(children={}))  # type: ignore[arg-type]
     session.status, session.screen = "ready", QuietScreen()
     session.executor = executor = GatedExecutor()
+    # The reads and the settle work on the display's handles as bound: these, as _bind would.
+    session.settle = InputSettle(session.id, session.stack, session.screen, executor, session.accessibility)
     return session, executor
 
 
