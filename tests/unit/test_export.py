@@ -273,24 +273,24 @@ def test_a_qa_run_exports_its_flow_with_the_elements_its_steps_found():
     ("Don't save", "Save", False), ("Cancel", "Create account", False),
 ])
 def test_a_heal_takes_a_reworded_name_never_another_meaning(seen, recorded, heals):
-    from vision.qa.flow import similar_names
+    from vision.qa.healing import similar_names
 
     assert similar_names(seen, recorded) is heals
 
 
 def test_a_heal_never_lands_on_another_role():
     from vision.models.qa import Recorded
-    from vision.qa.flow import _closest_name, _same_element_kind
+    from vision.qa.healing import closest_name, same_element_kind
 
     rec = Recorded(role="button", name="Create account")
-    assert _same_element_kind(element(1, 100, "button", "Create an account", tag="button"), rec)
-    assert not _same_element_kind(element(1, 100, "link", "Create account", tag="a"), rec)
-    assert not _same_element_kind(element(1, 100, "button", "Delete account", tag="button"), rec)
-    assert not _same_element_kind(None, rec)
+    assert same_element_kind(element(1, 100, "button", "Create an account", tag="button"), rec)
+    assert not same_element_kind(element(1, 100, "link", "Create account", tag="a"), rec)
+    assert not same_element_kind(element(1, 100, "button", "Delete account", tag="button"), rec)
+    assert not same_element_kind(None, rec)
     snapshot = '- main:\n  - link "Create account" [ref=e2]\n  - button "Create an account" [ref=e3]\n' \
                '  - button "Cancel" [ref=e4]'
-    assert _closest_name(snapshot, "button", "Create account") == "Create an account"
-    assert _closest_name(snapshot, "button", "Delete everything") is None
+    assert closest_name(snapshot, "button", "Create account") == "Create an account"
+    assert closest_name(snapshot, "button", "Delete everything") is None
 
 
 def test_a_url_typed_into_the_address_bar_is_one_navigate():
