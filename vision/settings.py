@@ -30,7 +30,7 @@ class Settings:
     allow_local_urls: bool = False  # let the browser open file:// and chrome:// pages
     allow_evaluate: bool = False  # let page evaluate run JavaScript in the session's browser
     public_host: str | None = None  # the name clients use for this server (URLs handed out, Host allowed)
-    single_session: bool = False  # a session server: one pinned session, its internal call route (desktop.remote.calls)
+    single_session: bool = False  # a session server: one pinned session, its internal call route (desktop.http.calls)
     backend: str = "local"  # where sessions run (desktop.remote.backends): local, docker, kubernetes
     mcp_tools: str = "all"  # the tool profile /mcp lists when a client does not ask (?tools=): vision.mcp.profiles
     # The reverse proxies whose X-Forwarded-For / -Proto are believed ("10.0.0.5,10.1.0.0/16", "*"):

@@ -10,7 +10,7 @@ Generated from it, and written nowhere else:
 - the MCP tools (``vision.mcp.operations.register_operations``),
 - the Python client's methods (``vision.client.routes``),
 - the remote forwarding of a control plane to its session servers (``desktop.service.remote``,
-  ``desktop.remote.calls``),
+  ``desktop.http.calls``),
 - the operation tables of the docs (``tests/unit/test_catalogue.py`` checks they match).
 
 Bounds live once, in the request models (``desktop.models``); a door never re-states them. The
@@ -57,6 +57,6 @@ def of_service(service: Service) -> dict[str, Operation]:
 
 def forwarded(service: Service) -> dict[str, Operation]:
     """The operations a control plane sends its session servers through their call route
-    (desktop.remote.calls): all but the inputs, which it sends to their REST routes so that the
+    (desktop.http.calls): all but the inputs, which it sends to their REST routes so that the
     settled screen comes back with the answer (desktop.service.remote)."""
     return {method: op for method, op in of_service(service).items() if not op.performs}

@@ -4,9 +4,9 @@ session server, with its arguments, answer and typed errors as they are in Pytho
 The page layer lives with the browser it drives, in the session server (one per container or pod).
 The control plane's ``RemotePages`` (desktop.service.remote) forwards each ``PageService`` call to
 one route of the session server, ``POST /api/v1/sessions/{id}/call/{service}/{method}``, served only
-by ``glassdesk up --single-session``. Arguments and answers are encoded by the method's own type hints
-(pydantic), so both sides run the same code and nothing is written twice per operation; the route
-serves only the catalogue's operations (desktop.ops).
+by ``glassdesk up --single-session`` (desktop.http.calls). Arguments and answers are encoded by the
+method's own type hints (pydantic), so both sides run the same code and nothing is written twice per
+operation; the route serves only the catalogue's operations (desktop.ops).
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ import json
 import typing
 from typing import Any
 
-from fastapi import APIRouter, Body
 from pydantic import Base64Bytes, TypeAdapter
 
-from desktop.errors import InvalidRequest, SessionNotFound
-from desktop.ops import forwarded
+from desktop.errors import InvalidRequest
 
 
 def _wire(hint: Any) -> Any:
@@ -61,30 +59,3 @@ def encode_result(cls: type, method: str, value: Any) -> Any:
 
 def decode_result(cls: type, method: str, wire: Any) -> Any:
     return signature(cls, method)[2].validate_json(json.dumps(wire))
-
-
-def calls_router(desktops) -> APIRouter:
-    """The call route of a single-session server. Its session is the only one, so the id in the path
-    must be it; the bearer token guards it like every other route."""
-    from desktop.service.desktop import DesktopService
-    from desktop.service.page import PageService
-
-    router = APIRouter(prefix="/api/v1")
-    # What a control plane may call: the catalogue's operations of each service (desktop.ops), its
-    # readers for the QA verbs included, but its inputs (desktop.ops.forwarded). Not download_path
-    # (a path on this server's disk: the control plane fetches the file instead), nor any private helper.
-    services = {"pages": (PageService, frozenset(forwarded("pages")), desktops.pages),
-                "desktop": (DesktopService, frozenset(forwarded("desktop")), desktops)}
-
-    @router.post("/sessions/{session_id}/call/{service}/{method}", include_in_schema=False)
-    def call(session_id: str, service: str, method: str, args: dict[str, Any] = Body(default_factory=dict, embed=True)
-             ) -> dict:
-        if session_id != desktops.default:
-            raise SessionNotFound(f"no session {session_id!r}: this server runs the one session {desktops.default!r}")
-        cls, allowed, target = services.get(service, (None, frozenset(), None))
-        if method not in allowed:
-            raise InvalidRequest(f"{service}.{method}: not an operation a control plane may call")
-        result = getattr(target, method)(session_id, **decode_args(cls, method, args))
-        return {"result": encode_result(cls, method, result)}
-
-    return router

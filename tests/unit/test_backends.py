@@ -23,10 +23,11 @@ from desktop.errors import (
 from desktop.models import Target
 from desktop.ops import forwarded, of_service
 from desktop.remote import calls
-from desktop.remote.backends import create_backend, desktop_service_class
+from desktop.remote.backends import create_backend
 from desktop.remote.backends.base import labels
 from desktop.remote.backends.manager import BackendSessions
 from desktop.remote.desktop import RemoteDesktop, decode_error, frame_from_png
+from desktop.service import desktop_service_class
 from desktop.service.desktop import DesktopService
 from desktop.service.page import PageService
 from desktop.service.remote import RemotePages

@@ -25,10 +25,9 @@ PACKAGES = ("desktop", "vision")
 # The front doors: they parse a wire format and call one service. ``vision.client`` is the client
 # side of the same doors; ``vision.cli`` and ``vision.cli.qa`` are the command line's.
 DOORS = ("desktop.http", "vision.http", "vision.mcp", "vision.client", "vision.cli")
-# desktop.remote's session-server calls (calls.py) are a door of the services they forward to, and
-# RemoteDesktopService (service/remote.py) drives desktop.remote's client: issue 34 names it, to be
-# split into a door of its own beside desktop/http.
-KNOWN_PACKAGE_CIRCLES = [["desktop.remote", "desktop.service"]]
+# None left: the session server's call route is a door (desktop/http/calls.py) and the choice of
+# the desktop service the services' own (desktop.service.desktop_service_class).
+KNOWN_PACKAGE_CIRCLES: list[list[str]] = []
 
 
 def module_name(root: Path, path: Path) -> str:

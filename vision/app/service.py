@@ -97,7 +97,7 @@ class Glassdesk:
               default_session: str = DEFAULT_SESSION, strip: bool | None = None,
               launch_allow: frozenset[str] | None = None, allow_local_urls: bool = False,
               allow_evaluate: bool = False) -> Glassdesk:
-        from desktop.remote.backends import desktop_service_class  # DesktopService, or its remote form
+        from desktop.service import desktop_service_class  # DesktopService, or its remote form
 
         kind = desktop_service_class(manager)
         desktops = kind(manager, default_session=default_session, launch_allow=launch_allow,

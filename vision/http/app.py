@@ -71,7 +71,7 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
     # /computer/anthropic, /openai, /gemini and /anthropic-browser
     app.include_router(computer_router(glassdesk.computer, glassdesk.browser_toolset))
     if settings.single_session:  # a session server: its control plane calls the page layer here
-        from desktop.remote.calls import calls_router
+        from desktop.http.calls import calls_router
 
         app.include_router(calls_router(glassdesk.desktops))
     install_console(app, glassdesk)  # GET / (operator console), its API, /metrics

@@ -34,16 +34,3 @@ def create_backend(name: str, **options):
             raise InvalidRequest("backend kubernetes: the kubernetes client is missing; "
                                  "pip install -c constraints.txt kubernetes") from None
     raise InvalidRequest(f"backend {name!r}: use one of {', '.join(BACKENDS)}")
-
-
-def desktop_service_class(manager):
-    """DesktopService for local sessions; its remote form for a backend's."""
-    from desktop.remote.backends.manager import BackendSessions
-
-    if isinstance(manager, BackendSessions):
-        from desktop.service.remote import RemoteDesktopService
-
-        return RemoteDesktopService
-    from desktop.service.desktop import DesktopService
-
-    return DesktopService
