@@ -19,6 +19,10 @@ console = Console(stderr=True, soft_wrap=True)
 def _up(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from vision.app.memory import limit_arenas
+
+    limit_arenas()  # first, before the server's threads take arenas of their own (vision.app.memory)
+
     from desktop.errors import SessionUnavailable
     from desktop.session.manager import SessionManager
     from desktop.session.ownership import own_desktops

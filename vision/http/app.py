@@ -17,6 +17,7 @@ from desktop.http.page import page_router
 from desktop.http.routes import operations_router
 from desktop.session.manager import SessionManager
 from vision import VERSION
+from vision.app.memory import Trimmer
 from vision.app.ops import catalogue, services
 from vision.app.service import Glassdesk
 from vision.http.auth import BearerAuth
@@ -46,10 +47,12 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
+        trimmer = Trimmer().start()  # freed frames given back to the system (vision.app.memory)
         async with mcp.session_manager.run():  # the MCP route's sessions live as long as the app
             try:
                 yield
             finally:
+                trimmer.stop()
                 if owned:
                     glassdesk.close()
                 else:  # a service it was given stays its owner's; the sessions of ``manager`` end here
