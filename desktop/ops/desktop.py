@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import replace
+from typing import NamedTuple
 
 from desktop.actions import INPUT_ACTIONS, HoldKey, Wait, describe
 from desktop.models import (
@@ -28,7 +29,7 @@ from desktop.models import (
     TreeQuery,
     Window,
 )
-from desktop.ops.declare import Hints, Operation, Rest, Tool
+from desktop.ops.declare import Group, Hints, Operation, Rest, Tool
 from desktop.port import Performed
 from desktop.tree import as_text
 
@@ -43,8 +44,6 @@ COORDS = "x, y: display pixels of the whole screen."
 RETURNS_SHOT = ("Returns the commands run and the settled screenshot (1920x1080 PNG, image pixels = display pixels; "
                 "screenshot=false skips it).")
 ACTING = Hints(destructive=True, open_world=True)
-
-
 DESKTOP = ("desktop",)
 SESSIONS = ("sessions",)
 
@@ -58,42 +57,50 @@ def _most(model, field: str) -> str:
 # What the MCP door says of each input action (its request model is INPUT_ACTIONS'): title, profile
 # group, hints, description. drag has none: its tool takes flat start and end coordinates where
 # the model takes a path (vision.mcp.tools).
-INPUT_TOOLS: dict[str, tuple[str, str, Hints, str]] = {
-    "click": ("Click on the visible desktop", "core", ACTING,
-              f"{ACTS} Moves the pointer to (x, y) and clicks, as a person would; the operator sees it happen. "
-              f"{COORDS} {RETURNS_SHOT}"),
-    "double_click": ("Double-click on the visible desktop", "core", ACTING,
-                     f"{ACTS} Double-clicks at (x, y): open a file or icon, select a word. {COORDS} {RETURNS_SHOT}"),
-    "triple_click": ("Triple-click on the visible desktop", "desktop", ACTING,
-                     f"{ACTS} Triple-clicks at (x, y): selects a whole line or paragraph of text. {COORDS} "
-                     f"{RETURNS_SHOT}"),
-    "mouse_down": ("Press a mouse button on the visible desktop", "desktop", ACTING,
-                   f"{ACTS} Moves the pointer to (x, y) (or stays where it is) and presses a mouse button without "
-                   "releasing it; desktop_move then desktop_mouse_up finish a drag along any path. "
-                   f"{COORDS} {RETURNS_SHOT}"),
-    "mouse_up": ("Release a mouse button on the visible desktop", "desktop", ACTING,
-                 f"{ACTS} Moves the pointer to (x, y) (or stays where it is) and releases a mouse button pressed "
-                 f"with desktop_mouse_down. {COORDS} {RETURNS_SHOT}"),
-    "move": ("Move the pointer on the visible desktop", "desktop", Hints(idempotent=True, open_world=True),
-             f"{ACTS} Moves the pointer to (x, y) without clicking, e.g. to hover a menu or show a tooltip. "
-             f"{COORDS} {RETURNS_SHOT}"),
-    "scroll": ("Scroll on the visible desktop", "core", Hints(open_world=True),
-               f"{ACTS} Turns the mouse wheel at (x, y) (or where the pointer is): direction up/down/left/right, "
-               f"amount in notches (about 3 lines each). {COORDS} {RETURNS_SHOT}"),
-    "type": ("Type text on the visible desktop", "core", ACTING,
-             f"{ACTS} Types text into whatever has the keyboard focus, like a person typing (click the field "
-             f"first). Newlines press Enter. For shortcuts and special keys use desktop_key. {RETURNS_SHOT}"),
-    "key": ("Press keys on the visible desktop", "core", ACTING,
-            f"{ACTS} Presses keys or chords in order, e.g. \"ctrl+l\", [\"ctrl+a\", \"Delete\"], \"Return\", "
-            "\"alt+Tab\", \"Page_Down\". Names: ctrl, alt, shift, super, enter, esc, tab, backspace, delete, "
-            f"arrows, F1..F12, or any X keysym. {RETURNS_SHOT}"),
-    "hold_key": ("Hold a key down on the visible desktop", "desktop", ACTING,
-                 f"{ACTS} Presses one key or chord (\"shift\", \"ctrl+alt\", \"Right\") and holds it for "
-                 f"duration_ms (at most {_most(HoldKey, 'duration_ms')}), then releases it, e.g. to keep moving in "
-                 f"a game or repeat a key. {RETURNS_SHOT}"),
-    "wait": ("Wait on the visible desktop", "desktop", Hints(read_only=True),
-             f"{LOOKS} Does nothing for duration_ms (at most {_most(Wait, 'duration_ms')}), then waits for the "
-             f"screen to settle: for a page or a program that is still loading. {RETURNS_SHOT}"),
+class Told(NamedTuple):
+    title: str
+    group: Group
+    hints: Hints
+    description: str
+
+
+INPUT_TOOLS: dict[str, Told] = {
+    "click": Told("Click on the visible desktop", "core", ACTING,
+                  f"{ACTS} Moves the pointer to (x, y) and clicks, as a person would; the operator sees it happen. "
+                  f"{COORDS} {RETURNS_SHOT}"),
+    "double_click": Told("Double-click on the visible desktop", "core", ACTING,
+                         f"{ACTS} Double-clicks at (x, y): open a file or icon, select a word. {COORDS} "
+                         f"{RETURNS_SHOT}"),
+    "triple_click": Told("Triple-click on the visible desktop", "desktop", ACTING,
+                         f"{ACTS} Triple-clicks at (x, y): selects a whole line or paragraph of text. {COORDS} "
+                         f"{RETURNS_SHOT}"),
+    "mouse_down": Told("Press a mouse button on the visible desktop", "desktop", ACTING,
+                       f"{ACTS} Moves the pointer to (x, y) (or stays where it is) and presses a mouse button without "
+                       "releasing it; desktop_move then desktop_mouse_up finish a drag along any path. "
+                       f"{COORDS} {RETURNS_SHOT}"),
+    "mouse_up": Told("Release a mouse button on the visible desktop", "desktop", ACTING,
+                     f"{ACTS} Moves the pointer to (x, y) (or stays where it is) and releases a mouse button pressed "
+                     f"with desktop_mouse_down. {COORDS} {RETURNS_SHOT}"),
+    "move": Told("Move the pointer on the visible desktop", "desktop", Hints(idempotent=True, open_world=True),
+                 f"{ACTS} Moves the pointer to (x, y) without clicking, e.g. to hover a menu or show a tooltip. "
+                 f"{COORDS} {RETURNS_SHOT}"),
+    "scroll": Told("Scroll on the visible desktop", "core", Hints(open_world=True),
+                   f"{ACTS} Turns the mouse wheel at (x, y) (or where the pointer is): direction up/down/left/right, "
+                   f"amount in notches (about 3 lines each). {COORDS} {RETURNS_SHOT}"),
+    "type": Told("Type text on the visible desktop", "core", ACTING,
+                 f"{ACTS} Types text into whatever has the keyboard focus, like a person typing (click the field "
+                 f"first). Newlines press Enter. For shortcuts and special keys use desktop_key. {RETURNS_SHOT}"),
+    "key": Told("Press keys on the visible desktop", "core", ACTING,
+                f"{ACTS} Presses keys or chords in order, e.g. \"ctrl+l\", [\"ctrl+a\", \"Delete\"], \"Return\", "
+                "\"alt+Tab\", \"Page_Down\". Names: ctrl, alt, shift, super, enter, esc, tab, backspace, delete, "
+                f"arrows, F1..F12, or any X keysym. {RETURNS_SHOT}"),
+    "hold_key": Told("Hold a key down on the visible desktop", "desktop", ACTING,
+                     f"{ACTS} Presses one key or chord (\"shift\", \"ctrl+alt\", \"Right\") and holds it for "
+                     f"duration_ms (at most {_most(HoldKey, 'duration_ms')}), then releases it, e.g. to keep moving in "
+                     f"a game or repeat a key. {RETURNS_SHOT}"),
+    "wait": Told("Wait on the visible desktop", "desktop", Hints(read_only=True),
+                 f"{LOOKS} Does nothing for duration_ms (at most {_most(Wait, 'duration_ms')}), then waits for the "
+                 f"screen to settle: for a page or a program that is still loading. {RETURNS_SHOT}"),
 }
 
 
@@ -107,7 +114,7 @@ def _input(name: str, model) -> Operation:
         "desktop", "perform", model, Performed, acts=True,
         rest=Rest("POST", f"/desktop/{name}", summary=f"{name.replace('_', ' ')} on the visible desktop",
                   tags=DESKTOP, answer=ActionResponse, name=f"desktop_{name}", client=name),
-        tool=told and Tool(f"desktop_{name}", told[0], told[3], told[2], _said, group=told[1]),
+        tool=told and Tool(f"desktop_{name}", told.title, told.description, told.hints, _said, group=told.group),
         call=lambda service, session, action: service.perform(session, action))
 
 
@@ -124,7 +131,6 @@ def _cursor(service, session, _request) -> Cursor:
 def _windows_text(_query, windows: list[Window]) -> str:
     lines = [f"{w.id}  {w.wm_class}  {w.width}x{w.height}+{w.x}+{w.y}  pid={w.pid}  {w.title}" for w in windows]
     return f"{len(windows)} windows:\n" + "\n".join(lines)
-
 
 
 # One operation per input action, in INPUT_ACTIONS' order (click ... wait).
@@ -149,8 +155,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "desktop", "reset", None, SessionInfo, acts=True,
         rest=Rest("POST", "/reset", summary="return the session to a fresh state on the same display", tags=SESSIONS,
                   description="Ends the programs started on the desktop and closes their windows, and restarts "
-                              "Chromium\non a new, empty profile at about:blank (no history, cookies, form entries "
-                              "or logins). The\ndisplay, the live view and the session's id stay. 409 while a run "
+                              "Chromium on a new, empty profile at about:blank (no history, cookies, form entries "
+                              "or logins). The display, the live view and the session's id stay. 409 while a run "
                               "or a person drives it.", name="reset_session", client="reset"),
         tool=Tool("session_reset", "Reset a visible desktop session",
                   "Manages the VISIBLE desktop sessions: returns one to a fresh state on the same display. Programs "
