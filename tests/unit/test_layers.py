@@ -254,7 +254,7 @@ def test_importing_the_client_loads_no_server_x_or_capture_library():
 
 # The functions over ruff's complexity bound (C901 at 15, pyproject.toml) that were there before it:
 # each carries the noqa mark for C901. Split one along its seams and lower this number; it never goes up.
-COMPLEX_FUNCTIONS_ALLOWED = 20
+COMPLEX_FUNCTIONS_ALLOWED = 19
 ALLOWED_MARK = "noqa" + ": C901"  # spelled apart: ruff reads the whole, in a comment, as a directive
 
 

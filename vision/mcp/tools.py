@@ -187,10 +187,16 @@ def _act_text(title: str, result: ActResult, report_url: str) -> str:
 
 
 
-def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C901
-    """The catalogue: each tool is its wording and one call into the service. Tools block in worker
-    threads, never on the event loop."""
-    desktops = glassdesk.desktops
+def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
+    """The tools written by hand (desktop.ops says why each is): each is its wording and one call
+    into the service. Tools block in worker threads, never on the event loop."""
+    _screen_tools(server, glassdesk.desktops)
+    _vision_tools(server, glassdesk)
+    _session_tools(server, glassdesk)
+
+
+def _screen_tools(server: MCPServer, desktops) -> None:
+    """The screen as an image (whole, a region, zoomed) and a drag by its two ends."""
     default_session = desktops.default
 
     # ------------------------------------------------------------------------------ look
@@ -268,6 +274,11 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
         done = await blocking(desktops.perform, session, action)
         return performed(session, done, f"drag ({start_x}, {start_y}) -> ({end_x}, {end_y})", screenshot,
                          "drag", action)
+
+
+def _vision_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
+    """vision_act and the packs: runs of the vision loop, with a progress notification per step."""
+    default_session = glassdesk.desktops.default
 
     # ------------------------------------------------------------------------------ vision
 
@@ -391,6 +402,12 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:  # noqa: C9
         lines.append("The image is the screen after the last field (1920x1080 display pixels).")
         png = base64.b64decode(last.final_screenshot) if last and last.final_screenshot else None
         return tool_result("\n".join(lines), png, {"fields": outcomes}, error=bool(failed))
+
+
+def _session_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
+    """Sessions (start, list, close), a live-view link, and a run exported as a test."""
+    desktops = glassdesk.desktops
+    default_session = desktops.default
 
     # ------------------------------------------------------------------------------ sessions
 
