@@ -20,7 +20,7 @@ from vision.actions import Done
 from vision.config import VisionConfig
 from vision.models import ActRequest
 from vision.providers.function import FunctionProvider, calls
-from vision.run import loop as loop_module
+from vision.run import film as film_module
 from vision.run.events import EventBus
 from vision.run.loop import Runner
 from vision.trace.store import TraceStore
@@ -100,7 +100,7 @@ def test_a_filmed_run_is_refused_before_anything_is_made_without_room_for_its_fi
     store = TraceStore(small_disk)
     runner = Runner(FakeDesktop(), store, VisionConfig(), EventBus(), film=lambda *args: None)
     monkeypatch.setattr("desktop.x11.recorder.find_ffmpeg", lambda: "/usr/bin/ffmpeg")
-    assert loop_module.FILM_ROOM_BYTES > 2 * 2**20  # more than the whole of this disk
+    assert film_module.FILM_ROOM_BYTES > 2 * 2**20  # more than the whole of this disk
     with pytest.raises(StorageFull, match="256 MiB needed"):
         runner.act(ActRequest(instruction="film me", record_video=True),
                    provider=FunctionProvider(lambda ctx: calls(Done())))

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from desktop import actions
@@ -44,6 +43,7 @@ from vision.models import ActRequest, ActResult, CheckResult, RunView, SafetyChe
 from vision.perception.effects import appeared as texts_appeared
 from vision.providers.base import ModelCallError, ModelTurn, Observation, Provider
 from vision.run.events import EventBus
+from vision.run.film import Film, check_can_film, seal_film, start_film
 from vision.trace.records import ErrorInfo, RunStatus, Usage, redact, redact_pieces
 from vision.trace.store import TraceStore
 from vision.trace.writer import TraceWriter
@@ -52,14 +52,6 @@ if TYPE_CHECKING:
     from desktop.session.operator_input import Gesture
     from desktop.x11.receipt import VideoReceipt
     from vision.models.qa import Expectation
-
-# Makes a run's video receipt: (trace directory, format, title) -> an unstarted VideoReceipt.
-Film = Callable[[Path, str, str], "VideoReceipt"]
-
-# Free space a filmed run needs under the data dir before it starts: a 1080p MP4 at 10 fps takes
-# 1-5 MiB a minute (a busy screen up to ~20), and its receipt a second copy while it is made, so
-# 256 MiB films a long run with room to spare; below it the run is refused with storage_full.
-FILM_ROOM_BYTES = 256 * 2**20
 
 log = logging.getLogger("glassdesk.loop")
 
@@ -444,15 +436,7 @@ class Runner:
         if request.expect and self.check is None:
             raise InvalidRequest("expect: this server cannot check expectations; run without them")
         if request.record_video:  # a server that cannot film says so before anything is made
-            if self.film is None:
-                from desktop.errors import RecorderUnavailable
-
-                raise RecorderUnavailable(f"session {self.desktop.id}'s display cannot be filmed by this server "
-                                          "(it runs elsewhere); run without record_video")
-            from desktop.x11.recorder import find_ffmpeg
-
-            find_ffmpeg()
-            self.store.check_room(FILM_ROOM_BYTES)
+            check_can_film(self.film, self.store, self.desktop.id)
         if request.reset:
             self.desktop.reset()
         frame = self.desktop.capture()
@@ -463,47 +447,12 @@ class Runner:
         state = RunState(request=request, instruction=request.instruction, provider=provider, trace=trace, frame=frame,
                          heals_seen=len(desktop_heals(self.desktop)))
         if request.record_video:
-            self._start_film(state)
+            state.receipt, state.video_note = start_film(self.film, trace, state.instruction,
+                                                         request.video_format, list(request.secrets.values()))
         self.state = state
         self._publish("run_started", trace_id=trace.trace_id, instruction=request.instruction, model=provider.name,
                       max_steps=request.max_steps)
         return state
-
-    def _start_film(self, state: RunState) -> None:
-        """Film the run from now; a film that will not start costs the run nothing else (the
-        answer's ``video_note`` says why there is none)."""
-        from desktop.errors import RecorderError
-
-        title = redact(state.instruction, state.request.secrets.values())
-        receipt = self.film(state.trace.dir, state.request.video_format, title)
-        try:
-            receipt.start()
-        except RecorderError as exc:
-            log.warning("run %s: no video: %s", state.trace.trace_id, exc.message)
-            state.video_note = f"no video: {exc.message}"
-            return
-        state.receipt = receipt
-
-    def _seal_film(self, state: RunState) -> None:
-        """The receipt made and chained into the trace after the last step."""
-        receipt, state.receipt = state.receipt, None
-        if receipt is None:
-            return
-        try:
-            files = receipt.finish()
-            seal = state.trace.seal_video(file=files.video.name, fmt=receipt.fmt, chapters_file=files.chapters.name,
-                                          captions_file=files.captions.name, duration_s=files.duration_s,
-                                          chapters=files.chapter_count, clicks=files.clicks, notes=files.notes)
-        except Exception as exc:  # the run's verdict stands without its film
-            log.warning("run %s: no video: %s", state.trace.trace_id, exc)
-            state.video_note = f"no video: {getattr(exc, 'message', None) or exc}"
-            receipt.abandon()  # what was made of it is sealed by nothing: left, the trace would not verify
-            return
-        base = f"/api/v1/traces/{state.trace.trace_id}/video"
-        state.video = VideoOut(url=f"{base}/{seal.file}", sha256=seal.sha256, format=seal.format,
-                               chapters_url=f"{base}/{seal.chapters_file}", captions_url=f"{base}/{seal.captions_file}",
-                               duration_s=seal.duration_s, chapters=seal.chapters, clicks=seal.clicks,
-                               notes=seal.notes)
 
     def _drive(self, state: RunState, request: ActRequest, on_step, paused_return_s: float | None) -> ActResult:
         turns_this_call = 0
@@ -904,7 +853,9 @@ class Runner:
         state.status = stop.status
         state.pending = None
         error = ErrorInfo(**stop.error) if stop.error else None
-        self._seal_film(state)
+        receipt, state.receipt = state.receipt, None
+        if receipt is not None:
+            state.video, state.video_note = seal_film(receipt, state.trace)
         state.trace.finish(stop.status, answer=stop.answer, error=error, verified=state.verified,
                            checks=state.checks)
         # The response and the run_finished event leave the process: no typed secret in them either.
