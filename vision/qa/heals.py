@@ -1,7 +1,7 @@
 """A heal's evidence and its writing back (pure): the before and after images with both boxes drawn,
 the one line every report gives a heal, and an exported suite rewritten with its healed targets.
 
-A heal (vision.models.qa.Heal) is made by vision.qa.flow when a replayed step's own target no
+A heal (vision.models.qa.Heal) is made by vision.qa.healing when a replayed step's own target no
 longer matched and the step was re-targeted from what was recorded of it. Its images are the screen
 as it was just before and just after the healed action, with the recorded box in orange and the
 healed one in green; each is a new file of the run (kind ``heal``), never a change to the step's own
