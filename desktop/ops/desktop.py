@@ -166,7 +166,8 @@ OPERATIONS: tuple[Operation, ...] = (
                   lambda _request, info: f"session {info.id!r} reset: Chromium on a clean profile at about:blank",
                   group="desktop")),
     Operation("desktop", "open", OpenRequest, Performed, acts=True,
-              rest=Rest("POST", "/desktop/open", tags=DESKTOP, answer=ActionResponse, name="open_url"),
+              rest=Rest("POST", "/desktop/open", summary="open a URL in the visible browser, brought to the front",
+                        tags=DESKTOP, answer=ActionResponse, name="open_url"),
               tool=Tool("desktop_open_url", "Open a URL in the visible Chromium",
                         f"{ACTS} Navigates the already-open Chromium's front tab to a URL (http, https, about, data; "
                         "file and chrome pages only if the server allows them) and brings Chromium to the front, so "
@@ -174,14 +175,16 @@ OPERATIONS: tuple[Operation, ...] = (
                         Hints(idempotent=True, open_world=True), lambda request, _done: f"open {request.url}",
                         group="core")),
     Operation("desktop", "focus", FocusRequest, Performed, acts=True,
-              rest=Rest("POST", "/desktop/focus", tags=DESKTOP, answer=ActionResponse),
+              rest=Rest("POST", "/desktop/focus", summary="bring a window (an id from windows) to the front",
+                        tags=DESKTOP, answer=ActionResponse),
               tool=Tool("desktop_focus_window", "Bring a window to the front on the visible desktop",
                         f"{ACTS} Raises and focuses one window (its id from desktop_windows, e.g. 0x01a00003), so "
                         f"keys go to it and the operator sees it. {RETURNS_SHOT}",
                         Hints(idempotent=True), lambda request, _done: f"focus window {request.window_id}",
                         group="desktop")),
     Operation("desktop", "launch", LaunchRequest, Performed, acts=True,
-              rest=Rest("POST", "/desktop/launch", tags=DESKTOP, answer=ActionResponse),
+              rest=Rest("POST", "/desktop/launch", summary="start a program on the desktop by name (its pid in result)",
+                        tags=DESKTOP, answer=ActionResponse),
               tool=Tool("desktop_launch", "Launch a program on the visible desktop",
                         f"{ACTS} Starts a desktop program (e.g. mousepad, xmessage; the server's allowlist, extended "
                         "by its --launch-allow) detached, on the session's display; it ends with the session. "
@@ -191,14 +194,15 @@ OPERATIONS: tuple[Operation, ...] = (
                         group="desktop"),
               call=_launched),
     Operation("desktop", "cursor", None, Cursor, acts=False,
-              rest=Rest("GET", "/desktop/cursor", tags=DESKTOP),
+              rest=Rest("GET", "/desktop/cursor", summary="where the pointer is, in display pixels", tags=DESKTOP),
               tool=Tool("desktop_cursor_position", "Pointer position on the visible desktop",
                         f"{LOOKS} Returns where the mouse pointer is, in display pixels (x 0..1919, y 0..1079).",
                         Hints(read_only=True), lambda _request, at: f"pointer at ({at.x}, {at.y}) (display pixels)",
                         group="desktop"),
               call=_cursor),
     Operation("desktop", "windows", None, list[Window], acts=False,
-              rest=Rest("GET", "/desktop/windows", tags=DESKTOP),
+              rest=Rest("GET", "/desktop/windows", summary="the open windows, with their geometry in display pixels",
+                        tags=DESKTOP),
               tool=Tool("desktop_windows", "List windows on the visible desktop",
                         f"{LOOKS} Lists the open windows (id, title, class, pid, geometry in display pixels), e.g. to "
                         "find a program started with desktop_launch.",
