@@ -1,9 +1,10 @@
-"""The MCP tool catalogue: what each tool is called, how it is described to the agent, and one
-call into the application service per tool.
+"""The MCP server's instructions and the tools written by hand (desktop.ops lists them with why;
+the catalogue's are generated, vision.mcp.operations): what each is called, how it is described to
+the agent, and one call into the application service each.
 
-An agent picks its tool from the catalogue's wording, so every description opens with where the tool
-acts, in a few words ("Acts on the VISIBLE desktop."); the server's instructions say once what that
-desktop is (XFCE at 1920x1080, a person watching live in noVNC). Each tool names the profile group it
+An agent picks its tool from the wording, so every description opens with where the tool acts, in
+a few words ("Acts on the VISIBLE desktop."); the server's instructions say once what that desktop
+is (XFCE at 1920x1080, a person watching live in noVNC). Each tool names the profile group it
 belongs to at its decorator (``group=``, vision.mcp.profiles).
 """
 
