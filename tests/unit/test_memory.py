@@ -30,6 +30,13 @@ def test_the_trimmer_trims_on_its_thread_until_stopped_and_zero_starts_none():
     off.stop()
 
 
-def test_the_arenas_are_limited_unless_the_environment_says_how_many():
-    assert limit_arenas({"MALLOC_ARENA_MAX": "4"}) is False  # the operator's word stands
-    assert limit_arenas({}) is True  # glibc's mallopt took it (this machine's libc is glibc)
+def test_the_arenas_are_limited_unless_the_environment_says_how_many(monkeypatch):
+    # glibc's mallopt is looked up for real, and its call recorded rather than made: a test must
+    # not change the allocator of the worker it runs in (every later test would run with it).
+    import vision.app.memory as memory
+
+    found, calls = memory._libc_call("mallopt", []), []
+    assert found is not None  # this machine's libc is glibc
+    monkeypatch.setattr(memory, "_libc_call", lambda name, argtypes: lambda *args: calls.append((name, args)) or 1)
+    assert limit_arenas({"MALLOC_ARENA_MAX": "4"}) is False and calls == []  # the operator's word stands
+    assert limit_arenas({}) is True and calls == [("mallopt", (memory.M_ARENA_MAX, memory.ARENAS))]
