@@ -58,7 +58,7 @@ from vision.qa.driver import (
     poll_pause,
 )
 from vision.qa.expect import REGEX_TEXT_LIMIT
-from vision.qa.healing import HEALABLE, Healer, squash
+from vision.qa.healing import HEALABLE, Healer, ms_until, squash
 
 if TYPE_CHECKING:
     from vision.models import ActRequest, ActResult
@@ -447,7 +447,7 @@ class _Flow:
         return [_console_line(e) for e in entries][-CONSOLE_LIMIT:]
 
     def ms(self, step_deadline: float) -> int:
-        return max(1, int((step_deadline - time.monotonic()) * 1000))
+        return ms_until(step_deadline)
 
     def act(self, index: int, step: FlowStep, step_deadline: float) -> dict:
         return self.healer.act(index, step, step_deadline)

@@ -19,7 +19,8 @@ from vision.models.qa import FlowStep, Heal, VerifyUserFlowRequest, retarget_tes
 from vision.qa.driver import POLL_S, StepFailed, _reason
 
 
-def _ms(step_deadline: float) -> int:
+def ms_until(step_deadline: float) -> int:
+    """The whole milliseconds left of a step (at least 1): what a call within the step is given."""
     return max(1, int((step_deadline - time.monotonic()) * 1000))
 
 
@@ -281,7 +282,7 @@ class Healer:
 
         def probe(target: Target) -> dict:
             return pages.probe(sid, retarget_test_ids(target, self.request.test_id_attribute), "visible",
-                               max(1, min(HEAL_PROBE_MS, _ms(step_deadline))))
+                               max(1, min(HEAL_PROBE_MS, ms_until(step_deadline))))
 
         def fields(target: Target) -> dict:
             return target.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
