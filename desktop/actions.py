@@ -127,22 +127,24 @@ def untypeable(char: str) -> bool:
     return ((code < 0x20 and char not in "\n\t\r") or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xDFFF)
 
 
+def typeable(value: str) -> str:
+    """A text the keyboard can type (a validator: Type's, and every request that types a text)."""
+    # An argv element cannot hold NUL, control characters have no key to press, and a lone
+    # surrogate cannot even be encoded: refused here, they would fail inside the executor.
+    if "\x00" in value:
+        raise ValueError("a NUL character cannot be typed")
+    for position, char in enumerate(value):
+        if untypeable(char):
+            raise ValueError(f"the character U+{ord(char):04X} at position {position} cannot be typed "
+                             "(a control character or a lone surrogate); newline and tab can")
+    return value
+
+
 class Type(_Action):
     action: Literal["type"] = "type"
     text: str = Field(min_length=1, max_length=20_000)
 
-    @field_validator("text")
-    @classmethod
-    def _typeable(cls, value: str) -> str:
-        # An argv element cannot hold NUL, control characters have no key to press, and a lone
-        # surrogate cannot even be encoded: refused here, they would fail inside the executor.
-        if "\x00" in value:
-            raise ValueError("a NUL character cannot be typed")
-        for position, char in enumerate(value):
-            if untypeable(char):
-                raise ValueError(f"the character U+{ord(char):04X} at position {position} cannot be typed "
-                                 "(a control character or a lone surrogate); newline and tab can")
-        return value
+    _typeable = field_validator("text")(typeable)
 
 
 def _split_chords(value):

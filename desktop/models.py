@@ -12,9 +12,9 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
-from desktop.actions import Chords
+from desktop.actions import Chords, typeable
 
 Status = Literal["starting", "ready", "restarting", "failed", "stopped"]
 WaitUntil = Literal["load", "domcontentloaded", "networkidle", "commit"]
@@ -129,6 +129,101 @@ class DesktopTree(BaseModel):
     content: str | None = Field(None, description="the tree as text or XML, for those formats")
     error: str | None = Field(None, description="why no window has native nodes (the accessibility bus is not "
                                                 "readable); the windows are still listed")
+
+
+class NativeTarget(BaseModel):
+    """A native window's control."""
+
+    # Named by its ref, or by role and name as its program gives them over the accessibility bus;
+    # matched among what is showing on the screen only (desktop.native): what a person could see.
+    model_config = ConfigDict(extra="forbid")
+
+    ref: str | None = Field(None, description="from desktop tree (n17), alone")
+    app: str | None = Field(None, min_length=1, max_length=200,
+                            description="the program (accessibility name or window class)")
+    role: str | None = Field(None, min_length=1, max_length=60,
+                             description="AT-SPI's: push button, text, menu item, check box")
+    name: str | None = Field(None, min_length=1, max_length=500,
+                             description="accessible name: a case-insensitive part, or whole with exact")
+    exact: bool = Field(False, description="name whole, case-sensitive")
+    within: NativeTarget | None = Field(None, description="only inside this control")
+    nth: int | None = Field(None, ge=-1, le=10_000, description="the nth match, from 0; -1: the last")
+
+    @model_validator(mode="after")
+    def _named(self):
+        problems = []
+        if self.ref is not None:
+            if not NODE_REF.match(self.ref):
+                problems.append(f"ref {self.ref!r}: native refs look like n17 (take them from the desktop tree)")
+            given = [k for k in ("app", "role", "name", "within", "nth") if getattr(self, k) is not None]
+            if given or self.exact:
+                problems.append(f"{', '.join(given + (['exact'] if self.exact else []))}: not with a ref "
+                                "(a ref names one node already)")
+        elif self.role is None and self.name is None:
+            problems.append("name the control: a ref, or a role and/or a name (app narrows them to one program)")
+        if self.exact and self.name is None and self.ref is None:
+            problems.append("exact: only with a name")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def describe(self) -> str:
+        """As a person would say it, e.g. ``push button 'Save' in mousepad (nth 1) within menu bar``."""
+        if self.ref is not None:
+            return f"native ref {self.ref}"
+        words = " ".join(part for part in (self.role or "control", repr(self.name) if self.name else "") if part)
+        if self.app:
+            words += f" in {self.app}"
+        extra = (["exact"] if self.exact else []) + ([f"nth {self.nth}"] if self.nth is not None else [])
+        if extra:
+            words += f" ({', '.join(extra)})"
+        if self.within is not None:
+            words += f" within {self.within.describe()}"
+        return words
+
+
+class NativeMatch(TreeNode):
+    """A control a native target matched: its node (without its children), and where it is."""
+
+    window: str = Field(description="its window's X id")
+    pid: int | None = Field(None, description="its program's process")
+    on_top: bool = Field(description="its window is stacked above every other")
+    application: str = Field("", description="its program's name on the accessibility bus")
+    path: list[str] = Field(default_factory=list, description="role and name of each node from its window down")
+
+
+class NativeFound(BaseModel):
+    """What a native target matches on the screen now."""
+
+    target: str = Field(description="the target, in words")
+    count: int = Field(description="how many showing controls match (nth applied)")
+    matches: list[NativeMatch] = Field(description="the first 20 of them, in the tree's order")
+    truncated: bool = Field(False, description="the tree was cut (max nodes): a match may lie past it")
+    error: str | None = Field(None, description="why no native control could be read (the accessibility bus)")
+
+
+class NativeFindRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    target: NativeTarget
+
+
+class NativeClickRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    target: NativeTarget
+    button: Literal["left", "middle", "right"] = "left"
+    clicks: int = Field(1, ge=1, le=3, description="2: a double click")
+
+
+class NativeTypeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    target: NativeTarget
+    text: str = Field(min_length=1, max_length=20_000, description="typed with the real keyboard after a click on it")
+    clear: bool = Field(False, description="select all it holds first (ctrl+a), so the text replaces it")
+
+    _typeable = field_validator("text")(typeable)
 
 
 # ------------------------------------------------------------------------------------- network

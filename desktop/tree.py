@@ -102,7 +102,8 @@ def build(windows: list[TreeWindow], *, truncated: bool, interactive_only: bool,
 # ------------------------------------------------------------------------------------- text
 
 
-def _node_line(node: TreeNode) -> str:
+def node_line(node: TreeNode) -> str:
+    """One node as the text outline writes it: role \"name\" [ref] @x,y wxh (states) = text."""
     parts = [node.role]
     if node.name:
         parts.append(f'"{node.name}"')
@@ -130,7 +131,7 @@ def _outline(nodes: list[TreeNode], depth: int, lines: list[str]) -> None:
         if not node.name and not node.text and not interactive(node) and node.children and depth > 1:
             _outline(node.children, depth, lines)
             continue
-        lines.append("  " * depth + "- " + _node_line(node))
+        lines.append("  " * depth + "- " + node_line(node))
         _outline(node.children, depth + 1, lines)
 
 

@@ -20,6 +20,10 @@ from desktop.models import (
     FocusRequest,
     LaunchRequest,
     LiveView,
+    NativeClickRequest,
+    NativeFindRequest,
+    NativeFound,
+    NativeTypeRequest,
     NetworkPolicyBody,
     NetworkPolicyInfo,
     OpenRequest,
@@ -31,7 +35,7 @@ from desktop.models import (
 )
 from desktop.ops.declare import Group, Hints, Operation, Rest, Tool
 from desktop.port import Performed
-from desktop.tree import as_text
+from desktop.tree import as_text, node_line
 
 # Every tool description says where it acts, once and briefly: the MCP server's instructions, sent
 # once per connection, say the rest (XFCE at 1920x1080, the operator watching in noVNC, Chromium
@@ -126,6 +130,36 @@ def _launched(service, session, request: LaunchRequest) -> Performed:
 def _cursor(service, session, _request) -> Cursor:
     x, y = service.cursor(session)
     return Cursor(x=x, y=y)
+
+
+def _found_text(_request, found: NativeFound) -> str:
+    lines = [f"{found.count} control{'s' if found.count != 1 else ''} on the screen match {found.target}"]
+    lines += [f"- {node_line(m)} in {m.application or m.window} (window {m.window})" for m in found.matches]
+    if found.count > len(found.matches):
+        lines.append(f"(the first {len(found.matches)} shown)")
+    if found.truncated:
+        lines.append("(the tree was cut at its node bound: name the program with app)")
+    if found.error:
+        lines.append(f"({found.error})")
+    return "\n".join(lines)
+
+
+def _on_native(verb: str):
+    """What an action on a native control did, in words: the control, and where the pointer landed
+    when that was not on it."""
+    def said(_request, done: Performed) -> str:
+        result = done.result or {}
+        node = result.get("node", {})
+        x, y, width, height = node.get("box") or (0, 0, 0, 0)
+        words = f"{verb} {node.get('role')} {node.get('name', '')!r} [{node.get('ref')}] at ({x + width // 2}, " \
+                f"{y + height // 2})"
+        if result.get("landed") is False:
+            words += f"; but the pointer landed on {result.get('landed_on')}, not on it"
+        return words
+    return said
+
+
+NATIVE_TARGET = "target as for desktop_native_find"
 
 
 def _windows_text(_query, windows: list[Window]) -> str:
@@ -223,6 +257,35 @@ OPERATIONS: tuple[Operation, ...] = (
                   "window (a text editor, a calculator, a dialog) before clicking its box's centre; "
                   "interactive_only keeps only what can be acted on.",
                   Hints(read_only=True), lambda query, tree: tree.content or as_text(tree), summary=False,
+                  group="desktop")),
+    Operation(
+        "desktop", "native_find", NativeFindRequest, NativeFound, acts=False,
+        rest=Rest("POST", "/desktop/native/find", summary="the controls of native windows a target names",
+                  tags=DESKTOP, description="Only controls showing on the screen are matched, in the desktop tree's "
+                                            "order; each with its ref, box in display pixels, states, text and "
+                                            "window. docs/desktop-tree.md."),
+        tool=Tool("desktop_native_find", "Find controls on the VISIBLE desktop's native windows",
+                  f"{LOOKS} Finds the controls of native windows (a text editor, a calculator, a dialog) that a target "
+                  "names as its program does over the accessibility bus, e.g. {app: 'galculator', role: 'push "
+                  "button', name: '7'}, or {ref} from desktop_tree: each match's ref, box in screen pixels, states "
+                  "and text.",
+                  Hints(read_only=True), _found_text, summary=False, group="desktop")),
+    Operation(
+        "desktop", "native_click", NativeClickRequest, Performed, acts=True,
+        rest=Rest("POST", "/desktop/native/click", summary="click a control of a native window, named by role and "
+                                                           "name or ref", tags=DESKTOP, answer=ActionResponse),
+        tool=Tool("desktop_native_click", "Click a native control on the visible desktop",
+                  f"{ACTS} Clicks a control of a native window with the real mouse at the middle of its box "
+                  f"({NATIVE_TARGET}). Exactly one must match; one another window covers is refused. Says whether "
+                  f"the pointer landed on it. {RETURNS_SHOT}", ACTING, _on_native("click"),
+                  group="desktop")),
+    Operation(
+        "desktop", "native_type", NativeTypeRequest, Performed, acts=True,
+        rest=Rest("POST", "/desktop/native/type", summary="type into a control of a native window (a click on it, "
+                                                          "then the keyboard)", tags=DESKTOP, answer=ActionResponse),
+        tool=Tool("desktop_native_type", "Type into a native control on the visible desktop",
+                  f"{ACTS} Clicks a text control of a native window ({NATIVE_TARGET}) and types text with the real "
+                  f"keyboard; clear=true replaces what it holds. {RETURNS_SHOT}", ACTING, _on_native("typed into"),
                   group="desktop")),
     Operation(
         "desktop", "osworld_guest", None, OSWorldGuest, acts=False,

@@ -17,13 +17,25 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Region, Zoom, _Action
+from desktop.actions import (
+    SCREEN_HEIGHT,
+    SCREEN_WIDTH,
+    Button,
+    Click,
+    DoubleClick,
+    Key,
+    Region,
+    TripleClick,
+    Type,
+    Zoom,
+    _Action,
+)
 from desktop.browser.chromium import BrowserError
 from desktop.browser.errors import DialogOpen, PageTimeout
 from desktop.errors import (
@@ -48,6 +60,8 @@ from desktop.models import (
     BlockedRequest,
     DesktopTree,
     LiveView,
+    NativeFound,
+    NativeTarget,
     NetworkPolicyInfo,
     OSWorldCall,
     OSWorldGuest,
@@ -57,6 +71,7 @@ from desktop.models import (
     TreeQuery,
     Window,
 )
+from desktop.native import centre, native_result
 from desktop.network.policy import NetworkPolicy, PatternError
 from desktop.port import Performed
 from desktop.session.liveview import Grant, LiveTokens
@@ -483,6 +498,39 @@ class DesktopService:
         if window is not None and not tree.windows:
             raise InvalidAction(f"window: no window {window} on this desktop; list the windows to see which exist")
         return tree
+
+    def native_find(self, session_id: str | None, target: NativeTarget) -> NativeFound:
+        """The showing controls of the native windows that ``target`` names (desktop.native)."""
+        session = self.session(session_id)
+        session.require_ready()
+        try:
+            return session.native_find(target)
+        except (OSError, RuntimeError) as exc:
+            raise session.down_error() or ActionFailedError(f"could not read the desktop tree: {exc}") from exc
+
+    def native_click(self, session_id: str | None, target: NativeTarget, button: Button = "left",
+                     clicks: int = 1) -> Performed:
+        """Real pointer input at the middle of the one control ``target`` names; ``result`` says which
+        control it was and whether the pointer landed on it (desktop.native.landed)."""
+        session = self._for_agent(session_id)
+        match = session.native_target(target)
+        x, y = centre(match)
+        kind = {1: Click, 2: DoubleClick, 3: TripleClick}[clicks]
+        done = session.perform(kind(x=x, y=y, button=button), queue_s=QUEUE_WAIT_S)
+        return replace(done, result=native_result(match, done.native))
+
+    def native_type(self, session_id: str | None, target: NativeTarget, text: str, clear: bool = False) -> Performed:
+        """A click at the middle of the one control ``target`` names (the keyboard goes to it), all it
+        holds selected with ctrl+a when ``clear``, then ``text`` typed with the real keyboard over it."""
+        session = self._for_agent(session_id)
+        typing = Type(text=text)  # refused (an untypeable character) before anything is clicked
+        match = session.native_target(target)
+        x, y = centre(match)
+        steps = [Click(x=x, y=y), *([Key(keys=["ctrl+a"])] if clear else []), typing]
+        done = [session.perform(step, queue_s=QUEUE_WAIT_S) for step in steps]
+        return replace(done[-1], executed=[argv for d in done for argv in d.executed],
+                       duration_ms=sum(d.duration_ms for d in done), native=done[0].native,
+                       result=native_result(match, done[0].native))
 
     def cursor(self, session_id: str | None = None) -> tuple[int, int]:
         return self.session(session_id).cursor()

@@ -37,14 +37,24 @@ from desktop.errors import (
     StackError,
 )
 from desktop.frame import Frame, Pointer
-from desktop.models import DesktopTree, ElementAt, SessionInfo, Status, TreeQuery, Window
+from desktop.models import (
+    DesktopTree,
+    ElementAt,
+    NativeFound,
+    NativeMatch,
+    NativeTarget,
+    SessionInfo,
+    Status,
+    TreeQuery,
+    Window,
+)
 from desktop.network.policy import NetworkPolicy
 from desktop.network.servers import ServerRegistry
 from desktop.port import Performed
 from desktop.session.pool import WARM_RETRY_S, WarmPool, check_warm  # noqa: F401 - check_warm: its old home
 from desktop.session.settle import HIT_TIMEOUT_S, READ_TIMEOUT_S, InputSettle, in_background
 from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, report_isolation, tagged_pids
-from desktop.session.tree import read_tree
+from desktop.session.tree import find_native, native_target, read_tree
 from desktop.x11.atspi import AccessibilityReader
 from desktop.x11.input import ActionFailed, Executor, expected_ms
 from desktop.x11.screen import WINDOW_FIRST_CHANGE_MS, Screen, ScreenshotError
@@ -345,6 +355,16 @@ class Session:
         pid = browser.process.pid if browser is not None and browser.process is not None else None
         return read_tree(query, self.list_windows, self.screen, self.accessibility, pid,
                          lambda: (watch := self.settle.browser_watch()) and watch[0])
+
+    def native_find(self, target: NativeTarget) -> NativeFound:
+        """The showing controls of the native windows that ``target`` names (desktop.native)."""
+        self.require_ready()
+        return find_native(target, self.list_windows, self.screen, self.accessibility)
+
+    def native_target(self, target: NativeTarget) -> NativeMatch:
+        """The one uncovered control an action on ``target`` acts on (desktop.session.tree.native_target)."""
+        self.require_ready()
+        return native_target(target, self.list_windows, self.screen, self.accessibility)
 
     def visible_texts(self) -> list[str] | None:
         """The short texts visible in the page when Chromium is in front (desktop.browser.pages

@@ -1,13 +1,16 @@
 """One session's desktop tree, gathered: its windows (wmctrl and the window manager's stacking), what
 their applications say over the session's accessibility bus (desktop.x11.atspi), and the browser's
-page in front (the page layer's accessibility snapshot). desktop.tree joins them."""
+page in front (the page layer's accessibility snapshot). desktop.tree joins them; desktop.native finds
+a native target's controls in them."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 
-from desktop.models import DesktopTree, PageTree, TreeQuery, Window
+from desktop.errors import ElementCovered
+from desktop.models import DesktopTree, NativeFound, NativeMatch, NativeTarget, PageTree, TreeQuery, Window
+from desktop.native import centre, find, the_one
 from desktop.tree import build, merge
 from desktop.x11.atspi import AccessibilityReader, AccessibilityUnavailable
 from desktop.x11.screen import Screen
@@ -54,3 +57,26 @@ def _page(browser) -> PageTree | None:
         return None
     return PageTree(url=summary.url or "", title=summary.title or "", snapshot=str(content.content),
                     truncated=content.truncated)
+
+
+def find_native(target: NativeTarget, list_windows: Callable[[], list[Window]], screen: Screen,
+                accessibility: AccessibilityReader) -> NativeFound:
+    """The showing controls ``target`` names now (the native windows only: the page is not read)."""
+    tree = read_tree(TreeQuery(), list_windows, screen, accessibility, None, lambda: None)
+    return find(tree.windows, target, truncated=tree.truncated, error=tree.error)
+
+
+def native_target(target: NativeTarget, list_windows: Callable[[], list[Window]], screen: Screen,
+                  accessibility: AccessibilityReader) -> NativeMatch:
+    """The one control an action on ``target`` acts on (desktop.native.the_one), refused (ElementCovered)
+    when another program's window lies over the middle of its box: real input there would land on that."""
+    match = the_one(find_native(target, list_windows, screen, accessibility))
+    x, y = centre(match)
+    on_top = screen.pid_at(x, y)
+    if match.pid is not None and on_top is not None and on_top != match.pid:
+        covering = next((w for w in list_windows() if w.pid == on_top), None)
+        raise ElementCovered(f"{match.role} {match.name!r} ({match.ref}) is covered at ({x}, {y}) by "
+                             + (f"{covering.wm_class} {covering.title!r} ({covering.id})" if covering
+                                else f"another program's window (pid {on_top})")
+                             + ": bring its window to the front first (desktop focus)")
+    return match

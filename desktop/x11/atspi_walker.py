@@ -23,6 +23,7 @@ TEXT_LIMIT = 2000  # characters of a text node's content handed out
 NAME_LIMIT = 500
 REFS_LIMIT = 50_000  # nodes remembered for refs; the oldest are forgotten past it
 HIDDEN = -(2 ** 31)  # the box GTK gives a node that is not on the screen
+DESCENT_LIMIT = 200  # nodes looked at under a container that does not say what is at a point
 CALL_TIMEOUT_MS = 1000  # one call to an application; one that does not answer (stopped, busy) costs this once
 
 
@@ -162,7 +163,13 @@ class Walker:
                 for _ in range(64):  # a bound: a toolkit answering with a loop is not followed forever
                     inner = node.queryComponent().getAccessibleAtPoint(x, y, self.pyatspi.DESKTOP_COORDS)
                     if inner is None or inner == node:
-                        break
+                        # Some containers answer only for part of themselves (GTK's notebook: its
+                        # tabs, not the page under a tab): their showing descendant there then.
+                        chain = self._descendant_at(node, x, y, [DESCENT_LIMIT])
+                        if not chain:
+                            break
+                        path.extend(chain[:-1])
+                        inner = chain[-1]
                     node = inner
                     path.append(node)
                 found = self.describe(node, self.states(node))
@@ -171,6 +178,24 @@ class Walker:
                 return found
         return None
 
+    def _descendant_at(self, node, x: int, y: int, budget: list[int]) -> list:
+        """The nodes from a child of ``node`` down to the first showing descendant whose box holds (x, y),
+        topmost children first; a child whose own box does not hold it is looked into too (a notebook's
+        page is the child of its tab). Empty when none does within ``budget`` nodes."""
+        for index in range(node.childCount - 1, -1, -1):
+            if budget[0] <= 0:
+                return []
+            budget[0] -= 1
+            child = node.getChildAtIndex(index)
+            if child is None or "showing" not in self.states(child):
+                continue
+            box = self.box(child)
+            if box is not None and box[0] <= x < box[0] + box[2] and box[1] <= y < box[1] + box[3]:
+                return [child]
+            below = self._descendant_at(child, x, y, budget)
+            if below:
+                return [child, *below]
+        return []
 
 def serve(walker: Walker, lines, write) -> None:
     for line in lines:

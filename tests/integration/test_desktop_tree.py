@@ -12,7 +12,7 @@ from xml.etree import ElementTree
 import pytest
 
 from desktop.actions import Click, Type
-from desktop.models import DesktopTree, TreeNode, TreeWindow
+from desktop.models import DesktopTree, NativeTarget, TreeNode, TreeWindow
 from desktop.service.desktop import DesktopService
 from desktop.tree import OSWORLD_NS
 from tests.answers import until
@@ -98,9 +98,13 @@ def test_the_calculators_window_is_one_of_the_tree_with_its_program_and_geometry
                                                    if w.id == window.id).y == window.y
 
 
-def test_text_typed_into_the_editors_node_reads_back_from_it(desktops, tree_desk, calculator):
-    editor = launched(desktops, tree_desk, "mousepad",
-                      lambda nodes: any(n.role == "text" and "editable" in n.states and n.box for n in nodes))
+@pytest.fixture(scope="module")
+def editor(desktops, tree_desk, calculator):
+    return launched(desktops, tree_desk, "mousepad",
+                    lambda nodes: any(n.role == "text" and "editable" in n.states and n.box for n in nodes))
+
+
+def test_text_typed_into_the_editors_node_reads_back_from_it(desktops, tree_desk, editor):
     area = next(n for n in walk(editor.nodes) if n.role == "text" and "editable" in n.states)
     tree_desk.perform(Click(x=centre(area)[0], y=centre(area)[1]))
     tree_desk.perform(Type(text="hello, tree"))
@@ -196,3 +200,81 @@ def test_a_click_on_a_native_control_names_it_in_the_answer_and_the_trace(deskto
     hidden = vision_api.post(f"/api/v1/sessions/{tree_desk.id}/desktop/move", json={"x": covered[0],
                                                                                     "y": covered[1]}).json()
     assert hidden["native"] is not None and hidden["native"]["application"] == "mousepad", hidden["native"]
+
+
+# ------------------------------------------------------------------ native targets (desktop.native)
+
+
+def test_a_native_target_names_one_control_by_program_role_and_name(desktops, tree_desk, calculator):
+    seven = button(list(walk(desktops.desktop_tree(tree_desk.id, window=calculator.id).windows[0].nodes)), "7")
+    found = desktops.native_find(tree_desk.id, NativeTarget(app="galculator", role=seven.role, name="7", exact=True))
+    assert found.count == 1 and found.error is None, found
+    match = found.matches[0]
+    assert (match.ref, match.box, match.application, match.window, match.pid) == \
+        (seven.ref, seven.box, "galculator", calculator.id, calculator.pid)
+    assert match.path[0] == "frame 'galculator'" and match.path[-1] == f"{seven.role} '7'"
+    by_ref = desktops.native_find(tree_desk.id, NativeTarget(ref=seven.ref))
+    assert [m.ref for m in by_ref.matches] == [seven.ref]
+    # A role alone matches every button, in the tree's order; nth picks one of them
+    buttons = desktops.native_find(tree_desk.id, NativeTarget(app="galculator", role=seven.role))
+    assert buttons.count > 10 and len(buttons.matches) == 20
+    last = desktops.native_find(tree_desk.id, NativeTarget(app="galculator", role=seven.role, nth=-1))
+    assert last.count == 1 and last.matches[0].ref not in {m.ref for m in buttons.matches[:1]}
+    inside = desktops.native_find(tree_desk.id, NativeTarget(name="7", exact=True, within=NativeTarget(
+        app="galculator", role="frame")))
+    assert seven.ref in [m.ref for m in inside.matches]
+    assert desktops.native_find(tree_desk.id, NativeTarget(app="mousepad-not-running", name="7")).count == 0
+
+
+def test_clicks_on_native_targets_press_the_calculators_buttons(desktops, tree_desk, calculator):
+    desktops.focus(tree_desk.id, calculator.id)  # on top: another test's window may cover it
+    role = button(list(walk(calculator.nodes)), "7").role
+    for name in ("=", "6", "*", "7", "="):  # the first = ends what earlier tests typed
+        done = desktops.native_click(tree_desk.id, NativeTarget(app="galculator", role=role, name=name, exact=True))
+        assert done.result["landed"] is True, done.result
+        assert done.result["node"]["name"] == name and done.native is not None and done.native.name == name
+    until(lambda: "42" in calculator_display(desktops, tree_desk).split(), "the display to say 42", 10)
+
+
+def test_a_native_target_that_is_ambiguous_missing_or_covered_is_refused_and_nothing_is_clicked(
+        desktops, tree_desk, calculator, editor):
+    from desktop.errors import AmbiguousElement, ElementCovered, ElementNotFound
+
+    desktops.focus(tree_desk.id, calculator.id)
+    role = button(list(walk(calculator.nodes)), "7").role
+    before = calculator_display(desktops, tree_desk)
+    with pytest.raises(AmbiguousElement, match=r"matches \d+ controls .*pick one with nth"):
+        desktops.native_click(tree_desk.id, NativeTarget(app="galculator", role=role))
+    with pytest.raises(ElementNotFound, match="no control on the screen matches"):
+        desktops.native_click(tree_desk.id, NativeTarget(app="galculator", name="no such button"))
+    # the editor in front, over a button of the calculator: real input there would land on the editor
+    desktops.focus(tree_desk.id, editor.id)
+    listed = {w.id: w for w in desktops.windows(tree_desk.id)}
+    over = listed[editor.id]
+    covered = next(n for n in walk(calculator.nodes) if n.role == role and n.box
+                   and over.x <= centre(n)[0] < over.x + over.width and over.y <= centre(n)[1] < over.y + over.height)
+    with pytest.raises(ElementCovered, match="covered at .* by .*mousepad"):
+        desktops.native_click(tree_desk.id, NativeTarget(ref=covered.ref))
+    desktops.focus(tree_desk.id, calculator.id)
+    assert calculator_display(desktops, tree_desk) == before
+
+
+def test_text_typed_into_a_native_target_replaces_what_it_held_and_reads_back(desktops, tree_desk, editor,
+                                                                             vision_api):
+    desktops.focus(tree_desk.id, editor.id)
+    area = NativeTarget(app="mousepad", role="text")
+    desktops.native_type(tree_desk.id, area, "first words")
+    answer = vision_api.post(f"/api/v1/sessions/{tree_desk.id}/desktop/native/type",
+                             json={"target": {"app": "mousepad", "role": "text"}, "text": "native typing",
+                                   "clear": True})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["result"]["node"]["role"] == "text" and body["result"]["landed"] is True, body["native"]
+    # the click, then ctrl+a, then the text (xdotool's argv, each its own process)
+    assert [argv[:2] for argv in body["executed"]][:2] == [["xdotool", "mousemove"], ["xdotool", "key"]]
+    until(lambda: desktops.native_find(tree_desk.id, area).matches[0].text == "native typing",
+          "the editor's text node to hold only what was typed last", 10)
+    for target, said in (({"role": "text", "bogus": 1}, "bogus"), ({"app": "mousepad"}, "name the control"),
+                         ({"role": "text", "ref": "e1"}, "role: not with a ref")):
+        refused = vision_api.post(f"/api/v1/sessions/{tree_desk.id}/desktop/native/click", json={"target": target})
+        assert refused.status_code == 422 and said in refused.text, refused.text

@@ -49,11 +49,14 @@ VALIDATORS: dict[str, Rule] = {
     "desktop.actions._split_chords": Rule(None),  # "ctrl+a Delete" is taken as ["ctrl+a", "Delete"]
     "desktop.actions._known_chords": Rule("keys: chords of known key names joined by + (ctrl+a, shift+Tab, Return), "
                                           "as a list or one string separated by spaces"),
-    "desktop.actions.Type._typeable": Rule("text: no NUL, no control character but newline, tab and carriage "
+    "desktop.actions.typeable": Rule("text: no NUL, no control character but newline, tab and carriage "
                                            "return, no lone surrogate (they have no key to press)"),
     "desktop.actions.Region._from_list": Rule("also [x0, y0, x1, y1], a list of exactly four integers"),
     "desktop.actions.Region._ordered": Rule("x0 < x1 and y0 < y1"),
     "desktop.models.Target._exactly_one": EXACTLY_ONE_TARGET,
+    "desktop.models.NativeTarget._named": Rule(
+        "a native control named by its ref alone (n17, from the desktop tree), or by a role and/or a name (app, "
+        "exact, within and nth narrowing them); exact only with a name"),
     "vision.models.ActRequest._reset_starts_a_run": Rule("reset and expect: only with a new instruction (not when "
                                                          "continuing a paused run)"),
     "vision.models.qa.Expectation._fits_the_assertion": Rule(
