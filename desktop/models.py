@@ -138,16 +138,13 @@ class NativeTarget(BaseModel):
     # matched among what is showing on the screen only (desktop.native): what a person could see.
     model_config = ConfigDict(extra="forbid")
 
-    ref: str | None = Field(None, description="from desktop tree (n17), alone")
-    app: str | None = Field(None, min_length=1, max_length=200,
-                            description="the program (accessibility name or window class)")
-    role: str | None = Field(None, min_length=1, max_length=60,
-                             description="AT-SPI's: push button, text, menu item, check box")
-    name: str | None = Field(None, min_length=1, max_length=500,
-                             description="accessible name: a case-insensitive part, or whole with exact")
-    exact: bool = Field(False, description="name whole, case-sensitive")
-    within: NativeTarget | None = Field(None, description="only inside this control")
-    nth: int | None = Field(None, ge=-1, le=10_000, description="the nth match, from 0; -1: the last")
+    ref: str | None = Field(None, description="n17 (desktop tree), alone")
+    app: str | None = Field(None, min_length=1, max_length=200, description="the program")
+    role: str | None = Field(None, min_length=1, max_length=60, description="AT-SPI's (push button)")
+    name: str | None = Field(None, min_length=1, max_length=500, description="a part of it (exact: all)")
+    exact: bool = False
+    within: NativeTarget | None = Field(None, description="inside this control")
+    nth: int | None = Field(None, ge=-1, le=10_000, description="from 0; -1: the last")
 
     @model_validator(mode="after")
     def _named(self):
@@ -213,15 +210,15 @@ class NativeClickRequest(BaseModel):
 
     target: NativeTarget
     button: Literal["left", "middle", "right"] = "left"
-    clicks: int = Field(1, ge=1, le=3, description="2: a double click")
+    clicks: int = Field(1, ge=1, le=3)
 
 
 class NativeTypeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     target: NativeTarget
-    text: str = Field(min_length=1, max_length=20_000, description="typed with the real keyboard after a click on it")
-    clear: bool = Field(False, description="select all it holds first (ctrl+a), so the text replaces it")
+    text: str = Field(min_length=1, max_length=20_000)
+    clear: bool = Field(False, description="ctrl+a first: replace what it holds")
 
     _typeable = field_validator("text")(typeable)
 

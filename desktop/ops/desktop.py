@@ -264,28 +264,26 @@ OPERATIONS: tuple[Operation, ...] = (
                   tags=DESKTOP, description="Only controls showing on the screen are matched, in the desktop tree's "
                                             "order; each with its ref, box in display pixels, states, text and "
                                             "window. docs/desktop-tree.md."),
-        tool=Tool("desktop_native_find", "Find controls on the VISIBLE desktop's native windows",
-                  f"{LOOKS} Finds the controls of native windows (a text editor, a calculator, a dialog) that a target "
-                  "names as its program does over the accessibility bus, e.g. {app: 'galculator', role: 'push "
-                  "button', name: '7'}, or {ref} from desktop_tree: each match's ref, box in screen pixels, states "
-                  "and text.",
+        tool=Tool("desktop_native_find", "Find native controls on the visible desktop",
+                  f"{LOOKS} Finds the controls of native windows that a target names as their program does, "
+                  "e.g. {app: 'galculator', role: 'push button', name: '7'}, or {ref} from desktop_tree: refs, boxes "
+                  "in screen pixels, states, text.",
                   Hints(read_only=True), _found_text, summary=False, group="desktop")),
     Operation(
         "desktop", "native_click", NativeClickRequest, Performed, acts=True,
         rest=Rest("POST", "/desktop/native/click", summary="click a control of a native window, named by role and "
                                                            "name or ref", tags=DESKTOP, answer=ActionResponse),
         tool=Tool("desktop_native_click", "Click a native control on the visible desktop",
-                  f"{ACTS} Clicks a control of a native window with the real mouse at the middle of its box "
-                  f"({NATIVE_TARGET}). Exactly one must match; one another window covers is refused. Says whether "
-                  f"the pointer landed on it. {RETURNS_SHOT}", ACTING, _on_native("click"),
+                  f"{ACTS} Clicks the one control a target names ({NATIVE_TARGET}) with the real mouse at its "
+                  f"middle; refused if covered. Says whether the pointer landed on it. {RETURNS_SHOT}", ACTING, _on_native("click"),
                   group="desktop")),
     Operation(
         "desktop", "native_type", NativeTypeRequest, Performed, acts=True,
         rest=Rest("POST", "/desktop/native/type", summary="type into a control of a native window (a click on it, "
                                                           "then the keyboard)", tags=DESKTOP, answer=ActionResponse),
         tool=Tool("desktop_native_type", "Type into a native control on the visible desktop",
-                  f"{ACTS} Clicks a text control of a native window ({NATIVE_TARGET}) and types text with the real "
-                  f"keyboard; clear=true replaces what it holds. {RETURNS_SHOT}", ACTING, _on_native("typed into"),
+                  f"{ACTS} Clicks the one control a target names ({NATIVE_TARGET}) and types text with the real "
+                  f"keyboard. {RETURNS_SHOT}", ACTING, _on_native("typed into"),
                   group="desktop")),
     Operation(
         "desktop", "osworld_guest", None, OSWorldGuest, acts=False,

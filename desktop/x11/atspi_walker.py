@@ -148,12 +148,15 @@ class Walker:
 
     def at(self, x: int, y: int, pid: int) -> dict | None:
         """The deepest showing node under display pixel (x, y) in the windows of process ``pid`` (the
-        one on top there: the bus knows nothing of stacking), with the path down to it; None when
-        none answers there (it has no accessibility, or is not answering)."""
+        one on top there: the bus knows nothing of stacking, so its newest window holding the point is
+        taken), with the path down to it; None when none answers there (no accessibility, not answering)."""
         for app in self.desktop:
             if app is None or app.get_process_id() != pid or app.get_child_count() < 0:
                 continue
-            for window in app:
+            # The program's windows newest first: a popup menu or a dialog opened over its main
+            # window holds the point too, and is the one on top there.
+            for index in range(app.childCount - 1, -1, -1):
+                window = app.getChildAtIndex(index)
                 if window is None or "showing" not in self.states(window):
                     continue
                 box = self.box(window)

@@ -11,6 +11,7 @@ import base64
 import binascii
 import io
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -32,6 +33,7 @@ from desktop.models import (
     REF,
     DropTarget,
     Locating,
+    NativeTarget,
     Position,
     Target,
     UploadFile,
@@ -136,15 +138,17 @@ class Artifact(BaseModel):
 # ------------------------------------------------------------------------------------ targets
 
 
-QA_KINDS = LOCATOR_KINDS + ("image", "x,y")
+QA_KINDS = LOCATOR_KINDS + ("image", "x,y", "native")
 
 
 class _Target(Locating, _Body):
     """Where a step acts: an element named as the page API names one (desktop.models.Locating:
     selector, ref, label, text, role, placeholder, test_id, alt, title, with exact, has_text, nth,
-    within), or, beyond the page, an image on the screen or display pixels. A text target with no
-    modifier is sought in the DOM first, then by OCR of the display (canvas apps, native windows)."""
+    within), or, beyond the page, a control of a native window (``native``: as the desktop tree names
+    it), an image on the screen or display pixels. A text target with no modifier is sought in the DOM
+    first, then by OCR of the display (canvas apps, windows without accessibility)."""
 
+    native: NativeTarget | None = Field(None, description="a native window's control")
     image: str | None = Field(None, min_length=1, max_length=MAX_TEMPLATE_CHARS,
                               description="base64 PNG of what to find on the screen")
     confidence: float = Field(0.9, gt=0, le=1, description="how close the image must match (0..1]")
@@ -152,7 +156,8 @@ class _Target(Locating, _Body):
     y: int | None = Field(None, ge=0, le=SCREEN_HEIGHT - 1, description="display pixels")
 
     def target_kinds(self) -> list[str]:
-        kinds = self.locator_kinds() + (["image"] if self.image is not None else [])
+        kinds = self.locator_kinds() + (["image"] if self.image is not None else []) \
+            + (["native"] if self.native is not None else [])
         if self.x is not None or self.y is not None:
             kinds.append("x,y")
         return kinds
@@ -183,7 +188,9 @@ class _Target(Locating, _Body):
         """An assertion's target rule: the element's assertions need one (text or an image too for
         exists, visible, hidden: found on the screen), the page's and the screen's take none."""
         if a.kind in TARGETED:
-            return self._check_target(required=True, allowed=ON_SCREEN if a.kind in ELEMENT_PRESENCE else DOM_ONLY)
+            allowed = ON_SCREEN if a.kind in ELEMENT_PRESENCE else DOM_ONLY
+            return self._check_target(required=True, allowed=allowed + (("native",) if a.kind in NATIVE_ASSERTIONS
+                                                                          else ()))
         return self._check_target(required=False, allowed=())
 
     def dom_only(self) -> bool:
@@ -202,6 +209,8 @@ class _Target(Locating, _Body):
     def describe(self) -> str:
         if self.locator_kinds():
             return self.locator_words()
+        if self.native is not None:
+            return self.native.describe()
         if self.image is not None:
             return f"an image (confidence {self.confidence:g})"
         if self.x is not None:
@@ -252,6 +261,9 @@ TARGETED = ELEMENT_STATES + ("count", "has_class", "has_text", "contains_text", 
                              "value_equals", "has_values", "has_attribute")
 # The element's assertions a text or an image on the screen can answer too (by OCR, by template).
 ELEMENT_PRESENCE = ("exists", "visible", "hidden")
+# The element's assertions a native control can answer (desktop.native: its states, text and value).
+NATIVE_ASSERTIONS = ELEMENT_STATES + ("count", "has_text", "contains_text", "text_contains", "has_value",
+                                      "value_equals")
 # Kept under their old names: text_contains is contains_text, value_equals is has_value.
 ALIASES = {"text_contains": "contains_text", "value_equals": "has_value"}
 REGEX_KINDS = ("has_text", "contains_text", "has_value", "has_attribute")  # take expected_regex
@@ -399,13 +411,14 @@ def _regex(pattern: str, where: str) -> re.Pattern:
 
 StepAction = Literal["navigate", "click", "dblclick", "hover", "check", "uncheck", "fill", "clear", "select",
                      "press", "drag", "scroll_into_view", "reload", "back", "forward", "upload", "wait", "assert",
-                     "screenshot", "act", "evaluate", "type", "blur", "wait_for_request"]
+                     "screenshot", "act", "evaluate", "type", "blur", "wait_for_request", "launch"]
 # The kinds of target a step may use: anything in the page; the page's or, by OCR, the screen's text
 # and images; pixels too (POINTER).
 DOM_ONLY = LOCATOR_KINDS
-ON_SCREEN = LOCATOR_KINDS + ("image",)
+ON_SCREEN = LOCATOR_KINDS + ("image", "native")
+TYPED_INTO = LOCATOR_KINDS + ("native",)  # type: a page's element or a native control
 POINTER = QA_KINDS
-NO_TARGET = ("navigate", "reload", "back", "forward", "screenshot", "act", "evaluate", "wait_for_request")
+NO_TARGET = ("navigate", "reload", "back", "forward", "screenshot", "act", "evaluate", "wait_for_request", "launch")
 WaitState = Literal["attached", "detached", "visible", "hidden"]
 
 
@@ -498,6 +511,7 @@ class FlowStep(_Target):
     url: Url | None = Field(None, description="navigate: where to (also accepted as `value`)")
     value: str | None = Field(None, max_length=20_000, description="fill: the text to type")
     request: RequestCheck | None = Field(None, description="wait_for_request: the request and its checks")
+    command: str | None = Field(None, min_length=1, max_length=2000, description="launch: a command line")
     expression: str | None = Field(None, min_length=1, max_length=20_000,
                                    description="evaluate: JavaScript run in the page (needs --allow-evaluate)")
     option: str | None = Field(None, min_length=1, max_length=2000, description="select: the option's value or label")
@@ -530,7 +544,8 @@ class FlowStep(_Target):
         action = self.action
         problems: list[str] = []
         needs = {"fill": "value", "type": "value", "select": "option", "drag": "to", "upload": "files",
-                 "assert": "assertion", "act": "instruction", "evaluate": "expression", "wait_for_request": "request"}
+                 "assert": "assertion", "act": "instruction", "evaluate": "expression", "wait_for_request": "request",
+                 "launch": "command"}
         if action == "navigate":
             self.url = self.url or self.value
             if not self.url:
@@ -540,9 +555,16 @@ class FlowStep(_Target):
         elif action == "press" and not self.keys:
             problems.append("press needs `keys`")
         for field, used_by in (("to", "drag"), ("position", "drag"), ("files", "upload"), ("state", "wait"),
+                               ("command", "launch"),
                                ("expect", "act"), ("expression", "evaluate"), ("request", "wait_for_request")):
             if getattr(self, field) is not None and action != used_by:
                 problems.append(f"{field}: only with action {used_by} (not {action})")
+        if self.command and action == "launch":
+            try:
+                if not shlex.split(self.command):
+                    problems.append("command: a program to launch, then its arguments")
+            except ValueError as exc:
+                problems.append(f"command: {exc} (quoted as a shell would)")
         if self.keys and action == "press":
             try:
                 Key(keys=self.keys)  # unknown key names are refused now, not halfway through the flow
@@ -554,10 +576,14 @@ class FlowStep(_Target):
             problems += self._check_target(required=True, allowed=POINTER)
         elif action in ("check", "uncheck", "clear", "drag", "scroll_into_view", "upload", "select", "blur"):
             problems += self._check_target(required=True, allowed=DOM_ONLY)
-        elif action in ("press", "type"):
+        elif action == "press":
             problems += self._check_target(required=False, allowed=DOM_ONLY)
+        elif action == "type":
+            problems += self._check_target(required=False, allowed=TYPED_INTO)
         elif action == "wait":
-            problems += self._check_target(required=False, allowed=DOM_ONLY if self.state else ON_SCREEN)
+            native_states = self.native is not None and self.state in ("visible", "hidden", None)
+            problems += self._check_target(required=False, allowed=DOM_ONLY if self.state and not native_states
+                                           else ON_SCREEN)
             if self.state and not self.target_kinds():
                 problems.append("state: waits for a target; give one")
         elif action == "assert" and self.assertion is not None:
@@ -602,6 +628,8 @@ def action_words(step: FlowStep) -> str:
                 + (f" {a.baseline_id}" if a.baseline_id else ""))
     if step.action == "act":
         return f"act {step.instruction!r}"
+    if step.action == "launch":
+        return f"launch {step.command}"
     if step.action == "wait_for_request" and step.request is not None:
         r = step.request
         return f"wait for a {r.method + ' ' if r.method else ''}request to /{r.url_matches}/" + (

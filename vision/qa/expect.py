@@ -159,3 +159,32 @@ def closest(want: str, candidates: list[str]) -> str | None:
         if ratio > score:
             best, score = candidate, ratio
     return best if score >= CLOSE_ENOUGH else None
+
+
+# A native control's role that can be checked (AT-SPI's): one of these has a checked state even
+# when it is not checked now, which the node's states alone do not say on older toolkits.
+CHECKABLE_ROLES = frozenset({"check box", "radio button", "toggle button", "check menu item", "radio menu item",
+                             "switch"})
+
+
+def native_seen(found) -> dict:
+    """What a native target matched (desktop.models.NativeFound) as ``judge`` reads an inspection of
+    the page (pure): each control's text (a text node's content, else its name), value (an editable
+    control's text, else its numeric value), focus, and the first one's states."""
+    elements = [{"text": m.text if m.text is not None else m.name, "value": _native_value(m),
+                 "focused": "focused" in m.states, "tag": m.role, "classes": []} for m in found.matches]
+    states: dict = {}
+    if found.matches:
+        first = found.matches[0]
+        checked = "checked" in first.states or "pressed" in first.states
+        states = {"visible": first.box is not None and "visible" in first.states,
+                  "enabled": "enabled" in first.states, "editable": "editable" in first.states,
+                  "checked": True if checked else (False if first.role in CHECKABLE_ROLES
+                                                   or "checkable" in first.states else None)}
+    return {"count": found.count, "elements": elements, "states": states}
+
+
+def _native_value(match) -> str | None:
+    if "editable" in match.states:
+        return match.text or ""
+    return None if match.value is None else f"{match.value:g}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,7 @@ from vision.qa.driver import (
 )
 from vision.qa.expect import REGEX_TEXT_LIMIT
 from vision.qa.healing import HEALABLE, Healer, ms_until, squash
+from vision.qa.native import NativeSteps
 
 if TYPE_CHECKING:
     from vision.models import ActRequest, ActResult
@@ -75,6 +77,7 @@ class Flows:
         self.driver = driver
         self.desktops = driver.desktops
         self.pages = driver.pages
+        self.native = NativeSteps(self.desktops)  # steps on a native window's control
         self.baselines = baselines
         self._run = run
         self._finish = finish
@@ -171,6 +174,8 @@ class Flows:
         a = step.assertion
         assert a is not None
         kind = a.kind
+        if step.native is not None and kind in TARGETED:
+            return self.native.check(session.id, step, a, deadline)
         if kind in ELEMENT_PRESENCE and not step.dom_only():
             # Text (the DOM, then OCR) or an image on the screen: present or not.
             if a.negate:
@@ -468,6 +473,10 @@ class _Flow:
                 raise PageTimeoutError(f"{step.describe()}: the page did not load within the step's "
                                        f"timeout of {step.timeout_ms} ms (last try: {exc.message})") from None
             return {"status": done["status"], "url": done["url"], "load_time_ms": done["load_time_ms"]}
+        if step.action == "launch":
+            program, *args = shlex.split(step.command or "")
+            done, pid = flows.desktops.launch(sid, program, args)
+            return {"pid": pid, "executed": done.executed}
         if step.action in ("click", "dblclick", "hover"):
             return self.point_at(step, step_deadline)
         if step.action == "wait_for_request":
@@ -497,6 +506,8 @@ class _Flow:
             acted = pages.select(sid, self.target(step), step.option or "", self.ms(step_deadline))
             return {"point": [acted.x, acted.y], "box": acted.box, "verified": acted.verified}
         if step.action == "type":
+            if step.native is not None:
+                return flows.native.typed(sid, step, step_deadline, self.typing(step), clear=False)
             if step.target_kinds():
                 acted = pages.type_text(sid, self.target(step), step.value or "", secrets=self.request.secrets,
                                         timeout_ms=self.ms(step_deadline))
@@ -536,6 +547,8 @@ class _Flow:
             if not step.target_kinds():
                 time.sleep(max(0.0, step_deadline - time.monotonic()))
                 return {"waited_ms": step.timeout_ms}
+            if step.native is not None:
+                return flows.native.wait(sid, step, step_deadline)
             if step.state is not None or step.dom_only():
                 state = step.state or "visible"
                 try:
@@ -620,6 +633,8 @@ class _Flow:
         """click, dblclick, hover: real pointer input at the element's pixel (found in the DOM, or
         by OCR, an image, x,y)."""
         pages, sid = self.flows.pages, self.session.id
+        if step.native is not None:
+            return self.flows.native.point_at(sid, step, step_deadline)
         if step.action == "hover":
             acted = self._dom_or_pixel(step, step_deadline, lambda t, ms: pages.hover(sid, t, timeout_ms=ms))
         else:
@@ -635,6 +650,8 @@ class _Flow:
 
     def fill(self, step: FlowStep, step_deadline: float) -> dict:
         pages, sid = self.flows.pages, self.session.id
+        if step.native is not None:
+            return self.flows.native.typed(sid, step, step_deadline, self.typing(step), clear=True)
         secrets = self.request.secrets
         acted = self._dom_or_pixel(step, step_deadline,
                                    lambda t, ms: pages.fill(sid, t, step.value or "", secrets=secrets, timeout_ms=ms))

@@ -1,0 +1,126 @@
+"""QA flows and a checked vision run on native programs as Debian ships them (galculator, mousepad),
+their controls named as the desktop tree names them (`native: {app, role, name}`): a calculation
+and the memory buttons' enabled states pass, and the same flow fails, saying what it saw, when what
+it expects is changed; text filled into the editor reads back; a vision run's expectation on a
+native control verifies it."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.x11
+
+SESSION = "qanative"
+QA = f"/api/v1/sessions/{SESSION}/qa"
+
+
+@pytest.fixture(scope="module")
+def session(manager, vision_api):
+    """A session of its own: its native windows must not cover the shared session's browser."""
+    manager.create(SESSION)
+    yield SESSION
+    manager.delete(SESSION)
+
+
+@pytest.fixture
+def native_desk(session, vision_api):
+    """The session, its launched programs ended after each test (a second galculator would make every
+    button match twice)."""
+    yield session
+    assert vision_api.post(f"/api/v1/sessions/{session}/reset").status_code == 200
+
+
+def calc(name: str, **more) -> dict:
+    return {"app": "galculator", "role": "toggle button", "name": name, "exact": True, **more}
+
+
+DISPLAY = {"app": "galculator", "role": "text"}
+
+
+def keys(*names: str) -> list[dict]:
+    return [{"action": "click", "native": calc(name)} for name in names]
+
+
+def calculation(expected: str, memory_name: str = "MS") -> dict:
+    return {"timeout_ms": 60_000, "steps": [
+        {"action": "launch", "command": "galculator"},
+        {"action": "wait", "native": calc("="), "timeout_ms": 20_000},
+        *keys("AC"),
+        {"action": "assert", "native": calc("MR"), "assertion": {"type": "disabled"}},
+        *keys("6", "*", "7", "="),
+        {"action": "assert", "native": DISPLAY, "assertion": {"type": "has_text", "expected": expected}},
+        {"action": "click", "native": calc(memory_name)},  # a menu button: its popup opens
+        {"action": "click", "native": {"app": "galculator", "role": "menu item", "name": "save here"}},
+        {"action": "assert", "native": calc("MR"), "assertion": {"type": "enabled"}},
+        {"action": "assert", "native": {"app": "galculator", "role": "menu", "within": {"role": "menu bar"}},
+         "assertion": {"type": "count", "count": 5}},
+    ]}
+
+
+def test_a_calculation_on_the_calculator_passes_step_by_step(vision_api, native_desk):
+    body = vision_api.post(f"{QA}/verify_user_flow", json=calculation("42")).json()
+    assert body["success"] is True, body.get("failure_reason")
+    steps = {s["index"]: s for s in body["steps"]}
+    six = next(s for s in steps.values() if s["name"] == "click toggle button '6' in galculator (exact)")
+    assert six["detail"]["found_by"] == "native" and six["detail"]["landed"] is True
+    assert six["detail"]["node"]["name"] == "6" and six["detail"]["node"]["application"] == "galculator"
+    launched = steps[1]
+    assert launched["name"] == "launch galculator" and launched["detail"]["pid"] > 0
+
+
+@pytest.mark.parametrize("change, step, said", [
+    ({"expected": "43"}, 9, "text in galculator: expected text '43'; saw text '42'"),
+    ({"memory_name": "MSS"}, 10, "no control on the screen matches toggle button 'MSS' in galculator (exact)"),
+])
+def test_the_same_flow_fails_where_what_it_expects_changed_and_says_what_it_saw(vision_api, native_desk, change,
+                                                                                step, said):
+    flow = calculation(change.get("expected", "42"), change.get("memory_name", "MS"))
+    for s in flow["steps"]:
+        s.setdefault("timeout_ms", 1500)
+    flow["steps"][1]["timeout_ms"] = 20_000
+    body = vision_api.post(f"{QA}/verify_user_flow", json=flow).json()
+    assert body["success"] is False and body["failure_step"] == step, body
+    assert said in body["failure_reason"], body["failure_reason"]
+
+
+def test_text_filled_into_the_editor_reads_back_and_a_secret_is_never_kept(vision_api, native_desk):
+    area = {"app": "mousepad", "role": "text"}
+    flow = {"timeout_ms": 60_000, "secrets": {"greeting": "Dear Ada"}, "steps": [
+        {"action": "launch", "command": "mousepad"},
+        {"action": "fill", "native": area, "value": "{{greeting}},", "timeout_ms": 20_000},
+        {"action": "type", "native": area, "value": " hello"},
+        {"action": "assert", "native": area, "assertion": {"type": "has_text", "expected": "Dear Ada, hello"}},
+        {"action": "assert", "native": area, "assertion": {"type": "focused"}},
+        {"action": "assert", "native": area, "assertion": {"type": "editable"}},
+        {"action": "fill", "native": area, "value": "replaced"},
+        {"action": "assert", "native": area, "assertion": {"type": "has_value", "expected": "replaced"}},
+        {"action": "assert", "native": {"app": "mousepad", "role": "menu", "name": "Nowhere"}, "timeout_ms": 300,
+         "assertion": {"type": "exists", "not": True}},
+    ]}
+    response = vision_api.post(f"{QA}/verify_user_flow", json=flow)
+    body = response.json()
+    assert body["success"] is True, body.get("failure_reason")
+    assert body["steps"][1]["detail"]["typed"] == "(1 characters and {{greeting}})"
+    assert "Dear Ada" not in response.text.replace("Dear Ada, hello", "")  # only where the flow itself says it
+
+
+def test_a_vision_runs_expectation_on_a_native_control_verifies_it(vision_api, native_desk):
+    base = f"/api/v1/sessions/{SESSION}"
+    vision_api.post(f"{base}/desktop/launch", json={"command": "galculator"})
+    found: dict = {}
+    for _ in range(100):  # its window takes a moment to open
+        found = vision_api.post(f"{base}/desktop/native/find", json={"target": calc("9")}).json()
+        if found.get("count") == 1:
+            break
+    box = found["matches"][0]["box"]
+
+    def run(expected: str) -> dict:
+        return vision_api.post(f"{base}/vision/act", json={
+            "instruction": "press 9", "model": "scripted",
+            "script": [{"action": "click", "x": box[0] + box[2] // 2, "y": box[1] + box[3] // 2}, {"action": "done"}],
+            "expect": [{"native": DISPLAY, "assertion": {"type": "has_text", "expected": expected},
+                        "timeout_ms": 2000}]}).json()
+    held = run("9")
+    assert held["status"] == "done" and held["verified"] is True, held
+    missed = run("9 and more")
+    assert missed["verified"] is False and "expected text '9 and more'; saw text '99'" in str(missed), missed
