@@ -275,8 +275,8 @@ OPERATIONS: tuple[Operation, ...] = (
                                                            "name or ref", tags=DESKTOP, answer=ActionResponse),
         tool=Tool("desktop_native_click", "Click a native control on the visible desktop",
                   f"{ACTS} Clicks the one control a target names ({NATIVE_TARGET}) with the real mouse at its "
-                  f"middle; refused if covered. Says whether the pointer landed on it. {RETURNS_SHOT}", ACTING, _on_native("click"),
-                  group="desktop")),
+                  f"middle; refused if covered. Says whether the pointer landed on it. {RETURNS_SHOT}", ACTING,
+                  _on_native("click"), group="desktop")),
     Operation(
         "desktop", "native_type", NativeTypeRequest, Performed, acts=True,
         rest=Rest("POST", "/desktop/native/type", summary="type into a control of a native window (a click on it, "

@@ -124,3 +124,47 @@ def test_a_vision_runs_expectation_on_a_native_control_verifies_it(vision_api, n
     assert held["status"] == "done" and held["verified"] is True, held
     missed = run("9 and more")
     assert missed["verified"] is False and "expected text '9 and more'; saw text '99'" in str(missed), missed
+
+
+def test_an_exported_run_on_the_calculator_replays_by_role_and_name_after_its_window_moved(vision_api,
+                                                                                           native_desk):
+    import yaml
+
+    base = f"/api/v1/sessions/{SESSION}"
+    vision_api.post(f"{base}/desktop/launch", json={"command": "galculator"})
+    names = ("AC", "7", "+", "2", "=")
+    boxes: dict[str, list[int]] = {}
+    for _ in range(100):  # its window takes a moment to open
+        found = [vision_api.post(f"{base}/desktop/native/find", json={"target": calc(n)}).json() for n in names]
+        if all(f.get("count") == 1 for f in found):
+            boxes = {n: f["matches"][0]["box"] for n, f in zip(names, found, strict=True)}
+            break
+    assert boxes, found
+    run = vision_api.post(f"{base}/vision/act", json={
+        "instruction": "compute 7 + 2", "model": "scripted",
+        "script": [*({"action": "click", "x": b[0] + b[2] // 2, "y": b[1] + b[3] // 2} for b in boxes.values()),
+                   {"action": "done"}],
+        "expect": [{"native": DISPLAY, "assertion": {"type": "has_text", "expected": "9"}}]}).json()
+    assert run["verified"] is True, run
+    suite = yaml.safe_load(vision_api.get(f"/api/v1/traces/{run['trace_id']}/export",
+                                          params={"format": "yaml"}).text)
+    flow = suite["tests"][0]["verify_user_flow"]
+    clicks = [s for s in flow["steps"] if s["action"] == "click"]
+    assert [s["native"] for s in clicks] == [calc(n) for n in names]  # by program, role and name: no pixel
+    assert all("x" not in s for s in clicks) and all(s["recorded"].get("text") or s["recorded"].get("image")
+                                                     for s in clicks)
+    assert flow["steps"][-1]["native"] == DISPLAY and flow["steps"][-1]["assertion"]["expected"] == "9"
+    # The calculator dragged by its title bar, as a person would move it
+    window = next(w for w in vision_api.get(f"{base}/desktop/windows").json() if "galculator" in w["wm_class"])
+    grip = (window["x"] + window["width"] // 2, window["y"] - 12)
+    vision_api.post(f"{base}/desktop/drag", json={"path": [{"x": grip[0], "y": grip[1]},
+                                                           {"x": grip[0] - 500, "y": grip[1] - 250}]})
+    moved = next(w for w in vision_api.get(f"{base}/desktop/windows").json() if w["id"] == window["id"])
+    assert moved["x"] < window["x"] - 300, (window, moved)
+    flow.pop("start_url", None)  # the calculator is the target, not a page: the browser stays behind
+    replay = vision_api.post(f"{QA}/verify_user_flow", json=flow).json()
+    assert replay["success"] is True, replay.get("failure_reason")
+    assert replay["heals"] == []  # nothing to heal: each control found where its window is now
+    acted = [s["detail"] for s in replay["steps"] if s["action"] == "click"]
+    assert [d["node"]["name"] for d in acted] == list(names) and all(d["landed"] for d in acted)
+    assert acted[1]["point"][0] < boxes["7"][0] - 300  # clicked where the 7 is now, not where it was

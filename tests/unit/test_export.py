@@ -377,3 +377,35 @@ def test_a_step_that_changed_nothing_proposes_no_assertion():
     trace.steps[last] = flagged
     steps = yaml.safe_load(export_trace(trace, "yaml"))["tests"][0]["verify_user_flow"]["steps"]
     assert not any(s["action"] == "assert" for s in steps), steps
+
+
+def test_clicks_on_native_controls_export_by_program_role_and_name_and_typing_into_one_is_typed_into_it():
+    """A native window's control read under a click (the trace's natives) is the step's structural
+    target, with what OCR read there for a heal; a bare container, or no program, stays a pixel; a
+    click on an editable control then typing is one type step into it; Playwright says it cannot."""
+    from desktop.models import NativeElement
+    from vision.trace.records import Spot
+
+    seven = NativeElement(ref="n57", role="toggle button", name="7", application="galculator",
+                          states=["enabled", "showing"])
+    text = NativeElement(ref="n80", role="text", application="mousepad", states=["editable", "focused", "showing"])
+    panel = NativeElement(ref="n2", role="panel", application="galculator")
+    nameless = NativeElement(ref="n9", role="push button", name="Quit")  # no program said: not findable by it
+    steps = [step(1, [{"action": "click", "x": 830, "y": 566}]), step(2, [{"action": "click", "x": 700, "y": 500},
+                                                                         {"action": "type", "text": "Dear Ada"}]),
+             step(3, [{"action": "click", "x": 10, "y": 10}]), step(4, [{"action": "click", "x": 20, "y": 20}])]
+    steps[0].natives, steps[0].spots = [seven], [Spot(text="7", text_box=[825, 558, 835, 574])]
+    steps[1].natives = [text, None]
+    steps[2].natives, steps[3].natives = [panel], [nameless]
+    trace = Trace(meta=TraceMeta(trace_id="20260101T000000Z-abcd1234", instruction="native", model="scripted",
+                                 started_at=NOW, status="done"), steps=steps)
+    flow = yaml.safe_load(export_trace(trace, "yaml"))["tests"][0]["verify_user_flow"]["steps"]
+    assert flow[0] == {"action": "click", "native": {"app": "galculator", "role": "toggle button", "name": "7",
+                                                     "exact": True},
+                       "recorded": {"x": 830, "y": 566, "text": "7", "text_box": [825, 558, 835, 574],
+                                    "instruction": "native"}}
+    assert flow[1] == {"action": "type", "native": {"app": "mousepad", "role": "text"}, "value": "Dear Ada"}
+    assert [(s["action"], s.get("x")) for s in flow[2:]] == [("click", 10), ("click", 20)]
+    assert "not exported: click on a native window" in export_trace(trace, "playwright-ts")
+    REQUESTS["verify_user_flow"].model_validate(yaml.safe_load(export_trace(trace, "yaml"))["tests"][0]
+                                                ["verify_user_flow"])

@@ -29,7 +29,7 @@ from typing import Any, Literal
 from desktop.actions import PLACEHOLDER  # the one spelling of a secret's placeholder
 from desktop.codegen import Lang, action_code, lit, locator, pw_key
 from desktop.errors import InvalidRequest
-from desktop.models import LOCATOR_FIELDS, ElementAt, Locating, Target
+from desktop.models import LOCATOR_FIELDS, ElementAt, Locating, NativeElement, Target
 from vision.models.qa import FlowStep, VisualLimits
 from vision.perception.effects import propose
 from vision.trace.records import Spot, Trace
@@ -69,6 +69,7 @@ class Op:
     element: ElementAt | None = None             # the element under the recorded pixel
     raw: dict | None = None                      # the recorded input action (display pixels)
     url_after: str | None = None                 # the page's URL after the step it came from
+    native: NativeElement | None = None          # the native control under the recorded pixel
 
 
 @dataclass
@@ -92,24 +93,43 @@ def _is_field(element: ElementAt | None) -> bool:
     return element is not None and (element.role in FIELD_ROLES or element.tag == "textarea")
 
 
-def _where(action: dict, element: ElementAt | None) -> str:
+# A native control of these roles says nothing a replay could find it again by unless it has a name
+# (its layout, not something a person would say they clicked): the pixel step then.
+NATIVE_CONTAINERS = frozenset({"panel", "filler", "frame", "window", "scroll pane", "viewport", "layered pane",
+                               "split pane", "tool bar", "menu bar", "page tab list", "unknown", "section", "dialog"})
+
+
+def native_target(native: NativeElement | None) -> dict | None:
+    """A native control read under a pointer action as a step's structural target (pure): its
+    program, role and whole name, as the desktop tree names it; None when it has neither a name nor a
+    role a person would name (a bare container) or no program to look in."""
+    if native is None or not native.application or (not native.name and native.role in NATIVE_CONTAINERS):
+        return None
+    target = {"app": native.application, "role": native.role}
+    return {**target, "name": native.name, "exact": True} if native.name else target
+
+
+def _where(action: dict, element: ElementAt | None, native: NativeElement | None = None) -> str:
     point = action.get("path", [action])[0] if action.get("action") == "drag" else action
     words = f"at ({point.get('x')}, {point.get('y')})" if point.get("x") is not None else "at the pointer"
     if element is None:
-        return words
+        return f"{native.describe()} {words}" if native is not None else words
     what = (element.role or element.tag) + (f" {element.name!r}" if element.name else "")
     also = [t.describe() for t in element.locators[1:4]]
     return f"{what} {words}" + (f"; also: {', '.join(also)}" if also else "")
 
 
 def _pointer_step(verb: str, action: dict, element: ElementAt | None, spot: Spot | None = None,
-                  instruction: str | None = None) -> dict:
+                  instruction: str | None = None, native: NativeElement | None = None) -> dict:
     if element is not None and element.locators and (spot is None or element.tag != "canvas"):
         return {"action": verb, **_target_fields(element.locators[0]),
                 "recorded": recorded(element, instruction=instruction)}
-    # No element to name (a native window), or a canvas, whose point matters: the pixel, and what
-    # was there for a replay to find it again by (the OCR text, the template image).
-    step = {"action": verb, "x": action["x"], "y": action["y"]}
+    # A native window's control: named by its program, role and name (found wherever its window is
+    # now); else a canvas, whose point matters, or a window without accessibility: the pixel. Either
+    # way with what was there for a replay to heal by (the OCR text, the template image).
+    structural = native_target(native)
+    step = {"action": verb, "native": structural} if structural else {"action": verb, "x": action["x"],
+                                                                       "y": action["y"]}
     if spot is not None and (spot.text or spot.image):
         step["recorded"] = spotted(action["x"], action["y"], spot, instruction)
     return step
@@ -160,9 +180,10 @@ def flow_of_trace(trace: Trace) -> Flow:
             name = action.get("action")
             element = step.elements[i] if i < len(step.elements) else None
             spot = step.spots[i] if i < len(step.spots) else None
+            native = step.natives[i] if i < len(step.natives) else None
             if name in NOT_REPLAYED or (name == "type" and refused_typing):
                 continue
-            op = _op_of_action(action, element, ops, spot, instruction)
+            op = _op_of_action(action, element, ops, spot, instruction, native)
             if op is not None:
                 ops.append(op)
         if len(ops) > first:
@@ -268,14 +289,24 @@ def _address_bar_as_navigate(ops: list[Op]) -> list[Op]:
 
 
 def _op_of_action(action: dict, element: ElementAt | None, ops: list[Op], spot: Spot | None = None,
-                  instruction: str | None = None) -> Op | None:
+                  instruction: str | None = None, native: NativeElement | None = None) -> Op | None:
     name = action["action"]
     located = element is not None and bool(element.locators)
-    note = [_where(action, element)] + ([] if located else ["no page element: the recorded display pixel"])
+    structural = not located and native_target(native) is not None
+    note = [_where(action, element, native)] + (
+        [] if located else ["a native window's control, by its program, role and name"] if structural
+        else ["no page element: the recorded display pixel"])
     if spot is not None and spot.text:
         note.append(f"OCR read {spot.text!r} there" + ("; a template image of it is recorded" if spot.image else ""))
     if name == "type":
         last = ops[-1] if ops else None
+        if last is not None and last.step["action"] == "click" and "native" in last.step \
+                and last.native is not None and "editable" in last.native.states:
+            # A click on a native text control, then typing: typed into that control (it is clicked).
+            last.step = {"action": "type", "native": last.step["native"], "value": action["text"],
+                         **({"recorded": last.step["recorded"]} if "recorded" in last.step else {})}
+            last.raw = action
+            return None
         if last is not None and last.step["action"] == "click" and _is_field(last.element) and last.element.locators:
             # A click on a field, then typing: one fill of that field (it clicks, clears and types).
             last.step = {"action": "fill", **_target_fields(last.element.locators[0]), "value": action["text"],
@@ -289,8 +320,8 @@ def _op_of_action(action: dict, element: ElementAt | None, ops: list[Op], spot: 
         return Op({"action": "wait", "timeout_ms": max(1, int(action.get("duration_ms", 1000)))}, [], None, action)
     if name in ("click", "double_click") and action.get("button", "left") == "left" \
             and not action.get("modifiers") and action.get("x") is not None:
-        return Op(_pointer_step("click" if name == "click" else "dblclick", action, element, spot, instruction), note,
-                  element, action)
+        return Op(_pointer_step("click" if name == "click" else "dblclick", action, element, spot, instruction,
+                                native), note, element, action, native=native)
     if name == "move" and located:
         return Op(_pointer_step("hover", action, element, None, instruction), note, element, action)
     return Op(_scripted(action, "no flow step does this"), note, element, action)
@@ -501,6 +532,8 @@ def _op_code(op: Op, lang: Lang) -> list[str]:  # noqa: C901
     action = step["action"]
     target = _target(step)
     loc = locator(target, lang) if target is not None else None
+    if "native" in step or action == "launch":
+        return [f"{_comment(lang)}not exported: {action} on a native window (glassdesk-only: Playwright drives pages)"]
     if action == "assert":
         return _expect(step, lang)
     if action == "navigate":

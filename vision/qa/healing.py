@@ -17,6 +17,7 @@ from desktop.models import LOCATOR_FIELDS, Target
 from vision.evidence.qa_runs import RunWriter
 from vision.models.qa import FlowStep, Heal, VerifyUserFlowRequest, retarget_test_ids, template_png
 from vision.qa.driver import POLL_S, StepFailed, _reason
+from vision.qa.native import NativeNotFound
 
 
 def ms_until(step_deadline: float) -> int:
@@ -42,6 +43,8 @@ class Healer:
         rec = step.recorded
         if rec is None or step.action not in HEALABLE or not step.target_kinds():
             return self.do(index, step, step_deadline)
+        if step.native is not None:
+            return self.act_native(index, step, step_deadline)
         if step.x is not None and step.y is not None and (rec.text or rec.image):
             return self.act_on_screen(index, step, step_deadline)
         # The locator gets part of the step's time: the rest is the heal's.
@@ -57,6 +60,27 @@ class Healer:
             raise StepFailed(f"{missed}; not healed: nothing recorded of the element ({rec.role or 'no role'} "
                              f"{rec.name!r}) matches an element of the same role"
                              + self._model_said(step)) from None
+        return self.healed(index, step, *healed, step_deadline)
+
+    def act_native(self, index: int, step: FlowStep, step_deadline: float) -> dict:
+        """A native control's step with what was recorded at its pixel (an exported run): the control
+        found by its program, role and name first, wherever its window is now; where none shows, healed
+        by the recorded text (OCR) or image on the screen, or by heal_with's model."""
+        first = step_deadline if self.request.strict else min(step_deadline, time.monotonic() + HEAL_AFTER_S)
+        try:
+            return self.do(index, step, first)
+        except NativeNotFound as exc:
+            if self.request.strict:
+                raise StepFailed(f"{exc} (strict: not healed from what was recorded there)") from None
+            missed = str(exc)
+        rec = step.recorded
+        assert rec is not None
+        on_screen = self.find_on_screen(step, self.desktops.screenshot(self.session_id).png) \
+            if rec.text or rec.image else None
+        healed = on_screen or self.heal_by_model(step, step_deadline)
+        if healed is None:
+            raise StepFailed(f"{missed}; not healed: {recorded_words(rec)} is nowhere on the screen"
+                             + self._model_said(step))
         return self.healed(index, step, *healed, step_deadline)
 
     def act_on_screen(self, index: int, step: FlowStep, step_deadline: float) -> dict:
@@ -182,8 +206,8 @@ class Healer:
             return element_at is not None and same_element_kind(element_at(self.session_id, x, y), rec)
 
         def moved(x: int, y: int, by: str, matched: str, box: tuple[int, int, int, int]):
-            at = step.model_copy(update={**dict.fromkeys(LOCATOR_FIELDS), "exact": False, "image": None, "x": x,
-                                         "y": y})
+            at = step.model_copy(update={**dict.fromkeys(LOCATOR_FIELDS), "exact": False, "image": None,
+                                         "native": None, "x": x, "y": y})
             return at, {"by": by, "matched": matched, "target": {"x": x, "y": y},
                         "box": {"x": box[0], "y": box[1], "width": box[2] - box[0], "height": box[3] - box[1]}}
 
@@ -252,7 +276,7 @@ class Healer:
         else:
             fields = {"x": x, "y": y}
             retargeted = step.model_copy(update={**dict.fromkeys(LOCATOR_FIELDS), "exact": False, "image": None,
-                                                 "x": x, "y": y})
+                                                 "native": None, "x": x, "y": y})
             matched = f"({x}, {y})"
             box = None
         return retargeted, {"by": "model", "matched": matched, "target": fields, "box": box,

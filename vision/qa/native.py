@@ -24,6 +24,11 @@ from vision.qa.driver import POLL_S, AssertionFailed, StepFailed, poll_pause
 from vision.qa.expect import closest, judge, native_seen, normalise, wanted
 
 
+class NativeNotFound(StepFailed):
+    """No control the step's target names showed (or one did, covered) within the step's time: what a
+    replay heals from what was recorded at the step's pixel (vision.qa.healing)."""
+
+
 class NativeSteps:
     """The native-target parts of a flow, on one desktop service."""
 
@@ -113,7 +118,7 @@ class NativeSteps:
                 raise StepFailed(exc.message) from None
             except (ElementNotFound, ElementCovered) as exc:
                 if time.monotonic() + POLL_S >= deadline:
-                    raise StepFailed(f"{exc.message} (within the step's {step.timeout_ms} ms)") from None
+                    raise NativeNotFound(f"{exc.message} (within the step's {step.timeout_ms} ms)") from None
             time.sleep(POLL_S)
 
 
