@@ -391,7 +391,8 @@ def test_clicks_on_native_controls_export_by_program_role_and_name_and_typing_in
     text = NativeElement(ref="n80", role="text", application="mousepad", states=["editable", "focused", "showing"])
     panel = NativeElement(ref="n2", role="panel", application="galculator")
     nameless = NativeElement(ref="n9", role="push button", name="Quit")  # no program said: not findable by it
-    steps = [step(1, [{"action": "click", "x": 830, "y": 566}]), step(2, [{"action": "click", "x": 700, "y": 500},
+    steps = [step(1, [{"action": "click", "x": 830, "y": 566}], url="about:blank"),  # the tab behind the windows
+             step(2, [{"action": "click", "x": 700, "y": 500},
                                                                          {"action": "type", "text": "Dear Ada"}]),
              step(3, [{"action": "click", "x": 10, "y": 10}]), step(4, [{"action": "click", "x": 20, "y": 20}])]
     steps[0].natives, steps[0].spots = [seven], [Spot(text="7", text_box=[825, 558, 835, 574])]
@@ -399,7 +400,10 @@ def test_clicks_on_native_controls_export_by_program_role_and_name_and_typing_in
     steps[2].natives, steps[3].natives = [panel], [nameless]
     trace = Trace(meta=TraceMeta(trace_id="20260101T000000Z-abcd1234", instruction="native", model="scripted",
                                  started_at=NOW, status="done"), steps=steps)
-    flow = yaml.safe_load(export_trace(trace, "yaml"))["tests"][0]["verify_user_flow"]["steps"]
+    suite = yaml.safe_load(export_trace(trace, "yaml"))
+    # native windows only: no page to start on, and the browser behind them is not cleared (brought in front)
+    assert suite["tests"][0]["keep_state"] is True and "start_url" not in suite["tests"][0]["verify_user_flow"]
+    flow = suite["tests"][0]["verify_user_flow"]["steps"]
     assert flow[0] == {"action": "click", "native": {"app": "galculator", "role": "toggle button", "name": "7",
                                                      "exact": True},
                        "recorded": {"x": 830, "y": 566, "text": "7", "text_box": [825, 558, 835, 574],

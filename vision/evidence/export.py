@@ -79,6 +79,9 @@ class Flow:
     start_url: str | None
     ops: list[Op]
     notes: list[str] = field(default_factory=list)  # said at the top of the test, as comments
+    # The run acted on native windows only: its replay leaves the browser as it is (clearing it would
+    # bring it in front of the windows the test acts on).
+    keep_state: bool = False
 
 
 # --------------------------------------------------------------------------------- from a trace
@@ -163,7 +166,11 @@ def flow_of_trace(trace: Trace) -> Flow:
     meta = trace.meta
     ops: list[Op] = []
     start_url = next((e.url for s in trace.steps for e in s.elements if e is not None and e.url), None)
-    start_url = start_url or next((s.url for s in trace.steps if s.url), None)
+    native_only = start_url is None and any(n is not None for s in trace.steps for n in s.natives)
+    if not native_only:
+        # The page the run began on, unless it acted on native windows only: the browser's tab behind
+        # them is not where the test starts (opening it would bring the browser over them).
+        start_url = next((s.url for s in trace.steps if s.url), None)
     url = start_url
     for step in trace.steps:
         said = " ".join((step.text or "").split())[:200]
@@ -214,7 +221,8 @@ def flow_of_trace(trace: Trace) -> Flow:
         f"UNVERIFIED: trace {meta.trace_id} carried no expectation, so nothing in it was checked: its done was "
         "the model's word, and the assertions below are only what its steps made appear. Say what must hold "
         "(vision/act's expect) and export again."]
-    return Flow(name=meta.instruction, source=f"trace {meta.trace_id}", start_url=start_url, ops=ops, notes=notes)
+    return Flow(name=meta.instruction, source=f"trace {meta.trace_id}", start_url=start_url, ops=ops, notes=notes,
+                keep_state=native_only)
 
 
 def _expectation_ops(meta) -> list[Op]:
@@ -420,8 +428,10 @@ def render_yaml(flow: Flow) -> str:
     lines = [f"# Exported by glassdesk from {flow.source}.",
              "# Replay: glassdesk qa THIS.yaml (no model). Secrets: {{name}} is read from GLASSDESK_SECRET_<NAME>.",
              *[f"# {note}" for note in flow.notes],
-             f"name: {_flow_yaml(_slug(flow.name))}", "tests:", f"  - name: {_flow_yaml(flow.name[:1000])}",
-             "    verify_user_flow:"]
+             f"name: {_flow_yaml(_slug(flow.name))}", "tests:", f"  - name: {_flow_yaml(flow.name[:1000])}"]
+    if flow.keep_state:
+        lines.append("    keep_state: true  # native windows only: the browser, behind them, is left as it is")
+    lines.append("    verify_user_flow:")
     if flow.start_url:
         lines.append(f"      start_url: {_flow_yaml(flow.start_url)}")
     lines.append("      steps:")

@@ -111,6 +111,7 @@ class NativeSteps:
 
     def _waited(self, step: FlowStep, deadline: float, act: Callable[[], Any]) -> Any:
         """``act`` tried again while its control is not there (or is covered) until ``deadline``."""
+        started = time.monotonic()
         while True:
             try:
                 return act()
@@ -118,7 +119,8 @@ class NativeSteps:
                 raise StepFailed(exc.message) from None
             except (ElementNotFound, ElementCovered) as exc:
                 if time.monotonic() + POLL_S >= deadline:
-                    raise NativeNotFound(f"{exc.message} (within the step's {step.timeout_ms} ms)") from None
+                    waited = round((time.monotonic() - started) * 1000)
+                    raise NativeNotFound(f"{exc.message} (looked for {waited} ms)") from None
             time.sleep(POLL_S)
 
 
