@@ -223,6 +223,32 @@ class NativeTypeRequest(BaseModel):
     _typeable = field_validator("text")(typeable)
 
 
+class MarksQuery(BaseModel):
+    image: bool = Field(True, description="the marked screenshot too (base64 PNG in `image`)")
+    limit: int = Field(200, ge=1, le=500, description="marks at most")
+
+
+class Mark(BaseModel):
+    """One numbered control on the screen: a native window's (over the accessibility bus) or the page's."""
+
+    mark: int = Field(description="its number on the marked screenshot, from 1")
+    source: Literal["native", "page"]
+    role: str | None = Field(None, description="AT-SPI's for a native control, ARIA's for the page's")
+    name: str | None = None
+    box: list[int] = Field(description="[x, y, width, height] in display pixels; click at its middle")
+    ref: str | None = Field(None, description="a native control's ref (n17): the native operations take it")
+    application: str | None = Field(None, description="a native control's program")
+
+
+class Marks(BaseModel):
+    """Set-of-marks: what a person can act on, numbered in reading order (top to bottom, left to right)."""
+
+    marks: list[Mark]
+    truncated: bool = Field(False, description="more controls than `limit`")
+    image: str | None = Field(None, description="the screenshot with each mark's box and number drawn, base64 PNG")
+    error: str | None = Field(None, description="what could not be read (the accessibility bus, the page)")
+
+
 # ------------------------------------------------------------------------------------- network
 
 

@@ -232,3 +232,39 @@ async def _resolves_to(page, target: Target) -> bool:
         return bool(await locator_for(page, target).evaluate_all(_SAME))
     except Exception:  # a candidate the engine cannot parse is no candidate
         return False
+
+
+# What a person can act on in the viewport, for set-of-marks (desktop.marks): the interactive elements
+# (as INTERACTIVE, but for labels and test ids, which are not controls) that show at their own
+# middle (not covered, not scrolled away), described as _DESCRIBE does, boxes in display px (the
+# window's place plus the browser's frame, as viewport_origin), at most ``limit`` in document order.
+MARKABLE = ("a[href], button, input:not([type=hidden]), select, textarea, summary, [role=button], [role=link], "
+            "[role=checkbox], [role=radio], [role=tab], [role=menuitem], [role=option], [role=switch], "
+            "[role=textbox], [role=combobox], [role=searchbox], [role=slider], [contenteditable=''], "
+            "[contenteditable=true]")
+_MARKS = f"""([markable, testIdAttribute, limit]) => {{
+  const describe = {_DESCRIBE};
+  const side = Math.floor((outerWidth - innerWidth) / 2), top = outerHeight - innerHeight - side;
+  const marks = [];
+  let more = false;
+  for (const el of document.querySelectorAll(markable)) {{
+    const r = el.getBoundingClientRect();
+    const left = Math.max(r.left, 0), right = Math.min(r.right, innerWidth);
+    const upper = Math.max(r.top, 0), lower = Math.min(r.bottom, innerHeight);
+    if (right - left < 2 || lower - upper < 2) continue;
+    const there = document.elementFromPoint((left + right) / 2, (upper + lower) / 2);
+    if (!there || !(there === el || el.contains(there) || there.contains(el) && there.closest(markable) === el))
+      continue;
+    if (marks.length >= limit) {{ more = true; break; }}
+    const d = describe(el, testIdAttribute);
+    marks.push({{role: d.role, name: d.name, tag: d.tag,
+                 box: [Math.round(screenX + side + left), Math.round(screenY + top + upper),
+                       Math.round(right - left), Math.round(lower - upper)]}});
+  }}
+  return {{marks, more}};
+}}"""
+
+
+async def page_marks(page, limit: int) -> dict:
+    """The marks of the tab in front (``_MARKS``): ``{"marks": [...], "more": bool}``."""
+    return await page.evaluate(_MARKS, [MARKABLE, "data-testid", limit])

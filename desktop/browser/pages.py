@@ -29,7 +29,7 @@ from desktop.browser.dialogs import Dialogs, dialog_info
 from desktop.browser.downloads import Downloads
 from desktop.browser.errors import first_line
 from desktop.browser.focus import typing_focus
-from desktop.browser.hit import hit_test
+from desktop.browser.hit import hit_test, page_marks
 from desktop.browser.navigation import Navigation
 from desktop.browser.record import PageRecord, Recorder
 from desktop.browser.settle import (
@@ -242,6 +242,14 @@ class Pages:
             return None
         texts = await front.evaluate(VISIBLE_TEXTS)
         return [t for t in texts if isinstance(t, str)] if isinstance(texts, list) else None
+
+    async def marks(self, limit: int) -> dict | None:
+        """The interactive elements showing in the tab in front, boxes in display px (desktop.marks);
+        None with no tab in front or a dialog open (a page with a dialog runs no script)."""
+        if self._dialogs.current is not None:
+            return None
+        front = await self.front()
+        return await page_marks(front, limit) if front is not None else None
 
     async def viewport(self) -> dict:
         return await self._content.viewport()

@@ -6,11 +6,13 @@ are written in their doors (desktop.ops says why)."""
 
 from __future__ import annotations
 
+import base64
 import shlex
 from dataclasses import replace
 from typing import NamedTuple
 
 from desktop.actions import INPUT_ACTIONS, HoldKey, Wait, describe
+from desktop.marks import as_text as marks_text
 from desktop.models import (
     ActionResponse,
     BlockedQuery,
@@ -20,6 +22,8 @@ from desktop.models import (
     FocusRequest,
     LaunchRequest,
     LiveView,
+    Marks,
+    MarksQuery,
     NativeClickRequest,
     NativeFindRequest,
     NativeFound,
@@ -162,6 +166,10 @@ def _on_native(verb: str):
 NATIVE_TARGET = "target as for desktop_native_find"
 
 
+def _marked_screen(_service, marks: Marks) -> bytes | None:
+    return base64.b64decode(marks.image) if marks.image else None
+
+
 def _windows_text(_query, windows: list[Window]) -> str:
     lines = [f"{w.id}  {w.wm_class}  {w.width}x{w.height}+{w.x}+{w.y}  pid={w.pid}  {w.title}" for w in windows]
     return f"{len(windows)} windows:\n" + "\n".join(lines)
@@ -258,6 +266,21 @@ OPERATIONS: tuple[Operation, ...] = (
                   "interactive_only keeps only what can be acted on.",
                   Hints(read_only=True), lambda query, tree: tree.content or as_text(tree), summary=False,
                   group="desktop")),
+    Operation(
+        "desktop", "marks", MarksQuery, Marks, acts=False,
+        rest=Rest("GET", "/desktop/marks", summary="set-of-marks: the controls a person can act on, numbered",
+                  tags=DESKTOP, description="Native windows' controls (over the accessibility bus, uncovered) and, "
+                                            "with the browser in front, its page's interactive elements, numbered "
+                                            "in reading order, and the screenshot with each numbered box drawn "
+                                            "(`image`). docs/desktop-tree.md."),
+        tool=Tool("desktop_marks", "Numbered controls on the visible desktop",
+                  f"{LOOKS} Returns a screenshot with a numbered box on every control a person can act on (native "
+                  "windows' and the page's) and the list: number, role, name, box in screen pixels. To act on "
+                  "mark N, click the middle of its box.",
+                  Hints(read_only=True), lambda _query, marks: marks_text(marks.marks, marks.truncated)
+                  + (f"\n({marks.error})" if marks.error else ""),
+                  structured=lambda _query, marks: marks.model_dump(exclude={"image"}), summary=False,
+                  image=_marked_screen, group="desktop")),
     Operation(
         "desktop", "native_find", NativeFindRequest, NativeFound, acts=False,
         rest=Rest("POST", "/desktop/native/find", summary="the controls of native windows a target names",

@@ -60,6 +60,7 @@ from desktop.models import (
     BlockedRequest,
     DesktopTree,
     LiveView,
+    Marks,
     NativeFound,
     NativeTarget,
     NetworkPolicyInfo,
@@ -498,6 +499,15 @@ class DesktopService:
         if window is not None and not tree.windows:
             raise InvalidAction(f"window: no window {window} on this desktop; list the windows to see which exist")
         return tree
+
+    def marks(self, session_id: str | None = None, image: bool = True, limit: int = 200) -> Marks:
+        """Set-of-marks: the controls a person can act on now, numbered, with the marked screenshot."""
+        session = self.session(session_id)
+        session.require_ready()
+        try:
+            return session.marks(limit, image)
+        except (OSError, RuntimeError) as exc:
+            raise session.down_error() or ActionFailedError(f"could not mark the screen: {exc}") from exc
 
     def native_find(self, session_id: str | None, target: NativeTarget) -> NativeFound:
         """The showing controls of the native windows that ``target`` names (desktop.native)."""

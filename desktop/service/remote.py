@@ -86,6 +86,9 @@ class RemoteDesktopService(DesktopService):
     def desktop_tree(self, session_id: str | None = None, **query):
         return forward(self.session(session_id), DesktopService, "desktop", "desktop_tree", **query)
 
+    def marks(self, session_id: str | None = None, **query):
+        return forward(self.session(session_id), DesktopService, "desktop", "marks", **query)
+
     def native_find(self, session_id: str | None, target):
         return forward(self.session(session_id), DesktopService, "desktop", "native_find", target)
 

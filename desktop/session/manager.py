@@ -40,6 +40,7 @@ from desktop.frame import Frame, Pointer
 from desktop.models import (
     DesktopTree,
     ElementAt,
+    Marks,
     NativeFound,
     NativeMatch,
     NativeTarget,
@@ -54,7 +55,7 @@ from desktop.port import Performed
 from desktop.session.pool import WARM_RETRY_S, WarmPool, check_warm  # noqa: F401 - check_warm: its old home
 from desktop.session.settle import HIT_TIMEOUT_S, READ_TIMEOUT_S, InputSettle, in_background
 from desktop.session.stack import VIEWER_PARTS, DesktopStack, StackConfig, report_isolation, tagged_pids
-from desktop.session.tree import find_native, native_target, read_tree
+from desktop.session.tree import find_native, native_target, read_marks, read_tree
 from desktop.x11.atspi import AccessibilityReader
 from desktop.x11.input import ActionFailed, Executor, expected_ms
 from desktop.x11.screen import WINDOW_FIRST_CHANGE_MS, Screen, ScreenshotError
@@ -355,6 +356,13 @@ class Session:
         pid = browser.process.pid if browser is not None and browser.process is not None else None
         return read_tree(query, self.list_windows, self.screen, self.accessibility, pid,
                          lambda: (watch := self.settle.browser_watch()) and watch[0])
+
+    def marks(self, limit: int, image: bool) -> Marks:
+        """Set-of-marks: the controls a person can act on now, numbered (desktop.session.tree.read_marks)."""
+        self.require_ready()
+        browser = self.stack.browser
+        pid = browser.process.pid if browser is not None and browser.process is not None else None
+        return read_marks(limit, image, self.list_windows, self.screen, self.accessibility, browser, pid)
 
     def native_find(self, target: NativeTarget) -> NativeFound:
         """The showing controls of the native windows that ``target`` names (desktop.native)."""

@@ -5,11 +5,22 @@ a native target's controls in them."""
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Callable
 
 from desktop.errors import ElementCovered
-from desktop.models import DesktopTree, NativeFound, NativeMatch, NativeTarget, PageTree, TreeQuery, Window
+from desktop.marks import draw, native_candidates, numbered
+from desktop.models import (
+    DesktopTree,
+    Marks,
+    NativeFound,
+    NativeMatch,
+    NativeTarget,
+    PageTree,
+    TreeQuery,
+    Window,
+)
 from desktop.native import centre, find, the_one
 from desktop.tree import build, merge
 from desktop.x11.atspi import AccessibilityReader, AccessibilityUnavailable
@@ -80,3 +91,29 @@ def native_target(target: NativeTarget, list_windows: Callable[[], list[Window]]
                                 else f"another program's window (pid {on_top})")
                              + ": bring its window to the front first (desktop focus)")
     return match
+
+
+def read_marks(limit: int, image: bool, list_windows: Callable[[], list[Window]], screen: Screen,
+               accessibility: AccessibilityReader, browser, browser_pid: int | None) -> Marks:
+    """Set-of-marks now (desktop.marks): the native windows' uncovered interactive controls and the
+    browser's page's, each where its own window is on top (a page's control under a native window is
+    not marked); ``image``: the screen captured after them, the marks drawn on it."""
+    tree = read_tree(TreeQuery(), list_windows, screen, accessibility, None, lambda: None)
+    candidates = native_candidates(tree.windows, screen.pid_at)
+    problems = [tree.error] if tree.error else []
+    more = False
+    if browser is not None and browser_pid is not None:
+        try:
+            read = browser.call(lambda pages: pages.marks(limit), PAGE_TIMEOUT_S)
+        except Exception as exc:  # a dialog, a navigation, a healing browser: the native marks still
+            problems.append(f"the page's controls were not read: {exc}")
+            read = None
+        if read:
+            shown = [m for m in read["marks"] if screen.pid_at(m["box"][0] + m["box"][2] // 2,
+                                                               m["box"][1] + m["box"][3] // 2) == browser_pid]
+            candidates += [{"source": "page", "role": m.get("role"), "name": m.get("name"), "box": m["box"]}
+                           for m in shown]
+            more = bool(read.get("more"))
+    marks, cut = numbered(candidates, limit)
+    drawn = base64.b64encode(draw(screen.capture().png, marks)).decode() if image else None
+    return Marks(marks=marks, truncated=cut or more, image=drawn, error="; ".join(problems) or None)

@@ -11,7 +11,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from desktop.actions import Click, Type
+from desktop.actions import Click, Move, Type
 from desktop.models import DesktopTree, NativeTarget, TreeNode, TreeWindow
 from desktop.service.desktop import DesktopService
 from desktop.tree import OSWORLD_NS
@@ -278,3 +278,44 @@ def test_text_typed_into_a_native_target_replaces_what_it_held_and_reads_back(de
                          ({"role": "text", "ref": "e1"}, "role: not with a ref")):
         refused = vision_api.post(f"/api/v1/sessions/{tree_desk.id}/desktop/native/click", json={"target": target})
         assert refused.status_code == 422 and said in refused.text, refused.text
+
+
+# ------------------------------------------------------------------ set-of-marks (desktop.marks)
+
+
+def test_marks_number_the_calculators_buttons_and_are_drawn_where_they_are(desktops, tree_desk, calculator):
+    import base64
+    import io
+
+    from PIL import Image
+
+    desktops.focus(tree_desk.id, calculator.id)
+    marks = desktops.marks(tree_desk.id)
+    seven = next(m for m in marks.marks if m.source == "native" and m.name == "7" and m.application == "galculator")
+    node = button(list(walk(desktops.desktop_tree(tree_desk.id, window=calculator.id).windows[0].nodes)), "7")
+    assert (seven.ref, seven.box, seven.role) == (node.ref, node.box, node.role)
+    assert [m.mark for m in marks.marks] == list(range(1, len(marks.marks) + 1))
+    with Image.open(io.BytesIO(base64.b64decode(marks.image))) as drawn, \
+            Image.open(io.BytesIO(tree_desk.capture().png)) as plain:
+        x, y, width, height = seven.box
+        edge = (x + width // 2, y + height - 1)
+        assert drawn.size == (1920, 1080) and drawn.convert("RGB").getpixel(edge) != plain.convert("RGB").getpixel(edge)
+    # the panel's buttons are marked too (they are on the screen); the page's controls only where no
+    # native window covers them
+    assert any(m.application == "xfce4-panel" for m in marks.marks if m.source == "native")
+    over = next(w for w in desktops.windows(tree_desk.id) if w.id == calculator.id)
+    for page in (m for m in marks.marks if m.source == "page"):
+        cx, cy = page.box[0] + page.box[2] // 2, page.box[1] + page.box[3] // 2
+        assert not (over.x <= cx < over.x + over.width and over.y <= cy < over.y + over.height), page
+    assert desktops.marks(tree_desk.id, image=False, limit=3).image is None
+
+
+def test_the_pages_marks_are_where_a_click_finds_their_elements(desktops, tree_desk, site):
+    tree_desk.run_settled(lambda: tree_desk.open_url(site.url("/form")))
+    marks = until(lambda: [m for m in desktops.marks(tree_desk.id, image=False).marks if m.source == "page"],
+                  "the page's controls marked", 10)
+    assert {m.role for m in marks} & {"textbox", "button"}, marks
+    for mark in [m for m in marks if m.role in ("textbox", "button")][:3]:
+        x, y, width, height = mark.box
+        element = tree_desk.perform(Move(x=x + width // 2, y=y + height // 2)).element
+        assert element is not None and (element.role, element.name) == (mark.role, mark.name), (mark, element)

@@ -170,7 +170,7 @@ def flow_of_trace(trace: Trace) -> Flow:
     if not native_only:
         # The page the run began on, unless it acted on native windows only: the browser's tab behind
         # them is not where the test starts (opening it would bring the browser over them).
-        start_url = next((s.url for s in trace.steps if s.url), None)
+        start_url = start_url or next((s.url for s in trace.steps if s.url), None)
     url = start_url
     for step in trace.steps:
         said = " ".join((step.text or "").split())[:200]
