@@ -68,6 +68,14 @@ class Window(BaseModel):
 
 # ------------------------------------------------------------------------------------- the desktop tree
 
+def narrowed(words: str, modifiers: list[str], within: Any) -> str:
+    """A target in words with its modifiers and what it is looked for within (pure), e.g.
+    ``role listitem 'Buy' (nth 1) within selector 'ul'``."""
+    if modifiers:
+        words += f" ({', '.join(modifiers)})"
+    return words + (f" within {within.describe()}" if within is not None else "")
+
+
 TreeFormat = Literal["json", "text", "xml"]
 NODE_REF = re.compile(r"^n[0-9]{1,9}$")
 
@@ -171,12 +179,8 @@ class NativeTarget(BaseModel):
         words = " ".join(part for part in (self.role or "control", repr(self.name) if self.name else "") if part)
         if self.app:
             words += f" in {self.app}"
-        extra = (["exact"] if self.exact else []) + ([f"nth {self.nth}"] if self.nth is not None else [])
-        if extra:
-            words += f" ({', '.join(extra)})"
-        if self.within is not None:
-            words += f" within {self.within.describe()}"
-        return words
+        modifiers = (["exact"] if self.exact else []) + ([f"nth {self.nth}"] if self.nth is not None else [])
+        return narrowed(words, modifiers, self.within)
 
 
 class NativeMatch(TreeNode):
@@ -365,11 +369,7 @@ class Locating(BaseModel):
             words = f"role {self.role} named {self.name!r}"
         extra = (["exact"] if self.exact else []) + ([f"has_text {self.has_text!r}"] if self.has_text else []) \
             + ([f"nth {self.nth}"] if self.nth is not None else [])
-        if extra:
-            words += f" ({', '.join(extra)})"
-        if self.within is not None:
-            words += f" within {self.within.describe()}"
-        return words
+        return narrowed(words, extra, self.within)
 
 
 class Target(Locating):

@@ -79,8 +79,7 @@ def find(windows: list[TreeWindow], target: NativeTarget, *, truncated: bool = F
     """The showing controls ``target`` names among ``windows`` (the tree's, bottom to top), in order."""
     found = _all(windows, target)
     matches = [NativeMatch(**node.model_dump(exclude={"children"}), window=window.id, pid=window.pid,
-                           on_top=window.on_top,
-                           application=window.application or "", path=path)
+                           on_top=window.on_top, application=window.application or "", path=path)
                for window, node, path in found[:SHOWN]]
     return NativeFound(target=target.describe(), count=len(found), matches=matches, truncated=truncated, error=error)
 

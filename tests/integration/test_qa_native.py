@@ -168,3 +168,12 @@ def test_an_exported_run_on_the_calculator_replays_by_role_and_name_after_its_wi
     acted = [s["detail"] for s in replay["steps"] if s["action"] == "click"]
     assert [d["node"]["name"] for d in acted] == list(names) and all(d["landed"] for d in acted)
     assert acted[1]["point"][0] < boxes["7"][0] - 300  # clicked where the 7 is now, not where it was
+    # A control no longer named so (as if the program renamed it): healed by what was recorded at the click
+    seven = next(s for s in flow["steps"] if s.get("native", {}).get("name") == "7")
+    seven["native"]["name"] = "Seven"
+    healed = vision_api.post(f"{QA}/verify_user_flow", json=flow).json()
+    assert healed["success"] is True, healed.get("failure_reason")
+    assert [h["by"] for h in healed["heals"]] in (["ocr"], ["image"]), healed["heals"]
+    strict = vision_api.post(f"{QA}/verify_user_flow", json={**flow, "strict": True}).json()
+    assert strict["success"] is False and "no control on the screen matches toggle button 'Seven'" in \
+        strict["failure_reason"] and "strict: not healed" in strict["failure_reason"], strict["failure_reason"]
