@@ -71,6 +71,14 @@ def tree(bench) -> list:
     point = Move(x=seven.box[0] + seven.box[2] // 2, y=seven.box[1] + seven.box[3] // 2)
     found = session.settle.native_at(point)
     at_pixel = [timed(lambda: session.settle.native_at(point))[0] for _ in range(SAMPLES)]
+    # A native target found as a QA step or native/click finds it (galculator's windows only read),
+    # and set-of-marks over the whole screen (the calculator in front, Chromium's page beside it).
+    from desktop.models import NativeTarget
+
+    seven_target = NativeTarget(app="galculator", role=seven.role, name="7", exact=True)
+    found_native = [timed(lambda: service.native_find(session.id, seven_target))[0] for _ in range(SAMPLES)]
+    marked = [timed(lambda: service.marks(session.id))[0] for _ in range(SAMPLES)]
+    marks_count = len(service.marks(session.id, image=False).marks)
     memory = _bus_memory(session)
     bench.detail("The accessibility bus and its reader, per session", ["process", "count", "PSS MB"],
                  [[kind, str(count), f"{pss / 1024:.1f}"] for kind, (count, pss) in sorted(memory.items())],
@@ -84,6 +92,8 @@ def tree(bench) -> list:
         Row("the control at a pixel on a native window (on the click path)", "ms", at_pixel, "<= 20 ms median",
             sorted(at_pixel)[len(at_pixel) // 2] <= 20,
             note=f"found {found.describe() if found else 'nothing'}"),
+        Row("a native target found (galculator's 7 by program, role and name)", "ms", found_native),
+        Row("set-of-marks with its marked screenshot", "ms", marked, note=f"{marks_count} marks"),
         Row("the accessibility bus and its reader, PSS per session", "MB", [bus_mb]),
     ]
     for program in ("galculator", "mousepad"):

@@ -72,9 +72,23 @@ def _page(browser) -> PageTree | None:
 
 def find_native(target: NativeTarget, list_windows: Callable[[], list[Window]], screen: Screen,
                 accessibility: AccessibilityReader) -> NativeFound:
-    """The showing controls ``target`` names now (the native windows only: the page is not read)."""
+    """The showing controls ``target`` names now (the native windows only: the page is not read); of a
+    named program, only its windows are read when its window class says which they are (the rest of the
+    desktop costs the bus a call per node and cannot match)."""
+    program = next((t.app for t in _chain(target) if t.app is not None), None)
+    if program is not None:
+        listed = list_windows()
+        theirs = [w for w in listed if program.casefold() in (part.casefold() for part in w.wm_class.split("."))]
+        list_windows = (lambda: theirs) if theirs else (lambda: listed)  # noqa: E731 - one listing, read once
     tree = read_tree(TreeQuery(), list_windows, screen, accessibility, None, lambda: None)
     return find(tree.windows, target, truncated=tree.truncated, error=tree.error)
+
+
+def _chain(target: NativeTarget | None):
+    """The target, then what it is looked for within, and so on."""
+    while target is not None:
+        yield target
+        target = target.within
 
 
 def native_target(target: NativeTarget, list_windows: Callable[[], list[Window]], screen: Screen,

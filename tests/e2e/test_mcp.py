@@ -32,7 +32,7 @@ pytestmark = pytest.mark.x11
 S = {"session": "itest"}
 TOOLS = mcp_tool_names()
 READ_ONLY = {"desktop_screenshot", "desktop_windows", "desktop_tree", "desktop_zoom", "desktop_wait",
-             "desktop_cursor_position",
+             "desktop_cursor_position", "desktop_native_find", "desktop_marks",
              "vision_extract_visible_text", "session_list",
              "live_view_url", "page_state", "page_content", "page_console_messages", "page_network_requests",
              "page_downloads", "page_screenshot", "page_wait_for", "page_locate", "export_test"}

@@ -382,7 +382,9 @@ def test_a_gemini_click_on_the_grid_lands_within_a_pixel_and_answers_url_and_scr
                     screenshot_width=1440, screenshot_height=810))
     [response] = answer["function_responses"]
     assert response["name"] == "click_at" and response["id"] == "fc_1"
-    assert response["response"] == {"url": page.url}
+    # The url always; whether the click changed the screen depends on what earlier tests left in the page
+    # (a focused field loses its caret: a change; otherwise none, said as no_effect).
+    assert response["response"]["url"] == page.url and set(response["response"]) <= {"url", "no_effect", "output"}
     [part] = response["parts"]
     assert part["inline_data"]["mime_type"] == "image/png" and image(part["inline_data"]["data"]).size == (1440, 810)
     event = page.wait_for(lambda e: e["type"] == "click")

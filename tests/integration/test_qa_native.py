@@ -24,10 +24,13 @@ def session(manager, vision_api):
 
 @pytest.fixture
 def native_desk(session, vision_api):
-    """The session, its launched programs ended after each test (a second galculator would make every
-    button match twice)."""
-    yield session
-    assert vision_api.post(f"/api/v1/sessions/{session}/reset").status_code == 200
+    """The session with no program launched on it (a second galculator would make every button match
+    twice), the browser's window up and in front before the test launches its own (the reset restarts
+    the browser: its window coming up late would take the keyboard from the test's program)."""
+    base = f"/api/v1/sessions/{session}"
+    assert vision_api.post(f"{base}/reset").status_code == 200
+    assert vision_api.post(f"{base}/desktop/open", json={"url": "about:blank"}).status_code == 200
+    return session
 
 
 def calc(name: str, **more) -> dict:

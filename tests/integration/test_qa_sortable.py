@@ -101,11 +101,12 @@ def served(app, tests: list[dict]) -> list[dict]:
 @pytest.mark.x11
 @pytest.mark.timeout(900)
 def test_the_ported_suite_passes_on_the_real_library(qa_url, app, tmp_path, capsys):
+    loaded_before = app.hits.count("/Sortable.js")  # the module's other test may have run first
     code, outcome = run_qa(qa_url, tmp_path, capsys, served(app, suite()["tests"]))
     failed = {name: why for name, why in outcome.items() if why is not None}
     assert not failed and code == 0, failed
     assert list(outcome) == [test["name"] for test in suite()["tests"]]
-    assert app.hits.count("/Sortable.js") == len(outcome)  # the real library, loaded by every test
+    assert app.hits.count("/Sortable.js") - loaded_before == len(outcome)  # the real library, loaded by every test
 
 
 @pytest.mark.x11
