@@ -62,6 +62,7 @@ from desktop.models import (
     LiveView,
     Marks,
     NativeFound,
+    NativeMatch,
     NativeTarget,
     NetworkPolicyInfo,
     OSWorldCall,
@@ -523,7 +524,7 @@ class DesktopService:
         """Real pointer input at the middle of the one control ``target`` names; ``result`` says which
         control it was and whether the pointer landed on it (desktop.native.landed)."""
         session = self._for_agent(session_id)
-        match = session.native_target(target)
+        match = _native_target(session, target)
         x, y = centre(match)
         kind = {1: Click, 2: DoubleClick, 3: TripleClick}[clicks]
         done = session.perform(kind(x=x, y=y, button=button), queue_s=QUEUE_WAIT_S)
@@ -534,7 +535,7 @@ class DesktopService:
         holds selected with ctrl+a when ``clear``, then ``text`` typed with the real keyboard over it."""
         session = self._for_agent(session_id)
         typing = Type(text=text)  # refused (an untypeable character) before anything is clicked
-        match = session.native_target(target)
+        match = _native_target(session, target)
         x, y = centre(match)
         steps = [Click(x=x, y=y), *([Key(keys=["ctrl+a"])] if clear else []), typing]
         done = [session.perform(step, queue_s=QUEUE_WAIT_S) for step in steps]
@@ -617,6 +618,15 @@ class DesktopService:
             # wmctrl failed, the browser gone or not answering in time, exec failed; or the desktop died
             message = f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc)
             raise session.down_error() or ActionFailedError(message) from exc
+
+
+def _native_target(session: Session, target: NativeTarget) -> NativeMatch:
+    """The one control an action on ``target`` acts on; the windows' listing failing is the session's
+    trouble, said as such (the bus's own is in the target's not-found)."""
+    try:
+        return session.native_target(target)
+    except (OSError, RuntimeError) as exc:
+        raise session.down_error() or ActionFailedError(f"could not read the desktop tree: {exc}") from exc
 
 
 def _network_policy(allow: Sequence[str] | None, deny: Sequence[str] | None) -> NetworkPolicy:
