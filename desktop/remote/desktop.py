@@ -175,7 +175,8 @@ class RemoteDesktop:
                                                      params={"screenshot": "true"}).json())
 
     def performed(self, answer: dict) -> Performed:
-        """An action's answer (ActionResponse in desktop.http.desktop) -> Performed; notes the page's URL."""
+        """An action's answer (ActionResponse in desktop.http.desktop) -> Performed, its ``result`` (a
+        launched pid, a native control) kept; notes the page's URL."""
         page = answer.get("page") or {}
         self._url = page.get("url")
         element = answer.get("element")  # what the session server read under the pixel, as a local one would
@@ -185,7 +186,7 @@ class RemoteDesktop:
                          ElementAt.model_validate(element) if isinstance(element, dict) else None,
                          changed=answer.get("changed"),
                          native=NativeElement.model_validate(native) if isinstance(native := answer.get("native"), dict)
-                         else None)
+                         else None, result=answer.get("result"))
 
     def cursor(self) -> tuple[int, int]:
         answer = self._client().request("GET", "/desktop/cursor").json()

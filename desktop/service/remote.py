@@ -15,7 +15,6 @@ control plane's own guards for those that act.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -93,15 +92,12 @@ class RemoteDesktopService(DesktopService):
         return forward(self.session(session_id), DesktopService, "desktop", "native_find", target)
 
     def native_click(self, session_id: str | None, target, button: str = "left", clicks: int = 1) -> Performed:
-        performed, answer = self._act(session_id, "/desktop/native/click",
-                                      {"target": target.model_dump(exclude_none=True), "button": button,
-                                       "clicks": clicks})
-        return replace(performed, result=answer.get("result"))
+        return self._act(session_id, "/desktop/native/click", {"target": target.model_dump(exclude_none=True),
+                                                               "button": button, "clicks": clicks})[0]
 
     def native_type(self, session_id: str | None, target, text: str, clear: bool = False) -> Performed:
-        performed, answer = self._act(session_id, "/desktop/native/type",
-                                      {"target": target.model_dump(exclude_none=True), "text": text, "clear": clear})
-        return replace(performed, result=answer.get("result"))
+        return self._act(session_id, "/desktop/native/type", {"target": target.model_dump(exclude_none=True),
+                                                              "text": text, "clear": clear})[0]
 
     def check_url(self, url: str, session=None) -> None:
         # The fence here; the session's network policy is the session server's, checked where it acts.
