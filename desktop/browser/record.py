@@ -20,6 +20,7 @@ from desktop.models import DialogMode
 
 CONSOLE_RING = 1000
 NETWORK_RING = 2000
+NAVIGATIONS_KEPT = 16  # the main frame's latest navigations, for the settle of the input that started one
 DETAILED_REQUESTS = 500  # the latest requests whose headers and body a flow's check may still read
 HEADERS_LIMIT = 8_000  # characters of a request's headers kept for a flow's checks
 BODY_LIMIT = 20_000    # characters of its body
@@ -168,6 +169,8 @@ class Recorder:
         self.blocks = blocks
         self._requests: dict[Any, tuple[int, float]] = {}   # request -> its entry's seq and start
         self._answered: set = set()  # the requests among them whose response has arrived
+        # The main frame's navigation requests, by seq: when each ended (monotonic), None while it runs.
+        self._navigations: dict[int, float | None] = {}
         self._attached = False
 
     def attach(self, on: bool) -> None:
@@ -217,6 +220,10 @@ class Recorder:
                                          "resource_type": request.resource_type, "status": None,
                                          "duration_ms": None, "size": None, "failure": None, "blocked": None})
         self._requests[request] = (entry["seq"], entry["ts"])
+        if _navigates(request):
+            self._navigations[entry["seq"]] = None
+            if len(self._navigations) > NAVIGATIONS_KEPT:
+                self._navigations.pop(next(iter(self._navigations)))
         if len(self._requests) > NETWORK_RING:  # requests that never end (long polls) must not pile up
             self._answered.discard(self._requests.pop(next(iter(self._requests))))
         kept = self.record.requests
@@ -239,16 +246,28 @@ class Recorder:
     def _on_request_finished(self, request) -> None:
         self._answered.discard(request)
         seq, _ = self._requests.pop(request, (None, 0))
+        self._ended(seq)
         if seq is not None:
             self.record.network.update(seq, duration_ms=_duration(request))
 
     def _on_request_failed(self, request) -> None:
         self._answered.discard(request)
         seq, started = self._requests.pop(request, (None, 0))
+        self._ended(seq)
         if seq is not None:
             # An HTTPS or WebSocket connection the policy refused fails as a refused tunnel.
             self.record.network.update(seq, failure=request.failure or "failed", duration_ms=_duration(request),
                                        blocked=self._blocked(request, started))
+
+    def _ended(self, seq: int | None) -> None:
+        if seq in self._navigations:
+            self._navigations[seq] = time.monotonic()
+
+    def main_navigation(self, since_seq: int) -> tuple[int, float | None] | None:
+        """The last navigation of the main frame started after entry ``since_seq``: its entry's seq
+        and when its request ended (None while it runs); None when there was none."""
+        last = next(reversed(list(self._navigations.items())), None)
+        return last if last is not None and last[0] > since_seq else None
 
     def awaiting_response(self, since_seq: int) -> list[str]:
         """The resource types of the requests started after entry ``since_seq`` that have no
@@ -276,6 +295,14 @@ class Recorder:
                                             or (entry.url is None and entry.host == host and entry.port == port)):
                 return "policy"
         return None
+
+
+def _navigates(request) -> bool:
+    """Whether ``request`` loads a new document into a page's main frame."""
+    try:
+        return request.is_navigation_request() and request.frame.parent_frame is None
+    except Exception:  # a service worker's request has no frame
+        return False
 
 
 def _duration(request) -> int | None:

@@ -36,7 +36,10 @@ if TYPE_CHECKING:
 SettledBy = Literal["frame", "network", "navigation", "dialog", "timeout"]
 NETWORK_WAIT_MS = 2000  # the longest wait for requests an input started (a long poll never ends)
 POLL_S = 0.01
-_TWO_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
+# Two frames of the page in front, answered with when its document began (performance.timeOrigin, ms
+# since the epoch): a navigation's answer must come from the new document, not the one it replaces.
+_TWO_FRAMES = ("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame("
+               "() => done(performance.timeOrigin))))")
 # A counter of the key (or pointer) releases a frame sees, kept in a closure (nothing of it on the
 # page's window), removed once the input is over. One per frame: a key pressed in an iframe is seen there.
 _COUNT_INPUT = """([type, characters]) => {
@@ -53,6 +56,8 @@ FIRST_KEY_MS = 50         # no key seen this long after the last was sent: they 
                           # giving up early costs nothing: the settle then judges as before it counted keys
 FIRST_PRESS_MS = 1000     # a click on an element of the page not seen by it this long after it was sent: it went
                           # elsewhere (a native popup took it); the settle then judges as before it counted
+COMMIT_MS = 1000          # a navigation whose request has ended shows its new document within this, or never
+                          # will (a download, a 204): its answer then comes from the page as it is
 KEYS_STALL_MS = 3000      # keys seen, then none for this long: the rest go where the page does not see
                           # (1 s was too short: CI saw Chromium pause longer inside a 20,000-character text)
 
@@ -63,10 +68,24 @@ class InputMark:
 
     network_seq: int
     dialog_seq: int
+    at_ms: float  # the wall clock, as a document's performance.timeOrigin counts it
 
 
 def input_mark(record: PageRecord) -> InputMark:
-    return InputMark(record.network.last_seq, record.dialogs.last_seq)
+    return InputMark(record.network.last_seq, record.dialogs.last_seq, time.time() * 1000)
+
+
+def older_document(began_ms, mark: InputMark, navigation: tuple[int, float | None] | None,
+                   network_deadline: float, now: float) -> bool:
+    """Whether the frames just counted came from the document a navigation the input started is
+    replacing, and its new one is still to be waited for (pure). CI saw a click on a link answered
+    with the old page: the document's response had arrived, the new document not committed yet, and
+    the old one went on producing frames. Waited for at most until the input's network bound, or
+    COMMIT_MS after the navigation's request ended (a download, a 204 never commit)."""
+    if navigation is None or type(began_ms) not in (int, float) or began_ms >= mark.at_ms:
+        return False
+    _, ended_at = navigation
+    return now < network_deadline or (ended_at is not None and now - ended_at < COMMIT_MS / 1000)
 
 
 async def after_input(tabs: Tabs, record: PageRecord, recorder: Recorder, mark: InputMark,
@@ -101,6 +120,10 @@ async def after_input(tabs: Tabs, record: PageRecord, recorder: Recorder, mark: 
             return "dialog" if record.dialogs.since(mark.dialog_seq) else "timeout"
         if frames.exception() is not None:  # the document went away under the call: a navigation
             waited_for = "navigation"
+            await asyncio.sleep(POLL_S)
+            continue
+        if older_document(frames.result(), mark, recorder.main_navigation(mark.network_seq), network_deadline,
+                          time.monotonic()):
             await asyncio.sleep(POLL_S)
             continue
         # The frames may have run handlers that started requests: those are the input's too.
