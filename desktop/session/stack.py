@@ -133,8 +133,12 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def _tcp_banner(port: int) -> bytes:
+def _tcp_banner(port: int, greeting_s: float = 5) -> bytes:
+    """What a server on loopback ``port`` says first, its greeting waited for patiently. CI saw a
+    listening x11vnc leave 1-second probes unanswered for 30 s on a loaded machine: each probe that
+    gives up hands its single-threaded loop one more client to set up and drop."""
     with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+        sock.settimeout(greeting_s)
         return sock.recv(12)
 
 
