@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from desktop.actions import Click, Type
+from desktop.actions import Click, Type, Wait
 from vision.actions import CallResult, Done, Fail
 from vision.providers.base import ModelTurn, Observation
 from vision.providers.ocr import OcrProvider
@@ -100,7 +100,10 @@ def test_steps_are_grounded_on_the_fresh_screen(desk, page):
 
 
 def test_a_missing_target_fails_clearly_and_does_nothing(desk, page):
-    turn = take_turn(ocr('click "Nonexistent button"'), desk)
+    provider = ocr('click "Nonexistent button"')
+    (wait,) = take_turn(provider, desk).calls[0].actions  # a second look first
+    assert isinstance(wait, Wait)
+    turn = take_turn(provider, desk)
     (fail,) = turn.calls[0].actions
     assert isinstance(fail, Fail)
     assert fail.reason.startswith("could not find 'Nonexistent button' on the screen; visible text includes:")

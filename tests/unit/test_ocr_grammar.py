@@ -598,6 +598,7 @@ def test_unparseable_instruction_fails_at_once():
 
 def test_not_found_fails_with_the_visible_text():
     p, _ = provider('click "Nonexistent button"')
+    assert isinstance(actions(step(p))[0], Wait)  # one more look first: the page may still be rendering
     turn = step(p)
     (fail,) = actions(turn)
     assert isinstance(fail, Fail)
@@ -636,6 +637,15 @@ def test_no_second_look_when_disabled():
     p, _ = provider('click "Sign in" then click Continue', retry_wait_ms=0)
     step(p)
     assert isinstance(actions(step(p))[0], Fail)
+
+
+def test_a_target_missing_from_the_first_screen_gets_one_more_look():
+    """A run started on a page still rendering (a client-side app paints after its load)."""
+    loaded = [words_line("Continue", 500, 500)]
+    p, engine = provider("click Continue", [words_line("Loading", 100, 100)], loaded)
+    assert actions(step(p)) == [Wait(duration_ms=1000)]
+    (click,) = actions(step(p))
+    assert isinstance(click, Click) and (click.x, click.y) == loaded[0].box.centre
 
 
 def test_a_failed_step_ends_the_run():

@@ -292,8 +292,10 @@ class OcrProvider(Provider):
 
     Options (all keyword, settable per model in glassdesk.toml): ``fuzzy`` the difflib ratio a
     fuzzy match needs (default 0.8); ``scroll_amount`` notches for "scroll down" without a number
-    (default 5); ``retry_wait_ms`` how long to wait and look again when a target is missing right
-    after one of our own actions -- the page may still be loading (default 1000; 0 fails at once);
+    (default 5); ``retry_wait_ms`` how long to wait and look again when a target is missing -- the page
+    may still be loading or rendering, after one of our own actions or at the run's start (a
+    client-side app paints after its load; CI saw TodoMVC's field missed so) (default 1000; 0 fails
+    at once);
     ``engine`` an object with ``read(image) -> list[Line]`` instead of the shared rapidocr engine.
     """
 
@@ -355,8 +357,9 @@ class OcrProvider(Provider):
                     lines = lines if lines is not None else self._ocr(frame)
                 actions, said = self._plan(intent, frame, lines)
             except GroundingError as exc:
-                if exc.not_found and self._next > 0 and self.retry_wait_ms > 0 and not self._waited:
-                    # Right after our own action the screen may still be changing: look once more.
+                if exc.not_found and self.retry_wait_ms > 0 and not self._waited:
+                    # The screen may still be changing (after our own action, or a page the run
+                    # started on still rendering): look once more.
                     self._waited = True
                     turn.text = "\n".join([*notes, f"{exc}; waiting {self.retry_wait_ms} ms and looking again"])
                     turn.calls = [self._call(intent.kind, intent.to_dict(), [Wait(duration_ms=self.retry_wait_ms)])]
