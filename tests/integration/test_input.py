@@ -18,6 +18,14 @@ def test_click_arrives_at_the_exact_pixel(desk, page, x, y):
     assert event["button"] == 0 and event["detail"] == 1
 
 
+def test_two_clicks_on_one_pixel_are_two_clicks_not_a_double_click(desk, page):
+    desk.perform(Click(x=700, y=800))
+    desk.perform(Click(x=700, y=800))  # at once: the settle of the first one is shorter than the double-click time
+    page.wait_for(lambda e: e["type"] == "click" and len([c for c in page.events if c["type"] == "click"]) == 2)
+    assert [e["detail"] for e in page.events if e["type"] == "click"] == [1, 1]
+    assert not [e for e in page.events if e["type"] == "dblclick"]
+
+
 def test_right_and_middle_click(desk, page):
     desk.perform(Click(x=800, y=800, button="right"))
     event = page.wait_for(lambda e: e["type"] == "contextmenu")

@@ -4,12 +4,13 @@ metrics, auth."""
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from desktop.actions import Click, Drag, Key, Move, Point, Scroll, Type
-from desktop.x11.input import GLIDE_MS, Executor, glide_argv, glide_ms_from, pointer_target
+from desktop.x11.input import GLIDE_MS, MULTI_CLICK_S, Executor, glide_argv, glide_ms_from, pointer_target
 from vision.app.metrics import Metrics
 from vision.evidence.report import describe_action
 from vision.http.auth import FailureLimit, host_allowed, is_open, origin_allowed
@@ -69,6 +70,18 @@ def test_what_must_precede_the_press_runs_after_the_glide_and_before_the_action(
     executed = executor.run(Click(x=900, y=700), before_act=lambda: executor.log.append("before"))
     assert executor.log == expected
     assert "click" in executed.argv[-1] and len(executed.argv) == (2 if glide_ms else 1)  # the glide is part of it
+
+
+def test_two_clicks_on_one_spot_stay_two_clicks():
+    executor = RecordingExecutor(0)
+    executor.run(Click(x=900, y=700))
+    start = time.monotonic()
+    executor.run(Click(x=900, y=700))
+    assert time.monotonic() - start >= MULTI_CLICK_S * 0.9  # the second press waited out the double-click time
+    start = time.monotonic()
+    executor.run(Click(x=300, y=700))
+    executor.run(Click())  # at the pointer (100, 100 here): asked where that is
+    assert time.monotonic() - start < MULTI_CLICK_S * 0.9 and executor.log[-2:] == ["cursor", "click"]
 
 
 def test_reads_in_the_background_hand_over_their_result_or_their_error():

@@ -432,3 +432,16 @@ def test_long_unicode_text_binds_what_each_fast_chunk_needs_before_it():
     assert "".join(_typed(commands)) == text
     binds = _simulate(commands, Keymap.parse(PKE).present)
     assert binds and max(binds) <= 5
+
+
+def test_a_press_that_would_continue_the_last_ones_click_count_waits_out_the_double_click_time():
+    last = inp.Press(at=100.0, x=500, y=300, button="left")
+    wait = inp.separating_wait
+    assert wait(None, "left", 500, 300, 100.1) == 0.0
+    assert wait(last, "left", 503, 297, 100.1) == pytest.approx(inp.MULTI_CLICK_S - 0.1)  # within a few px
+    assert wait(last, "left", 500 + inp.MULTI_CLICK_PX + 1, 300, 100.1) == 0.0  # elsewhere: its own click
+    assert wait(last, "right", 500, 300, 100.1) == 0.0  # another button counts its own clicks
+    assert wait(last, "left", 500, 300, 100.0 + inp.MULTI_CLICK_S) == 0.0  # long enough ago
+    assert [inp.pressed_button(a) for a in (Click(x=1, y=2, button="right"), TripleClick(x=1, y=2), MouseDown(),
+                                            MouseUp(), Move(x=1, y=2), Drag(path=[Point(x=1, y=1), Point(x=9, y=9)]))] \
+        == ["right", "left", "left", None, None, None]
