@@ -85,7 +85,7 @@ def test_verify_catches_removed_extra_and_truncated(tmp_path):
     assert any("meta.json" in p for p in problems), problems
 
 
-def test_a_run_left_running_by_a_dead_server_is_closed_as_interrupted(tmp_path):
+def test_a_run_left_running_by_a_dead_server_is_closed_as_interrupted(tmp_path, monkeypatch):
     store = QaRunStore(tmp_path)
     run = a_run(store, finish=False)
     # a film adopted into the chain stays; the pieces of one cut short with the run go
@@ -95,8 +95,9 @@ def test_a_run_left_running_by_a_dead_server_is_closed_as_interrupted(tmp_path):
     (run.dir / "ring.png").write_bytes(PNG)
     assert store.close_interrupted() == []  # this process still writes it
     from vision.evidence import qa_runs as runs_module
+    from vision.trace.files import OpenEvidence
 
-    runs_module._open_here.clear()  # as a new server process sees it
+    monkeypatch.setattr(runs_module, "OPEN", OpenEvidence())  # as a new server process sees it
     assert store.close_interrupted(alive=lambda owner: owner == this_process()) == []  # the owner still runs
     assert store.close_interrupted(alive=lambda owner: False) == [run.run_id]
     record = store.load(run.run_id)

@@ -585,3 +585,18 @@ def test_a_failed_write_leaves_a_trace_that_verifies_without_it(store: TraceStor
     assert meta.steps == 1 and meta.status == "failed"
     assert [s.text for s in store.load(writer.trace_id).steps] == ["one"]
     assert store.verify(writer.trace_id).ok
+
+
+def test_the_chain_file_both_stores_append_with_rewrites_it_whole_and_each_record_names_the_one_before(tmp_path):
+    from vision.trace.files import ChainFile
+    from vision.trace.records import GENESIS_HASH, walk_chain
+
+    chain = ChainFile(tmp_path / "records.jsonl")
+    first = chain.append({"kind": "started", "index": 1})
+    second = chain.append({"kind": "finished", "index": 2})
+    assert first["prev_hash"] == GENESIS_HASH and second["prev_hash"] == first["hash"] and chain.head == second["hash"]
+    lines = (tmp_path / "records.jsonl").read_bytes().splitlines()
+    assert [(w.number, w.problems) for w in walk_chain(lines)] == [(1, ()), (2, ())]
+    # carried on from what is on disk (a QA run closed as interrupted by the next server)
+    ChainFile(tmp_path / "records.jsonl", b"\n".join(lines) + b"\n", head=second["hash"]).append({"index": 3})
+    assert [w.problems for w in walk_chain((tmp_path / "records.jsonl").read_bytes().splitlines())] == [(), (), ()]

@@ -41,8 +41,8 @@ from desktop.x11.receipt import remove_unfinished
 from vision.errors import QaRunCorruptError, QaRunNotFoundError
 from vision.evidence.report import heal_line, xml_text
 from vision.models.qa import Artifact, Artifacts, QaRun, StepResult, Summary, TestCase, VerifyReport
-from vision.trace.files import OWNER_FILE, atomic_write, close_orphans, new_trace_id, write_owner
-from vision.trace.records import GENESIS_HASH, _is_sensitive_key, canonical_json, record_hash, redact, walk_chain
+from vision.trace.files import OPEN, OWNER_FILE, ChainFile, atomic_write, close_orphans, new_trace_id, write_owner
+from vision.trace.records import _is_sensitive_key, canonical_json, redact, walk_chain
 
 log = logging.getLogger("glassdesk.qa")
 
@@ -190,10 +190,6 @@ def _sha(data: bytes) -> str:
 
 # ------------------------------------------------------------------------------------ writing
 
-_open_here: set[str] = set()
-_open_lock = threading.Lock()
-
-
 class RunWriter:
     """Appends the records and files of one run. Thread-safe; get one from ``QaRunStore.create``."""
 
@@ -202,7 +198,7 @@ class RunWriter:
         self.dir = directory
         self.run_id = run_id
         self._secrets = {s for s in secrets if s}
-        self._lines = bytearray()
+        self._manifest = ChainFile(directory / MANIFEST)
         self._records: list[dict] = []
         self._names: set[str] = set()
         self._lock = threading.Lock()
@@ -210,7 +206,7 @@ class RunWriter:
 
     @property
     def head(self) -> str:
-        return self._records[-1]["hash"] if self._records else GENESIS_HASH
+        return self._manifest.head
 
     def record(self, kind: str, **content: Any) -> dict:
         """Append one record (redacted, timestamped, chained); meta.json follows it."""
@@ -218,11 +214,8 @@ class RunWriter:
             if self.finished:
                 raise RuntimeError(f"run {self.run_id} is finished")
             stored = redact_free_text({"kind": kind, **content}, self._secrets)
-            stored.update(index=len(self._records) + 1, ts=rfc3339(_now()), prev_hash=self.head)
-            stored["hash"] = record_hash(stored)
-            self._lines += canonical_json(stored) + b"\n"
-            atomic_write(self.dir / MANIFEST, bytes(self._lines))
-            self._records.append(stored)
+            stored.update(index=len(self._records) + 1, ts=rfc3339(_now()))
+            self._records.append(self._manifest.append(stored))
             atomic_write(self.dir / META_FILE, canonical_json(derive_meta(self._records)))
             if kind == "finished":
                 self.finished = True
@@ -263,9 +256,7 @@ class RunWriter:
     def finish(self, status: str, result: dict | None = None, reason: str | None = None) -> dict:
         """Close the run; the stored (redacted) ``finished`` record."""
         stored = self.record("finished", status=status, result=result, reason=reason)
-        with _open_lock:
-            _open_here.discard(str(self.dir.resolve()))
-        (self.dir / OWNER_FILE).unlink(missing_ok=True)
+        OPEN.closed(self.dir)
         return stored
 
 
@@ -345,10 +336,9 @@ class QaRunStore:
             directory.chmod(0o700)
         directory = self.run_dir(run_id)
         directory.mkdir()
-        with _open_lock:
-            _open_here.add(str(directory.resolve()))
-        write_owner(directory)
         writer = RunWriter(self, directory, run_id, secrets)
+        OPEN.opened(directory, writer)  # before its owner file: this process never sweeps it
+        write_owner(directory)
         # Template images leave the request as files of the run (each written whole, atomically,
         # before the record that names them), so an export gives them back (records_with_templates).
         request, templates = split_templates(request)
@@ -445,9 +435,8 @@ class QaRunStore:
                     continue
                 if not records or records[-1].get("kind") in ("finished", "interrupted"):
                     continue
-                with _open_lock:
-                    if str(directory.resolve()) in _open_here:
-                        continue
+                if directory in OPEN:
+                    continue
                 yield run_id, directory, lambda directory=directory, records=records: self._interrupt(directory,
                                                                                                         records)
 
@@ -457,10 +446,9 @@ class QaRunStore:
         data = (directory / MANIFEST).read_bytes()
         if not data.endswith(b"\n"):  # a torn tail cannot be chained to: keep the whole lines
             data = data[: data.rfind(b"\n") + 1]
-        record = {"kind": "interrupted", "status": "error", "reason": INTERRUPTED_MESSAGE,
-                  "index": len(records) + 1, "ts": rfc3339(_now()), "prev_hash": records[-1]["hash"]}
-        record["hash"] = record_hash(record)
-        atomic_write(directory / MANIFEST, data + canonical_json(record) + b"\n")
+        record = ChainFile(directory / MANIFEST, data, head=records[-1]["hash"]).append(
+            {"kind": "interrupted", "status": "error", "reason": INTERRUPTED_MESSAGE, "index": len(records) + 1,
+             "ts": rfc3339(_now())})
         atomic_write(directory / META_FILE, canonical_json(derive_meta([*records, record])))
         # A film cut short with the run was never adopted into its chain: its pieces go, as a trace's do.
         remove_unfinished(directory, keep={r.get("name") for r in records if r.get("kind") == "artifact"})

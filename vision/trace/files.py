@@ -1,5 +1,7 @@
-"""The evidence's file helpers: atomic writes, trace ids (path-safe by construction), the owner
-file, and the start-up sweep every store of evidence makes with it (``close_orphans``)."""
+"""What every store of evidence (traces: vision.trace.store; QA runs: vision.evidence.qa_runs) keeps
+its files with, written once: atomic writes, ids (path-safe by construction), the hash-chained
+record file (``ChainFile``), the owner file and the registry of what this process is writing
+(``OPEN``), and the start-up sweep of what a stopped server left unfinished (``close_orphans``)."""
 
 from __future__ import annotations
 
@@ -8,12 +10,14 @@ import logging
 import os
 import re
 import secrets as _random
+import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from desktop.x11.procs import ProcessId, alive_checker, this_process
-from vision.trace.records import InvalidTraceId
+from vision.trace.records import GENESIS_HASH, InvalidTraceId, canonical_json, record_hash
 
 OWNER_FILE = "owner.json"
 log = logging.getLogger("glassdesk.trace")
@@ -31,6 +35,66 @@ def read_owner(directory: Path) -> ProcessId | None:
         return ProcessId.from_dict(json.loads((directory / OWNER_FILE).read_bytes()))
     except (OSError, ValueError, AttributeError):
         return None
+
+
+class OpenEvidence:
+    """The evidence this process is writing (created, not yet finished), by directory, with its
+    writer. Never closed as interrupted by this process, whatever /proc says; a reader here may ask
+    for the writer to wait for its queued writes. Each piece names its writer on disk too (the owner
+    file) for the other processes on the same data directory."""
+
+    def __init__(self):
+        self._writers: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(directory: Path) -> str:
+        return str(directory.resolve())
+
+    def opened(self, directory: Path, writer: Any) -> None:
+        with self._lock:
+            self._writers[self._key(directory)] = writer
+
+    def closed(self, directory: Path) -> None:
+        """Finished: it names no writer any more, here or on disk."""
+        with self._lock:
+            self._writers.pop(self._key(directory), None)
+        (directory / OWNER_FILE).unlink(missing_ok=True)
+
+    def writer(self, directory: Path) -> Any | None:
+        if not self._writers:  # nothing open here: no directory to resolve
+            return None
+        with self._lock:
+            return self._writers.get(self._key(directory))
+
+    def __contains__(self, directory: Path) -> bool:
+        return self.writer(directory) is not None
+
+
+OPEN = OpenEvidence()
+
+
+class ChainFile:
+    """A JSON-lines file of hash-chained records (vision.trace.records: each names the hash of the
+    one before and its own), of which its writer is the only author.
+
+    Rewritten whole on each append, atomically, rather than appended in place: an in-place append
+    cut short by a crash leaves a torn line that readers must second-guess; a rename never does.
+    The copy costs O(records) per record, trivial at a run's scale (tens of KB)."""
+
+    def __init__(self, path: Path, lines: bytes = b"", head: str = GENESIS_HASH):
+        self.path = path
+        self._lines = bytearray(lines)
+        self.head = head
+
+    def append(self, record: dict) -> dict:
+        """``record`` chained to the head (``prev_hash``, ``hash`` set in it), written; returned."""
+        record["prev_hash"] = self.head
+        record["hash"] = record_hash(record)
+        self._lines += canonical_json(record) + b"\n"
+        atomic_write(self.path, bytes(self._lines))
+        self.head = record["hash"]
+        return record
 
 
 def close_orphans(unfinished: Iterable[tuple[str, Path, Callable[[], None]]], what: str,

@@ -23,6 +23,7 @@ from desktop.x11.procs import ProcessId
 from desktop.x11.receipt import remove_unfinished
 from vision.trace.files import (
     _TRACE_ID,
+    OPEN,
     OWNER_FILE,
     atomic_write,
     check_trace_id,
@@ -54,11 +55,8 @@ from vision.trace.writer import (
     SEAL_FILE,
     VIDEO_SEAL_FILE,
     TraceWriter,
-    _key,
     _now,
-    _open_lock,
     _pending_written,
-    _writers,
     write_meta,
 )
 
@@ -116,8 +114,7 @@ class TraceStore:
             if disk_full(exc):
                 raise StorageFull.of(self.traces_dir, RESERVE_BYTES) from exc
             raise
-        with _open_lock:
-            _writers[_key(directory)] = writer
+        OPEN.opened(directory, writer)
         return writer
 
     def check_room(self, needed: int) -> None:
@@ -137,9 +134,8 @@ class TraceStore:
                 if meta.status in FINAL_STATUSES or meta.finished_at is not None:
                     continue
                 directory = self.trace_dir(meta.trace_id)
-                with _open_lock:
-                    if _key(directory) in _writers:
-                        continue
+                if directory in OPEN:
+                    continue
                 yield meta.trace_id, directory, lambda meta=meta: self._interrupt(meta)
 
         return close_orphans(unfinished(), "trace", alive)

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from desktop.errors import StorageFull, disk_full
 from desktop.frame import Frame
-from vision.trace.files import OWNER_FILE, atomic_write
+from vision.trace.files import OPEN, ChainFile, atomic_write
 from vision.trace.records import (
     ErrorInfo,
     ImageKind,
@@ -84,25 +84,7 @@ def write_meta(directory: Path, meta: TraceMeta, *, seal: bool = False) -> None:
         atomic_write(directory / SEAL_FILE, canonical_json(meta_seal(data, meta.video_hash or meta.head_hash)))
 
 
-def _closed_here(directory: Path) -> None:
-    """A finished trace names no writer any more."""
-    with _open_lock:
-        _writers.pop(_key(directory), None)
-    (directory / OWNER_FILE).unlink(missing_ok=True)
-
-
 # ------------------------------------------------------------------------------------------ writing
-
-# The writers of the traces this process is writing (created, not yet finished), by directory:
-# those traces are never closed as interrupted, whatever /proc says, and a reader here waits for
-# their queued writes.
-_writers: dict[str, TraceWriter] = {}
-_open_lock = threading.Lock()
-
-
-def _key(directory: Path) -> str:
-    return str(directory.resolve())
-
 
 # Steps recorded but not yet on disk, at most: each holds its two frames (8 MB each at 1080p),
 # so a run that outpaces the disk waits here rather than filling memory.
@@ -133,10 +115,8 @@ _write_thread = _WriteThread()
 
 
 def _pending_written(directory: Path) -> None:
-    if not _writers:  # nothing open here: no directory to resolve
-        return
-    with _open_lock:
-        writer = _writers.get(_key(directory))
+    """A trace this process is writing (vision.trace.files.OPEN): its queued steps on disk first."""
+    writer = OPEN.writer(directory)
     if writer is not None:
         writer.flush()
 
@@ -152,7 +132,7 @@ class TraceWriter:
         self.dir = directory
         self._meta = meta
         self._secrets: set[str] = {s for s in secrets if s}
-        self._lines = bytearray()  # steps.jsonl as last written; this writer is its only author
+        self._steps = ChainFile(directory / "steps.jsonl", head=meta.head_hash)
         self._last_after: tuple[str, str] | None = None  # (file name, sha256) of the last after PNG
         self._lock = threading.Lock()  # callers, one at a time; the write thread never takes it
         self._recorded = meta.steps  # steps handed to the write thread; meta.steps: those on disk
@@ -304,16 +284,9 @@ class TraceWriter:
         index = record.index
         before_png, before_sha = self._store_image(index, "before", before)
         after_png, after_sha = self._store_image(index, "after", after)
-        stored = record.model_dump(mode="json") | {
-            "before_png": before_png, "before_sha256": before_sha,
-            "after_png": after_png, "after_sha256": after_sha, "prev_hash": self._meta.head_hash,
-        }
-        stored["hash"] = record_hash(stored)
-        # Rewrite the whole file atomically rather than append in place: an in-place append cut
-        # short by a crash leaves a torn line that readers must second-guess; a rename never
-        # does. The copy costs O(steps) per step, trivial at a run's scale (tens of KB).
-        self._lines += canonical_json(stored) + b"\n"
-        atomic_write(self.dir / "steps.jsonl", bytes(self._lines))
+        stored = self._steps.append(record.model_dump(mode="json") | {
+            "before_png": before_png, "before_sha256": before_sha, "after_png": after_png, "after_sha256": after_sha,
+        })
         if after_png:
             self._last_after = (after_png, after_sha)
         self._update_meta(steps=index, head_hash=stored["hash"], usage=self._meta.usage.plus(record.usage))
@@ -376,5 +349,5 @@ class TraceWriter:
             self._meta = TraceMeta.model_validate(self._meta.model_dump() | {
                 "status": status, "finished_at": _now(), **final})
             write_meta(self.dir, self._meta, seal=True)
-            _closed_here(self.dir)
+            OPEN.closed(self.dir)
             return self.meta
