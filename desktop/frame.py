@@ -29,6 +29,15 @@ class Frame:
     height: int
     taken_at: float = field(default_factory=time.time)
 
+    @classmethod
+    def of_image(cls, image: Image.Image, taken_at: float | None = None) -> Frame:
+        """A frame of an RGB image (one drawn on, not captured)."""
+        rgb = np.asarray(image.convert("RGB"))
+        bgra = np.empty((image.height, image.width, 4), np.uint8)
+        bgra[:, :, :3] = rgb[:, :, ::-1]
+        bgra[:, :, 3] = 255
+        return cls(bgra.tobytes(), image.width, image.height, time.time() if taken_at is None else taken_at)
+
     @cached_property
     def image(self) -> Image.Image:
         return Image.frombuffer("RGB", (self.width, self.height), self.bgra, "raw", "BGRX", 0, 1)

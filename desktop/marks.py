@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 
+from desktop.frame import Frame
 from desktop.models import Mark, TreeWindow
 from desktop.tree import only_interactive
 
@@ -53,10 +54,27 @@ def as_text(marks: list[Mark], truncated: bool = False) -> str:
 def draw(png: bytes, marks: list[Mark]) -> bytes:
     """The screenshot with each mark's box outlined and its number on a filled tag at the box's top
     left corner (inside the box when there is no room above it)."""
-    from PIL import Image, ImageDraw, ImageFont  # here: the list alone (the doors' text) needs no imaging
+    from PIL import Image  # here: the list alone (the doors' text) needs no imaging
 
     with Image.open(io.BytesIO(png)) as opened:
         image = opened.convert("RGB")
+    _draw_on(image, marks)
+    out = io.BytesIO()
+    image.save(out, "PNG", compress_level=1)
+    return out.getvalue()
+
+
+def drawn_frame(frame: Frame, marks: list[Mark]) -> Frame:
+    """``frame`` with the marks drawn on it, as a frame of its own (what a model observing with
+    set-of-marks is shown); ``frame`` itself is left as it was (the trace keeps the plain screen)."""
+    image = frame.image.copy()
+    _draw_on(image, marks)
+    return Frame.of_image(image, taken_at=frame.taken_at)
+
+
+def _draw_on(image, marks: list[Mark]) -> None:
+    from PIL import ImageDraw, ImageFont
+
     pen = ImageDraw.Draw(image)
     font = ImageFont.load_default(size=13)
     for m in marks:
@@ -69,6 +87,3 @@ def draw(png: bytes, marks: list[Mark]) -> bytes:
         tag_y = y - tag_h if y - tag_h >= 0 else y
         pen.rectangle([x, tag_y, x + tag_w, tag_y + tag_h], fill=colour)
         pen.text((x + 3 - left, tag_y + 2 - upper), label, fill=(255, 255, 255), font=font)
-    out = io.BytesIO()
-    image.save(out, "PNG", compress_level=1)
-    return out.getvalue()

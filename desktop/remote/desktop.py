@@ -26,7 +26,7 @@ from PIL import Image
 from desktop.actions import _Action
 from desktop.errors import GlassdeskError, SessionUnavailable
 from desktop.frame import Frame
-from desktop.models import ElementAt, NativeElement, SessionInfo, Status
+from desktop.models import ElementAt, Marks, NativeElement, SessionInfo, Status
 from desktop.port import Performed
 from desktop.remote.backends.base import Endpoint
 from desktop.session.manager import RESTART_RETRY_S, utcnow
@@ -187,6 +187,11 @@ class RemoteDesktop:
                          changed=answer.get("changed"),
                          native=NativeElement.model_validate(native) if isinstance(native := answer.get("native"), dict)
                          else None, result=answer.get("result"))
+
+    def marks(self, limit: int, image: bool) -> Marks:
+        """Set-of-marks, read by the session server (desktop.session.tree.read_marks)."""
+        params = {"limit": limit, "image": "true" if image else "false"}
+        return Marks.model_validate(self._client().request("GET", "/desktop/marks", params=params).json())
 
     def cursor(self) -> tuple[int, int]:
         answer = self._client().request("GET", "/desktop/cursor").json()

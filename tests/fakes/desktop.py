@@ -14,6 +14,7 @@ from collections.abc import Callable
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH, _Action
 from desktop.errors import GlassdeskError, SessionUnavailable
 from desktop.frame import Frame
+from desktop.models import Mark, Marks
 from desktop.port import Performed
 
 
@@ -41,6 +42,8 @@ class FakeDesktop:
         self.during_perform: Callable[[_Action], None] | None = None
         # While set, actions work and change nothing on the screen (a click beside every control).
         self.inert = False
+        # The numbered controls its marks() answers (set-of-marks); an exception here is raised instead.
+        self.controls: list[Mark] | BaseException = []
         self._shade = 0
         self._lock = threading.Lock()
 
@@ -74,6 +77,11 @@ class FakeDesktop:
 
     def cursor(self) -> tuple[int, int]:
         return self.pointer
+
+    def marks(self, limit: int, image: bool) -> Marks:
+        if isinstance(self.controls, BaseException):
+            raise self.controls
+        return Marks(marks=self.controls[:limit], truncated=len(self.controls) > limit)
 
     def page_url(self) -> str | None:
         return self.url

@@ -489,6 +489,49 @@ def test_chat_malformed_reply_is_told_once_then_fails(vision_api, page, viewport
     assert trace.steps[1].text == "I think I should press the button now."  # the garbled reply is evidence
 
 
+def test_a_chat_model_with_marks_is_shown_the_controls_numbered_and_its_click_at_a_listed_centre_lands(
+        vision_api, page, viewport, services, model_config, model, desk):
+    """Set-of-marks through the real loop and the openai SDK: the request carries the marked screenshot
+    and the list; a model that picks the mark named "Sign in" and points at its listed centre (in its
+    own 1280x720 pixels) presses the real button; the trace keeps the plain screen."""
+    import base64
+    import io
+    import re
+
+    from PIL import Image
+
+    name = "chat/gpt-4o-mini"
+    model_config[name] = {"base_url": model.url + "/v1", "api_key": "test-key", "timeout": 10}
+    plain = desk.capture()
+    seen: dict = {}
+
+    def pick_sign_in(request):
+        text = _chat_user_text(request)
+        found = re.search(r'\[(\d+)\] button "Sign in" \(page\): centre \((\d+), (\d+)\)', text)
+        assert found, text
+        (image,) = [p for p in request.body["messages"][-1]["content"] if p["type"] == "image_url"]
+        seen["image"] = Image.open(io.BytesIO(base64.b64decode(image["image_url"]["url"].split(",", 1)[1])))
+        return completion(f'{{"action": "click", "x": {found[2]}, "y": {found[3]}}}')
+
+    model.turns(pick_sign_in, lambda request: completion('{"action": "done", "answer": "signed in"}'))
+    body = act(vision_api, instruction="sign in", model=name, marks=True)
+    assert model.problems == [] and body["status"] == "done", (model.problems, body)
+    page.wait_for(lambda e: e["type"] == "click" and e["target"] == "signin")
+    # what the model was shown is the screen with boxes drawn on it, scaled to its 1280x720
+    shown = seen["image"].convert("RGB")
+    assert shown.size == (1280, 720)
+    scaled = plain.image.resize((1280, 720))
+    differing = sum(1 for x in range(0, 1280, 4) for y in range(0, 720, 4)
+                    if max(abs(a - b) for a, b in zip(shown.getpixel((x, y)), scaled.getpixel((x, y)))) > 60)
+    assert differing > 100, differing
+    # the trace's first screenshot is the plain screen: no mark drawn around the button
+    (sign_in,) = [m for m in desk.marks(200, False).marks if m.name == "Sign in"]
+    x, y, width, height = sign_in.box
+    around = (x - 20, y - 20, x + width + 20, y + height + 20)
+    with Image.open(services.store.image_path(body["trace_id"], 1, "before")) as before:
+        assert before.convert("RGB").crop(around).tobytes() == plain.image.crop(around).tobytes()
+
+
 # ---------------------------------------------------------------------------------------- budget
 
 

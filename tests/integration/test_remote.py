@@ -103,6 +103,19 @@ def test_a_vision_run_drives_the_remote_desktop_and_traces_in_the_control_plane(
     assert len(trace["steps"]) == 3 and trace["steps"][0]["url"] == page_server.url
 
 
+def test_a_run_observing_with_marks_reads_them_from_the_session_server(plane, page_server):
+    """The loop's set-of-marks (vision/act ``marks``) through RemoteDesktop: the session server
+    numbers its controls, the control plane's run sees them in display pixels."""
+    client, _, manager = plane
+    _page_origin(client, page_server)
+    marks = manager.sessions["r1"].marks(200, False)
+    (sign_in,) = [m for m in marks.marks if m.name == "Sign in"]
+    assert sign_in.source == "page" and sign_in.role == "button" and marks.image is None
+    r = client.post(f"{S}/vision/act", json={"instruction": "look", "model": "scripted", "marks": True,
+                                             "script": [{"action": "done", "answer": "seen"}]})
+    assert r.status_code == 200 and r.json()["status"] == "done", r.text
+
+
 def test_page_calls_are_forwarded_with_their_typed_errors(plane, page_server):
     client, _, _ = plane
     page_server.clear()

@@ -1122,3 +1122,54 @@ def test_expect_each_step_records_how_the_expectations_stood_after_each_step(run
     assert [[c["passed"] for c in s.checks] for s in trace.steps] == [[False, False], [True, False], [True, True], []]
     with pytest.raises(ValueError, match="expect_each_step: looks at the expectations after each step"):
         ActRequest(instruction="x", expect_each_step=True)
+
+
+# ----------------------------------------------------------------------------------- set-of-marks
+
+
+def test_with_marks_the_model_sees_the_controls_numbered_and_listed_and_the_trace_keeps_the_plain_screen(
+        runner, desktop, store):
+    from desktop.marks import COLOURS
+    from desktop.models import Mark
+
+    seven = Mark(mark=1, source="native", role="push button", name="7", box=[100, 200, 40, 30], ref="n3",
+                 application="galculator")
+    desktop.controls = [seven]
+    provider = script(calls(Click(x=120, y=215)), done())
+    result = runner.act(ActRequest(instruction="press 7", marks=True), provider=provider)
+    assert result.status == "done"
+    seen = provider.contexts[0]
+    # the list after the step's own note, each centre where this model points (display pixels here)
+    assert '[1] push button "7" (galculator): centre (120, 215)' in seen.note and "display pixels" in seen.note
+    shown = seen.observation.frame.image
+    assert shown.getpixel((100, 215)) == COLOURS[1]  # the box drawn on what the model is shown
+    assert shown.getpixel((300, 600)) == solid_frame(0).image.getpixel((300, 600))  # the rest is the screen
+    # the trace keeps the screen as it was, never the marked picture
+    with Image.open(store.image_path(result.trace_id, 1, "before")) as before:
+        assert before.convert("RGB").getpixel((100, 215)) == solid_frame(0).image.getpixel((100, 215))
+
+
+def test_a_screen_whose_controls_cannot_be_read_is_shown_plain_and_the_model_told(runner, desktop):
+    desktop.controls = ActionFailedError("the accessibility bus did not answer")
+    provider = script(done())
+    assert runner.act(ActRequest(instruction="look", marks=True), provider=provider).status == "done"
+    seen = provider.contexts[0]
+    assert "could not be read" in seen.note and "did not answer" in seen.note
+    assert seen.observation.frame.same_pixels(solid_frame(0))
+
+
+def test_marks_are_refused_before_anything_starts_where_they_cannot_be_shown(runner, store):
+    with pytest.raises(InvalidRequest, match="marks: ocr/rapidocr is not shown set-of-marks"):
+        runner.act(ActRequest(instruction='click "Save"', model="ocr", marks=True))
+    with pytest.raises(ValueError, match="marks: how the model observes is set with a new instruction"):
+        ActRequest(marks=True)
+    assert store.list_traces() == []
+
+
+def test_a_desktop_that_cannot_number_its_controls_refuses_marks(store, bus):
+    class Unmarked(FakeDesktop):
+        marks = None
+
+    with pytest.raises(InvalidRequest, match="this desktop cannot number its controls"):
+        Runner(Unmarked(), store, VisionConfig(), bus).act(ActRequest(instruction="x", marks=True),
+                                                            provider=script(done()))

@@ -7,8 +7,8 @@ import io
 
 from PIL import Image
 
-from desktop.marks import as_text, draw, native_candidates, numbered
-from desktop.models import TreeNode, TreeWindow
+from desktop.marks import COLOURS, as_text, draw, native_candidates, numbered
+from desktop.models import Mark, Marks, TreeNode, TreeWindow
 
 
 def node(ref, role, name, box, states=("enabled", "showing", "focusable"), children=(), actions=("click",)):
@@ -65,3 +65,36 @@ def test_each_mark_is_drawn_as_its_box_and_number():
         assert sum(p != (255, 255, 255) for p in tag) > 60      # the number's tag, above the box
         inside = [pixels.getpixel((x, y)) for x in range(10, 22) for y in range(1, 14)]
         assert sum(p != (255, 255, 255) for p in inside) > 60   # no room above: the tag inside the box
+
+
+def test_a_models_list_of_marks_gives_each_centre_in_its_own_coordinates():
+    from vision import coords
+    from vision.perception.marks import marks_note
+
+    marks = Marks(marks=[Mark(mark=1, source="page", role="button", name="Sign in", box=[1200, 120, 110, 40]),
+                         Mark(mark=2, source="native", role="push button", name="7", box=[1900, 1060, 60, 60],
+                              application="galculator")],
+                  truncated=True, error="the page's controls were not read")
+    space = coords.pixels(960, 540)
+    half = marks_note(marks, space)
+    assert f'[1] button "Sign in" (page): centre {space.from_display(1255, 140)}' in half
+    assert "960x540 pixels of the screenshot" in half
+    assert '[2] push button "7" (galculator): centre (959, 539)' in half  # partly off the screen: its edge
+    assert "not every one is numbered" in half and "were not read" in half
+    # pointed at as listed, the model's click lands on the control's middle (within the conversion's pixel)
+    landed = space.to_display(*space.from_display(1255, 140))
+    assert abs(landed[0] - 1255) <= 2 and abs(landed[1] - 140) <= 2
+    grid = marks_note(marks, coords.gemini())
+    assert f"centre {coords.gemini().from_display(1255, 140)}" in grid and "1000x1000 grid" in grid
+    assert "centre (1255, 140)" in marks_note(marks, None) and "display pixels" in marks_note(marks, None)
+    assert "no control to mark" in marks_note(Marks(marks=[]), None)
+
+
+def test_a_frame_with_marks_drawn_leaves_the_frame_it_was_drawn_from_as_it_was():
+    from desktop.marks import drawn_frame
+    from tests.fakes.desktop import solid_frame
+
+    plain = solid_frame(3)
+    marked = drawn_frame(plain, [Mark(mark=1, source="page", box=[10, 10, 50, 20])])
+    assert (marked.width, marked.height) == (plain.width, plain.height) and not marked.same_pixels(plain)
+    assert plain.same_pixels(solid_frame(3)) and marked.image.getpixel((10, 15)) == COLOURS[1]

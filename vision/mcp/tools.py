@@ -286,10 +286,10 @@ def _vision_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     async def act(ctx: Context, session: str, instruction: str, *, model: str | None, max_steps: int,
                   script: list[dict] | None = None, secrets: dict[str, str] | None = None,
                   total: int | None = None, offset: int = 0, label: str = "", record_video: bool = False,
-                  video_format: str = "mp4", expect: list[dict] | None = None) -> ActResult:
+                  video_format: str = "mp4", expect: list[dict] | None = None, marks: bool = False) -> ActResult:
         request = ActRequest(instruction=instruction, model=model, max_steps=max_steps, script=script,
                              secrets=secrets or {}, record_video=record_video, video_format=video_format,
-                             expect=expect or [])
+                             expect=expect or [], marks=marks)
         return await _run_loop(glassdesk, session, request, ctx, total=total, offset=offset, label=label)
 
     def pack_act(ctx: Context, session: str, model: str | None, total: int | None = None) -> packs.Act:
@@ -345,9 +345,11 @@ def _vision_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                              "assert steps of the QA language without their action, e.g. [{\"assertion\": "
                              "{\"type\": \"has_text\", \"expected\": \"Hello\"}, \"selector\": \"#greeting\"}] "
                              "(see verify_user_flow's steps)")] = None,
+                         marks: Annotated[bool, Field(description="set-of-marks: the model sees the controls "
+                                                      "numbered, with their list (not for ocr)")] = False,
                          session: SessionArg = default_session) -> CallToolResult:
         result = await act(ctx, session, instruction, model=model, max_steps=max_steps, script=script, secrets=secrets,
-                           record_video=record_video, video_format=video_format, expect=expect)
+                           record_video=record_video, video_format=video_format, expect=expect, marks=marks)
         return _from_run("vision_act", result, ctx, error_unless_done=False)
 
     @server.tool(name="vision_click_anywhere", group="desktop",

@@ -51,6 +51,10 @@ class ActRequest(BaseModel):
     tools: list[Literal["computer", "browser"]] | None = Field(
         None, min_length=1, description="anthropic/ models: the tools offered to Claude, [\"computer\"] by default; "
         "\"browser\" adds Anthropic's browser toolset (browser_toolset_20260801) on the session's Chromium")
+    marks: bool = Field(False, description="set-of-marks: each screenshot the model is shown has the controls a "
+                        "person can act on (native windows' and the page's) outlined and numbered, and their list "
+                        "comes with it, each one's centre in the model's own coordinates; the trace keeps the plain "
+                        "screen. Not for the ocr model (it reads the text the marks would cover) nor a grounding one")
     reset: bool = Field(False, description="first return the session to a fresh state, as POST "
                                            "/sessions/{id}/reset does (launched programs end, Chromium restarts "
                                            "on a clean profile at about:blank); only with a new instruction")
@@ -75,6 +79,9 @@ class ActRequest(BaseModel):
             problems.append("reset: a reset comes before a new instruction, not when continuing a paused run")
         if self.expect and self.instruction is None:
             problems.append("expect: expectations come with a new instruction, not when continuing a paused run")
+        if self.marks and self.instruction is None:
+            problems.append("marks: how the model observes is set with a new instruction, not when continuing a "
+                            "paused run")
         if self.expect_each_step and not self.expect:
             problems.append("expect_each_step: looks at the expectations after each step; give them in expect")
         if problems:

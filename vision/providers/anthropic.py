@@ -248,6 +248,9 @@ class AnthropicProvider(Provider):
             params.append({"type": browser_toolset.TOOLSET_TYPE, "configs": browser_toolset.LOOP_CONFIGS})
         return params
 
+    def coordinate_space(self, frame) -> coords.Space:
+        return self.space
+
     def turn(self, observation: Observation, results: list[CallResult], note: str | None = None) -> ModelTurn:
         user = self._user_message(observation, results, note)
         messages = [*self._history, user]

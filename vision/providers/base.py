@@ -18,6 +18,7 @@ from email.utils import parsedate_to_datetime
 from desktop.frame import Frame
 from desktop.models import ElementAt
 from vision.actions import CallResult, SafetyCheck, ToolCall
+from vision.coords import Space
 from vision.trace.records import Usage, redact
 
 __all__ = ["Usage"]  # providers report their token counts in the trace's own type
@@ -94,10 +95,20 @@ class Provider(abc.ABC):
     #: carry the URL): the loop then reads the page's URL after every call, not once per step
     answers_each_call: bool = False
 
+    #: it can be shown set-of-marks (vision/act's ``marks``): a marked screenshot and the marks' list
+    #: as a note. Not a model that reads the screen's text itself (the marks would cover it) nor one
+    #: shown the screen and the instruction alone (a grounding model).
+    sees_marks: bool = True
+
     def __init__(self, instruction: str, *, model: str, system: str):
         self.instruction = instruction
         self.model = model
         self.system = system
+
+    def coordinate_space(self, frame: Frame) -> Space | None:
+        """The coordinates this model points with, on a screenshot like ``frame`` (a mark's centre
+        is listed in them); None: display pixels."""
+        return None
 
     @abc.abstractmethod
     def turn(self, observation: Observation, results: list[CallResult], note: str | None = None) -> ModelTurn:

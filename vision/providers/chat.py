@@ -895,6 +895,7 @@ class ChatProvider(Provider):
         if keep_images < 1:
             raise ValueError("keep_images must be at least 1: the model needs the current screen")
         self.dialect = DIALECTS[dialect]
+        self.sees_marks = not self.dialect.grounding  # shown the screen and the instruction alone
         self.image_size, self.space = self.dialect.layout(image_size, min_pixels, max_pixels)
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -908,6 +909,9 @@ class ChatProvider(Provider):
         self._call_names: dict[str, str] = {}
         self._points: dict[str, tuple[int, int]] = {}  # a call's click, in display pixels
         self._turns = 0
+
+    def coordinate_space(self, frame) -> Space:
+        return self.space
 
     def turn(self, observation: Observation, results: list[CallResult], note: str | None = None) -> ModelTurn:
         if self.dialect.grounding and self._clicked(results):

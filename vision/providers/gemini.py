@@ -30,10 +30,12 @@ from vision.converters.gemini import (
     DEFAULT_SEARCH_URL,
     ENVIRONMENTS,
     FUNCTIONS,
+    GRID,
     parse_call,
     response_fields,
     safety_check,
 )
+from vision.coords import Space
 from vision.providers.base import (
     ModelCallError,
     ModelTurn,
@@ -141,6 +143,9 @@ class GeminiProvider(Provider):
         return types.GenerateContentConfig(system_instruction=self.system_prompt,
                                            tools=[types.Tool(computer_use=computer_use)],
                                            max_output_tokens=self.max_output_tokens)
+
+    def coordinate_space(self, frame) -> Space:
+        return GRID
 
     def turn(self, observation: Observation, results: list[CallResult], note: str | None = None) -> ModelTurn:
         user = self._user_content(observation, results, note)

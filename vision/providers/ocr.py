@@ -299,6 +299,8 @@ class OcrProvider(Provider):
     ``engine`` an object with ``read(image) -> list[Line]`` instead of the shared rapidocr engine.
     """
 
+    sees_marks = False  # it reads the screen's text itself: drawn marks would cover it
+
     def __init__(self, instruction: str, *, model: str = "rapidocr", system: str = "",
                  fuzzy: float = FUZZY_THRESHOLD, scroll_amount: int = DEFAULT_SCROLL, retry_wait_ms: int = 1000,
                  engine: OcrEngine | None = None):

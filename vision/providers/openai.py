@@ -172,6 +172,9 @@ class OpenAIProvider(Provider):
             raise ValueError(f"no pending safety check with id {', '.join(unknown)}")
         self._acknowledged.update(safety_check_ids)
 
+    def coordinate_space(self, frame: Frame) -> coords.Space:
+        return self._space(frame)
+
     def _space(self, frame: Frame) -> coords.Space:
         return coords.pixels(*(self.image_size or (frame.width, frame.height)))
 

@@ -41,6 +41,7 @@ from vision.errors import InvalidRequest, ModelUnavailable
 from vision.evidence.runview import write_report
 from vision.models import ActRequest, ActResult, CheckResult, RunView, SafetyCheckOut, StepSummary, VideoOut
 from vision.perception.effects import appeared as texts_appeared
+from vision.perception.marks import marks_note
 from vision.providers.base import ModelCallError, ModelTurn, Observation, Provider
 from vision.run.events import EventBus
 from vision.run.film import Film, check_can_film, seal_film, start_film
@@ -59,6 +60,7 @@ PAUSED_RETURN_S = 5.0
 # How long a step waits for a healing desktop (a part restarts in 1-3 s, the whole stack in ~5 s).
 HEAL_WAIT_S = 20.0
 MODEL_RETRIES = 3
+MARKS_LIMIT = 200  # the controls marked on a screen, at most (the list is read with every screenshot)
 MAX_RETRY_WAIT_S = 60.0
 PauseKind = Literal["operator", "takeover"]
 
@@ -435,6 +437,11 @@ class Runner:
             raise ModelUnavailable(str(exc)) from exc
         if request.expect and self.check is None:
             raise InvalidRequest("expect: this server cannot check expectations; run without them")
+        if request.marks and not provider.sees_marks:
+            raise InvalidRequest(f"marks: {provider.name} is not shown set-of-marks (the ocr model reads the text "
+                                 "the marks would cover; a grounding model sees the screen and the instruction alone)")
+        if request.marks and getattr(self.desktop, "marks", None) is None:
+            raise InvalidRequest("marks: this desktop cannot number its controls; run without marks")
         if request.record_video:  # a server that cannot film says so before anything is made
             check_can_film(self.film, self.store, self.desktop.id)
         if request.reset:
@@ -545,11 +552,12 @@ class Runner:
         """One model turn, retrying transient failures with backoff that honours Retry-After."""
         # The last step's record read the URL right after ``state.frame`` settled: no second DevTools call.
         url = state.url if state.url is not None else self.desktop.page_url()
-        observation = Observation(frame=state.frame, url=url, element_at=getattr(self.desktop, "element_at", None))
+        frame, note = self._marked(state) if state.request.marks else (state.frame, state.note)
+        observation = Observation(frame=frame, url=url, element_at=getattr(self.desktop, "element_at", None))
         for attempt in range(1, MODEL_RETRIES + 2):
             start = time.perf_counter()
             try:
-                turn = state.provider.turn(observation, state.results, state.note)
+                turn = state.provider.turn(observation, state.results, note)
                 state.results, state.note = [], None
                 return turn, round((time.perf_counter() - start) * 1000)
             except ModelCallError as exc:
@@ -565,6 +573,20 @@ class Runner:
                 log.exception("provider %s failed", state.provider.name)
                 raise Stop("failed", f"{state.provider.name} failed: {exc}", code="model_call_failed") from exc
         raise AssertionError("unreachable")
+
+    def _marked(self, state: RunState) -> tuple[Frame, str | None]:
+        """Set-of-marks (``request.marks``): the screen with the controls numbered on it, and their
+        list after the step's own note. Read after the screen settled, as the frame was taken; a
+        screen whose controls cannot be read is shown plain, and the model told so."""
+        from desktop.marks import drawn_frame
+
+        try:
+            marks = self.desktop.marks(MARKS_LIMIT, False)
+        except (GlassdeskError, OSError, RuntimeError) as exc:  # the bus or the page gone meanwhile
+            said = f"(set-of-marks: the controls could not be read this step, the screenshot is unmarked: {exc})"
+            return state.frame, "\n\n".join(p for p in (state.note, said) if p)
+        listed = marks_note(marks, state.provider.coordinate_space(state.frame))
+        return drawn_frame(state.frame, marks.marks), "\n\n".join(p for p in (state.note, listed) if p)
 
     def _await_desktop(self, state: RunState) -> Frame:
         """The screen once the desktop answers again; a run whose desktop does not come back
