@@ -135,7 +135,7 @@ class OpenAIProvider(Provider):
 
     def turn(self, observation: Observation, results: list[CallResult], note: str | None = None) -> ModelTurn:
         frame = observation.frame
-        space = self._space(frame)
+        space = self.coordinate_space(frame)
         image_url = data_url(frame.scaled_png(space.width, space.height))
         request: dict[str, Any] = {
             "model": self.model,
@@ -173,9 +173,6 @@ class OpenAIProvider(Provider):
         self._acknowledged.update(safety_check_ids)
 
     def coordinate_space(self, frame: Frame) -> coords.Space:
-        return self._space(frame)
-
-    def _space(self, frame: Frame) -> coords.Space:
         return coords.pixels(*(self.image_size or (frame.width, frame.height)))
 
     def _input(self, image_url: str, results: list[CallResult], note: str | None) -> list[dict[str, Any]]:
