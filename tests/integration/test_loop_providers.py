@@ -530,6 +530,8 @@ def test_a_chat_model_with_marks_is_shown_the_controls_numbered_and_its_click_at
     around = (x - 20, y - 20, x + width + 20, y + height + 20)
     with Image.open(services.store.image_path(body["trace_id"], 1, "before")) as before:
         assert before.convert("RGB").crop(around).tobytes() == plain.image.crop(around).tobytes()
+    # and says what the model's marks were: the step's record lists them
+    assert "Sign in" in [m.name for m in services.store.load(body["trace_id"]).steps[0].marks]
 
 
 # ---------------------------------------------------------------------------------------- budget

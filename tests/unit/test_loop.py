@@ -1147,15 +1147,19 @@ def test_with_marks_the_model_sees_the_controls_numbered_and_listed_and_the_trac
     # the trace keeps the screen as it was, never the marked picture
     with Image.open(store.image_path(result.trace_id, 1, "before")) as before:
         assert before.convert("RGB").getpixel((100, 215)) == solid_frame(0).image.getpixel((100, 215))
+    # and each step says which numbered controls the model was shown (what its "[1]" meant)
+    assert [s.marks for s in store.load(result.trace_id).steps] == [[seven], [seven]]
 
 
-def test_a_screen_whose_controls_cannot_be_read_is_shown_plain_and_the_model_told(runner, desktop):
+def test_a_screen_whose_controls_cannot_be_read_is_shown_plain_and_the_model_told(runner, desktop, store):
     desktop.controls = ActionFailedError("the accessibility bus did not answer")
     provider = script(done())
-    assert runner.act(ActRequest(instruction="look", marks=True), provider=provider).status == "done"
+    result = runner.act(ActRequest(instruction="look", marks=True), provider=provider)
+    assert result.status == "done"
     seen = provider.contexts[0]
     assert "could not be read" in seen.note and "did not answer" in seen.note
     assert seen.observation.frame.same_pixels(solid_frame(0))
+    assert store.load(result.trace_id).steps[0].marks is None
 
 
 def test_marks_are_refused_before_anything_starts_where_they_cannot_be_shown(runner, store):

@@ -115,6 +115,7 @@ class RunState:
     video_note: str | None = None  # why a run asked to be filmed has none
     verified: bool | None = None  # the expectations, checked when the model said done: all held / one did not
     checks: list[dict] = field(default_factory=list)  # each as checked (vision.models.CheckResult's fields)
+    shown_marks: list | None = None  # set-of-marks: the numbered controls shown with the last observation
 
 
 class Hold(Exception):
@@ -580,11 +581,13 @@ class Runner:
         screen whose controls cannot be read is shown plain, and the model told so."""
         from desktop.marks import drawn_frame
 
+        state.shown_marks = None
         try:
             marks = self.desktop.marks(MARKS_LIMIT, False)
         except (GlassdeskError, OSError, RuntimeError) as exc:  # the bus or the page gone meanwhile
             said = f"(set-of-marks: the controls could not be read this step, the screenshot is unmarked: {exc})"
             return state.frame, "\n\n".join(p for p in (state.note, said) if p)
+        state.shown_marks = marks.marks
         listed = marks_note(marks, state.provider.coordinate_space(state.frame))
         return drawn_frame(state.frame, marks.marks), "\n\n".join(p for p in (state.note, listed) if p)
 
@@ -848,7 +851,7 @@ class Runner:
             error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms),
             settled_by=settled_by, usage=turn.usage, url=url, model_image_size=turn.image_size, elements=at,
             natives=native_list, spots=spot_list, appeared=appeared or [], appeared_on=appeared_on, no_effect=no_effect,
-            checks=list(checks),
+            checks=list(checks), marks=state.shown_marks,
         )
         summary = StepSummary(index=len(state.steps) + 1, text=turn.text, actions=actions, executed=list(executed),
                               error=error, model_ms=model_ms, exec_ms=round(exec_ms), settle_ms=round(settle_ms),

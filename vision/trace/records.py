@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from desktop.models import ElementAt, NativeElement
+from desktop.models import ElementAt, Mark, NativeElement
 
 GENESIS_HASH = "0" * 64
 REDACTED = "[REDACTED]"
@@ -176,6 +176,11 @@ class StepRecord(BaseModel):
     no_effect: bool = Field(False, description="every action worked and nothing on the screen changed")
     # With expect_each_step: the expectations as they stood right after the step (CheckResult's fields).
     checks: list[dict[str, Any]] = Field(default_factory=list)
+    # Absent from traces written before it. With vision/act's marks: what the model's "[7]" meant.
+    marks: list[Mark] | None = Field(None, description="with set-of-marks (vision/act's marks): the numbered "
+                                                       "controls the model was shown, drawn on the step's "
+                                                       "screenshot (the trace keeps it plain) and listed with "
+                                                       "it; null: the model saw the plain screen")
     model_image_size: tuple[int, int] | None = None
     before_png: str | None = None
     before_sha256: str | None = None

@@ -221,6 +221,7 @@ class TraceWriter:
         appeared_on: str | None = None,
         no_effect: bool = False,
         checks: Iterable[dict] = (),
+        marks: Iterable[Any] | None = None,
     ) -> None:
         """Record one step; the write thread stores its screenshots, then its record, then the
         updated meta (``flush`` waits for it). Raises at once on a step that does not validate,
@@ -247,7 +248,7 @@ class TraceWriter:
                 "text": text, "reasoning": reasoning, "tool_calls": list(tool_calls), "actions": list(actions),
                 "argv": [list(a) for a in argv], "results": list(results), "error": error, "url": url,
                 "elements": list(elements), "natives": list(natives), "spots": spot_list, "appeared": list(appeared),
-                "checks": list(checks),
+                "checks": list(checks), "marks": None if marks is None else list(marks),
             }), self._secrets)
             for spot, image in zip(content["spots"], images, strict=True):
                 if spot is not None and isinstance(image, str):
