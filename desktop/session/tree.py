@@ -14,6 +14,7 @@ from desktop.marks import draw, native_candidates, numbered
 from desktop.models import (
     DesktopTree,
     Marks,
+    NativeElement,
     NativeFound,
     NativeMatch,
     NativeTarget,
@@ -21,7 +22,7 @@ from desktop.models import (
     TreeQuery,
     Window,
 )
-from desktop.native import centre, find, the_one
+from desktop.native import centre, find, landed, the_one
 from desktop.tree import build, merge
 from desktop.x11.atspi import AccessibilityReader, AccessibilityUnavailable
 from desktop.x11.screen import Screen
@@ -31,6 +32,7 @@ log = logging.getLogger("glassdesk.tree")
 
 TREE_TIMEOUT_S = 10.0   # the accessibility bus's answer for the whole desktop
 PAGE_TIMEOUT_S = 5.0    # the page's snapshot
+COVER_TIMEOUT_S = 1.0   # what is at a native control's middle, asked before acting on it
 
 
 def read_tree(query: TreeQuery, list_windows: Callable[[], list[Window]], screen: Screen,
@@ -94,7 +96,10 @@ def _chain(target: NativeTarget | None):
 def native_target(target: NativeTarget, list_windows: Callable[[], list[Window]], screen: Screen,
                   accessibility: AccessibilityReader) -> NativeMatch:
     """The one control an action on ``target`` acts on (desktop.native.the_one), refused (ElementCovered)
-    when another program's window lies over the middle of its box: real input there would land on that."""
+    when something else lies over the middle of its box, where real input would land instead: another
+    program's window, or a window of its own program (a dialog, a menu), which the bus tells when it
+    names another control at that pixel. A bus that cannot say in time refuses nothing: the action's
+    ``landed`` still says where the input went."""
     match = the_one(find_native(target, list_windows, screen, accessibility))
     x, y = centre(match)
     on_top = screen.pid_at(x, y)
@@ -104,7 +109,23 @@ def native_target(target: NativeTarget, list_windows: Callable[[], list[Window]]
                              + (f"{covering.wm_class} {covering.title!r} ({covering.id})" if covering
                                 else f"another program's window (pid {on_top})")
                              + ": bring its window to the front first (desktop focus)")
+    there = _native_there(accessibility, x, y, match.pid)
+    if there is not None and landed(match, there) is False:
+        raise ElementCovered(f"{match.role} {match.name!r} ({match.ref}) is covered at ({x}, {y}) by "
+                             f"{there.describe()} of the same program: close or answer it first")
     return match
+
+
+def _native_there(accessibility: AccessibilityReader, x: int, y: int, pid: int | None) -> NativeElement | None:
+    """The control the bus names at a display pixel among ``pid``'s windows (the one on top there),
+    or None when it cannot say within COVER_TIMEOUT_S."""
+    if pid is None:
+        return None
+    try:
+        node = accessibility.ask({"op": "at", "x": x, "y": y, "pid": pid}, COVER_TIMEOUT_S).get("node")
+        return NativeElement.model_validate(node) if node else None
+    except (AccessibilityUnavailable, ValueError):
+        return None
 
 
 def read_marks(limit: int, image: bool, list_windows: Callable[[], list[Window]], screen: Screen,

@@ -261,6 +261,29 @@ def test_a_native_target_that_is_ambiguous_missing_or_covered_is_refused_and_not
     assert calculator_display(desktops, tree_desk) == before
 
 
+def test_a_control_its_own_programs_dialog_covers_is_refused_before_anything_is_typed(desktops, tree_desk, editor):
+    """The other-program check cannot see this one (the dialog is the same program's): the bus is
+    asked what is at the control's middle before acting, and names the dialog's control there."""
+    from desktop.errors import ElementCovered
+
+    area = NativeTarget(app="mousepad", role="text")
+    desktops.focus(tree_desk.id, editor.id)
+    desktops.native_type(tree_desk.id, area, "kept", clear=True)
+    tree_desk.perform(Key(keys=["ctrl+o"]))  # the open-file dialog, over the editor
+    dialog = until(lambda: next((w for w in desktops.windows(tree_desk.id) if "mousepad" in w.wm_class.lower()
+                                 and w.id != editor.id), None), "mousepad's open-file dialog", 15)
+    try:
+        with pytest.raises(ElementCovered, match=r"covered at .* of the same program"):
+            desktops.native_type(tree_desk.id, area, "lost", clear=True)
+    finally:
+        desktops.focus(tree_desk.id, dialog.id)
+        tree_desk.perform(Key(keys=["Escape"]))
+    until(lambda: all(w.id != dialog.id for w in desktops.windows(tree_desk.id)), "the dialog closed", 10)
+    text = next(n for n in walk(window_of(desktops.desktop_tree(tree_desk.id), "mousepad").nodes)
+                if n.role == "text" and "editable" in n.states).text
+    assert text == "kept"  # nothing reached the editor while the dialog was over it
+
+
 def test_text_typed_into_a_native_target_replaces_what_it_held_and_reads_back(desktops, tree_desk, editor,
                                                                              vision_api):
     desktops.focus(tree_desk.id, editor.id)
