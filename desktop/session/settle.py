@@ -227,13 +227,10 @@ class InputSettle:
         if pid is None:
             return None
         try:
-            answer = self.accessibility.ask({"op": "at", "x": point[0], "y": point[1], "pid": pid}, HIT_TIMEOUT_S,
-                                            start=False)
+            return self.accessibility.node_at(*point, pid, HIT_TIMEOUT_S, start=False)
         except AccessibilityUnavailable as exc:
             log.debug("session %s: no native element at %s: %s", self.id, point, exc)
             return None
-        node = answer.get("node")
-        return NativeElement.model_validate({**node, "ms": answer.get("ms", 0)}) if node else None
 
     def arrived(self, watch, counted) -> bool | None:
         """Wait until the page has taken every key typed, or every press of a click (``counted``:

@@ -14,7 +14,6 @@ from desktop.marks import draw, native_candidates, numbered
 from desktop.models import (
     DesktopTree,
     Marks,
-    NativeElement,
     NativeFound,
     NativeMatch,
     NativeTarget,
@@ -109,23 +108,14 @@ def native_target(target: NativeTarget, list_windows: Callable[[], list[Window]]
                              + (f"{covering.wm_class} {covering.title!r} ({covering.id})" if covering
                                 else f"another program's window (pid {on_top})")
                              + ": bring its window to the front first (desktop focus)")
-    there = _native_there(accessibility, x, y, match.pid)
+    try:
+        there = accessibility.node_at(x, y, match.pid, COVER_TIMEOUT_S) if match.pid is not None else None
+    except (AccessibilityUnavailable, ValueError):  # it cannot say in time: refused for nothing
+        there = None
     if there is not None and landed(match, there) is False:
         raise ElementCovered(f"{match.role} {match.name!r} ({match.ref}) is covered at ({x}, {y}) by "
                              f"{there.describe()} of the same program: close or answer it first")
     return match
-
-
-def _native_there(accessibility: AccessibilityReader, x: int, y: int, pid: int | None) -> NativeElement | None:
-    """The control the bus names at a display pixel among ``pid``'s windows (the one on top there),
-    or None when it cannot say within COVER_TIMEOUT_S."""
-    if pid is None:
-        return None
-    try:
-        node = accessibility.ask({"op": "at", "x": x, "y": y, "pid": pid}, COVER_TIMEOUT_S).get("node")
-        return NativeElement.model_validate(node) if node else None
-    except (AccessibilityUnavailable, ValueError):
-        return None
 
 
 def read_marks(limit: int, image: bool, list_windows: Callable[[], list[Window]], screen: Screen,

@@ -20,6 +20,8 @@ import threading
 import time
 from pathlib import Path
 
+from desktop.models import NativeElement
+
 log = logging.getLogger("glassdesk.atspi")
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, which python3-pyatspi is built for
@@ -64,6 +66,13 @@ class AccessibilityReader:
             return answer
         finally:
             self._lock.release()
+
+    def node_at(self, x: int, y: int, pid: int, timeout_s: float, *, start: bool = True) -> NativeElement | None:
+        """The deepest showing control at display pixel (x, y) among process ``pid``'s windows (the
+        walker's ``at``), or None when nothing there answers; AccessibilityUnavailable as ``ask``."""
+        answer = self.ask({"op": "at", "x": x, "y": y, "pid": pid}, timeout_s, start=start)
+        node = answer.get("node")
+        return NativeElement.model_validate({**node, "ms": answer.get("ms", 0)}) if node else None
 
     @property
     def running(self) -> bool:
