@@ -113,7 +113,7 @@ def centre(match: NativeMatch) -> tuple[int, int]:
 
 def landed(match: NativeMatch, native: NativeElement | None) -> bool | None:
     """Whether real input at the control's middle reached it: the control read under the pointer just
-    before the press (desktop.session.settle.native_at) is it or lies inside it. None: nothing was read
+    before the press (desktop.session.settle.native_reads) is it or lies inside it. None: nothing was read
     there in time (the answer cannot say)."""
     if native is None:
         return None

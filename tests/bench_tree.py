@@ -69,8 +69,8 @@ def tree(bench) -> list:
     service.focus(session.id, calculator.id)
     seven = next(n for n in _walk(calculator.nodes) if n.name == "7")
     point = Move(x=seven.box[0] + seven.box[2] // 2, y=seven.box[1] + seven.box[3] // 2)
-    found = session.settle.native_at(point)
-    at_pixel = [timed(lambda: session.settle.native_at(point))[0] for _ in range(SAMPLES)]
+    found = session.settle.native_reads(point)[0]
+    at_pixel = [timed(lambda: session.settle.native_reads(point))[0] for _ in range(SAMPLES)]
     # A native target found as a QA step or native/click finds it (galculator's windows only read),
     # and set-of-marks over the whole screen (the calculator in front, Chromium's page beside it).
     from desktop.models import NativeTarget

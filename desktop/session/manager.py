@@ -285,7 +285,7 @@ class Session:
                 watch = self.settle.browser_watch()
                 if isinstance(action, Type):
                     self.settle.refuse_typing_into_nothing(watch)
-                native = self.settle.native_at(action) if watch is None else None
+                native, program = self.settle.native_reads(action) if watch is None else (None, None)
                 if watch is not None and self.executor.glides(action):
                     # The page is read while the pointer glides there (~150 ms, against the reads'
                     # ~15): the record costs the action nothing; the press waits for the reads.
@@ -297,7 +297,7 @@ class Session:
                     element, counted = self.settle.page_reads(watch, action)
                     self.screen.mark()
                     executed = self.executor.run(action)
-                shot, settled_by = self.settle.settle_after_input(watch, counted)
+                shot, settled_by = self.settle.settle_after_input(watch, counted, program)
                 self.settle.follow_page_focus(action, element)
             except ActionFailed as exc:
                 raise self.down_error() or ActionFailedError(str(exc), argv=exc.argv, stderr=exc.stderr) from exc

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from desktop.actions import Click, DoubleClick, Drag, Key, TripleClick, Type, _Action
 from desktop.browser.settle import FIRST_PRESS_MS, input_mark
@@ -19,7 +19,8 @@ from desktop.errors import TypedIntoNothing
 from desktop.models import ElementAt, NativeElement
 from desktop.x11.atspi import AccessibilityReader, AccessibilityUnavailable
 from desktop.x11.input import ActionFailed, Executor
-from desktop.x11.screen import FIRST_CHANGE_MS, TIMEOUT_MS, Screen, Settled
+from desktop.x11.procs import ProcessActivity, session_activity, session_of, still_working
+from desktop.x11.screen import FIRST_CHANGE_MS, QUIET_MS, TIMEOUT_MS, Screen, Settled
 
 log = logging.getLogger("glassdesk.sessions")
 
@@ -47,7 +48,10 @@ DIALOG_PAINT_MS = 2000
 # wait ends sooner when the keys stop coming (desktop.browser.settle.KEYS_STALL_MS), so this bound
 # only has to be generous: it stops a page that keeps taking keys slower than this.
 KEY_MS_PER_CHAR = 20
-PRESSES = {Click: 1, DoubleClick: 2, TripleClick: 3}  # the pointer releases a click's page sees
+PRESSES = {Click: 1, DoubleClick: 2, TripleClick: 3}
+# How often a native program still at work after an input is looked at: the stillness asked of the
+# screen, so that a program at rest for one look has been at rest as long as the screen.
+PROGRAM_LOOK_MS = QUIET_MS  # the pointer releases a click's page sees
 
 # The longest a pointer action waits to learn what is under its pixel (desktop.browser.hit): a
 # few ms when the page answers; a page busy in a long script is not waited for.
@@ -79,6 +83,13 @@ def keeps_page_focus(chord: str) -> bool:
 
 
 T = TypeVar("T")
+
+
+class Program(NamedTuple):
+    """A native program that takes an input: its process session, and its processes just before."""
+
+    sid: int
+    before: dict[int, ProcessActivity]
 
 
 def in_background(work: Callable[[], T]) -> Future[T]:
@@ -216,21 +227,58 @@ class InputSettle:
                 return None
         return point
 
-    def native_at(self, action: _Action) -> NativeElement | None:
-        """What is under a pointer action's pixel on a native window, read over the accessibility bus
-        before the action runs. Best effort and bounded like the browser's element: a bus that cannot
-        say within HIT_TIMEOUT_S costs the action nothing but this record."""
+    def native_reads(self, action: _Action) -> tuple[NativeElement | None, Program | None]:
+        """Before an input on a native window (the browser not in front), in one look at the window
+        it goes to (the one on top at a pointer action's pixel, else the active one): the control
+        under the pixel, read over the accessibility bus (bounded like the browser's element: a bus
+        that cannot say within HIT_TIMEOUT_S costs the action nothing but this record), and the
+        program that takes the input, with its processes as they are before it (program_session)."""
         point = self.acted_at(action)
-        if point is None:
-            return None
-        pid = self.screen.pid_at(*point)  # the window on top there: the accessibility bus knows no stacking
+        pid = self.screen.pid_at(*point) if point is not None else self.screen.active_pid()
         if pid is None:
-            return None
-        try:
-            return self.accessibility.node_at(*point, pid, HIT_TIMEOUT_S, start=False)
-        except AccessibilityUnavailable as exc:
-            log.debug("session %s: no native element at %s: %s", self.id, point, exc)
-            return None
+            return None, None
+        native = None
+        if point is not None:  # the bus knows no stacking: asked of the window on top there
+            try:
+                native = self.accessibility.node_at(*point, pid, HIT_TIMEOUT_S, start=False)
+            except AccessibilityUnavailable as exc:
+                log.debug("session %s: no native element at %s: %s", self.id, point, exc)
+        return native, self.program_session(pid)
+
+    def program_session(self, pid: int) -> Program | None:
+        """The process session of a program the desktop runs (one ``launch`` or the agent started),
+        whose work after an input the wait follows (program_at_rest), and its processes now; None
+        for the session's own parts (the display, XFCE's window manager, panel and desktop, the
+        browser, which has signals of its own) or a process gone."""
+        sid = session_of(pid)
+        parts = {child.popen.pid for child in self.stack.children.values()}
+        browser = self.stack.browser
+        if browser is not None and browser.process is not None:
+            parts.add(session_of(browser.process.pid))
+        return None if sid is None or sid in parts else Program(sid, session_activity(sid))
+
+    def program_at_rest(self, program: Program, shot: Settled, left_ms: int) -> Settled:
+        """A screen still after an input on a native program, and the program still at work (it
+        exits to run another, starts a dialog, loads a file: on a loaded machine its new window
+        can come later than the stillness window): looked at every PROGRAM_LOOK_MS until it rests,
+        then the display's damage since once more. The processor time it used since the input is
+        its handling of it, painted already (a repaint is not more work to wait for), so the first
+        look asks only whether a process started, ended, ran another program or is running.
+        Bounded by ``left_ms``; a program that never rests only costs the wait."""
+        spent, worked, before = shot.settle_ms, False, program.before
+        while spent < left_ms:
+            now = session_activity(program.sid)
+            if not still_working(before, now, by_time=worked):
+                break
+            worked, before = True, now
+            start = time.monotonic()
+            time.sleep(min(PROGRAM_LOOK_MS, left_ms - spent) / 1000)
+            spent += round((time.monotonic() - start) * 1000)
+        if not worked:
+            return shot
+        again = self.screen.settle(first_change_ms=0, timeout_ms=max(0, left_ms - spent))
+        return again._replace(settle_ms=spent + again.settle_ms, changed=shot.changed or again.changed,
+                              moved=shot.moved or again.changed)
 
     def arrived(self, watch, counted) -> bool | None:
         """Wait until the page has taken every key typed, or every press of a click (``counted``:
@@ -245,12 +293,13 @@ class InputSettle:
             log.debug("session %s: the %s count failed: %s", self.id, count.kind, exc)
             return None
 
-    def settle_after_input(self, watch, counted=None) -> tuple[Settled, str]:
+    def settle_after_input(self, watch, counted=None, program: Program | None = None) -> tuple[Settled, str]:
         """Wait for what the input set in motion, and only that (see desktop.browser.settle): with
         Chromium in front, the keys a ``type`` sent (or a click's presses) taken by the page
         (``counted``), its frames, the requests the input started, a navigation or a dialog, then
         the display's damage for the frame to reach the screen; elsewhere the damage alone. The
-        screenshot and what decided the wait. The keys (presses) have a bound of their own; the rest
+        screenshot and what decided the wait. ``program``: the native program that took the input
+        (native_reads), whose work the wait also follows. The keys (presses) have a bound of their own; the rest
         has TIMEOUT_MS after them."""
         start = time.monotonic()
         arrival_ms, by = 0, None
@@ -281,6 +330,8 @@ class InputSettle:
                 shot = self.still_after_frames(browser, shot, left_ms)
         else:
             shot = self.screen.settle(first_change_ms=FIRST_CHANGE_MS, timeout_ms=left_ms)
+            if program is not None and shot.settled:
+                shot = self.program_at_rest(program, shot, left_ms)
         shot = shot._replace(settle_ms=arrival_ms + waited_ms + shot.settle_ms)
         if by == "timeout" or not shot.settled:
             return shot._replace(settled=False), "timeout"

@@ -71,6 +71,44 @@ def session_pids(sids: set[int]) -> list[int]:
     return pids
 
 
+# What one process is doing at one instant: its name (an exec changes it), its state (proc(5): R
+# running or waiting for a processor, D in an uninterruptible wait such as a disk read) and the
+# processor time it and its children that ended have used (clock ticks): a shell's work is mostly
+# in short-lived children, each gone between two looks.
+ProcessActivity = tuple[str, str, int]
+
+
+def session_activity(sid: int) -> dict[int, ProcessActivity]:
+    """What each live process of one process session is doing now, by pid (one pass over /proc)."""
+    activity = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                name, rest = fh.read().split(b" (", 1)[1].rsplit(b")", 1)
+            fields = rest.split()
+            if int(fields[3]) == sid:  # fields 3, 6 and 14 to 17 of proc(5)
+                activity[int(entry.name)] = (name.decode(errors="replace"), fields[0].decode(),
+                                             sum(int(ticks) for ticks in fields[11:15]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return activity
+
+
+def still_working(before: Mapping[int, ProcessActivity], after: Mapping[int, ProcessActivity],
+                  *, by_time: bool = True) -> bool:
+    """Whether a process session was at work between two looks at it (pure): a process started,
+    ended or ran another program, is running or waiting in the second look, or (``by_time``) used
+    the processor in between (left out over a span whose use is known for another reason)."""
+    if before.keys() != after.keys():
+        return True
+    for pid, (name, state, ticks) in after.items():
+        if state in ("R", "D") or before[pid][0] != name or (by_time and before[pid][2] != ticks):
+            return True
+    return False
+
+
 def pids_with_env(name: str, value: str) -> list[int]:
     """Every live process (but this one) whose environment sets ``name=value``."""
     needle = f"{name}={value}".encode()
@@ -141,6 +179,12 @@ def _stat(pid: int | str) -> tuple[str, int, int] | None:
         return fields[0].decode(), int(fields[3]), int(fields[19])  # fields 3, 6 and 22 of proc(5)
     except (OSError, IndexError, ValueError):
         return None
+
+
+def session_of(pid: int) -> int | None:
+    """The process session of a running process; None if it is gone or a zombie."""
+    stat = _stat(pid)
+    return stat[1] if stat and stat[0] not in ("Z", "X") else None
 
 
 def start_time(pid: int) -> int | None:

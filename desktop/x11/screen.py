@@ -12,7 +12,7 @@ import mss
 from Xlib import Xatom
 from Xlib import display as xdisplay
 from Xlib.error import ConnectionClosedError, DisplayError, XError
-from Xlib.ext import damage
+from Xlib.ext import damage, res
 
 from desktop.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from desktop.frame import Frame, Pointer
@@ -75,6 +75,7 @@ class DamageWatch:
             raise ScreenshotError(f"display {display} has no DAMAGE extension")
         self._display.damage_query_version()  # the protocol wants it before the first damage request
         self._xfixes = False
+        self._res = self._display.has_extension("X-Resource")
         self._damage = self._display.screen().root.damage_create(damage.DamageReportNonEmpty)
         self._display.sync()
 
@@ -140,18 +141,31 @@ class DamageWatch:
         for wid in reversed(self.stacking()):
             box = self.client_box(wid)
             if box is not None and box[0] <= x < box[0] + box[2] and box[1] <= y < box[1] + box[3]:
-                window = self._display.create_resource_object("window", wid)
-                pid = window.get_full_property(self._display.intern_atom("_NET_WM_PID"), Xatom.CARDINAL)
-                return int(pid.value[0]) if pid and len(pid.value) else None
+                return self.window_pid(wid)
         return None
 
     def active_pid(self) -> int | None:
-        """The process that owns the window in front (its _NET_WM_PID), or None."""
+        """The process that owns the window in front, or None."""
         active = self.active_window()
-        if active is None:
+        return None if active is None else self.window_pid(active)
+
+    def window_pid(self, wid: int) -> int | None:
+        """The process of the client that made a window: the X server's word (X-Resource), which a
+        program cannot leave out as it can its _NET_WM_PID (xmessage and other Xt programs set
+        none); else the window's _NET_WM_PID; None for a window gone or a client out of reach."""
+        if self._res:
+            try:
+                answer = self._display.res_query_client_ids([{"client": wid, "mask": res.LocalClientPIDMask}])
+                for client in answer.ids:
+                    if client.spec.mask & res.LocalClientPIDMask and len(client.value):
+                        return int(client.value[0])
+            except XError:
+                pass
+        window = self._display.create_resource_object("window", wid)
+        try:
+            pid = window.get_full_property(self._display.intern_atom("_NET_WM_PID"), Xatom.CARDINAL)
+        except XError:
             return None
-        window = self._display.create_resource_object("window", active)
-        pid = window.get_full_property(self._display.intern_atom("_NET_WM_PID"), Xatom.CARDINAL)
         return int(pid.value[0]) if pid and len(pid.value) else None
 
     def close(self) -> None:

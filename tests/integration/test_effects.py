@@ -100,12 +100,15 @@ class Dialogs:
     def __init__(self, desk):
         self.desk, self.started = desk, []
 
-    def show(self, x: int, y: int, proceeds: bool) -> subprocess.Popen:
+    def show(self, x: int, y: int, proceeds: bool, work_ms: int = 0) -> subprocess.Popen:
         """A dialog with a SHOW button; when ``proceeds``, its click shows a second one saying hello
-        (lower down), else it only closes the dialog."""
+        (lower down), else it only closes the dialog. ``work_ms``: how long the program works
+        (starting processes, using the processor) between the two, as a slow one would."""
         stack = self.desk.stack
         code = 0 if proceeds else 1
-        script = (f'xmessage -geometry +{x}+{y} -buttons SHOW:{code} "Replay this dialog" && '
+        work = (f'end=$(($(date +%s%N) + {work_ms} * 1000000)); while [ $(date +%s%N) -lt $end ]; do :; done; '
+                if work_ms else "")
+        script = (f'xmessage -geometry +{x}+{y} -buttons SHOW:{code} "Replay this dialog" && {work}'
                   f'exec xmessage -geometry +{x}+{y + 150} "Hello from the other side"')
         process = subprocess.Popen([*stack.run_prefix(), "sh", "-c", script], start_new_session=True,
                                    env={**stack.env(), "DISPLAY": stack.display}, cwd="/")
@@ -185,6 +188,25 @@ def test_a_healed_click_on_a_native_window_must_still_show_what_it_showed(vision
         assert "the recorded effect did not happen: the screen (OCR) does not show 'Hello from the other side'" \
             in result["failure_reason"], result["failure_reason"]
         assert result["heals"][0]["effect"].startswith("did not happen"), result["heals"]
+    finally:
+        dialogs.close()
+
+
+def test_a_click_is_answered_when_the_native_program_it_set_to_work_rests(desk):
+    """The program clicked works for 600 ms before it shows its next window (a dialog that loads,
+    an editor that opens a file; any program on a loaded machine): the screen is still all that
+    time, and the answer still waits for the window, not for the stillness alone."""
+    from desktop.actions import Click
+    from vision.qa.screen_find import find_text_on_screen
+
+    desk.run_settled(lambda: desk.open_url("about:blank"))
+    dialogs = Dialogs(desk)
+    try:
+        dialogs.show(300, 300, proceeds=True, work_ms=600)
+        x, y = wait_for_text(desk, "SHOW")
+        done = desk.perform(Click(x=x, y=y))
+        assert done.settled, done
+        assert find_text_on_screen(done.frame.png, "Hello from the other side")  # raises when it is not there
     finally:
         dialogs.close()
 

@@ -1,5 +1,5 @@
 """What a dead server left, decided from a snapshot of the process table (pure), and owner records
-read from disk. No X, no processes started."""
+read from disk, and a process session's activity. No X; one process started."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ from desktop.x11.procs import (
     owned_pids,
     owner_alive,
     read_owner_records,
+    session_activity,
+    session_of,
+    still_working,
 )
 
 BOOT = "boot-a"
@@ -212,3 +215,41 @@ def test_the_owned_temp_dir_is_the_latest_owners_still_there(tmp_path, monkeypat
     assert procs.owned_temp_dir() == first
     first.rmdir()
     assert procs.owned_temp_dir() is None
+
+
+# ------------------------------------------------------------------ a program at work or at rest
+
+
+def test_a_program_is_at_work_while_a_process_starts_ends_or_runs_another_program():
+    rest = {10: ("sh", "S", 3), 11: ("xmessage", "S", 7)}
+    assert not still_working(rest, dict(rest))
+    assert still_working(rest, {10: ("sh", "S", 3)})                                  # one ended
+    assert still_working(rest, {**rest, 12: ("zenity", "S", 0)})                      # one started
+    assert still_working({10: ("sh", "S", 3)}, {10: ("xmessage", "S", 3)})            # an exec
+
+
+def test_a_program_is_at_work_while_it_uses_the_processor_or_waits_for_it_or_a_disk():
+    rest = {10: ("mousepad", "S", 40)}
+    assert still_working(rest, {10: ("mousepad", "S", 41)})
+    assert still_working(rest, {10: ("mousepad", "R", 40)})
+    assert still_working(rest, {10: ("mousepad", "D", 40)})
+    assert not still_working(rest, {10: ("mousepad", "S", 40)})
+    assert not still_working(rest, {10: ("mousepad", "S", 41)}, by_time=False)  # its time left out
+    assert still_working(rest, {10: ("mousepad", "R", 41)}, by_time=False)
+    assert still_working(rest, {11: ("mousepad", "S", 0)}, by_time=False)
+
+
+def test_a_process_sessions_activity_is_read_from_the_process_table():
+    """A real process session (the one process this module starts): its leader is read, nothing
+    outside it is, and once it is gone the session is empty."""
+    import subprocess
+
+    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        activity = session_activity(sleeper.pid)
+        assert list(activity) == [sleeper.pid] and activity[sleeper.pid][1] in "RSD", activity
+        assert session_of(sleeper.pid) == sleeper.pid and session_of(os.getpid()) != sleeper.pid
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert session_activity(sleeper.pid) == {} and session_of(sleeper.pid) is None
