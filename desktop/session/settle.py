@@ -237,13 +237,14 @@ class InputSettle:
         pid = self.screen.pid_at(*point) if point is not None else self.screen.active_pid()
         if pid is None:
             return None, None
+        program = in_background(lambda: self.program_session(pid))  # the process table read while the bus answers
         native = None
         if point is not None:  # the bus knows no stacking: asked of the window on top there
             try:
                 native = self.accessibility.node_at(*point, pid, HIT_TIMEOUT_S, start=False)
             except AccessibilityUnavailable as exc:
                 log.debug("session %s: no native element at %s: %s", self.id, point, exc)
-        return native, self.program_session(pid)
+        return native, program.result()
 
     def program_session(self, pid: int) -> Program | None:
         """The process session of a program the desktop runs (one ``launch`` or the agent started),
