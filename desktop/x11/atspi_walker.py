@@ -8,9 +8,11 @@ reads one JSON request per line on stdin and writes one JSON answer per line on 
 answers is bounded by the request, and every node it hands out gets a ref (``n17``) that stays the
 node's while the node (and this process) lives, for later requests to name it.
 
-Requests: ``{"op": "tree", "pids": [..] | null, "max_depth": n, "max_nodes": n, "visible_only": b}``:
-each application's windows (frames, dialogs) as node trees; ``{"op": "at", "x": x, "y": y, "pid": p}``:
-the deepest showing node under a display pixel in process p's windows and the path to it; ``{"op": "ping"}``.
+Requests: ``{"op": "tree", "pids": [..] | null, "max_depth": n, "max_nodes": n, "visible_only": b,
+"cache": b}``: each application's windows (frames, dialogs) as node trees, read from each program's
+own cache of its nodes where it keeps one (``cache``, the default), else node by node;
+``{"op": "at", "x": x, "y": y, "pid": p}``: the deepest showing node under a display pixel in process
+p's windows and the path to it; ``{"op": "ping"}``.
 """
 
 from __future__ import annotations
@@ -31,10 +33,158 @@ def _nick(state) -> str:
     return state.value_nick.replace("-", "_")
 
 
+# The shape of at-spi2's cache (org.a11y.atspi.Cache.GetItems): each node's reference, its
+# application's and its parent's, its index among its parent's children and its child count (-1:
+# not said), interfaces, name, role, description and states.
+CACHE_ITEMS = "(a((so)(so)(so)iiassusau))"
+ROOT_PATH = "/org/a11y/atspi/accessible/root"  # an application's own node, whose children are its windows
+# What a node's description takes beyond the cache, by interface: its box (screen coordinates), the
+# count of its text's characters, its value, the count of its actions (the text and the action
+# names then, bounded by those counts).
+DETAILS = {"Component": ("Component", "GetExtents", (0,), "(u)"), "Text": ("Text", "Get", "CharacterCount", None),
+           "Value": ("Value", "Get", "CurrentValue", None), "Action": ("Action", "Get", "NActions", None)}
+ATSPI = "org.a11y.atspi."
+
+
+def cache_items(reply) -> list[tuple]:
+    """A GetItems reply (CACHE_ITEMS) as tuples of its fields, its application's reference left out
+    (None): read field by field, several times faster than GLib's generic unpacking of so many."""
+    array = reply.get_child_value(0)
+    items = []
+    for index in range(array.n_children()):
+        item = array.get_child_value(index)
+        node, parent, states = item.get_child_value(0), item.get_child_value(2), item.get_child_value(9)
+        items.append(((node.get_child_value(0).get_string(), node.get_child_value(1).get_string()), None,
+                      (parent.get_child_value(0).get_string(), parent.get_child_value(1).get_string()),
+                      item.get_child_value(3).get_int32(), item.get_child_value(4).get_int32(),
+                      item.get_child_value(5).get_strv(), item.get_child_value(6).get_string(),
+                      item.get_child_value(7).get_uint32(), item.get_child_value(8).get_string(),
+                      [states.get_child_value(i).get_uint32() for i in range(states.n_children())]))
+    return items
+
+
+class Bus:
+    """The accessibility bus over Gio, for what pyatspi asks one call at a time: an application's
+    nodes in one call (its cache, ``org.a11y.atspi.Cache.GetItems``), and the rest many calls at once."""
+
+    def __init__(self, Gio, GLib):
+        self.Gio, self.GLib = Gio, GLib
+        session = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+        address = session.call_sync("org.a11y.Bus", "/org/a11y/bus", "org.a11y.Bus", "GetAddress", None, None,
+                                    Gio.DBusCallFlags.NONE, CALL_TIMEOUT_MS, None).unpack()[0]
+        self.connection = Gio.DBusConnection.new_for_address_sync(
+            address, Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
+            None, None)
+
+    def call(self, name: str, path: str, interface: str, method: str, args=None, signature: str | None = None):
+        parameters = self.GLib.Variant(signature, args) if signature else None
+        return self.connection.call_sync(name, path, ATSPI + interface, method, parameters, None,
+                                         self.Gio.DBusCallFlags.NONE, CALL_TIMEOUT_MS, None).unpack()
+
+    def items(self, names: list[str]) -> dict[str, list | None]:
+        """Every node each application has made, described (its cache), asked of them all at once; None
+        for one that keeps none, did not answer, or answers in another shape than at-spi2's (role,
+        name, states... of each, and its parent)."""
+        calls = [(name, "/org/a11y/atspi/cache", "Cache", "GetItems", None, None, CACHE_ITEMS) for name in names]
+        return {name: None if isinstance(reply, Exception) else cache_items(reply)
+                for name, reply in zip(names, self.sent(calls))}
+
+    def many(self, name: str, calls: list[tuple]) -> list:
+        """The answers of many calls to one application, (path, interface, method, args, signature)
+        each, sent at once (``sent``); a property's (asked as ("Get", prop) of its interface) is its
+        value. Raises what the first failed call raised."""
+        answers = []
+        for call, reply in zip(calls, self.sent([(name, *call) for call in calls])):
+            if isinstance(reply, Exception):
+                raise reply
+            answers.append(reply.unpack()[0] if call[2] == "Get" else reply.unpack())
+        return answers
+
+    def sent(self, calls: list[tuple]) -> list:
+        """The replies to many calls, (name, path, interface, method, args, signature[, reply type])
+        each, sent at once and waited for together: one round trip's wait for all of them, where one
+        at a time each waits for its own. A call that failed answers with what it raised."""
+        replies: list = [None] * len(calls)
+        left = [len(calls)]
+
+        def done(connection, result, index):
+            try:
+                replies[index] = connection.call_finish(result)
+            except Exception as exc:  # the caller's to judge
+                replies[index] = exc
+            left[0] -= 1
+
+        for index, (name, path, interface, method, args, signature, *reply) in enumerate(calls):
+            if method == "Get":
+                interface, parameters = "org.freedesktop.DBus.Properties", self.GLib.Variant(
+                    "(ss)", (ATSPI + interface, args))
+            else:
+                interface, parameters = ATSPI + interface, self.GLib.Variant(signature, args) if signature else None
+            reply_type = self.GLib.VariantType(reply[0]) if reply else None
+            self.connection.call(name, path, interface, method, parameters, reply_type, self.Gio.DBusCallFlags.NONE,
+                                 CALL_TIMEOUT_MS, None, done, index)
+        context = self.GLib.MainContext.default()
+        while left[0]:
+            context.iteration(True)
+        return replies
+
+    def prop(self, name: str, path: str, interface: str, prop: str):
+        return self.connection.call_sync(
+            name, path, "org.freedesktop.DBus.Properties", "Get", self.GLib.Variant("(ss)", (ATSPI + interface, prop)),
+            None, self.Gio.DBusCallFlags.NONE, CALL_TIMEOUT_MS, None).unpack()[0]
+
+
+NULL_PATH = "/org/a11y/atspi/null"
+
+
+class Nodes:
+    """An application's nodes, described, by object path: as its cache describes them (Bus.items),
+    read with no call per node. Where the cache cannot say a node's children in order (it leaves
+    out a menu's, or those of a container that manages its descendants; it adds a new node a moment
+    after the toolkit makes it), they are asked of the node, and any child the cache lacks is
+    described by calls of its own: the walk sees what a walk node by node sees."""
+
+    def __init__(self, bus: Bus, name: str, items: list, Atspi):
+        self.bus, self.name, self.Atspi = bus, name, Atspi
+        self.nodes = {item[0][1]: item for item in items if item[0][0] == name}
+        self.cached_children: dict[str, list[tuple[int, str]]] = {}
+        for path, item in self.nodes.items():
+            self.cached_children.setdefault(item[2][1], []).append((item[3], path))
+
+    def children(self, path: str) -> list[str]:
+        item = self.nodes.get(path)
+        cached = sorted(self.cached_children.get(path, ()))
+        if item is not None and item[4] >= 0 and [index for index, _ in cached] == list(range(item[4])):
+            return [child for _, child in cached]
+        children = []
+        for name, child in self.bus.call(self.name, path, "Accessible", "GetChildren")[0]:
+            if name != self.name or child == NULL_PATH:  # a child in another program is walked with it
+                continue
+            if child not in self.nodes:
+                self.nodes[child] = self.asked(child)
+            children.append(child)
+        return children
+
+    def asked(self, path: str) -> tuple:
+        """A node the cache lacks, described by calls of its own, in the cache's shape."""
+        call, prop = self.bus.call, self.bus.prop
+        return ((self.name, path), None, None, -1, prop(self.name, path, "Accessible", "ChildCount"),
+                call(self.name, path, "Accessible", "GetInterfaces")[0], prop(self.name, path, "Accessible", "Name"),
+                call(self.name, path, "Accessible", "GetRole")[0], prop(self.name, path, "Accessible", "Description"),
+                call(self.name, path, "Accessible", "GetState")[0])
+
+    def states(self, path: str) -> list[str]:
+        low, high = (list(self.nodes[path][9]) + [0, 0])[:2]
+        bits = low | high << 32
+        last = int(self.Atspi.StateType.LAST_DEFINED)
+        return sorted(_nick(self.Atspi.StateType(bit)) for bit in range(last) if bits >> bit & 1)
+
+
 class Walker:
-    def __init__(self, pyatspi):
+    def __init__(self, pyatspi, bus: Bus | None = None, Atspi=None):
         self.pyatspi = pyatspi
         self.desktop = pyatspi.Registry.getDesktop(0)
+        self.bus, self.Atspi = bus, Atspi
         self.refs: dict[tuple[str, str], str] = {}
         self.next_ref = 1
 
@@ -43,7 +193,9 @@ class Walker:
     def ref(self, node) -> str:
         """The node's ref: by its name on the bus (its program's connection, its object path), which
         no other node gets while this program runs (the toolkits count object paths up)."""
-        key = (node.app.bus_name, node.path)
+        return self.ref_of((node.app.bus_name, node.path))
+
+    def ref_of(self, key: tuple[str, str]) -> str:
         ref = self.refs.get(key)
         if ref is None:
             if len(self.refs) >= REFS_LIMIT:  # the oldest first (dicts keep insertion order)
@@ -87,9 +239,12 @@ class Walker:
 
     # ------------------------------------------------------------------ the requests
 
-    def tree(self, pids, max_depth: int, max_nodes: int, visible_only: bool) -> dict:
+    def tree(self, pids, max_depth: int, max_nodes: int, visible_only: bool, cache: bool = True) -> dict:
+        """``cache``: read each application's nodes from its cache where it keeps one (Nodes; all the
+        applications' asked at once), else node by node as pyatspi walks them (the same tree, slower:
+        a toolkit's cache that lies is told by comparing the two)."""
         budget = {"left": max_nodes, "truncated": False}
-        apps = []
+        apps, read = [], []
         for app in self.desktop:
             if app is None:
                 continue
@@ -105,17 +260,24 @@ class Walker:
                 apps.append({"name": "", "pid": pid, "windows": [
                     {"error": f"it did not answer its accessibility calls within {CALL_TIMEOUT_MS} ms"}]})
                 continue
-            windows = []
+            apps.append({"name": app.name or "", "pid": pid, "windows": []})
+            read.append((app, apps[-1]["windows"]))
+        caches = self.bus.items([app.app.bus_name for app, _ in read]) if cache and self.bus else {}
+        for app, windows in read:
+            items = caches.get(app.app.bus_name)
             try:
-                for window in app:
+                cached, kept = Nodes(self.bus, app.app.bus_name, items, self.Atspi) if items else None, []
+                for window in (cached.children(ROOT_PATH) if cached else app):
                     if window is None:
                         continue
-                    node = self._walk(window, 0, max_depth, visible_only, budget)
+                    node = (self._walk_cached(cached, window, 0, max_depth, visible_only, budget, kept) if cached
+                            else self._walk(window, 0, max_depth, visible_only, budget))
                     if node is not None:
                         windows.append(node)
+                if cached:
+                    self.fill(cached, kept)
             except Exception as exc:  # an application that stopped answering (CALL_TIMEOUT_MS): said, not hung on
                 windows.append({"error": f"it did not answer: {type(exc).__name__}: {exc}"[:300]})
-            apps.append({"name": app.name or "", "pid": pid, "windows": windows})
         return {"apps": apps, "truncated": budget["truncated"]}
 
     def _walk(self, node, depth: int, max_depth: int, visible_only: bool, budget: dict) -> dict | None:
@@ -145,6 +307,75 @@ class Walker:
             item["children"] = children
         return item
 
+    def _walk_cached(self, cached: Nodes, path: str, depth: int, max_depth: int, visible_only: bool,
+                     budget: dict, kept: list) -> dict | None:
+        """``_walk`` over the cache: the same nodes kept, in the same order, each outlined and listed
+        in ``kept`` for ``fill`` to complete."""
+        states = cached.states(path)
+        if visible_only and "showing" not in states:
+            return None
+        if budget["left"] <= 0:
+            budget["truncated"] = True
+            return None
+        budget["left"] -= 1
+        item = self.outline(cached, path, states)
+        kept.append((path, item))
+        count = cached.nodes[path][4]
+        if count and depth >= max_depth:
+            item["children_left"] = count
+            budget["truncated"] = True
+            return item
+        children = []
+        for child in cached.children(path):
+            walked = self._walk_cached(cached, child, depth + 1, max_depth, visible_only, budget, kept)
+            if walked is not None:
+                children.append(walked)
+            if budget["left"] <= 0 and budget["truncated"]:
+                break
+        if children:
+            item["children"] = children
+        return item
+
+    def outline(self, cached: Nodes, path: str, states: list[str]) -> dict:
+        """``describe`` of a cached node but for what the cache leaves out (``fill``)."""
+        node, Atspi = cached.nodes[path], self.Atspi
+        role = Atspi.Role(node[7]) if node[7] < Atspi.Role.LAST_DEFINED else Atspi.Role.EXTENDED
+        role_name = (Atspi.role_get_name(role) if role != Atspi.Role.EXTENDED
+                     else self.bus.call(cached.name, path, "Accessible", "GetRoleName")[0])
+        item = {"ref": self.ref_of((cached.name, path)), "role": role_name, "name": (node[6] or "")[:NAME_LIMIT],
+                "states": states, "box": None}
+        if node[8]:
+            item["description"] = node[8][:NAME_LIMIT]
+        return item
+
+    def fill(self, cached: Nodes, kept: list[tuple[str, dict]]) -> None:
+        """What the cache leaves out of the outlined nodes (their box, text, value and action names),
+        asked of the application in two waves of calls sent at once (Bus.many): the counts, then
+        the texts and names they bound. The fields come in ``describe``'s order."""
+        first = [(path, item, interface) for path, item in kept for interface in DETAILS
+                 if ATSPI + interface in cached.nodes[path][5]]
+        answers = self.bus.many(cached.name, [(path, *DETAILS[interface]) for path, _, interface in first])
+        second = []
+        for (path, item, interface), answer in zip(first, answers):
+            if interface == "Component":
+                x, y, width, height = answer[0]
+                if x > HIDDEN and y > HIDDEN and width > 0 and height > 0:
+                    item["box"] = [x, y, width, height]
+            elif interface == "Value":
+                item["value"] = answer
+            elif interface == "Text":
+                item["text"] = ""  # its place among the fields; the text itself in the second wave
+                if answer > TEXT_LIMIT:
+                    item["text_truncated"] = True
+                second.append((item, (path, "Text", "GetText", (0, min(answer, TEXT_LIMIT)), "(ii)")))
+            else:
+                item["actions"] = []
+                second += [(item, (path, "Action", "GetName", (i,), "(i)")) for i in range(answer)]
+        for (item, call), answer in zip(second, self.bus.many(cached.name, [call for _, call in second])):
+            if call[1] == "Text":
+                item["text"] = answer[0]
+            else:
+                item["actions"].append(answer[0])
 
     def at(self, x: int, y: int, pid: int) -> dict | None:
         """The deepest showing node under display pixel (x, y) in the windows of process ``pid`` (the
@@ -210,7 +441,8 @@ def serve(walker: Walker, lines, write) -> None:
                 answer = {"ok": True}
             elif op == "tree":
                 answer = walker.tree(request.get("pids"), int(request.get("max_depth", 30)),
-                                     int(request.get("max_nodes", 2000)), bool(request.get("visible_only", True)))
+                                     int(request.get("max_nodes", 2000)), bool(request.get("visible_only", True)),
+                                     bool(request.get("cache", True)))
             elif op == "at":
                 answer = {"node": walker.at(int(request["x"]), int(request["y"]), int(request["pid"]))}
             else:
@@ -228,10 +460,14 @@ def main() -> int:
         sys.stdout.write(json.dumps({"error": f"no accessibility library: {exc}"}) + "\n")
         sys.stdout.flush()
         return 1
-    from gi.repository import Atspi
+    from gi.repository import Atspi, Gio, GLib
 
     Atspi.set_timeout(CALL_TIMEOUT_MS, CALL_TIMEOUT_MS)  # the second: for an application just started
-    walker = Walker(pyatspi)
+    try:
+        bus = Bus(Gio, GLib)
+    except Exception:  # no bus address to ask: every application walked node by node
+        bus = None
+    walker = Walker(pyatspi, bus, Atspi)
     sys.stdout.write(json.dumps({"ready": True}) + "\n")
     sys.stdout.flush()
 

@@ -120,6 +120,39 @@ def test_text_typed_into_the_editors_node_reads_back_from_it(desktops, tree_desk
     assert "focused" in node.states
 
 
+def test_the_tree_read_from_the_programs_caches_is_the_tree_read_node_by_node(desktops, tree_desk, calculator,
+                                                                             editor):
+    """The reader takes each program's nodes from the program's own cache in one call, and asks the
+    rest (boxes, texts, values, action names) all at once: the same tree as a walk node by node, on
+    the windows as they are and with a menu open (whose items GTK leaves out of its cache's order)."""
+    def trees() -> tuple[dict, dict]:
+        request = {"op": "tree", "pids": [calculator.pid, editor.pid], "max_depth": 30, "max_nodes": 2000,
+                   "visible_only": True}
+        cached, by_node = (tree_desk.accessibility.ask({**request, "cache": cache}, 30) for cache in (True, False))
+        return {k: v for k, v in cached.items() if k != "ms"}, {k: v for k, v in by_node.items() if k != "ms"}
+
+    cached, by_node = trees()
+    assert cached == by_node
+    read = [n for app in cached["apps"] for w in app["windows"] for n in walk_dicts([w])]
+    assert len(read) > 40 and any(n.get("actions") == ["click"] for n in read), len(read)
+    assert any(n.get("text") for n in read) and all(n["box"] for n in read if n["role"] == "push button")
+    desktops.focus(tree_desk.id, calculator.id)
+    tree_desk.perform(Key(keys=["F10"]))  # the menu bar's first menu, open
+    try:
+        cached, by_node = trees()
+        menu_items = [n for app in cached["apps"] for w in app["windows"] for n in walk_dicts([w])
+                      if n["role"] == "menu item"]
+        assert menu_items and cached == by_node, len(menu_items)
+    finally:
+        tree_desk.perform(Key(keys=["Escape"]))
+
+
+def walk_dicts(nodes: list[dict]):
+    for node in nodes:
+        yield node
+        yield from walk_dicts(node.get("children", []))
+
+
 def test_interactive_only_text_and_xml(desktops, tree_desk, calculator):
     flat = desktops.desktop_tree(tree_desk.id, window=calculator.id, interactive_only=True)
     roles = {n.role for n in flat.windows[0].nodes}
