@@ -180,6 +180,47 @@ class Nodes:
         return sorted(_nick(self.Atspi.StateType(bit)) for bit in range(last) if bits >> bit & 1)
 
 
+class ByNode:
+    """The walk's reads of a program's nodes one call at a time, through pyatspi."""
+
+    def __init__(self, walker: Walker):
+        self.walker = walker
+
+    def states(self, node) -> list[str]:
+        return self.walker.states(node)
+
+    def describe(self, node, states: list[str]) -> dict:
+        return self.walker.describe(node, states)
+
+    def child_count(self, node) -> int:
+        return node.childCount
+
+    def children(self, node):
+        return iter(node)  # each asked as the walk gets to it: a walk cut short asks no more
+
+
+class FromCache:
+    """The walk's reads of a program's nodes from its cache (Nodes), by object path: each node kept
+    is outlined and listed in ``kept`` for the walker's ``fill`` to complete."""
+
+    def __init__(self, walker: Walker, nodes: Nodes):
+        self.walker, self.nodes, self.kept = walker, nodes, []
+
+    def states(self, path: str) -> list[str]:
+        return self.nodes.states(path)
+
+    def describe(self, path: str, states: list[str]) -> dict:
+        item = self.walker.outline(self.nodes, path, states)
+        self.kept.append((path, item))
+        return item
+
+    def child_count(self, path: str) -> int:
+        return self.nodes.nodes[path][4]
+
+    def children(self, path: str) -> list[str]:
+        return self.nodes.children(path)
+
+
 class Walker:
     def __init__(self, pyatspi, bus: Bus | None = None, Atspi=None):
         self.pyatspi = pyatspi
@@ -266,68 +307,41 @@ class Walker:
         for app, windows in read:
             items = caches.get(app.app.bus_name)
             try:
-                cached, kept = Nodes(self.bus, app.app.bus_name, items, self.Atspi) if items else None, []
-                for window in (cached.children(ROOT_PATH) if cached else app):
+                source = FromCache(self, Nodes(self.bus, app.app.bus_name, items, self.Atspi)) if items \
+                    else ByNode(self)
+                for window in source.children(ROOT_PATH if items else app):
                     if window is None:
                         continue
-                    node = (self._walk_cached(cached, window, 0, max_depth, visible_only, budget, kept) if cached
-                            else self._walk(window, 0, max_depth, visible_only, budget))
+                    node = self._walk(window, 0, max_depth, visible_only, budget, source)
                     if node is not None:
                         windows.append(node)
-                if cached:
-                    self.fill(cached, kept)
+                if items:
+                    self.fill(source.nodes, source.kept)
             except Exception as exc:  # an application that stopped answering (CALL_TIMEOUT_MS): said, not hung on
                 windows.append({"error": f"it did not answer: {type(exc).__name__}: {exc}"[:300]})
         return {"apps": apps, "truncated": budget["truncated"]}
 
-    def _walk(self, node, depth: int, max_depth: int, visible_only: bool, budget: dict) -> dict | None:
-        states = self.states(node)
+    def _walk(self, node, depth: int, max_depth: int, visible_only: bool, budget: dict, source) -> dict | None:
+        """A node and what it holds, as ``source`` reads them (ByNode or FromCache): showing ones only
+        when ``visible_only``, within the depth and the budget of nodes."""
+        states = source.states(node)
         if visible_only and "showing" not in states:
             return None
         if budget["left"] <= 0:
             budget["truncated"] = True
             return None
         budget["left"] -= 1
-        item = self.describe(node, states)
-        count = node.childCount
+        item = source.describe(node, states)
+        count = source.child_count(node)
         if count and depth >= max_depth:
             item["children_left"] = count
             budget["truncated"] = True
             return item
         children = []
-        for child in node:
+        for child in source.children(node):
             if child is None:
                 continue
-            walked = self._walk(child, depth + 1, max_depth, visible_only, budget)
-            if walked is not None:
-                children.append(walked)
-            if budget["left"] <= 0 and budget["truncated"]:
-                break
-        if children:
-            item["children"] = children
-        return item
-
-    def _walk_cached(self, cached: Nodes, path: str, depth: int, max_depth: int, visible_only: bool,
-                     budget: dict, kept: list) -> dict | None:
-        """``_walk`` over the cache: the same nodes kept, in the same order, each outlined and listed
-        in ``kept`` for ``fill`` to complete."""
-        states = cached.states(path)
-        if visible_only and "showing" not in states:
-            return None
-        if budget["left"] <= 0:
-            budget["truncated"] = True
-            return None
-        budget["left"] -= 1
-        item = self.outline(cached, path, states)
-        kept.append((path, item))
-        count = cached.nodes[path][4]
-        if count and depth >= max_depth:
-            item["children_left"] = count
-            budget["truncated"] = True
-            return item
-        children = []
-        for child in cached.children(path):
-            walked = self._walk_cached(cached, child, depth + 1, max_depth, visible_only, budget, kept)
+            walked = self._walk(child, depth + 1, max_depth, visible_only, budget, source)
             if walked is not None:
                 children.append(walked)
             if budget["left"] <= 0 and budget["truncated"]:
