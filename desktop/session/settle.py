@@ -48,10 +48,10 @@ DIALOG_PAINT_MS = 2000
 # wait ends sooner when the keys stop coming (desktop.browser.settle.KEYS_STALL_MS), so this bound
 # only has to be generous: it stops a page that keeps taking keys slower than this.
 KEY_MS_PER_CHAR = 20
-PRESSES = {Click: 1, DoubleClick: 2, TripleClick: 3}
+PRESSES = {Click: 1, DoubleClick: 2, TripleClick: 3}  # the pointer releases a click's page sees
 # How often a native program still at work after an input is looked at: the stillness asked of the
 # screen, so that a program at rest for one look has been at rest as long as the screen.
-PROGRAM_LOOK_MS = QUIET_MS  # the pointer releases a click's page sees
+PROGRAM_LOOK_MS = QUIET_MS
 
 # The longest a pointer action waits to learn what is under its pixel (desktop.browser.hit): a
 # few ms when the page answers; a page busy in a long script is not waited for.
@@ -300,8 +300,8 @@ class InputSettle:
         (``counted``), its frames, the requests the input started, a navigation or a dialog, then
         the display's damage for the frame to reach the screen; elsewhere the damage alone. The
         screenshot and what decided the wait. ``program``: the native program that took the input
-        (native_reads), whose work the wait also follows. The keys (presses) have a bound of their own; the rest
-        has TIMEOUT_MS after them."""
+        (native_reads), whose work the wait also follows. The keys (presses) have a bound of their
+        own; the rest has TIMEOUT_MS after them."""
         start = time.monotonic()
         arrival_ms, by = 0, None
         if watch is not None and counted:
