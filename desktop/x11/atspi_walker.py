@@ -76,9 +76,16 @@ class Bus:
             address, Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION,
             None, None)
 
+    def message(self, interface: str, method: str, args, signature: str | None) -> tuple[str, object]:
+        """A call's interface and parameters: AT-SPI's ``interface``, or for ``method`` "Get" its
+        property ``args`` through the D-Bus properties interface."""
+        if method == "Get":
+            return "org.freedesktop.DBus.Properties", self.GLib.Variant("(ss)", (ATSPI + interface, args))
+        return ATSPI + interface, self.GLib.Variant(signature, args) if signature else None
+
     def call(self, name: str, path: str, interface: str, method: str, args=None, signature: str | None = None):
-        parameters = self.GLib.Variant(signature, args) if signature else None
-        return self.connection.call_sync(name, path, ATSPI + interface, method, parameters, None,
+        interface, parameters = self.message(interface, method, args, signature)
+        return self.connection.call_sync(name, path, interface, method, parameters, None,
                                          self.Gio.DBusCallFlags.NONE, CALL_TIMEOUT_MS, None).unpack()
 
     def items(self, names: list[str]) -> dict[str, list | None]:
@@ -115,11 +122,7 @@ class Bus:
             left[0] -= 1
 
         for index, (name, path, interface, method, args, signature, *reply) in enumerate(calls):
-            if method == "Get":
-                interface, parameters = "org.freedesktop.DBus.Properties", self.GLib.Variant(
-                    "(ss)", (ATSPI + interface, args))
-            else:
-                interface, parameters = ATSPI + interface, self.GLib.Variant(signature, args) if signature else None
+            interface, parameters = self.message(interface, method, args, signature)
             reply_type = self.GLib.VariantType(reply[0]) if reply else None
             self.connection.call(name, path, interface, method, parameters, reply_type, self.Gio.DBusCallFlags.NONE,
                                  CALL_TIMEOUT_MS, None, done, index)
@@ -129,9 +132,7 @@ class Bus:
         return replies
 
     def prop(self, name: str, path: str, interface: str, prop: str):
-        return self.connection.call_sync(
-            name, path, "org.freedesktop.DBus.Properties", "Get", self.GLib.Variant("(ss)", (ATSPI + interface, prop)),
-            None, self.Gio.DBusCallFlags.NONE, CALL_TIMEOUT_MS, None).unpack()[0]
+        return self.call(name, path, interface, "Get", prop)[0]
 
 
 NULL_PATH = "/org/a11y/atspi/null"

@@ -30,7 +30,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,21 +54,25 @@ def kill_group(popen: subprocess.Popen, grace: float = 3.0) -> None:
         popen.wait(grace)
 
 
-def session_pids(sids: set[int]) -> list[int]:
-    """Every live process in one of these process sessions. Each child starts its own session,
-    and Chromium, which rewrites its environment (and so loses the tag), stays in its session."""
-    pids = []
+def _process_stats() -> Iterator[tuple[int, bytes, list[bytes]]]:
+    """(pid, name, the fields after the name) of every live process, from /proc/<pid>/stat: the
+    first field here is proc(5)'s field 3, the state."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
             with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
+                name, rest = fh.read().split(b" (", 1)[1].rsplit(b")", 1)
+        except (OSError, IndexError, ValueError):
             continue
-        if int(fields[3]) in sids and int(entry.name) != os.getpid():  # field 6: session id
-            pids.append(int(entry.name))
-    return pids
+        yield int(entry.name), name, rest.split()
+
+
+def session_pids(sids: set[int]) -> list[int]:
+    """Every live process in one of these process sessions. Each child starts its own session,
+    and Chromium, which rewrites its environment (and so loses the tag), stays in its session."""
+    return [pid for pid, _name, fields in _process_stats()
+            if int(fields[3]) in sids and pid != os.getpid()]  # field 6: session id
 
 
 # What one process is doing at one instant: its name (an exec changes it), its state (proc(5): R
@@ -80,20 +84,8 @@ ProcessActivity = tuple[str, str, int]
 
 def session_activity(sid: int) -> dict[int, ProcessActivity]:
     """What each live process of one process session is doing now, by pid (one pass over /proc)."""
-    activity = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                name, rest = fh.read().split(b" (", 1)[1].rsplit(b")", 1)
-            fields = rest.split()
-            if int(fields[3]) == sid:  # fields 3, 6 and 14 to 17 of proc(5)
-                activity[int(entry.name)] = (name.decode(errors="replace"), fields[0].decode(),
-                                             sum(int(ticks) for ticks in fields[11:15]))
-        except (OSError, IndexError, ValueError):
-            continue
-    return activity
+    return {pid: (name.decode(errors="replace"), fields[0].decode(), sum(int(ticks) for ticks in fields[11:15]))
+            for pid, name, fields in _process_stats() if int(fields[3]) == sid}  # fields 3, 6 and 14 to 17
 
 
 def still_working(before: Mapping[int, ProcessActivity], after: Mapping[int, ProcessActivity],
