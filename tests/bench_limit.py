@@ -46,7 +46,7 @@ from tests.fakes.testpage import TestPage
 # up to 95 ms under load), shorter than a caret's blink (~500 ms) that would count as more effect.
 EFFECT_QUIET_MS = 250
 # How long the first damage of an effect may take to come: past the slowest case's (the fetch that
-# answers 300 ms late). Longer, and an unrelated paint seconds later (a caret, the panel's clock)
+# answers 300 ms late). Longer, and an unrelated paint seconds later (a caret)
 # was taken for a click's effect that had none (make bench: a limit of 3.7 s at p90).
 EFFECT_FIRST_S = 1.0
 EFFECT_BOUND_S = 5.0

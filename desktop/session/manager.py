@@ -282,6 +282,7 @@ class Session:
                 if not settle:
                     executed = self.executor.run(action)
                     return Performed(executed.argv, executed.duration_ms, 0, self.screen.capture(), True, "none")
+                self.executor.keep_one_click(action)  # before the mark: the wait is no part of the click
                 watch = self.settle.browser_watch()
                 if isinstance(action, Type):
                     self.settle.refuse_typing_into_nothing(watch)

@@ -444,6 +444,15 @@ class Executor:
             self._last_press = Press(time.monotonic(), *at, button)
         return Executed([glide, *commands] if glide else commands, (time.perf_counter() - start) * 1000)
 
+    def keep_one_click(self, action: _Action) -> None:
+        """Wait out the double-click time of the last press when ``action``'s would continue its count
+        (see MULTI_CLICK_S). ``run`` waits it out too; a caller that marks the screen before ``run``
+        (desktop.session) calls this first, so that what the screen does while nothing is pressed (a
+        caret's blink, the last click's late paint) is not taken for this action's effect."""
+        button = pressed_button(action)
+        if button is not None:
+            self._keep_one_click(action, button)
+
     def _keep_one_click(self, action, button: str) -> tuple[int, int]:
         """Wait out the double-click time of the last press when this one would continue its count
         (see MULTI_CLICK_S); where this press lands."""

@@ -385,7 +385,7 @@ def test_a_changing_clock_fails_unmasked_and_passes_once_masked(vision_api, qa_s
                                 "pixel_threshold": 0.1} and strict["threshold"] == 0
 
 
-def test_a_display_baseline_masks_the_panel_and_its_clock(vision_api, qa_site):
+def test_a_display_baseline_masks_the_panel_and_its_window_buttons(vision_api, qa_site):
     base = capture(vision_api, "whole-display", qa_site.url("/visual"), display=True)
     assert base["scope"] == "display" and [0, 1051, 1920, 1080] in base["mask_boxes"]
     again = compare(vision_api, "whole-display", qa_site.url("/visual"))

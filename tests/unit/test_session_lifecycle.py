@@ -196,6 +196,9 @@ class GatedExecutor:
     def __init__(self):
         self.started, self.gate, self.ran = threading.Event(), threading.Event(), []
 
+    def keep_one_click(self, action):
+        pass
+
     def run(self, action):
         self.started.set()
         self.gate.wait(10)
@@ -309,6 +312,18 @@ def test_a_reset_queues_like_an_action():
     resetter.join(5)
     assert "a reset" in info.value.message and info.value.retry_after >= 1
     assert executor.ran == ["wait"]
+
+
+def test_the_wait_that_keeps_a_click_one_click_is_spent_before_the_screen_is_watched_for_its_effect():
+    """What the screen does while a click waits out the last one's double-click time (a caret's
+    blink, the last click's late paint) is not this click's effect: the mark comes after the wait."""
+    session, executor = queued_session()
+    order: list[str] = []
+    executor.keep_one_click = lambda action: order.append(f"wait before the {action.action}")
+    session.screen.mark = lambda: order.append("mark")
+    executor.gate.set()
+    session.perform(Click(x=1, y=1))
+    assert order == ["wait before the click", "mark"] and executor.ran == ["click"]
 
 
 class FlakyPointer:

@@ -769,7 +769,7 @@ class CaptureBaselineRequest(_VerbRequest):
     selectors: list[Annotated[str, Field(min_length=1, max_length=2000)]] = Field(
         default_factory=list, max_length=20, description="components shot on their own too")
     full_page: bool = False
-    display: bool = Field(False, description="the whole display instead of the page (the panel clock is masked)")
+    display: bool = Field(False, description="the whole display instead of the page (its panel masked)")
     mask: Mask = Field(default_factory=list)
     timeout_ms: Timeout = 10_000
 

@@ -56,7 +56,7 @@ _VERBS: dict[str, tuple[type, str, str, bool]] = {
     "capture_visual_baseline": (
         CaptureBaselineRequest, "Capture a visual baseline of the visible page",
         f"Looks at {WHERE}, after loading `url` if given, and saves a new version of the baseline `name`: the "
-        "viewport (or the full page, or with display=true the whole display, its clock masked), plus one shot per "
+        "viewport (or the full page, or with display=true the whole display, its panel masked), plus one shot per "
         "component selector; `mask` leaves regions out of later comparisons.",
         False),
     "compare_visual_regression": (

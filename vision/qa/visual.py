@@ -28,10 +28,9 @@ from vision.qa.diff import ImageSizeMismatch, compare, decode_png, diff_image, j
 from vision.qa.driver import Driver, FinishRun, StartRun, _stem
 
 # The XFCE panel at the bottom of the display (desktop/assets/xfce4-panel.xml; its window is at
-# y 1051, 29 px tall): masked in every display-wide comparison. Its clock changes each minute and
-# sits right of the window buttons, so it moves with how many windows are open: the whole strip is
-# masked, not a box that would miss the clock once another window opens.
-CLOCK_BOX = [0, 1051, 1920, 1080]
+# y 1051, 29 px tall): masked in every display-wide comparison. Its window buttons show whatever
+# else is open on the desktop (their number, titles and widths), not the page compared.
+PANEL_BOX = [0, 1051, 1920, 1080]
 
 
 class Visual:
@@ -70,7 +69,7 @@ class Visual:
         if selectors:
             boxes += self.pages.boxes(session.id, selectors, scope)
         if scope == "display":
-            boxes.append(list(CLOCK_BOX))
+            boxes.append(list(PANEL_BOX))
         return boxes
 
     def capture_visual_baseline(self, session_id: str | None, request: CaptureBaselineRequest) -> BaselineResult:
@@ -128,8 +127,8 @@ class Visual:
         boxes = [list(b) for b in meta.mask_boxes] + [list(m) for m in mask or [] if not isinstance(m, str)]
         if selectors:
             boxes += self.pages.boxes(session.id, selectors, meta.scope)
-        if meta.scope == "display" and CLOCK_BOX not in boxes:
-            boxes.append(list(CLOCK_BOX))
+        if meta.scope == "display" and PANEL_BOX not in boxes:
+            boxes.append(list(PANEL_BOX))
         shots: list[ShotComparison] = []
         for shot in meta.screenshots:
             base_png = self.baselines.image(meta.id, shot.name, meta.version)
