@@ -18,9 +18,8 @@ from desktop.actions import _Action
 from desktop.codegen import answer_code
 from desktop.models import ActionResponse, PageSummary
 from desktop.ops import Operation
+from desktop.ops.declare import PREFIXES
 from desktop.port import Performed
-
-PREFIX = "/api/v1/sessions/{session_id}"
 
 
 def with_page(answer: Any, summary: Any, shape: Any) -> Any:
@@ -50,7 +49,8 @@ def endpoint(op: Operation, service: Any, summary: Any) -> Any:
     """The route's handler: its signature says FastAPI where each part of the request comes from."""
     rest = op.rest
     in_path = rest.path_fields
-    params = [inspect.Parameter("session_id", inspect.Parameter.KEYWORD_ONLY, annotation=str)]
+    params = [inspect.Parameter("session_id", inspect.Parameter.KEYWORD_ONLY, annotation=str)] \
+        if op.scope == "session" else []
     params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=str) for name in in_path]
     rest_of_request = op.request is not None and any(name not in in_path for name in op.request.model_fields)
     if in_path and rest_of_request:  # the body would have to repeat the path's fields: not supported yet
@@ -68,7 +68,7 @@ def endpoint(op: Operation, service: Any, summary: Any) -> Any:
         params.append(inspect.Parameter("screenshot", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=shot))
 
     def handler(**arguments: Any) -> Any:
-        session_id = arguments.pop("session_id")
+        session_id = arguments.pop("session_id", None)
         screenshot = arguments.pop("screenshot", False)
         request = arguments.pop("query", None) or arguments.pop("body", None)
         if request is None and op.request is not None:
@@ -86,15 +86,16 @@ def endpoint(op: Operation, service: Any, summary: Any) -> Any:
 
 def operations_router(operations: tuple[Operation, ...], services: Mapping[str, Any]) -> APIRouter:
     """Every operation of ``operations`` that has a REST route, served over ``services`` (by the
-    operation's ``service``: ``desktop`` or ``pages``)."""
-    router = APIRouter(prefix=PREFIX)
+    operation's ``service``: ``desktop``, ``pages``, ``qa``...)."""
+    router = APIRouter()
     summary = services["pages"].summary
     for op in operations:
         if op.rest is None:
             continue
         handler = endpoint(op, services[op.service], summary)
         for path, tags in ((op.rest.path, op.rest.tags), *op.rest.also):
-            router.add_api_route(path, handler, methods=[op.rest.method], response_model=op.rest.answer or op.answer,
+            router.add_api_route(PREFIXES[op.scope] + path, handler, methods=[op.rest.method],
+                                 response_model=op.rest.answer or op.answer,
                                  status_code=op.rest.status_code, tags=list(tags), summary=op.rest.summary,
                                  description=op.rest.description, name=op.rest.name or op.method)
     return router

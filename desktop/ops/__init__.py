@@ -16,6 +16,11 @@ Generated from it, and written nowhere else:
 Bounds live once, in the request models (``desktop.models``); a door never re-states them. The
 catalogue is data: it imports models and nothing that runs.
 
+Most operations act on one session (``Operation.scope`` "session"): the route is under
+``/api/v1/sessions/{session_id}``, the tool takes ``session``, the client method is the session's. An
+operation of the server's own (``"server"``: the evaluations, vision.eval.ops) has its route under
+``/api/v1``, a tool without ``session`` and a method on the client itself; it is never forwarded.
+
 Not one-to-one, so written by hand in their door (and listed here so nobody looks for them in the
 catalogue), the MCP tools with why:
 

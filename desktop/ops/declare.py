@@ -12,9 +12,13 @@ from pydantic import BaseModel
 
 from desktop.port import Performed
 
-# The services the doors are handed (the QA verbs, calibration and session recordings are the
-# vision layer's: vision.qa.ops, vision.calibration.ops, vision.recordings.ops).
-Service = Literal["desktop", "pages", "qa", "calibration", "recordings"]
+# The services the doors are handed (the QA verbs, calibration, session recordings and evaluations
+# are the vision layer's: vision.qa.ops, vision.calibration.ops, vision.recordings.ops, vision.eval.ops).
+Service = Literal["desktop", "pages", "qa", "calibration", "recordings", "evals"]
+
+# Where an operation's route is: under one session's (``Operation.scope`` "session": its service
+# method takes the session id first), or the server's own (its registry of evaluations: none).
+PREFIXES = {"session": "/api/v1/sessions/{session_id}", "server": "/api/v1"}
 
 # The MCP tool groups a profile is made of (vision.mcp.profiles, `glassdesk mcp --tools`): ``core`` is
 # what an agent needs to drive the visible desktop and is in every profile; ``desktop`` the other
@@ -36,9 +40,9 @@ class Hints:
 
 @dataclass(frozen=True)
 class Rest:
-    """The operation's REST route. ``path`` is under ``/api/v1/sessions/{session_id}``; a field of
-    the request named in it (``{tab_id}``) travels in the path, the others in the query (GET) or
-    the body."""
+    """The operation's REST route. ``path`` is under ``/api/v1/sessions/{session_id}`` (under
+    ``/api/v1`` for an operation of the server's: ``Operation.scope``); a field of the request named
+    in it (``{tab_id}``) travels in the path, the others in the query (GET) or the body."""
 
     method: Literal["GET", "POST", "PUT", "DELETE"]
     path: str
@@ -105,10 +109,18 @@ class Operation:
     # MCP: a line of text and ``page`` in the structured content).
     page: bool = False
     call: Callable[[Any, str | None, Any], Any] | None = field(default=None, repr=False)
+    # "session": an operation on one session (its route under the session's, its tool takes
+    # ``session``, its client method is the session's); "server": the server's own (no session).
+    scope: Literal["session", "server"] = "session"
 
     @property
     def name(self) -> str:
         return f"{self.service}.{self.method}"
+
+    @property
+    def route(self) -> str:
+        """The route's whole path (``Rest.path`` under the scope's prefix)."""
+        return PREFIXES[self.scope] + (self.rest.path if self.rest else "")
 
     @property
     def performs(self) -> bool:
@@ -124,8 +136,11 @@ class Operation:
         return (self.rest.path if self.rest else self.method).rsplit("/", 1)[-1]
 
     def invoke(self, service: Any, session_id: str | None, request: BaseModel | None) -> Any:
-        """Run the operation on ``service`` (the real one, or its remote stand-in)."""
+        """Run the operation on ``service`` (the real one, or its remote stand-in); a server
+        operation's method takes no session id."""
         if self.call is not None:
             return self.call(service, session_id, request)
         fields = {} if request is None else {name: getattr(request, name) for name in type(request).model_fields}
+        if self.scope == "server":
+            return getattr(service, self.method)(**fields)
         return getattr(service, self.method)(session_id, **fields)

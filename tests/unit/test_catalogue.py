@@ -10,27 +10,31 @@ from pathlib import Path
 import pytest
 from fastapi.routing import APIRoute
 
-from desktop.http.routes import PREFIX, operations_router
+from desktop.http.routes import operations_router
 from desktop.ops import of_service
+from desktop.ops.declare import PREFIXES
 from desktop.service.desktop import DesktopService
 from desktop.service.page import PageService
 from vision.app.ops import catalogue
 from vision.calibration.service import CalibrationService
 from vision.client import PageClient, QaClient, SessionClient
+from vision.client.routes import Routes
+from vision.eval.service import EvalService
 from vision.qa.service import QaService
 from vision.recordings.service import SessionRecordings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = {"pages": ROOT / "docs" / "page.md", "desktop": ROOT / "docs" / "desktop-api.md", "qa": ROOT / "docs" / "qa.md",
-        "recordings": ROOT / "docs" / "vision.md", "calibration": ROOT / "docs" / "calibration.md"}
+        "recordings": ROOT / "docs" / "vision.md", "calibration": ROOT / "docs" / "calibration.md",
+        "evals": ROOT / "docs" / "eval.md"}
 SERVICES = {"pages": PageService, "desktop": DesktopService, "qa": QaService, "recordings": SessionRecordings,
-            "calibration": CalibrationService}
+            "calibration": CalibrationService, "evals": EvalService}
 CLIENTS = {"pages": PageClient, "desktop": SessionClient, "qa": QaClient, "recordings": SessionClient,
-           "calibration": SessionClient}
+           "calibration": SessionClient, "evals": Routes}
 
 
 def routes():
-    return [(op.rest.method, path) for op in catalogue() if op.rest
+    return [(op.rest.method, PREFIXES[op.scope] + path) for op in catalogue() if op.rest
             for path in (op.rest.path, *(also for also, _ in op.rest.also))]
 
 
@@ -59,7 +63,7 @@ def test_the_generated_router_serves_each_route_once_over_its_service():
             return None
 
     router = operations_router(catalogue(), {name: Service() for name in SERVICES})
-    served = [(method, route.path.removeprefix(PREFIX)) for route in router.routes if isinstance(route, APIRoute)
+    served = [(method, route.path) for route in router.routes if isinstance(route, APIRoute)
               for method in route.methods]
     assert sorted(served) == sorted(routes())
 

@@ -154,7 +154,7 @@ def every_route(gd) -> None:
                                                        {"path": [{"x": 1, "y": 1}, {"x": 2, "y": 2}]} if name == "drag"
                                                        else {}))
               for name in INPUT_ACTIONS]
-    owners = {"desktop": desk, "pages": desk.page, "qa": desk.qa, "recordings": desk, "calibration": desk}
+    owners = {"desktop": desk, "pages": desk.page, "qa": desk.qa, "recordings": desk, "calibration": desk, "evals": gd}
     for op in catalogue():  # each with a request that carries what its path needs
         if op.rest is not None:
             method = getattr(owners[op.service], op.rest.client or op.method)

@@ -129,7 +129,7 @@ def test_what_each_profile_lists(make):
     assert names["page"] - CORE == {n for n in names["all"] if n.startswith("page_")} - CORE
     assert names["qa"] - CORE == {"verify_page_loads", "verify_element_exists", "verify_user_flow",
                                   "capture_visual_baseline", "compare_visual_regression", "analyze_console_errors",
-                                  "export_test"}
+                                  "export_test", "eval_start", "eval_status", "eval_list"}
     assert names["desktop"] - CORE >= {"desktop_launch", "session_create", "vision_click_anywhere", "desktop_move"}
     # The groups partition the catalogue: every tool is in exactly one profile besides all and core's.
     groups = [names[p] - CORE for p in ("desktop", "page", "qa")]
@@ -238,10 +238,45 @@ def test_the_http_door_lists_the_profile_asked_for_and_refuses_an_unknown_one(tm
         assert anyio.run(names, "?tools=core") == CORE
         assert anyio.run(names, "") == CORE | {op for op in mcp_tool_names() if op.startswith(("verify_", "capture_",
                                                                                                "compare_", "analyze_",
-                                                                                               "export_"))}
+                                                                                               "export_", "eval_"))}
         assert anyio.run(names, "?tools=all") == mcp_tool_names()
         answer = httpx2.post(f"{server.url}/mcp?tools=core,bogus", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                              headers={"accept": "application/json, text/event-stream"})
         assert answer.status_code == 422, answer.text
         assert answer.json()["error"]["code"] == "invalid_request" and "'bogus'" in answer.json()["error"]["message"]
     assert manager.sessions == {}
+
+
+def test_the_evaluation_tools_are_the_servers_and_say_rates_and_refusals(make):
+    """eval_start, eval_status and eval_list are the catalogue's server operations: no ``session``
+    argument, no session started; a kept result reads as each model's rate, a bad request lists
+    every problem and starts nothing."""
+    from vision.eval.results import result_path
+    from vision.models.eval import EvalResult, Rate
+
+    glassdesk = make()
+    root = glassdesk.evals.root
+    result = EvalResult(eval_id="eval-kept", name="kept", started_at="2026-11-30T00:00:00Z", models=["oracle"],
+                        tasks=["click-test"], episodes_per_task=4, parallel=1,
+                        rates=[Rate(model="oracle", episodes=4, successes=3, rate=0.75, ci95=(0.3, 0.95),
+                                    false_claims=1, environment_errors=0, retried=0, mean_steps=2.0,
+                                    median_wall_s=1.0, tokens=0)])
+    path = result_path(root, "eval-kept")
+    path.parent.mkdir(parents=True)
+    path.write_text(result.model_dump_json())
+    schemas = {t.name: t.input_schema for t in listing(build_server(glassdesk, "qa")) if t.name.startswith("eval_")}
+    assert sorted(schemas) == ["eval_list", "eval_start", "eval_status"]
+    assert all("session" not in schema.get("properties", {}) for schema in schemas.values())
+
+    async def main():
+        async with Client(build_server(glassdesk, "qa")) as client:
+            return [await client.call_tool(name, arguments) for name, arguments in (
+                ("eval_list", {}), ("eval_status", {"eval_id": "eval-kept"}), ("eval_status", {"eval_id": "nope"}),
+                ("eval_start", {"tasks": [{"id": "t"}], "models": ["oracle", "oracle"]}))]
+    listed, status, missing, refused = anyio.run(main)
+    assert listed.structured_content["evals"][0]["eval_id"] == "eval-kept" and "eval-kept: done kept" in text_of(listed)
+    assert "oracle: 3/4 = 75% (95% CI 30%-95%); 1 false claim(s) of done" in text_of(status), text_of(status)
+    assert missing.is_error and "no evaluation 'nope'" in text_of(missing)
+    assert refused.is_error and "oracle solves MiniWoB++'s tasks only" in text_of(refused), text_of(refused)
+    assert "models: each once" in text_of(refused), text_of(refused)  # every problem at once
+    assert glassdesk.desktops.manager.sessions == {} and [p.name for p in root.iterdir()] == ["eval-kept"]

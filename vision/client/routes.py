@@ -42,7 +42,6 @@ from vision.models import (
     RunControl,
     TakeoverRequest,
 )
-from vision.models.eval import EvalRequest, EvalStatus
 from vision.models.qa import (
     ApproveRequest,
     BaselineResult,
@@ -272,18 +271,6 @@ class Routes:
         data = body(CreateSession, request, fields, "invalid_request")
         return self._send(Call("POST", f"{API}/sessions", model(SessionInfo), json=data))
 
-    def start_eval(self, request: EvalRequest | None = None, **fields) -> EvalStatus:
-        """Start an evaluation on the server (tasks, models, episodes, parallel...: EvalRequest);
-        read its progress and result with ``eval_status``."""
-        data = body(EvalRequest, request, fields, "invalid_request")
-        return self._send(Call("POST", f"{API}/evals", model(EvalStatus), json=data))
-
-    def eval_status(self, eval_id: str) -> EvalStatus:
-        return self._send(Call("GET", f"{API}/evals/{_seg(eval_id)}", model(EvalStatus)))
-
-    def evals(self) -> list[dict]:
-        return self._send(Call("GET", f"{API}/evals", model(list[dict])))
-
     def states(self) -> list[SavedState]:
         return self._send(Call("GET", f"{API}/states", model(list[SavedState])))
 
@@ -398,7 +385,7 @@ def _operation_method(op: Operation) -> Callable:
         path = rest.path
         for name in in_path:
             path = path.replace(f"{{{name}}}", _seg(fields.pop(name)))
-        suffix = f"{API}/sessions/{_seg(self.id)}{path}"
+        suffix = f"{API}/sessions/{_seg(self.id)}{path}" if op.scope == "session" else f"{API}{path}"
         if rest.method == "GET":
             query = {name: value for name, value in fields.items() if value is not None}
             return self._send(Call("GET", suffix, answer, params=query or None))
@@ -412,9 +399,9 @@ def _operation_method(op: Operation) -> Callable:
 
 
 # ``desk``, ``desk.page``, ``desk.qa``; recordings and calibration are the session's
-# (``desk.recording_start()``, ``desk.calibrate``)
+# (``desk.recording_start()``, ``desk.calibrate``); evaluations the server's (``client.start_eval``)
 _OWNERS = {"desktop": SessionClient, "pages": PageClient, "qa": QaClient, "recordings": SessionClient,
-           "calibration": SessionClient}
+           "calibration": SessionClient, "evals": Routes}
 for _op in catalogue():
     if _op.rest is not None:
         setattr(_OWNERS[_op.service], _op.rest.client or _op.method, _operation_method(_op))

@@ -23,7 +23,6 @@ from vision.app.service import Glassdesk
 from vision.http.auth import BearerAuth
 from vision.http.computer import computer_router
 from vision.http.console import install_console
-from vision.http.evals import evals_router
 from vision.http.limits import BodyLimit, BodyTooLarge, too_large_response
 from vision.http.openapi import install_docs
 from vision.http.qa import qa_router
@@ -70,7 +69,6 @@ def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk
     app.include_router(operations_router(catalogue(), services(glassdesk)))
     app.include_router(vision_router(glassdesk))
     app.include_router(qa_router(glassdesk.qa))
-    app.include_router(evals_router(glassdesk.evals))
     # /computer/anthropic, /openai, /gemini and /anthropic-browser
     app.include_router(computer_router(glassdesk.computer, glassdesk.browser_toolset))
     if settings.single_session:  # a session server: its control plane calls the page layer here

@@ -1,5 +1,6 @@
 """The MCP tools of the catalogue's operations (desktop.ops), generated: each takes its request
-model's fields as arguments (their bounds and descriptions included) plus ``session``, makes the
+model's fields as arguments (their bounds and descriptions included) plus ``session`` (but the
+server's own operations), makes the
 operation's one service call and answers with the operation's text and the answer as structured
 content. Every page tool's answer but the state's ends with the page summary, as Playwright MCP
 does: URL, title, an open dialog and the console errors new since the previous answer.
@@ -49,10 +50,11 @@ def _constant(field: Any) -> bool:
     return get_origin(field.annotation) is Literal and len(get_args(field.annotation)) == 1 and not field.is_required()
 
 
-def parameters(model: type[BaseModel] | None, default_session: str, *, performs: bool = False
+def parameters(model: type[BaseModel] | None, default_session: str | None, *, performs: bool = False
                ) -> list[inspect.Parameter]:
     """The request model's fields as keyword parameters, bounds and descriptions kept (but a constant's),
-    ``screenshot`` for an input (the settled screen comes back unless it is false), then ``session``."""
+    ``screenshot`` for an input (the settled screen comes back unless it is false), then ``session``
+    (none for an operation of the server's: ``default_session`` None)."""
     params = []
     for name, field in (model.model_fields.items() if model is not None else ()):
         if _constant(field):
@@ -65,8 +67,9 @@ def parameters(model: type[BaseModel] | None, default_session: str, *, performs:
     if performs:
         params.append(inspect.Parameter("screenshot", inspect.Parameter.KEYWORD_ONLY, default=True,
                                         annotation=WantShot))
-    params.append(inspect.Parameter("session", inspect.Parameter.KEYWORD_ONLY, default=default_session,
-                                    annotation=SessionArg))
+    if default_session is not None:
+        params.append(inspect.Parameter("session", inspect.Parameter.KEYWORD_ONLY, default=default_session,
+                                        annotation=SessionArg))
     return params
 
 
@@ -80,7 +83,7 @@ def tool_function(op: Operation, service: Any, pages: Any, default_session: str)
     tool = op.tool
 
     async def call(**arguments: Any) -> CallToolResult:
-        session = arguments.pop("session")
+        session = arguments.pop("session", None)
         screenshot = arguments.pop("screenshot", True)
         # The request model's own checks (one way of naming an element, ...) run here, before
         # anything does: a bad request is the same refusal it is over REST.
@@ -95,10 +98,11 @@ def tool_function(op: Operation, service: Any, pages: Any, default_session: str)
         if op.service == "pages" and tool.summary:
             return await with_summary(pages, session, text, structured, *pictures)
         return CallToolResult(content=[text_block(text), *pictures],
-                              structured_content={"session": session, **structured})
+                              structured_content=structured if session is None else {"session": session, **structured})
 
     call.__name__ = tool.name
-    call.__signature__ = inspect.Signature(parameters(op.request, default_session, performs=op.performs),  # type: ignore[attr-defined]
+    session_default = default_session if op.scope == "session" else None
+    call.__signature__ = inspect.Signature(parameters(op.request, session_default, performs=op.performs),  # type: ignore[attr-defined]
                                            return_annotation=CallToolResult)
     return call
 

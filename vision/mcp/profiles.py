@@ -12,7 +12,7 @@ is a set of groups, ``core`` always among them:
 - ``desktop``  core and the other desktop tools: the remaining input actions, windows, programs,
                sessions, and the vision packs
 - ``page``     core and the page layer's tools (page_*)
-- ``qa``       core and the QA verbs
+- ``qa``       core, the QA verbs and the evaluations (eval_start, eval_status, eval_list)
 - ``all``      every group (the default: what `glassdesk mcp` listed before profiles existed)
 
 Names combine with commas (``page,qa``). Playwright MCP's ``--caps`` works the same way.

@@ -93,6 +93,14 @@ class EvalRequest(BaseModel):
     name: str | None = Field(None, min_length=1, max_length=200)
 
 
+class EvalRef(BaseModel):
+    """One evaluation, by the id its start answered."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    eval_id: str = Field(description="the id eval_start (POST /evals) answered")
+
+
 class EvalStatus(BaseModel):
     eval_id: str
     status: Literal["running", "done", "failed"]
