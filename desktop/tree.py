@@ -262,7 +262,12 @@ def _xml_page_node(parent: ElementTree.Element, node: dict) -> None:
     for flag in node["flags"]:
         element.set(f"{_NS['st']}{'focused' if flag == 'active' else _tag(flag)}", "true")
     for key, value in node["properties"].items():
-        element.set(f"{_NS['attr']}{_tag(key)}", value)
+        if key == "box":  # [box=x,y,width,height] in display pixels: where OSWorld's trees say it
+            x, y, width, height = value.split(",")
+            element.set(f"{_NS['cp']}screencoord", f"({x}, {y})")
+            element.set(f"{_NS['cp']}size", f"({width}, {height})")
+        else:
+            element.set(f"{_NS['attr']}{_tag(key)}", value)
     if node["text"]:
         element.text = node["text"]
     for child in node["children"]:
@@ -272,8 +277,8 @@ def _xml_page_node(parent: ElementTree.Element, node: dict) -> None:
 def as_xml(tree: DesktopTree) -> str:
     """The tree as OSWorld's guest writes its accessibility tree: a ``desktop-frame`` root, an
     ``application`` per window, each node an element named by its role; the browser's page in front
-    as a ``document-web`` under its window, its nodes named by their AT-SPI roles (no boxes: the page
-    layer's refs, ``attr:ref``, are the way to act on them)."""
+    as a ``document-web`` under its window, its nodes named by their AT-SPI roles, with their boxes
+    in display pixels where the page gives them and the page layer's refs (``attr:ref``)."""
     for key, uri in OSWORLD_NS.items():
         ElementTree.register_namespace(key, uri)
     root = ElementTree.Element("desktop-frame", {"name": "main"})

@@ -5,6 +5,7 @@ while a dialog is open (it would be swallowed, or wait for the answer)."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import TYPE_CHECKING, Any
 
 from desktop.browser.errors import (
@@ -36,6 +37,32 @@ def bounded(text: str, limit: int = CONTENT_LIMIT) -> tuple[str, bool]:
     return (text[:limit], True) if len(text) > limit else (text, False)
 
 
+# A node's box as Playwright's snapshot writes it (boxes=True): after the node's flags, before its
+# text; viewport-relative CSS pixels, rounded. A text after the colon may hold the same words: only
+# the first box that ends the node's key (a colon, the key's closing quote or the line's end) is it.
+_BOX = re.compile(r" \[box=(-?\d+),(-?\d+),(\d+),(\d+)\](?=[:']|$)")
+
+
+def boxes_on_display(snapshot: str, origin: tuple[int, int]) -> str:
+    """An ARIA snapshot with boxes, each box moved from the viewport to display pixels by the
+    viewport's ``origin`` on the display (pure). A box inside an ``iframe`` is the frame's own
+    viewport's, wherever the frame sits (and its border): left out rather than misplaced."""
+    lines, frames = [], []  # frames: the indents of the iframe nodes the line is inside
+    for line in snapshot.splitlines():
+        indent = len(line) - len(line.lstrip(" "))
+        while frames and indent <= frames[-1]:
+            frames.pop()
+        if frames:
+            line = _BOX.sub("", line, count=1)
+        else:
+            line = _BOX.sub(lambda m: f" [box={origin[0] + int(m[1])},{origin[1] + int(m[2])},{m[3]},{m[4]}]",
+                            line, count=1)
+        if line.lstrip(" ").startswith("- iframe"):
+            frames.append(indent)
+        lines.append(line)
+    return "\n".join(lines)
+
+
 class Content:
     """What the tab in front holds. Every method runs on the Playwright driver's loop."""
 
@@ -64,6 +91,19 @@ class Content:
             return PageContent(format=fmt, content=links[:LINKS_LIMIT], truncated=len(links) > LINKS_LIMIT)
         except Exception as exc:
             raise_for(exc, Target(selector=selector) if selector else Target(selector="body"), 5000)
+
+    async def tree(self) -> PageContent:
+        """The accessibility snapshot as ``read`` gives it, with each element's box in display
+        pixels (``[box=x,y,width,height]``, boxes_on_display): the page's part of the desktop tree."""
+        page = await self.tabs.need_front()
+        self.dialogs.refuse_if_open("read")
+        try:
+            snapshot, window = await asyncio.gather(
+                page.locator("body").aria_snapshot(mode="ai", boxes=True, timeout=5000), page.evaluate(WINDOW))
+        except Exception as exc:
+            raise_for(exc, Target(selector="body"), 5000)
+        text, cut = bounded(boxes_on_display(snapshot, viewport_origin(window)))
+        return PageContent(format="accessibility", content=text, truncated=cut)
 
     async def probe(self, target: Target, state: str, timeout_ms: int) -> dict:
         """Whether an element exists and is visible, without acting on it: waits up to ``timeout_ms``

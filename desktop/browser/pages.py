@@ -207,6 +207,9 @@ class Pages:
     async def content(self, fmt: ContentFormat, selector: str | None) -> PageContent:
         return await self._content.read(fmt, selector)
 
+    async def tree(self) -> PageContent:
+        return await self._content.tree()
+
     async def probe(self, target: Target, state: str, timeout_ms: int) -> dict:
         return await self._content.probe(target, state, timeout_ms)
 

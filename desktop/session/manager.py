@@ -343,12 +343,8 @@ class Session:
                               env=self.stack.env(), cwd=self.stack.home, timeout=30)
 
     def list_windows(self) -> list[Window]:
-        """The windows on the display, each at the place its content is drawn: wmctrl's geometry counts
-        a decorated window's offset in its frame twice (a window at 794,366 is said to be at 799,395)."""
-        listed = self.windows.list()
-        boxes = self.screen.client_boxes([int(w.id, 16) for w in listed])
-        return [w.model_copy(update=dict(zip(("x", "y", "width", "height"), boxes[int(w.id, 16)], strict=True)))
-                if int(w.id, 16) in boxes else w for w in listed]
+        """The windows on the display, each at the place its content is drawn (Screen.windows)."""
+        return self.screen.windows()
 
     def desktop_tree(self, query: TreeQuery) -> DesktopTree:
         """The visible desktop as one tree (desktop.session.tree): windows, their native nodes, the page."""

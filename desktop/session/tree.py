@@ -1,4 +1,4 @@
-"""One session's desktop tree, gathered: its windows (wmctrl and the window manager's stacking), what
+"""One session's desktop tree, gathered: its windows (the window manager's list and stacking), what
 their applications say over the session's accessibility bus (desktop.x11.atspi), and the browser's
 page in front (the page layer's accessibility snapshot). desktop.tree joins them; desktop.native finds
 a native target's controls in them."""
@@ -63,7 +63,7 @@ def _page(browser) -> PageTree | None:
         return None
     try:
         summary = browser.call(lambda pages: pages.summary(), PAGE_TIMEOUT_S)
-        content = browser.call(lambda pages: pages.content("accessibility", None), PAGE_TIMEOUT_S)
+        content = browser.call(lambda pages: pages.tree(), PAGE_TIMEOUT_S)
     except Exception as exc:  # a dialog open, a page navigating, a browser healing: the window without its page
         log.debug("no page in the tree: %s", exc)
         return None

@@ -6,6 +6,7 @@ carries the page layer's refs, and a program that stops answering is said, not w
 from __future__ import annotations
 
 import os
+import re
 import signal
 from xml.etree import ElementTree
 
@@ -97,6 +98,23 @@ def test_the_calculators_window_is_one_of_the_tree_with_its_program_and_geometry
     assert fx < window.x and fy < window.y and fx + fw > window.x + window.width
     assert desktops.windows(tree_desk.id) and next(w for w in desktops.windows(tree_desk.id)
                                                    if w.id == window.id).y == window.y
+
+
+def test_the_windows_read_over_x_are_wmctrls_at_the_place_their_content_is_drawn(desktops, tree_desk, calculator):
+    """The windows come from the X connection the screen already holds (no wmctrl process): the same
+    windows, order, programs, classes and titles as ``wmctrl -lGpx`` says, each at its content's place."""
+    import subprocess
+
+    from desktop.x11.windows import parse_wmctrl
+
+    listed = tree_desk.list_windows()
+    said = parse_wmctrl(subprocess.run(["wmctrl", "-lGpx"], env=tree_desk.stack.env(), capture_output=True,
+                                       text=True, check=True).stdout)
+    assert [(w.id, w.pid, w.wm_class, w.title) for w in listed] == [(w.id, w.pid, w.wm_class, w.title) for w in said]
+    assert {"xfce4-panel.Xfce4-panel", "galculator.Galculator"} <= {w.wm_class for w in listed}
+    ours = next(w for w in listed if w.id == calculator.id)
+    assert [ours.x, ours.y, ours.width, ours.height] == [calculator.x, calculator.y, calculator.width,
+                                                         calculator.height]
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +220,14 @@ def test_the_browsers_page_is_merged_with_the_page_layers_refs(desktops, tree_de
     window = next(w for w in tree.windows if w.pid == browser.process.pid)
     assert window.focused and window.page is not None
     assert window.page.url.endswith("/form")
-    assert window.page.snapshot == snapshot and "[ref=e" in snapshot
+    # The page layer's own snapshot, each element's box added in display pixels.
+    assert re.sub(r" \[box=[-\d,]+\]", "", window.page.snapshot) == snapshot and "[ref=e" in snapshot
+    gift = re.search(r'checkbox "Gift wrap" \[ref=e\d+\] \[box=(\d+),(\d+),(\d+),(\d+)\]', window.page.snapshot)
+    assert gift, window.page.snapshot
+    x, y, width, height = map(int, gift.groups())
+    site.clear()
+    tree_desk.perform(Click(x=x + width // 2, y=y + height // 2))  # the box's middle, on the display
+    site.wait_for(lambda e: e.get("type") == "gift" and e.get("checked") is True)
 
 
 def test_a_click_on_a_native_control_names_it_in_the_answer_and_the_trace(desktops, tree_desk, calculator,

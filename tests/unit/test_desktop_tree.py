@@ -8,6 +8,7 @@ from xml.etree import ElementTree
 import pytest
 from pydantic import ValidationError
 
+from desktop.browser.content import boxes_on_display
 from desktop.models import PageTree, TreeQuery, Window
 from desktop.tree import OSWORLD_NS, as_text, build, merge, only_interactive
 
@@ -152,6 +153,35 @@ def test_the_page_in_front_is_a_document_in_the_xml_with_osworlds_role_names():
     # A page behind another window is not in the tree: its nodes are not on the screen.
     behind = merge([BROWSER, CALC], [0x00e00002, 0x01a00003], 0x01a00003, [], page, browser_pid=43)
     assert "document-web" not in build(behind, truncated=False, interactive_only=False, fmt="xml").content
+
+
+def test_a_page_nodes_box_is_in_display_pixels_and_one_inside_a_frame_is_left_out():
+    # Playwright's snapshot with boxes=True: viewport-relative CSS pixels, after the flags, before the text.
+    snapshot = ('- generic [ref=e1] [box=0,0,1920,964]:\n'
+                '  - button "Save" [ref=e2] [cursor=pointer] [box=100,200,80,24]\n'
+                '  - paragraph [ref=e3] [box=10,-40,300,20]: see [box=1,2,3,4]\n'
+                "  - 'heading \"a: b\" [level=2] [ref=e4] [box=5,6,7,8]'\n"
+                '  - iframe [ref=e5] [box=400,300,200,100]:\n'
+                '    - button "Inside" [ref=f1e2] [box=3,4,50,20]\n'
+                '  - link "After" [ref=e6] [box=20,30,40,10]')
+    moved = boxes_on_display(snapshot, (0, 87)).splitlines()
+    assert moved[0] == '- generic [ref=e1] [box=0,87,1920,964]:'
+    assert moved[1] == '  - button "Save" [ref=e2] [cursor=pointer] [box=100,287,80,24]'
+    assert moved[2] == '  - paragraph [ref=e3] [box=10,47,300,20]: see [box=1,2,3,4]'  # the text is the page's
+    assert moved[3] == "  - 'heading \"a: b\" [level=2] [ref=e4] [box=5,93,7,8]'"
+    assert moved[4] == '  - iframe [ref=e5] [box=400,387,200,100]:'
+    assert moved[5] == '    - button "Inside" [ref=f1e2]'  # the frame's own viewport: no box rather than a wrong one
+    assert moved[6] == '  - link "After" [ref=e6] [box=20,117,40,10]'
+
+
+def test_a_page_nodes_box_is_where_osworlds_xml_says_a_nodes_place_and_size():
+    page = PAGE.model_copy(update={"snapshot": '- button "Sign in" [ref=e5] [box=100,287,80,24]'})
+    merged = merge([BROWSER], [0x00e00002], 0x00e00002, [], page, browser_pid=43)
+    root = ElementTree.fromstring(build(merged, truncated=False, interactive_only=False, fmt="xml").content)
+    button = root.find(".//document-web/push-button")
+    cp, attr = f"{{{OSWORLD_NS['cp']}}}", f"{{{OSWORLD_NS['attr']}}}"
+    assert (button.get(f"{cp}screencoord"), button.get(f"{cp}size")) == ("(100, 287)", "(80, 24)")
+    assert button.get(f"{attr}box") is None and button.get(f"{attr}ref") == "e5"
 
 
 def test_a_window_id_is_read_as_the_windows_listing_and_focus_accept_it():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from desktop.x11.screen import class_text, title_text
 from desktop.x11.windows import URL_SCHEMES, WINDOW_ID, parse_wmctrl
 
 # Captured from a glassdesk session (host name "vm"). Chromium's WM_CLASS instance holds its
@@ -50,6 +51,14 @@ def test_empty_title_and_short_or_blank_lines():
     windows = parse_wmctrl(out)
     assert len(windows) == 1
     assert windows[0].wm_class == "app.App" and windows[0].title == ""
+
+
+def test_a_windows_properties_read_over_x_are_written_as_wmctrl_writes_them():
+    assert class_text(b"chromium (/tmp/x/profile)\0Chromium\0") == "chromium (/tmp/x/profile).Chromium"
+    assert class_text(b"xmessage\0Xmessage\0") == "xmessage.Xmessage" and class_text(None) == "N/A"
+    assert title_text("Untitled 1 – Mousepad".encode(), b"ignored") == "Untitled 1 – Mousepad"
+    assert title_text(None, "caf\u00e9".encode("latin-1")) == "caf\u00e9"  # X's STRING type is Latin-1
+    assert title_text(None, None) == title_text(b"", None) == "N/A"
 
 
 def test_nothing_in_nothing_out():
