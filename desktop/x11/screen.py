@@ -146,15 +146,15 @@ class DamageWatch:
         listed = root.get_full_property(self._display.intern_atom("_NET_CLIENT_LIST"), Xatom.WINDOW)
         windows = []
         for wid in (listed.value if listed else ()):
-            window = self._display.create_resource_object("window", int(wid))
             box = self.client_box(int(wid))
+            if box is None:
+                continue
+            window = self._display.create_resource_object("window", int(wid))
             try:
                 names = [window.get_full_property(self._display.intern_atom(atom), X.AnyPropertyType)
                          for atom in ("_NET_WM_NAME", "WM_NAME", "WM_CLASS")]
                 pid = window.get_full_property(self._display.intern_atom("_NET_WM_PID"), Xatom.CARDINAL)
             except XError:
-                continue
-            if box is None:
                 continue
             net_name, name, wm_class = (bytes(p.value) if p and p.format == 8 else None for p in names)
             known = int(pid.value[0]) if pid and len(pid.value) else 0

@@ -35,7 +35,8 @@ READ_ONLY = {"desktop_screenshot", "desktop_windows", "desktop_tree", "desktop_z
              "desktop_cursor_position", "desktop_native_find", "desktop_marks",
              "vision_extract_visible_text", "session_list",
              "live_view_url", "page_state", "page_content", "page_console_messages", "page_network_requests",
-             "page_downloads", "page_screenshot", "page_wait_for", "page_locate", "export_test"}
+             "page_downloads", "page_screenshot", "page_wait_for", "page_locate", "export_test", "eval_status",
+             "eval_list"}
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +72,8 @@ def test_catalog_names_wording_annotations_and_schemas(server):
         schema = tool.input_schema
         validator_for(schema).check_schema(schema)  # a valid JSON Schema ...
         assert schema["type"] == "object"  # ... of an object
-        if tool.name not in ("session_list", "session_create", "session_close", "export_test"):
+        if tool.name not in ("session_list", "session_create", "session_close", "export_test", "eval_start",
+                             "eval_status", "eval_list"):  # the server's, not a session's
             assert "session" in schema["properties"] and "session" not in schema.get("required", []), tool.name
     by_name = {t.name: t for t in tools}
     assert by_name["desktop_click"].annotations.destructive_hint is True
