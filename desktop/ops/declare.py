@@ -118,11 +118,6 @@ class Operation:
         return f"{self.service}.{self.method}"
 
     @property
-    def route(self) -> str:
-        """The route's whole path (``Rest.path`` under the scope's prefix)."""
-        return PREFIXES[self.scope] + (self.rest.path if self.rest else "")
-
-    @property
     def performs(self) -> bool:
         """Input on the visible desktop: the service answers a ``Performed`` (what ran, the settled
         screen), which every door shows the same way: REST as an ``ActionResponse`` (``?screenshot=true``

@@ -450,7 +450,8 @@ class Executor:
         (desktop.session) calls this first, so that what the screen does while nothing is pressed (a
         caret's blink, the last click's late paint) is not taken for this action's effect."""
         button = pressed_button(action)
-        if button is not None:
+        last = self._last_press
+        if button is not None and last is not None and last.button == button:  # else no wait: no pointer read
             self._keep_one_click(action, button)
 
     def _keep_one_click(self, action, button: str) -> tuple[int, int]:
