@@ -68,7 +68,8 @@ def merge(windows: list[Window], stacking: list[int], active: int | None, apps: 
         if page is not None and window.focused and window.pid == browser_pid:
             window.page = page
         if not window.nodes and window.error is None and apps is not None:
-            window.error = ("its page only: the browser's own controls are not read" if window.page is not None
+            window.error = ("its page only: the browser's own controls are read with --browser-accessibility"
+                            if window.page is not None
                             else "its application said nothing over the accessibility bus")
     return merged
 

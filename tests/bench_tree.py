@@ -1,7 +1,8 @@
 """The desktop tree's figures (issue 36; docs/desktop-tree.md): the whole desktop's tree (the bench
 session's Chromium on the test page, galculator and mousepad as Debian ships them), warm; one native
-window's tree; and what the session's accessibility bus and its reader cost in memory.
-tests.bench imports ``tree`` for `make bench` (section "Desktop tree").
+window's tree; what the session's accessibility bus and its reader cost in memory; and what
+--browser-accessibility (Chromium's own controls in the tree) costs, against a session without it.
+tests.bench imports ``tree`` and ``browser_controls`` for `make bench` (section "Desktop tree").
 
 Warm: the reader has been asked once before the samples, so its start (a Python with pyatspi) is
 not in them; the first answer is told beside them.
@@ -101,6 +102,101 @@ def tree(bench) -> list:
             if program in window.wm_class.lower() and window.pid:
                 _end(window.pid)
     return rows
+
+
+# A heavy page for the cost of Chromium's accessibility: 6,000 elements and a text area to type into.
+HEAVY_PAGE = ("<html><body><textarea id=t style='position:fixed;left:10px;top:10px;width:600px;height:200px'>"
+              "</textarea><ul style='margin-top:250px'>"
+              + "".join(f"<li><a href='#{i}'>item {i}</a> <button>b{i}</button></li>" for i in range(3000))
+              + "</ul></body></html>").encode()
+TYPED = "abcdefghij " * 40  # 440 characters
+
+
+def browser_controls(bench) -> list:
+    """--browser-accessibility against a session without it, one after the other, same page: the
+    whole desktop's tree (Chromium's controls in it, or not), a heavy page's load and typing (the
+    page's accessibility tree Chromium then keeps), a click on nothing in the page (the bus asked
+    whether the pixel is the browser's own control) and a read of the toolbar's control at a pixel."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from desktop.actions import Click, Type
+    from desktop.service.desktop import DesktopService
+    from desktop.session.manager import SessionManager
+    from desktop.session.stack import StackConfig
+    from tests.bench import Row, timed
+    from tests.conftest import session_files
+
+    class Heavy(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(HEAVY_PAGE)))
+            self.end_headers()
+            self.wfile.write(HEAVY_PAGE)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Heavy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    figures: dict[bool, dict[str, list[float]]] = {}
+    try:
+        for on in (False, True):
+            with session_files() as root:
+                manager = SessionManager(root=root, max_sessions=1, stack_config=StackConfig(browser_accessibility=on))
+                try:
+                    figures[on] = _browser_figures(manager, DesktopService(manager), url, timed, Click, Type)
+                finally:
+                    manager.close()
+    finally:
+        server.shutdown()
+    off, on = figures[False], figures[True]
+
+    def ratio(key: str) -> float:
+        return sorted(on[key])[len(on[key]) // 2] / sorted(off[key])[len(off[key]) // 2]
+
+    nodes = on["nodes"][0]
+    return [
+        Row("--browser-accessibility: the whole desktop's tree (Chromium's controls + the panel)", "ms", on["tree"],
+            note=f"{nodes:.0f} native nodes; without it {sorted(off['tree'])[len(off['tree']) // 2]:.0f} ms "
+                 f"({off['nodes'][0]:.0f} nodes)"),
+        Row("--browser-accessibility: a 6,000-element page's load, with / without", "x", [ratio("load")],
+            note=f"{sorted(on['load'])[1]:.0f} / {sorted(off['load'])[1]:.0f} ms median"),
+        Row(f"--browser-accessibility: {len(TYPED)} characters typed into that page, with / without", "x",
+            [ratio("typing")], note=f"{sorted(on['typing'])[1]:.0f} / {sorted(off['typing'])[1]:.0f} ms median"),
+        Row("--browser-accessibility: a click on nothing in the page, with / without", "x", [ratio("nothing")],
+            note=f"{sorted(on['nothing'])[len(on['nothing']) // 2]:.0f} / "
+                 f"{sorted(off['nothing'])[len(off['nothing']) // 2]:.0f} ms median (the bus asked whether the "
+                 "pixel is the browser's own control)"),
+        Row("--browser-accessibility: the browser's control at a pixel (the Reload button)", "ms", on["at"]),
+    ]
+
+
+def _browser_figures(manager, service, url: str, timed, Click, Type) -> dict[str, list[float]]:
+    session = manager.create("bench-browser-ui")
+    pid = session.stack.browser.process.pid
+    service.desktop_tree(session.id)  # the reader started
+    session.run_settled(lambda: session.open_url("about:blank"))
+    figures: dict[str, list[float]] = {"tree": [], "nodes": [], "load": [], "typing": [], "nothing": [], "at": []}
+    for _ in range(SAMPLES):
+        ms, answer = timed(lambda: service.desktop_tree(session.id))
+        figures["tree"].append(ms)
+    figures["nodes"].append(sum(1 for w in answer.windows for _ in _walk(w.nodes)))
+    for _ in range(3):
+        figures["load"].append(timed(lambda: session.run_settled(lambda: session.open_url(url)))[0])
+        session.perform(Click(x=300, y=100))  # into the text area
+        figures["typing"].append(timed(lambda: session.perform(Type(text=TYPED)))[0])
+    for index in range(SAMPLES):  # two spots apart: each click its own, never a double click's second
+        nothing = Click(x=1500 + 100 * (index % 2), y=700)
+        figures["nothing"].append(timed(lambda: session.perform(nothing))[0])  # noqa: B023 - called at once
+    reload = next(n for w in service.desktop_tree(session.id).windows if w.pid == pid for n in _walk(w.nodes)
+                  if n.name == "Reload") if manager.stack_config.browser_accessibility else None
+    if reload is not None:
+        point = Click(x=reload.box[0] + reload.box[2] // 2, y=reload.box[1] + reload.box[3] // 2)
+        figures["at"] = [timed(lambda: session.settle.browser_control(point))[0] for _ in range(SAMPLES)]
+    return figures
 
 
 def _walk(nodes):

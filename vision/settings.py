@@ -29,6 +29,7 @@ class Settings:
     launch_allow: frozenset[str] | None = None  # programs launch may start besides desktop.x11.windows.DEFAULT_PROGRAMS
     allow_local_urls: bool = False  # let the browser open file:// and chrome:// pages
     allow_evaluate: bool = False  # let page evaluate run JavaScript in the session's browser
+    browser_accessibility: bool = False  # Chromium's own controls in the desktop tree (StackConfig says its cost)
     public_host: str | None = None  # the name clients use for this server (URLs handed out, Host allowed)
     single_session: bool = False  # a session server: one pinned session, its internal call route (desktop.http.calls)
     backend: str = "local"  # where sessions run (desktop.remote.backends): local, docker, kubernetes
@@ -50,6 +51,7 @@ class Settings:
         from desktop.x11.cgroup import Limits
 
         return StackConfig(local_pages=self.allow_local_urls, page_code=self.allow_evaluate,
+                           browser_accessibility=self.browser_accessibility,
                            limits=Limits(memory_mb=self.session_memory_mb, cpus=self.session_cpus))
 
     @property

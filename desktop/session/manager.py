@@ -290,14 +290,15 @@ class Session:
                 if watch is not None and self.executor.glides(action):
                     # The page is read while the pointer glides there (~150 ms, against the reads'
                     # ~15): the record costs the action nothing; the press waits for the reads.
-                    reads = in_background(lambda: self.settle.page_reads(watch, action))
+                    reads = in_background(lambda: self.settle.browser_reads(watch, action))
                     self.screen.mark()
                     executed = self.executor.run(action, before_act=reads.result)
-                    element, counted = reads.result()
+                    element, counted, control = reads.result()
                 else:
-                    element, counted = self.settle.page_reads(watch, action)
+                    element, counted, control = self.settle.browser_reads(watch, action)
                     self.screen.mark()
                     executed = self.executor.run(action)
+                native = native or control
                 shot, settled_by = self.settle.settle_after_input(watch, counted, program)
                 self.settle.follow_page_focus(action, element)
             except ActionFailed as exc:
@@ -346,30 +347,32 @@ class Session:
         """The windows on the display, each at the place its content is drawn (Screen.windows)."""
         return self.screen.windows()
 
+    @property
+    def browser_pid(self) -> int | None:
+        browser = self.stack.browser
+        return browser.process.pid if browser is not None and browser.process is not None else None
+
     def desktop_tree(self, query: TreeQuery) -> DesktopTree:
         """The visible desktop as one tree (desktop.session.tree): windows, their native nodes, the page."""
         self.require_ready()
-        browser = self.stack.browser
-        pid = browser.process.pid if browser is not None and browser.process is not None else None
-        return read_tree(query, self.list_windows, self.screen, self.accessibility, pid,
+        return read_tree(query, self.list_windows, self.screen, self.accessibility, self.browser_pid,
                          lambda: (watch := self.settle.browser_watch()) and watch[0])
 
     def marks(self, limit: int, image: bool) -> Marks:
         """Set-of-marks: the controls a person can act on now, numbered (desktop.session.tree.read_marks)."""
         self.require_ready()
-        browser = self.stack.browser
-        pid = browser.process.pid if browser is not None and browser.process is not None else None
-        return read_marks(limit, image, self.list_windows, self.screen, self.accessibility, browser, pid)
+        return read_marks(limit, image, self.list_windows, self.screen, self.accessibility, self.stack.browser,
+                          self.browser_pid)
 
     def native_find(self, target: NativeTarget) -> NativeFound:
         """The showing controls of the native windows that ``target`` names (desktop.native)."""
         self.require_ready()
-        return find_native(target, self.list_windows, self.screen, self.accessibility)
+        return find_native(target, self.list_windows, self.screen, self.accessibility, self.browser_pid)
 
     def native_target(self, target: NativeTarget) -> NativeMatch:
         """The one uncovered control an action on ``target`` acts on (desktop.session.tree.native_target)."""
         self.require_ready()
-        return native_target(target, self.list_windows, self.screen, self.accessibility)
+        return native_target(target, self.list_windows, self.screen, self.accessibility, self.browser_pid)
 
     def visible_texts(self) -> list[str] | None:
         """The short texts visible in the page when Chromium is in front (desktop.browser.pages

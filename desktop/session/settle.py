@@ -171,6 +171,31 @@ class InputSettle:
                                    "takes no text; click the field to type into first (press keys with a key "
                                    "action)", focused=focus.get("element"))
 
+    def browser_reads(self, watch, action: _Action) -> tuple[ElementAt | None, tuple | None, NativeElement | None]:
+        """``page_reads``, then where the page has no element under the pointer, the browser's own
+        control there (browser_control)."""
+        element, counted = self.page_reads(watch, action)
+        return element, counted, self.browser_control(action) if element is None and watch is not None else None
+
+    def browser_control(self, action: _Action) -> NativeElement | None:
+        """With the browser's own controls on the bus (StackConfig.browser_accessibility): the one under
+        a pointer action's pixel (its toolbar, a tab, a dialog it draws for the page), read as
+        native_reads reads a native window's; None on the page itself (its element is the page
+        layer's), for an input that is not a pointer's, or without the switch."""
+        browser = self.stack.browser
+        if (not self.stack.config.browser_accessibility or pointer_point(action) is None or browser is None
+                or browser.process is None):
+            return None
+        point = self.acted_at(action)
+        if point is None:
+            return None
+        pid = browser.process.pid
+        try:
+            return self.accessibility.node_at(*point, pid, HIT_TIMEOUT_S, start=False, page_of=pid)
+        except AccessibilityUnavailable as exc:
+            log.debug("session %s: no browser control at %s: %s", self.id, point, exc)
+            return None
+
     def page_reads(self, watch, action: _Action) -> tuple[ElementAt | None, tuple | None]:
         """Before an input with Chromium in front, in one wait on the browser (Pages.before_input):
         what a pointer action is about to act on (its element record, bounded by HIT_TIMEOUT_S) and,

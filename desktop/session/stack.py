@@ -208,6 +208,11 @@ class StackConfig:
     # (--allow-evaluate). Off unless the server is started so.
     local_pages: bool = False
     page_code: bool = False
+    # Chromium's own controls (its toolbar, address bar, tabs, dialogs) on the accessibility bus, for
+    # the desktop tree, native targets and set-of-marks (--browser-accessibility). Off by default: the
+    # switch that exposes them also keeps the accessibility tree of every page, and on a page of 6,000
+    # elements that doubled a load's and a typing's time (docs/desktop-tree.md, measured).
+    browser_accessibility: bool = False
     # The session's cgroup's limits (desktop.x11.cgroup): `glassdesk up --session-memory/--session-cpus`.
     limits: cgroup.Limits = field(default_factory=cgroup.Limits)
     # A network namespace per session, whose only way out is the session's policy proxy
@@ -469,9 +474,16 @@ class DesktopStack:
         self._await("xfce", lambda: self._run(["wmctrl", "-m"]).returncode == 0, "a window manager")
         self._await("xfce", lambda: "xfce4-panel" in self._run(["wmctrl", "-l"]).stdout, "the panel")
 
+    def browser_env(self) -> dict[str, str]:
+        """The browser's environment: the session's, and with --browser-accessibility the variable
+        without which Chromium does not join the accessibility bus (the switch alone is not enough)."""
+        return {**self.env(), **({"ACCESSIBILITY_ENABLED": "1"} if self.config.browser_accessibility else {})}
+
     def chromium_args(self) -> list[str]:
         """Chromium's switches beyond Playwright's own defaults (desktop.browser.chromium)."""
         return [
+            # Its own controls' nodes, which it builds only for a screen reader or with this switch.
+            *(["--force-renderer-accessibility"] if self.config.browser_accessibility else []),
             "--force-device-scale-factor=1", "--start-maximized", "--window-position=0,0",
             "--hide-crash-restore-bubble", "--noerrdialogs",
             "--test-type",  # suppresses the "unsupported command-line flag" infobar
@@ -516,7 +528,7 @@ class DesktopStack:
     def _start_chromium(self) -> None:
         if self.browser is not None:  # a healed browser: let go of the dead one's connection first
             self.browser.close()
-        self.browser = Browser(self.profile, self.downloads, self.env(), cwd=self.home,
+        self.browser = Browser(self.profile, self.downloads, self.browser_env(), cwd=self.home,
                                argv_prefix=self.run_prefix(), owner=self.user, record=self.record,
                                downloaded=self.downloaded, blocks=self.proxy.blocked if self.proxy else None)
         log_path = self.logs / "chromium.log"

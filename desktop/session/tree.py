@@ -47,7 +47,8 @@ def read_tree(query: TreeQuery, list_windows: Callable[[], list[Window]], screen
     apps, truncated, error = None, False, None
     try:
         answer = accessibility.ask({"op": "tree", "pids": pids, "max_depth": query.max_depth,
-                                    "max_nodes": query.max_nodes, "visible_only": query.visible_only}, TREE_TIMEOUT_S)
+                                    "max_nodes": query.max_nodes, "visible_only": query.visible_only,
+                                    "page_of": browser_pid}, TREE_TIMEOUT_S)
         apps, truncated = answer.get("apps", []), bool(answer.get("truncated"))
     except AccessibilityUnavailable as exc:
         error = f"no native nodes: {exc}"
@@ -72,7 +73,7 @@ def _page(browser) -> PageTree | None:
 
 
 def find_native(target: NativeTarget, list_windows: Callable[[], list[Window]], screen: Screen,
-                accessibility: AccessibilityReader) -> NativeFound:
+                accessibility: AccessibilityReader, browser_pid: int | None) -> NativeFound:
     """The showing controls ``target`` names now (the native windows only: the page is not read); of a
     named program, only its windows are read when its window class says which they are (the rest of the
     desktop costs the bus a call per node and cannot match)."""
@@ -81,7 +82,7 @@ def find_native(target: NativeTarget, list_windows: Callable[[], list[Window]], 
         listed = list_windows()
         theirs = [w for w in listed if program.casefold() in (part.casefold() for part in w.wm_class.split("."))]
         list_windows = (lambda: theirs) if theirs else (lambda: listed)  # noqa: E731 - one listing, read once
-    tree = read_tree(TreeQuery(), list_windows, screen, accessibility, None, lambda: None)
+    tree = read_tree(TreeQuery(), list_windows, screen, accessibility, browser_pid, lambda: None)
     return find(tree.windows, target, truncated=tree.truncated, error=tree.error)
 
 
@@ -93,13 +94,13 @@ def _chain(target: NativeTarget | None):
 
 
 def native_target(target: NativeTarget, list_windows: Callable[[], list[Window]], screen: Screen,
-                  accessibility: AccessibilityReader) -> NativeMatch:
+                  accessibility: AccessibilityReader, browser_pid: int | None) -> NativeMatch:
     """The one control an action on ``target`` acts on (desktop.native.the_one), refused (ElementCovered)
     when something else lies over the middle of its box, where real input would land instead: another
     program's window, or a window of its own program (a dialog, a menu), which the bus tells when it
     names another control at that pixel. A bus that cannot say in time refuses nothing: the action's
     ``landed`` still says where the input went."""
-    match = the_one(find_native(target, list_windows, screen, accessibility))
+    match = the_one(find_native(target, list_windows, screen, accessibility, browser_pid))
     x, y = centre(match)
     on_top = screen.pid_at(x, y)
     if match.pid is not None and on_top is not None and on_top != match.pid:
@@ -123,7 +124,7 @@ def read_marks(limit: int, image: bool, list_windows: Callable[[], list[Window]]
     """Set-of-marks now (desktop.marks): the native windows' uncovered interactive controls and the
     browser's page's, each where its own window is on top (a page's control under a native window is
     not marked); ``image``: the screen captured after them, the marks drawn on it."""
-    tree = read_tree(TreeQuery(), list_windows, screen, accessibility, None, lambda: None)
+    tree = read_tree(TreeQuery(), list_windows, screen, accessibility, browser_pid, lambda: None)
     candidates = native_candidates(tree.windows, screen.pid_at)
     problems = [tree.error] if tree.error else []
     more = False

@@ -67,10 +67,12 @@ class AccessibilityReader:
         finally:
             self._lock.release()
 
-    def node_at(self, x: int, y: int, pid: int, timeout_s: float, *, start: bool = True) -> NativeElement | None:
+    def node_at(self, x: int, y: int, pid: int, timeout_s: float, *, start: bool = True,
+                page_of: int | None = None) -> NativeElement | None:
         """The deepest showing control at display pixel (x, y) among process ``pid``'s windows (the
-        walker's ``at``), or None when nothing there answers; AccessibilityUnavailable as ``ask``."""
-        answer = self.ask({"op": "at", "x": x, "y": y, "pid": pid}, timeout_s, start=start)
+        walker's ``at``), or None when nothing there answers, or (``page_of``: the browser's pid) the
+        pixel is on its page; AccessibilityUnavailable as ``ask``."""
+        answer = self.ask({"op": "at", "x": x, "y": y, "pid": pid, "page_of": page_of}, timeout_s, start=start)
         node = answer.get("node")
         return NativeElement.model_validate({**node, "ms": answer.get("ms", 0)}) if node else None
 

@@ -9,10 +9,12 @@ answers is bounded by the request, and every node it hands out gets a ref (``n17
 node's while the node (and this process) lives, for later requests to name it.
 
 Requests: ``{"op": "tree", "pids": [..] | null, "max_depth": n, "max_nodes": n, "visible_only": b,
-"cache": b}``: each application's windows (frames, dialogs) as node trees, read from each program's
-own cache of its nodes where it keeps one (``cache``, the default), else node by node;
-``{"op": "at", "x": x, "y": y, "pid": p}``: the deepest showing node under a display pixel in process
-p's windows and the path to it; ``{"op": "ping"}``.
+"cache": b, "page_of": pid | null}``: each application's windows (frames, dialogs) as node trees, read
+from each program's own cache of its nodes where it keeps one (``cache``, the default), else node by
+node; in process ``page_of`` (the session's browser) a web document's nodes are left out: its page is
+the page layer's to read, faster and with its refs, and only its own controls are wanted here;
+``{"op": "at", "x": x, "y": y, "pid": p, "page_of": pid | null}``: the deepest showing node under a
+display pixel in process p's windows and the path to it (none on a web document of ``page_of``); ``{"op": "ping"}``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ REFS_LIMIT = 50_000  # nodes remembered for refs; the oldest are forgotten past 
 HIDDEN = -(2 ** 31)  # the box GTK gives a node that is not on the screen
 DESCENT_LIMIT = 200  # nodes looked at under a container that does not say what is at a point
 CALL_TIMEOUT_MS = 1000  # one call to an application; one that does not answer (stopped, busy) costs this once
+
+
+def _readable(text: str) -> str:
+    """A node's text without the object replacement characters that stand for its children in it
+    (Chromium's containers are made of nothing else; the children are listed as nodes)."""
+    return text.replace("\ufffc", "")
 
 
 def _nick(state) -> str:
@@ -184,8 +192,8 @@ class Nodes:
 class ByNode:
     """The walk's reads of a program's nodes one call at a time, through pyatspi."""
 
-    def __init__(self, walker: Walker):
-        self.walker = walker
+    def __init__(self, walker: Walker, pages_left_out: bool = False):
+        self.walker, self.pages_left_out = walker, pages_left_out
 
     def states(self, node) -> list[str]:
         return self.walker.states(node)
@@ -199,13 +207,16 @@ class ByNode:
     def children(self, node):
         return iter(node)  # each asked as the walk gets to it: a walk cut short asks no more
 
+    def is_page(self, node) -> bool:
+        return node.getRole() == self.walker.pyatspi.ROLE_DOCUMENT_WEB
+
 
 class FromCache:
     """The walk's reads of a program's nodes from its cache (Nodes), by object path: each node kept
     is outlined and listed in ``kept`` for the walker's ``fill`` to complete."""
 
-    def __init__(self, walker: Walker, nodes: Nodes):
-        self.walker, self.nodes, self.kept = walker, nodes, []
+    def __init__(self, walker: Walker, nodes: Nodes, pages_left_out: bool = False):
+        self.walker, self.nodes, self.kept, self.pages_left_out = walker, nodes, [], pages_left_out
 
     def states(self, path: str) -> list[str]:
         return self.nodes.states(path)
@@ -220,6 +231,9 @@ class FromCache:
 
     def children(self, path: str) -> list[str]:
         return self.nodes.children(path)
+
+    def is_page(self, path: str) -> bool:
+        return self.nodes.nodes[path][7] == int(self.walker.Atspi.Role.DOCUMENT_WEB)
 
 
 class Walker:
@@ -266,7 +280,7 @@ class Walker:
         if "Text" in interfaces:
             text = node.queryText()
             count = text.characterCount
-            item["text"] = text.getText(0, min(count, TEXT_LIMIT))
+            item["text"] = _readable(text.getText(0, min(count, TEXT_LIMIT)))
             if count > TEXT_LIMIT:
                 item["text_truncated"] = True
         if "Value" in interfaces:
@@ -281,10 +295,12 @@ class Walker:
 
     # ------------------------------------------------------------------ the requests
 
-    def tree(self, pids, max_depth: int, max_nodes: int, visible_only: bool, cache: bool = True) -> dict:
+    def tree(self, pids, max_depth: int, max_nodes: int, visible_only: bool, cache: bool = True,
+             page_of: int | None = None) -> dict:
         """``cache``: read each application's nodes from its cache where it keeps one (Nodes; all the
         applications' asked at once), else node by node as pyatspi walks them (the same tree, slower:
-        a toolkit's cache that lies is told by comparing the two)."""
+        a toolkit's cache that lies is told by comparing the two). ``page_of``: the process whose web
+        documents are left out (the module's docstring)."""
         budget = {"left": max_nodes, "truncated": False}
         apps, read = [], []
         for app in self.desktop:
@@ -303,13 +319,13 @@ class Walker:
                     {"error": f"it did not answer its accessibility calls within {CALL_TIMEOUT_MS} ms"}]})
                 continue
             apps.append({"name": app.name or "", "pid": pid, "windows": []})
-            read.append((app, apps[-1]["windows"]))
-        caches = self.bus.items([app.app.bus_name for app, _ in read]) if cache and self.bus else {}
-        for app, windows in read:
+            read.append((app, apps[-1]["windows"], pid == page_of))
+        caches = self.bus.items([app.app.bus_name for app, _, _ in read]) if cache and self.bus else {}
+        for app, windows, pages_left_out in read:
             items = caches.get(app.app.bus_name)
             try:
-                source = FromCache(self, Nodes(self.bus, app.app.bus_name, items, self.Atspi)) if items \
-                    else ByNode(self)
+                source = FromCache(self, Nodes(self.bus, app.app.bus_name, items, self.Atspi), pages_left_out) \
+                    if items else ByNode(self, pages_left_out)
                 for window in source.children(ROOT_PATH if items else app):
                     if window is None:
                         continue
@@ -324,7 +340,10 @@ class Walker:
 
     def _walk(self, node, depth: int, max_depth: int, visible_only: bool, budget: dict, source) -> dict | None:
         """A node and what it holds, as ``source`` reads them (ByNode or FromCache): showing ones only
-        when ``visible_only``, within the depth and the budget of nodes."""
+        when ``visible_only``, within the depth and the budget of nodes; none of a web document
+        where ``source.pages_left_out``."""
+        if source.pages_left_out and source.is_page(node):
+            return None
         states = source.states(node)
         if visible_only and "showing" not in states:
             return None
@@ -388,14 +407,15 @@ class Walker:
                 second += [(item, (path, "Action", "GetName", (i,), "(i)")) for i in range(answer)]
         for (item, call), answer in zip(second, self.bus.many(cached.name, [call for _, call in second])):
             if call[1] == "Text":
-                item["text"] = answer[0]
+                item["text"] = _readable(answer[0])
             else:
                 item["actions"].append(answer[0])
 
-    def at(self, x: int, y: int, pid: int) -> dict | None:
+    def at(self, x: int, y: int, pid: int, page_of: int | None = None) -> dict | None:
         """The deepest showing node under display pixel (x, y) in the windows of process ``pid`` (the
         one on top there: the bus knows nothing of stacking, so its newest window holding the point is
-        taken), with the path down to it; None when none answers there (no accessibility, not answering)."""
+        taken), with the path down to it; None when none answers there (no accessibility, not
+        answering), or when the point is on a web document of process ``page_of`` (the page layer's)."""
         for app in self.desktop:
             if app is None or app.get_process_id() != pid or app.get_child_count() < 0:
                 continue
@@ -420,6 +440,8 @@ class Walker:
                         path.extend(chain[:-1])
                         inner = chain[-1]
                     node = inner
+                    if pid == page_of and node.getRole() == self.pyatspi.ROLE_DOCUMENT_WEB:
+                        return None
                     path.append(node)
                 found = self.describe(node, self.states(node))
                 found["path"] = [f"{n.getRoleName()} {n.name!r}" if n.name else n.getRoleName() for n in path]
@@ -457,9 +479,10 @@ def serve(walker: Walker, lines, write) -> None:
             elif op == "tree":
                 answer = walker.tree(request.get("pids"), int(request.get("max_depth", 30)),
                                      int(request.get("max_nodes", 2000)), bool(request.get("visible_only", True)),
-                                     bool(request.get("cache", True)))
+                                     bool(request.get("cache", True)), request.get("page_of"))
             elif op == "at":
-                answer = {"node": walker.at(int(request["x"]), int(request["y"]), int(request["pid"]))}
+                answer = {"node": walker.at(int(request["x"]), int(request["y"]), int(request["pid"]),
+                                            request.get("page_of"))}
             else:
                 answer = {"error": f"unknown op {op!r}"}
             answer["ms"] = round((time.monotonic() - start) * 1000, 1)

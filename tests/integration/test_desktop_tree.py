@@ -220,6 +220,8 @@ def test_the_browsers_page_is_merged_with_the_page_layers_refs(desktops, tree_de
     window = next(w for w in tree.windows if w.pid == browser.process.pid)
     assert window.focused and window.page is not None
     assert window.page.url.endswith("/form")
+    # Chromium's own controls are read only with --browser-accessibility (test_browser_accessibility.py)
+    assert window.nodes == [] and window.error.endswith("--browser-accessibility")
     # The page layer's own snapshot, each element's box added in display pixels.
     assert re.sub(r" \[box=[-\d,]+\]", "", window.page.snapshot) == snapshot and "[ref=e" in snapshot
     gift = re.search(r'checkbox "Gift wrap" \[ref=e\d+\] \[box=(\d+),(\d+),(\d+),(\d+)\]', window.page.snapshot)

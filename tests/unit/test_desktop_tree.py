@@ -66,7 +66,8 @@ def test_a_node_is_never_given_to_another_processs_window_and_one_on_no_window_i
 
 def test_the_page_goes_under_the_browser_window_in_front_only():
     merged = merge([BROWSER, CALC], [0x01a00003, 0x00e00002], 0x00e00002, [], PAGE, browser_pid=43)
-    assert merged[1].page == PAGE and merged[1].error == "its page only: the browser's own controls are not read"
+    assert merged[1].page == PAGE and merged[1].error == (
+        "its page only: the browser's own controls are read with --browser-accessibility")
     behind = merge([BROWSER, CALC], [0x00e00002, 0x01a00003], 0x01a00003, [], PAGE, browser_pid=43)
     assert all(w.page is None for w in behind)
 

@@ -33,6 +33,7 @@ def _up(args: argparse.Namespace) -> int:
     settings = Settings(host=args.host, port=args.port, max_sessions=args.max_sessions, idle_ttl_s=args.ttl * 60,
                         launch_allow=_programs(args.launch_allow), allow_local_urls=args.allow_local_urls,
                         public_host=args.public_host, allow_evaluate=args.allow_evaluate,
+                        browser_accessibility=args.browser_accessibility,
                         single_session=args.single_session, backend=args.backend, warm=args.warm,
                         mcp_tools=args.mcp_tools, forwarded_allow_ips=args.forwarded_allow_ips or None,
                         allowed_origins=tuple(o.strip() for o in (args.allowed_origins or "").split(",") if o.strip()),
@@ -128,7 +129,8 @@ def _up_remote(args: argparse.Namespace, settings) -> int:
 
     fences = [*(["--launch-allow", args.launch_allow] if args.launch_allow else []),
               *(["--allow-local-urls"] if args.allow_local_urls else []),
-              *(["--allow-evaluate"] if args.allow_evaluate else [])]
+              *(["--allow-evaluate"] if args.allow_evaluate else []),
+              *(["--browser-accessibility"] if args.browser_accessibility else [])]
     protected = {settings.port}
     try:
         backend = create_backend(settings.backend, extra_args=tuple(fences), protected_ports=protected)
@@ -317,7 +319,8 @@ def _mcp(args: argparse.Namespace) -> int:
     stderr_logging(getattr(logging, args.log_level.upper(), logging.INFO))  # stdout is the protocol
     return run_stdio(args.session, max_sessions=args.max_sessions, public_host=args.public_host,
                      data_dir=args.data_dir, launch_allow=_programs(args.launch_allow),
-                     allow_local_urls=args.allow_local_urls, allow_evaluate=args.allow_evaluate, tools=args.tools)
+                     allow_local_urls=args.allow_local_urls, allow_evaluate=args.allow_evaluate,
+                     browser_accessibility=args.browser_accessibility, tools=args.tools)
 
 
 def _tool_profile(spec: str) -> str:
@@ -348,6 +351,9 @@ def _add_fences(parser: argparse.ArgumentParser) -> None:
                         help="let the browser open file:// and chrome:// pages (refused by default)")
     parser.add_argument("--allow-evaluate", action="store_true",
                         help="let page evaluate run JavaScript in the session's browser (refused by default)")
+    parser.add_argument("--browser-accessibility", action="store_true",
+                        help="put Chromium's own controls (toolbar, address bar, tabs, dialogs) in the desktop tree; "
+                             "slows heavy pages (docs/desktop-tree.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,7 +34,8 @@ def default_stdio_data_dir() -> Path:
 
 def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: str | None = None,
               data_dir: str | None = None, launch_allow: frozenset[str] | None = None,
-              allow_local_urls: bool = False, allow_evaluate: bool = False, tools: str | None = None) -> int:
+              allow_local_urls: bool = False, allow_evaluate: bool = False, browser_accessibility: bool = False,
+              tools: str | None = None) -> int:
     """``glassdesk mcp``: serve over stdin/stdout with this process's own sessions.
 
     ``tools`` is the tool profile listed (core, desktop, page, qa, all; vision.mcp.profiles).
@@ -59,7 +60,7 @@ def run_stdio(session: str = "default", *, max_sessions: int = 4, public_host: s
     settings = Settings(host="127.0.0.1", port=free_port(), token=None, max_sessions=max_sessions,
                         idle_ttl_s=24 * 3600, data_dir=str(data_dir or default_stdio_data_dir()),
                         launch_allow=launch_allow, allow_local_urls=allow_local_urls, allow_evaluate=allow_evaluate,
-                        public_host=public_host)
+                        browser_accessibility=browser_accessibility, public_host=public_host)
     manager = SessionManager(root=root, max_sessions=settings.max_sessions, idle_ttl_s=settings.idle_ttl_s,
                              stack_config=settings.stack_config())
     glassdesk = Glassdesk.from_settings(manager, settings, default_session=session)
