@@ -47,6 +47,7 @@ def _nick(state) -> str:
 # not said), interfaces, name, role, description and states.
 CACHE_ITEMS = "(a((so)(so)(so)iiassusau))"
 ROOT_PATH = "/org/a11y/atspi/accessible/root"  # an application's own node, whose children are its windows
+REGISTRY = "org.a11y.atspi.Registry"  # whose root node's children are the applications
 # What a node's description takes beyond the cache, by interface: its box (screen coordinates), the
 # count of its text's characters, its value, the count of its actions (the text and the action
 # names then, bounded by those counts). Not Action.GetActions, one call for them all: it gives the
@@ -255,6 +256,8 @@ class Walker:
         self.bus, self.Atspi = bus, Atspi
         self.refs: dict[tuple[str, str], str] = {}
         self.next_ref = 1
+        self.apps: list = []  # the applications last met (pyatspi's), and their names on the bus
+        self.app_names: list[str] = []
 
     # ------------------------------------------------------------------ refs
 
@@ -307,6 +310,21 @@ class Walker:
 
     # ------------------------------------------------------------------ the requests
 
+    def applications(self) -> list:
+        """The applications on the bus (pyatspi's), in the registry's order. The registry is asked for
+        their names in one call and the ones met before are reused while it lists the same: pyatspi
+        asks for each application by its index, a call each, a sixth of a small window's read."""
+        if self.bus is not None:
+            try:
+                listed = [name for name, _ in self.bus.call(REGISTRY, ROOT_PATH, "Accessible", "GetChildren")[0]]
+            except Exception:  # the registry did not say: asked the long way
+                listed = None
+            if listed is not None and listed == self.app_names:
+                return self.apps
+        self.apps = [app for app in self.desktop if app is not None]
+        self.app_names = [app.app.bus_name for app in self.apps]
+        return self.apps
+
     def tree(self, pids, max_depth: int, max_nodes: int, visible_only: bool, cache: bool = True,
              page_of: int | None = None) -> dict:
         """``cache``: read each application's nodes from its cache where it keeps one (Nodes; all the
@@ -315,9 +333,7 @@ class Walker:
         documents are left out (the module's docstring)."""
         budget = {"left": max_nodes, "truncated": False}
         apps, read = [], []
-        for app in self.desktop:
-            if app is None:
-                continue
+        for app in self.applications():
             try:
                 pid = app.get_process_id()
             except Exception:  # the application went away between the listing and now
@@ -428,8 +444,8 @@ class Walker:
         one on top there: the bus knows nothing of stacking, so its newest window holding the point is
         taken), with the path down to it; None when none answers there (no accessibility, not
         answering), or when the point is on a web document of process ``page_of`` (the page layer's)."""
-        for app in self.desktop:
-            if app is None or app.get_process_id() != pid or app.get_child_count() < 0:
+        for app in self.applications():
+            if app.get_process_id() != pid or app.get_child_count() < 0:
                 continue
             # The program's windows newest first: a popup menu or a dialog opened over its main
             # window holds the point too, and is the one on top there.
