@@ -30,8 +30,11 @@ catalogue), the MCP tools with why:
 - ``vision_act``: a whole run, with a progress notification per step (REST streams its events);
 - the packs ``vision_click_anywhere``, ``vision_extract_visible_text``, ``vision_fill_form_by_label``:
   several runs each, with no REST route;
-- ``session_create``, ``session_list``, ``session_close``: the server's registry of sessions, not an
-  operation of one (and closing never falls back to the default session);
+- ``session_create``, ``session_list``, ``session_close``: the server's registry of sessions, which a
+  server operation could declare now, but not one to one: ``session_close`` takes ``session`` (as
+  every tool names a session) where the route names it in its path (and it never falls back to
+  the default session), ``session_list``'s text and structure name the default session, which the
+  route's list does not hold, and ``session_create`` still takes ``session`` as an older name of ``id``;
 - ``live_view_url``: a control link over MCP, where REST hands one out only with a take-over;
 - ``page_downloads`` (a file inside the answer), ``page_screenshot`` (image bytes), ``page_tabs`` and
   ``page_dialogs`` (each merges several operations);

@@ -61,3 +61,53 @@ def test_a_child_the_cache_lacks_yet_is_described_by_calls_of_its_own():
     assert nodes.children("/w") == ["/new"]
     assert nodes.nodes["/new"][6:8] == ("Save", 43) and nodes.nodes["/new"][4] == 0
     assert nodes.children("/new") == []
+
+
+class FakeAtspi:
+    """What the walk asks of libatspi's enumerations: a role's name, a state's nick."""
+
+    NAMES = {23: "frame", 39: "panel", 43: "push button", 95: "document web"}
+
+    class Role(int):
+        DOCUMENT_WEB, EXTENDED, LAST_DEFINED = 95, 200, 130
+
+    class StateType:
+        LAST_DEFINED = 1
+
+        def __init__(self, bit: int):
+            self.value_nick = "showing"
+
+    @classmethod
+    def role_get_name(cls, role) -> str:
+        return cls.NAMES[int(role)]
+
+
+def browser_nodes() -> Nodes:
+    """A browser's frame holding its toolbar's button and its page (a web document with a button)."""
+    def node(path, parent, index, count, name, role):
+        return ((APP, path), (APP, ROOT_PATH), (APP, parent), index, count, ["org.a11y.atspi.Accessible"], name,
+                role, "", [1, 0])
+    return Nodes(TableBus({}), APP, [node(ROOT_PATH, "/", 0, 1, "", 0), node("/f", ROOT_PATH, 0, 2, "page", 23),
+                                     node("/reload", "/f", 0, 0, "Reload", 43), node("/doc", "/f", 1, 1, "page", 95),
+                                     node("/buy", "/doc", 0, 0, "Buy", 43)], FakeAtspi)
+
+
+def walked(pages_left_out: bool) -> list[str]:
+    from desktop.x11.atspi_walker import FromCache, Walker
+
+    walker = Walker.__new__(Walker)  # no pyatspi: the walk reads the cache alone
+    walker.Atspi, walker.refs, walker.next_ref = FakeAtspi, {}, 1
+    source = FromCache(walker, browser_nodes(), pages_left_out)
+    tree = walker._walk("/f", 0, 10, True, {"left": 100, "truncated": False}, source)
+
+    def names(node):
+        return [f"{node['role']}:{node['name']}", *(n for child in node.get("children", []) for n in names(child))]
+    return names(tree)
+
+
+def test_the_browsers_web_document_is_left_out_of_its_walk_and_only_there():
+    """The session's browser's page is the page layer's: its nodes are not walked over the bus again;
+    another program's web document (an Electron app's, a help viewer's) is its only content."""
+    assert walked(pages_left_out=True) == ["frame:page", "push button:Reload"]
+    assert walked(pages_left_out=False) == ["frame:page", "push button:Reload", "document web:page",
+                                            "push button:Buy"]
