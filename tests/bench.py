@@ -838,6 +838,11 @@ def _tree(bench: Bench) -> list[Row]:
     return importlib.import_module("tests.bench_tree").tree(bench)
 
 
+def _bus_start(bench: Bench) -> list[Row]:
+    """Issue 36's row on the accessibility bus's share of a session's start (tests/bench_tree.py)."""
+    return importlib.import_module("tests.bench_tree").bus_start(bench)
+
+
 def _browser_controls(bench: Bench) -> list[Row]:
     """Issue 36's rows on --browser-accessibility (tests/bench_tree.py): its tree and what it costs pages."""
     return importlib.import_module("tests.bench_tree").browser_controls(bench)
@@ -1015,10 +1020,12 @@ SECTIONS: list[Section] = [
                   "into its field before each sample; decode the screenshot, OCR it, find the word -- with the "
                   "process's engine (vision/perception/ocr.py: lines of a recent screen reused where its pixels "
                   "did not change) and with the same models reading the whole screen, back to back."),
-    Section("Desktop tree", [_tree, _browser_controls],
+    Section("Desktop tree", [_tree, _bus_start, _browser_controls],
             intro="Issue 36 (tests/bench_tree.py): GET .../desktop/tree's service call on the bench's session with "
                   "Chromium in front on the test page and galculator and mousepad (Debian's) open; the session's "
-                  "reader of its accessibility bus asked once before the samples (warm). Then two sessions of their "
+                  "reader of its accessibility bus asked once before the samples (warm). Sessions started one after "
+                  "the other, alternately with their accessibility bus and without it (NO_AT_BRIDGE=1). Then two "
+                  "sessions of their "
                   "own, one after the other, without and with --browser-accessibility (Chromium's own controls "
                   "on the bus), on about:blank (the tree) and a local page of 6,000 elements (load, typing, a click "
                   "on nothing in it); a ratio is with / without, medians, same run."),

@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_S = 15
 CLIENTS = 3
 GROWTH_TARGET_MB = 1.0  # per thousand requests
+FAILURES_KEPT, FAILURE_CHARS = 3, 600  # a failure's answer kept to be shown, of each kind
 LOGIN_FLOW = [{"action": "fill", "label": "User", "value": "ada"},
               {"action": "fill", "selector": "#password", "value": "open sesame"},
               {"action": "click", "role": "button", "name": "Sign in"}]
@@ -60,13 +61,18 @@ class Soak:
     samples: list[Sample] = field(default_factory=list)
     requests: int = 0
     failures: dict[str, int] = field(default_factory=dict)
+    # The first answers of each kind that were not what they should be, as they came: what a
+    # failure was is lost with the soak's data dir otherwise.
+    seen: dict[str, list[str]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def count(self, what: str, ok: bool) -> None:
+    def count(self, what: str, ok: bool, answer: str = "") -> None:
         with self.lock:
             self.requests += 1
             if not ok:
                 self.failures[what] = self.failures.get(what, 0) + 1
+                if len(self.seen.setdefault(what, [])) < FAILURES_KEPT:
+                    self.seen[what].append(answer[:FAILURE_CHARS])
 
     def growth_mb_per_k(self) -> float:
         """The least-squares slope of memory against requests after the warm-up, MB per thousand."""
@@ -105,9 +111,9 @@ def _client_round(client: httpx2.Client, soak: Soak, site: str, n: int) -> None:
     def call(what: str, method: str, path: str, check=lambda r: True, **kw) -> None:
         try:
             r = client.request(method, path, **kw)
-            soak.count(what, r.status_code < 500 and check(r))
-        except httpx2.HTTPError:
-            soak.count(what, False)
+            soak.count(what, r.status_code < 500 and check(r), f"{r.status_code} {r.text}")
+        except httpx2.HTTPError as exc:
+            soak.count(what, False, f"{type(exc).__name__}: {exc}")
 
     x, y = 900 + 40 * (n % 5), 700
     call("click", "POST", f"{s}/desktop/click?screenshot=true", lambda r: r.status_code in (200, 409),
@@ -206,7 +212,8 @@ def soak(bench) -> list:
             [max(abs(last.threads - warm.threads), abs(last.fds - warm.fds))], "<= 5", steady,
             note=f"threads {warm.threads} -> {last.threads}, open files {warm.fds} -> {last.fds}"),
         Row("answers that were 5xx or not what they should be", "count", [failed], "0", failed == 0,
-            note=", ".join(f"{k}: {v}" for k, v in sorted(result.failures.items())) or "none"),
+            note="; ".join(f"{k}: {v} (the first: {result.seen[k][0][:200]!r})"
+                           for k, v in sorted(result.failures.items())) or "none"),
     ]
 
 
@@ -217,6 +224,9 @@ def main() -> int:
         print(f"{s.t:7.0f} s  {s.requests:7d} requests  {s.rss_mb:7.1f} MB  {s.threads:4d} threads  {s.fds:4d} fds")
     print(f"growth after the warm-up: {result.growth_mb_per_k():.3f} MB per thousand requests; "
           f"failures: {result.failures or 'none'}")
+    for what, answers in result.seen.items():
+        for answer in answers:
+            print(f"{what} failed: {answer}")
     return 0
 
 

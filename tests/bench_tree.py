@@ -1,8 +1,10 @@
 """The desktop tree's figures (issue 36; docs/desktop-tree.md): the whole desktop's tree (the bench
 session's Chromium on the test page, galculator and mousepad as Debian ships them), warm; one native
-window's tree; what the session's accessibility bus and its reader cost in memory; and what
+window's tree; what the session's accessibility bus and its reader cost in memory and in a
+session's start; and what
 --browser-accessibility (Chromium's own controls in the tree) costs, against a session without it.
-tests.bench imports ``tree`` and ``browser_controls`` for `make bench` (section "Desktop tree").
+tests.bench imports ``tree``, ``bus_start`` and ``browser_controls`` for `make bench` (section
+"Desktop tree").
 
 Warm: the reader has been asked once before the samples, so its start (a Python with pyatspi) is
 not in them; the first answer is told beside them.
@@ -110,6 +112,7 @@ HEAVY_PAGE = ("<html><body><textarea id=t style='position:fixed;left:10px;top:10
               + "".join(f"<li><a href='#{i}'>item {i}</a> <button>b{i}</button></li>" for i in range(3000))
               + "</ul></body></html>").encode()
 TYPED = "abcdefghij " * 40  # 440 characters
+BUS_STARTS = 4  # sessions started each way for the bus's share of a start
 
 
 def browser_controls(bench) -> list:
@@ -172,6 +175,35 @@ def browser_controls(bench) -> list:
                  "pixel is the browser's own control)"),
         Row("--browser-accessibility: the browser's control at a pixel (the Reload button)", "ms", on["at"]),
     ]
+
+
+def bus_start(bench) -> list:
+    """What the session's accessibility bus adds to a session's start: sessions created one after
+    the other, alternately as shipped and with NO_AT_BRIDGE=1 in their environment (no GTK program
+    then asks D-Bus for the bus, so it is never started), each deleted before the next."""
+    from unittest import mock
+
+    from desktop.session.manager import SessionManager
+    from desktop.session.stack import DesktopStack
+    from tests.bench import Row, timed
+    from tests.conftest import session_files
+
+    shipped = DesktopStack.env
+    starts: dict[bool, list[float]] = {True: [], False: []}
+    with session_files() as root:
+        manager = SessionManager(root=root, max_sessions=1)
+        try:
+            for index in range(2 * BUS_STARTS):
+                bus = index % 2 == 0
+                env = shipped if bus else lambda stack: {**shipped(stack), "NO_AT_BRIDGE": "1"}
+                with mock.patch.object(DesktopStack, "env", env):
+                    starts[bus].append(timed(lambda: manager.create(f"bench-bus-{index}"))[0])  # noqa: B023
+                    manager.delete(f"bench-bus-{index}")  # noqa: B023 - called at once
+        finally:
+            manager.close()
+    with_bus, without = (sorted(starts[b])[len(starts[b]) // 2] for b in (True, False))
+    return [Row("a session's start with its accessibility bus / without (NO_AT_BRIDGE=1)", "x",
+                [with_bus / without], note=f"{with_bus:.0f} / {without:.0f} ms median of {BUS_STARTS} each")]
 
 
 def _browser_figures(manager, service, url: str, timed, Click, Type) -> dict[str, list[float]]:
