@@ -229,6 +229,28 @@ def test_miniwob_pages_get_the_shim_after_the_core_and_only_task_pages_are_taken
     assert task.instruction_from == "#query" and task.setup[0].selector == "#sync-task-cover"
 
 
+def test_the_result_table_in_a_log_has_every_figure_whole(capsys):
+    """Not a terminal (CI's log, a file): rich fits a table to 80 columns and cuts figures to "0…"."""
+    from vision.cli import eval as eval_cli
+
+    tasks = task_set(*(f"a-task-with-a-long-name-{i}" for i in range(3)))
+    result = evaluate(FakeEpisodes(together=2), tasks, [Scripted("provider/a-long-model-name", lambda n: n == 1)],
+                      episodes_per_task=2, parallel=2)
+    eval_cli.print_table(result)
+    printed = capsys.readouterr().err
+    assert "…" not in printed and "50%" in printed and "a-task-with-a-long-name-2" in printed
+
+
+def test_a_long_list_of_miniwob_tasks_is_one_set_with_a_name_in_bounds():
+    available = [f"task-number-{i:03d}" for i in range(40)]
+    spec = "miniwob:" + ",".join(available)
+    tasks = miniwob.tasks(spec, "http://127.0.0.1:9", available=available)
+    assert [t.id for t in tasks.tasks] == available
+    assert tasks.name == "miniwob:task-number-000 and 39 other tasks"
+    assert miniwob.tasks("miniwob:task-number-001", "http://127.0.0.1:9", available=available).name == \
+        "miniwob:task-number-001"
+
+
 def test_the_package_ships_the_pages_the_oracle_covers():
     names = miniwob.task_names()
     assert len(names) >= 100 and set(miniwob.SOLVERS) <= set(names)

@@ -34,6 +34,7 @@ from vision.eval.tasks import TaskError, TaskSet, load_tasks
 from vision.trace.files import atomic_write
 
 console = Console(stderr=True, soft_wrap=True)
+LOG_WIDTH_MAX = 1000  # columns a table may take in a log
 
 
 class UsageError(Exception):
@@ -71,7 +72,13 @@ def print_table(result: EvalResult) -> None:
         table.add_column(column, no_wrap=column in ("model", "task"))
     for row in rows:
         table.add_row(*(escape("" if v is None else str(v)) for v in row.values()))
-    console.print(table)
+    if console.is_terminal:
+        console.print(table)
+        return
+    # A log (CI's, a file) is no terminal: rich would fit the table to 80 columns and cut every
+    # figure to "0…"; it gets the table's whole width there.
+    whole = console.measure(table, options=console.options.update_width(LOG_WIDTH_MAX)).maximum
+    Console(stderr=True, soft_wrap=True, width=max(console.width, whole)).print(table)
 
 
 def _progress(total: int):

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from vision.eval.runner import EpisodeContext
-from vision.eval.tasks import EPISODE, Task, TaskError, TaskSet
+from vision.eval.tasks import EPISODE, NAME_MAX, Task, TaskError, TaskSet
 
 PREFIX = "miniwob:"
 # MiniWoB's own limit: the time-penalised reward is also reported against it.
@@ -142,7 +142,9 @@ def tasks(spec: str, base_url: str, *, max_steps: int = 10, budget_seconds: floa
     as its seed, its START cover clicked in the setup, its #query the instruction, its reward the check."""
     names = parse_spec(spec, available if available is not None else task_names())
     limit = int(budget_seconds * 1000)
-    return TaskSet(name=spec, tasks=[Task.model_validate({
+    # The spec names the set, but a long list of tasks would make a name past a set's bound.
+    name = spec if len(spec) <= NAME_MAX else f"{PREFIX}{names[0]} and {len(names) - 1} other tasks"
+    return TaskSet(name=name, tasks=[Task.model_validate({
         "id": name, "instruction_from": "#query",
         "start": {"url": f"{base_url}/miniwob/{name}.html?seed={EPISODE}&max_time={limit}"},
         "setup": [{"action": "click", "selector": "#sync-task-cover"}],

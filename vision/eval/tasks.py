@@ -54,8 +54,11 @@ class Task(_Body):
         return self.start.url.replace(EPISODE, str(episode)) if self.start.url else None
 
 
+NAME_MAX = 200  # characters of a task set's name
+
+
 class TaskSet(_Body):
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=NAME_MAX)
     tasks: list[Task] = Field(min_length=1, max_length=1000)
 
     @model_validator(mode="after")
