@@ -48,3 +48,10 @@ def until(probe, what: str, timeout: float = 15.0):
         if time.monotonic() > deadline:
             raise AssertionError(f"never: {what}")
         time.sleep(0.05)
+
+
+def tree_nodes(nodes):
+    """Every node of a desktop tree's ``nodes`` (TreeNode), depth first."""
+    for node in nodes:
+        yield node
+        yield from tree_nodes(node.children)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import time
 
+from tests.answers import tree_nodes
+
 SAMPLES = 15
 # What the session's accessibility bus is made of (D-Bus starts them for the first GTK program).
 BUS_PROCESSES = ("at-spi-bus-laun", "at-spi2-registr")
@@ -65,12 +67,12 @@ def tree(bench) -> list:
     for _ in range(SAMPLES):
         ms, answer = timed(lambda: service.desktop_tree(session.id))
         whole.append(ms)
-        nodes = sum(1 for w in answer.windows for _ in _walk(w.nodes))
+        nodes = sum(1 for w in answer.windows for _ in tree_nodes(w.nodes))
     one = [timed(lambda: service.desktop_tree(session.id, window=calculator.id))[0] for _ in range(SAMPLES)]
     # The control under a pixel, as a pointer action reads it before it runs (on the calculator,
     # brought to the front): the window on top there, then the bus.
     service.focus(session.id, calculator.id)
-    seven = next(n for n in _walk(calculator.nodes) if n.name == "7")
+    seven = next(n for n in tree_nodes(calculator.nodes) if n.name == "7")
     point = Move(x=seven.box[0] + seven.box[2] // 2, y=seven.box[1] + seven.box[3] // 2)
     found = session.settle.native_reads(point)[0]
     at_pixel = [timed(lambda: session.settle.native_reads(point))[0] for _ in range(SAMPLES)]
@@ -215,7 +217,7 @@ def _browser_figures(manager, service, url: str, timed, Click, Type) -> dict[str
     for _ in range(SAMPLES):
         ms, answer = timed(lambda: service.desktop_tree(session.id))
         figures["tree"].append(ms)
-    figures["nodes"].append(sum(1 for w in answer.windows for _ in _walk(w.nodes)))
+    figures["nodes"].append(sum(1 for w in answer.windows for _ in tree_nodes(w.nodes)))
     for _ in range(3):
         figures["load"].append(timed(lambda: session.run_settled(lambda: session.open_url(url)))[0])
         session.perform(Click(x=300, y=100))  # into the text area
@@ -223,18 +225,12 @@ def _browser_figures(manager, service, url: str, timed, Click, Type) -> dict[str
     for index in range(SAMPLES):  # two spots apart: each click its own, never a double click's second
         nothing = Click(x=1500 + 100 * (index % 2), y=700)
         figures["nothing"].append(timed(lambda: session.perform(nothing))[0])  # noqa: B023 - called at once
-    reload = next(n for w in service.desktop_tree(session.id).windows if w.pid == pid for n in _walk(w.nodes)
+    reload = next(n for w in service.desktop_tree(session.id).windows if w.pid == pid for n in tree_nodes(w.nodes)
                   if n.name == "Reload") if manager.stack_config.browser_accessibility else None
     if reload is not None:
         point = Click(x=reload.box[0] + reload.box[2] // 2, y=reload.box[1] + reload.box[3] // 2)
         figures["at"] = [timed(lambda: session.settle.browser_control(point))[0] for _ in range(SAMPLES)]
     return figures
-
-
-def _walk(nodes):
-    for node in nodes:
-        yield node
-        yield from _walk(node.children)
 
 
 def _end(pid: int) -> None:

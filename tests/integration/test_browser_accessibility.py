@@ -10,11 +10,11 @@ import re
 import pytest
 
 from desktop.actions import Click, Key
-from desktop.models import NativeTarget, TreeNode, TreeWindow
+from desktop.models import NativeTarget, TreeWindow
 from desktop.service.desktop import DesktopService
 from desktop.session.manager import SessionManager
 from desktop.session.stack import StackConfig
-from tests.answers import until
+from tests.answers import tree_nodes, until
 from tests.conftest import session_files
 
 pytestmark = pytest.mark.x11
@@ -40,12 +40,6 @@ def desktops(manager):
     return DesktopService(manager)
 
 
-def walk(nodes: list[TreeNode]):
-    for node in nodes:
-        yield node
-        yield from walk(node.children)
-
-
 def browser_window(desktops, session) -> TreeWindow:
     pid = session.stack.browser.process.pid
     return next(w for w in desktops.desktop_tree(session.id).windows if w.pid == pid)
@@ -55,7 +49,7 @@ def test_the_toolbar_address_bar_and_tab_are_nodes_and_the_page_is_read_once(des
     session.run_settled(lambda: session.open_url(site.url("/form")))
     window = until(lambda: (w := browser_window(desktops, session)).page is not None and w.nodes and w,
                    "the browser's window with its controls and its page", 15)
-    nodes = list(walk(window.nodes))
+    nodes = list(tree_nodes(window.nodes))
     address = next(n for n in nodes if n.role == "entry" and n.name == "Address and search bar")
     assert address.text.endswith("/form") and "editable" in address.states
     assert {"Back", "Reload"} <= {n.name for n in nodes if n.role == "push button"}
@@ -90,13 +84,13 @@ def test_a_pages_alert_is_a_dialog_of_nodes_and_a_click_on_its_ok_answers_it(des
     session.perform(Click(x=x + width // 2, y=y + height // 2))
     ok = NativeTarget(app="chromium", role="push button", name="OK", exact=True)
     until(lambda: desktops.native_find(session.id, ok).count == 1, "the alert's OK button", 15)
-    dialog = next(n for n in walk(browser_window(desktops, session).nodes) if n.role == "dialog")
-    assert any(n.text == "site alert: hello" for n in walk(dialog.children))
+    dialog = next(n for n in tree_nodes(browser_window(desktops, session).nodes) if n.role == "dialog")
+    assert any(n.text == "site alert: hello" for n in tree_nodes(dialog.children))
     assert not [e for e in site.events if e.get("type") == "answered"]  # the page waits on the dialog
     clicked = desktops.native_click(session.id, ok)
     assert clicked.result["landed"] is True, clicked.result
     site.wait_for(lambda e: e.get("type") == "answered" and e.get("kind") == "alert")
-    until(lambda: not [n for n in walk(browser_window(desktops, session).nodes) if n.role == "dialog"],
+    until(lambda: not [n for n in tree_nodes(browser_window(desktops, session).nodes) if n.role == "dialog"],
           "the dialog gone from the tree", 10)
 
 

@@ -16,7 +16,7 @@ from desktop.actions import Click, Key, Move, Type
 from desktop.models import DesktopTree, NativeTarget, TreeNode, TreeWindow
 from desktop.service.desktop import DesktopService
 from desktop.tree import OSWORLD_NS
-from tests.answers import until
+from tests.answers import tree_nodes, until
 
 pytestmark = pytest.mark.x11
 
@@ -34,12 +34,6 @@ def desktops(manager):
     return DesktopService(manager)
 
 
-def walk(nodes: list[TreeNode]):
-    for node in nodes:
-        yield node
-        yield from walk(node.children)
-
-
 def window_of(tree: DesktopTree, wm_class: str) -> TreeWindow | None:
     return next((w for w in tree.windows if wm_class in w.wm_class.lower()), None)
 
@@ -50,7 +44,7 @@ def launched(desktops, session, program: str, ready) -> TreeWindow:
 
     def shown():
         window = window_of(desktops.desktop_tree(session.id), program)
-        return window if window is not None and ready(list(walk(window.nodes))) else None
+        return window if window is not None and ready(list(tree_nodes(window.nodes))) else None
     return until(shown, f"{program}'s window and its controls in the tree", 30)
 
 
@@ -65,7 +59,7 @@ def button(nodes: list[TreeNode], name: str) -> TreeNode:
 
 def calculator_display(desktops, session) -> str:
     window = window_of(desktops.desktop_tree(session.id), "galculator")
-    return " ".join((n.text or "").strip() for n in walk(window.nodes) if n.role in ("text", "label") and n.text)
+    return " ".join((n.text or "").strip() for n in tree_nodes(window.nodes) if n.role in ("text", "label") and n.text)
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +70,7 @@ def calculator(desktops, tree_desk):
 
 def test_a_click_at_a_buttons_box_centre_presses_it(desktops, tree_desk, calculator):
     desktops.focus(tree_desk.id, calculator.id)  # on top: another test's window may cover it
-    nodes = list(walk(calculator.nodes))
+    nodes = list(tree_nodes(calculator.nodes))
     for name in ("AC", "7", "+", "2", "="):  # AC: whatever earlier tests left on the display cleared
         x, y = centre(button(nodes, name))
         tree_desk.perform(Click(x=x, y=y))
@@ -124,7 +118,7 @@ def editor(desktops, tree_desk, calculator):
 
 
 def test_text_typed_into_the_editors_node_reads_back_from_it(desktops, tree_desk, editor):
-    area = next(n for n in walk(editor.nodes) if n.role == "text" and "editable" in n.states)
+    area = next(n for n in tree_nodes(editor.nodes) if n.role == "text" and "editable" in n.states)
     desktops.focus(tree_desk.id, editor.id)
     tree_desk.perform(Click(x=centre(area)[0], y=centre(area)[1]))
     tree_desk.perform(Key(keys=["ctrl+a"]))  # what earlier tests typed there replaced
@@ -132,7 +126,7 @@ def test_text_typed_into_the_editors_node_reads_back_from_it(desktops, tree_desk
 
     def typed():
         tree = desktops.desktop_tree(tree_desk.id, window=editor.id)
-        return next((n for n in walk(tree.windows[0].nodes) if n.ref == area.ref), None)
+        return next((n for n in tree_nodes(tree.windows[0].nodes) if n.ref == area.ref), None)
     node = until(lambda: (found := typed()) is not None and found.text == "hello, tree" and found,
                  "the editor's text node to hold what was typed", 10)
     assert "focused" in node.states
@@ -177,7 +171,7 @@ def test_interactive_only_text_and_xml(desktops, tree_desk, calculator):
     assert "toggle button" in roles or "push button" in roles
     assert all(n.children == [] for n in flat.windows[0].nodes)
     text = desktops.desktop_tree(tree_desk.id, window=calculator.id, format="text").content
-    seven = button(list(walk(calculator.nodes)), "7")
+    seven = button(list(tree_nodes(calculator.nodes)), "7")
     assert f'{seven.role} "7" [{seven.ref}] @{seven.box[0]},{seven.box[1]} {seven.box[2]}x{seven.box[3]}' in text
     xml = ElementTree.fromstring(desktops.desktop_tree(tree_desk.id, window=calculator.id, format="xml").content)
     found = [e for e in xml.iter() if e.get("name") == "7"]
@@ -235,7 +229,7 @@ def test_the_browsers_page_is_merged_with_the_page_layers_refs(desktops, tree_de
 def test_a_click_on_a_native_control_names_it_in_the_answer_and_the_trace(desktops, tree_desk, calculator,
                                                                           editor, vision_api):
     desktops.focus(tree_desk.id, calculator.id)  # on top again: another test's window may cover it
-    nodes = list(walk(desktops.desktop_tree(tree_desk.id, window=calculator.id).windows[0].nodes))
+    nodes = list(tree_nodes(desktops.desktop_tree(tree_desk.id, window=calculator.id).windows[0].nodes))
     five, three = button(nodes, "5"), button(nodes, "3")
     x, y = centre(five)
     answer = vision_api.post(f"/api/v1/sessions/{tree_desk.id}/desktop/click", json={"x": x, "y": y})
@@ -268,7 +262,7 @@ def test_a_click_on_a_native_control_names_it_in_the_answer_and_the_trace(deskto
 
 
 def test_a_native_target_names_one_control_by_program_role_and_name(desktops, tree_desk, calculator):
-    seven = button(list(walk(desktops.desktop_tree(tree_desk.id, window=calculator.id).windows[0].nodes)), "7")
+    seven = button(list(tree_nodes(desktops.desktop_tree(tree_desk.id, window=calculator.id).windows[0].nodes)), "7")
     found = desktops.native_find(tree_desk.id, NativeTarget(app="galculator", role=seven.role, name="7", exact=True))
     assert found.count == 1 and found.error is None, found
     match = found.matches[0]
@@ -290,7 +284,7 @@ def test_a_native_target_names_one_control_by_program_role_and_name(desktops, tr
 
 def test_clicks_on_native_targets_press_the_calculators_buttons(desktops, tree_desk, calculator):
     desktops.focus(tree_desk.id, calculator.id)  # on top: another test's window may cover it
-    role = button(list(walk(calculator.nodes)), "7").role
+    role = button(list(tree_nodes(calculator.nodes)), "7").role
     for name in ("AC", "6", "*", "7", "="):  # AC: whatever earlier tests left on the display cleared
         done = desktops.native_click(tree_desk.id, NativeTarget(app="galculator", role=role, name=name, exact=True))
         assert done.result["landed"] is True, done.result
@@ -303,7 +297,7 @@ def test_a_native_target_that_is_ambiguous_missing_or_covered_is_refused_and_not
     from desktop.errors import AmbiguousElement, ElementCovered, ElementNotFound
 
     desktops.focus(tree_desk.id, calculator.id)
-    role = button(list(walk(calculator.nodes)), "7").role
+    role = button(list(tree_nodes(calculator.nodes)), "7").role
     before = calculator_display(desktops, tree_desk)
     with pytest.raises(AmbiguousElement, match=r"matches \d+ controls .*pick one with nth"):
         desktops.native_click(tree_desk.id, NativeTarget(app="galculator", role=role))
@@ -313,7 +307,7 @@ def test_a_native_target_that_is_ambiguous_missing_or_covered_is_refused_and_not
     desktops.focus(tree_desk.id, editor.id)
     listed = {w.id: w for w in desktops.windows(tree_desk.id)}
     over = listed[editor.id]
-    covered = next(n for n in walk(calculator.nodes) if n.role == role and n.box
+    covered = next(n for n in tree_nodes(calculator.nodes) if n.role == role and n.box
                    and over.x <= centre(n)[0] < over.x + over.width and over.y <= centre(n)[1] < over.y + over.height)
     with pytest.raises(ElementCovered, match="covered at .* by .*mousepad"):
         desktops.native_click(tree_desk.id, NativeTarget(ref=covered.ref))
@@ -339,7 +333,7 @@ def test_a_control_its_own_programs_dialog_covers_is_refused_before_anything_is_
         desktops.focus(tree_desk.id, dialog.id)
         tree_desk.perform(Key(keys=["Escape"]))
     until(lambda: all(w.id != dialog.id for w in desktops.windows(tree_desk.id)), "the dialog closed", 10)
-    text = next(n for n in walk(window_of(desktops.desktop_tree(tree_desk.id), "mousepad").nodes)
+    text = next(n for n in tree_nodes(window_of(desktops.desktop_tree(tree_desk.id), "mousepad").nodes)
                 if n.role == "text" and "editable" in n.states).text
     assert text == "kept"  # nothing reached the editor while the dialog was over it
 
@@ -377,7 +371,7 @@ def test_marks_number_the_calculators_buttons_and_are_drawn_where_they_are(deskt
     desktops.focus(tree_desk.id, calculator.id)
     marks = desktops.marks(tree_desk.id)
     seven = next(m for m in marks.marks if m.source == "native" and m.name == "7" and m.application == "galculator")
-    node = button(list(walk(desktops.desktop_tree(tree_desk.id, window=calculator.id).windows[0].nodes)), "7")
+    node = button(list(tree_nodes(desktops.desktop_tree(tree_desk.id, window=calculator.id).windows[0].nodes)), "7")
     assert (seven.ref, seven.box, seven.role) == (node.ref, node.box, node.role)
     assert [m.mark for m in marks.marks] == list(range(1, len(marks.marks) + 1))
     with Image.open(io.BytesIO(base64.b64decode(marks.image))) as drawn, \
