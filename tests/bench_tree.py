@@ -1,8 +1,8 @@
 """The desktop tree's figures (issue 36; docs/desktop-tree.md): the whole desktop's tree (the bench
 session's Chromium on the test page, galculator and mousepad as Debian ships them), warm; one native
 window's tree; what the session's accessibility bus and its reader cost in memory and in a
-session's start; and what
---browser-accessibility (Chromium's own controls in the tree) costs, against a session without it.
+session's start; and what --browser-accessibility (Chromium's own controls in the tree) costs,
+against a session without it.
 tests.bench imports ``tree``, ``bus_start`` and ``browser_controls`` for `make bench` (section
 "Desktop tree").
 
@@ -55,7 +55,7 @@ def _bus_memory(session) -> dict[str, tuple[int, int]]:
 def tree(bench) -> list:
     from desktop.actions import Move
     from desktop.service.desktop import DesktopService
-    from tests.bench import Row, timed
+    from tests.bench import Row, median, timed
 
     service = DesktopService(bench.manager)
     session = bench.session
@@ -91,11 +91,11 @@ def tree(bench) -> list:
     bus_mb = sum(pss for _, pss in memory.values()) / 1024
     rows = [
         Row("the whole desktop's tree (Chromium + galculator + mousepad), warm", "ms", whole, "<= 150 ms median",
-            sorted(whole)[len(whole) // 2] <= 150, note=f"{nodes} native nodes; the first answer (reader started) "
+            median(whole) <= 150, note=f"{nodes} native nodes; the first answer (reader started) "
                                                         f"{first_ms:.0f} ms"),
-        Row("one native window's tree (galculator)", "ms", one, "<= 50 ms median", sorted(one)[len(one) // 2] <= 50),
+        Row("one native window's tree (galculator)", "ms", one, "<= 50 ms median", median(one) <= 50),
         Row("the control at a pixel on a native window (on the click path)", "ms", at_pixel, "<= 20 ms median",
-            sorted(at_pixel)[len(at_pixel) // 2] <= 20,
+            median(at_pixel) <= 20,
             note=f"found {found.describe() if found else 'nothing'}"),
         Row("a native target found (galculator's 7 by program, role and name)", "ms", found_native),
         Row("set-of-marks with its marked screenshot", "ms", marked, note=f"{marks_count} marks"),
@@ -125,11 +125,10 @@ def browser_controls(bench) -> list:
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from desktop.actions import Click, Type
     from desktop.service.desktop import DesktopService
     from desktop.session.manager import SessionManager
     from desktop.session.stack import StackConfig
-    from tests.bench import Row, timed
+    from tests.bench import Row, median
     from tests.conftest import session_files
 
     class Heavy(BaseHTTPRequestHandler):
@@ -152,7 +151,7 @@ def browser_controls(bench) -> list:
             with session_files() as root:
                 manager = SessionManager(root=root, max_sessions=1, stack_config=StackConfig(browser_accessibility=on))
                 try:
-                    figures[on] = _browser_figures(manager, DesktopService(manager), url, timed, Click, Type)
+                    figures[on] = _browser_figures(manager, DesktopService(manager), url)
                 finally:
                     manager.close()
     finally:
@@ -160,21 +159,21 @@ def browser_controls(bench) -> list:
     off, on = figures[False], figures[True]
 
     def ratio(key: str) -> float:
-        return sorted(on[key])[len(on[key]) // 2] / sorted(off[key])[len(off[key]) // 2]
+        return median(on[key]) / median(off[key])
 
-    nodes = on["nodes"][0]
+    def medians(key: str) -> str:
+        return f"{median(on[key]):.0f} / {median(off[key]):.0f} ms median"
+
     return [
         Row("--browser-accessibility: the whole desktop's tree (Chromium's controls + the panel)", "ms", on["tree"],
-            note=f"{nodes:.0f} native nodes; without it {sorted(off['tree'])[len(off['tree']) // 2]:.0f} ms "
+            note=f"{on['nodes'][0]:.0f} native nodes; without it {median(off['tree']):.0f} ms "
                  f"({off['nodes'][0]:.0f} nodes)"),
         Row("--browser-accessibility: a 6,000-element page's load, with / without", "x", [ratio("load")],
-            note=f"{sorted(on['load'])[1]:.0f} / {sorted(off['load'])[1]:.0f} ms median"),
+            note=medians("load")),
         Row(f"--browser-accessibility: {len(TYPED)} characters typed into that page, with / without", "x",
-            [ratio("typing")], note=f"{sorted(on['typing'])[1]:.0f} / {sorted(off['typing'])[1]:.0f} ms median"),
+            [ratio("typing")], note=medians("typing")),
         Row("--browser-accessibility: a click on nothing in the page, with / without", "x", [ratio("nothing")],
-            note=f"{sorted(on['nothing'])[len(on['nothing']) // 2]:.0f} / "
-                 f"{sorted(off['nothing'])[len(off['nothing']) // 2]:.0f} ms median (the bus asked whether the "
-                 "pixel is the browser's own control)"),
+            note=medians("nothing") + " (the bus asked whether the pixel is the browser's own control)"),
         Row("--browser-accessibility: the browser's control at a pixel (the Reload button)", "ms", on["at"]),
     ]
 
@@ -187,7 +186,7 @@ def bus_start(bench) -> list:
 
     from desktop.session.manager import SessionManager
     from desktop.session.stack import DesktopStack
-    from tests.bench import Row, timed
+    from tests.bench import Row, median, timed
     from tests.conftest import session_files
 
     shipped = DesktopStack.env
@@ -203,12 +202,15 @@ def bus_start(bench) -> list:
                     manager.delete(f"bench-bus-{index}")  # noqa: B023 - called at once
         finally:
             manager.close()
-    with_bus, without = (sorted(starts[b])[len(starts[b]) // 2] for b in (True, False))
+    with_bus, without = median(starts[True]), median(starts[False])
     return [Row("a session's start with its accessibility bus / without (NO_AT_BRIDGE=1)", "x",
                 [with_bus / without], note=f"{with_bus:.0f} / {without:.0f} ms median of {BUS_STARTS} each")]
 
 
-def _browser_figures(manager, service, url: str, timed, Click, Type) -> dict[str, list[float]]:
+def _browser_figures(manager, service, url: str) -> dict[str, list[float]]:
+    from desktop.actions import Click, Type
+    from tests.bench import timed
+
     session = manager.create("bench-browser-ui")
     pid = session.stack.browser.process.pid
     service.desktop_tree(session.id)  # the reader started

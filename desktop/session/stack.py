@@ -211,7 +211,7 @@ class StackConfig:
     # Chromium's own controls (its toolbar, address bar, tabs, dialogs) on the accessibility bus, for
     # the desktop tree, native targets and set-of-marks (--browser-accessibility). Off by default: the
     # switch that exposes them also keeps the accessibility tree of every page, and on a page of 6,000
-    # elements that made a load 1.2-3.4x and typing 1.8-2.3x as slow (docs/desktop-tree.md, measured).
+    # elements that made a load 1.2-3.4x and typing 1.6-2.3x as slow (docs/desktop-tree.md, measured).
     browser_accessibility: bool = False
     # The session's cgroup's limits (desktop.x11.cgroup): `glassdesk up --session-memory/--session-cpus`.
     limits: cgroup.Limits = field(default_factory=cgroup.Limits)

@@ -221,7 +221,7 @@ class ByNode:
         return iter(node)  # each asked as the walk gets to it: a walk cut short asks no more
 
     def is_page(self, node) -> bool:
-        return node.getRole() == self.walker.pyatspi.ROLE_DOCUMENT_WEB
+        return self.walker.is_page(node)
 
 
 class FromCache:
@@ -307,6 +307,10 @@ class Walker:
 
     def states(self, node) -> list[str]:
         return sorted(_nick(s) for s in node.getState().getStates())
+
+    def is_page(self, node) -> bool:
+        """A web document (pyatspi's node): a browser's page."""
+        return node.getRole() == self.pyatspi.ROLE_DOCUMENT_WEB
 
     # ------------------------------------------------------------------ the requests
 
@@ -468,7 +472,7 @@ class Walker:
                         path.extend(chain[:-1])
                         inner = chain[-1]
                     node = inner
-                    if pid == page_of and node.getRole() == self.pyatspi.ROLE_DOCUMENT_WEB:
+                    if pid == page_of and self.is_page(node):
                         return None
                     path.append(node)
                 found = self.describe(node, self.states(node))
