@@ -559,6 +559,48 @@ class CreateSession(_Body):
                                                       "the model or the operator), accept or dismiss (at once)")
 
 
+class NetworkArg(BaseModel):
+    """The browser's network policy, as session_create takes it."""
+
+    model_config = ConfigDict(extra="forbid")
+    allow: list[str] = Field(default_factory=list, description="host, host:port or *.domain patterns: only these "
+                                                                "may be reached; empty: every host not denied")
+    deny: list[str] = Field(default_factory=list, description="patterns never reached, whatever allow says")
+
+
+class NewSession(_Body):
+    """The MCP tool session_create's arguments: a new session's name (``session`` is an older name of
+    ``id``), network policy and dialog policy."""
+
+    id: str | None = Field(None, description="a name for it (1-32 of a-z 0-9 - _, starting with a letter or digit); "
+                                             "generated when omitted")
+    session: str | None = Field(None, description="the same as id (an older name of this argument)")
+    network: NetworkArg | None = Field(None, description="the browser's network policy; default: no limits beyond "
+                                                         "glassdesk's own ports")
+    dialogs: DialogMode = Field("manual", description="manual (default): a dialog stays open for you or the operator "
+                                                      "to answer; accept / dismiss: each is answered at once")
+
+
+class CloseSession(_Body):
+    """The MCP tool session_close's argument: the session it closes (named, never the default by omission)."""
+
+    session: str = Field(description="the session id to close")
+
+
+class Sessions(BaseModel):
+    """The server's sessions, and the name of the one used when none is named (started on first use,
+    so possibly not among them yet)."""
+
+    sessions: list[SessionInfo]
+    default: str
+
+
+class LiveViewRequest(_Body):
+    """A live-view link's mode: watch only, or watch and control."""
+
+    control: bool = Field(False, description="let the viewer drive too")
+
+
 class SaveStateRequest(_Body):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
                       description="the state's name: letters, digits, '.', '_', '-'; an existing state of that name "

@@ -11,7 +11,6 @@ import time
 HAND_WRITTEN_TOOLS = frozenset({
     "desktop_screenshot", "desktop_zoom", "desktop_drag",
     "vision_act", "vision_click_anywhere", "vision_extract_visible_text", "vision_fill_form_by_label",
-    "session_create", "session_list", "session_close", "live_view_url",
     "page_downloads", "page_screenshot", "page_tabs", "page_dialogs", "export_test",
 })
 

@@ -18,8 +18,10 @@ catalogue is data: it imports models and nothing that runs.
 
 Most operations act on one session (``Operation.scope`` "session"): the route is under
 ``/api/v1/sessions/{session_id}``, the tool takes ``session``, the client method is the session's. An
-operation of the server's own (``"server"``: the evaluations, vision.eval.ops) has its route under
-``/api/v1``, a tool without ``session`` and a method on the client itself; it is never forwarded.
+operation of the server's own (``"server"``: the evaluations, vision.eval.ops; the sessions' registry)
+has its route under ``/api/v1``, a tool without the session argument every session's tool takes (the
+tool that closes a session names it in its own request), and a method on the client itself; it is
+never forwarded.
 
 Not one-to-one, so written by hand in their door (and listed here so nobody looks for them in the
 catalogue), the MCP tools with why:
@@ -30,18 +32,15 @@ catalogue), the MCP tools with why:
 - ``vision_act``: a whole run, with a progress notification per step (REST streams its events);
 - the packs ``vision_click_anywhere``, ``vision_extract_visible_text``, ``vision_fill_form_by_label``:
   several runs each, with no REST route;
-- ``session_create``, ``session_list``, ``session_close``: the server's registry of sessions, which a
-  server operation could declare now, but not one to one: ``session_close`` takes ``session`` (as
-  every tool names a session) where the route names it in its path (and it never falls back to
-  the default session), ``session_list``'s text and structure name the default session, which the
-  route's list does not hold, and ``session_create`` still takes ``session`` as an older name of ``id``;
-- ``live_view_url``: a control link over MCP, where REST hands one out only with a take-over;
 - ``page_downloads`` (a file inside the answer), ``page_screenshot`` (image bytes), ``page_tabs`` and
   ``page_dialogs`` (each merges several operations);
 - ``export_test``: both kinds of run (traces and QA runs).
 
 Also by hand, with no tool of their own: the saved states (their store is the server's, not a
-session's) and the trace and QA-run readers.
+session's) and the trace and QA-run readers; and the routes of the sessions' registry and of the live
+view, whose tools are declared (the tool that closes a session names it ``session``, as every tool
+names a session, where ``DELETE /sessions/{id}`` has it in its path; REST hands out a control link
+only with a take-over).
 """
 
 from __future__ import annotations
@@ -65,6 +64,7 @@ def of_service(service: Service) -> dict[str, Operation]:
 
 def forwarded(service: Service) -> dict[str, Operation]:
     """The operations a control plane sends its session servers through their call route
-    (desktop.http.calls): all but the inputs, which it sends to their REST routes so that the
-    settled screen comes back with the answer (desktop.service.remote)."""
-    return {method: op for method, op in of_service(service).items() if not op.performs}
+    (desktop.http.calls): a session's, but its inputs, which it sends to their REST routes so that
+    the settled screen comes back with the answer (desktop.service.remote). Never the server's own
+    (its registry of sessions is the control plane's)."""
+    return {method: op for method, op in of_service(service).items() if not op.performs and op.scope == "session"}

@@ -1,8 +1,9 @@
 """The desktop service's operations (desktop.service.desktop.DesktopService) that the catalogue
 serves: the input actions (``desktop.actions.INPUT_ACTIONS`` names their request models), opening,
 focusing and launching, the pointer, windows, the desktop tree, a session's reset, the network
-policy and OSWorld's contract. The screenshot, the zoom, the sessions' registry and the live view
-are written in their doors (desktop.ops says why)."""
+policy, OSWorld's contract, the live view's link and the sessions' registry (as MCP tools: their
+routes are written in their door). The screenshot and the zoom are written in their doors
+(desktop.ops says why)."""
 
 from __future__ import annotations
 
@@ -12,28 +13,34 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from desktop.actions import INPUT_ACTIONS, HoldKey, Wait, describe
+from desktop.errors import InvalidRequest
 from desktop.marks import as_text as marks_text
 from desktop.models import (
     ActionResponse,
     BlockedQuery,
     BlockedRequest,
+    CloseSession,
     Cursor,
     DesktopTree,
     FocusRequest,
     LaunchRequest,
     LiveView,
+    LiveViewRequest,
     Marks,
     MarksQuery,
     NativeClickRequest,
     NativeFindRequest,
     NativeFound,
     NativeTypeRequest,
+    NetworkArg,
     NetworkPolicyBody,
     NetworkPolicyInfo,
+    NewSession,
     OpenRequest,
     OSWorldCall,
     OSWorldGuest,
     SessionInfo,
+    Sessions,
     TreeQuery,
     Window,
 )
@@ -177,6 +184,34 @@ def _windows_text(_query, windows: list[Window]) -> str:
 
 # One operation per input action, in INPUT_ACTIONS' order (click ... wait).
 INPUT: tuple[Operation, ...] = tuple(_input(name, model) for name, model in INPUT_ACTIONS.items())
+
+
+def _live_view_text(request: LiveViewRequest, view: LiveView) -> str:
+    mode = "watch and control" if request.control else "watch only"
+    return (f"{view.novnc_url}\n(open it in a browser to {mode} session {view.session_id!r} live; it lets in new "
+            f"connections until {view.expires_at:%H:%M} UTC)")
+
+
+def _live_view_structured(request: LiveViewRequest, view: LiveView) -> dict:
+    return {"session": view.session_id, "url": view.novnc_url, "control": request.control,
+            "expires_at": view.expires_at.isoformat()}
+
+
+def _created(service, _session, request: NewSession) -> SessionInfo:
+    """A new session named by ``id`` or its older name ``session`` (not two different names)."""
+    if request.id is not None and request.session is not None and request.id != request.session:
+        raise InvalidRequest(f"id: {request.id!r} and session: {request.session!r} name the same thing; give one")
+    network = request.network or NetworkArg()
+    return service.create(request.id if request.id is not None else request.session, allow=network.allow,
+                          deny=network.deny, dialogs=request.dialogs)
+
+
+def _sessions_text(_request, listing: Sessions) -> str:
+    lines = [f"{s.id}{' (default)' if s.default else ''}: {s.status} on {s.display}  live view: {s.novnc_url}"
+             f"{'  (a person has taken over)' if s.takeover else ''}" for s in listing.sessions]
+    if not any(s.default for s in listing.sessions):
+        lines.append(f"(the default session {listing.default!r} starts on first use)")
+    return "\n".join(lines) or "no sessions"
 
 OPERATIONS: tuple[Operation, ...] = (
     *INPUT,
@@ -326,7 +361,46 @@ OPERATIONS: tuple[Operation, ...] = (
         "desktop", "close_osworld_guest", None, bool, acts=False,
         rest=Rest("DELETE", "/osworld", summary="stop the session's OSWorld guest server", tags=SESSIONS,
                   description="True when one ran. It also stops with the session.")),
-    # A session server's own, for its control plane (no door serves them).
+    # The live view: a control link over MCP, where REST hands one out only with a take-over (the
+    # console's routes, vision.http.console); a session server's control plane forwards it too.
+    Operation(
+        "desktop", "live_view", LiveViewRequest, LiveView, acts=False,
+        tool=Tool("live_view_url", "Live-view URL of the visible desktop",
+                  f"{LOOKS} Returns the live-view link (a noVNC page served by glassdesk, with a short-lived token) "
+                  "where a person can watch this desktop in a browser: give it to the user when they want to "
+                  "watch. View-only by default; control=true returns a link that also lets them use mouse and "
+                  "keyboard (revoked when someone takes over).",
+                  Hints(read_only=True), _live_view_text, structured=_live_view_structured, group="core"),
+        call=lambda service, session, request: service.live_view(session, control=request.control, start=True)),
+    # The server's registry of sessions, as MCP tools (their routes, POST/GET/DELETE /sessions, are
+    # desktop.http.desktop's: the tools name the session ``session`` where REST has it in the path,
+    # and session_create keeps ``session`` as an older name of ``id``).
+    Operation(
+        "desktop", "create", NewSession, SessionInfo, acts=False, scope="server",
+        tool=Tool("session_create", "Start a new visible desktop session",
+                  "Manages the VISIBLE desktop sessions: starts one more XFCE desktop (1920x1080, Chromium open, its "
+                  "own noVNC live view) and returns its id and live-view URL. `id` names it (as over REST); pass the "
+                  "id as `session` to the other tools. `network` limits what its browser may reach (allow/deny "
+                  "lists of host, host:port or *.domain); `dialogs` says how its JavaScript dialogs are answered. "
+                  "Takes a few seconds.",
+                  Hints(), lambda _request, info: f"session {info.id!r} started on display {info.display}\n"
+                                                  f"live view (view-only): {info.novnc_url}", group="desktop"),
+        call=_created),
+    Operation(
+        "desktop", "list", None, Sessions, acts=False, scope="server",
+        tool=Tool("session_list", "List the visible desktop sessions",
+                  "Looks at the VISIBLE desktop sessions; changes nothing. Lists each session's id, status, display "
+                  "and view-only live-view URL, and which one is the default.",
+                  Hints(read_only=True), _sessions_text, group="desktop"),
+        call=lambda service, _session, _request: Sessions(sessions=service.list(), default=service.default)),
+    Operation(
+        "desktop", "delete", CloseSession, None, acts=False, scope="server",
+        tool=Tool("session_close", "Close a visible desktop session",
+                  "Manages the VISIBLE desktop sessions: closes one, ending its desktop, its programs and its live "
+                  "view (the person watching loses the picture). Unsaved work in it is lost.",
+                  Hints(destructive=True), lambda request, _none: f"session {request.session!r} closed",
+                  structured=lambda request, _none: {"session": request.session, "closed": True}, group="desktop"),
+        call=lambda service, _session, request: service.delete(request.session)),
+    # A session server's own, for its control plane (no door serves it).
     Operation("desktop", "wait_ready", None, bool, acts=False),
-    Operation("desktop", "live_view", None, LiveView, acts=False),
 )

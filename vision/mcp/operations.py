@@ -83,7 +83,8 @@ def tool_function(op: Operation, service: Any, pages: Any, default_session: str)
     tool = op.tool
 
     async def call(**arguments: Any) -> CallToolResult:
-        session = arguments.pop("session", None)
+        # A server operation's request may have a ``session`` of its own (session_close's).
+        session = arguments.pop("session", None) if op.scope == "session" else None
         screenshot = arguments.pop("screenshot", True)
         # The request model's own checks (one way of naming an element, ...) run here, before
         # anything does: a bad request is the same refusal it is over REST.

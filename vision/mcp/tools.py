@@ -20,11 +20,10 @@ import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from desktop.actions import MODIFIERS, Button, Drag, Point, Region, X, Y, Zoom
 from desktop.frame import IMAGE_FORMATS
-from desktop.models import DialogMode
 from desktop.ops.desktop import ACTS, COORDS, LOOKS, RETURNS_SHOT
 from vision.app.service import Glassdesk
 from vision.errors import InvalidRequest
@@ -90,15 +89,6 @@ ModelArg = Annotated[str | None, Field(description="vision model: provider/model
                                                    "gemini/<model>, chat/<model>, ocr (offline), scripted; default: "
                                                    "glassdesk.toml's default_model, else by the API key present, "
                                                    "else ocr")]
-
-
-class NetworkArg(BaseModel):
-    """The browser's network policy, as session_create takes it."""
-
-    model_config = ConfigDict(extra="forbid")
-    allow: list[str] = Field(default_factory=list, description="host, host:port or *.domain patterns: only these "
-                                                                "may be reached; empty: every host not denied")
-    deny: list[str] = Field(default_factory=list, description="patterns never reached, whatever allow says")
 
 
 def _report_url(ctx: Context, glassdesk: Glassdesk, result: ActResult) -> str:
@@ -193,7 +183,7 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     into the service. Tools block in worker threads, never on the event loop."""
     _screen_tools(server, glassdesk.desktops)
     _vision_tools(server, glassdesk)
-    _session_tools(server, glassdesk)
+    _export_tool(server, glassdesk)
 
 
 def _screen_tools(server: MCPServer, desktops) -> None:
@@ -407,12 +397,8 @@ def _vision_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return tool_result("\n".join(lines), png, {"fields": outcomes}, error=bool(failed))
 
 
-def _session_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
-    """Sessions (start, list, close), a live-view link, and a run exported as a test."""
-    desktops = glassdesk.desktops
-    default_session = desktops.default
-
-    # ------------------------------------------------------------------------------ sessions
+def _export_tool(server: MCPServer, glassdesk: Glassdesk) -> None:
+    """A run exported as a test."""
 
     @server.tool(name="export_test", group="qa", title="Export a run as a test",
                  annotations=annotations("Export a run as a test", read_only=True),
@@ -438,78 +424,3 @@ def _session_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return tool_result(text, None, {"format": format, "trace_id": trace_id, "test_run_id": test_run_id,
                                     "text": text})
 
-    @server.tool(name="session_create", group="desktop",
-
-                 title="Start a new visible desktop session",
-                 annotations=annotations("Start a new visible desktop session"),
-                 description="Manages the VISIBLE desktop sessions: starts one more XFCE desktop (1920x1080, "
-                             "Chromium open, its own noVNC live view) and returns its id and live-view URL. `id` "
-                             "names it (as over REST); pass the id as `session` to the other tools. `network` "
-                             "limits what its browser may "
-                             "reach (allow/deny lists of host, host:port or *.domain); `dialogs` says how its "
-                             "JavaScript dialogs are answered. Takes a few seconds.")
-    async def session_create(id: Annotated[str | None, Field(description="a name for it (1-32 of a-z 0-9 - _, "
-                                                                         "starting with a letter or digit); generated "
-                                                                         "when omitted")] = None,
-                             session: Annotated[str | None, Field(description="the same as id (an older name of "
-                                                                              "this argument)")] = None,
-                             network: Annotated[NetworkArg | None, Field(description="the browser's network policy; "
-                                                                         "default: no limits beyond glassdesk's own "
-                                                                         "ports")] = None,
-                             dialogs: Annotated[DialogMode,
-                                                Field(description="manual (default): a dialog stays open for you "
-                                                                  "or the operator to answer; accept / dismiss: "
-                                                                  "each is answered at once")] = "manual",
-                             ) -> CallToolResult:
-        if id is not None and session is not None and id != session:
-            raise InvalidRequest(f"id: {id!r} and session: {session!r} name the same thing; give one")
-        name = id if id is not None else session
-        network = network or NetworkArg()
-        info = await blocking(lambda: desktops.create(name, allow=network.allow, deny=network.deny,
-                                                      dialogs=dialogs))
-        return tool_result(f"session {info.id!r} started on display {info.display}\n"
-                       f"live view (view-only): {info.novnc_url}", None, info.model_dump(mode="json"))
-
-    @server.tool(name="session_list", group="desktop",
-
-                 title="List the visible desktop sessions",
-                 annotations=annotations("List the visible desktop sessions", read_only=True),
-                 description="Looks at the VISIBLE desktop sessions; changes nothing. Lists each session's id, "
-                             "status, display and view-only live-view "
-                             "URL, and which one is the default.")
-    async def session_list() -> CallToolResult:
-        sessions = [s.model_dump(mode="json") for s in desktops.list()]
-        lines = [f"{s['id']}{' (default)' if s['default'] else ''}: {s['status']} on {s['display']}  "
-                 f"live view: {s['novnc_url']}{'  (a person has taken over)' if s['takeover'] else ''}"
-                 for s in sessions]
-        if not any(s["default"] for s in sessions):
-            lines.append(f"(the default session {desktops.default!r} starts on first use)")
-        return tool_result("\n".join(lines) or "no sessions", None, {"sessions": sessions,
-                                                                 "default": desktops.default})
-
-    @server.tool(name="session_close", group="desktop",
-
-                 title="Close a visible desktop session",
-                 annotations=annotations("Close a visible desktop session", destructive=True, idempotent=False),
-                 description="Manages the VISIBLE desktop sessions: closes one, ending its desktop, its programs "
-                             "and its live view (the person watching loses the picture). Unsaved work in it is lost.")
-    async def session_close(session: Annotated[str, Field(description="the session id to close")]) -> CallToolResult:
-        await blocking(desktops.delete, session)
-        return tool_result(f"session {session!r} closed", None, {"session": session, "closed": True})
-
-    @server.tool(name="live_view_url", group="core",
-
-                 title="Live-view URL of the visible desktop",
-                 annotations=annotations("Live-view URL of the visible desktop", read_only=True),
-                 description=f"{LOOKS} Returns the live-view link (a noVNC page served by glassdesk, with a "
-                             "short-lived token) where a person can watch this desktop in a browser: give it to "
-                             "the user when they want to watch. View-only by default; control=true returns a link "
-                             "that also lets them use mouse and keyboard (revoked when someone takes over).")
-    async def live_view_url(control: Annotated[bool, Field(description="let the viewer drive too")] = False,
-                            session: SessionArg = default_session) -> CallToolResult:
-        view = await blocking(lambda: desktops.live_view(session, control=control, start=True))
-        mode = "watch and control" if control else "watch only"
-        return tool_result(f"{view.novnc_url}\n(open it in a browser to {mode} session {view.session_id!r} live; it "
-                       f"lets in new connections until {view.expires_at:%H:%M} UTC)", None,
-                       {"session": view.session_id, "url": view.novnc_url, "control": control,
-                        "expires_at": view.expires_at.isoformat()})
