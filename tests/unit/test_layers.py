@@ -262,3 +262,19 @@ def test_the_functions_over_the_complexity_bound_only_get_fewer():
     marked = [f"{path.relative_to(ROOT)}:{n}" for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))
               for n, line in enumerate(path.read_text().splitlines(), 1) if ALLOWED_MARK in line]
     assert len(marked) <= COMPLEX_FUNCTIONS_ALLOWED, f"a new function over the bound: {marked}"
+
+
+# The modules the type checker (mypy, make lint) still leaves unchecked: pyproject.toml's list, made
+# when it came. Make one clean, take it off the list and lower this number; it never goes up.
+UNCHECKED_MODULES_ALLOWED = 93
+
+
+def test_the_modules_the_type_checker_leaves_unchecked_only_get_fewer():
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert config["files"] == ["desktop", "vision"] and "ignore_errors" not in config
+    unchecked = [module for override in config.get("overrides", []) if override.get("ignore_errors")
+                 for module in override["module"]]
+    assert len(unchecked) <= UNCHECKED_MODULES_ALLOWED, "a module added to the type checker's unchecked list"
+    assert all(not module.endswith("*") for module in unchecked), "a whole package left unchecked at once"
