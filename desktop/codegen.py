@@ -121,7 +121,7 @@ def _point(action: dict, element: ElementAt | None) -> tuple[float, float, bool]
         x, y = action["path"][0]["x"], action["path"][0]["y"]
     if element is not None:
         dx, dy = element.x - element.css_x, element.y - element.css_y
-        if x is None:
+        if x is None or y is None:
             return element.css_x, element.css_y, True
         return x - dx, y - dy, True
     return (x if x is not None else 0), (y if y is not None else 0), False
@@ -168,10 +168,11 @@ def action_code(action: dict, element: ElementAt | None, lang: Lang = "ts", *,
         return note + lines + [f"{aw}page.mouse.wheel({dx}, {dy}){end}"]
     if name == "drag":
         path = action["path"]
-        dx, dy = (element.x - element.css_x, element.y - element.css_y) if element is not None else (0, 0)
-        lines = [f"{aw}page.mouse.move({_num(path[0]['x'] - dx)}, {_num(path[0]['y'] - dy)}){end}",
+        # the viewport's place on the display (0, 0 where no element said)
+        vx, vy = (element.x - element.css_x, element.y - element.css_y) if element is not None else (0.0, 0.0)
+        lines = [f"{aw}page.mouse.move({_num(path[0]['x'] - vx)}, {_num(path[0]['y'] - vy)}){end}",
                  f"{aw}page.mouse.down(){end}"]
-        lines += [f"{aw}page.mouse.move({_num(p['x'] - dx)}, {_num(p['y'] - dy)}){end}" for p in path[1:]]
+        lines += [f"{aw}page.mouse.move({_num(p['x'] - vx)}, {_num(p['y'] - vy)}){end}" for p in path[1:]]
         return note + lines + [f"{aw}page.mouse.up(){end}"]
     if name == "type":
         return [f"{aw}page.keyboard.type({text if text is not None else lit(action['text'], lang)}){end}"]

@@ -309,7 +309,8 @@ def typed_os_error(exc: BaseException) -> GlassdeskError | None:
     storage_full (507) naming where, whatever wrote; anything else stays a crash (None)."""
     if not disk_full(exc):
         return None
-    where = os.path.dirname(os.fsdecode(exc.filename)) if getattr(exc, "filename", None) else "the data directory"
+    filename = getattr(exc, "filename", None)
+    where = os.path.dirname(os.fsdecode(filename)) if filename else "the data directory"
     return StorageFull.of(where or ".")
 
 

@@ -695,7 +695,7 @@ class UploadFile(BaseModel):
 Timeout = Field(5000, ge=1, le=60_000, description="how long to wait for the element, in ms")
 
 
-LoadedWhen = Field("load", description="when the page counts as loaded")
+LoadedWhen: Any = Field("load", description="when the page counts as loaded")
 NavigationTimeout = Field(30_000, ge=1, le=120_000, description="ms")
 
 

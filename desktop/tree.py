@@ -291,6 +291,6 @@ def as_xml(tree: DesktopTree) -> str:
         if window.page is not None:
             document = ElementTree.SubElement(app, "document-web", {"name": window.page.title})
             document.set(f"{_NS['attr']}url", window.page.url)
-            for node in aria_nodes(window.page.snapshot):
-                _xml_page_node(document, node)
+            for page_node in aria_nodes(window.page.snapshot):
+                _xml_page_node(document, page_node)
     return ElementTree.tostring(root, encoding="unicode")

@@ -279,8 +279,8 @@ class Pages:
         # process) and a DevTools call per tab.
         front = await self.front()
         hit = asyncio.wait_for(self.hit(*point, front), hit_timeout_s) if point is not None else nothing()
-        count = count_input(front, kind) if kind is not None else nothing()
-        element, count = await asyncio.gather(hit, count, return_exceptions=True)
+        counting = count_input(front, kind) if kind is not None else nothing()
+        element, count = await asyncio.gather(hit, counting, return_exceptions=True)
         if kind == "presses" and not isinstance(element, ElementAt) and isinstance(count, InputCount):
             await stop_counting(count)  # over the browser's own frame, or no element said: nothing to count in
             count = None

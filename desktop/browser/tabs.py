@@ -40,7 +40,12 @@ class Tabs:
         self._recent.append(page)  # a tab opens in front (a link to a new tab, window.open, new_tab)
         page.on("domcontentloaded", lambda: self._load.__setitem__(page, "domcontentloaded"))
         page.on("load", lambda: self._load.__setitem__(page, "load"))
-        page.on("framenavigated", lambda frame: frame == page.main_frame and self._load.__setitem__(page, "loading"))
+
+        def navigated(frame) -> None:
+            if frame == page.main_frame:
+                self._load[page] = "loading"
+
+        page.on("framenavigated", navigated)
 
     def watched(self, page, session) -> None:
         """The page layer's own DevTools session on the page (desktop.browser.pages.Pages._watch),

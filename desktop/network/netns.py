@@ -215,7 +215,7 @@ def remove_owned_by(pid: int, start: int) -> int:
 
 def remove_dead(alive: Callable[[int, int], bool]) -> list[str]:
     """Remove the namespaces whose server is gone (``alive(pid, start)`` says); their names."""
-    gone = [name for name in ours() if not alive(*owner_of(name))]
+    gone = [name for name in ours() if (owner := owner_of(name)) is not None and not alive(*owner)]
     for name in gone:
         SessionNamespace(name).delete()
     return gone

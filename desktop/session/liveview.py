@@ -32,7 +32,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
 from cryptography.hazmat.primitives.ciphers import Cipher, modes
@@ -110,7 +110,7 @@ class LiveTokens:
                                    "name); ask for a new live-view link")
         if sid != session_id:
             raise LiveTokenWrongSession(f"this live-view token is for session {sid!r}, not {session_id!r}")
-        grant = Grant(sid, mode, int(expires), int(generation), instance)  # signed by us: well formed
+        grant = Grant(sid, cast(Mode, mode), int(expires), int(generation), instance)  # signed by us: well formed
         if grant.expires <= self._clock():
             raise LiveTokenExpired("this live-view link expired at "
                                    f"{time.strftime('%H:%M:%S UTC', time.gmtime(grant.expires))}; "

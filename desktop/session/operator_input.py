@@ -177,6 +177,7 @@ class Gestures:
                 _, px, py, when, handle = self._press
                 self._press = None
                 button = BUTTONS[bit]
+                action: dict[str, Any]
                 if max(abs(x - px), abs(y - py)) > DRAG_PX:
                     action = {"action": "drag", "path": [{"x": px, "y": py}, {"x": x, "y": y}], "button": button}
                 else:

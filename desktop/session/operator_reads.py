@@ -182,9 +182,10 @@ class PointerReads:
             with self._cond:
                 while not self._closed and self._target is None:
                     self._cond.wait()
-                if self._closed:
+                target = self._target
+                if self._closed or target is None:
                     return
-                x, y, since = self._target
+                x, y, since = target
                 still = since + HOVER_REST_S - self._clock()
                 if still > 0:
                     self._cond.wait(still)

@@ -166,6 +166,7 @@ class WarmPool(Generic[T]):
     def _fill(self) -> None:
         """Starts items one at a time while the pool is short of ``size`` and the limit leaves room."""
         while not self._stop.is_set():
+            item: T | None
             with self._lock:
                 while not self._wants():
                     if self._stop.is_set():

@@ -160,7 +160,7 @@ def limit_values(version: int, limits: Limits, controllers: Iterable[str]) -> di
     quota = str(max(1000, round(limits.cpus * CPU_PERIOD_US)))
     controllers = set(controllers)
     if version == 2:
-        files = {}
+        files: dict[str, str] = {}
         if "memory" in controllers:
             files |= {"memory.max": memory, "memory.swap.max": "0"}
         if "cpu" in controllers:

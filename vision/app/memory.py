@@ -89,13 +89,14 @@ class Trimmer:
 
     def start(self) -> Trimmer:
         if self._trim is not None:
-            self._thread = threading.Thread(target=self._run, name="glassdesk-malloc-trim", daemon=True)
+            self._thread = threading.Thread(target=self._run, args=(self._trim,), name="glassdesk-malloc-trim",
+                                            daemon=True)
             self._thread.start()
         return self
 
-    def _run(self) -> None:
+    def _run(self, trim) -> None:
         while not self._stop.wait(self.interval_s):
-            self._trim(0)
+            trim(0)
             self.trims += 1
 
     def stop(self) -> None:

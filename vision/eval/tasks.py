@@ -3,6 +3,7 @@ and a task set read from YAML with every problem listed at once (pure but for th
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -63,10 +64,9 @@ class TaskSet(_Body):
 
     @model_validator(mode="after")
     def _unique_ids(self) -> TaskSet:
-        seen: set[str] = set()
-        twice = [t.id for t in self.tasks if t.id in seen or seen.add(t.id)]
+        twice = [task_id for task_id, count in Counter(t.id for t in self.tasks).items() if count > 1]
         if twice:
-            raise ValueError(f"task ids must be unique: {', '.join(dict.fromkeys(twice))} given more than once")
+            raise ValueError(f"task ids must be unique: {', '.join(twice)} given more than once")
         return self
 
 

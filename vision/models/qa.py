@@ -416,7 +416,7 @@ StepAction = Literal["navigate", "click", "dblclick", "hover", "check", "uncheck
 # and images; pixels too (POINTER).
 DOM_ONLY = LOCATOR_KINDS
 ON_SCREEN = LOCATOR_KINDS + ("image", "native")
-TYPED_INTO = LOCATOR_KINDS + ("native",)  # type: a page's element or a native control
+TYPED_INTO = LOCATOR_KINDS + ("native",)  # what a type step types into: a page's element or a native control
 POINTER = QA_KINDS
 NO_TARGET = ("navigate", "reload", "back", "forward", "screenshot", "act", "evaluate", "wait_for_request", "launch")
 WaitState = Literal["attached", "detached", "visible", "hidden"]

@@ -205,8 +205,9 @@ class BaselineStore:
             for directory in sorted(self.root.iterdir()):
                 if directory.is_dir() and _NAME.fullmatch(directory.name) and ".." not in directory.name:
                     numbers = self._version_numbers(directory.name)
-                    if numbers:
-                        latest.append(self._read_meta(directory.name, numbers[-1]))
+                    meta = self._read_meta(directory.name, numbers[-1]) if numbers else None
+                    if meta is not None:  # read back a moment ago: gone only if removed meanwhile
+                        latest.append(meta)
             return latest
 
     def versions(self, baseline_id: str) -> builtins.list[BaselineMeta]:
@@ -216,7 +217,7 @@ class BaselineStore:
             numbers = self._version_numbers(baseline_id)
             if not numbers:
                 raise BaselineNotFound(f"no baseline {baseline_id!r}; list the baselines to see which exist")
-            return [self._read_meta(baseline_id, n) for n in numbers]
+            return [meta for n in numbers if (meta := self._read_meta(baseline_id, n)) is not None]
 
     def remove_unfinished(self, min_age_s: float = UNFINISHED_AGE_S) -> builtins.list[Path]:
         """Remove the versions whose writing was cut short (no metadata that reads back), and a
