@@ -88,8 +88,8 @@ def host_allowed(headers: list[tuple[bytes, bytes]], allowed: list[str]) -> bool
     """Is the request's Host one of ``allowed`` ("name" or "name:*" for any port)?"""
     host = next((v.decode("latin-1").lower() for k, v in headers if k == b"host"), "")
     name, colon, port = host.rpartition(":") if not host.endswith("]") else ("", "", "")
-    allowed = {a.lower() for a in allowed}
-    return host in allowed or (bool(colon) and port.isdigit() and f"{name}:*" in allowed)
+    hosts = {a.lower() for a in allowed}
+    return host in hosts or (bool(colon) and port.isdigit() and f"{name}:*" in hosts)
 
 
 def _name_and_port(netloc: str, default_port: str) -> tuple[str, str]:

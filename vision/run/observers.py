@@ -136,7 +136,7 @@ class Narrator:
         self.enabled = enabled
         self._clock = clock
         self._strips: dict[str, Strip] = {}
-        self._runs: dict[str, dict] = {}  # session_id -> {"max_steps": N, "step": k}
+        self._runs: dict[str | None, dict] = {}  # session_id -> {"max_steps": N, "step": k}
         self._seq = 0
         self._lock = threading.Lock()
 
