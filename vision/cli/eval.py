@@ -170,7 +170,7 @@ def main(args: argparse.Namespace) -> int:
                       "rates": {r.model: r.rate for r in result.rates if r.task is None}}))
     fell = [r for r in result.rates if r.fell and r.task is not None]
     if fell:
-        names = ", ".join(f"{escape(r.model)} {escape(r.task)}" for r in fell)
+        names = ", ".join(f"{escape(r.model)} {escape(r.task or '')}" for r in fell)
         console.print(f"[red]fell beyond chance:[/red] {names}")
         return 1
     return 0 if any(e.outcome != "environment_error" for e in result.episodes) else 1

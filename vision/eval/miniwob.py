@@ -211,7 +211,8 @@ def _checkboxes(instruction: str, look: Look) -> list[dict]:
 
 def _text(look: Look, selector: str) -> str:
     found = look(selector)
-    return found.get("value") if found.get("value") not in (None, "") else (found.get("text") or "")
+    value = found.get("value")
+    return str(value) if value not in (None, "") else str(found.get("text") or "")
 
 
 def _arithmetic(instruction: str, look: Look) -> list[dict]:

@@ -126,7 +126,8 @@ class StatsCache:
         self._lock = threading.Lock()
 
     def compute(self) -> list[dict[str, Any]]:
-        summaries, running = [], {}
+        summaries: list[dict[str, Any]] = []
+        running: dict[str, int] = {}
         for meta in self.store.list_traces():
             if meta.status in ("running", "needs_confirmation"):
                 running[meta.model] = running.get(meta.model, 0) + 1

@@ -80,7 +80,12 @@ class AssertionFailed(Exception):
 
 
 class StepFailed(Exception):
-    """A step that cannot be done (nothing to click, no model): a failure, not retried."""
+    """A step that cannot be done (nothing to click, no model): a failure, not retried. ``detail``:
+    what the failed step keeps on its record (a heal and its images)."""
+
+    def __init__(self, message: str, detail: dict | None = None):
+        super().__init__(message)
+        self.detail = detail
 
 
 def _transient(exc: BaseException, navigation: bool) -> bool:
@@ -203,6 +208,8 @@ class Driver:
             try:
                 if text is not None:
                     return find_text_on_screen(png, text)
+                if template is None:
+                    raise ValueError("on_screen looks for a text or an image: neither was given")
                 return find_image_on_screen(png, template, confidence)
             except NotOnScreen as exc:
                 if time.monotonic() >= deadline:

@@ -144,10 +144,8 @@ class Healer:
         self.heals.append(heal)
         out = {**detail, "healed": heal.model_dump(mode="json", exclude_none=True)}
         if missed is not None:
-            failure = StepFailed(f"healed by {heal.by} ({heal.matched}), but the recorded effect did not happen: "
-                                 f"{missed}")
-            failure.detail = out  # the failed step keeps its heal and images
-            raise failure
+            raise StepFailed(f"healed by {heal.by} ({heal.matched}), but the recorded effect did not happen: "
+                             f"{missed}", detail=out)  # the failed step keeps its heal and images
         return out
 
     def _effect(self, url: str, step_deadline: float) -> str | None:

@@ -24,6 +24,8 @@ Where a fault goes:
 
 from __future__ import annotations
 
+from typing import Any
+
 from desktop.errors import GlassdeskError, TypedIntoNothing
 from desktop.frame import Frame
 from desktop.port import Performed
@@ -79,7 +81,7 @@ class ComputerService:
         if not reads:
             frame = frame or session.capture()
             content.append(anthropic_tool.image_block(frame.scaled_png(space.width, space.height)))
-        tool_result = None
+        tool_result: dict[str, Any] | None = None
         if request.tool_use_id is not None:
             tool_result = {"type": "tool_result", "tool_use_id": request.tool_use_id, "content": content}
             if is_error:
