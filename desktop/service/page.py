@@ -339,7 +339,7 @@ class PageService:
         (desktop.browser.targets); ``target_events`` then says where the pointer landed on them."""
         session = self._agent(session_id)
         with session.exclusive("the calibration page"):
-            return self._call(session, lambda pages: pages.show_targets([tuple(p) for p in points], labels), 10_000)
+            return self._call(session, lambda pages: pages.show_targets([(p[0], p[1]) for p in points], labels), 10_000)
 
     def target_events(self, session_id: str | None, since: int = 0) -> list[dict]:
         """The pointer's presses, releases, moves and wheels on the calibration page, display pixels."""

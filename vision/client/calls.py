@@ -74,11 +74,11 @@ def text(response: Any) -> str:
 
 def image(response: Any) -> Image:
     headers = response.headers
-    origin = headers.get("x-glassdesk-origin")
+    origin_x, _, origin_y = headers.get("x-glassdesk-origin", "").partition(",")
     return Image(response.content, headers.get("content-type", "application/octet-stream"),
                  headers.get("x-glassdesk-coordinates"),
                  float(headers["x-glassdesk-scale"]) if "x-glassdesk-scale" in headers else None,
-                 tuple(int(v) for v in origin.split(",")) if origin else None)
+                 (int(origin_x), int(origin_y)) if origin_y else None)
 
 
 def body(kind: type[BaseModel], given: BaseModel | None, fields: dict[str, Any], code: str) -> dict[str, Any]:

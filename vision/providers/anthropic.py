@@ -303,9 +303,8 @@ class AnthropicProvider(Provider):
                 if is_error and not any(b.get("type") == "text" for b in content):
                     content = [text_block(result.error if result is not None and result.error
                                           else "not run: an earlier call of this turn failed")]
-                block = {"type": "tool_result", "tool_use_id": call.id, "content": content,
-                         "toolset_name": toolset_name, **({"is_error": True} if is_error else {})}
-                blocks.append(block)
+                blocks.append({"type": "tool_result", "tool_use_id": call.id, "content": content,
+                               "toolset_name": toolset_name, **({"is_error": True} if is_error else {})})
                 if i == len(self._pending) - 1:
                     blocks.append(screenshot)
                 continue

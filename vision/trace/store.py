@@ -90,7 +90,7 @@ class TraceStore:
         return self.traces_dir / check_trace_id(trace_id)
 
     def create(self, instruction: str, *, model: str, session_id: str | None = None,
-               max_steps: int | None = None, secrets: Iterable[str] = (), expect: list[dict] = ()) -> TraceWriter:
+               max_steps: int | None = None, secrets: Iterable[str] = (), expect: Iterable[dict] = ()) -> TraceWriter:
         """Start a trace. ``secrets`` are strings never to be written (typed passwords, keys);
         ``expect``: the run's expectations as given (vision.models.qa.Expectation's fields)."""
         started = _now()

@@ -196,7 +196,8 @@ def measure_all(session: Any, pages: Any) -> dict[str, dict[str, Cell]]:
             with session.exclusive("the conformance measurement"):
                 executor.run(action)
 
-        log, seen = Log(lambda since: pages.target_events(session.id, since)), {}
+        log = Log(lambda since: pages.target_events(session.id, since))
+        seen: Seen = {}
         return {c.name: {r.name: measure(c, r, perform, log, seen)
                          for r in conformance.ROWS if r.pointer and r.name not in NOT_INPUT}
                 for c in conformance.contracts()}
