@@ -996,8 +996,8 @@ SECTIONS: list[Section] = [
                   "the clicks, as steps of a scripted vision/act run. The unfavourable cases on purpose: a click "
                   "that changes nothing, and one whose handler fetches and repaints 300 ms later."),
     Section("Load", [_metric_of("tests.bench_load", "record_cost"), _metric_of("tests.bench_load", "load")],
-            intro="Issue 40 (tests/bench_load.py): the element record's cost on a click, and issue 35's focus read "
-                  "on a type, A/B in one run; then N "
+            intro="Issue 40 (tests/bench_load.py): the element record's cost on a click (how much later its press "
+                  "comes), and issue 35's focus read on a type, A/B in one run; then N "
                   "sessions with M clients on each over real HTTP (the app of vision.http.app on uvicorn on "
                   "loopback, clients in a process of their own), each client an agent's loop: a screenshot, a "
                   "click that repaints, a click on nothing, a field selected (triple click) and 20 characters "
@@ -1005,7 +1005,8 @@ SECTIONS: list[Section] = [
                   "against the same kind with 1 session and 1 client in the same run, and the CPU per answer "
                   "of the server, Playwright's driver, Xvfb, Chromium and the session's other processes "
                   "(/proc). Two clients on one session share it: one action runs at a time, the other waits "
-                  "(QUEUE_WAIT_S), as an agent's would."),
+                  "(QUEUE_WAIT_S), as an agent's would; they click a few pixels apart (the same spot within the "
+                  "double-click time would wait that out as well)."),
     Section("Video receipt", [video_receipt],
             intro="Issue 26 (tests/bench_video.py): desktop/x11/receipt.py filming the session's display with "
                   "ffmpeg x11grab, 10 s films, on the test page (still) and the test site's /busy (the whole "
