@@ -213,6 +213,7 @@ def _sessions_text(_request, listing: Sessions) -> str:
         lines.append(f"(the default session {listing.default!r} starts on first use)")
     return "\n".join(lines) or "no sessions"
 
+
 OPERATIONS: tuple[Operation, ...] = (
     *INPUT,
     Operation("desktop", "network_policy", None, NetworkPolicyInfo, acts=False,
