@@ -30,9 +30,10 @@ def calls_router(desktops) -> APIRouter:
              ) -> dict:
         if session_id != desktops.default:
             raise SessionNotFound(f"no session {session_id!r}: this server runs the one session {desktops.default!r}")
-        cls, allowed, target = services.get(service, (None, frozenset(), None))
-        if method not in allowed:
+        known = services.get(service)
+        if known is None or method not in known[1]:
             raise InvalidRequest(f"{service}.{method}: not an operation a control plane may call")
+        cls, _allowed, target = known
         result = getattr(target, method)(session_id, **decode_args(cls, method, args))
         return {"result": encode_result(cls, method, result)}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins  # the class's own ``list`` (its windows) hides the type in its later annotations
 import os
 import re
 import shutil
@@ -119,7 +120,7 @@ class Windows:
     def list(self) -> list[Window]:
         return parse_wmctrl(self._run(["wmctrl", "-lGpx"]).stdout)
 
-    def focus(self, window_id: str) -> list[list[str]]:
+    def focus(self, window_id: str) -> builtins.list[builtins.list[str]]:
         if not WINDOW_ID.match(window_id):
             raise WindowError(f"window_id {window_id!r} is not an X window id (hex like 0x01a00003 or decimal)")
         wanted = window_number(window_id)
@@ -131,7 +132,8 @@ class Windows:
             raise RuntimeError(f"wmctrl could not focus {window_id}: {done.stderr.strip()}")
         return [argv]
 
-    def launch(self, command: str, args: list[str], env: dict[str, str] | None = None) -> tuple[list[list[str]], int]:
+    def launch(self, command: str, args: builtins.list[str], env: dict[str, str] | None = None
+               ) -> tuple[builtins.list[builtins.list[str]], int]:
         """Start a program on the desktop, detached; it ends with the session (it is tagged).
         ``env``: the session's environment as a caller changed it (OSWorld's guest: its Python on PATH)."""
         env = self.env if env is None else env

@@ -18,7 +18,7 @@ from vision.errors import EvalNotFound
 from vision.eval import miniwob
 from vision.eval.episodes import FlowEpisodes
 from vision.eval.results import Episode, EvalResult, now, result_path, summarise
-from vision.eval.runner import FRESH, Evaluation, ModelAgent, model_problems
+from vision.eval.runner import FRESH, Agent, Evaluation, ModelAgent, model_problems
 from vision.eval.tasks import TaskError, TaskSet
 from vision.models import ActRequest, ActResult
 from vision.models.eval import EvalRequest, EvalStatus
@@ -94,7 +94,7 @@ class EvalService:
             tasks = self._tasks(request, base_url="http://127.0.0.1:0")  # the names checked now, served later
         except TaskError as exc:
             problems.append(str(exc))
-        if problems:
+        if problems or tasks is None:  # no tasks: their problem is among the problems
             raise InvalidRequest("; ".join(problems))
         eval_id = f"eval-{now()[:10]}-{secrets.token_hex(3)}"
         total = len(request.models) * len(tasks.tasks) * request.episodes
@@ -128,7 +128,7 @@ class EvalService:
                 miniwob_spec = isinstance(request.tasks, str)
                 base = stack.enter_context(miniwob.serve()) if miniwob_spec else ""
                 tasks = self._tasks(request, base)
-                agents = [miniwob.Oracle() if m == "oracle" else ModelAgent(m) for m in request.models]
+                agents: list[Agent] = [miniwob.Oracle() if m == "oracle" else ModelAgent(m) for m in request.models]
                 result = EvalResult(eval_id=eval_id, name=request.name or tasks.name, started_at=now(),
                                     models=request.models, tasks=[t.id for t in tasks.tasks],
                                     episodes_per_task=request.episodes, parallel=request.parallel)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, Query, Request
@@ -19,7 +19,8 @@ from vision.trace.records import Trace, TraceMeta, VerifyResult
 # The media type and file name of each export format (vision.evidence.export).
 EXPORT_MEDIA = {"yaml": ("application/yaml", "yaml"), "playwright-ts": ("text/plain", "spec.ts"),
                 "playwright-py": ("text/x-python", "py")}
-EXPORT_RESPONSES = {200: {"content": {"application/yaml": {}, "text/plain": {}, "text/x-python": {}}}}
+EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/yaml": {}, "text/plain": {}, "text/x-python": {}}}}
 ExportFormat = Literal["yaml", "playwright-ts", "playwright-py"]
 FormatQuery = Query("yaml", description="yaml: a glassdesk qa suite that replays it; playwright-ts: an "
                                         "@playwright/test spec; playwright-py: a pytest-playwright test")

@@ -136,7 +136,9 @@ def find_text(lines: Sequence[Line], target: str, *, fuzzy: float = FUZZY_THRESH
     if not wanted:
         raise GroundingError("nothing to look for: the target text is empty")
     size = len(wanted.split())
-    exact_line, exact_words, scored = [], [], []
+    exact_line: list[Match] = []
+    exact_words: list[Match] = []
+    scored = []
     matcher = difflib.SequenceMatcher(None, autojunk=False)
     matcher.set_seq2(wanted)  # the matcher caches what it learns about its second sequence
     numbers = _NUMBERS.findall(wanted)

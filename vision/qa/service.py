@@ -36,6 +36,7 @@ from pydantic import BaseModel
 
 from desktop.errors import GlassdeskError, SessionBusy
 from desktop.session.manager import QUEUE_WAIT_S, Session
+from desktop.x11.recorder import VideoFormat
 from vision.evidence.export import check_format, export_qa_run
 from vision.evidence.qa_runs import QaRunStore, RunWriter, corrupt_if_malformed, reading_run, render_junit
 from vision.models.qa import (
@@ -257,7 +258,7 @@ class QaService:
     def _elapsed(run: RunWriter) -> int:
         return round((time.monotonic() - run.t0) * 1000)  # type: ignore[attr-defined]
 
-    def _start_video(self, run: RunWriter, session: Session, fmt: str, title: str):
+    def _start_video(self, run: RunWriter, session: Session, fmt: VideoFormat, title: str):
         """The display filmed from now as a video receipt (a chapter per flow step, rings, captions:
         desktop/x11/receipt.py), or None (the record says why): the verdict does not depend on the
         film, so a recording that will not start costs the verb nothing else."""

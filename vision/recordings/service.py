@@ -32,6 +32,7 @@ from pathlib import Path
 from desktop.errors import RecorderError, RecorderUnavailable
 from desktop.x11.procs import ProcessId
 from desktop.x11.receipt import describe, remove_unfinished
+from desktop.x11.recorder import VideoFormat
 from vision.errors import NotRecording, RecordingInProgress, RecordingNotFound
 from vision.models import Recording, VideoOut
 from vision.trace.files import OWNER_FILE, atomic_write, close_orphans, write_owner
@@ -57,7 +58,8 @@ class SessionRecordings:
         self._active: dict[str, _Active] = {}
         self._lock = threading.Lock()
 
-    def recording_start(self, session_id: str | None, video_format: str = "mp4", title: str | None = None) -> Recording:
+    def recording_start(self, session_id: str | None, video_format: VideoFormat = "mp4",
+                        title: str | None = None) -> Recording:
         from desktop.session.manager import Session
         from desktop.x11.receipt import VideoReceipt
         from desktop.x11.recorder import find_ffmpeg
