@@ -559,13 +559,9 @@ class CreateSession(_Body):
                                                       "the model or the operator), accept or dismiss (at once)")
 
 
-class NetworkArg(BaseModel):
+# NetworkPolicyBody under the name and description session_create's MCP schema has always given it.
+class NetworkArg(NetworkPolicyBody):
     """The browser's network policy, as session_create takes it."""
-
-    model_config = ConfigDict(extra="forbid")
-    allow: list[str] = Field(default_factory=list, description="host, host:port or *.domain patterns: only these "
-                                                                "may be reached; empty: every host not denied")
-    deny: list[str] = Field(default_factory=list, description="patterns never reached, whatever allow says")
 
 
 class NewSession(_Body):
