@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from desktop.actions import _Action
 from desktop.frame import Frame
-from desktop.models import ElementAt, NativeElement
+from desktop.models import ElementAt, Marks, NativeElement
 
 
 @dataclass
@@ -46,6 +46,8 @@ class Desktop(Protocol):
     # True while a run drives this desktop: it does not expire meanwhile, and direct actions from
     # other callers are refused rather than interleaved with the run's.
     busy: bool
+    # The thread of the run driving it (None: none): its own page operations pass the busy guard.
+    run_thread: int | None
 
     def capture(self) -> Frame:
         """The screen now. Raises ScreenshotFailed / SessionUnavailable."""
@@ -67,3 +69,11 @@ class Desktop(Protocol):
     def reset(self) -> None:
         """Back to a fresh state on the same display: programs started on it end, the browser
         restarts on a clean profile at about:blank. Raises SessionUnavailable."""
+
+
+@runtime_checkable
+class Marking(Protocol):
+    """A desktop that numbers its controls (set-of-marks); one that cannot has none, or ``marks = None``."""
+
+    def marks(self, limit: int, image: bool) -> Marks:
+        """The controls on the screen, numbered, at most ``limit``; with the marked screenshot if ``image``."""

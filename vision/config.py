@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,7 +115,7 @@ def _default_from_environment() -> str:
 
 
 def create_provider(name: str | Provider, instruction: str, config: VisionConfig, *,
-                    script: list[dict] | None = None, tools: list[str] | None = None) -> Provider:
+                    script: list[dict] | None = None, tools: Sequence[str] | None = None) -> Provider:
     """Build the provider for a resolved model name, with its configured options. A Provider
     instance is used as it is (an embedder's own model code, a test double)."""
     if isinstance(name, Provider):
@@ -122,23 +123,30 @@ def create_provider(name: str | Provider, instruction: str, config: VisionConfig
         return name
     family, _, model = name.partition("/")
     options = dict(config.models.get(name, {}))
-    if tools is not None and family != "anthropic" and tools != ["computer"]:
+    if tools is not None and family != "anthropic" and list(tools) != ["computer"]:
         raise InvalidRequest(f"tools: {', '.join(tools)} is Anthropic's; only anthropic/ models take it")
+    cls: type[Provider]  # imported for its family alone: a provider's SDK takes seconds to import
     if family == "anthropic":
-        from vision.providers.anthropic import AnthropicProvider as cls
+        from vision.providers.anthropic import AnthropicProvider
+        cls = AnthropicProvider
         if tools is not None:
             options["tools"] = list(tools)
     elif family == "openai":
-        from vision.providers.openai import OpenAIProvider as cls
+        from vision.providers.openai import OpenAIProvider
+        cls = OpenAIProvider
     elif family == "gemini":
-        from vision.providers.gemini import GeminiProvider as cls
+        from vision.providers.gemini import GeminiProvider
+        cls = GeminiProvider
     elif family == "chat":
-        from vision.providers.chat import ChatProvider as cls
+        from vision.providers.chat import ChatProvider
+        cls = ChatProvider
     elif family == "ocr":
-        from vision.providers.ocr import OcrProvider as cls
+        from vision.providers.ocr import OcrProvider
+        cls = OcrProvider
         model = model or "rapidocr"
     else:
-        from vision.providers.scripted import ScriptedProvider as cls
+        from vision.providers.scripted import ScriptedProvider
+        cls = ScriptedProvider
         options["script"] = script
         model = "scripted"
     try:

@@ -59,8 +59,9 @@ class Space:
         spaces); a relative space works with any image size."""
         return (self.width, self.height) if self.kind == "pixels" else None
 
-    def to_display(self, x: float, y: float) -> tuple[int, int]:
-        """Model coordinates -> display pixels. Raises OffScreen if off this space."""
+    def to_display(self, x: object, y: object) -> tuple[int, int]:
+        """Model coordinates, as the model gave them -> display pixels. Raises OffScreen if off this
+        space or not a number."""
         return (_convert(x, "x", self.max_x, self.width, SCREEN_WIDTH, SCREEN_WIDTH - 1),
                 _convert(y, "y", self.max_y, self.height, SCREEN_HEIGHT, SCREEN_HEIGHT - 1))
 
@@ -78,7 +79,7 @@ class Space:
                 f"(0,0) is the top-left corner, ({self.max_x},{self.max_y}) the bottom-right")
 
 
-def _convert(value: float, axis: str, top: int, units: int, target_units: int, target_top: int) -> int:
+def _convert(value: object, axis: str, top: int, units: int, target_units: int, target_top: int) -> int:
     """``value`` on a 0..top axis of ``units`` -> the same place on an axis of ``target_units``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
         raise OffScreen(f"{axis}={value!r:.40} is not a number")

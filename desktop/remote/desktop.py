@@ -126,6 +126,7 @@ class RemoteDesktop:
     last_used_at: datetime = field(default_factory=utcnow)
     status: Status = "starting"
     busy: bool = False
+    run_thread: int | None = None
     takeover_since: datetime | None = None
     live_generation: int = field(default_factory=lambda: secrets.randbelow(2**31))
     instance: str = field(default_factory=lambda: secrets.token_hex(16))

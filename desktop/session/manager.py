@@ -108,6 +108,7 @@ class Session:
     # Set while a vision run drives the session: it never expires meanwhile, and direct actions
     # are refused instead of interleaving with the run's.
     busy: bool = False
+    run_thread: int | None = None  # the thread of the run driving it: its own page operations pass
     # When a person took over mouse and keyboard (None: nobody holds it); agents must not fight them.
     takeover_since: datetime | None = None
     # Signed into every live-view token; a take-over bumps it, revoking the control tokens issued

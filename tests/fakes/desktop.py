@@ -28,6 +28,7 @@ class FakeDesktop:
     def __init__(self, id: str = "fake", *, url: str | None = "http://fake.test/"):
         self.id = id
         self.busy = False
+        self.run_thread: int | None = None
         self.url = url
         self.pointer = (0, 0)
         self.performed: list[_Action] = []

@@ -1015,8 +1015,8 @@ class Checker:
     def __init__(self, *held: bool):
         self.held, self.asked = held, []
 
-    def __call__(self, desktop, expectations):
-        self.asked.append((desktop, [e.words() for e in expectations]))
+    def __call__(self, expectations):
+        self.asked.append([e.words() for e in expectations])
         return [{"check": e.words(), "passed": ok, "saw": "it held" if ok else f"saw {SECRET} instead",
                  "duration_ms": 7} for e, ok in zip(expectations, self.held, strict=True)]
 
@@ -1027,7 +1027,7 @@ def test_a_done_whose_expectations_hold_is_verified_and_the_trace_keeps_them(run
                                                                                           done("signed in")))
     assert result.status == "done" and result.verified is True and result.answer == "signed in"
     assert [c.check for c in result.checks] == ["assert has_value label 'Name' 'alice'", "assert url 'http://app/home'"]
-    assert all(c.passed for c in result.checks) and checker.asked == [(desktop, [c.check for c in result.checks])]
+    assert all(c.passed for c in result.checks) and checker.asked == [[c.check for c in result.checks]]
     trace = assert_trace(store, result.trace_id, "done", 2)
     assert trace.meta.verified is True and [c["passed"] for c in trace.meta.checks] == [True, True]
     assert trace.meta.expect == EXPECT  # as given: what an export asserts
@@ -1106,11 +1106,11 @@ def test_a_click_that_changes_the_screen_is_not_flagged(runner, desktop):
 def test_expect_each_step_records_how_the_expectations_stood_after_each_step(runner, desktop, store):
     held = iter([(False, False), (True, False), (True, True)])
 
-    def check(desk, expectations):
+    def check(expectations):
         # after a step, one look (1 ms); the verdict when the model says done, with their own timeouts
         looks = {e.timeout_ms for e in expectations}
         assert looks in ({1}, {5000}), looks
-        return Checker(*(next(held) if looks == {1} else (True, True)))(desk, expectations)
+        return Checker(*(next(held) if looks == {1} else (True, True)))(expectations)
 
     runner.check = check
     result = runner.act(ActRequest(instruction="sign in", expect=EXPECT, expect_each_step=True),

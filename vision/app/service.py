@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from desktop.models import LiveView
 from desktop.service.desktop import DEFAULT_SESSION, DesktopService
-from desktop.session.manager import SessionManager
+from desktop.session.manager import Session, SessionManager
 from desktop.session.operator_input import Gesture, Gestures, RfbInputTap
 from desktop.session.operator_reads import PointerReads
 from vision.app.metrics import Metrics
@@ -36,11 +36,20 @@ from vision.run.events import EventBus
 from vision.run.loop import Runner
 from vision.run.observers import BusListener, Narrator, strip_enabled
 from vision.settings import Settings
-from vision.trace.records import InvalidTraceId, Trace, TraceCorrupt, TraceMeta, TraceNotFound, VerifyResult
+from vision.trace.records import (
+    ImageKind,
+    InvalidTraceId,
+    Trace,
+    TraceCorrupt,
+    TraceMeta,
+    TraceNotFound,
+    VerifyResult,
+)
 from vision.trace.store import TraceStore
 from vision.vendors.computer import ComputerService
 
 if TYPE_CHECKING:
+    from desktop.x11.recorder import VideoFormat
     from vision.vendors.browser_toolset import BrowserToolsetService
 
 log = logging.getLogger("glassdesk.service")
@@ -128,7 +137,9 @@ class Glassdesk:
     def runner(self, session_id: str | None = None, *, start: bool = True) -> Runner:
         """The session's runner (made on first use, dropped with the session). ``start``: the
         default session may be started for it (to act); controls pass False and never start one."""
-        session = self.desktops.session(session_id) if start else self.desktops.existing(session_id)
+        return self._runner_on(self.desktops.session(session_id) if start else self.desktops.existing(session_id))
+
+    def _runner_on(self, session: Session) -> Runner:
         with self._lock:
             runner = self._runners.get(session.id)
             if runner is None or runner.desktop is not session:
@@ -138,7 +149,8 @@ class Glassdesk:
                 runner.browser = lambda *args, **kwargs: self.browser_toolset.loop_call(*args, **kwargs)
                 runner.spot = _spot_at  # a native window's or a canvas's click: its text and template
                 runner.screen_texts = _screen_texts  # and what it made appear, by OCR of what changed
-                runner.check = self.qa.check_expectations  # a run's expect, in the QA assertion language
+                # A run's expect, in the QA assertion language, on this runner's own desktop
+                runner.check = functools.partial(self.qa.check_expectations, session)
             return runner
 
     def ask_point(self, session_id: str | None, model: str, instruction: str,
@@ -170,12 +182,13 @@ class Glassdesk:
         """Run (or continue) an instruction on the visible desktop. Blocking. A run paused for a
         while returns with status ``paused``, unless ``wait_out_pauses`` (a stream that reports
         the pause as it goes)."""
-        runner = self.runner(session_id)
-        self.qa.check_idle(runner.desktop.id)  # a QA verb's steps must not interleave with a run's
+        session = self.desktops.session(session_id)
+        runner = self._runner_on(session)
+        self.qa.check_idle(session.id)  # a QA verb's steps must not interleave with a run's
         if request.reset:  # the run resets the desktop once its request is known to be good
-            self.desktops.check_agent(runner.desktop.id)
+            self.desktops.check_agent(session.id)
         if request.expect:  # a missing baseline, a refused evaluate, a bad selector: refused before the run
-            self.qa.check_expectations_first(runner.desktop, request.expect)
+            self.qa.check_expectations_first(session, request.expect)
         kwargs = {"paused_return_s": None} if wait_out_pauses else {}
         return runner.act(request, on_step, provider=provider, **kwargs)
 
@@ -322,7 +335,7 @@ class Glassdesk:
         except (TraceNotFound, InvalidTraceId) as exc:
             raise _not_found(exc) from exc
 
-    def step_image(self, trace_id: str, index: int, which: str) -> Path:
+    def step_image(self, trace_id: str, index: int, which: ImageKind) -> Path:
         self.trace(trace_id)
         try:
             return self.store.image_path(trace_id, index, which)
@@ -355,7 +368,7 @@ def _film_for(session) -> Callable | None:
     if not isinstance(session, Session):
         return None
 
-    def film(directory: Path, fmt: str, title: str):
+    def film(directory: Path, fmt: VideoFormat, title: str):
         from desktop.x11.receipt import VideoReceipt
 
         return VideoReceipt(session.display, directory, fmt=fmt, title=title)  # the display now: a restart moves it

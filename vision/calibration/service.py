@@ -74,7 +74,8 @@ def until_bubble_gone(pages: Any, session: Any) -> None:
 
 def _press(action: Any) -> tuple[int, int] | None:
     """Where an action presses a mouse button, display pixels, or None."""
-    if isinstance(action, (Click, DoubleClick, TripleClick, MouseDown)) and action.x is not None:
+    if isinstance(action, (Click, DoubleClick, TripleClick, MouseDown)) and action.x is not None \
+            and action.y is not None:  # x and y come together (or neither: where the pointer is)
         return action.x, action.y
     if isinstance(action, Drag):
         return action.path[0].x, action.path[0].y
@@ -144,7 +145,7 @@ class CalibrationService:
         providers = []
         for number in range(1, len(points) + 1):
             instruction = INSTRUCTION.format(number=number)
-            script = [request.script[number - 1]] if scripted else None
+            script = [request.script[number - 1]] if request.script is not None else None  # scripted (checked above)
             try:
                 inner = create_provider(name, instruction, gd.config, script=script)
             except ModelCallError as exc:
@@ -160,7 +161,7 @@ class CalibrationService:
                 results.append(self._one(session.id, number, point, provider, request, name))
         finally:
             pages.hide_targets(session.id)
-        errors = [(r.dx, r.dy) for r in results if r.dx is not None]
+        errors = [(r.dx, r.dy) for r in results if r.dx is not None and r.dy is not None]
         size = next((p.image_size for p in providers if p.image_size), None)
         return CalibrationResult(
             model=name, display=Point(x=SCREEN_WIDTH, y=SCREEN_HEIGHT),
@@ -179,7 +180,7 @@ class CalibrationService:
             gd.cancel(session_id)  # a calibration run is never continued: end it, so its trace is closed
         presses = [e for e in pages.target_events(session_id, since) if e["kind"] == "down"]
         landed = (presses[0]["x"], presses[0]["y"]) if presses else None
-        dx, dy = (landed[0] - point[0], landed[1] - point[1]) if landed else (None, None)
+        offset = (landed[0] - point[0], landed[1] - point[1]) if landed else None
         error = (run.error or {}).get("message")
         if landed is None and error is None:
             error = ("the model did not click" if not provider.clicked
@@ -187,7 +188,8 @@ class CalibrationService:
         return TargetResult(
             number=number, target=Point(x=point[0], y=point[1]),
             aimed=Point(x=provider.aimed[0], y=provider.aimed[1]) if provider.aimed else None,
-            landed=Point(x=landed[0], y=landed[1]) if landed else None, dx=dx, dy=dy,
-            error_px=distance(dx, dy) if landed else None, status="clicked" if landed else "missed",
+            landed=Point(x=landed[0], y=landed[1]) if landed else None,
+            dx=offset[0] if offset else None, dy=offset[1] if offset else None,
+            error_px=distance(*offset) if offset else None, status="clicked" if landed else "missed",
             run_status=run.status, trace_id=run.trace_id, turns=len(provider.answers), answer=provider.answers,
             text="\n".join(provider.texts), error=error)

@@ -34,7 +34,7 @@ import base64
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import ValidationError
 
@@ -143,7 +143,7 @@ class _Problems:
         return value
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     try:

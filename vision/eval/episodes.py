@@ -74,11 +74,13 @@ def checks_of(flow: Any, expected: list[str]) -> list[CheckResult]:
     return results
 
 
-def plain_setup(task: Task) -> bool:
-    """A setup of clicks by selector alone (MiniWoB++'s START): run as page operations, the same
-    real pointer, without recording a QA run of its own, which costs about a second (pure)."""
-    return all(step.action == "click" and step.selector
-               and set(step.model_dump(exclude_unset=True)) <= {"action", "selector"} for step in task.setup)
+def plain_clicks(task: Task) -> list[str] | None:
+    """The selectors of a setup of clicks by selector alone (MiniWoB++'s START), which are run as
+    page operations, the same real pointer, without recording a QA run of their own, which costs
+    about a second; None for any other setup (pure)."""
+    selectors = [step.selector for step in task.setup if step.action == "click" and step.selector
+                 and set(step.model_dump(exclude_unset=True)) <= {"action", "selector"}]
+    return selectors if len(selectors) == len(task.setup) else None
 
 
 class FlowEpisodes:
@@ -89,15 +91,16 @@ class FlowEpisodes:
 
     UNREACHABLE: tuple[type[BaseException], ...] = ()
 
-    def _create(self, state: str | None) -> str: ...
+    # What a subclass does not give it cannot do: said so when called, rather than answering None
+    def _create(self, state: str | None) -> str: raise NotImplementedError
     def _delete(self, session_id: str) -> None: ...
     def _recycle(self, session_id: str, how: str) -> None: ...
     def _flow(self, session_id: str, body: dict[str, Any]) -> Any: ...
     def _navigate(self, session_id: str, url: str) -> None: ...
     def _click(self, session_id: str, selector: str) -> None: ...
-    def _text(self, session_id: str, selector: str) -> str: ...
-    def _act(self, session_id: str, request: dict[str, Any]) -> ActResult: ...
-    def _locate(self, session_id: str, target: dict[str, Any]) -> dict[str, Any]: ...
+    def _text(self, session_id: str, selector: str) -> str: raise NotImplementedError
+    def _act(self, session_id: str, request: dict[str, Any]) -> ActResult: raise NotImplementedError
+    def _locate(self, session_id: str, target: dict[str, Any]) -> dict[str, Any]: raise NotImplementedError
 
     def _fault(self, what: str, exc: BaseException) -> EnvironmentFault:
         return EnvironmentFault(getattr(exc, "code", type(exc).__name__), f"{what}: {getattr(exc, 'message', exc)}")
@@ -123,11 +126,12 @@ class FlowEpisodes:
     def prepare(self, session_id: str, task: Task, episode: int) -> str:
         url = task.start_url(episode)
         try:
-            if plain_setup(task):  # the page opened and clicked by page operations: no QA run recorded
+            clicks = plain_clicks(task)
+            if clicks is not None:  # the page opened and clicked by page operations: no QA run recorded
                 if url:
                     self._navigate(session_id, url)
-                for step in task.setup:
-                    self._click(session_id, step.selector)
+                for selector in clicks:
+                    self._click(session_id, selector)
             elif task.setup or url:
                 steps = [s.model_dump(mode="json", exclude_unset=True, by_alias=True) for s in task.setup]
                 flow = self._flow(session_id, {"start_url": url, "name": f"setup of {task.id}",
@@ -137,6 +141,7 @@ class FlowEpisodes:
                                                            f"{flow.failure_reason}")
             if task.instruction is not None:
                 return task.instruction
+            assert task.instruction_from is not None  # a task gives one of the two (its model's check)
             text = " ".join(self._text(session_id, task.instruction_from).split())
         except EnvironmentFault:
             raise
@@ -150,8 +155,9 @@ class FlowEpisodes:
         try:
             return self._act(session_id, request)
         except self.UNREACHABLE as exc:
-            if getattr(exc, "code", None) in REFUSED_RUN_CODES:
-                raise AgentFault(exc.code, getattr(exc, "message", str(exc))) from exc
+            code = getattr(exc, "code", None)
+            if code in REFUSED_RUN_CODES:
+                raise AgentFault(code, getattr(exc, "message", str(exc))) from exc
             raise self._fault("the run", exc) from exc
 
     def check(self, session_id: str, task: Task) -> list[CheckResult]:

@@ -24,7 +24,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from desktop.actions import PLACEHOLDER  # the one spelling of a secret's placeholder
 from desktop.codegen import Lang, action_code, lit, locator, pw_key
@@ -92,7 +92,7 @@ def _target_fields(target: Locating) -> dict:
     return {k: data[k] for k in LOCATOR_FIELDS if k in data}
 
 
-def _is_field(element: ElementAt | None) -> bool:
+def _is_field(element: ElementAt | None) -> TypeGuard[ElementAt]:
     return element is not None and (element.role in FIELD_ROLES or element.tag == "textarea")
 
 
@@ -479,7 +479,7 @@ def _wait(lang: Lang, ms: int) -> str:
 
 
 def _expect(step: dict, lang: Lang) -> list[str]:
-    a = step.get("assertion") or {}
+    a: dict = step.get("assertion") or {}
     kind, expected, negate = a.get("type"), a.get("expected"), a.get("not", False)
     aw, end = ("await ", ";") if lang == "ts" else ("", "")
     no = (".not" if lang == "ts" else ".not_") if negate else ""
@@ -492,12 +492,13 @@ def _expect(step: dict, lang: Lang) -> list[str]:
     def regex(pattern: str) -> str:
         return _regex_code(pattern, lang)
 
+    # The assertion model makes these kinds (and has_class, has_attribute's name) carry their value
     if kind == "url":
-        return call("toHaveURL", "to_have_url", lit(expected, lang))
+        return call("toHaveURL", "to_have_url", lit(a["expected"], lang))
     if kind == "url_matches":
-        return call("toHaveURL", "to_have_url", regex(expected))
+        return call("toHaveURL", "to_have_url", regex(a["expected"]))
     if kind == "title":
-        return call("toHaveTitle", "to_have_title", lit(expected, lang))
+        return call("toHaveTitle", "to_have_title", lit(a["expected"], lang))
     if target is None:
         return [f"{_comment(lang)}not exported: assertion {kind} (glassdesk-only: OCR, visual, evaluate)"]
     simple = {"visible": ("toBeVisible", "to_be_visible"), "hidden": ("toBeHidden", "to_be_hidden"),
@@ -514,9 +515,9 @@ def _expect(step: dict, lang: Lang) -> list[str]:
     if kind in valued:
         return call(*valued[kind], _expected_code(a, lang))
     if kind == "has_class":
-        return call("toHaveClass", "to_have_class", regex(rf"(^|\s){re.escape(expected)}(\s|$)"))
+        return call("toHaveClass", "to_have_class", regex(rf"(^|\s){re.escape(a['expected'])}(\s|$)"))
     if kind == "has_attribute":
-        args = [lit(a.get("attribute"), lang)] + ([lit(expected, lang)] if expected is not None else [])
+        args = [lit(a["attribute"], lang)] + ([lit(expected, lang)] if expected is not None else [])
         if expected is None:
             args.append(regex(a.get("expected_regex") or ".*"))
         return call("toHaveAttribute", "to_have_attribute", *args)
@@ -606,11 +607,11 @@ def _op_code(op: Op, lang: Lang) -> list[str]:  # noqa: C901
     if action == "drag" and step.get("to"):
         to = Target.model_validate(step["to"])
         verb = "dragTo" if lang == "ts" else "drag_to"
-        where = _drag_positions(step.get("position"), step["to"].get("position"), lang)
-        if where is None:  # an edge's point depends on the element's size, known only on the page
+        positions = _drag_positions(step.get("position"), step["to"].get("position"), lang)
+        if positions is None:  # an edge's point depends on the element's size, known only on the page
             return [f"{_comment(lang)}not exported: a drag to an edge or with one coordinate (Playwright takes "
                     f"{{x, y}})"]
-        return [f"{aw}{loc}.{verb}({', '.join([locator(to, lang), *where])}){end}"]
+        return [f"{aw}{loc}.{verb}({', '.join([locator(to, lang), *positions])}){end}"]
     if action == "wait":
         state = step.get("state") or "visible"
         opts = f"{{ state: {lit(state, lang)} }}" if lang == "ts" else f"state={lit(state, lang)}"

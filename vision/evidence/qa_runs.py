@@ -451,7 +451,7 @@ class QaRunStore:
              "ts": rfc3339(_now())})
         atomic_write(directory / META_FILE, canonical_json(derive_meta([*records, record])))
         # A film cut short with the run was never adopted into its chain: its pieces go, as a trace's do.
-        remove_unfinished(directory, keep={r.get("name") for r in records if r.get("kind") == "artifact"})
+        remove_unfinished(directory, keep={r["name"] for r in records if r.get("kind") == "artifact"})
         (directory / OWNER_FILE).unlink(missing_ok=True)
 
 
@@ -605,9 +605,9 @@ def render_junit(runs: Sequence[QaRun], suite: str = "glassdesk.qa",
             cases.append(element)
     attrs = {"tests": str(len(cases)), "failures": str(counts["failures"]), "errors": str(counts["errors"]),
              "skipped": str(counts["skipped"]), "time": f"{total_ms / 1000:.3f}"}
-    root = ET.Element("testsuites", name="glassdesk", **attrs)
+    root = ET.Element("testsuites", {"name": "glassdesk"} | attrs)
     stamp = runs[0].timestamp if runs else rfc3339(_now())
-    element = ET.SubElement(root, "testsuite", name=xml_text(suite), timestamp=xml_text(stamp[:19]), **attrs)
+    element = ET.SubElement(root, "testsuite", {"name": xml_text(suite), "timestamp": xml_text(stamp[:19])} | attrs)
     element.extend(cases)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True)

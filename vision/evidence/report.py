@@ -86,9 +86,9 @@ def render_junit(meta: TraceMeta, steps: Sequence[StepRecord]) -> str:
     failures = sum(case.find("failure") is not None for case in cases)
     counts = {"tests": str(len(cases)), "failures": str(failures), "errors": "0", "skipped": "0",
               "time": f"{meta.duration_s or 0:.3f}"}
-    root = ET.Element("testsuites", name="glassdesk", **counts)
-    suite = ET.SubElement(root, "testsuite", name=xml_text(suite_name),
-                          timestamp=meta.started_at.strftime("%Y-%m-%dT%H:%M:%S"), **counts)
+    root = ET.Element("testsuites", {"name": "glassdesk"} | counts)
+    suite = ET.SubElement(root, "testsuite", {"name": xml_text(suite_name),
+                                              "timestamp": meta.started_at.strftime("%Y-%m-%dT%H:%M:%S")} | counts)
     properties = ET.SubElement(suite, "properties")
     verdict = {True: "verified", False: "failed_check", None: "unverified"}[meta.verified]
     for key, value in (("instruction", meta.instruction), ("model", meta.model), ("status", meta.status),

@@ -300,7 +300,7 @@ def _heal(healed: dict, index: int, run: QaRun, files: Files, known: set[str]) -
         box = _box(healed.get(key))
         if box:
             marks.append({"kind": "box", "box": box, "tip": f"{label} box", "tone": label})
-    images = []
+    images: list[dict] = []
     for key, value in healed.items():
         name = _artifact_name(value)
         if name and name in known:
@@ -351,7 +351,7 @@ def shot_regions(shot: dict) -> list[dict]:
     return out
 
 
-def _console_lines(entries: list) -> list[str]:
+def _console_lines(entries: list | None) -> list[str]:
     lines = []
     for entry in entries or []:
         if isinstance(entry, dict):
@@ -362,7 +362,7 @@ def _console_lines(entries: list) -> list[str]:
     return lines
 
 
-def _network_lines(entries: list) -> list[str]:
+def _network_lines(entries: list | None) -> list[str]:
     out = []
     for entry in entries or []:
         if isinstance(entry, dict):
@@ -424,7 +424,7 @@ def _verb_step(run: QaRun, case: TestCase, files: Files, cues: list[dict], compa
     result = run.result or {}
     comparisons = _comparison(result, run, files, approvable=run.status == "failed") \
         if run.verb == "compare_visual_regression" else []
-    images = [{"label": name, "src": files.src(name), "marks": [], "natural": True}
+    images: list[dict] = [{"label": name, "src": files.src(name), "marks": [], "natural": True}
               for name in case.screenshots if name not in compared]
     return {
         "index": 1, "id": "step-1", "by": "qa", "title": case.name, "status": case.status,
@@ -461,7 +461,7 @@ def qa_view(run: QaRun, verification: VerifyReport, files: Files, chapters_text:
         index = heal.get("step")
         target = next((s for s in steps if s["index"] == index), None)
         if target is not None and index not in healed_steps:
-            target["heals"].append(_heal(heal, index, run, files, known))
+            target["heals"].append(_heal(heal, target["index"], run, files, known))
     evidence = ({"ok": True, "text": f"Evidence verified: hash chain, meta and every artifact's SHA-256 intact "
                                      f"({verification.records_checked} records, {verification.files_checked} files)."}
                 if verification.ok else {"ok": False, "text": "Evidence broken: " + "; ".join(verification.problems)})
@@ -576,7 +576,8 @@ def with_steps_so_far(run: QaRun, records: list[dict]) -> QaRun:
     if not steps:  # a verb without steps (a comparison): its one step is shown when it is done
         return run
     # Constructed, not validated: "running" is no case's status in an answer, only here.
-    case = TestCase.model_construct(name=run.name, status="running", duration_ms=0, screenshots=[],
+    case = TestCase.model_construct(name=run.name, status="running",  # type: ignore[arg-type]
+                                    duration_ms=0, screenshots=[],
                                     console_logs=[], failure_reason=None, steps=steps)
     return run.model_copy(update={"test_cases": [case]})
 

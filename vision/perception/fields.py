@@ -22,6 +22,7 @@ from typing import Literal
 
 import numpy as np
 
+from desktop.models import ElementAt
 from vision.perception.grounding import GroundingError
 from vision.perception.ocr import Box, Line
 
@@ -29,11 +30,14 @@ from vision.perception.ocr import Box, Line
 # Finding the input field next to a label
 
 
+ProbedHow = Literal["field-at", "field-right", "field-below"]  # where the page was asked about
+
+
 @dataclass(frozen=True)
 class FieldPoint:
     x: int
     y: int
-    how: Literal["box-right", "box-below", "offset-right", "offset-below", "field-at", "field-right", "field-below"]
+    how: Literal["box-right", "box-below", "offset-right", "offset-below"] | ProbedHow
 
 
 _DIFF = 48  # a pixel "differs" from another when a channel differs by more than this
@@ -206,14 +210,14 @@ NOT_TEXT_INPUT_ROLES = ("checkbox", "radio", "button", "slider", "switch")
 
 
 def probe_points(lines: Sequence[Line], label: Box, size: tuple[int, int] = (1920, 1080)
-                 ) -> list[tuple[int, int, str]]:
+                 ) -> list[tuple[int, int, ProbedHow]]:
     """The points to ask the page about for the field of ``label``, in order (pure, so the same
     screen gives the same choice): its own middle (a placeholder or a floating label is inside its
     field), then rightwards along its middle row (a label to the left of its field, or wrapping
     it) up to other text or 600 px, then down its left edge and its middle column (a label above
     its field, a grid's row of labels) up to other text or 150 px."""
     width, height = size
-    points: list[tuple[int, int, str]] = [(round(label.cx), round(label.cy), "field-at")]
+    points: list[tuple[int, int, ProbedHow]] = [(round(label.cx), round(label.cy), "field-at")]
     y = round(label.cy)
     stop = _first_obstacle(lines, label, "x", y)
     end = min(width - 1, label.x1 + max(600.0, 15 * label.height), (stop - 1) if stop is not None else width)
@@ -224,11 +228,15 @@ def probe_points(lines: Sequence[Line], label: Box, size: tuple[int, int] = (192
         points += [(column, y, "field-below") for y in range(int(label.y1) + PROBE_STEP_Y // 2, int(end) + 1,
                                                                PROBE_STEP_Y)]
     seen: set[tuple[int, int]] = set()
-    unique = [p for p in points if (p[0], p[1]) not in seen and not seen.add((p[0], p[1]))]
+    unique = []
+    for point in points:
+        if (point[0], point[1]) not in seen:
+            seen.add((point[0], point[1]))
+            unique.append(point)
     return unique[:MAX_PROBES]
 
 
-def editable(element) -> bool:
+def editable(element: ElementAt) -> bool:
     """Whether a desktop.models.ElementAt takes typed text (pure): a text field, a text area, an
     element with a text role; not a form, a label, a button, a check box."""
     if element.role in TEXT_ROLES or element.tag == "textarea":
@@ -236,7 +244,7 @@ def editable(element) -> bool:
     return element.tag == "input" and element.role not in NOT_TEXT_INPUT_ROLES
 
 
-def field_by_page(lines: Sequence[Line], label: Box, element_at: Callable[[int, int], object | None],
+def field_by_page(lines: Sequence[Line], label: Box, element_at: Callable[[int, int], ElementAt | None],
                   size: tuple[int, int] = (1920, 1080), label_text: str = "") -> FieldPoint | None:
     """The field of ``label`` as the page reports it (``element_at``: display pixel -> the
     desktop.models.ElementAt there, None when the browser cannot say): the middle of the first

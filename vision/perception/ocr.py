@@ -429,7 +429,7 @@ class RapidOcrEngine:
         self._engine = None
         self._lock = threading.Lock()
         self._reader = IncrementalReader(self._read_full, self._detect_windows, self._recognise) if reuse else None
-        self._crop_detector = None
+        self._crop_detector: Callable[[np.ndarray], Any] | None = None  # RapidOCR's text detector, made once
 
     def _load(self):
         if self._engine is None:

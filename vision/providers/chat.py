@@ -35,11 +35,12 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import openai
 from openai.types import CompletionUsage
-from pydantic import ValidationError
+from openai.types.chat import ChatCompletionMessageParam
+from pydantic import BaseModel, ValidationError
 
 from desktop.actions import (
     Click,
@@ -160,7 +161,7 @@ def _json_objects(text: str) -> Iterator[dict]:
 # ---------------------------------------------------------------------------------------------
 # Dialect "json": our protocol
 
-JSON_ACTIONS: dict[str, type] = {
+JSON_ACTIONS: dict[str, type[BaseModel]] = {  # each a member of Action
     cls.model_fields["action"].default: cls
     for cls in (Click, DoubleClick, TripleClick, Move, Drag, Scroll, Type, Key, Wait, Done, Fail)
 }
@@ -219,7 +220,7 @@ def _json_action(obj: dict[str, Any], space: Space) -> Action:
     if name == "wait" and "seconds" in data:
         data["duration_ms"] = _wait(data["seconds"]).duration_ms
     # Extra keys a model adds ("target": "the OK button") are dropped rather than refused.
-    return cls.model_validate({k: v for k, v in data.items() if k in cls.model_fields})
+    return cast(Action, cls.model_validate({k: v for k, v in data.items() if k in cls.model_fields}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -694,7 +695,8 @@ def _opencua_actions(name: str, args: dict[str, Any], space: Space) -> list[Acti
     match name if name.startswith("computer.") else base:
         case "click":
             clicks = int(args.get("clicks", 1))
-            kind = {1: Click, 2: DoubleClick, 3: TripleClick}.get(clicks)
+            by_count: dict[int, type[Click | DoubleClick | TripleClick]] = {1: Click, 2: DoubleClick, 3: TripleClick}
+            kind = by_count.get(clicks)
             if kind is None:
                 raise ValueError(f"clicks={clicks}: 1, 2 or 3")
             return [kind(button=button(), **at(required=False))]
@@ -923,15 +925,17 @@ class ChatProvider(Provider):
         if self.dialect.grounding:
             # One screen and the description, as these models were trained: no history. A failed
             # click (off the screen, unreadable) is asked again on the current screen.
-            user = {"role": "user", "content": [image, {"type": "text", "text": self.instruction}]}
+            user: dict[str, Any] = {"role": "user", "content": [image, {"type": "text", "text": self.instruction}]}
             messages = [user]
         else:
             user = {"role": "user", "content": [
                 {"type": "text", "text": self._user_text(observation, results, note)}, image]}
             messages = keep_last_images([*self._history, user], self.keep_images)
+        # The messages are the wire's JSON, kept as plain dicts (keep_last_images rewrites them)
+        wire = cast("list[ChatCompletionMessageParam]", [{"role": "system", "content": self._system}, *messages])
         try:
             response = self._client.chat.completions.create(
-                model=self.model, messages=[{"role": "system", "content": self._system}, *messages],
+                model=self.model, messages=wire,
                 max_tokens=self.max_tokens, temperature=self.temperature)
         except openai.OpenAIError as exc:
             raise call_error(exc) from exc  # history untouched: the loop may retry this very turn
@@ -951,9 +955,10 @@ class ChatProvider(Provider):
         for index, call in enumerate(parsed.calls):
             call.id = f"call_{self._turns}_{index}"
             self._call_names[call.id] = call.name
-            clicks = [a for a in call.actions if isinstance(a, Click)]
-            if clicks:
-                self._points[call.id] = (clicks[0].x, clicks[0].y)
+            # A click where the pointer is has no point to report
+            points = [(a.x, a.y) for a in call.actions if isinstance(a, Click) and a.x is not None and a.y is not None]
+            if points:
+                self._points[call.id] = points[0]
         turn.calls = parsed.calls
         # Reasoning servers (vLLM's reasoning parsers) return the thinking apart from the content.
         reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)

@@ -120,7 +120,7 @@ class GeminiProvider(Provider):
         self.environment = ENVIRONMENTS[environment]
         self.excluded_functions = list(excluded_functions)
         self.search_url = search_url
-        self.image_size = tuple(image_size) if image_size is not None else None
+        self.image_size = (image_size[0], image_size[1]) if image_size is not None else None
         self.max_screenshot_turns = max_screenshot_turns
         self.max_output_tokens = max_output_tokens
 
@@ -214,7 +214,8 @@ class GeminiProvider(Provider):
 
     def _parse(self, candidate: types.Candidate, usage: types.GenerateContentResponseUsageMetadata | None,
                size: tuple[int, int]) -> ModelTurn:
-        texts, thoughts = [], []
+        texts: list[str] = []
+        thoughts: list[str] = []
         calls: list[ToolCall] = []
         for index, part in enumerate((candidate.content.parts or []) if candidate.content else []):
             if part.function_call is not None:

@@ -208,7 +208,8 @@ def _parse_clause(masked: str, quoted: list[str]) -> Intent:
         return Intent("click", target=_text_arg(m["rest"], quoted, nouns=False), clause=clause)
     if m := full(_CLICK):
         verb = m["verb"].lower()
-        kind = "double_click" if verb.startswith("double") else "right_click" if verb.startswith("right") else "click"
+        kind: IntentKind = ("double_click" if verb.startswith("double") else "right_click" if verb.startswith("right")
+                            else "click")
         target = _text_arg(m["rest"], quoted, nouns=True)
         if not target:
             raise InstructionError(f"'{clause}': what should be clicked? e.g. click \"Sign in\"")
@@ -240,9 +241,9 @@ def _type_intent(rest: str, quoted: list[str], clause: str) -> Intent:
     """type <text> [into|in <label>]: a quoted text ends where its quote ends; unquoted, the text
     ends at the last " into ", else the last " in "."""
     rest = rest.strip()
-    lead = re.match(r"\x00\d+\x00", rest)
+    lead = _TOKEN.match(rest)
     if lead:
-        text, tail = quoted[int(_TOKEN.match(lead.group()).group(1))], rest[lead.end():]
+        text, tail = quoted[int(lead.group(1))], rest[lead.end():]
         if not text:
             raise InstructionError(f"'{clause}': the text to type is empty")
         if tail.strip():

@@ -24,7 +24,7 @@ leaves once anti-aliasing is discounted is a scatter of single pixels and small 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
@@ -319,7 +319,7 @@ def compare(baseline: np.ndarray, current: np.ndarray, *, pixel_threshold: float
                 ignored=mask, antialiased=antialiased)
 
 
-def mask_boxes(height: int, width: int, boxes: Iterable[tuple[int, int, int, int]]) -> np.ndarray:
+def mask_boxes(height: int, width: int, boxes: Iterable[Sequence[float]]) -> np.ndarray:
     """A bool HxW mask, True inside each box ``(x0, y0, x1, y1)`` (ends exclusive), clipped to the
     image; a box wholly outside (or empty) masks nothing."""
     mask = np.zeros((height, width), bool)

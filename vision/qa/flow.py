@@ -13,8 +13,8 @@ import json
 import re
 import shlex
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from desktop.actions import Click, DoubleClick, Key, Move, Type
 from desktop.errors import (
@@ -25,7 +25,7 @@ from desktop.errors import (
     InvalidRequest,
     PageTimeoutError,
 )
-from desktop.models import Target
+from desktop.models import Locating, Target
 from desktop.session.manager import Session
 from vision.evidence.qa_runs import RunWriter
 from vision.models.qa import (
@@ -94,6 +94,7 @@ class Flows:
 
         for number, step in enumerate(request.steps, 1):
             if step.action == "navigate":
+                assert step.url is not None  # a navigate step has one (FlowStep's check)
                 self.desktops.check_url(step.url, session)
             filled = {"value": step.value or ""} if step.action in ("fill", "type") else {
                 f"request.headers.{name}": value for name, value in (step.request.headers or {}).items()
@@ -124,7 +125,7 @@ class Flows:
                 "steps": [s.model_dump(mode="json") for s in result.steps]})
 
     def _refuse_before_running(self, session: Session, steps: list[FlowStep], what: str,
-                               selectors: list[str] = ()) -> None:
+                               selectors: Sequence[str] = ()) -> None:
         """What can be known wrong with steps' assertions before anything runs (a missing
         baseline: 404; an evaluate this server does not allow; a selector that does not parse),
         ``what`` naming them in the message (\"step(s)\", \"expect\")."""
@@ -462,7 +463,8 @@ class _Flow:
         flows, sid = self.flows, self.session.id
         pages = flows.pages
         if step.action in ("navigate", "reload", "back", "forward"):
-            how, url = ("goto", step.url) if step.action == "navigate" else (step.action, None)
+            how: Literal["goto", "back", "forward", "reload"] = "goto" if step.action == "navigate" else step.action
+            url = step.url if step.action == "navigate" else None
             try:
                 done = pages.navigate(sid, how, url, "load", self.ms(step_deadline))
             except PageTimeoutError as exc:
@@ -475,8 +477,8 @@ class _Flow:
             return {"status": done["status"], "url": done["url"], "load_time_ms": done["load_time_ms"]}
         if step.action == "launch":
             program, *args = shlex.split(step.command or "")
-            done, pid = flows.desktops.launch(sid, program, args)
-            return {"pid": pid, "executed": done.executed}
+            launched, pid = flows.desktops.launch(sid, program, args)
+            return {"pid": pid, "executed": launched.executed}
         if step.action in ("click", "dblclick", "hover"):
             return self.point_at(step, step_deadline)
         if step.action == "wait_for_request":
@@ -525,8 +527,8 @@ class _Flow:
             if step.target_kinds():
                 acted = pages.press(sid, self.target(step), step.key_list, self.ms(step_deadline))
                 return {"point": [acted.x, acted.y], "box": acted.box, "executed": acted.executed}
-            done = flows.desktops.perform(sid, Key(keys=step.key_list))
-            return {"executed": done.executed}
+            performed = flows.desktops.perform(sid, Key(keys=step.key_list))
+            return {"executed": performed.executed}
         if step.action == "drag":
             assert step.to is not None
             to = retarget_test_ids(step.to, self.request.test_id_attribute)
@@ -735,7 +737,8 @@ def _selectors(step: FlowStep) -> list[str]:
     """The CSS selectors a step names (its own, its within's, its drop target's), to check before
     the run."""
     found = []
-    for target in (step, step.to):
+    for named in (step, step.to):
+        target: Locating | None = named
         while target is not None:
             if target.selector:
                 found.append(target.selector)

@@ -27,6 +27,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from vision.evidence.qa_runs import BadName, check_artifact_name, check_run_id
 from vision.evidence.runview import INLINE_VIDEO_MAX, Files, data_uri, offline_html, qa_view
@@ -155,7 +156,8 @@ def suite_document(name: str, runs: Sequence[QaRun], earlier: Callable[[QaRun], 
     for i in order:
         run = every[i]
         views[i] = _run_view(run, files, verify(run.test_run_id) if run.test_run_id != "-" else None, links)
-    cases, position = [], len(runs)
+    cases: list[dict[str, Any]] = []
+    position = len(runs)
     for number, run in enumerate(runs):
         retried = attempts[id(run)]
         badges = []

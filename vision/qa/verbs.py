@@ -149,7 +149,10 @@ class Verbs:
             # fetches throw after it. The record keeps collecting meanwhile; this only waits.
             time.sleep(request.listen_ms / 1000)
             entries = self.pages.console(session.id, since)
-            errors, warnings, browsers, ignored = [], [], [], 0
+            errors: list[ConsoleEntry] = []
+            warnings: list[ConsoleEntry] = []
+            browsers: list[ConsoleEntry] = []
+            ignored = 0
             for entry in entries:
                 if entry["level"] not in ("error", "warning"):
                     continue
@@ -204,10 +207,9 @@ def _crop(png: bytes, box: dict) -> bytes:
 
     region = _clip(box)
     image = Image.open(io.BytesIO(png))
-    if region is not None:
-        image = image.crop((region.x0, region.y0, region.x1, region.y1))
+    cropped = image.crop((region.x0, region.y0, region.x1, region.y1)) if region is not None else image
     out = io.BytesIO()
-    image.save(out, format="PNG", compress_level=1)
+    cropped.save(out, format="PNG", compress_level=1)
     return out.getvalue()
 
 

@@ -229,7 +229,7 @@ class Visual:
                     raise InvalidRequest(f"run {test_run_id} has no current image of {shot['name']!r} (it was not on "
                                          "the page): there is nothing to promote; compare again")
                 shots[shot["name"]] = self.runs.file(test_run_id, image.get("name", "")).read_bytes()
-            compared = int(result.get("baseline_version"))
+            compared = int(result["baseline_version"])
         if compared == meta.version and [s.name for s in meta.screenshots] != list(shots):
             raise InvalidRequest(f"run {test_run_id} compared other shots than baseline {baseline_id!r} has now")
         promoted = self.baselines.promote(baseline_id, shots, over_version=compared, from_run=test_run_id)

@@ -17,11 +17,12 @@ from vision.trace.writer import TraceWriter
 
 if TYPE_CHECKING:
     from desktop.x11.receipt import VideoReceipt
+    from desktop.x11.recorder import VideoFormat
 
 log = logging.getLogger("glassdesk.loop")
 
 # Makes a run's video receipt: (trace directory, format, title) -> an unstarted VideoReceipt.
-Film = Callable[[Path, str, str], "VideoReceipt"]
+Film = Callable[[Path, "VideoFormat", str], "VideoReceipt"]
 
 # Free space a filmed run needs under the data dir before it starts: a 1080p MP4 at 10 fps takes
 # 1-5 MiB a minute (a busy screen up to ~20), and its receipt a second copy while it is made, so
@@ -29,9 +30,9 @@ Film = Callable[[Path, str, str], "VideoReceipt"]
 FILM_ROOM_BYTES = 256 * 2**20
 
 
-def check_can_film(film: Film | None, store: TraceStore, session_id: str) -> None:
+def check_can_film(film: Film | None, store: TraceStore, session_id: str) -> Film:
     """Refuse a filmed run before anything is made: a display this server cannot film (it runs
-    elsewhere), no ffmpeg, or no room for the film."""
+    elsewhere), no ffmpeg, or no room for the film. The film, when it can be made."""
     if film is None:
         from desktop.errors import RecorderUnavailable
 
@@ -41,9 +42,10 @@ def check_can_film(film: Film | None, store: TraceStore, session_id: str) -> Non
 
     find_ffmpeg()
     store.check_room(FILM_ROOM_BYTES)
+    return film
 
 
-def start_film(film: Film, trace: TraceWriter, instruction: str, video_format: str,
+def start_film(film: Film, trace: TraceWriter, instruction: str, video_format: VideoFormat,
                secrets: list[str]) -> tuple[VideoReceipt | None, str | None]:
     """The run filmed from now: (the receipt being made, None), or (None, why there is none)."""
     from desktop.errors import RecorderError

@@ -13,7 +13,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
@@ -24,7 +24,7 @@ from desktop.actions import describe as describe_action
 from desktop.errors import GlassdeskError, InvalidAction, SessionBusy, SessionUnavailable
 from desktop.frame import Frame
 from desktop.models import ElementAt, NativeElement
-from desktop.port import Desktop
+from desktop.port import Desktop, Marking
 from vision.actions import (
     NO_EFFECT,
     BrowserMember,
@@ -149,12 +149,12 @@ def _utc() -> datetime:
 def held(step: StepSummary) -> bool:
     """A step recorded when its turn was held for safety-check approval: nothing of it ran (the
     step that ran it, after approval, comes later), so it is neither a failure nor an action."""
-    return bool(step.error) and step.error.get("code") == "needs_confirmation"
+    return step.error is not None and step.error.get("code") == "needs_confirmation"
 
 
 def is_heal(step: StepSummary) -> bool:
     """A step the loop recorded for a heal of the desktop under the run: no model turn of its own."""
-    return bool(step.error) and step.error.get("code") == "desktop_healed"
+    return step.error is not None and step.error.get("code") == "desktop_healed"
 
 
 def desktop_heals(desktop: Desktop) -> list[str]:
@@ -235,10 +235,10 @@ class Runner:
         # click on a native window or a canvas made appear (vision.perception.effects.ocr_appeared); set by the
         # application service. None: not recorded.
         self.screen_texts: Callable[[Frame, Frame, Iterable[str]], list[str]] | None = None
-        # Checks a run's expectations on its desktop when the model says done (the QA assertion
-        # language: vision.qa.flow.Flows.check_expectations): each {check, passed, saw,
+        # Checks a run's expectations on this runner's desktop when the model says done (the QA
+        # assertion language: vision.qa.flow.Flows.check_expectations): each {check, passed, saw,
         # duration_ms}. Set by the application service; None: a run with expectations is refused.
-        self.check: Callable[[Desktop, list[Expectation]], list[dict]] | None = None
+        self.check: Callable[[list[Expectation]], list[dict]] | None = None
         self.state: RunState | None = None
         self._lock = threading.Lock()
         self._cancel = threading.Event()
@@ -428,11 +428,11 @@ class Runner:
             raise InvalidRequest("acknowledged_safety_checks: no run on this session is waiting for approval")
         if not request.instruction:
             raise InvalidRequest("instruction: required to start a run")
-        return self._start(request, provider)
+        return self._start(request, request.instruction, provider)
 
-    def _start(self, request: ActRequest, provider: Provider | None) -> RunState:
+    def _start(self, request: ActRequest, instruction: str, provider: Provider | None) -> RunState:
         try:
-            provider = create_provider(provider or self.config.resolve(request.model), request.instruction,
+            provider = create_provider(provider or self.config.resolve(request.model), instruction,
                                        self.config, script=request.script, tools=request.tools)
         except ModelCallError as exc:
             raise ModelUnavailable(str(exc)) from exc
@@ -441,24 +441,24 @@ class Runner:
         if request.marks and not provider.sees_marks:
             raise InvalidRequest(f"marks: {provider.name} is not shown set-of-marks (the ocr model reads the text "
                                  "the marks would cover; a grounding model sees the screen and the instruction alone)")
-        if request.marks and getattr(self.desktop, "marks", None) is None:
+        if request.marks and not isinstance(self.desktop, Marking):
             raise InvalidRequest("marks: this desktop cannot number its controls; run without marks")
-        if request.record_video:  # a server that cannot film says so before anything is made
-            check_can_film(self.film, self.store, self.desktop.id)
+        # A server that cannot film says so before anything is made
+        film = check_can_film(self.film, self.store, self.desktop.id) if request.record_video else None
         if request.reset:
             self.desktop.reset()
         frame = self.desktop.capture()
-        trace = self.store.create(request.instruction, model=provider.name, session_id=self.desktop.id,
+        trace = self.store.create(instruction, model=provider.name, session_id=self.desktop.id,
                                   max_steps=request.max_steps, secrets=request.secrets.values(),
                                   expect=[e.model_dump(mode="json", exclude_unset=True, by_alias=True)
                                           for e in request.expect])
-        state = RunState(request=request, instruction=request.instruction, provider=provider, trace=trace, frame=frame,
+        state = RunState(request=request, instruction=instruction, provider=provider, trace=trace, frame=frame,
                          heals_seen=len(desktop_heals(self.desktop)))
-        if request.record_video:
-            state.receipt, state.video_note = start_film(self.film, trace, state.instruction,
+        if film is not None:
+            state.receipt, state.video_note = start_film(film, trace, state.instruction,
                                                          request.video_format, list(request.secrets.values()))
         self.state = state
-        self._publish("run_started", trace_id=trace.trace_id, instruction=request.instruction, model=provider.name,
+        self._publish("run_started", trace_id=trace.trace_id, instruction=instruction, model=provider.name,
                       max_steps=request.max_steps)
         return state
 
@@ -516,7 +516,7 @@ class Runner:
     def _verify(self, state: RunState, done: Stop) -> Stop:
         """The model says it is done: the run's expectations decide whether it is."""
         self._publish("checking", trace_id=state.trace.trace_id, expectations=len(state.request.expect))
-        state.checks = self.check(self.desktop, state.request.expect)
+        state.checks = self._checked(state.request.expect)
         failed = [c for c in state.checks if not c["passed"]]
         state.verified = not failed
         if not failed:
@@ -583,7 +583,9 @@ class Runner:
 
         state.shown_marks = None
         try:
-            marks = self.desktop.marks(MARKS_LIMIT, False)
+            desktop = self.desktop
+            assert isinstance(desktop, Marking)  # a run with marks starts only on a desktop that numbers them
+            marks = desktop.marks(MARKS_LIMIT, False)
         except (GlassdeskError, OSError, RuntimeError) as exc:  # the bus or the page gone meanwhile
             said = f"(set-of-marks: the controls could not be read this step, the screenshot is unmarked: {exc})"
             return state.frame, "\n\n".join(p for p in (state.note, said) if p)
@@ -715,7 +717,7 @@ class Runner:
                         element = getattr(done, "element", None)
                         if element is not None:
                             elements[call_index, action_index] = element
-                        if getattr(done, "native", None) is not None:
+                        if done.native is not None:
                             natives[call_index, action_index] = done.native
                         spot = self._spot(state, action.model_dump(), element, frame)
                         if spot is not None:
@@ -738,7 +740,7 @@ class Runner:
                 break
         state.frame = frame
         state.results = results
-        errors = [r.error for r in results if not r.ok]
+        errors = [r.error or "" for r in results if not r.ok]
         # A type refused for want of a field is the step's own verdict (an agent corrects itself on it).
         code = "typed_into_nothing" if failed_codes and set(failed_codes) == {"typed_into_nothing"} \
             else "action_failed"
@@ -759,11 +761,15 @@ class Runner:
                      no_effect=no_effect, checks=checks)
         return terminal
 
+    def _checked(self, expectations: list[Expectation]) -> list[dict]:
+        assert self.check is not None  # a run with expectations starts only where they can be checked
+        return self.check(expectations)
+
     def _look(self, state: RunState) -> list[dict]:
         """The expectations as they stand now, each looked at once (expect_each_step): progress,
         not the verdict. A look that fails costs the run nothing but the record."""
         try:
-            return self.check(self.desktop, [e.model_copy(update={"timeout_ms": 1}) for e in state.request.expect])
+            return self._checked([e.model_copy(update={"timeout_ms": 1}) for e in state.request.expect])
         except Exception as exc:
             log.warning("run %s: the expectations could not be looked at: %s", state.trace.trace_id, exc)
             return []
@@ -830,7 +836,7 @@ class Runner:
                 elements: dict[tuple[int, int], ElementAt] | None = None,
                 natives: dict[tuple[int, int], NativeElement] | None = None,
                 spots: dict[tuple[int, int], dict] | None = None, appeared: list[str] | None = None,
-                appeared_on: str | None = None, no_effect: bool = False, checks: list[dict] = ()) -> None:
+                appeared_on: str | None = None, no_effect: bool = False, checks: Sequence[dict] = ()) -> None:
         actions = [a.model_dump() for call in turn.calls for a in call.actions]
         # Aligned with actions; none at all when no action had one (a trace's records stay as small).
         found = elements or {}

@@ -288,7 +288,7 @@ class TraceWriter:
         stored = self._steps.append(record.model_dump(mode="json") | {
             "before_png": before_png, "before_sha256": before_sha, "after_png": after_png, "after_sha256": after_sha,
         })
-        if after_png:
+        if after_png and after_sha:  # stored together: a name always has its digest
             self._last_after = (after_png, after_sha)
         self._update_meta(steps=index, head_hash=stored["hash"], usage=self._meta.usage.plus(record.usage))
 

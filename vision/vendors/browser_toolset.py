@@ -30,7 +30,7 @@ import json
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from anthropic.lib.tools import ToolError
 from anthropic.tools.browser import (
@@ -41,7 +41,7 @@ from anthropic.tools.browser import (
     BetaNavigationRefused,
     BetaScreenshotResult,
 )
-from anthropic.types.beta import BetaToolUseBlock
+from anthropic.types.beta import BetaBrowserToolsetConfigsParam, BetaToolUseBlock
 
 from desktop.actions import Region
 from desktop.errors import (
@@ -110,8 +110,10 @@ class GlassdeskBrowserToolset(BetaAbstractBrowserToolset20260801):
         self.staged = staged
         self.fatal: GlassdeskError | None = None
         self.marks = _Marks(self.pages, session_id)
-        super().__init__(configs=configs, confirm=lambda context: True, url_policy=self._url_policy,
-                         file_policy=FilePolicy(self.pages, session_id, staged))
+        self.file_policy = FilePolicy(self.pages, session_id, staged)
+        # The request's configs are the JSON of the SDK's own TypedDict, which it reads by key
+        super().__init__(configs=cast("BetaBrowserToolsetConfigsParam | None", configs), confirm=lambda context: True,
+                         url_policy=self._url_policy, file_policy=self.file_policy)
 
     # --- the pipeline's hooks
 
@@ -438,7 +440,7 @@ class BrowserToolsetService:
         staged = dict(request.files or {})
         if known is not None and known[0] is session and known[1] == key:
             known[2].staged = staged
-            known[2]._toolset_options.file_policy.staged = staged
+            known[2].file_policy.staged = staged
             return known[2]
         driver = GlassdeskBrowserToolset(self, session.id, request.configs, staged)
         if known is not None and known[0] is session:

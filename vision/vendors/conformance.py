@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from desktop.actions import (
     SCREEN_HEIGHT,
@@ -59,6 +59,12 @@ from vision.providers import chat
 Point = tuple[float, float]
 # (first point, second point) in model coordinates -> what the model sends
 Writer = Callable[[Point, Point], Any]
+
+
+class ModelSpace(Protocol):
+    """A model's coordinates: a coords.Space, or the browser toolset's viewport placed on the display."""
+
+    def from_display(self, x: int, y: int) -> tuple[float, float]: ...
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,10 @@ def _typed(actions: list) -> list:
     return actions[1:] if actions and isinstance(actions[0], Click) else actions
 
 
+def _kinds(actions: list) -> tuple[type, ...]:
+    return tuple(type(x) for x in _typed(actions))
+
+
 def _chords(key: Key) -> list[str]:
     """A key's chords, spelled one way (xdotool takes ``control`` and ``ctrl``, ``Return`` and ``enter`` alike)."""
     return [chord.lower().replace("control", "ctrl") for chord in key.keys]
@@ -128,10 +138,10 @@ ROWS: tuple[Row, ...] = (
     Row("mouse up", True, _only(MouseUp), _where),
     Row("scroll", True, _only(Scroll), _where),
     Row("zoom", True, _only(Zoom), _where),
-    Row("type", False, lambda a: [type(x) for x in _typed(a)] == [Type] and _typed(a)[0].text == "hello"),
+    Row("type", False, lambda a: _kinds(a) == (Type,) and _typed(a)[0].text == "hello"),
     # Text ending in a newline: a Type of it (xdotool presses Return for the newline), or the text and Enter.
-    Row("type and Enter", False, lambda a: ([type(x) for x in _typed(a)] == [Type] and _typed(a)[0].text == "hello\n")
-        or ([type(x) for x in _typed(a)] == [Type, Key] and _chords(_typed(a)[1]) in (["enter"], ["return"]))),
+    Row("type and Enter", False, lambda a: (_kinds(a) == (Type,) and _typed(a)[0].text == "hello\n")
+        or (_kinds(a) == (Type, Key) and _chords(_typed(a)[1]) in (["enter"], ["return"]))),
     Row("key chord", False, lambda a: len(a) == 1 and isinstance(a[0], Key) and _chords(a[0]) == ["ctrl+c"]),
     Row("hold key", False, _only(HoldKey)),
     Row("wait", False, _only(Wait)),
@@ -149,7 +159,7 @@ class Contract:
 
     name: str
     family: str  # the table it goes in
-    space: coords.Space
+    space: ModelSpace
     space_note: str
     read: Callable[[Any], list]
     writers: dict[str, Writer] = field(default_factory=dict)
@@ -428,19 +438,19 @@ def _chat_writers(dialect: str) -> dict[str, Writer]:  # noqa: C901
         def code(text: str) -> str:
             return f"## Thought:\nt\n## Action:\na\n## Code:\n```python\n{text}\n```"
 
-        def xy(q: Point) -> str:
+        def keywords(q: Point) -> str:
             return f"x={_n(q[0])}, y={_n(q[1])}"
         return {
-            "click": lambda a, b: code(f"pyautogui.click({xy(a)})"),
-            "right click": lambda a, b: code(f"pyautogui.rightClick({xy(a)})"),
-            "middle click": lambda a, b: code(f"pyautogui.middleClick({xy(a)})"),
-            "double click": lambda a, b: code(f"pyautogui.doubleClick({xy(a)})"),
-            "triple click": lambda a, b: code(f"computer.triple_click({xy(a)})"),
-            "move": lambda a, b: code(f"pyautogui.moveTo({xy(a)})"),
-            "drag": lambda a, b: code(f"pyautogui.moveTo({xy(a)})\npyautogui.dragTo({xy(b)})"),
-            "mouse down": lambda a, b: code(f"pyautogui.mouseDown({xy(a)})"),
-            "mouse up": lambda a, b: code(f"pyautogui.mouseUp({xy(a)})"),
-            "scroll": lambda a, b: code(f"pyautogui.scroll(-3, {xy(a)})"),
+            "click": lambda a, b: code(f"pyautogui.click({keywords(a)})"),
+            "right click": lambda a, b: code(f"pyautogui.rightClick({keywords(a)})"),
+            "middle click": lambda a, b: code(f"pyautogui.middleClick({keywords(a)})"),
+            "double click": lambda a, b: code(f"pyautogui.doubleClick({keywords(a)})"),
+            "triple click": lambda a, b: code(f"computer.triple_click({keywords(a)})"),
+            "move": lambda a, b: code(f"pyautogui.moveTo({keywords(a)})"),
+            "drag": lambda a, b: code(f"pyautogui.moveTo({keywords(a)})\npyautogui.dragTo({keywords(b)})"),
+            "mouse down": lambda a, b: code(f"pyautogui.mouseDown({keywords(a)})"),
+            "mouse up": lambda a, b: code(f"pyautogui.mouseUp({keywords(a)})"),
+            "scroll": lambda a, b: code(f"pyautogui.scroll(-3, {keywords(a)})"),
             "type": lambda a, b: code("pyautogui.write(message='hello')"),
             "type and Enter": lambda a, b: code("pyautogui.write(message='hello\\n')"),
             "key chord": lambda a, b: code("pyautogui.hotkey('ctrl', 'c')"),
