@@ -18,7 +18,7 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import httpx2
 from PIL import Image
@@ -30,6 +30,9 @@ from desktop.models import ElementAt, Marks, NativeElement, SessionInfo, Status
 from desktop.port import Performed
 from desktop.remote.backends.base import Endpoint
 from desktop.session.manager import RESTART_RETRY_S, utcnow
+
+if TYPE_CHECKING:  # websockets is imported when a live view opens
+    from websockets.typing import Subprotocol
 
 log = logging.getLogger("glassdesk.remote")
 
@@ -171,8 +174,8 @@ class RemoteDesktop:
     def perform(self, action: _Action, *, queue_s: float | None = None) -> Performed:
         """One round trip: the action, its settle and the settled screen; ``queue_s`` is the
         session server's own wait."""
-        body = action.model_dump(mode="json", exclude_none=True)
-        return self.performed(self._client().request("POST", f"/desktop/{action.action}", json=body,
+        body = action.model_dump(mode="json", exclude_none=True)  # its ``action``, the route's name, included
+        return self.performed(self._client().request("POST", f"/desktop/{body['action']}", json=body,
                                                      params={"screenshot": "true"}).json())
 
     def performed(self, answer: dict) -> Performed:
@@ -286,6 +289,17 @@ class RemoteRFB:
         asyncio.ensure_future(self.ws.close())
 
 
+class _ConnectOptions(TypedDict):
+    """What remote_rfb_login hands websockets' connect, over TCP or a Unix socket alike."""
+
+    subprotocols: list[Subprotocol]
+    compression: None
+    proxy: None
+    additional_headers: dict[str, str]
+    open_timeout: float
+    max_size: None
+
+
 async def remote_rfb_login(endpoint: Endpoint, path: str, token: str,
                            timeout: float = 5.0) -> tuple[RemoteRFB, RemoteRFB]:
     """Open the session server's live view (its own RFB relay, token in the subprotocol) and do
@@ -296,15 +310,17 @@ async def remote_rfb_login(endpoint: Endpoint, path: str, token: str,
 
     from websockets.asyncio.client import connect, unix_connect
     from websockets.exceptions import InvalidHandshake, WebSocketException
+    from websockets.typing import Subprotocol
 
     from desktop.session.liveview import RFB_VERSION, SECURITY_NONE, TOKEN_PROTOCOL_PREFIX, RFBError
 
     base = urlsplit(endpoint.base_url)
     name = endpoint.host or base.netloc  # the name the server answers to; the address to connect to
     uri = f"ws://{name}{path}"
-    options = dict(subprotocols=["binary", f"{TOKEN_PROTOCOL_PREFIX}{token}"], compression=None, proxy=None,
-                   additional_headers={"authorization": f"Bearer {endpoint.token}"}, open_timeout=timeout,
-                   max_size=None)
+    options = _ConnectOptions(subprotocols=[Subprotocol("binary"), Subprotocol(f"{TOKEN_PROTOCOL_PREFIX}{token}")],
+                              compression=None, proxy=None,
+                              additional_headers={"authorization": f"Bearer {endpoint.token}"},
+                              open_timeout=timeout, max_size=None)
     try:
         if endpoint.uds:
             ws = await unix_connect(endpoint.uds, uri, **options)

@@ -13,6 +13,7 @@ run's own. An action behind another still running waits at most ``QUEUE_WAIT_S``
 
 from __future__ import annotations
 
+import builtins  # the class's own ``list`` (its sessions) hides the type in its later annotations
 import logging
 import threading
 import time
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from desktop.actions import (
@@ -76,12 +77,15 @@ from desktop.models import (
 from desktop.native import centre, native_result
 from desktop.network.policy import NetworkPolicy, PatternError
 from desktop.port import Performed
-from desktop.session.liveview import Grant, LiveTokens
+from desktop.session.liveview import Grant, LiveTokens, Mode
 from desktop.session.manager import QUEUE_WAIT_S, Session, SessionManager, utcnow
 from desktop.session.states import check_name as check_state_name
 from desktop.session.states import home_path
 from desktop.x11.screen import ScreenshotError
 from desktop.x11.windows import WindowError, check_program, check_url
+
+if TYPE_CHECKING:  # imported when a guest is first served (it builds on this service)
+    from desktop.osworld.server import GuestServers
 
 log = logging.getLogger("glassdesk.desktop")
 
@@ -165,7 +169,7 @@ class DesktopService:
         # dir: set by the application for local sessions; None serves no guest contract (a remote
         # backend's sessions are in their containers, out of this host's loopback).
         self.osworld_dir: Path | None = None
-        self._guests = None
+        self._guests: GuestServers | None = None
         # A session server (`glassdesk up --single-session`): its one session, once started, is the
         # only one, neither deleted nor joined by another (desktop.remote.backends: one per container).
         self.single_session = False
@@ -333,7 +337,7 @@ class DesktopService:
                 self._guests = GuestServers(self, self.osworld_dir)
         return self._guests.open(session_id)
 
-    def osworld_calls(self, session_id: str) -> list[OSWorldCall]:
+    def osworld_calls(self, session_id: str) -> builtins.list[OSWorldCall]:
         """The calls the session's open guest answered, oldest first (the episode's record)."""
         session = self.existing(session_id)
         calls = self._guests.calls(session.id) if self._guests is not None else None
@@ -363,7 +367,7 @@ class DesktopService:
         session.stack.set_network(network)
         return NetworkPolicyInfo(session_id=session.id, **network.lists())
 
-    def blocked_requests(self, session_id: str, after: int = 0) -> list[BlockedRequest]:
+    def blocked_requests(self, session_id: str, after: int = 0) -> builtins.list[BlockedRequest]:
         """The requests the session's network policy blocked (the latest few hundred), those with
         ``seq`` above ``after``, oldest first."""
         proxy = self.existing(session_id).stack.proxy
@@ -400,7 +404,7 @@ class DesktopService:
                                      "`glassdesk up` and by `glassdesk mcp`)")
 
     def _view_link(self, session: Session, *, control: bool) -> LiveView:
-        mode = "control" if control else "view"
+        mode: Mode = "control" if control else "view"
         token, expires = self.live_tokens.issue(session.id, mode, session.live_generation, instance=session.instance)
         return LiveView(
             session_id=session.id, mode=mode, view_only=not control, takeover=session.takeover_since is not None,
@@ -477,7 +481,7 @@ class DesktopService:
         """A region of the screen now (neither waits nor settles); the one zoom of every door."""
         return self.screenshot(session_id, region=zoom.region, scale=zoom.scale)
 
-    def windows(self, session_id: str | None = None) -> list[Window]:
+    def windows(self, session_id: str | None = None) -> builtins.list[Window]:
         session = self.session(session_id)
         session.require_ready()
         try:
@@ -587,7 +591,7 @@ class DesktopService:
         session = self._for_agent(session_id)
         return self.settled(session, lambda: session.windows.focus(window_id), "focusing a window")
 
-    def launch(self, session_id: str | None, command: str, args: list[str]) -> tuple[Performed, int]:
+    def launch(self, session_id: str | None, command: str, args: builtins.list[str]) -> tuple[Performed, int]:
         _fenced(check_program, command, self.launch_allow)
         session = self._for_agent(session_id)
         started: list[int] = []

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from desktop.errors import GlassdeskError
+from desktop.models import DesktopTree, Marks
 from desktop.ops import of_service
 from desktop.port import Performed
 from desktop.remote import calls
@@ -37,6 +38,15 @@ def _renamed(value: Any, session_id: str) -> Any:
     return value
 
 
+def as_remote(session: object) -> RemoteDesktop:
+    """A session DesktopService looked up, as what it is here: DesktopService's lookups are typed by
+    its local sessions, and this service's registry (BackendSessions) holds RemoteDesktops only."""
+    if not isinstance(session, RemoteDesktop):
+        raise TypeError(f"a {type(session).__name__} where a RemoteDesktop was expected: RemoteDesktopService "
+                        "runs over a BackendSessions registry")
+    return session
+
+
 def forward(session: RemoteDesktop, cls: type, service: str, method: str, *args, **kwargs) -> Any:
     client = session.require_ready()
     session.touch()
@@ -50,7 +60,7 @@ class RemoteDesktopService(DesktopService):
         self.pages = RemotePages(self)
 
     def _desktop(self, session_id: str | None, method: str, *args, **kwargs) -> Any:
-        return forward(self.existing(session_id), DesktopService, "desktop", method, *args, **kwargs)
+        return forward(as_remote(self.existing(session_id)), DesktopService, "desktop", method, *args, **kwargs)
 
     def wait_ready(self, session_id: str | None, timeout_s: float) -> bool:
         import time
@@ -80,16 +90,17 @@ class RemoteDesktopService(DesktopService):
         return self._desktop(session_id, "blocked_requests", after)
 
     def windows(self, session_id: str | None = None):
-        return forward(self.session(session_id), DesktopService, "desktop", "windows")
+        return forward(as_remote(self.session(session_id)), DesktopService, "desktop", "windows")
 
-    def desktop_tree(self, session_id: str | None = None, **query):
-        return forward(self.session(session_id), DesktopService, "desktop", "desktop_tree", **query)
+    # The query as DesktopService's own signature takes it (the call's encoding binds it there).
+    def desktop_tree(self, session_id: str | None = None, *args: Any, **query: Any) -> DesktopTree:
+        return forward(as_remote(self.session(session_id)), DesktopService, "desktop", "desktop_tree", *args, **query)
 
-    def marks(self, session_id: str | None = None, **query):
-        return forward(self.session(session_id), DesktopService, "desktop", "marks", **query)
+    def marks(self, session_id: str | None = None, *args: Any, **query: Any) -> Marks:
+        return forward(as_remote(self.session(session_id)), DesktopService, "desktop", "marks", *args, **query)
 
     def native_find(self, session_id: str | None, target):
-        return forward(self.session(session_id), DesktopService, "desktop", "native_find", target)
+        return forward(as_remote(self.session(session_id)), DesktopService, "desktop", "native_find", target)
 
     def native_click(self, session_id: str | None, target, button: str = "left", clicks: int = 1) -> Performed:
         return self._act(session_id, "/desktop/native/click", {"target": target.model_dump(exclude_none=True),
@@ -104,7 +115,7 @@ class RemoteDesktopService(DesktopService):
         _fenced(check_url, url, allow_local=self.allow_local_urls)
 
     def _act(self, session_id: str | None, path: str, body: dict) -> tuple[Performed, dict]:
-        session = self._for_agent(session_id)
+        session = as_remote(self._for_agent(session_id))
         client = session.require_ready()
         session.touch()
         answer = client.request("POST", path, json=body, params={"screenshot": "true"}).json()
@@ -140,7 +151,7 @@ def _page_call(method: str, acts: bool):
     def call(self: RemotePages, session_id: str | None, *args, **kwargs):
         if acts:  # refused while a person or a run holds the session, before anything is sent
             self.desktops.check_agent(session_id)
-        return forward(self.desktops.session(session_id), PageService, "pages", method, *args, **kwargs)
+        return forward(as_remote(self.desktops.session(session_id)), PageService, "pages", method, *args, **kwargs)
 
     call.__name__ = method
     call.__doc__ = f"PageService.{method}, run by the session's server."
@@ -157,13 +168,13 @@ class RemotePages:
     def summary(self, session_id: str | None):
         """As PageService.summary: never raises (it rides along with other answers)."""
         try:
-            return forward(self.desktops.session(session_id), PageService, "pages", "summary")
+            return forward(as_remote(self.desktops.session(session_id)), PageService, "pages", "summary")
         except GlassdeskError:
             return None
 
     def download_path(self, session_id: str | None, name: str) -> Path:
         """The file, fetched from the session server into this server's own directory."""
-        session = self.desktops.session(session_id)
+        session = as_remote(self.desktops.session(session_id))
         client = session.require_ready()
         response = client.request("GET", f"/page/downloads/{name}")  # the session server checks the name
         folder = self._downloads / session.id

@@ -29,9 +29,11 @@ import secrets
 import socket
 import time
 
+# docker.client, not docker: the type checker takes this repository's docker/ folder (the image's
+# files, no __init__.py) for the package. The SDK is untyped either way.
+import docker.client
 import docker.errors
 
-import docker
 from desktop.errors import SessionUnavailable
 from desktop.remote.backends.base import (
     LABEL_OWNER,
@@ -61,14 +63,14 @@ class DockerBackend:
     name = "docker"
 
     def __init__(self, *, image: str | None = None, owner: str | None = None, extra_args: tuple[str, ...] = (),
-                 protected_ports: set[int] | None = None, client: docker.DockerClient | None = None,
+                 protected_ports: set[int] | None = None, client: docker.client.DockerClient | None = None,
                  network: str | None = None):
         self.image = image or os.environ.get("GLASSDESK_IMAGE", DEFAULT_IMAGE)
         self.network = network or os.environ.get("GLASSDESK_DOCKER_NETWORK", DEFAULT_NETWORK)
         self.protected_ports = protected_ports if protected_ports is not None else set()
         self.owner = owner or default_owner(min(self.protected_ports, default=None))
         self.extra_args = extra_args
-        self.client = client or docker.from_env()
+        self.client = client or docker.client.from_env()
         self.endpoints: dict[str, Endpoint] = {}
         self._made_network = False
         if self.network != "host" and not self.client.networks.list(names=[self.network]):

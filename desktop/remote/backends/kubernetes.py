@@ -36,8 +36,10 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, cast
 
 from desktop.errors import InvalidRequest, SessionUnavailable
 from desktop.network.policy import NetworkPolicy, PatternError
@@ -50,6 +52,10 @@ from desktop.remote.backends.base import (
     SessionSpec,
     labels,
 )
+
+if TYPE_CHECKING:  # the client is imported when a backend is built (see the end of the docstring)
+    from kubernetes.client import V1NetworkPolicy, V1Pod, V1PodList, V1Secret
+    from kubernetes.watch import Watch
 
 log = logging.getLogger("glassdesk.backends.kubernetes")
 
@@ -112,7 +118,7 @@ class KubeSettings:
     extra_args: tuple[str, ...] = ()  # the control plane's fences, passed on (--launch-allow, ...)
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> KubeSettings:
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> KubeSettings:
         """The settings from GLASSDESK_* variables (docs/scaling.md lists them); a bad value is an
         InvalidRequest naming the variable."""
         env = os.environ if env is None else env
@@ -235,12 +241,11 @@ def egress_rules(allow: tuple[str, ...], deny: tuple[str, ...], web_ports: tuple
     if policy.allow and len(allowed_ips) == len(policy.allow):
         return [by_ip(p) for p in allowed_ips]
     dns = {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
-    private = {4: PRIVATE_V4, 6: PRIVATE_V6}
     cut = {4: list(PRIVATE_V4), 6: list(PRIVATE_V6)}
     for pattern in policy.deny:
         if pattern.ip is not None and pattern.port is None:  # a port-wise deny has no CIDR form
             network = ipaddress.ip_network(pattern.ip)
-            if not any(network.subnet_of(ipaddress.ip_network(p)) for p in private[network.version]):
+            if not is_private(network):
                 cut[network.version].append(str(network))
     web: dict = {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": cut[4]}},
                         {"ipBlock": {"cidr": "::/0", "except": cut[6]}}]}
@@ -252,14 +257,21 @@ def egress_rules(allow: tuple[str, ...], deny: tuple[str, ...], web_ports: tuple
     return [dns, web, *(by_ip(p) for p in allowed_ips)]
 
 
+def is_private(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    """Is the network inside one of the ranges a session never reaches anyway (PRIVATE_V4, PRIVATE_V6)?"""
+    if isinstance(network, ipaddress.IPv4Network):  # subnet_of compares networks of one version only
+        return any(network.subnet_of(ipaddress.IPv4Network(p)) for p in PRIVATE_V4)
+    return any(network.subnet_of(ipaddress.IPv6Network(p)) for p in PRIVATE_V6)
+
+
 def render(handle: str, spec: SessionSpec, settings: KubeSettings, now: datetime) -> list[dict]:
     """The objects of one session, in creation order: Secret, NetworkPolicy, Pod. Pure."""
     meta_labels = labels(spec.session_id, settings.owner)
     expires = {EXPIRES_AT: rfc3339(now + timedelta(seconds=settings.lease_s))}
 
     def metadata() -> dict:
-        meta = {"name": handle, "namespace": settings.namespace, "labels": dict(meta_labels),
-                "annotations": dict(expires)}
+        meta: dict = {"name": handle, "namespace": settings.namespace, "labels": dict(meta_labels),
+                      "annotations": dict(expires)}
         if settings.owner_ref is not None and settings.owner_ref.uid:
             meta["ownerReferences"] = [settings.owner_ref.manifest()]
         return meta
@@ -335,8 +347,8 @@ def pod_verdict(pod: dict) -> PodVerdict:
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         return PodVerdict(BackendState.dead, reason="the pod is being deleted")
     if phase in ("Failed", "Succeeded"):
-        terminated = next((c["state"]["terminated"] for c in containers
-                           if (c.get("state") or {}).get("terminated")), {})
+        terminated: dict = next((c["state"]["terminated"] for c in containers
+                                 if (c.get("state") or {}).get("terminated")), {})
         detail = ", ".join(str(x) for x in (terminated.get("reason"), terminated.get("exitCode") is not None
                                             and f"exit code {terminated['exitCode']}", terminated.get("message"),
                                             status.get("reason"), status.get("message")) if x)
@@ -365,13 +377,21 @@ def pod_verdict(pod: dict) -> PodVerdict:
 def expired(obj: dict, now: datetime) -> bool:
     """Has this object's lease passed? (No annotation, or a bad one: not ours to judge: False.)"""
     stamp = ((obj.get("metadata") or {}).get("annotations") or {}).get(EXPIRES_AT)
+    if not stamp:
+        return False
     try:
-        return bool(stamp) and datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) < now
+        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) < now
     except ValueError:
         return False
 
 
 # ----------------------------------------------------------------------------- the backend
+
+
+def list_version(listed: V1PodList) -> str | None:
+    """The resourceVersion a list was read at, to watch from. The API always gives one; None would
+    watch from now, every object first as ADDED."""
+    return listed.metadata.resource_version if listed.metadata is not None else None
 
 
 class PodCache:
@@ -389,7 +409,7 @@ class PodCache:
         self.deleted: set[str] = set()
         self.synced = threading.Event()
         self._stop = threading.Event()
-        self._watch = None
+        self._watch: Watch | None = None
         self._failing = False
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="glassdesk-k8s-pods", daemon=True)
@@ -425,7 +445,7 @@ class PodCache:
                     with self._lock:
                         self.pods = {p["metadata"]["name"]: p for p in map(backend._as_dict, listed.items)}
                         self.deleted &= self.pods.keys()  # those not listed are gone for good
-                    version = listed.metadata.resource_version
+                    version = list_version(listed)
                     self.synced.set()
                     self._failing = False
                 self._watch = watch = backend._watch()
@@ -552,11 +572,12 @@ class KubernetesBackend:
             secret, network_policy, pod = render(handle, spec, self.settings, self._clock())
         except PatternError as exc:  # the manager parsed the lists already; kept as a typed error all the same
             raise InvalidRequest(f"network policy: {exc}") from None
-        creations = ((self.core.create_namespaced_secret, secret), (self.net.create_namespaced_network_policy,
-                     network_policy), (self.core.create_namespaced_pod, pod))
-        try:
-            for create, body in creations:  # the Secret and the fence exist before the pod can run
-                create(self.namespace, body)
+        try:  # the Secret and the fence exist before the pod can run
+            # The manifests go as dicts: each body is typed as the API's model, and the API's call
+            # (pydantic's validate_call) builds that model from a dict in the API's own field names.
+            self.core.create_namespaced_secret(self.namespace, cast("V1Secret", secret))
+            self.net.create_namespaced_network_policy(self.namespace, cast("V1NetworkPolicy", network_policy))
+            self.core.create_namespaced_pod(self.namespace, cast("V1Pod", pod))
         except self._api_exception as exc:
             self.stop(handle)
             raise SessionUnavailable(f"Kubernetes refused the session's objects in namespace {self.namespace}: "
@@ -576,6 +597,7 @@ class KubernetesBackend:
             for pod in pods:
                 verdict = pod_verdict(pod)
                 if verdict.ready:
+                    assert verdict.ip is not None  # pod_verdict says ready only with an IP
                     host = f"[{verdict.ip}]" if ":" in verdict.ip else verdict.ip
                     return Endpoint(f"http://{host}:{self.settings.port}", token)
                 if verdict.state is BackendState.dead:
@@ -585,13 +607,15 @@ class KubernetesBackend:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise SessionUnavailable(f"pod {handle} was not ready within {timeout_s:.0f} s ({last})")
-            pods = self._next_change(handle, version, remaining)
-            if pods is None:  # the watch ended without news (its timeout, or 410 Gone): list afresh
+            changed = self._next_change(handle, version, remaining)
+            if changed is None:  # the watch ended without news (its timeout, or 410 Gone): list afresh
                 pods, version = self._list_pod(handle)
-            elif pods:
-                version = pods[0]["metadata"]["resourceVersion"]
+            else:
+                pods = changed
+                if pods:
+                    version = pods[0]["metadata"]["resourceVersion"]
 
-    def _list_pod(self, handle: str) -> tuple[list[dict], str]:
+    def _list_pod(self, handle: str) -> tuple[list[dict], str | None]:
         """The pod (a list of it or of nothing) and the resourceVersion to watch from."""
         try:
             listed = self.core.list_namespaced_pod(self.namespace, field_selector=f"metadata.name={handle}")
@@ -600,9 +624,9 @@ class KubernetesBackend:
         pods = [self._as_dict(p) for p in listed.items]
         if not pods:
             raise SessionUnavailable(f"pod {handle} is gone")
-        return pods, listed.metadata.resource_version
+        return pods, list_version(listed)
 
-    def _next_change(self, handle: str, version: str, remaining: float) -> list[dict] | None:
+    def _next_change(self, handle: str, version: str | None, remaining: float) -> list[dict] | None:
         """The pod as the next watch event after ``version`` shows it; None when the watch ended
         without one. A deletion is SessionUnavailable."""
         watch = self._watch()
@@ -688,9 +712,9 @@ class KubernetesBackend:
         selector = f"{LABEL_NAME}=glassdesk,{LABEL_ROLE}=session"
         now = self._clock()
         handles: set[str] = set()
-        pods = {}
-        for pod in self.core.list_namespaced_pod(self.namespace, label_selector=selector).items:
-            pod = self._as_dict(pod)
+        pods: dict[str, dict] = {}
+        for item in self.core.list_namespaced_pod(self.namespace, label_selector=selector).items:
+            pod = self._as_dict(item)
             pods[pod["metadata"]["name"]] = pod
         others = [self._as_dict(o)
                   for lister in (self.core.list_namespaced_secret, self.net.list_namespaced_network_policy)

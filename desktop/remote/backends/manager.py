@@ -174,6 +174,7 @@ class BackendSessions(SessionRegistry):
         cannot be applied stops the pooled server and starts the session cold."""
         session.handle = pooled.handle
         client = pooled.client
+        assert client is not None  # the pool hands out only servers _start_warm connected
         client.session_id = spec.session_id  # its name in messages: the session's from now on
         try:
             if spec.allow or spec.deny:
