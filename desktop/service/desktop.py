@@ -566,7 +566,7 @@ class DesktopService:
         if session.takeover_since is not None:
             raise OperatorInControl(f"a person has taken over session {session.id} (since "
                                     f"{session.takeover_since:%H:%M:%S} UTC); wait until they hand it back")
-        if session.busy and getattr(session, "run_thread", None) != threading.get_ident():
+        if session.busy and session.run_thread != threading.get_ident():
             raise SessionBusy(f"session {session.id} is running a vision instruction; wait for it to end, or "
                               "cancel it, before acting on it directly")
         return session

@@ -678,6 +678,10 @@ class SessionRegistry:
     def list(self) -> list:
         return list(self.sessions.values())
 
+    def close(self) -> None:
+        """End every session (the server stops)."""
+        raise NotImplementedError  # each registry ends its own kind
+
 
 # A pooled desktop's directory: outside the id grammar (SESSION_ID starts with a letter or digit),
 # so no session name can ever take it.
@@ -717,7 +721,7 @@ class SessionManager(SessionRegistry):
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="glassdesk-"))
         open_session_root(self.root)  # the desktop users may pass through to their own directories
         # What keeps sessions apart here, and what is missing (logged once, and in /healthz).
-        self.isolation = report_isolation()
+        self.isolation: dict = report_isolation()
         self.max_sessions = max_sessions
         self.idle_ttl_s = idle_ttl_s
         self.stack_config = stack_config or StackConfig()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from desktop.models import LiveView
 from desktop.service.desktop import DEFAULT_SESSION, DesktopService
-from desktop.session.manager import Session, SessionManager
+from desktop.session.manager import Session, SessionRegistry
 from desktop.session.operator_input import Gesture, Gestures, RfbInputTap
 from desktop.session.operator_reads import PointerReads
 from vision.app.metrics import Metrics
@@ -95,14 +95,14 @@ class Glassdesk:
         self.listener = BusListener(self.bus, [self.metrics.observe, self._track, self.narrator.observe])
 
     @classmethod
-    def from_settings(cls, manager: SessionManager, settings: Settings, *,
+    def from_settings(cls, manager: SessionRegistry, settings: Settings, *,
                       default_session: str = DEFAULT_SESSION) -> Glassdesk:
         return cls.build(manager, data_dir=settings.data_dir, default_session=default_session,
                          launch_allow=settings.launch_allow, allow_local_urls=settings.allow_local_urls,
                          allow_evaluate=settings.allow_evaluate)
 
     @classmethod
-    def build(cls, manager: SessionManager, *, data_dir: str | Path | None = None, config: VisionConfig | None = None,
+    def build(cls, manager: SessionRegistry, *, data_dir: str | Path | None = None, config: VisionConfig | None = None,
               default_session: str = DEFAULT_SESSION, strip: bool | None = None,
               launch_allow: frozenset[str] | None = None, allow_local_urls: bool = False,
               allow_evaluate: bool = False) -> Glassdesk:

@@ -15,7 +15,7 @@ from desktop.errors import GlassdeskError, describe_errors, typed_os_error
 from desktop.http.desktop import desktop_router
 from desktop.http.page import page_router
 from desktop.http.routes import operations_router
-from desktop.session.manager import SessionManager
+from desktop.session.manager import SessionRegistry
 from vision import VERSION
 from vision.app.memory import Trimmer
 from vision.app.ops import catalogue, services
@@ -35,7 +35,7 @@ from vision.settings import Settings
 __all__ = ["Settings", "create_app", "create_viewer_app"]
 
 
-def create_app(manager: SessionManager, settings: Settings, glassdesk: Glassdesk | None = None) -> FastAPI:
+def create_app(manager: SessionRegistry, settings: Settings, glassdesk: Glassdesk | None = None) -> FastAPI:
     """The API over ``glassdesk`` (built over ``manager`` when not given). Stopping the app closes
     every session."""
     owned = glassdesk is None
