@@ -48,21 +48,25 @@ def action_response(action: str, performed: Performed, screenshot: bool, page: P
 def endpoint(op: Operation, service: Any, summary: Any) -> Any:
     """The route's handler: its signature says FastAPI where each part of the request comes from."""
     rest = op.rest
+    if rest is None:
+        raise TypeError(f"{op.name}: no REST route to serve")
     in_path = rest.path_fields
     params = [inspect.Parameter("session_id", inspect.Parameter.KEYWORD_ONLY, annotation=str)] \
         if op.scope == "session" else []
     params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=str) for name in in_path]
-    rest_of_request = op.request is not None and any(name not in in_path for name in op.request.model_fields)
-    if in_path and rest_of_request:  # the body would have to repeat the path's fields: not supported yet
+    # The request model when some of its fields travel outside the path (the query or the body).
+    rest_of_request = op.request if op.request is not None and any(
+        name not in in_path for name in op.request.model_fields) else None
+    if in_path and rest_of_request is not None:  # the body would have to repeat the path's fields: not supported yet
         raise TypeError(f"{op.name}: a request with fields both in the path ({', '.join(in_path)}) and elsewhere")
-    if rest_of_request and rest.method == "GET":
+    if rest_of_request is not None and rest.method == "GET":
         params.append(inspect.Parameter("query", inspect.Parameter.KEYWORD_ONLY,
-                                        annotation=Annotated[op.request, Query()]))
-    elif rest_of_request and rest.optional_body:
+                                        annotation=Annotated[rest_of_request, Query()]))
+    elif rest_of_request is not None and rest.optional_body:
         params.append(inspect.Parameter("body", inspect.Parameter.KEYWORD_ONLY, default=None,
-                                        annotation=Annotated[op.request | None, Body()]))
-    elif rest_of_request:
-        params.append(inspect.Parameter("body", inspect.Parameter.KEYWORD_ONLY, annotation=op.request))
+                                        annotation=Annotated[rest_of_request | None, Body()]))
+    elif rest_of_request is not None:
+        params.append(inspect.Parameter("body", inspect.Parameter.KEYWORD_ONLY, annotation=rest_of_request))
     if op.performs:
         shot = Annotated[bool, Query(description="include the settled screenshot as base64 PNG")]
         params.append(inspect.Parameter("screenshot", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=shot))

@@ -95,7 +95,7 @@ def _located_text(request, found) -> str:
 
 
 def _content_text(query: ContentQuery, content: PageContent) -> str:
-    if query.format == "links":
+    if isinstance(content.content, list):  # the links: the one format answered as a list
         body = "\n".join(f"{link['text'] or '(no text)'} -> {link['href']}" for link in content.content)
     else:
         body = content.content

@@ -44,7 +44,10 @@ def test_an_error_answer_becomes_the_servers_typed_error():
     busy = error_from_response(409, {"retry-after": "3"},
                                b'{"error": {"code": "session_busy", "message": "a run drives it"}}')
     assert isinstance(busy, SessionBusy) and isinstance(busy, ApiError)
-    assert (busy.code, busy.status, busy.retry_after, busy.message) == ("session_busy", 409, 3.0, "a run drives it")
+    assert (busy.code, busy.status, busy.retry_after, busy.message) == ("session_busy", 409, 3, "a run drives it")
+    # Whole seconds, as the server's own errors hold them (a proxy's fraction is rounded up).
+    assert type(busy.retry_after) is int
+    assert error_from_response(503, {"retry-after": "2.5"}, b"").retry_after == 3
     new = error_from_response(409, {}, b'{"error": {"code": "a_code_added_later", "message": "m"}}')
     assert type(new) is ApiError and new.code == "a_code_added_later"
     proxy = error_from_response(502, {}, b"<html>Bad gateway</html>")

@@ -9,6 +9,7 @@ import pytest
 from mcp import Client
 from mcp.types import TextContent
 
+from desktop.frame import IMAGE_FORMATS
 from desktop.session.manager import SessionManager
 from tests.answers import mcp_tool_names
 from vision.app.service import Glassdesk
@@ -47,6 +48,24 @@ def test_every_schema_forbids_unknown_arguments(glassdesk):
     assert len(tools) == len(mcp_tool_names())
     loose = [t.name for t in tools if t.input_schema.get("additionalProperties") is not False]
     assert loose == []
+
+
+def test_the_screenshot_takes_exactly_the_formats_the_service_encodes(glassdesk):
+    """vision.mcp.tools spells the formats out (a Literal built from the dict is no type to the checker)."""
+    tools = run(build_server(glassdesk, "core"), lambda client: client.list_tools()).tools
+    shot = next(t for t in tools if t.name == "desktop_screenshot")
+    assert shot.input_schema["properties"]["format"]["enum"] == list(IMAGE_FORMATS)
+
+
+def test_a_tool_declared_without_its_profile_group_is_refused(glassdesk):
+    server = build_server(glassdesk)
+    with pytest.raises(TypeError, match="profile group"):
+        server.tool(name="no_group", description="x")
+
+    @server.tool(description="named by its function", group="qa")
+    def extra_tool() -> str:
+        return "x"
+    assert server.groups["extra_tool"] == "qa"
 
 
 def test_an_unknown_argument_is_refused_by_every_tool_and_nothing_runs(glassdesk):

@@ -10,6 +10,7 @@ also an instance of the server's class for that code, so ``except SessionNotFoun
 from __future__ import annotations
 
 import json
+import math
 from functools import cache
 
 from pydantic import ValidationError
@@ -25,11 +26,16 @@ class ApiError(GlassdeskError):
     HTTP status (None when the client refused the input before sending it), ``retry_after`` the
     seconds the server asked to wait, when it said so."""
 
+    # None when the client refused the input before sending it (no answer, so no status): wider
+    # than the int of the server's classes, which this one's subclasses also are.
+    status: int | None  # type: ignore[assignment]
+
     def __init__(self, code: str, message: str, *, status: int | None = None, retry_after: float | None = None,
                  detail: dict | None = None):
         Exception.__init__(self, f"{code}: {message}")
         self.code, self.message, self.status = code, message, status
-        self.retry_after = retry_after
+        # Whole seconds, as the server's errors hold it (Retry-After is an integer of seconds).
+        self.retry_after = math.ceil(retry_after) if retry_after is not None else None
         self.detail = detail or {}
 
 

@@ -135,7 +135,7 @@ class SessionClient(_Bound):
         """Run one input action given as the API's model, e.g. ``Click(x=10, y=20)``."""
         fields = type(action).model_fields
         name = fields["action"].default if "action" in fields else None
-        if INPUT_ACTIONS.get(name) is not type(action):
+        if not isinstance(name, str) or INPUT_ACTIONS.get(name) is not type(action):
             raise TypeError(f"not an input action: {type(action).__name__} (one of {', '.join(INPUT_ACTIONS)})")
         return getattr(self, name)(action, screenshot=screenshot)
 
@@ -362,6 +362,8 @@ def _operation_method(op: Operation) -> Callable:
     (or the request model itself), checked by the model before anything is sent; the fields named
     in the path travel in it, the rest in the query (GET) or the body."""
     rest = op.rest
+    if rest is None:
+        raise TypeError(f"{op.name}: no REST route to call")
     kind = op.request
     in_path = rest.path_fields
     signature = signature_of(kind) if kind is not None else inspect.Signature(

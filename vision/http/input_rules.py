@@ -168,8 +168,8 @@ def validator_key(func: Any) -> str:
 def validators(model: type[BaseModel]) -> list[str]:
     """Every validator ``model`` runs on its own fields (not those of the models it holds), by key."""
     decorators = model.__pydantic_decorators__
-    found = [validator_key(d.func) for d in (*decorators.model_validators.values(),
-                                              *decorators.field_validators.values())]
+    found = [validator_key(d.func) for d in decorators.model_validators.values()]
+    found += [validator_key(d.func) for d in decorators.field_validators.values()]
     for info in model.model_fields.values():
         for meta in info.metadata:
             if isinstance(meta, (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)):
@@ -196,7 +196,7 @@ def request_models(routes) -> list[type[BaseModel]]:
     """The models the routes take as bodies, and every model those hold."""
     from fastapi.routing import iter_route_contexts
 
-    roots = []
+    roots: list[type[BaseModel]] = []
     for route in iter_route_contexts(routes):
         dependant = getattr(route, "dependant", None)
         for param in getattr(dependant, "body_params", None) or []:
@@ -251,9 +251,9 @@ def document(schema: dict, routes) -> dict:
                 pattern = PATH_PATTERNS.get(param["name"]) if param.get("in") == "path" else None
                 if pattern is not None:
                     param["schema"]["pattern"] = pattern
-                rule = QUERY_RULES.get(param["name"]) if param.get("in") == "query" else None
-                if rule is not None:
-                    _merge(param["schema"], rule.schema)
-                    param[RULES_KEY] = [rule.text]
-                    param["description"] = f"{param.get('description') or ''} ({rule.text})".strip()
+                query_rule = QUERY_RULES.get(param["name"]) if param.get("in") == "query" else None
+                if query_rule is not None:
+                    _merge(param["schema"], query_rule.schema)
+                    param[RULES_KEY] = [query_rule.text]
+                    param["description"] = f"{param.get('description') or ''} ({query_rule.text})".strip()
     return schema

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -41,6 +41,8 @@ DOCS_URL = "/docs"
 OPENAPI_URL = "/openapi.json"
 DOCS_STATIC = "/docs/static"
 SECURITY_SCHEME = "bearer"
+
+T = TypeVar("T")
 
 # The statuses every operation declares by name (the ones a client most needs to tell apart);
 # whatever else an operation may answer (403, 405, 408, 413, 421, 500) is its "default" response.
@@ -64,8 +66,9 @@ class Error(BaseModel):
     error: ErrorBody
 
 
-def _subclasses(cls: type) -> list[type]:
-    found, pending = [], list(cls.__subclasses__())
+def _subclasses(cls: type[T]) -> list[type[T]]:
+    found: list[type[T]] = []
+    pending = list(cls.__subclasses__())
     while pending:
         sub = pending.pop()
         found.append(sub)

@@ -1,13 +1,13 @@
 """How an MCP tool answers, for the hand-written tools (vision.mcp.tools, vision.mcp.page_tools) and
-the catalogue's (vision.mcp.operations) alike: its annotations, text and image blocks, the blocking
-call in a worker thread, and an input's outcome (what ran, the settle, what was under the pixel and
-the settled screenshot)."""
+the catalogue's (vision.mcp.operations) alike: the server they are registered on, their annotations,
+text and image blocks, the blocking call in a worker thread, and an input's outcome (what ran, the
+settle, what was under the pixel and the settled screenshot)."""
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from desktop.actions import _Action
 from desktop.codegen import answer_code
+from desktop.ops.declare import Group
 from desktop.ops.page import argv_text
 from desktop.port import Performed
 
@@ -23,9 +24,22 @@ SessionArg = Annotated[str, Field(description="desktop session id; omit for the 
                                               "(started on first use)")]
 WantShot = Annotated[bool, Field(description="return the settled screenshot after the action (default true)")]
 
+ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
 
-def annotations(title: str, *, read_only: bool = False, destructive: bool = False, idempotent: bool = False,
-                open_world: bool = False) -> ToolAnnotations:
+
+class ToolServer(Protocol):
+    """What the tools are registered on: vision.mcp.server.GlassdeskMCP, which imports the modules
+    that register them (so they name it by what they use of it)."""
+
+    # Tools the server's settings turn off: not listed, but a call gets the service's own refusal.
+    unlisted: set[str]
+
+    def tool(self, name: str, title: str | None = None, description: str | None = None,
+             annotations: ToolAnnotations | None = None, *, group: Group) -> Callable[[ToolFn], ToolFn]: ...
+
+
+def tool_annotations(title: str, *, read_only: bool = False, destructive: bool = False,
+                     idempotent: bool = False, open_world: bool = False) -> ToolAnnotations:
     if read_only:
         return ToolAnnotations(title=title, read_only_hint=True, open_world_hint=open_world)
     return ToolAnnotations(title=title, read_only_hint=False, destructive_hint=destructive,

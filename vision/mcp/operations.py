@@ -12,13 +12,21 @@ import inspect
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, get_args, get_origin
 
-from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from desktop.models import PageSummary
 from desktop.ops import Operation
-from vision.mcp.answers import SessionArg, WantShot, annotations, blocking, image_block, performed, text_block
+from vision.mcp.answers import (
+    SessionArg,
+    ToolServer,
+    WantShot,
+    blocking,
+    image_block,
+    performed,
+    text_block,
+    tool_annotations,
+)
 
 
 def summary_line(summary: PageSummary) -> str:
@@ -81,22 +89,29 @@ def _as_json(answer: Any) -> dict[str, Any]:
 
 def tool_function(op: Operation, service: Any, pages: Any, default_session: str):
     tool = op.tool
+    if tool is None:
+        raise TypeError(f"{op.name}: declares no MCP tool")
+    if (op.performs or op.service == "pages") and op.scope != "session":
+        raise TypeError(f"{op.name}: acts on a session's desktop or page, but is declared the server's")
 
     async def call(**arguments: Any) -> CallToolResult:
         # A server operation's request may have a ``session`` of its own (session_close's).
-        session = arguments.pop("session", None) if op.scope == "session" else None
+        session: str | None = arguments.pop("session", None) if op.scope == "session" else None
         screenshot = arguments.pop("screenshot", True)
         # The request model's own checks (one way of naming an element, ...) run here, before
         # anything does: a bad request is the same refusal it is over REST.
         request = op.request(**arguments) if op.request is not None else None
         answer = await blocking(op.invoke, service, session, request)
         if op.performs:
+            # A session's operation (checked above), whose tool always takes ``session`` (defaulted).
+            assert session is not None
             return performed(session, answer, tool.text(request, answer), screenshot, op.action_name, request)
         text = tool.text(request, answer)
         structured = tool.structured(request, answer) if tool.structured else _as_json(answer)
         png = await blocking(tool.image, service, answer) if tool.image else None
         pictures = [image_block(png)] if png else []
         if op.service == "pages" and tool.summary:
+            assert session is not None  # as for an input, above
             return await with_summary(pages, session, text, structured, *pictures)
         return CallToolResult(content=[text_block(text), *pictures],
                               structured_content=structured if session is None else {"session": session, **structured})
@@ -108,7 +123,7 @@ def tool_function(op: Operation, service: Any, pages: Any, default_session: str)
     return call
 
 
-def register_operations(server: MCPServer, operations: tuple[Operation, ...], services: Mapping[str, Any],
+def register_operations(server: ToolServer, operations: tuple[Operation, ...], services: Mapping[str, Any],
                         default_session: str) -> None:
     """A tool for every operation of ``operations`` that declares one. One the server's settings turn
     off (``Tool.enabled``, asked of the desktop service) is not listed: it could only refuse."""
@@ -117,6 +132,6 @@ def register_operations(server: MCPServer, operations: tuple[Operation, ...], se
             continue
         fn = tool_function(op, services[op.service], services["pages"], default_session)
         server.tool(name=op.tool.name, title=op.tool.title, description=op.tool.description,
-                    annotations=annotations(op.tool.title, **vars(op.tool.hints)), group=op.tool.group)(fn)
+                    annotations=tool_annotations(op.tool.title, **vars(op.tool.hints)), group=op.tool.group)(fn)
         if op.tool.enabled is not None and not op.tool.enabled(services["desktop"]):
             server.unlisted.add(op.tool.name)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 from typing import Annotated, Literal
 
-from mcp.server.mcpserver import MCPServer
 from mcp.types import BlobResourceContents, CallToolResult, EmbeddedResource
 from pydantic import Field
 
@@ -19,7 +18,7 @@ from desktop.models import DialogMode
 from desktop.ops.page import PAGE_ACTS, PAGE_LOOKS
 from vision.app.service import Glassdesk
 from vision.errors import InvalidRequest
-from vision.mcp.answers import SessionArg, annotations, blocking, image_block
+from vision.mcp.answers import SessionArg, ToolServer, blocking, image_block, tool_annotations
 from vision.mcp.operations import with_summary
 
 # A downloaded file travels in an MCP answer base64-encoded and whole; bigger ones are for REST.
@@ -27,7 +26,7 @@ DOWNLOAD_IN_ANSWER_MAX = 16 * 1024 * 1024
 Selector = Annotated[str | None, Field(min_length=1, max_length=2000, description="a CSS selector")]
 
 
-def register_page_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
+def register_page_tools(server: ToolServer, glassdesk: Glassdesk) -> None:
     pages = glassdesk.desktops.pages
     default_session = glassdesk.desktops.default
 
@@ -37,7 +36,7 @@ def register_page_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     @server.tool(name="page_downloads", group="page",
 
                  title="Downloads of the visible browser",
-                 annotations=annotations("Downloads of the visible browser", read_only=True),
+                 annotations=tool_annotations("Downloads of the visible browser", read_only=True),
                  description=f"{PAGE_LOOKS} Lists the files the browser downloaded in this session (name, size, "
                              "sha256, source url); with `name`, returns that file too.")
     async def page_downloads(name: Annotated[str | None, Field(min_length=1, max_length=255, description="a name "
@@ -63,7 +62,7 @@ def register_page_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     @server.tool(name="page_screenshot", group="page",
 
                  title="Screenshot of the visible page",
-                 annotations=annotations("Screenshot of the visible page", read_only=True),
+                 annotations=tool_annotations("Screenshot of the visible page", read_only=True),
                  description=f"{PAGE_LOOKS} Returns a PNG of the page as rendered by the browser: the viewport, "
                              "the whole scrollable page (full_page) or one element (selector). Its pixels are "
                              "CSS pixels of the page, not display pixels: click with page_click, or take "
@@ -78,7 +77,7 @@ def register_page_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     @server.tool(name="page_tabs", group="page",
 
                  title="Tabs of the visible browser",
-                 annotations=annotations("Tabs of the visible browser", destructive=True, open_world=True),
+                 annotations=tool_annotations("Tabs of the visible browser", destructive=True, open_world=True),
                  description=f"{PAGE_ACTS} action list (the default) lists the tabs (id, url, title, active: the "
                              "one on screen); new opens a tab (at `url`) in front; activate brings tab `tab_id` to "
                              "the front; close closes it.")
@@ -105,7 +104,8 @@ def register_page_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     @server.tool(name="page_dialogs", group="page",
 
                  title="Dialogs of the visible browser and how they are answered",
-                 annotations=annotations("Dialogs of the visible browser and how they are answered", idempotent=True),
+                 annotations=tool_annotations("Dialogs of the visible browser and how they are answered",
+                                              idempotent=True),
                  description="Manages the VISIBLE desktop's Chromium's JavaScript dialogs (alert, confirm, prompt, "
                              "beforeunload). Lists the dialogs "
                              "recorded since `since` (type, message, url, and how each was handled: accepted or "

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult, ListToolsResult
+from mcp.types import CallToolResult, Icon, ListToolsResult, ToolAnnotations
 from pydantic import ValidationError
 from starlette.routing import Route
 
@@ -20,7 +21,7 @@ from desktop.service.desktop import DesktopService
 from vision import VERSION
 from vision.app.ops import catalogue, services
 from vision.app.service import Glassdesk
-from vision.mcp.answers import text_block
+from vision.mcp.answers import ToolFn, text_block
 from vision.mcp.operations import register_operations
 from vision.mcp.page_tools import register_page_tools
 from vision.mcp.profiles import compact_schema, parse_profile, profile_name
@@ -114,12 +115,22 @@ class GlassdeskMCP(MCPServer):
         # says how to turn it on (evaluate_disabled), as over REST.
         self.unlisted: set[str] = set()
 
-    def tool(self, name: str, title: str | None = None, description: str | None = None, annotations=None, *,
-             group: Group, **kwargs):
+    def tool(self, name: str | None = None, title: str | None = None, description: str | None = None,
+             annotations: ToolAnnotations | None = None, icons: list[Icon] | None = None,
+             meta: dict[str, Any] | None = None, structured_output: bool | None = None, *,
+             group: Group | None = None) -> Callable[[ToolFn], ToolFn]:
         """The SDK's decorator, with the tool's profile group said where it is declared (required:
-        a tool no profile names would be listed by none)."""
-        self.groups[name] = group
-        return super().tool(name, title, description, annotations, **kwargs)
+        a tool no profile names would be listed by none; optional only in the signature, which is
+        the SDK's). The modules that declare tools see this as ``ToolServer.tool``, which requires it."""
+        if group is None:
+            raise TypeError(f"tool {name!r}: give its profile group (group=): a tool no profile names is listed "
+                            "by none")
+        register = super().tool(name, title, description, annotations, icons, meta, structured_output)
+
+        def decorator(fn: ToolFn) -> ToolFn:
+            self.groups[name or fn.__name__] = group
+            return register(fn)
+        return decorator
 
     def add_tool(self, fn, name=None, *args, **kwargs) -> None:
         """Register a tool whose input schema says what it enforces: no argument it does not name
@@ -127,6 +138,8 @@ class GlassdeskMCP(MCPServer):
         and say nothing: ``compact_schema``). Every tool comes through here, the decorator included."""
         super().add_tool(fn, name, *args, **kwargs)
         tool = self._tool_manager.get_tool(name or fn.__name__)
+        if tool is None:  # the SDK's manager registers every tool it is given under that name
+            raise RuntimeError(f"tool {name or fn.__name__!r} was added but is not registered")
         tool.parameters = {**compact_schema(tool.parameters), "additionalProperties": False}
 
     def profile_of(self, request: Any) -> frozenset[Group]:
@@ -246,8 +259,8 @@ def mount_http(app: FastAPI, glassdesk: Glassdesk, settings: Settings) -> Glassd
     """
     server = build_server(glassdesk, settings.mcp_tools)
     mcp_app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=transport_security(settings))
-    app.router.routes.extend(Route(r.path, endpoint=ProfileChecked(r.endpoint)) if getattr(r, "path", None) == "/mcp"
-                             else r for r in mcp_app.routes)
+    app.router.routes.extend(Route(r.path, endpoint=ProfileChecked(r.endpoint))
+                             if isinstance(r, Route) and r.path == "/mcp" else r for r in mcp_app.routes)
     return server
 
 

@@ -13,29 +13,29 @@ from __future__ import annotations
 import base64
 import logging
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypedDict
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import Field
 
 from desktop.actions import MODIFIERS, Button, Drag, Point, Region, X, Y, Zoom
-from desktop.frame import IMAGE_FORMATS
 from desktop.ops.desktop import ACTS, COORDS, LOOKS, RETURNS_SHOT
 from vision.app.service import Glassdesk
 from vision.errors import InvalidRequest
 from vision.evidence.report import describe_action
 from vision.mcp.answers import (
     SessionArg,
+    ToolServer,
     WantShot,
-    annotations,
     blocking,
     image_block,
     performed,
     text_block,
+    tool_annotations,
     tool_result,
 )
 from vision.models import MAX_EXPECTATIONS, MAX_STEPS_CAP, ActRequest, ActResult, StepSummary
@@ -77,7 +77,9 @@ How to work:
   `/mcp?tools=`). A tool named here but not listed belongs to another profile.
 """
 
-ImageFormat = Literal[tuple(IMAGE_FORMATS)]  # type: ignore[valid-type]  # the formats the service encodes
+# The formats the service encodes, desktop.frame.IMAGE_FORMATS's keys (tests/unit/test_mcp_strict.py holds
+# them equal), spelt out: a Literal built from the dict at run time is no type to the checker.
+ImageFormat = Literal["png", "jpeg", "webp"]
 # drag's flat coordinates (the model takes a path), the modifiers as a flat tool has always taken them
 Modifiers = Annotated[list[str] | None, Field(description=MODIFIERS)]
 REGION = "[x0, y0, x1, y1] in display pixels, x0 < x1 <= 1920, y0 < y1 <= 1080"
@@ -89,6 +91,16 @@ ModelArg = Annotated[str | None, Field(description="vision model: provider/model
                                                    "gemini/<model>, chat/<model>, ocr (offline), scripted; default: "
                                                    "glassdesk.toml's default_model, else by the API key present, "
                                                    "else ocr")]
+
+
+class FieldOutcome(TypedDict):
+    """One field of vision_fill_form_by_label's answer: its run's outcome."""
+
+    label: str
+    status: str
+    error: dict | None
+    trace_id: str
+    report_url: str
 
 
 def _report_url(ctx: Context, glassdesk: Glassdesk, result: ActResult) -> str:
@@ -153,9 +165,12 @@ def _act_summary(result: ActResult, report_url: str) -> dict:
 
 
 def _act_text(title: str, result: ActResult, report_url: str) -> str:
-    verdict = {True: "verified", False: "an expectation failed"}.get(
-        result.verified, "unverified: no expectation was checked" if result.status in ("done", "done_after_heal")
-        else None)
+    if result.verified is not None:
+        verdict: str | None = "verified" if result.verified else "an expectation failed"
+    elif result.status in ("done", "done_after_heal"):
+        verdict = "unverified: no expectation was checked"
+    else:
+        verdict = None
     lines = [f"{title}: status {result.status}" + (f" ({verdict})" if verdict else "")]
     lines += [f"{'held' if c.passed else 'FAILED'}: {c.check}: saw {c.saw}" for c in result.checks]
     if result.answer:
@@ -178,7 +193,7 @@ def _act_text(title: str, result: ActResult, report_url: str) -> str:
 
 
 
-def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
+def register_tools(server: ToolServer, glassdesk: Glassdesk) -> None:
     """The tools written by hand (desktop.ops says why each is): each is its wording and one call
     into the service. Tools block in worker threads, never on the event loop."""
     _screen_tools(server, glassdesk.desktops)
@@ -186,7 +201,7 @@ def register_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     _export_tool(server, glassdesk)
 
 
-def _screen_tools(server: MCPServer, desktops) -> None:
+def _screen_tools(server: ToolServer, desktops) -> None:
     """The screen as an image (whole, a region, zoomed) and a drag by its two ends."""
     default_session = desktops.default
 
@@ -195,7 +210,7 @@ def _screen_tools(server: MCPServer, desktops) -> None:
     @server.tool(name="desktop_screenshot", group="core",
 
                  title="Screenshot the visible desktop",
-                 annotations=annotations("Screenshot the visible desktop", read_only=True),
+                 annotations=tool_annotations("Screenshot the visible desktop", read_only=True),
                  description=f"{LOOKS} Returns an image of the screen as the person watching sees it, with the "
                              f"pointer position and Chromium's current URL. {COORDS} By default the image is the "
                              "full 1920x1080 screen as PNG, so image pixels ARE display pixels. Optional, as over "
@@ -235,7 +250,7 @@ def _screen_tools(server: MCPServer, desktops) -> None:
     @server.tool(name="desktop_zoom", group="core",
 
                  title="Zoom into a region of the visible desktop",
-                 annotations=annotations("Zoom into a region of the visible desktop", read_only=True),
+                 annotations=tool_annotations("Zoom into a region of the visible desktop", read_only=True),
                  description=f"{LOOKS} Returns a magnified PNG of one region, to read small text or check "
                              f"details before clicking. {COORDS} Image pixel (ix, iy) is display pixel "
                              "(x0 + ix / scale, y0 + iy / scale).")
@@ -254,7 +269,7 @@ def _screen_tools(server: MCPServer, desktops) -> None:
     @server.tool(name="desktop_drag", group="core",
 
                  title="Drag on the visible desktop",
-                 annotations=annotations("Drag on the visible desktop", destructive=True, open_world=True),
+                 annotations=tool_annotations("Drag on the visible desktop", destructive=True, open_world=True),
                  description=f"{ACTS} Presses at (start_x, start_y), moves to (end_x, end_y) and releases: "
                              f"sliders, selections, drag and drop. {COORDS} {RETURNS_SHOT}")
     async def desktop_drag(start_x: X, start_y: Y, end_x: X, end_y: Y, button: Button = "left",
@@ -267,7 +282,7 @@ def _screen_tools(server: MCPServer, desktops) -> None:
                          "drag", action)
 
 
-def _vision_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
+def _vision_tools(server: ToolServer, glassdesk: Glassdesk) -> None:
     """vision_act and the packs: runs of the vision loop, with a progress notification per step."""
     default_session = glassdesk.desktops.default
 
@@ -301,8 +316,8 @@ def _vision_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     @server.tool(name="vision_act", group="core",
 
                  title="Do a task on the visible desktop with the vision model",
-                 annotations=annotations("Do a task on the visible desktop with the vision model",
-                                          destructive=True, open_world=True),
+                 annotations=tool_annotations("Do a task on the visible desktop with the vision model",
+                                               destructive=True, open_world=True),
                  description=f"{ACTS} Hands a whole instruction (\"open example.com and click Sign in\") to "
                              "glassdesk's vision loop: it screenshots, asks the vision model what to do, clicks and "
                              "types, waits for the screen to settle, and repeats until done or max_steps. Sends a "
@@ -345,8 +360,8 @@ def _vision_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     @server.tool(name="vision_click_anywhere", group="desktop",
 
                  title="Click something on the visible desktop by its description",
-                 annotations=annotations("Click something on the visible desktop by its description",
-                                          destructive=True, open_world=True),
+                 annotations=tool_annotations("Click something on the visible desktop by its description",
+                                               destructive=True, open_world=True),
                  description=f"{ACTS} Finds what you describe on the screen (a button's text, a link, a label) "
                              "with the vision model and clicks it - no coordinates needed. Returns where it "
                              "clicked, the screenshot after, and the trace report URL; an error if it was not found.")
@@ -360,7 +375,7 @@ def _vision_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     @server.tool(name="vision_extract_visible_text", group="desktop",
 
                  title="Read the text on the visible desktop",
-                 annotations=annotations("Read the text on the visible desktop", read_only=True, open_world=True),
+                 annotations=tool_annotations("Read the text on the visible desktop", read_only=True, open_world=True),
                  description=f"{LOOKS} Reads the text visible on the screen with the vision model (offline OCR "
                              "by default) and returns it, plus the screenshot it read and the trace report URL.")
     async def vision_extract_visible_text(ctx: Context, model: ModelArg = None,
@@ -371,8 +386,8 @@ def _vision_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
     @server.tool(name="vision_fill_form_by_label", group="desktop",
 
                  title="Fill a form on the visible desktop by its labels",
-                 annotations=annotations("Fill a form on the visible desktop by its labels",
-                                          destructive=True, open_world=True),
+                 annotations=tool_annotations("Fill a form on the visible desktop by its labels",
+                                               destructive=True, open_world=True),
                  description=f"{ACTS} Fills form fields found by their visible labels: for each label -> "
                              "value pair the vision model finds the field next to the label, clicks it and types "
                              "the value. Does not submit (click the button yourself, or vision_click_anywhere). "
@@ -384,8 +399,9 @@ def _vision_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
                                         session: SessionArg = default_session) -> CallToolResult:
         form = await packs.fill_form_by_label(pack_act(ctx, session, model, total=packs.FIELD_STEPS * len(fields)),
                                               fields, _model_family(model))
-        outcomes = [{"label": label, "status": r.status, "error": r.error, "trace_id": r.trace_id,
-                     "report_url": _report_url(ctx, glassdesk, r)} for label, r in form.fields]
+        outcomes: list[FieldOutcome] = [{"label": label, "status": r.status, "error": r.error,
+                                         "trace_id": r.trace_id, "report_url": _report_url(ctx, glassdesk, r)}
+                                        for label, r in form.fields]
         last = form.last
         failed = [o for o in outcomes if o["status"] != "done"]
         lines = [f"filled {len(outcomes) - len(failed)} of {len(outcomes)} fields"]
@@ -397,11 +413,11 @@ def _vision_tools(server: MCPServer, glassdesk: Glassdesk) -> None:
         return tool_result("\n".join(lines), png, {"fields": outcomes}, error=bool(failed))
 
 
-def _export_tool(server: MCPServer, glassdesk: Glassdesk) -> None:
+def _export_tool(server: ToolServer, glassdesk: Glassdesk) -> None:
     """A run exported as a test."""
 
     @server.tool(name="export_test", group="qa", title="Export a run as a test",
-                 annotations=annotations("Export a run as a test", read_only=True),
+                 annotations=tool_annotations("Export a run as a test", read_only=True),
                  description="Looks at the VISIBLE desktop's recorded runs; changes nothing. Turns a finished "
                              "vision run (its `trace_id`) or a verify_user_flow QA run (its "
                              "`test_run_id`) into a test that replays it without a model: `format` yaml (a "
