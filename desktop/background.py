@@ -13,7 +13,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 
 class BackgroundLoop:
@@ -36,15 +36,18 @@ class BackgroundLoop:
         self.loop.call_soon_threadsafe(callback)
 
 
-class Lazy:
+Loop = TypeVar("Loop", bound=BackgroundLoop)
+
+
+class Lazy(Generic[Loop]):
     """One BackgroundLoop (or subclass) per process, made on first use from any thread."""
 
-    def __init__(self, make: Callable[[], BackgroundLoop]):
+    def __init__(self, make: Callable[[], Loop]):
         self._make = make
-        self._value: BackgroundLoop | None = None
+        self._value: Loop | None = None
         self._lock = threading.Lock()
 
-    def __call__(self) -> BackgroundLoop:
+    def __call__(self) -> Loop:
         with self._lock:
             if self._value is None:
                 self._value = self._make()

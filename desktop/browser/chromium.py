@@ -31,7 +31,7 @@ import os
 import signal
 import stat
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -94,7 +94,7 @@ PLAYWRIGHT_ENABLED_FEATURES = ("CDPScreenshotNewSurface", "SkipListAccountsWitho
 MEMORY_ENABLED_FEATURES = ("NetworkServiceInProcess2",)
 
 
-def enable_features_switch(env: dict[str, str] | None = None) -> str:
+def enable_features_switch(env: Mapping[str, str] | None = None) -> str:
     """The one --enable-features switch the browser gets: Playwright's list and ours (pure but
     for reading the driver's environment switch)."""
     env = os.environ if env is None else env
@@ -303,13 +303,14 @@ class BrowserProcess:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
-        while self.poll() is None:
+        limit = timeout if timeout is not None else 1e9
+        deadline = time.monotonic() + limit
+        while (code := self.poll()) is None:
             if time.monotonic() > deadline:
                 import subprocess
-                raise subprocess.TimeoutExpired(f"chromium[{self.pid}]", timeout)
+                raise subprocess.TimeoutExpired(f"chromium[{self.pid}]", limit)
             time.sleep(0.02)
-        return self.returncode
+        return code
 
 
 # ------------------------------------------------------------------------- the shared driver
@@ -467,7 +468,10 @@ class Browser:
         pages = self.pages
         if pages is None:
             raise BrowserError("Chromium is not running")
-        return driver().run(work(pages), timeout)
+        job = work(pages)
+        if not isinstance(job, Coroutine):  # never: every work is an async function's (the loop takes nothing else)
+            raise TypeError(f"a coroutine is required, not {job!r}")  # as run_coroutine_threadsafe raised
+        return driver().run(job, timeout)
 
     def page_url(self) -> str | None:
         try:

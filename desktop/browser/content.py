@@ -47,7 +47,8 @@ def boxes_on_display(snapshot: str, origin: tuple[int, int]) -> str:
     """An ARIA snapshot with boxes, each box moved from the viewport to display pixels by the
     viewport's ``origin`` on the display (pure). A box inside an ``iframe`` is the frame's own
     viewport's, wherever the frame sits (and its border): left out rather than misplaced."""
-    lines, frames = [], []  # frames: the indents of the iframe nodes the line is inside
+    lines: list[str] = []
+    frames: list[int] = []  # the indents of the iframe nodes the line is inside
     for line in snapshot.splitlines():
         indent = len(line) - len(line.lstrip(" "))
         while frames and indent <= frames[-1]:

@@ -10,6 +10,7 @@ the trace records the pixel.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NoReturn
 
 from desktop.browser.errors import Ambiguous, BadSelector, NotFound
 from desktop.models import Target
@@ -196,7 +197,7 @@ async def present(page, selector: str | None) -> None:
         raise NotFound(f"no element matches selector {selector!r}")
 
 
-def raise_for(exc: Exception, target: Target, timeout_ms: int):
+def raise_for(exc: Exception, target: Target, timeout_ms: int) -> NoReturn:
     """An element lookup's failure as NotFound (nothing matches) or BadSelector; a page or
     browser that closed meanwhile goes on as it is (the service says: unavailable, try again)."""
     if isinstance(exc, (NotFound, BadSelector)):

@@ -19,8 +19,12 @@ import asyncio
 import html
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from desktop.browser.errors import Refused
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 TITLE = "glassdesk calibration"
 RADIUS = 22  # a target's radius, CSS px: its number stays legible in a screenshot scaled to 2/3
@@ -88,7 +92,7 @@ html, body {{ margin: 0; width: 100%; height: 100%; overflow: hidden; background
 class Shown:
     """The calibration page while it is shown: its tab, and the window state to give back."""
 
-    page: object
+    page: Page
     tab_id: str
     window_id: int
     state: str

@@ -118,9 +118,12 @@ def parse_ipv4_numeric(host: str) -> ipaddress.IPv4Address | None:
         parts.pop()
     if not 1 <= len(parts) <= 4 or any(not part for part in parts):
         return None
-    numbers = [_ipv4_number(part) for part in parts]
-    if any(n is None for n in numbers):
-        return None
+    numbers: list[int] = []
+    for part in parts:
+        number = _ipv4_number(part)
+        if number is None:
+            return None
+        numbers.append(number)
     *leading, last = numbers
     if any(n > 255 for n in leading) or last >= 256 ** (5 - len(numbers)):
         return None

@@ -138,13 +138,13 @@ class PolicyProxy:
             if self.namespace is None:
                 serve = asyncio.start_server(self._accept, "127.0.0.1", 0, limit=HEAD_LIMIT)
             else:
-                serve = asyncio.start_server(self._accept, sock=self._listen_inside(), limit=HEAD_LIMIT)
+                serve = asyncio.start_server(self._accept, sock=self._listen_inside(self.namespace), limit=HEAD_LIMIT)
             self._server = proxy_loop().run(serve, 10)
             self.port = self._server.sockets[0].getsockname()[1]
         return self
 
-    def _listen_inside(self) -> socket.socket:
-        """A socket listening on 127.0.0.1 in the session's namespace, on a port number this
+    def _listen_inside(self, namespace: SessionNamespace) -> socket.socket:
+        """A socket listening on 127.0.0.1 in the session's ``namespace``, on a port number this
         server holds (bound, never listening) in its own: so the number stands for this proxy
         alone, and no service of the machine's can sit on a port that the control-plane check
         refuses as this proxy's."""
@@ -163,7 +163,7 @@ class PolicyProxy:
                     raise
                 return sock
 
-            sock = self.namespace.inside(listen)
+            sock = namespace.inside(listen)
         except BaseException:
             held.close()
             raise
@@ -277,7 +277,8 @@ class PolicyProxy:
             infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
         except (TimeoutError, OSError) as exc:
             raise _BadGateway(f"could not resolve {host}: {exc}") from None
-        addresses = [parse_ip(info[4][0].split("%")[0]) for info in infos]
+        hosts = [info[4][0] for info in infos]  # all strings: IPv4 and IPv6 addresses (an int is another family's)
+        addresses = [parse_ip(host.split("%")[0]) for host in hosts if isinstance(host, str)]
         return list(dict.fromkeys(a for a in addresses if a is not None))
 
     # ------------------------------------------------------------------------- one connection
@@ -419,6 +420,7 @@ async def serve_counted(connections: set[asyncio.Task], limit: int, writer: asyn
     """Serve one accepted connection with ``serve()``, counted in ``connections`` (what
     ``stop_serving`` ends) while it lasts, its writer closed after; one over ``limit`` is closed at once."""
     task = asyncio.current_task()
+    assert task is not None  # start_server runs each connection's callback as a task of its own
     if len(connections) >= limit:
         writer.close()
         return

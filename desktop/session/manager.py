@@ -159,6 +159,14 @@ class Session:
     def display(self) -> str:
         return self.stack.display
 
+    def _screen(self) -> Screen:
+        """The display's screen. None only before the desktop first started: a session is said ready
+        only after a _bind on its started display, whose name the stack never unsets, and its
+        readers and actions pass require_ready first."""
+        if self.screen is None:
+            raise self._unavailable()
+        return self.screen
+
     def info(self, *, default: bool = False, novnc_url: str = "") -> SessionInfo:
         return SessionInfo(
             id=self.id, display=self.stack.display, status=self.status, novnc_url=novnc_url,
@@ -258,7 +266,7 @@ class Session:
         self.require_ready()
         self.touch()
         try:
-            return self.screen.capture()
+            return self._screen().capture()
         except ScreenshotError as exc:
             raise self.down_error() or ScreenshotFailed(str(exc)) from exc
 
@@ -266,7 +274,7 @@ class Session:
         """The pointer's position and image, as the X server draws it over the screen."""
         self.require_ready()
         try:
-            return self.screen.pointer()
+            return self._screen().pointer()
         except ScreenshotError as exc:
             raise self.down_error() or ScreenshotFailed(str(exc)) from exc
 
@@ -277,12 +285,13 @@ class Session:
         self.require_ready()
         self.touch()
         expected_s = expected_ms(action, self.executor.glide_ms) / 1000
-        with self._acting(f"a {action.action} action", expected_s, queue_s):
-            self.note_input(action.model_dump())
+        dumped = action.model_dump()  # for the watchers; its "action" is the name every input action has
+        with self._acting(f"a {dumped['action']} action", expected_s, queue_s):
+            self.note_input(dumped)
             try:
                 if not settle:
                     executed = self.executor.run(action)
-                    return Performed(executed.argv, executed.duration_ms, 0, self.screen.capture(), True, "none")
+                    return Performed(executed.argv, executed.duration_ms, 0, self._screen().capture(), True, "none")
                 self.executor.keep_one_click(action)  # before the mark: the wait is no part of the click
                 watch = self.settle.browser_watch()
                 if isinstance(action, Type):
@@ -292,12 +301,12 @@ class Session:
                     # The page is read while the pointer glides there (~150 ms, against the reads'
                     # ~15): the record costs the action nothing; the press waits for the reads.
                     reads = in_background(lambda: self.settle.browser_reads(watch, action))
-                    self.screen.mark()
+                    self._screen().mark()
                     executed = self.executor.run(action, before_act=reads.result)
                     element, counted, control = reads.result()
                 else:
                     element, counted, control = self.settle.browser_reads(watch, action)
-                    self.screen.mark()
+                    self._screen().mark()
                     executed = self.executor.run(action)
                 native = native or control
                 shot, settled_by = self.settle.settle_after_input(watch, counted, program)
@@ -346,7 +355,7 @@ class Session:
 
     def list_windows(self) -> list[Window]:
         """The windows on the display, each at the place its content is drawn (Screen.windows)."""
-        return self.screen.windows()
+        return self._screen().windows()
 
     @property
     def browser_pid(self) -> int | None:
@@ -356,24 +365,24 @@ class Session:
     def desktop_tree(self, query: TreeQuery) -> DesktopTree:
         """The visible desktop as one tree (desktop.session.tree): windows, their native nodes, the page."""
         self.require_ready()
-        return read_tree(query, self.list_windows, self.screen, self.accessibility, self.browser_pid,
+        return read_tree(query, self.list_windows, self._screen(), self.accessibility, self.browser_pid,
                          lambda: (watch := self.settle.browser_watch()) and watch[0])
 
     def marks(self, limit: int, image: bool) -> Marks:
         """Set-of-marks: the controls a person can act on now, numbered (desktop.session.tree.read_marks)."""
         self.require_ready()
-        return read_marks(limit, image, self.list_windows, self.screen, self.accessibility, self.stack.browser,
+        return read_marks(limit, image, self.list_windows, self._screen(), self.accessibility, self.stack.browser,
                           self.browser_pid)
 
     def native_find(self, target: NativeTarget) -> NativeFound:
         """The showing controls of the native windows that ``target`` names (desktop.native)."""
         self.require_ready()
-        return find_native(target, self.list_windows, self.screen, self.accessibility, self.browser_pid)
+        return find_native(target, self.list_windows, self._screen(), self.accessibility, self.browser_pid)
 
     def native_target(self, target: NativeTarget) -> NativeMatch:
         """The one uncovered control an action on ``target`` acts on (desktop.session.tree.native_target)."""
         self.require_ready()
-        return native_target(target, self.list_windows, self.screen, self.accessibility, self.browser_pid)
+        return native_target(target, self.list_windows, self._screen(), self.accessibility, self.browser_pid)
 
     def visible_texts(self) -> list[str] | None:
         """The short texts visible in the page when Chromium is in front (desktop.browser.pages
@@ -443,11 +452,11 @@ class Session:
         self.require_ready()
         self.touch()
         with self._acting(what, 1.0, queue_s):
-            self.screen.mark()
+            self._screen().mark()
             start = time.perf_counter()
             executed = run()
             duration = (time.perf_counter() - start) * 1000
-            shot = self.screen.settle(first_change_ms=WINDOW_FIRST_CHANGE_MS)
+            shot = self._screen().settle(first_change_ms=WINDOW_FIRST_CHANGE_MS)
         return Performed(executed, duration, shot.settle_ms, shot.frame, shot.settled,
                          "damage" if shot.settled else "timeout", changed=shot.changed)
 
@@ -640,6 +649,8 @@ class SessionRegistry:
         problems = check_warm(n, self.max_sessions)
         if problems:
             raise InvalidAction("; ".join(problems))
+        if self.pool is None:  # never: both registries keep one (pool)
+            raise RuntimeError("this registry keeps no warm pool")
         self.pool.resize(n)
 
     def _pooled(self) -> int:

@@ -239,7 +239,7 @@ class DesktopStack:
     # The browser's network policy, and the ports it may never reach (read at each request):
     # desktop.network.policy, enforced by this session's desktop.network.proxy.
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
-    control_ports: Callable[[], set[int]] = frozenset
+    control_ports: Callable[[], Collection[int]] = frozenset
     # time.monotonic() when start() last brought it up (0: never): how a session claimed from the
     # warm pool (desktop.session.manager) shows it was up before it was asked for.
     started_at: float = 0.0
@@ -372,9 +372,9 @@ class DesktopStack:
         (as the server: the desktop user may not move itself), into its network namespace unless
         ``outside_namespace`` or ``server_side`` (nsenter: entering needs root too), then as the
         desktop user unless ``server_side``. Empty when none applies (not root, no cgroups)."""
-        inside = self.namespace is not None and not (server_side or outside_namespace)
+        namespace = None if server_side or outside_namespace else self.namespace
         return [*(self.cgroup.enter_argv() if self.cgroup else []),
-                *(self.namespace.argv() if inside else []),
+                *(namespace.argv() if namespace is not None else []),
                 *([] if server_side else run_as_argv(self.user))]
 
     def _make_cgroup(self) -> None:
@@ -481,6 +481,8 @@ class DesktopStack:
 
     def chromium_args(self) -> list[str]:
         """Chromium's switches beyond Playwright's own defaults (desktop.browser.chromium)."""
+        if self.proxy is None:  # never: start() makes it before the browser, and it is kept
+            raise StackError("chromium: the session's policy proxy is not started")
         return [
             # Its own controls' nodes, which it builds only for a screen reader or with this switch.
             *(["--force-renderer-accessibility"] if self.config.browser_accessibility else []),

@@ -39,7 +39,7 @@ class AccessibilityReader:
 
     def __init__(self, env: dict[str, str], prefix: list[str], python: str = SYSTEM_PYTHON):
         self.env, self.prefix, self.python = env, prefix, python
-        self._process: subprocess.Popen | None = None
+        self._process: subprocess.Popen[bytes] | None = None
         self._buffer = b""
         self._lock = threading.Lock()
 
@@ -54,13 +54,14 @@ class AccessibilityReader:
             if not start and not self.running:
                 raise AccessibilityUnavailable("the accessibility reader is not started")
             process = self._started(max(deadline, time.monotonic() + START_TIMEOUT_S))
+            assert process.stdin is not None  # started with stdin=PIPE
             try:
                 process.stdin.write((json.dumps(request) + "\n").encode())
                 process.stdin.flush()
             except OSError as exc:
                 self._end()
                 raise AccessibilityUnavailable(f"the accessibility reader stopped: {exc}") from None
-            answer = self._line(deadline)
+            answer = self._line(process, deadline)
             if "error" in answer and len(answer) == 1:
                 raise AccessibilityUnavailable(answer["error"])
             return answer
@@ -91,7 +92,7 @@ class AccessibilityReader:
         with self._lock:
             self._end()
 
-    def _started(self, deadline: float) -> subprocess.Popen:
+    def _started(self, deadline: float) -> subprocess.Popen[bytes]:
         if self._process is not None and self._process.poll() is None:
             return self._process
         self._end()
@@ -99,20 +100,21 @@ class AccessibilityReader:
         # to read the server's files, and -I keeps the session's environment from steering Python.
         argv = [*self.prefix, self.python, "-I", "-c", WALKER.read_text()]
         try:
-            self._process = subprocess.Popen(argv, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                             stderr=subprocess.DEVNULL, start_new_session=True,
-                                             cwd=self.env.get("HOME"))
+            process = self._process = subprocess.Popen(
+                argv, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                start_new_session=True, cwd=self.env.get("HOME"))
         except OSError as exc:
             raise AccessibilityUnavailable(f"the accessibility reader could not start: {exc}") from None
-        first = self._line(deadline)
+        first = self._line(process, deadline)
         if not first.get("ready"):
             self._end()
             raise AccessibilityUnavailable(first.get("error") or "the accessibility reader did not start")
-        return self._process
+        return process
 
-    def _line(self, deadline: float) -> dict:
-        """The next line the reader writes, parsed; the reader is ended when there is none in time."""
-        process = self._process
+    def _line(self, process: subprocess.Popen[bytes], deadline: float) -> dict:
+        """The next line the reader (``process``, the one running) writes, parsed; the reader is ended
+        when there is none in time."""
+        assert process.stdout is not None  # started with stdout=PIPE
         fd = process.stdout.fileno()
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
@@ -148,6 +150,8 @@ class AccessibilityReader:
         except OSError:
             pass
         for stream in (process.stdin, process.stdout):
+            if stream is None:  # never: both are pipes (_started)
+                continue
             try:
                 stream.close()
             except OSError:

@@ -229,7 +229,8 @@ class FromCache:
     is outlined and listed in ``kept`` for the walker's ``fill`` to complete."""
 
     def __init__(self, walker: Walker, nodes: Nodes, pages_left_out: bool = False):
-        self.walker, self.nodes, self.kept, self.pages_left_out = walker, nodes, [], pages_left_out
+        self.walker, self.nodes, self.pages_left_out = walker, nodes, pages_left_out
+        self.kept: list[tuple[str, dict]] = []
 
     def states(self, path: str) -> list[str]:
         return self.nodes.states(path)
@@ -352,23 +353,31 @@ class Walker:
                 continue
             apps.append({"name": app.name or "", "pid": pid, "windows": []})
             read.append((app, apps[-1]["windows"], pid == page_of))
-        caches = self.bus.items([app.app.bus_name for app, _, _ in read]) if cache and self.bus else {}
+        bus = self.bus if cache else None
+        caches = bus.items([app.app.bus_name for app, _, _ in read]) if bus is not None else {}
         for app, windows, pages_left_out in read:
             items = caches.get(app.app.bus_name)
             try:
-                source = FromCache(self, Nodes(self.bus, app.app.bus_name, items, self.Atspi), pages_left_out) \
-                    if items else ByNode(self, pages_left_out)
-                for window in source.children(ROOT_PATH if items else app):
-                    if window is None:
-                        continue
-                    node = self._walk(window, 0, max_depth, visible_only, budget, source)
-                    if node is not None:
-                        windows.append(node)
-                if items:
-                    self.fill(source.nodes, source.kept)
+                if items and bus is not None:  # bus: no items without it (caches are asked of it)
+                    cached = FromCache(self, Nodes(bus, app.app.bus_name, items, self.Atspi), pages_left_out)
+                    self._walk_windows(cached, ROOT_PATH, windows, max_depth, visible_only, budget)
+                    self.fill(cached.nodes, cached.kept)
+                else:
+                    self._walk_windows(ByNode(self, pages_left_out), app, windows, max_depth, visible_only, budget)
             except Exception as exc:  # an application that stopped answering (CALL_TIMEOUT_MS): said, not hung on
                 windows.append({"error": f"it did not answer: {type(exc).__name__}: {exc}"[:300]})
         return {"apps": apps, "truncated": budget["truncated"]}
+
+    def _walk_windows(self, source: FromCache | ByNode, app, windows: list, max_depth: int, visible_only: bool,
+                      budget: dict) -> None:
+        """The walked trees of an application's windows (the children of ``app``, its node as ``source``
+        names it), added to ``windows``."""
+        for window in source.children(app):
+            if window is None:
+                continue
+            node = self._walk(window, 0, max_depth, visible_only, budget, source)
+            if node is not None:
+                windows.append(node)
 
     def _walk(self, node, depth: int, max_depth: int, visible_only: bool, budget: dict, source) -> dict | None:
         """A node and what it holds, as ``source`` reads them (ByNode or FromCache): showing ones only
@@ -407,7 +416,7 @@ class Walker:
         node, Atspi = cached.nodes[path], self.Atspi
         role = Atspi.Role(node[7]) if node[7] < Atspi.Role.LAST_DEFINED else Atspi.Role.EXTENDED
         role_name = (Atspi.role_get_name(role) if role != Atspi.Role.EXTENDED
-                     else self.bus.call(cached.name, path, "Accessible", "GetRoleName")[0])
+                     else cached.bus.call(cached.name, path, "Accessible", "GetRoleName")[0])
         item = {"ref": self.ref_of((cached.name, path)), "role": role_name, "name": (node[6] or "")[:NAME_LIMIT],
                 "states": states, "box": None}
         if node[8]:
@@ -420,8 +429,8 @@ class Walker:
         the texts and names they bound. The fields come in ``describe``'s order."""
         first = [(path, item, interface) for path, item in kept for interface in DETAILS
                  if ATSPI + interface in cached.nodes[path][5]]
-        answers = self.bus.many(cached.name, [(path, *DETAILS[interface]) for path, _, interface in first])
-        second = []
+        answers = cached.bus.many(cached.name, [(path, *DETAILS[interface]) for path, _, interface in first])
+        second: list[tuple[dict, tuple]] = []
         for (path, item, interface), answer in zip(first, answers):
             if interface == "Component":
                 x, y, width, height = answer[0]
@@ -437,7 +446,7 @@ class Walker:
             else:
                 item["actions"] = []
                 second += [(item, (path, "Action", "GetName", (i,), "(i)")) for i in range(answer)]
-        for (item, call), answer in zip(second, self.bus.many(cached.name, [call for _, call in second])):
+        for (item, call), answer in zip(second, cached.bus.many(cached.name, [call for _, call in second])):
             if call[1] == "Text":
                 item["text"] = _readable(answer[0])
             else:
@@ -502,6 +511,7 @@ class Walker:
 
 def serve(walker: Walker, lines, write) -> None:
     for line in lines:
+        answer: dict[str, object]
         try:
             request = json.loads(line)
             op = request.get("op")

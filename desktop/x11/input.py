@@ -10,7 +10,7 @@ import math
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from desktop import keys
@@ -241,7 +241,7 @@ GLIDE_FRAME_MS = 15     # one intermediate pointer position per ~frame
 GLIDE_MIN_PX = 8        # closer than this: just go there
 
 
-def glide_ms_from(env: dict[str, str]) -> int:
+def glide_ms_from(env: Mapping[str, str]) -> int:
     """GLASSDESK_POINTER_GLIDE_MS from an environment (default GLIDE_MS, 0 disables, capped at 2 s)."""
     raw = env.get("GLASSDESK_POINTER_GLIDE_MS", "")
     try:
@@ -440,7 +440,7 @@ class Executor:
                 self._run(argv)
         if isinstance(action, Wait):
             time.sleep(action.duration_ms / 1000)
-        if at is not None:
+        if at is not None and button is not None:  # at is found for a pressed button only
             self._last_press = Press(time.monotonic(), *at, button)
         return Executed([glide, *commands] if glide else commands, (time.perf_counter() - start) * 1000)
 
@@ -457,7 +457,7 @@ class Executor:
     def _keep_one_click(self, action, button: str) -> tuple[int, int]:
         """Wait out the double-click time of the last press when this one would continue its count
         (see MULTI_CLICK_S); where this press lands."""
-        at = (action.x, action.y) if action.x is not None and action.y is not None else self.cursor()
+        at: tuple[int, int] = (action.x, action.y) if action.x is not None and action.y is not None else self.cursor()
         time.sleep(separating_wait(self._last_press, button, *at, time.monotonic()))
         return at
 

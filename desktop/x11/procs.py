@@ -205,7 +205,10 @@ _this: dict[int, ProcessId] = {}
 def this_process() -> ProcessId:
     pid = os.getpid()
     if pid not in _this:  # keyed by pid: a forked child is another process
-        _this[pid] = ProcessId(pid, _stat("self")[2], _boot_id(), _readlink("/proc/self/ns/pid") or "")
+        stat = _stat("self")
+        if stat is None:  # never: a running process can read its own, wherever /proc is (and it is here)
+            raise OSError("/proc/self/stat could not be read")
+        _this[pid] = ProcessId(pid, stat[2], _boot_id(), _readlink("/proc/self/ns/pid") or "")
     return _this[pid]
 
 
@@ -413,7 +416,10 @@ def end_detached(owner: tuple[int, int] | None = None) -> int:
                 dead = [cgroup.owner_group(*owner)]
             else:
                 table, me = process_table(), this_process()
-                alive = lambda o: owner_alive(ProcessId(*o, me.boot_id, me.pid_ns), table, me)  # noqa: E731
+
+                def alive(o: tuple[int, int]) -> bool:
+                    return owner_alive(ProcessId(*o, me.boot_id, me.pid_ns), table, me)
+
                 dead = sorted({d.name for base in layout.bases.values() for d in cgroup.dead_owner_groups(base, alive)})
             for name in dead:
                 killed += cgroup.reap_owner(layout, name)

@@ -191,6 +191,9 @@ def ring_filter(clicks: list[Mark], *, video: str = "0:v", ring: str = "1:v", bu
         labels = [f"[r{i}]" for i in range(len(clicks))]
         parts.append(f"[{ring}]split={len(clicks)}{''.join(labels)}" if len(clicks) > 1 else f"[{ring}]null[r0]")
         for i, mark in enumerate(clicks):
+            # Never: Receipt.click gives a click's mark its point (a TypeError, as the sums below raised)
+            if mark.x is None or mark.y is None:
+                raise TypeError(f"a click's mark has no point: {mark}")
             out = f"v{i}"
             a, b = round(mark.t, 3), round(mark.t + RING_SECONDS, 3)
             parts.append(f"[{last}][r{i}]overlay=x={mark.x - RING_RADIUS}:y={mark.y - RING_RADIUS}"

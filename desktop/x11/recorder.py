@@ -115,7 +115,7 @@ class Recorder:
         self.out_path = Path(out_path)
         self.fps = fps
         self.fmt: VideoFormat = fmt
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
         self._stopped: Path | None = None
         self._progress: _Progress | None = None
@@ -151,9 +151,10 @@ class Recorder:
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DISPLAY": self.display}
             if os.environ.get("XAUTHORITY"):  # the server's authority file: every display's cookie
                 env["XAUTHORITY"] = os.environ["XAUTHORITY"]
-            self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=self._stderr, env=env, start_new_session=True)
-            progress = self._progress = _Progress(self._proc.stdout)
+            proc = self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                 stderr=self._stderr, env=env, start_new_session=True)
+            assert proc.stdout is not None  # stdout=PIPE
+            progress = self._progress = _Progress(proc.stdout)
             alive = self._alive
             if not progress.wait(lambda: progress.frames >= 1, STARTED_TIMEOUT, alive):
                 if alive():
@@ -175,6 +176,7 @@ class Recorder:
                 # On a busy machine ffmpeg encodes behind the screen; "q" would drop the frames it
                 # has grabbed but not written: the last moments, which a failed test most needs.
                 progress, wanted = self._progress, time.monotonic() - self._started_at - 1 / self.fps
+                assert progress is not None  # start made it with _proc
                 progress.wait(lambda: progress.seconds >= wanted, CATCH_UP_TIMEOUT, self._alive)
             self._end()
             if died_early is not None and died_early != 0:
@@ -189,6 +191,7 @@ class Recorder:
         """q, then SIGINT, then SIGKILL: each gives ffmpeg the chance to finish the file."""
         proc = self._proc
         assert proc is not None
+        assert proc.stdin is not None  # started with stdin=PIPE
         if proc.poll() is None:
             try:
                 proc.stdin.write(b"q")

@@ -370,17 +370,18 @@ class SettlePolicy:
     timeout_ms: int = TIMEOUT_MS
     start_quiet_ms: int | None = None
     _last_change_ms: float | None = None
-    _quiet_now_ms: float | None = None
+    _quiet_now_ms: float = 0.0  # the stillness asked after the last change: read only once there is one
 
     def observe(self, now_ms: float, changed: bool) -> bool:
         if changed:
             self._last_change_ms = now_ms
-            start = now_ms <= 0 and self.start_quiet_ms is not None
-            self._quiet_now_ms = self.start_quiet_ms if start else self.quiet_ms
+            self._quiet_now_ms = (self.start_quiet_ms if now_ms <= 0 and self.start_quiet_ms is not None
+                                  else self.quiet_ms)
         return now_ms >= self.deadline_ms()
 
     def deadline_ms(self) -> float:
         """When it will be settled if nothing changes before then."""
+        due: float
         if self._last_change_ms is None:
             due = self.first_change_ms
         else:

@@ -163,6 +163,16 @@ def test_a_capture_failing_with_everything_alive_is_still_screenshot_failed():
     assert session.status == "ready"
 
 
+def test_a_session_whose_desktop_has_not_started_yet_is_unavailable_not_a_missing_screen():
+    """Until its desktop first starts a session has no screen (Session._bind): a read of its display
+    that does not ask for a ready session first (its windows) answers session_unavailable, as one
+    that does, where it once failed on the missing screen (AttributeError, a 500)."""
+    session = Session("new", FakeStack(children={}))  # type: ignore[arg-type]
+    assert session.screen is None and session.status == "starting"
+    with pytest.raises(SessionUnavailable):
+        session.list_windows()
+
+
 # ------------------------------------------------------------------ one action at a time, a bounded queue
 
 
