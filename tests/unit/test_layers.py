@@ -264,17 +264,12 @@ def test_the_functions_over_the_complexity_bound_only_get_fewer():
     assert len(marked) <= COMPLEX_FUNCTIONS_ALLOWED, f"a new function over the bound: {marked}"
 
 
-# The modules the type checker (mypy, make lint) still leaves unchecked: pyproject.toml's list, made
-# when it came. Make one clean, take it off the list and lower this number; it never goes up.
-UNCHECKED_MODULES_ALLOWED = 26
-
-
-def test_the_modules_the_type_checker_leaves_unchecked_only_get_fewer():
+def test_the_type_checker_checks_every_module():
+    """make lint's mypy covers all of desktop/ and vision/: no module is let off its errors (the
+    list of those not yet clean, made when it came, is gone), nor a kind of error at large."""
     import tomllib
 
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     assert config["files"] == ["desktop", "vision"] and "ignore_errors" not in config
-    unchecked = [module for override in config.get("overrides", []) if override.get("ignore_errors")
-                 for module in override["module"]]
-    assert len(unchecked) <= UNCHECKED_MODULES_ALLOWED, "a module added to the type checker's unchecked list"
-    assert all(not module.endswith("*") for module in unchecked), "a whole package left unchecked at once"
+    assert [o for o in config.get("overrides", []) if o.get("ignore_errors")] == [], "a module left unchecked"
+    assert config.get("disable_error_code", []) == ["annotation-unchecked"], "a kind of error switched off"
