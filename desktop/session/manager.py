@@ -548,8 +548,11 @@ class Session:
             with self.action_lock:
                 events = self.stack.heal()
                 self._bind()
-            if [name for name in dead if name not in VIEWER_PARTS and name != "wm"]:
-                whole = any(name not in DesktopStack.STARTERS for name in dead)
+            # What the stack restarted, not what was seen dead before: Chromium dies of a killed
+            # Xvfb a moment before the Xvfb is seen gone, and the whole desktop was restarted.
+            healed = self.stack.last_healed
+            if [name for name in healed if name not in VIEWER_PARTS and name != "wm"]:
+                whole = any(name not in DesktopStack.STARTERS for name in healed)
                 self.heal_log.append("desktop" if whole else "chromium")
             self.status = "ready"
             return events

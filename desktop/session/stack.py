@@ -236,6 +236,9 @@ class DesktopStack:
     events: list[str] = field(default_factory=list)
     # Restarts by heal(): one per part restarted on its own, one per whole-desktop restart.
     restarts: int = 0
+    # The parts the last heal() found dead and restarted: looked at under its lock, so what a
+    # caller saw dead a moment before may be fewer (Chromium gone before the Xvfb it died with).
+    last_healed: list[str] = field(default_factory=list)
     # The browser's network policy, and the ports it may never reach (read at each request):
     # desktop.network.policy, enforced by this session's desktop.network.proxy.
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
@@ -658,6 +661,7 @@ class DesktopStack:
         """
         with self._lock:
             dead = [name for name in self.dead_parts() if parts is None or name in parts]
+            self.last_healed = dead
             if not dead:
                 return []
             if any(name not in self.STARTERS for name in dead):

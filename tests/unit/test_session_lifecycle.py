@@ -38,6 +38,8 @@ class FakeStack:
     healing: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
     restarts: int = 0
+    last_healed: list = field(default_factory=list)
+    dying: list = field(default_factory=list)  # parts seen dead only once heal() looks (died of another)
 
     def env(self) -> dict:
         return {}
@@ -50,6 +52,9 @@ class FakeStack:
 
     def heal(self, parts=None) -> list[str]:
         self.calls.append(("heal", sorted(parts)) if parts is not None else "heal")
+        for name in self.dying:
+            self.children[name] = DeadChild()
+        self.last_healed = [name for name in self.dead_parts() if parts is None or name in parts]
         self.healing.set()
         self.release.wait(5)
         for name in parts or list(self.children):
@@ -128,6 +133,17 @@ def test_a_dead_core_part_takes_the_session_out_of_ready_while_it_heals():
     stack.release.set()
     healer.join(5)
     assert stack.calls == ["heal"] and session.status == "ready"
+
+
+def test_a_heal_is_recorded_as_what_the_stack_restarted_not_what_was_seen_dead_before():
+    # Xvfb killed: Chromium, its client, is seen dead first; by the time the stack looks, Xvfb is too,
+    # and the whole desktop is restarted. The run's record must say so (it said "chromium").
+    stack = FakeStack(children={"chromium": DeadChild(), "xvfb": DeadChild(alive=True)}, dying=["xvfb"])
+    stack.release.set()
+    session = Session("whole", stack)  # type: ignore[arg-type]
+    session.status = "ready"
+    session.heal()
+    assert stack.last_healed == ["chromium", "xvfb"] and session.heals() == ["desktop"]
 
 
 # ------------------------------------------------------------------ a failure that reveals a dead desktop
