@@ -154,9 +154,18 @@ def test_a_clause_without_a_verb_joins_the_one_before():
     assert one("click OK then dance") == {"kind": "click", "target": "OK then dance"}
 
 
-def test_an_unknown_key_says_so_and_suggests_click():
-    with pytest.raises(InstructionError, match=r"unknown key name 'Sign'.*click \"Sign in\""):
-        parse_instruction("press Sign in")
+@pytest.mark.parametrize("text, target", [("press Submit", "Submit"), ("Press Sign in.", "Sign in"),
+                                          ('press "Save as"', "Save as"), ("press the OK button", "OK")])
+def test_press_naming_no_key_clicks_it(text, target):
+    # MiniWoB's "... and press Submit.": what a person reads as a button, not a key that does not exist
+    assert one(text) == {"kind": "click", "target": target}
+
+
+def test_an_unknown_key_among_keys_says_so_and_suggests_click():
+    with pytest.raises(InstructionError, match=r"unknown key name 'Sbumit'.*click \"tab then Sbumit\""):
+        parse_instruction("press tab then Sbumit")
+    with pytest.raises(InstructionError, match=r"unknown key name"):
+        parse_instruction("press ctrl+Sbumit")
 
 
 def test_open_needs_a_url():

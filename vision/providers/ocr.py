@@ -48,7 +48,7 @@ DEFAULT_SCROLL = 5
 
 SUPPORTED_FORMS = """\
 Supported instructions (join several with "then", ",", ";" or "and"):
-  click "<text>"  (also: double-click, right-click, tap "<text>", press the "<text>" button)
+  click "<text>"  (also: double-click, right-click, tap "<text>", press "<text>" when it is no key name)
   type "<text>"  or  type "<text>" into "<label>"
   press <keys>  (e.g. press enter, press ctrl+a)
   open <url>  (e.g. open example.com)
@@ -171,6 +171,22 @@ def _text_arg(masked: str, quoted: list[str], *, nouns: bool) -> str:
     return text.strip()
 
 
+def _names_no_key(spec: str) -> bool:
+    """Whether ``press <spec>`` names no key at all: no chord (``+``), and not one of its words a key
+    name (pure). Then it names something to click; a spec with one key in it stays keys, and an
+    unknown name among them is refused as such."""
+    words = [w for w in re.split(r"[\s,]+", spec.strip()) if w]
+    if not words or "+" in spec:
+        return False
+    for word in words:
+        try:
+            keynames.chord(word)
+            return False
+        except keynames.KeyNameError:
+            continue
+    return True
+
+
 def _keys(spec: str) -> tuple[str, ...]:
     """"ctrl + a", "Ctrl+A", "ctrl a", "the enter key", "tab, tab then enter" -> chords."""
     spec = re.sub(r"\s*\+\s*", "+", spec.strip())
@@ -222,7 +238,11 @@ def _parse_clause(masked: str, quoted: list[str]) -> Intent:
     if m := full(_TYPE):
         return _type_intent(m["rest"], quoted, clause)
     if m := full(_PRESS):
-        return Intent("press", keys=_keys(_unmask(m["keys"], quoted)), clause=clause)
+        spec = _unmask(m["keys"], quoted)
+        if _names_no_key(spec):  # "press Submit", "press Sign in": a button, as a person reads it
+            target = _text_arg(m["keys"], quoted, nouns=True)
+            return Intent("click", target=target, clause=clause)
+        return Intent("press", keys=_keys(spec), clause=clause)
     if m := full(_OPEN):
         url = _text_arg(m["url"], quoted, nouns=False)
         if not _URL.fullmatch(url):
