@@ -47,7 +47,10 @@ def as_remote(session: object) -> RemoteDesktop:
     return session
 
 
-def forward(session: RemoteDesktop, cls: type, service: str, method: str, *args, **kwargs) -> Any:
+def forward(looked_up: object, cls: type, service: str, method: str, *args, **kwargs) -> Any:
+    """``cls.method`` run by the session's server; ``looked_up``: the session as DesktopService's
+    lookups hand it over."""
+    session = as_remote(looked_up)
     client = session.require_ready()
     session.touch()
     wire = client.call(service, method, calls.encode_args(cls, method, args, kwargs))
@@ -60,7 +63,7 @@ class RemoteDesktopService(DesktopService):
         self.pages = RemotePages(self)
 
     def _desktop(self, session_id: str | None, method: str, *args, **kwargs) -> Any:
-        return forward(as_remote(self.existing(session_id)), DesktopService, "desktop", method, *args, **kwargs)
+        return forward(self.existing(session_id), DesktopService, "desktop", method, *args, **kwargs)
 
     def wait_ready(self, session_id: str | None, timeout_s: float) -> bool:
         import time
@@ -90,17 +93,17 @@ class RemoteDesktopService(DesktopService):
         return self._desktop(session_id, "blocked_requests", after)
 
     def windows(self, session_id: str | None = None):
-        return forward(as_remote(self.session(session_id)), DesktopService, "desktop", "windows")
+        return forward(self.session(session_id), DesktopService, "desktop", "windows")
 
     # The query as DesktopService's own signature takes it (the call's encoding binds it there).
     def desktop_tree(self, session_id: str | None = None, *args: Any, **query: Any) -> DesktopTree:
-        return forward(as_remote(self.session(session_id)), DesktopService, "desktop", "desktop_tree", *args, **query)
+        return forward(self.session(session_id), DesktopService, "desktop", "desktop_tree", *args, **query)
 
     def marks(self, session_id: str | None = None, *args: Any, **query: Any) -> Marks:
-        return forward(as_remote(self.session(session_id)), DesktopService, "desktop", "marks", *args, **query)
+        return forward(self.session(session_id), DesktopService, "desktop", "marks", *args, **query)
 
     def native_find(self, session_id: str | None, target):
-        return forward(as_remote(self.session(session_id)), DesktopService, "desktop", "native_find", target)
+        return forward(self.session(session_id), DesktopService, "desktop", "native_find", target)
 
     def native_click(self, session_id: str | None, target, button: str = "left", clicks: int = 1) -> Performed:
         return self._act(session_id, "/desktop/native/click", {"target": target.model_dump(exclude_none=True),
@@ -151,7 +154,7 @@ def _page_call(method: str, acts: bool):
     def call(self: RemotePages, session_id: str | None, *args, **kwargs):
         if acts:  # refused while a person or a run holds the session, before anything is sent
             self.desktops.check_agent(session_id)
-        return forward(as_remote(self.desktops.session(session_id)), PageService, "pages", method, *args, **kwargs)
+        return forward(self.desktops.session(session_id), PageService, "pages", method, *args, **kwargs)
 
     call.__name__ = method
     call.__doc__ = f"PageService.{method}, run by the session's server."
@@ -168,7 +171,7 @@ class RemotePages:
     def summary(self, session_id: str | None):
         """As PageService.summary: never raises (it rides along with other answers)."""
         try:
-            return forward(as_remote(self.desktops.session(session_id)), PageService, "pages", "summary")
+            return forward(self.desktops.session(session_id), PageService, "pages", "summary")
         except GlassdeskError:
             return None
 

@@ -148,7 +148,7 @@ class Session:
             old_reader.close()  # it read the bus of a desktop that may be gone
         self.accessibility = AccessibilityReader(env, self.stack.run_prefix())
         # The reads before an input and the wait after it, on this binding (a new page focus too).
-        self.settle = InputSettle(self.id, self.stack, self.screen, self.executor, self.accessibility)
+        self.settle = InputSettle(self.id, self.stack, self._screen, self.executor, self.accessibility)
         if self.stack.display:  # its desktop is up: the reader starts now, not on a pointer action's read
             threading.Thread(target=self.accessibility.warm, name=f"glassdesk-atspi-{self.id}", daemon=True).start()
 

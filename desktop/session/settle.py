@@ -15,7 +15,7 @@ from typing import NamedTuple, TypeVar
 
 from desktop.actions import Click, DoubleClick, Drag, Key, Move, TripleClick, Type, _Action, _OptionalPoint
 from desktop.browser.settle import FIRST_PRESS_MS, input_mark
-from desktop.errors import SessionUnavailable, TypedIntoNothing
+from desktop.errors import TypedIntoNothing
 from desktop.models import ElementAt, NativeElement
 from desktop.x11.atspi import AccessibilityReader, AccessibilityUnavailable
 from desktop.x11.input import ActionFailed, Executor
@@ -125,11 +125,13 @@ class InputSettle:
     """The reads before an input and the wait after it, on one binding of a session's display (its
     screen, its input executor, its accessibility reader; the stack's browser as it is now)."""
 
-    def __init__(self, session_id: str, stack, screen: Screen | None, executor: Executor,
+    def __init__(self, session_id: str, stack, screen: Callable[[], Screen], executor: Executor,
                  accessibility: AccessibilityReader):
         self.id = session_id
         self.stack = stack
-        self.screen = screen  # None: a binding before the session's desktop first started
+        # The display's screen, asked for at each use: the session's own accessor (Session._screen),
+        # which says unavailable before the session's desktop first started
+        self.screen = screen
         self.executor = executor
         self.accessibility = accessibility
         # The window a click just gave a page the keyboard focus in (the browser in front, the click
@@ -140,20 +142,13 @@ class InputSettle:
         # emulates focus.)
         self.page_focus_window: int | None = None
 
-    def _screen(self) -> Screen:
-        """The display's screen. None only before the session's desktop first started, while the
-        session is not ready (Session._bind): nothing reads or waits on its display then."""
-        if self.screen is None:
-            raise SessionUnavailable(f"session {self.id}: its desktop has not started yet; try again in a few seconds")
-        return self.screen
-
     def browser_watch(self):
         """(the browser, where its record stands) when the session's Chromium is the window in
         front, so that its own signals can tell when an input's effect is shown; else None."""
         browser = self.stack.browser
         if browser is None or browser.pages is None or browser.process is None:
             return None
-        if self._screen().active_pid() != browser.process.pid:
+        if self.screen().active_pid() != browser.process.pid:
             return None
         return browser, input_mark(browser.record)
 
@@ -162,7 +157,7 @@ class InputSettle:
         if isinstance(action, (Click, DoubleClick, TripleClick)):
             # On a canvas, a plugin or a frame the page's own code decides where keys go: not judged.
             judged = element is not None and element.tag not in KEYS_OF_THEIR_OWN
-            self.page_focus_window = self._screen().active_window() if judged else None
+            self.page_focus_window = self.screen().active_window() if judged else None
         elif isinstance(action, Key) and not all(keeps_page_focus(chord) for chord in action.keys):
             self.page_focus_window = None
 
@@ -170,7 +165,7 @@ class InputSettle:
         """Before a ``type`` right after a click in the page in front: refuse it when the page's
         focus takes no text (desktop.browser.focus), rather than send keys nothing will take. A
         page that cannot say in time is typed into as before."""
-        if watch is None or self.page_focus_window is None or self._screen().active_window() != self.page_focus_window:
+        if watch is None or self.page_focus_window is None or self.screen().active_window() != self.page_focus_window:
             return
         try:
             focus = watch[0].call(lambda pages: pages.typing_focus(), HIT_TIMEOUT_S)
@@ -277,7 +272,7 @@ class InputSettle:
         that cannot say within HIT_TIMEOUT_S costs the action nothing but this record), and the
         program that takes the input, with its processes as they are before it (program_session)."""
         point = self.acted_at(action)
-        pid = self._screen().pid_at(*point) if point is not None else self._screen().active_pid()
+        pid = self.screen().pid_at(*point) if point is not None else self.screen().active_pid()
         if pid is None:
             return None, None
         program = in_background(lambda: self.program_session(pid))  # the process table read while the bus answers
@@ -320,7 +315,7 @@ class InputSettle:
             spent += round((time.monotonic() - start) * 1000)
         if not worked:
             return shot
-        again = self._screen().settle(first_change_ms=0, timeout_ms=max(0, left_ms - spent))
+        again = self.screen().settle(first_change_ms=0, timeout_ms=max(0, left_ms - spent))
         return again._replace(settle_ms=spent + again.settle_ms, changed=shot.changed or again.changed,
                               moved=shot.moved or again.changed)
 
@@ -351,7 +346,7 @@ class InputSettle:
             arrived = self.arrived(watch, counted)
             arrival_ms = round((time.monotonic() - start) * 1000)
             if arrived is False and counted[0].kind == "keys":  # still arriving at their bound: said, not waited on
-                return Settled(self._screen().capture(), arrival_ms, False, True), "timeout"
+                return Settled(self.screen().capture(), arrival_ms, False, True), "timeout"
             start = time.monotonic()  # the bound of the rest counts from here
         if watch is not None:
             browser, mark = watch
@@ -365,15 +360,15 @@ class InputSettle:
             if by == "dialog":
                 # Known as soon as it opens, before the browser paints it: what was painted until now
                 # (the button pressed in, the page behind) is not the answer; the dialog's paint is.
-                self._screen().mark()
-                shot = self._screen().settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=min(DIALOG_PAINT_MS, left_ms),
+                self.screen().mark()
+                shot = self.screen().settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=min(DIALOG_PAINT_MS, left_ms),
                                           timeout_ms=left_ms)
             else:
-                shot = self._screen().settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=FRAME_SLACK_MS,
+                shot = self.screen().settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=FRAME_SLACK_MS,
                                           start_quiet_ms=MOTION_MS, timeout_ms=left_ms)
                 shot = self.still_after_frames(browser, shot, left_ms)
         else:
-            shot = self._screen().settle(first_change_ms=FIRST_CHANGE_MS, timeout_ms=left_ms)
+            shot = self.screen().settle(first_change_ms=FIRST_CHANGE_MS, timeout_ms=left_ms)
             if program is not None and shot.settled:
                 shot = self.program_at_rest(program, shot, left_ms)
         shot = shot._replace(settle_ms=arrival_ms + waited_ms + shot.settle_ms)
@@ -398,7 +393,7 @@ class InputSettle:
             except Exception:  # the browser cannot say: the damage's word stands
                 return shot
             waited = round((time.monotonic() - start) * 1000)
-            again = self._screen().settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=FRAME_SLACK_MS,
+            again = self.screen().settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=FRAME_SLACK_MS,
                                        start_quiet_ms=BROWSER_QUIET_MS, timeout_ms=max(0, left_ms - spent - waited))
             spent += waited + again.settle_ms
             shot = again._replace(settle_ms=spent, changed=True, moved=again.changed)

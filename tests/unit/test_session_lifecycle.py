@@ -237,7 +237,7 @@ def queued_session() -> tuple[Session, GatedExecutor]:
     session.status, session.screen = "ready", QuietScreen()
     session.executor = executor = GatedExecutor()
     # The reads and the settle work on the display's handles as bound: these, as _bind would.
-    session.settle = InputSettle(session.id, session.stack, session.screen, executor, session.accessibility)
+    session.settle = InputSettle(session.id, session.stack, session._screen, executor, session.accessibility)
     return session, executor
 
 
