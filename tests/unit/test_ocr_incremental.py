@@ -137,6 +137,26 @@ def test_the_same_pixels_again_are_not_read_again(screens):
     assert engine.read(bgr(first)) == lines and engine.last_how == "same"
 
 
+def test_every_model_the_engine_loads_runs_without_spinning_threads(screens):
+    """Each model session (detection, angle, recognition) is built with onnxruntime's threads
+    sleeping between pieces of work, not spinning on a core others wait for (ocr.NO_SPINNING)."""
+    first, _, _ = screens
+    engine = ocr.shared_engine()
+    engine.forget()
+    engine.read(bgr(first))
+    loaded = engine._load()
+    models = [loaded.text_det, loaded.text_cls, loaded.text_rec]
+    assert all(model is not None for model in models), models
+    key, value = ocr.NO_SPINNING
+    for model in models:
+        options = model.session.session.get_session_options()
+        try:
+            set_to = options.get_session_config_entry(key)
+        except RuntimeError:  # onnxruntime's answer for an option never set: its default, spinning
+            set_to = "unset"
+        assert set_to == value, f"{type(model).__name__}'s session: {key} is {set_to}"
+
+
 # ----------------------------------------------------------------------------- planning, with fakes
 
 

@@ -419,8 +419,9 @@ class RapidOcrEngine:
     concurrent runs on 2 cores would only slow each other down).
 
     A read reuses what the engine read on a recent screen where the pixels have not changed
-    (``reuse``, on by default; see ``IncrementalReader``): a full 1920x1080 read takes 1.5 s warm
-    (three quarters of it recognition, a quarter detection), and a QA step or an OCR-provider turn
+    (``reuse``, on by default; see ``IncrementalReader``): a full 1920x1080 read takes 1.5-2.6 s warm
+    (detection over the whole screen, then recognition line by line: the more text, the more of the
+    time recognition), and a QA step or an OCR-provider turn
     usually sees the screen of the step before with one region repainted.
     """
 
@@ -435,6 +436,7 @@ class RapidOcrEngine:
         if self._engine is None:
             from rapidocr import RapidOCR  # heavy (onnxruntime, cv2): only when OCR is really needed
 
+            _models_without_spinning()
             self._engine = RapidOCR(params=self._params)
         return self._engine
 
@@ -524,6 +526,33 @@ class RapidOcrEngine:
         record = {"preprocess": {"ratio_h": 1.0, "ratio_w": 1.0}, "padding_1": {"top": 0, "left": 0}}
         detected = TextDetOutput(image, quads.copy(), [1.0] * len(quads))
         return lines_from_rapidocr(engine.build_final_output(image, detected, cls_res, rec_res, crops, record))
+
+
+# onnxruntime's thread pool spins its threads between the pieces of a model's run by default, waiting
+# for the next piece on a core instead of sleeping. A full 1920x1080 read alone here: 2.9 s and 5.6 s
+# of CPU spinning, 2.6 s and 4.6 s not (its threads are all busy computing anyway); with other work
+# waiting for the cores (sessions, browsers, other reads), a spinning thread holds a core from them.
+NO_SPINNING = ("session.intra_op.allow_spinning", "0")
+
+
+def _models_without_spinning() -> None:
+    """Have rapidocr build every model's onnxruntime session with NO_SPINNING. rapidocr takes the
+    thread counts from its config but no other session option, so its one builder of session
+    options is wrapped, once per process (tests/unit/test_ocr_incremental.py checks the loaded
+    models' sessions carry the option, so a rapidocr that builds them elsewhere is noticed)."""
+    from rapidocr.inference_engine.onnxruntime import OrtInferSession
+
+    build = OrtInferSession._init_sess_opts
+    if getattr(build, "without_spinning", False):
+        return
+
+    def options(cfg):
+        built = build(cfg)
+        built.add_session_config_entry(*NO_SPINNING)
+        return built
+
+    options.without_spinning = True  # type: ignore[attr-defined]  # the mark that it is wrapped
+    OrtInferSession._init_sess_opts = staticmethod(options)  # type: ignore[method-assign]
 
 
 _shared: RapidOcrEngine | None = None
