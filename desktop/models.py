@@ -699,6 +699,9 @@ class NavigateRequest(_Body):
     url: str = Field(min_length=1, max_length=8000)
     wait_until: WaitUntil = LoadedWhen
     timeout_ms: int = NavigationTimeout
+    settle: bool = Field(True, description="wait for the display to show the page still before answering; false "
+                                           "answers once the page has loaded (~0.2 s sooner: the tab's loading "
+                                           "throbber may still turn), for a setup whose next action settles")
 
 
 class HistoryRequest(_Body):

@@ -227,7 +227,8 @@ OPERATIONS: tuple[Operation, ...] = (
     # ------------------------------------------------------------------------------ navigating
     Operation(
         "pages", "navigate", NavigateRequest, dict, acts=True, page=True,
-        call=lambda pages, session, r: pages.navigate(session, "goto", r.url, r.wait_until, r.timeout_ms),
+        call=lambda pages, session, r: pages.navigate(session, "goto", r.url, r.wait_until, r.timeout_ms,
+                                                      settle=r.settle),
         rest=Rest("POST", "/page/navigate", client="navigate"),
         tool=Tool("page_navigate", "Navigate the visible browser",
                   f"{PAGE_ACTS} Loads a URL (http, https, about, data; file and chrome pages only if the server "

@@ -229,18 +229,24 @@ class PageService:
     # ---------------------------------------------------------------- navigating
 
     def navigate(self, session_id: str | None, how: Literal["goto", "back", "forward", "reload"],
-                 url: str | None = None, wait_until: WaitUntil = "load", timeout_ms: int = 30_000) -> dict:
+                 url: str | None = None, wait_until: WaitUntil = "load", timeout_ms: int = 30_000,
+                 *, settle: bool = True) -> dict:
         if how == "goto":
             self.desktops.check_url(url)  # before the session: a bad URL is refused whatever its state
         session = self._agent(session_id)
         if how == "goto":
             self.desktops.check_url(url, session)  # and the session's network policy
+
+        def navigate() -> dict:
+            return self._call(session, lambda pages: pages.navigate(how, url, wait_until, timeout_ms), timeout_ms)
+
+        if not settle:
+            with session.exclusive(f"a page {how}"):
+                return navigate()
         # Settled like an action: the answer (and any screenshot taken after it, a QA verb's evidence
         # first) shows the page navigated to. The browser has painted it when the navigation returns
         # (desktop.browser.navigation.painted); the settle waits for the display to show it.
-        navigated = self.desktops.settled(session, lambda: self._call(
-            session, lambda pages: pages.navigate(how, url, wait_until, timeout_ms), timeout_ms), f"a page {how}")
-        return navigated.executed
+        return self.desktops.settled(session, navigate, f"a page {how}").executed
 
     def new_tab(self, session_id: str | None, url: str | None) -> Tab:
         if url:

@@ -326,6 +326,19 @@ def test_a_navigation_right_after_a_failed_one_is_not_cut_short_by_its_error_pag
             assert ok(r)["status"] == 200
 
 
+def test_a_navigation_answered_once_loaded_has_the_page_there_for_the_next_action(api, site):
+    """settle false (an episode's setup, a click after it): the answer comes at the load, not at a
+    still display, and the page is there, loaded, for the click, which lands pixel-exact."""
+    site.clear()
+    navigated = ok(api.post(f"{P}/navigate", json={"url": site.url("/tall"), "settle": False}))
+    assert navigated["status"] == 200 and navigated["url"] == site.url("/tall"), navigated
+    acted = ok(api.post(f"{P}/click", json={"selector": "#far"}))
+    click = site.wait_for(lambda e: e["type"] == "click" and e["target"] == "far")
+    assert (click["screenX"], click["screenY"]) == (acted["x"], acted["y"])
+    refused = api.post(f"{P}/navigate", json={"url": site.url("/"), "settle": "later"})
+    assert refused.status_code == 422 and "settle" in refused.text, refused.text
+
+
 def test_a_click_far_down_a_tall_page_scrolls_it_into_view_pixel_exact(api, site):
     goto(api, site, "/tall")
     acted = ok(api.post(f"{P}/click", json={"selector": "#far"}))

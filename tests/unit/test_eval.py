@@ -362,8 +362,8 @@ class Recorded(FlowEpisodes):
         self.calls.append(("flow", [s.get("action") for s in body["steps"]]))
         return type("Flow", (), {"success": True, "failure_reason": None})()
 
-    def _navigate(self, session_id, url):
-        self.calls.append(("navigate", url))
+    def _navigate(self, session_id, url, settle):
+        self.calls.append(("navigate", url, "settled" if settle else "loaded"))
 
     def _click(self, session_id, selector):
         self.calls.append(("click", selector))
@@ -378,8 +378,13 @@ def test_a_setup_of_clicks_by_selector_runs_as_page_operations_and_any_other_as_
     plain = miniwob.tasks("miniwob:click-test", "http://127.0.0.1:9", available=["click-test"]).tasks[0]
     episodes = Recorded()
     assert episodes.prepare("s", plain, 4) == "the instruction"  # its whitespace runs made one space
-    assert episodes.calls == [("navigate", "http://127.0.0.1:9/miniwob/click-test.html?seed=4&max_time=300000"),
-                              ("click", "#sync-task-cover")]
+    # The page answered once loaded: the click after it settles the display the model will see first.
+    assert episodes.calls == [("navigate", "http://127.0.0.1:9/miniwob/click-test.html?seed=4&max_time=300000",
+                               "loaded"), ("click", "#sync-task-cover")]
+    bare = parse_tasks([{"id": "b", "instruction": "go", "start": {"url": "http://x/"}, "expect": CHECK}], "x").tasks[0]
+    episodes = Recorded()
+    assert episodes.prepare("s", bare, 1) == "go"
+    assert episodes.calls == [("navigate", "http://x/", "settled")]  # nothing after it: the model sees it next
     flowing = parse_tasks([{"id": "a", "instruction": "go", "start": {"url": "http://x/"}, "expect": CHECK,
                             "setup": [{"action": "fill", "selector": "#q", "value": "v"}]}], "x").tasks[0]
     episodes = Recorded()

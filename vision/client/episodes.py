@@ -37,8 +37,8 @@ class ClientEpisodes(FlowEpisodes):
     def _flow(self, session_id: str, body: dict[str, Any]) -> Any:
         return self.client.session(session_id).qa.verify_user_flow(**body)
 
-    def _navigate(self, session_id: str, url: str) -> None:
-        self.client.session(session_id).page.navigate(url=url)
+    def _navigate(self, session_id: str, url: str, settle: bool) -> None:
+        self.client.session(session_id).page.navigate(url=url, settle=settle)
 
     def _click(self, session_id: str, selector: str) -> None:
         self.client.session(session_id).page.click(selector=selector)

@@ -96,7 +96,7 @@ class FlowEpisodes:
     def _delete(self, session_id: str) -> None: ...
     def _recycle(self, session_id: str, how: str) -> None: ...
     def _flow(self, session_id: str, body: dict[str, Any]) -> Any: ...
-    def _navigate(self, session_id: str, url: str) -> None: ...
+    def _navigate(self, session_id: str, url: str, settle: bool) -> None: ...
     def _click(self, session_id: str, selector: str) -> None: ...
     def _text(self, session_id: str, selector: str) -> str: raise NotImplementedError
     def _act(self, session_id: str, request: dict[str, Any]) -> ActResult: raise NotImplementedError
@@ -128,8 +128,8 @@ class FlowEpisodes:
         try:
             clicks = plain_clicks(task)
             if clicks is not None:  # the page opened and clicked by page operations: no QA run recorded
-                if url:
-                    self._navigate(session_id, url)
+                if url:  # answered on a still display only when no click (which settles it) follows
+                    self._navigate(session_id, url, settle=not clicks)
                 for selector in clicks:
                     self._click(session_id, selector)
             elif task.setup or url:

@@ -54,8 +54,8 @@ class ServiceEpisodes(FlowEpisodes):
 
         return self.glassdesk.qa.verify_user_flow(session_id, VerifyUserFlowRequest.model_validate(body))
 
-    def _navigate(self, session_id: str, url: str) -> None:
-        self.desktops.pages.navigate(session_id, "goto", url)
+    def _navigate(self, session_id: str, url: str, settle: bool) -> None:
+        self.desktops.pages.navigate(session_id, "goto", url, settle=settle)
 
     def _click(self, session_id: str, selector: str) -> None:
         self.desktops.pages.click(session_id, Target(selector=selector))
