@@ -530,8 +530,8 @@ class RapidOcrEngine:
 
 # onnxruntime's thread pool spins its threads between the pieces of a model's run by default, waiting
 # for the next piece on a core instead of sleeping. A full 1920x1080 read alone here: 2.9 s and 5.6 s
-# of CPU spinning, 2.6 s and 4.6 s not (its threads are all busy computing anyway); with other work
-# waiting for the cores (sessions, browsers, other reads), a spinning thread holds a core from them.
+# of CPU spinning, 2.6 s and 4.6 s not: the spin buys no speed and costs a core. (Three reads at once
+# on the 2 cores cost the same either way, ~4.5 s of CPU each: the spin yields when cores are taken.)
 NO_SPINNING = ("session.intra_op.allow_spinning", "0")
 
 
