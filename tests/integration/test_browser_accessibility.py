@@ -59,8 +59,10 @@ def test_the_toolbar_address_bar_and_tab_are_nodes_and_the_page_is_read_once(des
     for node in (address, tab):
         x, y, width, height = node.box
         assert window.x <= x and x + width <= window.x + window.width and window.y <= y < window.y + 100
-    # The page is the page layer's (with its refs), not its nodes over the bus a second time.
-    assert 'checkbox "Gift wrap" [ref=e' in window.page.snapshot
+    # The page is the page layer's (with its refs), not its nodes over the bus a second time. A ref
+    # is Playwright's: "e4", or "f4e4" once Chromium has made the tab's main frame anew (a URL typed
+    # into the address bar by an earlier test does: seen in a random-order run).
+    assert re.search(r'checkbox "Gift wrap" \[ref=(f\d+)?e\d+\]', window.page.snapshot), window.page.snapshot
     assert not [n for n in nodes if n.role == "document web" or n.name == "Gift wrap"]
     assert window.error is None
 
