@@ -362,10 +362,10 @@ class InputSettle:
                 # (the button pressed in, the page behind) is not the answer; the dialog's paint is.
                 self.screen().mark()
                 shot = self.screen().settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=min(DIALOG_PAINT_MS, left_ms),
-                                          timeout_ms=left_ms)
+                                            timeout_ms=left_ms)
             else:
                 shot = self.screen().settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=FRAME_SLACK_MS,
-                                          start_quiet_ms=MOTION_MS, timeout_ms=left_ms)
+                                            start_quiet_ms=MOTION_MS, timeout_ms=left_ms)
                 shot = self.still_after_frames(browser, shot, left_ms)
         else:
             shot = self.screen().settle(first_change_ms=FIRST_CHANGE_MS, timeout_ms=left_ms)
@@ -394,7 +394,7 @@ class InputSettle:
                 return shot
             waited = round((time.monotonic() - start) * 1000)
             again = self.screen().settle(quiet_ms=BROWSER_QUIET_MS, first_change_ms=FRAME_SLACK_MS,
-                                       start_quiet_ms=BROWSER_QUIET_MS, timeout_ms=max(0, left_ms - spent - waited))
+                                         start_quiet_ms=BROWSER_QUIET_MS, timeout_ms=max(0, left_ms - spent - waited))
             spent += waited + again.settle_ms
             shot = again._replace(settle_ms=spent, changed=True, moved=again.changed)
         return shot
