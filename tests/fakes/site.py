@@ -3,7 +3,7 @@
 Each page does one thing the page layer must see or act on: console errors and an uncaught
 exception, a fetch that gets a 404, alert/confirm/prompt, a page that asks before it is left
 (beforeunload), downloads (one with a hostile name), a file input, a form with a select, a link
-that opens a new tab, a page 4000 px tall, a button under a veil, and a page whose load brings
+that opens a new tab, a page 4000 px tall, a button under a veil, one that slides, and a page whose load brings
 subresources and console lines. The pages
 report what really happened to them (clicks with their screenX/screenY, the files an input got,
 what a dialog answered) to ``POST /event``; the tests read that record, never the page layer's own
@@ -168,6 +168,13 @@ PAGES: dict[str, bytes] = {
 <button class="at go" id="under" style="left: 100px; top: 100px">Under the veil</button>
 <div class="at veil" id="veil" style="left: 50px; top: 50px; width: 350px; height: 150px; \
 background: rgba(0, 0, 0, .3)"></div>"""),
+
+    # A button that slides 600 px to the right for 1.5 s from the page's first frame: an action on
+    # it right after the load must wait for it to stand still, or its pixel misses it.
+    "/sliding": _page("sliding", """
+<style>#slider { left: 100px; top: 300px; transition: left 1.5s linear } #slider.moved { left: 700px }</style>
+<button class="at" id="slider">Sliding</button>
+<script>requestAnimationFrame(() => document.getElementById('slider').classList.add('moved'))</script>"""),
 
     # A page whose load brings what the recording sees: a stylesheet, a script, images (each a
     # request with its response) and console lines, one of them an error. The benchmark loads it

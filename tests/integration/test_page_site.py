@@ -348,6 +348,15 @@ def test_a_click_far_down_a_tall_page_scrolls_it_into_view_pixel_exact(api, site
     assert 0 <= acted["y"] < 1080
 
 
+def test_a_click_on_a_sliding_button_waits_for_it_to_stand_still_pixel_exact(api, site):
+    # Answered at the load, so the button is still sliding when the click is asked for.
+    ok(api.post(f"{P}/navigate", json={"url": site.url("/sliding"), "settle": False}))
+    acted = ok(api.post(f"{P}/click", json={"selector": "#slider"}))
+    click = site.wait_for(lambda e: e["type"] == "click" and e["target"] == "slider")
+    assert (click["screenX"], click["screenY"]) == (acted["x"], acted["y"])
+    assert click["clientX"] >= 700, f"clicked at client x {click['clientX']}: before the button came to rest at 700"
+
+
 HOVER_PAGE = ("data:text/html,<title>none</title>"
               "<button id=a style='position:absolute;left:300px;top:200px'>A</button>"
               "<button id=b style='position:absolute;left:600px;top:400px'>B</button>"
