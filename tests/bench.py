@@ -1032,9 +1032,10 @@ SECTIONS: list[Section] = [
                   "on nothing in it); a ratio is with / without, medians, same run."),
     Section("Evaluation", [_evaluation],
             intro="Issue 37 (tests/bench_eval.py): `glassdesk eval miniwob:oracle --model oracle` as a library, on a "
-                  "server of its own (embedded), two episodes of each task the oracle covers, two at a time; each "
-                  "episode on a new desktop (a warm-pool claim), then on each worker's own desktop with its browser "
-                  "cleared between episodes."),
+                  "server of its own (embedded), two episodes of each task the oracle covers; each episode on a new "
+                  "desktop (a warm-pool claim), two at a time; then on each worker's own desktop with its browser "
+                  "cleared between episodes, two and three at a time. Each row says how busy the machine was (both "
+                  "cores, /proc/stat)."),
     Section("OSWorld", [_osworld],
             intro="Issue 38 (tests/bench_osworld.py): OSWorld's own PythonController against a session's guest "
                   "contract on a server of its own (embedded), beside the same click and screenshot over glassdesk's "
