@@ -183,7 +183,7 @@ async def locate(page, target: Target, timeout_ms: int) -> Located:
     where = await _ready(locator, timeout_ms)
     if where is None:
         left_ms = max(1, timeout_ms - round((time.monotonic() - started) * 1000))
-        where = await _waited_for(page, locator, target, left_ms)
+        where = await _waited_for(page, locator, target, left_ms, timeout_ms)
     if not where["matches"] or not where.get("box"):
         raise NotFound(f"no visible element for {target.describe()}")
     if where["matches"] > 1 and target.nth is None:
@@ -208,16 +208,16 @@ async def _ready(locator, timeout_ms: int) -> dict | None:
         return None
 
 
-async def _waited_for(page, locator, target: Target, timeout_ms: int) -> dict:
+async def _waited_for(page, locator, target: Target, left_ms: int, timeout_ms: int) -> dict:
     """_WHERE's answer once the element is visible, scrolled into view and standing still, each
-    waited for as Playwright's actions wait."""
+    waited for as Playwright's actions wait, for what is ``left_ms`` of the action's ``timeout_ms``."""
     try:
-        await locator.first.wait_for(state="visible", timeout=timeout_ms)
+        await locator.first.wait_for(state="visible", timeout=left_ms)
     except Exception as exc:
         raise_for(exc, target, timeout_ms)
     # Playwright's scroll waits for the element to stand still (two animation frames): a pixel
     # taken from a moving element would miss it.
-    await locator.first.scroll_into_view_if_needed(timeout=timeout_ms)
+    await locator.first.scroll_into_view_if_needed(timeout=left_ms)
     where = await locator.evaluate_all(_WHERE)
     if where is None or not where["matches"]:  # a frame's element (a ref like f1e2 is not even seen here)
         where = await _where_in_frame(page, locator)
