@@ -714,6 +714,9 @@ class ClickRequest(Target):
     button: Literal["left", "middle", "right"] = "left"
     click_count: int = Field(1, ge=1, le=3)
     timeout_ms: int = Timeout
+    glide: bool = Field(True, description="the pointer glides to the element first, as the server's pointer glide "
+                                          "is set (a person watching sees where it goes); false: it goes there at "
+                                          "once, for a step nobody needs to watch (an evaluation's setup)")
 
 
 class FillRequest(Target):

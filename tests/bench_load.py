@@ -278,13 +278,13 @@ def record_cost(bench, runs: int = 30) -> list:
     executor = session.executor
     run, pressed = executor.run, []
 
-    def timed_run(action, before_act=None):
+    def timed_run(action, before_act=None, glide=True):
         """The executor's run, noting when it presses: after the glide and whatever it waits for."""
         def then() -> None:
             if before_act is not None:
                 before_act()
             pressed.append(time.perf_counter())
-        return run(action, before_act=then)
+        return run(action, before_act=then, glide=glide)
 
     saved, rows = executor.glide_ms, []
     executor.run = timed_run

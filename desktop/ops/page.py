@@ -259,7 +259,8 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "pages", "click", ClickRequest, Acted, acts=True, page=True,
         call=lambda pages, session, r: pages.click(session, target_of(r), button=r.button,
-                                                   click_count=r.click_count, timeout_ms=r.timeout_ms),
+                                                   click_count=r.click_count, timeout_ms=r.timeout_ms,
+                                                   glide=r.glide),
         rest=Rest("POST", "/page/click", summary="a real pointer click at the element's centre", answer=ActedAnswer),
         tool=Tool("page_click", "Click an element in the visible page",
                   f"{PAGE_ACTS} Clicks an element of the page. {NAME_IT} {REAL_INPUT} Refused while a dialog is "

@@ -371,12 +371,13 @@ class PageService:
         return located
 
     def click(self, session_id: str | None, target: Target, *, button: str = "left", click_count: int = 1,
-              timeout_ms: int = 5000) -> Acted:
+              timeout_ms: int = 5000, glide: bool = True) -> Acted:
         session = self._agent(session_id)
         kind = {1: Click, 2: DoubleClick, 3: TripleClick}[click_count]
         with session.exclusive("a page click"):  # nothing moves the element between finding and clicking
             located = self._locate(session, target, timeout_ms, "click")
-            performed = session.perform(_on_display(kind, located, button=button), queue_s=QUEUE_WAIT_S)
+            performed = session.perform(_on_display(kind, located, button=button), queue_s=QUEUE_WAIT_S,
+                                        glide=glide)
         return _acted(located, performed)
 
     def hover(self, session_id: str | None, target: Target, timeout_ms: int = 5000) -> Acted:

@@ -278,36 +278,38 @@ class Session:
         except ScreenshotError as exc:
             raise self.down_error() or ScreenshotFailed(str(exc)) from exc
 
-    def perform(self, action: _Action, *, settle: bool = True, queue_s: float | None = None) -> Performed:
+    def perform(self, action: _Action, *, settle: bool = True, queue_s: float | None = None,
+                glide: bool = True) -> Performed:
         """Execute one action and wait for the screen to settle (one capture, when it has: the
         settle watches the display's damage events, not frames). ``queue_s``: how long to wait for
-        an action already running (None: as long as it takes)."""
+        an action already running (None: as long as it takes). ``glide`` false: the pointer goes to
+        its target at once whatever the server's glide (a step nobody needs to watch)."""
         self.require_ready()
         self.touch()
-        expected_s = expected_ms(action, self.executor.glide_ms) / 1000
+        expected_s = expected_ms(action, self.executor.glide_ms if glide else 0) / 1000
         dumped = action.model_dump()  # for the watchers; its "action" is the name every input action has
         with self._acting(f"a {dumped['action']} action", expected_s, queue_s):
             self.note_input(dumped)
             try:
                 if not settle:
-                    executed = self.executor.run(action)
+                    executed = self.executor.run(action, glide=glide)
                     return Performed(executed.argv, executed.duration_ms, 0, self._screen().capture(), True, "none")
                 self.executor.keep_one_click(action)  # before the mark: the wait is no part of the click
                 watch = self.settle.browser_watch()
                 if isinstance(action, Type):
                     self.settle.refuse_typing_into_nothing(watch)
                 native, program = self.settle.native_reads(action) if watch is None else (None, None)
-                if watch is not None and self.executor.glides(action):
+                if watch is not None and self.executor.glides(action, glide):
                     # The page is read while the pointer glides there (~150 ms, against the reads'
                     # ~15): the record costs the action nothing; the press waits for the reads.
                     reads = in_background(lambda: self.settle.browser_reads(watch, action))
                     self._screen().mark()
-                    executed = self.executor.run(action, before_act=reads.result)
+                    executed = self.executor.run(action, before_act=reads.result, glide=glide)
                     element, counted, control = reads.result()
                 else:
                     element, counted, control = self.settle.browser_reads(watch, action)
                     self._screen().mark()
-                    executed = self.executor.run(action)
+                    executed = self.executor.run(action, glide=glide)
                 native = native or control
                 shot, settled_by = self.settle.settle_after_input(watch, counted, program)
                 self.settle.follow_page_focus(action, element)

@@ -409,14 +409,15 @@ class Executor:
         self.glide_ms = glide_ms_from(os.environ)
         self._last_press: Press | None = None
 
-    def glides(self, action: _Action) -> bool:
+    def glides(self, action: _Action, glide: bool = True) -> bool:
         """Whether ``run`` moves the pointer in steps before ``action`` (it may still find its
         target too close to be worth it)."""
-        return bool(self.glide_ms) and pointer_target(action) is not None
+        return glide and bool(self.glide_ms) and pointer_target(action) is not None
 
-    def run(self, action: _Action, before_act: Callable[[], object] | None = None) -> Executed:
+    def run(self, action: _Action, before_act: Callable[[], object] | None = None, glide: bool = True) -> Executed:
         """Carry out ``action``; ``before_act`` is called once the pointer has glided to its target
-        (at once when it does not glide), just before the action's own input."""
+        (at once when it does not glide: ``glide`` false, or the server's glide off), just before
+        the action's own input."""
         start = time.perf_counter()
         if isinstance(action, Type):
             if self._keymap is None and not action.text.isascii():
@@ -425,10 +426,10 @@ class Executor:
             commands = plan_type(action.text, keymap, caps_lock=caps_lock_on(self.env.get("DISPLAY", "")))
         else:
             commands = argv_for(action)
-        target = pointer_target(action) if self.glide_ms else None
-        glide = glide_argv(self.cursor(), target, self.glide_ms) if target is not None else None
-        if glide:
-            self._run(glide)
+        target = pointer_target(action) if self.glides(action, glide) else None
+        steps = glide_argv(self.cursor(), target, self.glide_ms) if target is not None else None
+        if steps:
+            self._run(steps)
         button = pressed_button(action)
         at = self._keep_one_click(action, button) if button is not None else None
         if before_act is not None:
@@ -442,7 +443,7 @@ class Executor:
             time.sleep(action.duration_ms / 1000)
         if at is not None and button is not None:  # at is found for a pressed button only
             self._last_press = Press(time.monotonic(), *at, button)
-        return Executed([glide, *commands] if glide else commands, (time.perf_counter() - start) * 1000)
+        return Executed([steps, *commands] if steps else commands, (time.perf_counter() - start) * 1000)
 
     def keep_one_click(self, action: _Action) -> None:
         """Wait out the double-click time of the last press when ``action``'s would continue its count

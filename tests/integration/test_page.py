@@ -33,6 +33,19 @@ def test_a_selector_click_is_a_real_click_at_the_element_centre(api, page, viewp
     assert (box["x"], box["y"]) == (left, top)
 
 
+def test_a_click_glides_there_as_the_server_is_set_or_goes_at_once_when_asked(api, page):
+    """The glide shows a person where an agent acts (the tests' server: the default 150 ms); a step
+    nobody needs to watch (an evaluation's setup) asks for none. Both land pixel-exact."""
+    for glide in (False, True):
+        ok(api.post("/api/v1/sessions/itest/desktop/move", json={"x": 5, "y": 1000}))  # far: worth a glide
+        page.clear()
+        acted = ok(api.post(f"{P}/click", json={"selector": "#signin", "glide": glide}))
+        assert any("sleep" in argv for argv in acted["executed"]) is glide, acted["executed"]
+        click = page.wait_for(lambda e: e["type"] == "click" and e["target"] == "signin")
+        assert (click["screenX"], click["screenY"]) == (acted["x"], acted["y"])
+    error(api.post(f"{P}/click", json={"selector": "#signin", "glide": "sometimes"}), 422, "invalid_request")
+
+
 def test_fill_by_label_types_for_real_and_checks_the_value(api, page):
     acted = ok(api.post(f"{P}/fill", json={"label": "Email", "value": "{{mail}}", "secrets": {"mail": "a@b.test"}}))
     assert acted["verified"] is True

@@ -365,8 +365,8 @@ class Recorded(FlowEpisodes):
     def _navigate(self, session_id, url, settle):
         self.calls.append(("navigate", url, "settled" if settle else "loaded"))
 
-    def _click(self, session_id, selector):
-        self.calls.append(("click", selector))
+    def _click(self, session_id, selector, glide):
+        self.calls.append(("click", selector, "gliding" if glide else "at once"))
 
     def _text(self, session_id, selector):
         if selector == "#gone":
@@ -379,8 +379,9 @@ def test_a_setup_of_clicks_by_selector_runs_as_page_operations_and_any_other_as_
     episodes = Recorded()
     assert episodes.prepare("s", plain, 4) == "the instruction"  # its whitespace runs made one space
     # The page answered once loaded: the click after it settles the display the model will see first.
+    # It is not the agent's: the pointer goes there at once, without the glide that shows an agent's.
     assert episodes.calls == [("navigate", "http://127.0.0.1:9/miniwob/click-test.html?seed=4&max_time=300000",
-                               "loaded"), ("click", "#sync-task-cover")]
+                               "loaded"), ("click", "#sync-task-cover", "at once")]
     bare = parse_tasks([{"id": "b", "instruction": "go", "start": {"url": "http://x/"}, "expect": CHECK}], "x").tasks[0]
     episodes = Recorded()
     assert episodes.prepare("s", bare, 1) == "go"

@@ -225,7 +225,7 @@ class GatedExecutor:
     def keep_one_click(self, action):
         pass
 
-    def run(self, action):
+    def run(self, action, before_act=None, glide=True):
         self.started.set()
         self.gate.wait(10)
         self.ran.append(action.action)

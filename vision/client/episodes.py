@@ -40,8 +40,8 @@ class ClientEpisodes(FlowEpisodes):
     def _navigate(self, session_id: str, url: str, settle: bool) -> None:
         self.client.session(session_id).page.navigate(url=url, settle=settle)
 
-    def _click(self, session_id: str, selector: str) -> None:
-        self.client.session(session_id).page.click(selector=selector)
+    def _click(self, session_id: str, selector: str, glide: bool) -> None:
+        self.client.session(session_id).page.click(selector=selector, glide=glide)
 
     def _text(self, session_id: str, selector: str) -> str:
         return str(self.client.session(session_id).page.content(format="text", selector=selector).content)

@@ -76,8 +76,8 @@ def checks_of(flow: Any, expected: list[str]) -> list[CheckResult]:
 
 def plain_clicks(task: Task) -> list[str] | None:
     """The selectors of a setup of clicks by selector alone (MiniWoB++'s START), which are run as
-    page operations, the same real pointer, without recording a QA run of their own, which costs
-    about a second; None for any other setup (pure)."""
+    page operations, the same real pointer (without its glide), without recording a QA run of their
+    own, which costs about a second; None for any other setup (pure)."""
     selectors = [step.selector for step in task.setup if step.action == "click" and step.selector
                  and set(step.model_dump(exclude_unset=True)) <= {"action", "selector"}]
     return selectors if len(selectors) == len(task.setup) else None
@@ -97,7 +97,7 @@ class FlowEpisodes:
     def _recycle(self, session_id: str, how: str) -> None: ...
     def _flow(self, session_id: str, body: dict[str, Any]) -> Any: ...
     def _navigate(self, session_id: str, url: str, settle: bool) -> None: ...
-    def _click(self, session_id: str, selector: str) -> None: ...
+    def _click(self, session_id: str, selector: str, glide: bool) -> None: ...
     def _text(self, session_id: str, selector: str) -> str: raise NotImplementedError
     def _act(self, session_id: str, request: dict[str, Any]) -> ActResult: raise NotImplementedError
     def _locate(self, session_id: str, target: dict[str, Any]) -> dict[str, Any]: raise NotImplementedError
@@ -130,8 +130,10 @@ class FlowEpisodes:
             if clicks is not None:  # the page opened and clicked by page operations: no QA run recorded
                 if url:  # answered on a still display only when no click (which settles it) follows
                     self._navigate(session_id, url, settle=not clicks)
+                # Not the agent's input: the pointer goes there at once, without the glide that
+                # shows a person where an agent acts.
                 for selector in clicks:
-                    self._click(session_id, selector)
+                    self._click(session_id, selector, glide=False)
             elif task.setup or url:
                 steps = [s.model_dump(mode="json", exclude_unset=True, by_alias=True) for s in task.setup]
                 flow = self._flow(session_id, {"start_url": url, "name": f"setup of {task.id}",

@@ -57,8 +57,8 @@ class ServiceEpisodes(FlowEpisodes):
     def _navigate(self, session_id: str, url: str, settle: bool) -> None:
         self.desktops.pages.navigate(session_id, "goto", url, settle=settle)
 
-    def _click(self, session_id: str, selector: str) -> None:
-        self.desktops.pages.click(session_id, Target(selector=selector))
+    def _click(self, session_id: str, selector: str, glide: bool) -> None:
+        self.desktops.pages.click(session_id, Target(selector=selector), glide=glide)
 
     def _text(self, session_id: str, selector: str) -> str:
         return str(self.desktops.pages.content(session_id, "text", selector).content)
