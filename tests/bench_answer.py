@@ -134,7 +134,7 @@ def still_times(rig: PageRig, page: TestPage, runs: int) -> dict[str, Any]:
 
 def answer_parts(rig: PageRig, page: TestPage, runs: int) -> dict[str, list[float]]:
     """The answer of a click with its screenshot, taken apart in this process (ms per part)."""
-    from desktop.http.desktop import _respond
+    from desktop.http.routes import action_response
     from desktop.models import ActionResponse
 
     desktops, sid = rig.desktops, rig.session_id
@@ -146,8 +146,9 @@ def answer_parts(rig: PageRig, page: TestPage, runs: int) -> dict[str, list[floa
         points = _points(rig, page)
         for i in range(runs):
             x, y = points[BUTTONS[i % 2]]
+            click = Click(x=x, y=y)
             start = time.perf_counter()
-            performed = desktops.perform(sid, Click(x=x, y=y))
+            performed = desktops.perform(sid, click)
             t_perform = _ms(start)
             start = time.perf_counter()
             png = performed.frame.png
@@ -159,7 +160,7 @@ def answer_parts(rig: PageRig, page: TestPage, runs: int) -> dict[str, list[floa
             summary = desktops.pages.summary(sid)
             t_summary = _ms(start)
             start = time.perf_counter()
-            answer = _respond("click", performed, True, summary)  # encodes again from the cached PNG
+            answer = action_response("click", performed, True, summary, click)  # encodes again from the cached PNG
             ActionResponse.model_validate(answer.model_dump()).model_dump_json()
             t_json = _ms(start)
             for key, value in (("perform", t_perform), ("png", t_png), ("base64", t_b64), ("summary", t_summary),

@@ -67,6 +67,17 @@ def cpu_snapshot(sessions) -> dict[str, float]:
     return totals
 
 
+def cpu_waited_s() -> float:
+    """Seconds so far during which at least one task of the machine was ready to run but waited for
+    a core (the kernel's pressure stall information, "some"; 0 where the kernel keeps none): over a
+    load, its share of the wall time says how often work queued for the two cores."""
+    try:
+        line = next(ln for ln in open("/proc/pressure/cpu", encoding="ascii") if ln.startswith("some "))
+    except (OSError, StopIteration):
+        return 0.0
+    return int(line.rsplit("total=", 1)[1]) / 1e6
+
+
 # ----------------------------------------------------------------------------------- the load
 
 def agent_points(rig, sid: str) -> dict[str, list[int]]:
@@ -156,12 +167,13 @@ def measure(manager, rig, session_ids: list[str], loads=LOADS, seconds: float = 
     for n, m in loads:
         used = session_ids[:n]
         sessions = [manager.get(sid) for sid in used]
-        before, wall = cpu_snapshot(sessions), time.perf_counter()
+        before, waited, wall = cpu_snapshot(sessions), cpu_waited_s(), time.perf_counter()
         answer = run_load(rig.server.url, {sid: points[sid] for sid in used}, m, seconds)
-        after, wall = cpu_snapshot(sessions), time.perf_counter() - wall
+        after, waited, wall = cpu_snapshot(sessions), cpu_waited_s() - waited, time.perf_counter() - wall
         count = sum(len(v) for v in answer["times"].values())
         answer["cpu_ms_per_answer"] = {k: (after[k] - before[k]) * 1000 / max(count, 1) for k in COMPONENTS}
         answer["cpu_share"] = sum(after[k] - before[k] for k in COMPONENTS) / wall / (os.cpu_count() or 1)
+        answer["waited_share"] = waited / wall
         answer["answers"] = count
         results[(n, m)] = answer
     return results
@@ -192,6 +204,28 @@ def load(bench, seconds: float = LOAD_S) -> list:
     return report(bench, results)
 
 
+def cpu_bound(results: dict, goal: tuple[int, int], cores: int | None = None) -> str:
+    """What the cores allow at load ``goal`` (pure arithmetic on the measured figures): k clients,
+    each sending its next request as soon as its last is answered, each answer costing c ms of CPU
+    in all components, keep the cores busy for k * c ms per round of answers, so on ``cores`` cores
+    the mean answer cannot be shorter than k * c / cores, however the work is scheduled; and the
+    mean the goal's 1.5x-alone asks for bounds the CPU an answer may cost."""
+    cores = cores or os.cpu_count() or 1
+    n, m = goal
+    result, alone = results[goal], results[(1, 1)]
+    cpu = sum(result["cpu_ms_per_answer"].values())
+    mean = statistics.fmean(t for samples in result["times"].values() for t in samples)
+    alone_mean = statistics.fmean(t for samples in alone["times"].values() for t in samples)
+    floor = n * m * cpu / cores
+    allowed = 1.5 * alone_mean * cores / (n * m)
+    return (f"Load at {n} x {m}, what the cores allow: each answer (all kinds) cost {cpu:.1f} ms of CPU in all, so "
+            f"{n * m} clients on {cores} cores cannot be answered in less than {floor:.0f} ms on average "
+            f"({n * m} x {cpu:.1f} / {cores}; {floor / alone_mean:.2f}x the mean alone, {alone_mean:.0f} ms), "
+            f"whatever the order of the work; measured: {mean:.0f} ms ({mean / alone_mean:.2f}x), the cores "
+            f"{result['cpu_share'] * 100:.0f} % busy. A mean of 1.5x alone would need at most {allowed:.1f} ms of "
+            f"CPU an answer.")
+
+
 def report(bench, results: dict) -> list:
     from tests.bench import Row
 
@@ -216,8 +250,9 @@ def report(bench, results: dict) -> list:
                  ["sessions x clients on each", "answer", "n", "p50", "p90", "p99", "p50 / alone", "p99 / alone"],
                  table)
     bench.detail("CPU per answer under load (ms of CPU time, all answers of the load)",
-                 ["sessions x clients on each", "answers", "machine's CPU used", *COMPONENTS],
-                 [[f"{n} x {m}", str(r["answers"]), f"{r['cpu_share'] * 100:.0f} %",
+                 ["sessions x clients on each", "answers", "machine's CPU used",
+                  "time a task waited for a core (PSI some)", *COMPONENTS],
+                 [[f"{n} x {m}", str(r["answers"]), f"{r['cpu_share'] * 100:.0f} %", f"{r['waited_share'] * 100:.0f} %",
                    *(f"{r['cpu_ms_per_answer'][k]:.1f}" for k in COMPONENTS)] for (n, m), r in results.items()])
     click = "click that repaints"
     alone50, alone99 = percentile(alone[click], 0.5), percentile(alone[click], 0.99)
@@ -233,6 +268,7 @@ def report(bench, results: dict) -> list:
     rows.append(Row(f"  the rest of a click's answer at {max(results)[0]} x {max(results)[1]} (not xdotool, not "
                     "settle)", "ms", loaded["rest"], "<= 20 ms p50", percentile(loaded["rest"], 0.5) <= 20,
                     note=f"alone: {percentile(results[(1, 1)]['rest'], 0.5):.1f} ms p50"))
+    bench.findings.append(cpu_bound(results, (4, 2)))
     doubled = next((n for (n, m), r in sorted(results.items()) if m == 1
                     and percentile(r["times"][click], 0.5) >= 2 * alone50), None)
     bench.findings.append(
