@@ -1044,13 +1044,15 @@ SECTIONS: list[Section] = [
     Section("Session isolation", [_isolation],
             intro="Issue 23 (tests/bench_isolation.py): what an account and a cgroup of its own per session cost a "
                   "session's start and its idle memory, beside the code before (84e8102: one shared account, no "
-                  "cgroup) measured the same way on the same machine."),
+                  "cgroup) measured the same way on 2026-11-27, on the machine of that time under a 1-minute "
+                  "load of 5-8 (tests/bench_isolation.py): a before of another machine and load, not an A/B."),
     Section("Scale", [_metric_of("tests.bench_scale", name)
                       for name in ("scale_memory", "scale_concurrency", "scale_warm", "scale_typing")],
             intro="Issue 14 (tests/bench_scale.py): one more idle session's memory, 9 sessions created at once, a "
                   "click's HTTP answer under 10 clients over 10 sessions, long typing; issue 22: the same creates "
                   "claiming from a warm pool (glassdesk up --warm), beside the cold ones of the run; the figures of "
-                  "commit 6bc3bc6 (before) measured by the same code on the same machine, in the notes."),
+                  "commit 6bc3bc6 (before) measured by the same code in the week of 2026-11-23, on the machine of "
+                  "that time, in the notes: another machine, not an A/B."),
     Section("Soak", [_soak],
             intro="Issue 33, item 5 (tests/bench_soak.py): a real `glassdesk up` under mixed load from 3 clients over "
                   "real HTTP for GLASSDESK_SOAK_S seconds (default 1800): clicks, screenshots, page state, scripted "
@@ -1177,7 +1179,9 @@ def _findings(bench: Bench, results: list[tuple[Section, list[Row]]]) -> None:
             + ("the miss is the machine's load, not the code." if spent <= 20 and capture.median > 20 else
                "the code itself is over budget: see the PNG findings." if spent > 20 else "it passes."))
     click = rows.get("click -> settled screenshot (perform + .frame.png), pointer glide off")
-    settle = rows.get("  of which the settle wait (settle_ms)")
+    # The Desktop section's own settle row: the Action answer section has a row of the same name.
+    settle = next((r for section, rs in results if section.title == "Desktop" for r in rs
+                   if r.metric == "  of which the settle wait (settle_ms)"), None)
     if click and settle:
         bench.findings.append(
             f"Click -> settled: {click.median:.0f} ms median, of which the settle wait is {settle.median:.0f} ms "

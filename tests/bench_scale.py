@@ -28,7 +28,8 @@ What is measured, on real sessions (desktop.session.manager.SessionManager):
   with what was sent: a figure of wrong typing measures nothing.
 
 The BEFORE figures were measured by this module on the code of commit 6bc3bc6 (the constants
-below), on the same 2-core machine; the bench prints them beside this run's figures.
+below), on the 2-core machine of that time, loaded (see BEFORE); the bench prints them beside
+this run's figures, which a later machine or a quieter hour moves as much as any change does.
 Nothing here asserts a speed.
 """
 
