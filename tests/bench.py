@@ -1004,9 +1004,11 @@ SECTIONS: list[Section] = [
                   "typed, the page's summary (the test site's /agent page), pointer glide off; each answer "
                   "against the same kind with 1 session and 1 client in the same run, and the CPU per answer "
                   "of the server, Playwright's driver, Xvfb, Chromium and the session's other processes "
-                  "(/proc). Two clients on one session share it: one action runs at a time, the other waits "
-                  "(QUEUE_WAIT_S), as an agent's would; they click a few pixels apart (the same spot within the "
-                  "double-click time would wait that out as well)."),
+                  "(/proc), beside the share of the time some task waited for a core (the kernel's pressure "
+                  "stall information) and, at 4 x 2, the mean answer the cores allow. Two clients on one "
+                  "session share it: one action runs at a time, the other waits (QUEUE_WAIT_S), as an agent's "
+                  "would; they click a few pixels apart (the same spot within the double-click time would wait "
+                  "that out as well)."),
     Section("Video receipt", [video_receipt],
             intro="Issue 26 (tests/bench_video.py): desktop/x11/receipt.py filming the session's display with "
                   "ffmpeg x11grab, 10 s films, on the test page (still) and the test site's /busy (the whole "

@@ -10,7 +10,9 @@ summary. Pointer glide off, as the other click figures: the mechanism's own cost
 
 Each answer's time is kept by kind and compared with the same kind alone (1 session, 1 client) in
 the same run; the CPU the load cost (the server process, Playwright's driver, and each session's
-Xvfb, Chromium and the rest, from /proc) is divided by the answers. Two clients on one session
+Xvfb, Chromium and the rest, from /proc) is divided by the answers, the share of the time some
+task waited for a core is read from the kernel (/proc/pressure/cpu), and ``cpu_bound`` says what
+mean answer the cores allow at all. Two clients on one session
 share it: a session runs one action at a time, so the second waits for the first (that wait is
 part of its answer, as it would be for an agent; QUEUE_WAIT_S bounds it), each clicking a few
 pixels beside the other (the very same spot again within the double-click time waits that out).
