@@ -1166,7 +1166,9 @@ def _settle_default(name: str):
 
 def _findings(bench: Bench, results: list[tuple[Section, list[Row]]]) -> None:
     """Plain statements derived from the numbers: which targets were missed and what dominates."""
-    rows = {r.metric: r for _, rs in results for r in rs}
+    # These findings read the Desktop section's rows (the floor's alone with --section): other sections
+    # reuse row names (the Action answer's settle row), which one table of every row would mix up.
+    rows = {r.metric: r for section, rs in results if section.title in ("Desktop", "Floor") for r in rs}
     parts = {k: rows[k].median for k in rows if k.startswith("floor: ") and "per run" not in k}
     if parts:
         name, value = max(parts.items(), key=lambda kv: kv[1])
@@ -1181,9 +1183,7 @@ def _findings(bench: Bench, results: list[tuple[Section, list[Row]]]) -> None:
             + ("the miss is the machine's load, not the code." if spent <= 20 and capture.median > 20 else
                "the code itself is over budget: see the PNG findings." if spent > 20 else "it passes."))
     click = rows.get("click -> settled screenshot (perform + .frame.png), pointer glide off")
-    # The Desktop section's own settle row: the Action answer section has a row of the same name.
-    settle = next((r for section, rs in results if section.title == "Desktop" for r in rs
-                   if r.metric == "  of which the settle wait (settle_ms)"), None)
+    settle = rows.get("  of which the settle wait (settle_ms)")
     if click and settle:
         bench.findings.append(
             f"Click -> settled: {click.median:.0f} ms median, of which the settle wait is {settle.median:.0f} ms "
